@@ -18,7 +18,7 @@ setup() {
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -U "pip>=25.1"
   local args=()
   for p in "${packages[@]}"; do
-    args+=(-e "packages/tile-$p$([ "$p" = ir ] && echo '[interp]')")
+    if [ "$p" = ir ]; then args+=(-e "packages/tile-ir[interp]"); else args+=(-e "packages/tile-$p"); fi
   done
   echo "==> installing the six Tile packages (editable)"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${args[@]}"
