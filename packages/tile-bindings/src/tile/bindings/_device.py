@@ -1,0 +1,100 @@
+"""Driver and device queries: count, handles, names, attributes, memory, driver version.
+
+Invariants: every query initialises the driver lazily and goes through :func:`check`; a device ordinal
+outside ``[0, device_count())`` raises :class:`InvalidDeviceError` before any driver call that would use it;
+attribute names are the ``CU_DEVICE_ATTRIBUTE_*`` suffixes, case-insensitive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tile.bindings._driver import check, driver
+from tile.bindings._errors import TileError
+
+__all__ = [
+    "InvalidDeviceError",
+    "compute_capability",
+    "device_attribute",
+    "device_count",
+    "device_handle",
+    "device_name",
+    "device_total_memory",
+    "driver_version",
+]
+
+
+class InvalidDeviceError(TileError, ValueError):
+    """A device ordinal or attribute name that does not exist on this machine."""
+
+
+def driver_version() -> tuple[int, int]:
+    """Return the CUDA version the driver supports, as ``(major, minor)`` (e.g. ``(13, 0)`` for driver 580)."""
+    version = int(check(driver().cuDriverGetVersion(), "cuDriverGetVersion"))
+    return version // 1000, (version % 1000) // 10
+
+
+def device_count() -> int:
+    """Return how many CUDA devices are visible."""
+    return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
+def device_handle(ordinal: int) -> Any:
+    """Return the ``CUdevice`` for ``ordinal``.
+
+    Raises
+    ------
+    InvalidDeviceError
+        When ``ordinal`` is not an int in ``[0, device_count())``.
+    """
+    count = device_count()
+    if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < count:
+        raise InvalidDeviceError(
+            f"device {ordinal!r} does not exist: this machine has {count} device(s), ordinals 0..{count - 1}; "
+            "check CUDA_VISIBLE_DEVICES"
+        )
+    return check(driver().cuDeviceGet(ordinal), "cuDeviceGet")
+
+
+def _attribute_enum(name: str) -> Any:
+    module = driver()
+    key = "CU_DEVICE_ATTRIBUTE_" + name.upper().removeprefix("CU_DEVICE_ATTRIBUTE_")
+    try:
+        return getattr(module.CUdevice_attribute, key)
+    except AttributeError:
+        raise InvalidDeviceError(
+            f"unknown device attribute {name!r}: use a CU_DEVICE_ATTRIBUTE_* suffix such as 'multiprocessor_count'"
+        ) from None
+
+
+def device_attribute(ordinal: int, name: str) -> int:
+    """Return one device attribute.
+
+    Parameters
+    ----------
+    ordinal : int
+        The device.
+    name : str
+        A ``CU_DEVICE_ATTRIBUTE_*`` name or its suffix, any case: ``"multiprocessor_count"``, ``"L2_CACHE_SIZE"``.
+    """
+    handle = device_handle(ordinal)
+    return int(check(driver().cuDeviceGetAttribute(_attribute_enum(name), handle), "cuDeviceGetAttribute"))
+
+
+def device_name(ordinal: int) -> str:
+    """Return the device's marketing name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
+    raw = check(driver().cuDeviceGetName(256, device_handle(ordinal)), "cuDeviceGetName")
+    return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+
+
+def compute_capability(ordinal: int) -> tuple[int, int]:
+    """Return ``(major, minor)``, e.g. ``(9, 0)`` for an H100."""
+    return (
+        device_attribute(ordinal, "compute_capability_major"),
+        device_attribute(ordinal, "compute_capability_minor"),
+    )
+
+
+def device_total_memory(ordinal: int) -> int:
+    """Return the device's total memory in bytes."""
+    return int(check(driver().cuDeviceTotalMem(device_handle(ordinal)), "cuDeviceTotalMem"))
