@@ -1,0 +1,63 @@
+"""A safe CUDA API for Python: devices, streams, events, owned buffers, modules and launches.
+
+tile.core sits on ``tile.bindings`` (checked driver calls) and on cuda-python's ``cuda.core`` where that serves
+(its Cython launcher, streams, events, kernels). What it adds is ownership: every handle knows whether it owns
+what it wraps, owned device memory is freed exactly once and stream-ordered after every recorded use, and misuse
+(use after free, double free, out-of-bounds copy, wrong device, destroyed stream, wrong arch, wrong argument
+count) raises a typed error with a fix hint *before* anything is changed. Importing tile.core touches no driver.
+
+Public API
+----------
+Devices and contexts
+    ``Device(ordinal=0)`` - one object per ordinal (compare with ``is`` or ``==``; hashable). ``.ordinal``,
+    ``.name``, ``.compute_capability`` ``(9, 0)``, ``.arch`` ``"sm_90"``, ``.sm_count``, ``.total_memory``,
+    ``.l2_cache_size``; ``.make_current()`` makes its primary context current on the calling thread (every
+    tile.core call does this itself when needed, from any thread); ``.synchronize()``;
+    ``.create_stream(priority=0)``, ``.create_event(timing=False, blocking_sync=False)``;
+    ``.default_stream`` (a Tile-owned non-blocking stream, never the legacy NULL stream);
+    ``.allocate(nbytes, stream=None)``; ``.memory_pool`` (``used_bytes``, ``reserved_bytes``, ``trim()``);
+    ``.mem_info()`` ``(free, total)``. ``Device.count()``.
+Streams and events
+    ``Stream(device=None, priority=0)`` creates an owned non-blocking stream; ``Stream.borrow(obj)`` wraps a
+    foreign one (an int ``CUstream``, any ``__cuda_stream__`` object, ``cuda.core.Stream``, torch / cupy streams)
+    and keeps ``obj`` alive. ``.handle`` (int), ``.device``, ``.priority``, ``.owned``, ``.closed``,
+    ``.synchronize()`` (blocks), ``.query()`` (True when idle), ``.record(event=None) -> Event``,
+    ``.wait(event_or_stream)``, ``.is_capturing()``, ``.close()``, ``__cuda_stream__``.
+    ``Event(device=None, timing=False, blocking_sync=False)``: ``.handle``, ``.record(stream)``, ``.query()``,
+    ``.synchronize()`` (blocks, releases the GIL), ``.elapsed_ms(since)``, ``.close()``.
+Memory
+    ``DeviceBuffer.allocate(nbytes, device=None, stream=None)`` / ``DeviceBuffer.from_host(array, stream=None)``:
+    owned, stream-ordered (``cuMemAllocFromPoolAsync`` / ``cuMemFreeAsync`` on its ``.stream``). ``.ptr``,
+    ``.nbytes``, ``.device``, ``.stream``, ``.closed``; ``.view(dtype, shape=None, offset=0) -> DeviceView``
+    (bounds-checked); ``.copy_from(src)``, ``.copy_to(dst)``, ``.fill(value)``, ``.to_numpy(dtype, shape)``;
+    ``.record_use(stream)`` (the free waits for it); ``.free()`` (exactly once; also ``with`` and GC).
+    ``DeviceView``: typed, strided window on device memory (``.ptr``, ``.dtype``, ``.shape``, ``.strides``,
+    ``.nbytes``, ``.device``, ``.owner``), same copy methods, exported through ``__cuda_array_interface__`` and
+    ``__dlpack__`` / ``__dlpack_device__`` so torch / cupy view it without a copy.
+    ``borrow(obj)`` -> ``DeviceView`` of a foreign DLPack / ``__cuda_array_interface__`` producer (torch, cupy),
+    zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
+    ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view), ``.free()``.
+    ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device.
+Modules and launches
+    ``Module.from_cubin(data, device=None)`` / ``Module.load(path, device=None)`` (the cubin's arch is checked
+    against the device first); ``module.function(name) -> Function`` (``.name``, ``.num_params``,
+    ``.attributes``). ``launch(function, grid, block, args, *, stream, shared_mem=0, signature=None)``;
+    ``prepare(function, grid, block, args, *, stream, shared_mem=0, signature=None) -> PreparedLaunch`` packs
+    and checks the arguments once, and ``prepared()`` relaunches with no per-call checks. Argument kinds
+    (``signature``): ``"ptr"`` (DeviceBuffer, DeviceView or int address), ``"i32"``, ``"i64"``, ``"f16"``,
+    ``"bf16"``, ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and buffers are pointers.
+Errors (all derive from ``tile.bindings.TileError`` and a builtin)
+    ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
+    ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``; driver failures are
+    ``tile.bindings.CudaError``; no driver is ``tile.bindings.DriverNotFoundError``.
+
+Stream ordering and blocking
+----------------------------
+Stream-ordered (return at once, run in order on the given stream): ``allocate``, ``free``, ``copy``/``copy_from``/
+``copy_to``/``fill`` with ``sync=False``, ``launch``, ``Stream.record``, ``Stream.wait``. Blocking: ``copy``
+family with ``sync=True`` (the default; waits for that stream), ``to_numpy``, ``Stream.synchronize``,
+``Event.synchronize``, ``Device.synchronize``, ``PinnedBuffer.free`` (waits for its recorded uses).
+``stream=None`` always means the buffer's own stream (``DeviceBuffer.stream``) or the device's
+``default_stream``, never the legacy NULL stream. A free is never enqueued on a stream that is capturing a
+graph: it is deferred until the capture ends.
+"""
