@@ -1,0 +1,236 @@
+"""tile.ir: a standalone, pure-Python CUDA Tile IR toolkit (data model, builder, verifier, bytecode I/O).
+
+Data model (all importable from ``tile.ir``)
+--------------------------------------------
+Types (`_types`, immutable, structural equality, ``str()`` = tileirdisasm spelling):
+    scalars ``i1 i4 i8 i16 i32 i64 f16 bf16 f32 tf32 f64 f8E4M3FN f8E5M2 f8E8M0FNU f4E2M1FN`` (`ScalarType`);
+    `PointerType` (``ptr(f32)``); `TileType` (``tile((128, 64), f16)``, ``scalar(i32)`` = rank 0);
+    `TokenType` (``token``); `TensorViewType(element, shape, strides)` with ``None`` = dynamic (`DYNAMIC`);
+    `PartitionViewType(tile_shape, tensor_view, dim_map, padding)`; `StridedViewType`;
+    `GatherScatterViewType`; `FunctionType(inputs, results)`; `Padding` enum.
+Attributes (`_attrs`): `IntegerAttr(type, value)`, `FloatAttr(type, bits)` (``FloatAttr.of(f32, 1.5)``),
+    `BoolAttr`, `TypeAttr`, `StringAttr`, `ArrayAttr(elements)`, `DenseElementsAttr(tile_type, raw_bytes)`
+    (``.splat(type, v)``, ``.from_values(type, vs)``), `DictAttr(items)`, `OptimizationHints(by_arch)`
+    (``OptimizationHints.of({"sm_90": {"occupancy": 2}})``), assume predicates `DivBy`, `SameElements`,
+    `Bounded`.
+Enums (`_enums`, IntEnum with the bytecode codes): `Signedness`, `IntegerOverflow`, `RoundingMode`,
+    `ComparisonPredicate`, `ComparisonOrdering`, `MemoryOrdering`, `MemoryScope`, `AtomicRMWMode`,
+    `SymbolVisibility`, `MultimemReductionKind`.
+IR (`_ir`): `Module(functions, globals, producer)`; `Global(name, value, alignment, constant, visibility)`;
+    `Function(name, FunctionType, entry=True, hints=None, arg_attrs=None, loc=None)` whose ``body`` is a
+    `Block` with the parameters as arguments (``fn.params``); `Block(args, ops)`; `Region(blocks)`;
+    `Value(type, owner, index)`; `Operation(name, operands, result_types, attributes, num_regions,
+    segments, loc)`.
+    An `Operation` is generic: ``op.name`` keys the catalog entry ``tile.ir.ops.CATALOG[op.name]`` (an
+    `OpDef`); ``op.operands`` is flat and ``op.segments`` holds one count per operand group of the entry
+    (``op.operand_group(i)``); ``op.attributes`` maps attribute names of the entry to canonical values
+    (enum member, int, bool, str, tuple, Attr, Type); absent optional attributes and false unit attributes
+    are not stored; attributes newer than the bytecode version hold their default.
+Locations (`_location`): ``None`` (unknown), `FileLoc`, `DILoc(scope, filename, line, column)`,
+    `CallSite(callee, caller)`; scopes `DISubprogram`, `DILexicalBlock`; `DIFile`, `DICompileUnit`.
+Versions (`_version`): `Version`, ``V13_1 .. V13_5``, `SUPPORTED_VERSIONS`, `LATEST`.
+Errors (`_errors`): `TileError` root; `IRTypeError` (TypeError), `VerifyError` and
+    `UnsupportedVersionError` (ValueError), `BytecodeError(offset, reason)` (ValueError).
+
+Op catalog (``tile.ir.ops``)
+---------------------------
+One `OpDef` per opcode (``ops/arith.py``, ``math.py``, ``shape.py``, ``control.py``, ``memory.py``,
+``atomics.py``, ``reduce.py``, ``misc.py``): name, opcode, since-version, results, operand groups
+(`OperandKind` SINGLE/OPTIONAL/VARIADIC) and their `OperandLayout`, attributes (`AttrSpec`: name, `AttrKind`,
+enum, optional, since, default), flag bits, regions, terminator, result-inference rule. Op and attribute
+names follow the Tile IR dialect (``rounding_mode``, ``flush_to_zero``, ``memory_ordering_semantics``...).
+
+Builder
+-------
+>>> fn = Function("k", FunctionType((scalar(ptr(f32)), scalar(i32))))
+>>> b = Builder(fn.body)
+>>> x = b.constant(1.0, tile((128,), f32))
+>>> y = b.addf(x, x)                       # any single-result op: positional operands, keyword attributes
+>>> z = b.exp(y, rounding_mode="approx")   # enums accept members or their lowercase names
+>>> with b.for_(lb, ub, step, [acc]) as loop:    # loop.iv, loop.args, then loop.results
+...     b.continue_([b.addf(loop.args[0], x)])
+>>> with b.if_(cond, [t]) as br:
+...     with br.then_(): b.yield_([a])
+...     with br.else_(): b.yield_([c])
+>>> b.return_()
+
+Multi-result / structural ops have explicit methods: `Builder.load_view_tko` (→ tile, token),
+``get_tile_block_id``, ``load_ptr_tko``, ``atomic_rmw_tko``, ``atomic_cas_tko``, ``print_tko``, ``assert_``,
+``return_``/``yield_``/``continue_``/``break_``, ``for_``, ``loop``, ``if_``, ``reduce``, ``scan``; anything
+else via ``b.call(name, *groups, **attrs) -> Operation`` or ``b.create(name, groups, attrs, result_types)``.
+"""
+
+from __future__ import annotations
+
+from tile.ir import ops
+from tile.ir._attrs import (
+    ArrayAttr,
+    AssumePredicate,
+    Attr,
+    BoolAttr,
+    Bounded,
+    DenseElementsAttr,
+    DictAttr,
+    DivBy,
+    FloatAttr,
+    IntegerAttr,
+    OptimizationHints,
+    SameElements,
+    StringAttr,
+    TypeAttr,
+)
+from tile.ir._builder import Builder, IfBranches, RegionOp
+from tile.ir._enums import (
+    AtomicRMWMode,
+    ComparisonOrdering,
+    ComparisonPredicate,
+    IntegerOverflow,
+    MemoryOrdering,
+    MemoryScope,
+    MultimemReductionKind,
+    RoundingMode,
+    Signedness,
+    SymbolVisibility,
+)
+from tile.ir._errors import BytecodeError, IRTypeError, TileError, UnsupportedVersionError, VerifyError
+from tile.ir._ir import Block, Function, Global, Module, Operation, Region, Value
+from tile.ir._location import (
+    CallSite,
+    DICompileUnit,
+    DIFile,
+    DILexicalBlock,
+    DILoc,
+    DIScope,
+    DISubprogram,
+    FileLoc,
+    Location,
+)
+from tile.ir._types import (
+    DYNAMIC,
+    ElementType,
+    FunctionType,
+    GatherScatterViewType,
+    Padding,
+    PartitionViewType,
+    PointerType,
+    ScalarType,
+    StridedViewType,
+    TensorViewType,
+    TileType,
+    TokenType,
+    Type,
+    ViewType,
+    bf16,
+    f4E2M1FN,
+    f8E4M3FN,
+    f8E5M2,
+    f8E8M0FNU,
+    f16,
+    f32,
+    f64,
+    i1,
+    i4,
+    i8,
+    i16,
+    i32,
+    i64,
+    ptr,
+    scalar,
+    tf32,
+    tile,
+    token,
+)
+from tile.ir._version import LATEST, SUPPORTED_VERSIONS, V13_1, V13_2, V13_3, V13_4, V13_5, Version
+
+__all__ = [
+    "DYNAMIC",
+    "LATEST",
+    "SUPPORTED_VERSIONS",
+    "V13_1",
+    "V13_2",
+    "V13_3",
+    "V13_4",
+    "V13_5",
+    "ArrayAttr",
+    "AssumePredicate",
+    "AtomicRMWMode",
+    "Attr",
+    "Block",
+    "BoolAttr",
+    "Bounded",
+    "Builder",
+    "BytecodeError",
+    "CallSite",
+    "ComparisonOrdering",
+    "ComparisonPredicate",
+    "DICompileUnit",
+    "DIFile",
+    "DILexicalBlock",
+    "DILoc",
+    "DIScope",
+    "DISubprogram",
+    "DenseElementsAttr",
+    "DictAttr",
+    "DivBy",
+    "ElementType",
+    "FileLoc",
+    "FloatAttr",
+    "Function",
+    "FunctionType",
+    "GatherScatterViewType",
+    "Global",
+    "IRTypeError",
+    "IfBranches",
+    "IntegerAttr",
+    "IntegerOverflow",
+    "Location",
+    "MemoryOrdering",
+    "MemoryScope",
+    "Module",
+    "MultimemReductionKind",
+    "Operation",
+    "OptimizationHints",
+    "Padding",
+    "PartitionViewType",
+    "PointerType",
+    "Region",
+    "RegionOp",
+    "RoundingMode",
+    "SameElements",
+    "ScalarType",
+    "Signedness",
+    "StridedViewType",
+    "StringAttr",
+    "SymbolVisibility",
+    "TensorViewType",
+    "TileError",
+    "TileType",
+    "TokenType",
+    "Type",
+    "TypeAttr",
+    "UnsupportedVersionError",
+    "Value",
+    "VerifyError",
+    "Version",
+    "ViewType",
+    "bf16",
+    "f4E2M1FN",
+    "f8E4M3FN",
+    "f8E5M2",
+    "f8E8M0FNU",
+    "f16",
+    "f32",
+    "f64",
+    "i1",
+    "i4",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "ops",
+    "ptr",
+    "scalar",
+    "tf32",
+    "tile",
+    "token",
+]
