@@ -30,7 +30,10 @@ def _gpu_reason() -> str | None:
         return "cuda-bindings is not installed"
     from cuda.bindings import driver
 
-    (err,) = driver.cuInit(0)
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as exc:  # without libcuda, cuda-bindings raises its own loader errors, not a CUresult
+        return f"no CUDA driver library ({exc})"
     if err != driver.CUresult.CUDA_SUCCESS:
         return f"no usable CUDA driver (cuInit: {err.name})"
     err, count = driver.cuDeviceGetCount()
