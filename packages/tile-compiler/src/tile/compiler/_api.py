@@ -1,0 +1,340 @@
+"""The compile-only API: a Python kernel (or a built module, or bytecode) to a `CompiledKernel`, no GPU needed.
+
+Lookup order for `compile_kernel`: the in-memory cache (single flight per key across threads), then the disk
+cache by frontend key (a hit skips every stage), then the full pipeline whose tileiras step is itself behind the
+bytecode-keyed disk cache. On a machine without tileiras a disk entry made elsewhere for the same frontend key is
+used as is (the GPU-machine fallback: compile ahead with ``tile compile ... --arch sm_90`` into a cache folder,
+carry it, point ``TILE_CACHE_DIR`` at it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tile.ir import Module
+
+from ._cache import CacheEntry, DiskCache, MemoryCache, count
+from ._dump import Dumper
+from ._fingerprint import frontend_key
+from ._knobs import Knobs, knobs
+from ._pipeline import Clock, Frontend, choose_version, finish_module, ir_text, run_backend, run_frontend
+from ._spec import AbiSlot, CompileOptions, KernelABI, SpecError, Specialization, Target
+from ._toolchain import TileirasNotFoundError, Toolchain, toolchain
+
+__all__ = ["CompiledKernel", "clear_memory_cache", "compile_bytecode", "compile_kernel", "compile_module"]
+
+EMITS = ("ir", "bytecode", "cubin")
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A compiled kernel: cubin, entry symbol, parameter ABI, and how it was obtained.
+
+    Attributes
+    ----------
+    name
+        Kernel name (the entry symbol).
+    abi
+        The kernel parameter list the launcher packs.
+    target
+        What it was compiled for.
+    bytecode, bytecode_version
+        The Tile IR bytecode and its version.
+    cubin
+        The cubin, or None for `Target.cpu`.
+    key
+        The cache key (hex).
+    tileiras_version
+        Version of the tileiras that made the cubin (None for the CPU target).
+    origin
+        ``"compiled"``, ``"disk"`` (disk cache hit) or ``"memory"``.
+    timings
+        Seconds per stage of this call.
+    """
+
+    name: str
+    abi: KernelABI
+    target: Target
+    bytecode: bytes
+    bytecode_version: tuple[int, int]
+    cubin: bytes | None
+    key: str
+    tileiras_version: str | None = None
+    origin: str = "compiled"
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+    @property
+    def entry(self) -> str:
+        """The cubin symbol to launch."""
+        return self.abi.entry
+
+    def ir_text(self) -> str:
+        """The Tile IR of the kernel, as ``tileirdisasm`` prints it (read back from the bytecode)."""
+        import tile.ir
+
+        return ir_text(tile.ir.read_bytecode(self.bytecode))
+
+    def save(self, directory: str | Path, emit: tuple[str, ...] = EMITS) -> list[Path]:
+        """Write ``<name>.tileir`` / ``.tilebc`` / ``.cubin`` (those in ``emit``) into ``directory``."""
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for kind, suffix in (("ir", ".tileir"), ("bytecode", ".tilebc"), ("cubin", ".cubin")):
+            if kind not in emit or (kind == "cubin" and self.cubin is None):
+                continue
+            path = folder / f"{self.name}{suffix}"
+            path.write_bytes(
+                self.ir_text().encode() if kind == "ir" else self.bytecode if kind == "bytecode" else self.cubin or b""
+            )
+            written.append(path)
+        return written
+
+
+_MEMORY: MemoryCache[tuple[str, str, str], CompiledKernel] = MemoryCache()
+
+
+def clear_memory_cache() -> None:
+    """Forget the kernels compiled in this process (the disk cache is untouched)."""
+    _MEMORY.clear()
+
+
+def compile_kernel(
+    fn: Callable[..., object],
+    spec: Specialization | None = None,
+    target: Target | str = "sm_90",
+    *,
+    cache: bool = True,
+    settings: Knobs | None = None,
+) -> CompiledKernel:
+    """Compile the tile kernel ``fn`` for ``target`` (no GPU needed).
+
+    Parameters
+    ----------
+    fn
+        The kernel's Python function (its source is read with `inspect`).
+    spec
+        Dtypes, const generics, array facts and options; missing facts take the annotation's defaults.
+    target
+        A `Target` or an arch name such as ``"sm_90"``; ``Target.cpu()`` stops after bytecode.
+    cache
+        Use the in-memory and disk caches (False: run every stage and store nothing).
+    settings
+        Settings to use instead of the ``TILE_*`` environment (e.g. another cache folder); default `knobs()`.
+
+    Returns
+    -------
+    CompiledKernel
+
+    Raises
+    ------
+    CompileError
+        The kernel is not valid Tile code (the message points at the source line).
+    TileirasError
+        tileiras failed (the message says why, where the bytecode was kept and how to report it).
+    TileirasNotFoundError
+        No tileiras and no precompiled disk entry for this kernel.
+    """
+    settings = settings or knobs()
+    target = target if isinstance(target, Target) else Target(target)
+    spec = spec or Specialization()
+    key = frontend_key(fn, spec, target, settings.bytecode_version)
+    if not cache:
+        return _build(fn, spec, _Job.start(settings, target, key, cache=False, stem=_stem(fn, key)))
+    memory_key = (key, str(settings.cache_dir), str(settings.tileiras))
+    kernel, hit = _MEMORY.get_or_compute(memory_key, lambda: _load_or_build(fn, spec, target, key, settings))
+    if not hit:
+        return kernel
+    count("memory_hits")
+    return dataclasses.replace(kernel, origin="memory", timings={})
+
+
+@dataclass
+class _Job:
+    """What one compilation works with: settings, target, key, toolchain, disk cache, dumps and stage clock."""
+
+    settings: Knobs
+    target: Target
+    key: str
+    tileiras: Toolchain | None
+    disk: DiskCache | None
+    dumper: Dumper
+    clock: Clock = field(default_factory=Clock)
+
+    @classmethod
+    def start(cls, settings: Knobs, target: Target, key: str, *, cache: bool, stem: str) -> _Job:
+        tileiras = None if target.is_cpu else _find_toolchain(settings)
+        disk = DiskCache(settings.cache_dir, settings.cache_size) if cache and settings.cache_dir is not None else None
+        return cls(settings, target, key, tileiras, disk, Dumper(settings.dump, settings.dump_dir, stem))
+
+    @property
+    def suffix(self) -> str | None:
+        """What completes the frontend key of a disk entry: the tileiras fingerprint ("cpu" for no cubin)."""
+        return "cpu" if self.target.is_cpu else self.tileiras.fingerprint if self.tileiras is not None else None
+
+    def require_tileiras(self, name: str) -> Toolchain | None:
+        if self.tileiras is not None or self.target.is_cpu:
+            return self.tileiras
+        folder = self.settings.cache_dir
+        where = f" and TILE_CACHE_DIR={folder} holds no precompiled entry for it" if folder else ""
+        raise TileirasNotFoundError(
+            f"cannot compile kernel {name!r} for {self.target}: tileiras was not found{where}. Install "
+            f"nvidia-cuda-tileiras (or set TILE_TILEIRAS), or compile ahead where it is installed (`tile compile "
+            f"FILE.py::{name} --arch {self.target} --cache-dir DIR`), carry DIR here and set TILE_CACHE_DIR=DIR"
+        )
+
+    def finish(self, front: Frontend, options: CompileOptions) -> CompiledKernel:
+        """Run the back half on ``front`` and assemble the result."""
+        cubin, origin = None, "compiled"
+        if self.tileiras is not None and not self.target.is_cpu:
+            folder = self.settings.cache_dir
+            keep = folder / "failed" if folder is not None else self.settings.dump_dir
+            cubin, hit = run_backend(
+                front,
+                target=self.target,
+                options=options,
+                tileiras=self.tileiras,
+                disk=self.disk,
+                dumper=self.dumper,
+                clock=self.clock,
+                keep_dir=keep,
+            )
+            origin = "disk" if hit else origin
+        version = self.tileiras.version if cubin is not None and self.tileiras else None
+        timings = dict(self.clock.seconds)
+        return CompiledKernel(
+            front.name, front.abi, self.target, front.bytecode, front.version, cubin, self.key, version, origin, timings
+        )
+
+
+def _stem(fn: Callable[..., object], key: str) -> str:
+    return f"{getattr(fn, '__name__', 'kernel')}-{key[:8]}"
+
+
+def _load_or_build(
+    fn: Callable[..., object], spec: Specialization, target: Target, key: str, settings: Knobs
+) -> CompiledKernel:
+    job = _Job.start(settings, target, key, cache=True, stem=_stem(fn, key))
+    if job.disk is not None:
+        with job.clock.stage("cache"):
+            entry = job.disk.get("kernel", f"{key}-{job.suffix}") if job.suffix else job.disk.find("kernel", f"{key}-")
+        if entry is not None and (kernel := _from_entry(entry, key, target, job.clock)) is not None:
+            count("disk_hits")
+            return kernel
+    kernel = _build(fn, spec, job)
+    if job.disk is not None:
+        job.disk.put("kernel", f"{key}-{job.suffix}", _entry_meta(kernel), _entry_blobs(kernel))
+    return kernel
+
+
+def _find_toolchain(settings: Knobs) -> Toolchain | None:
+    try:
+        return toolchain(settings)
+    except TileirasNotFoundError:
+        return None
+
+
+def _build(fn: Callable[..., object], spec: Specialization, job: _Job) -> CompiledKernel:
+    tileiras = job.require_tileiras(getattr(fn, "__qualname__", repr(fn)))
+    version = choose_version(job.settings.bytecode_version, tileiras)
+    count("frontend_runs")
+    front = run_frontend(fn, spec, job.target, version=version, dumper=job.dumper, clock=job.clock)
+    return job.finish(front, spec.options)
+
+
+def _entry_meta(kernel: CompiledKernel) -> dict[str, Any]:
+    return {
+        "name": kernel.name,
+        "abi": kernel.abi.to_json(),
+        "arch": kernel.target.arch,
+        "bytecode_version": list(kernel.bytecode_version),
+        "tileiras": kernel.tileiras_version,
+        "timings": dict(kernel.timings),
+    }
+
+
+def _entry_blobs(kernel: CompiledKernel) -> dict[str, bytes]:
+    return {"bytecode": kernel.bytecode, **({"cubin": kernel.cubin} if kernel.cubin is not None else {})}
+
+
+def _from_entry(entry: CacheEntry, key: str, target: Target, clock: Clock) -> CompiledKernel | None:
+    meta = entry.meta
+    try:
+        major, minor = meta["bytecode_version"]
+        abi = KernelABI.from_json(meta["abi"])
+        return CompiledKernel(
+            str(meta["name"]),
+            abi,
+            target,
+            entry.blobs["bytecode"],
+            (int(major), int(minor)),
+            entry.blobs.get("cubin"),
+            key,
+            meta.get("tileiras"),
+            "disk",
+            dict(clock.seconds),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def compile_module(
+    module: Module,
+    target: Target | str = "sm_90",
+    *,
+    abi: KernelABI | None = None,
+    options: CompileOptions | None = None,
+    cache: bool = True,
+    settings: Knobs | None = None,
+) -> CompiledKernel:
+    """Compile a Tile IR module built directly (one entry): verify → bytecode → tileiras (cached by bytecode)."""
+    settings = settings or knobs()
+    target = target if isinstance(target, Target) else Target(target)
+    function = module.functions[0]
+    slots = tuple(AbiSlot(f"arg{i}", "value", -1, str(t)) for i, t in enumerate(function.type.inputs))
+    job = _Job.start(settings, target, "", cache=cache, stem=function.name)
+    tileiras = job.require_tileiras(function.name)
+    version = choose_version(settings.bytecode_version, tileiras)
+    front = finish_module(module, abi or KernelABI(function.name, slots), version, job.dumper, job.clock)
+    job.key = hashlib.sha256(front.bytecode).hexdigest()
+    return job.finish(front, options or CompileOptions())
+
+
+def compile_bytecode(
+    bytecode: bytes,
+    target: Target | str = "sm_90",
+    *,
+    name: str | None = None,
+    options: CompileOptions | None = None,
+    cache: bool = True,
+    settings: Knobs | None = None,
+) -> CompiledKernel:
+    """Compile Tile IR bytecode (ours or another producer's, e.g. cuTile Python's) to a cubin with tileiras.
+
+    ``name`` labels the result (file names, messages); the entry symbol is read from the bytecode.
+    """
+    settings = settings or knobs()
+    target = target if isinstance(target, Target) else Target(target)
+    if target.is_cpu:
+        raise SpecError("compile_bytecode makes a cubin; pass a GPU target such as 'sm_90'")
+    toolchain(settings)  # raises TileirasNotFoundError with the install hint
+    version = (bytecode[8], bytecode[9]) if len(bytecode) >= 12 and bytecode[:8] == b"\x7fTileIR\x00" else (0, 0)
+    entry = _entry_name(bytecode)
+    job = _Job.start(settings, target, hashlib.sha256(bytecode).hexdigest(), cache=cache, stem=name or entry)
+    return job.finish(
+        Frontend(name or entry, Module(), KernelABI(entry), bytes(bytecode), version), options or CompileOptions()
+    )
+
+
+def _entry_name(bytecode: bytes) -> str:
+    import tile.ir
+
+    try:
+        functions = tile.ir.read_bytecode(bytecode).functions
+    except (tile.ir.TileError, AttributeError):  # TEMPORARY until tile.ir.read_bytecode lands
+        return "kernel"
+    return functions[0].name if functions else "kernel"

@@ -1,0 +1,174 @@
+"""The ordered, named compile stages: parse → resolve → typecheck → lower → verify → bytecode → cubin.
+
+`run_frontend` runs the first six (COMP's stage functions, then tile.ir's verifier and writer), `run_backend` the
+last (``tileiras`` behind the bytecode-keyed disk cache). Each stage is timed into a `Clock` and dumped through
+a `Dumper` when ``TILE_DUMP`` names it. `choose_version` picks the bytecode version: ``TILE_BYTECODE_VERSION``
+if set (it must be one both our writer and tileiras read), else the highest both support.
+Invariant: the stage list is `STAGES`, in this order; nothing here caches by the frontend key (that is
+`_api`'s job), so every call runs the stages it is asked to.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tile.ir import SUPPORTED_VERSIONS, Module, Version
+
+from ._cache import DiskCache, count
+from ._dump import Dumper
+from ._fingerprint import cubin_key
+from ._knobs import KnobError
+from ._spec import CompileOptions, KernelABI, Specialization, Target
+from ._toolchain import Toolchain, ToolchainError
+
+__all__ = ["STAGES", "Clock", "Frontend", "choose_version", "ir_text", "run_backend", "run_frontend"]
+
+STAGES = ("parse", "resolve", "typecheck", "lower", "verify", "bytecode", "cubin")
+
+
+@dataclass
+class Clock:
+    """Seconds spent per stage (plus ``cache`` for disk lookups), in the order they ran."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as stage ``name`` (added to any earlier time of the same name)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """The front half's result: the Tile IR module, its entry ABI and its bytecode."""
+
+    name: str
+    module: Module
+    abi: KernelABI
+    bytecode: bytes
+    version: tuple[int, int]
+
+
+def choose_version(requested: tuple[int, int] | None, tileiras: Toolchain | None) -> tuple[int, int]:
+    """Return the bytecode version to write (see the module docstring); raise if none works."""
+    ours = {(v.major, v.minor) for v in SUPPORTED_VERSIONS}
+    theirs = set(tileiras.bytecode_versions) if tileiras is not None else ours
+    listed = ", ".join(f"{a}.{b}" for a, b in sorted(ours & theirs))
+    if requested is not None:
+        if requested not in ours:
+            raise KnobError(
+                "TILE_BYTECODE_VERSION", "{}.{}".format(*requested), f"a version our writer supports ({listed})"
+            )
+        if requested not in theirs:
+            raise ToolchainError(
+                f"TILE_BYTECODE_VERSION={requested[0]}.{requested[1]} is not read by tileiras "
+                f"{tileiras.version if tileiras else ''}; use one of {listed} or upgrade tileiras"
+            )
+        return requested
+    if not ours & theirs:
+        raise ToolchainError(
+            f"tileiras reads bytecode {sorted(theirs)} and our writer {sorted(ours)}: no common "
+            "version; install a matching nvidia-cuda-tileiras"
+        )
+    return max(ours & theirs)
+
+
+def ir_text(module: Module) -> str:
+    """The module in the text syntax ``tileirdisasm`` prints."""
+    import tile.ir
+
+    return str(tile.ir.print_module(module))
+
+
+def run_frontend(
+    fn: Callable[..., object],
+    spec: Specialization,
+    target: Target,
+    *,
+    version: tuple[int, int],
+    dumper: Dumper,
+    clock: Clock,
+) -> Frontend:
+    """Run parse → resolve → typecheck → lower → verify → bytecode on ``fn``."""
+    from ._lower import lower
+    from ._parse import parse
+    from ._resolve import resolve
+    from ._typecheck import typecheck
+
+    with clock.stage("parse"):
+        tree = parse(fn)
+    dumper.text("ast", tree.dump)
+    with clock.stage("resolve"):
+        resolved = resolve(tree)
+    dumper.text("resolved", resolved.dump)
+    with clock.stage("typecheck"):
+        typed = typecheck(resolved, spec, target)
+    dumper.text("typed", typed.dump)
+    with clock.stage("lower"):
+        lowered = lower(typed, target)
+    return finish_module(lowered.module, lowered.abi, version, dumper, clock)
+
+
+def finish_module(module: Module, abi: KernelABI, version: tuple[int, int], dumper: Dumper, clock: Clock) -> Frontend:
+    """Run verify → bytecode on a built module (the back half's entry for modules built without the frontend)."""
+    import tile.ir
+
+    dumper.text("ir", lambda: ir_text(module))
+    with clock.stage("verify"):
+        tile.ir.verify(module)
+    with clock.stage("bytecode"):
+        bytecode = bytes(tile.ir.write_bytecode(module, Version(*version)))
+    dumper.binary("bytecode", bytecode)
+    return Frontend(abi.entry, module, abi, bytecode, version)
+
+
+def run_backend(
+    front: Frontend,
+    *,
+    target: Target,
+    options: CompileOptions,
+    tileiras: Toolchain,
+    disk: DiskCache | None,
+    dumper: Dumper,
+    clock: Clock,
+    keep_dir: Path | None = None,
+) -> tuple[bytes, bool]:
+    """Return ``(cubin, from_disk)`` for ``front.bytecode``: from the disk cache, or by running tileiras."""
+    key = cubin_key(
+        front.bytecode,
+        version=front.version,
+        arch=target.arch,
+        opt_level=options.opt_level,
+        lineinfo=options.lineinfo,
+        tileiras=tileiras.fingerprint,
+    )
+    with clock.stage("cache"):
+        entry = disk.get("cubin", key) if disk is not None else None
+    if entry is not None and "cubin" in entry.blobs:
+        count("cubin_disk_hits")
+        cubin, hit = entry.blobs["cubin"], True
+    else:
+        with clock.stage("cubin"):
+            cubin = tileiras.compile(
+                front.bytecode,
+                kernel=front.name,
+                arch=target.arch,
+                opt_level=options.opt_level,
+                lineinfo=options.lineinfo,
+                keep_dir=keep_dir,
+            )
+        count("tileiras_runs")
+        hit = False
+        if disk is not None:
+            meta = {"kernel": front.name, "arch": target.arch, "tileiras": tileiras.version}
+            disk.put("cubin", key, meta, {"cubin": cubin})
+    dumper.binary("cubin", cubin)
+    return cubin, hit

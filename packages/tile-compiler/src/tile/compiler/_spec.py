@@ -1,0 +1,313 @@
+"""What a kernel is compiled for: the specialization, the target and the entry ABI, as small frozen values.
+
+Invariants: every value here is immutable, hashable, picklable and validated on construction; `key()` returns
+bytes that are equal exactly when two values compile to the same code, so caches hash them directly. Extents of
+tensor arguments never appear (only the facts that change code: dtype, rank, static dims, the stride-one pattern
+and power-of-two divisibility capped at 16, as cuTile Rust does); so one compiled kernel serves every size.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from tile.ir import TileError
+
+__all__ = [
+    "ARCHS",
+    "DIV_CAP",
+    "DTYPES",
+    "AbiSlot",
+    "ArraySpec",
+    "CompileOptions",
+    "KernelABI",
+    "ScalarSpec",
+    "SpecError",
+    "Specialization",
+    "Target",
+    "canonical_dtype",
+    "pow2_divisor",
+]
+
+DIV_CAP = 16
+"""Divisibility facts are bucketed by powers of two up to this cap (bytes for pointers, elements otherwise)."""
+# Element types by canonical name (Tile IR spelling, plus unsigned ints that lower to signless ones): byte size.
+_ITEMSIZE = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1, "u16": 2, "u32": 4, "u64": 8, "f16": 2}
+_ITEMSIZE |= {"bf16": 2, "f32": 4, "tf32": 4, "f64": 8, "f8E4M3FN": 1, "f8E5M2": 1, "f8E8M0FNU": 1}
+DTYPES: tuple[str, ...] = tuple(_ITEMSIZE)
+_ALIASES = {"bool": "i1", "float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32"}
+_ALIASES |= {"float64": "f64", "double": "f64", "int": "i32", "f8e4m3fn": "f8E4M3FN", "f8e5m2": "f8E5M2"}
+_ALIASES |= {f"int{n}": f"i{n}" for n in (8, 16, 32, 64)} | {f"uint{n}": f"u{n}" for n in (8, 16, 32, 64)}
+ARCHS: tuple[str, ...] = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103", "sm_107")
+ARCHS += ("sm_110", "sm_120", "sm_121")
+_CPU = "cpu"
+Const = int | float | bool
+
+
+class SpecError(TileError, ValueError):
+    """A specialization, target or ABI value is malformed (the message names the field and the fix)."""
+
+
+def canonical_dtype(name: str) -> str:
+    """Return the canonical spelling of dtype ``name`` ("float16" -> "f16"), raising `SpecError` if unknown."""
+    if name in _ITEMSIZE:
+        return name
+    if (alias := _ALIASES.get(name.lower())) is not None:
+        return alias
+    if name.startswith("ptr<") and name.endswith(">"):
+        return f"ptr<{canonical_dtype(name[4:-1])}>"
+    raise SpecError(f"unknown dtype {name!r}: use one of {', '.join(DTYPES)}")
+
+
+def pow2_divisor(value: int, cap: int = DIV_CAP) -> int:
+    """Return the largest power of two dividing ``value``, at most ``cap`` (0 is divisible by everything)."""
+    if value == 0:
+        return cap
+    return min(abs(value) & -abs(value), cap)
+
+
+def _check_div(what: str, value: int) -> None:
+    if value < 1 or value > DIV_CAP or value & (value - 1):
+        raise SpecError(f"{what} = {value} must be a power of two from 1 to {DIV_CAP}")
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """The code-changing facts of one tensor argument (never its extents).
+
+    Parameters
+    ----------
+    dtype
+        Element type (canonical name, see `DTYPES`).
+    ndim
+        Rank.
+    static_shape
+        Per dim: an extent compiled into the kernel, or None for a dynamic one. Empty means all dynamic.
+    stride_one
+        Per dim: whether the stride is 1 (compiled in). Empty means none is.
+    shape_div, stride_div
+        Per dim: largest power-of-two divisor of the extent / stride in elements, capped at 16. Empty means 1.
+    base_div
+        Alignment of the base pointer in bytes, a power of two up to 16.
+    index_dtype
+        ``"i32"`` or ``"i64"``: the type of the shape and stride kernel parameters.
+    """
+
+    dtype: str
+    ndim: int
+    static_shape: tuple[int | None, ...] = ()
+    stride_one: tuple[bool, ...] = ()
+    shape_div: tuple[int, ...] = ()
+    stride_div: tuple[int, ...] = ()
+    base_div: int = DIV_CAP
+    index_dtype: str = "i32"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        if self.ndim < 0:
+            raise SpecError(f"ArraySpec.ndim = {self.ndim} must be >= 0")
+        for name, default in (("static_shape", None), ("stride_one", False), ("shape_div", 1), ("stride_div", 1)):
+            value = tuple(getattr(self, name)) or (default,) * self.ndim
+            if len(value) != self.ndim:
+                raise SpecError(f"ArraySpec.{name} has {len(value)} entries for a rank-{self.ndim} array")
+            object.__setattr__(self, name, value)
+        for i, div in enumerate(self.shape_div + self.stride_div):
+            _check_div(f"ArraySpec divisibility [{i}]", div)
+        _check_div("ArraySpec.base_div", self.base_div)
+        if self.index_dtype not in ("i32", "i64"):
+            raise SpecError(f"ArraySpec.index_dtype = {self.index_dtype!r} must be 'i32' or 'i64'")
+
+    @classmethod
+    def of(
+        cls,
+        dtype: str,
+        shape: Sequence[int],
+        strides: Sequence[int],
+        ptr: int = 0,
+        *,
+        static_dims: Iterable[int] = (),
+        index_dtype: str = "i32",
+        max_divisibility: int = DIV_CAP,
+    ) -> ArraySpec:
+        """Derive the facts of a concrete array (strides in elements, ``ptr`` its base address)."""
+        if len(shape) != len(strides):
+            raise SpecError(f"shape {tuple(shape)} and strides {tuple(strides)} differ in rank")
+        static = set(static_dims)
+        return cls(
+            dtype=dtype,
+            ndim=len(shape),
+            static_shape=tuple(n if i in static else None for i, n in enumerate(shape)),
+            stride_one=tuple(s == 1 for s in strides),
+            shape_div=tuple(pow2_divisor(n, max_divisibility) for n in shape),
+            stride_div=tuple(pow2_divisor(s, max_divisibility) for s in strides),
+            base_div=pow2_divisor(ptr, max_divisibility),
+            index_dtype=index_dtype,
+        )
+
+    @classmethod
+    def contiguous(cls, dtype: str, ndim: int) -> ArraySpec:
+        """The compile-only default: row-major (last stride 1), base 16-byte aligned, nothing else known."""
+        return cls(dtype=dtype, ndim=ndim, stride_one=(False,) * (ndim - 1) + (True,) if ndim else ())
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element in memory."""
+        return _ITEMSIZE[self.dtype]
+
+
+@dataclass(frozen=True)
+class ScalarSpec:
+    """A runtime scalar argument: its dtype and, for integers and pointers, power-of-two divisibility."""
+
+    dtype: str
+    div: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", canonical_dtype(self.dtype))
+        _check_div("ScalarSpec.div", self.div)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """User hints. ``opt_level`` and ``lineinfo`` go to tileiras; the rest become Tile IR optimisation hints."""
+
+    opt_level: int = 3
+    lineinfo: bool = True
+    occupancy: int | None = None
+    num_cta_in_cga: int | None = None
+    num_worker_warps: int | None = None
+    max_divisibility: int = DIV_CAP
+
+    def __post_init__(self) -> None:
+        if self.opt_level not in range(4):
+            raise SpecError(f"CompileOptions.opt_level = {self.opt_level} must be 0, 1, 2 or 3")
+        if self.occupancy is not None and not 1 <= self.occupancy <= 32:
+            raise SpecError(f"CompileOptions.occupancy = {self.occupancy} must be from 1 to 32")
+        if self.num_cta_in_cga is not None and self.num_cta_in_cga not in (1, 2, 4, 8, 16):
+            raise SpecError(f"CompileOptions.num_cta_in_cga = {self.num_cta_in_cga} must be 1, 2, 4, 8 or 16")
+        if self.num_worker_warps is not None and self.num_worker_warps not in (4, 8):
+            raise SpecError(f"CompileOptions.num_worker_warps = {self.num_worker_warps} must be 4 or 8")
+        _check_div("CompileOptions.max_divisibility", self.max_divisibility)
+
+
+def _sorted_items(mapping: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:
+    items = dict(mapping.items() if isinstance(mapping, Mapping) else (mapping or ()))
+    return tuple(sorted(items.items()))
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """Everything besides the source that decides a kernel's code. Build it with `Specialization.make`."""
+
+    params: tuple[tuple[str, ArraySpec | ScalarSpec], ...] = ()
+    consts: tuple[tuple[str, Const], ...] = ()
+    dtypes: tuple[tuple[str, str], ...] = ()
+    options: CompileOptions = field(default_factory=CompileOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", _sorted_items(self.params))
+        object.__setattr__(self, "consts", _sorted_items(self.consts))
+        object.__setattr__(self, "dtypes", tuple((k, canonical_dtype(v)) for k, v in _sorted_items(self.dtypes)))
+        for name, value in self.consts:
+            if not isinstance(value, (int, float, bool)):
+                raise SpecError(f"const {name} = {value!r} must be an int, float or bool")
+
+    @classmethod
+    def make(
+        cls,
+        params: Mapping[str, ArraySpec | ScalarSpec] | None = None,
+        consts: Mapping[str, Const] | None = None,
+        dtypes: Mapping[str, str] | None = None,
+        options: CompileOptions | None = None,
+    ) -> Specialization:
+        """Build a specialization from plain mappings (order does not matter)."""
+        return cls(_sorted_items(params), _sorted_items(consts), _sorted_items(dtypes), options or CompileOptions())
+
+    def param(self, name: str) -> ArraySpec | ScalarSpec | None:
+        """The facts given for parameter ``name``, or None."""
+        return dict(self.params).get(name)
+
+    def const(self, name: str) -> Const | None:
+        """The compile-time value of ``name``, or None."""
+        return dict(self.consts).get(name)
+
+    def dtype(self, name: str) -> str | None:
+        """The dtype bound to generic ``name``, or None."""
+        return dict(self.dtypes).get(name)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready description, stable across processes and Python versions."""
+        params = {n: {"kind": type(p).__name__, **asdict(p)} for n, p in self.params}
+        consts = {n: [type(v).__name__, v] for n, v in self.consts}
+        return {"params": params, "consts": consts, "dtypes": dict(self.dtypes), "options": asdict(self.options)}
+
+    def key(self) -> bytes:
+        """Stable bytes identifying this specialization."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class Target:
+    """The GPU architecture to compile for; `Target.cpu()` stops after bytecode (no tileiras, no cubin)."""
+
+    arch: str = "sm_90"
+
+    def __post_init__(self) -> None:
+        arch = self.arch.strip().lower()
+        if re.fullmatch(r"\d+", arch):
+            arch = f"sm_{arch}"
+        if arch not in (*ARCHS, _CPU):
+            raise SpecError(f"unknown target arch {self.arch!r}: use one of {', '.join(ARCHS)}, or 'cpu'")
+        object.__setattr__(self, "arch", arch)
+
+    @classmethod
+    def cpu(cls) -> Target:
+        """The CPU stub target: the pipeline stops after bytecode."""
+        return cls(_CPU)
+
+    @property
+    def is_cpu(self) -> bool:
+        """True for the CPU stub target."""
+        return self.arch == _CPU
+
+    @property
+    def sm(self) -> int:
+        """The SM number (90 for sm_90; 0 for the CPU stub)."""
+        return 0 if self.is_cpu else int(self.arch[3:])
+
+    def key(self) -> bytes:
+        """Stable bytes identifying the target."""
+        return self.arch.encode()
+
+    def __str__(self) -> str:
+        return self.arch
+
+
+@dataclass(frozen=True)
+class AbiSlot:
+    """One real kernel parameter: which Python parameter it comes from, its role, axis and Tile IR dtype."""
+
+    param: str
+    role: str
+    axis: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KernelABI:
+    """The entry symbol and the exact kernel parameter list the launcher packs, in order."""
+
+    entry: str
+    slots: tuple[AbiSlot, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready description (inverse of `from_json`)."""
+        return {"entry": self.entry, "slots": [[getattr(s, f.name) for f in fields(AbiSlot)] for s in self.slots]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelABI:
+        """Rebuild an ABI written by `to_json`."""
+        return cls(str(data["entry"]), tuple(AbiSlot(str(p), str(r), int(a), str(d)) for p, r, a, d in data["slots"]))

@@ -1,0 +1,341 @@
+"""Finding and running NVIDIA's ``tileiras`` assembler (Tile IR bytecode -> cubin).
+
+Discovery order: ``TILE_TILEIRAS``, the pip package ``nvidia-cuda-tileiras`` (``nvidia/cu13/bin/tileiras``),
+``PATH``, ``$CUDA_HOME/bin``. A found binary is probed once for ``--version`` (its fingerprint enters every cubin
+cache key) and ``--list-versions``; the probe is remembered per process and, keyed by the binary's identity, in
+the disk cache, so a warm process start pays no subprocess. tileiras always runs with the environment from
+`tileiras_environment` (no foreign ``CUDA_HOME``). Every failure becomes a `TileirasError` naming the kernel, the
+arch and the cause, with the input bytecode kept on disk for reproduction and a line on how to report it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from tile.ir import TileError
+
+from ._knobs import Knobs, knobs, tileiras_environment
+
+__all__ = [
+    "TileirasError",
+    "TileirasNotFoundError",
+    "Toolchain",
+    "ToolchainError",
+    "find_tileiras",
+    "keep_failed_input",
+    "toolchain",
+]
+
+_INSTALL_HINT = "install it with `pip install nvidia-cuda-tileiras`, or set TILE_TILEIRAS to the tileiras executable"
+_REPORT = (
+    "If the kernel is valid Tile code this is a bug in Tile or in tileiras: please open an issue in the Tile issue "
+    "tracker attaching the bytecode file, this message and the output of `tile toolchain`."
+)
+# (stderr pattern, what it means and what to do), first match wins.
+_CAUSES = (
+    (
+        "unsupported Tile IR bytecode version",
+        "this tileiras cannot read the bytecode version we wrote; set "
+        "TILE_BYTECODE_VERSION to one that `tileiras --list-versions` prints, or upgrade nvidia-cuda-tileiras",
+    ),
+    (
+        "failed to compile Tile IR program",
+        "tileiras could not finish code generation with its ptxas/libnvvm; they "
+        "must be the ones shipped beside it (a foreign CUDA_HOME breaks this)",
+    ),
+    ("does not correspond to Tile IR bytecode", "tileiras rejected the input as malformed Tile IR bytecode"),
+    ("preview feature", "the kernel uses a Tile IR preview feature this tileiras does not enable"),
+)
+
+
+class ToolchainError(TileError, RuntimeError):
+    """The ``tileiras`` toolchain is missing, unusable, or does not support what was asked."""
+
+
+class TileirasNotFoundError(ToolchainError, FileNotFoundError):
+    """No ``tileiras`` executable was found."""
+
+
+class TileirasError(ToolchainError):
+    """``tileiras`` failed to compile a kernel.
+
+    Parameters
+    ----------
+    kernel, arch
+        What was being compiled, for which GPU.
+    cause
+        One line: what went wrong and what to do.
+    returncode
+        tileiras's exit status (negative: killed by that signal; None: timed out).
+    stderr
+        Its diagnostics.
+    bytecode_path
+        Where the input bytecode is kept for reproduction.
+    command
+        The command line that failed.
+    """
+
+    def __init__(  # noqa: PLR0917 - positional so that __reduce__ can rebuild it for pickling
+        self, kernel: str, arch: str, cause: str, returncode: int | None, stderr: str, bytecode_path: str, command: str
+    ) -> None:
+        self.kernel, self.arch, self.cause, self.returncode = kernel, arch, cause, returncode
+        self.stderr, self.bytecode_path, self.command = stderr, bytecode_path, command
+        said = "\n".join(f"    {line}" for line in stderr.strip().splitlines()[-20:]) or "    (nothing)"
+        super().__init__(
+            f"tileiras failed to compile kernel {kernel!r} for {arch}: {cause}\n"
+            f"  tileiras said:\n{said}\n"
+            f"  The input bytecode is kept for reproduction: {bytecode_path}\n"
+            f"  Reproduce with: {command}\n"
+            f"  {_REPORT}"
+        )
+
+    def __reduce__(self) -> tuple[type[TileirasError], tuple[str, str, str, int | None, str, str, str]]:
+        args = (self.kernel, self.arch, self.cause, self.returncode, self.stderr, self.bytecode_path, self.command)
+        return (type(self), args)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A probed ``tileiras``: where it is, how it was found, its version and the bytecode versions it reads."""
+
+    tileiras: Path
+    found_by: str
+    version: str
+    version_text: str
+    bytecode_versions: tuple[tuple[int, int], ...]
+
+    @property
+    def root(self) -> Path:
+        """The toolkit root (the folder above ``bin``)."""
+        return self.tileiras.parent.parent
+
+    @property
+    def fingerprint(self) -> str:
+        """A short digest of ``tileiras --version``: equal for equal builds of the assembler."""
+        return hashlib.sha256(self.version_text.encode()).hexdigest()[:16]
+
+    def command(self, source: Path, output: Path, *, arch: str, opt_level: int = 3, lineinfo: bool = True) -> list[str]:
+        """The tileiras command line compiling ``source`` into ``output``."""
+        flags = ["--lineinfo"] if lineinfo else []
+        return [
+            str(self.tileiras),
+            "--gpu-name",
+            arch,
+            f"--opt-level={opt_level}",
+            *flags,
+            "-o",
+            str(output),
+            str(source),
+        ]
+
+    def compile(
+        self,
+        bytecode: bytes,
+        *,
+        kernel: str,
+        arch: str,
+        opt_level: int = 3,
+        lineinfo: bool = True,
+        timeout: float | None = None,
+        keep_dir: Path | None = None,
+    ) -> bytes:
+        """Run tileiras on ``bytecode`` and return the cubin; raise `TileirasError` on any failure."""
+        timeout = timeout or knobs().compile_timeout
+        with tempfile.TemporaryDirectory(prefix="tile-tileiras-") as tmp:
+            source, output = Path(tmp) / f"{_safe(kernel)}.tilebc", Path(tmp) / f"{_safe(kernel)}.cubin"
+            source.write_bytes(bytecode)
+            command = self.command(source, output, arch=arch, opt_level=opt_level, lineinfo=lineinfo)
+            try:
+                done = subprocess.run(
+                    command,
+                    capture_output=True,
+                    text=True,
+                    env=tileiras_environment(self.root),
+                    timeout=timeout,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as exc:
+                stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+                cause = f"timed out after {timeout:g} s; raise TILE_COMPILE_TIMEOUT if the kernel is that large"
+                raise self._failure(
+                    bytecode,
+                    kernel=kernel,
+                    arch=arch,
+                    options=(opt_level, lineinfo),
+                    rc=None,
+                    stderr=stderr,
+                    keep_dir=keep_dir,
+                    cause=cause,
+                ) from None
+            if done.returncode != 0 or not output.is_file():
+                stderr = done.stderr + done.stdout
+                raise self._failure(
+                    bytecode,
+                    kernel=kernel,
+                    arch=arch,
+                    options=(opt_level, lineinfo),
+                    rc=done.returncode,
+                    stderr=stderr,
+                    keep_dir=keep_dir,
+                )
+            return output.read_bytes()
+
+    def _failure(
+        self,
+        bytecode: bytes,
+        *,
+        kernel: str,
+        arch: str,
+        options: tuple[int, bool],
+        rc: int | None,
+        stderr: str,
+        keep_dir: Path | None,
+        cause: str = "",
+    ) -> TileirasError:
+        kept = keep_failed_input(bytecode, kernel, arch, keep_dir)
+        repro = self.command(kept, kept.with_suffix(".cubin"), arch=arch, opt_level=options[0], lineinfo=options[1])
+        command = "env -u CUDA_HOME " + " ".join(repro)
+        return TileirasError(kernel, arch, cause or _cause(rc, stderr), rc, stderr, str(kept), command)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "kernel"
+
+
+def _cause(rc: int | None, stderr: str) -> str:
+    if rc is not None and rc < 0:
+        name = signal.Signals(-rc).name if -rc in signal.Signals.__members__.values() else str(-rc)
+        return f"tileiras crashed (signal {name})"
+    for pattern, meaning in _CAUSES:
+        if pattern in stderr:
+            return meaning
+    errors = [line.split("error:", 1)[1].strip() for line in stderr.splitlines() if "error:" in line]
+    return f"exit status {rc}: {errors[0] if errors else 'no diagnostic'}"
+
+
+def keep_failed_input(bytecode: bytes, kernel: str, arch: str, keep_dir: Path | None) -> Path:
+    """Save ``bytecode`` that made tileiras fail and return its path (never raises for an unwritable folder)."""
+    digest = hashlib.sha256(bytecode).hexdigest()[:12]
+    name = f"{_safe(kernel)}-{arch}-{digest}.tilebc"
+    for folder in (keep_dir, Path(tempfile.gettempdir()) / "tile-failed"):
+        if folder is None:
+            continue
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(bytecode)
+            return folder / name
+        except OSError:
+            continue
+    return Path(name)
+
+
+def _candidates(settings: Knobs) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        found.append((Path(root) / "cu13" / "bin" / "tileiras", "nvidia-cuda-tileiras"))
+    if on_path := shutil.which("tileiras", path=settings.path):
+        found.append((Path(on_path), "PATH"))
+    if settings.cuda_home is not None:
+        found.append((settings.cuda_home / "bin" / "tileiras", "CUDA_HOME"))
+    return found
+
+
+def find_tileiras(settings: Knobs | None = None) -> tuple[Path, str]:
+    """Return the ``tileiras`` to use and how it was found, or raise `TileirasNotFoundError`."""
+    settings = settings or knobs()
+    if settings.tileiras is not None:
+        if settings.tileiras.is_file():
+            return settings.tileiras.resolve(), "TILE_TILEIRAS"
+        raise TileirasNotFoundError(
+            f"TILE_TILEIRAS={settings.tileiras} is not a file; point it at tileiras or unset it"
+        )
+    for path, how in _candidates(settings):
+        if path.is_file():
+            return path.resolve(), how
+    raise TileirasNotFoundError(
+        f"tileiras was not found (looked in the pip package, PATH and $CUDA_HOME/bin); {_INSTALL_HINT}"
+    )
+
+
+_PROBED: dict[tuple[str, int, int], Toolchain] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def toolchain(settings: Knobs | None = None) -> Toolchain:
+    """Find and probe ``tileiras`` (memoised per binary in this process and in the disk cache)."""
+    settings = settings or knobs()
+    path, how = find_tileiras(settings)
+    stat = path.stat()
+    identity = (str(path), stat.st_size, stat.st_mtime_ns)
+    with _PROBE_LOCK:
+        if (known := _PROBED.get(identity)) is not None:
+            return known
+        name = hashlib.sha256(repr(identity).encode()).hexdigest()[:24] + ".json"
+        memo = settings.cache_dir / "toolchains" / name if settings.cache_dir is not None else None
+        probed = _read_memo(memo, path, how) if memo is not None else None
+        if probed is None:
+            probed = _probe(path, how)
+            if memo is not None:
+                _write_memo(memo, probed)
+        _PROBED[identity] = probed
+        return probed
+
+
+def _run(path: Path, flag: str) -> str:
+    env = tileiras_environment(path.parent.parent)
+    try:
+        done = subprocess.run([str(path), flag], capture_output=True, text=True, env=env, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainError(f"could not run {path} {flag}: {exc}; {_INSTALL_HINT}") from exc
+    if done.returncode != 0:
+        raise ToolchainError(
+            f"`{path} {flag}` failed (exit status {done.returncode}): {done.stderr.strip()}; {_INSTALL_HINT}"
+        )
+    return done.stdout
+
+
+def _probe(path: Path, how: str) -> Toolchain:
+    text = _run(path, "--version")
+    match = re.search(r"V(\d+\.\d+\.\d+)", text) or re.search(r"release (\d+\.\d+)", text)
+    versions = tuple(
+        sorted((int(a), int(b)) for a, b in re.findall(r"^\s*(\d+)\.(\d+)\s*$", _run(path, "--list-versions"), re.M))
+    )
+    if not versions:
+        raise ToolchainError(f"`{path} --list-versions` listed no bytecode version; {_INSTALL_HINT}")
+    return Toolchain(path, how, match[1] if match else "unknown", text.strip(), versions)
+
+
+def _read_memo(memo: Path, path: Path, how: str) -> Toolchain | None:
+    try:
+        data = json.loads(memo.read_text())
+        versions = tuple((int(a), int(b)) for a, b in data["bytecode_versions"])
+        return Toolchain(path, how, str(data["version"]), str(data["version_text"]), versions)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_memo(memo: Path, probed: Toolchain) -> None:
+    data = {
+        "version": probed.version,
+        "version_text": probed.version_text,
+        "bytecode_versions": [list(v) for v in probed.bytecode_versions],
+    }
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(memo)
+    except OSError:
+        return
