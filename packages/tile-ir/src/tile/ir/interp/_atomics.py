@@ -1,0 +1,132 @@
+"""Atomic read-modify-write, compare-and-swap and view reductions.
+
+Each element is one atomic transaction; within one op the elements apply in row-major order, so an address
+that appears several times in a pointer tile is updated once per appearance and each appearance returns the
+value it found (that order is one the device may pick). Masked-out elements do not touch memory: a CAS returns
+its ``cmp`` there, an RMW the poison value. Atomics of different blocks never race with each other; against a
+plain access of another block they do (see `_races`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._ir import Operation
+from .._types import PointerType, ScalarType, TileType
+from ._compile import Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
+from ._dtypes import Array, from_wide, poison_value, storage, unsigned_view
+from ._memops import TOKEN, recorder
+from ._memory import Access, Memory
+from ._races import ATOMIC
+
+__all__ = ["HANDLERS"]
+
+Combine = Callable[[Array, Array], Array]
+
+
+def _mode(mode: str, elem: ScalarType) -> Combine:
+    """The update ``new = f(old, arg)`` of an RMW mode on element type `elem`."""
+    if mode == "addf":
+        return lambda old, arg: from_wide(np.asarray(old, np.float64) + np.asarray(arg, np.float64), elem)
+    if mode in ("umax", "umin"):
+        pick = np.maximum if mode == "umax" else np.minimum
+        return lambda old, arg: pick(unsigned_view(old, elem), unsigned_view(arg, elem)).view(storage(elem))
+    table: dict[str, Combine] = {
+        "add": np.add, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+        "max": np.maximum, "min": np.minimum, "xchg": lambda old, arg: arg,
+    }  # fmt: skip
+    fn = table[mode]
+    return lambda old, arg: np.asarray(fn(old, arg)).astype(storage(elem))
+
+
+def _apply(memory: Memory, addresses: Array, update: Callable[[Array, Array], Array], dtype: np.dtype[Any],
+           on_access: Access | None) -> Array:
+    """Run ``new = update(old, positions)`` atomically per element; return the old values (flat, row-major).
+
+    `positions` are the flat indices of the updated elements, so `update` can pick their operands.
+    """
+    flat = addresses.reshape(-1)
+    if np.unique(flat).size == flat.size:
+        old = memory.read(flat, dtype, on_access)
+        memory.write(flat, update(old, np.arange(flat.size)), None)
+        return old
+    olds = np.empty(flat.shape, dtype=dtype)
+    for i in range(flat.size):
+        one = flat[i : i + 1]
+        olds[i : i + 1] = memory.read(one, dtype, on_access)
+        memory.write(one, update(olds[i : i + 1], np.asarray([i])), None)
+    return olds
+
+
+def _pointee(op: Operation) -> ScalarType:
+    t = op.operands[0].type
+    assert isinstance(t, TileType) and isinstance(t.element, PointerType)
+    return t.element.pointee
+
+
+def _rmw_like(op: Operation, c: Compiler, cas: bool) -> Step:
+    ptrs = c.slot(operand(op, "pointers"))  # type: ignore[arg-type]  # required operand
+    args = [c.slot(v) for v in (operand(op, n) for n in (("cmp", "val") if cas else ("arg",))) if v is not None]
+    mask_value = operand(op, "mask")
+    mask = None if mask_value is None else c.slot(mask_value)
+    out, tok = c.slot(op.results[0]), c.slot(op.results[1])
+    elem = _pointee(op)
+    dtype, memory, on_access = storage(elem), c.state.memory, recorder(op, c, ATOMIC)
+    bits = np.dtype(f"u{dtype.itemsize}")
+    combine = None if cas else _mode(attr(op, "mode"), elem)
+
+    def step(env: Env) -> Signal | None:
+        addresses = np.asarray(env[ptrs])
+        vals = [np.broadcast_to(np.asarray(env[s]).astype(dtype, copy=False), addresses.shape) for s in args]
+        m = np.ones(addresses.shape, bool) if mask is None else np.broadcast_to(env[mask], addresses.shape)
+        picked = [v[m] for v in vals]
+        if combine is None:
+            cmp, swap = picked
+
+            def update(old: Array, pos: Array) -> Array:
+                return np.where(old.view(bits) == cmp[pos].view(bits), swap[pos], old)
+
+            result = np.array(vals[0])
+        else:
+            (arg,) = picked
+
+            def update(old: Array, pos: Array) -> Array:
+                return combine(old, arg[pos])
+
+            result = np.full(addresses.shape, poison_value(elem)).astype(dtype)
+        result[m] = _apply(memory, addresses[m], update, dtype, on_access)
+        env[out], env[tok] = result, TOKEN
+        return None
+
+    return step
+
+
+def _red_view(op: Operation, c: Compiler) -> Step:
+    view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
+    value, tok = c.slot(operand(op, "value")), c.slot(op.results[0])  # type: ignore[arg-type]  # required
+    vt = operand(op, "value").type  # type: ignore[union-attr]  # required operand
+    assert isinstance(vt, TileType) and isinstance(vt.element, ScalarType)
+    elem = vt.element
+    update, memory, on_access = _mode(attr(op, "mode"), elem), c.state.memory, recorder(op, c, ATOMIC)
+
+    def step(env: Env) -> Signal | None:
+        v = env[view]
+        addresses, mask = v.addresses([env[i] for i in idx])
+        vals = np.broadcast_to(np.asarray(env[value]), addresses.shape)
+        if mask is not None:
+            addresses, vals = addresses[mask], vals[mask]
+        _apply(memory, addresses, lambda old, pos: update(old, vals.reshape(-1)[pos]), storage(elem), on_access)
+        env[tok] = TOKEN
+        return None
+
+    return step
+
+
+HANDLERS: dict[str, StepFactory] = {
+    "atomic_rmw_tko": lambda op, c: _rmw_like(op, c, cas=False),
+    "atomic_cas_tko": lambda op, c: _rmw_like(op, c, cas=True),
+    "atomic_red_view_tko": _red_view,
+}

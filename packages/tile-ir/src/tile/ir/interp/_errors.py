@@ -1,0 +1,109 @@
+"""Errors the interpreter raises while running a Tile IR kernel.
+
+Every error derives from `tile.ir.TileError` (through `InterpError`) and from the builtin a caller would catch.
+Where an error concerns one op it carries the tile block that ran it (``(x, y, z)``) and the op's location as
+text (``file:line:col`` from debug info, else ``@function/op N (name)``). Every error pickles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import TileError
+
+__all__ = [
+    "BlockId",
+    "DataRaceError",
+    "InterpError",
+    "KernelAssertionError",
+    "MemoryAccessError",
+    "UnsupportedOpError",
+]
+
+BlockId = tuple[int, int, int]
+
+
+class InterpError(TileError, RuntimeError):
+    """The interpreter cannot run the kernel as given (bad arguments, an undefined operation, ...).
+
+    Parameters
+    ----------
+    message
+        What happened and what to do.
+    block
+        The tile block running when it happened, if any.
+    location
+        The location of the op that failed, if any.
+    """
+
+    def __init__(self, message: str, block: BlockId | None = None, location: str = "") -> None:
+        self.message = message
+        self.block = block
+        self.location = location
+        where = [f"at {location}"] if location else []
+        where += [f"in tile block {block}"] if block is not None else []
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.block, self.location))
+
+
+class UnsupportedOpError(InterpError, NotImplementedError):
+    """The kernel uses an op (or an op variant) the interpreter has no semantics for."""
+
+
+class MemoryAccessError(InterpError, IndexError):
+    """A load, store or atomic touched an address outside every mapped buffer, or wrote a read-only one."""
+
+
+class KernelAssertionError(InterpError, AssertionError):
+    """An ``assert`` op found a false element: carries the failing block, the op location and the message."""
+
+
+class DataRaceError(InterpError):
+    """Two tile blocks of one launch touched the same element and at least one of them wrote it.
+
+    Parameters
+    ----------
+    element
+        The element both accessed: ``buffer[index]`` with the index into the host array when known.
+    first, second
+        ``(block, location, access)`` of the two conflicting accesses; access is "read", "write" or "atomic".
+    count
+        How many distinct elements race in this launch (the first is reported).
+    """
+
+    def __init__(
+        self,
+        element: str,
+        first: tuple[BlockId, str, str],
+        second: tuple[BlockId, str, str],
+        count: int = 1,
+    ) -> None:
+        self.element = element
+        self.first = first
+        self.second = second
+        self.count = count
+        (b1, loc1, kind1), (b2, loc2, kind2) = first, second
+        more = f"; {count - 1} more element(s) race as well" if count > 1 else ""
+        message = (
+            f"data race on {element}: tile block {b1} {_verb(kind1)} it at {loc1} and tile block {b2} "
+            f"{_verb(kind2)} it at {loc2}{more}. Give every block its own output tile (partition the output), "
+            "or make both accesses atomic"
+        )
+        RuntimeError.__init__(self, message)
+        self.message = message
+        self.block = b2
+        self.location = loc2
+
+    @property
+    def blocks(self) -> tuple[BlockId, BlockId]:
+        """The two tile blocks that race."""
+        return (self.first[0], self.second[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.element, self.first, self.second, self.count))
+
+
+def _verb(kind: str) -> str:
+    return {"read": "reads", "write": "writes", "atomic": "atomically updates"}.get(kind, kind)

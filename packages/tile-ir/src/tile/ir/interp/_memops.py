@@ -1,0 +1,226 @@
+"""Loads and stores through views and pointer tiles, pointer arithmetic, tokens, globals and scratch memory.
+
+Memory ops run in program order, which is one of the orders the token graph allows (tokens carry no runtime
+value here). Every access reports its addresses to the race detector: weak accesses as plain reads/writes,
+ordered ones (relaxed/acquire/release) as synchronising, like atomics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._ir import Operation
+from .._types import PointerType, ScalarType, TileType
+from ._compile import Compiler, Env, Signal, Step, StepFactory, State, attr, operand, operands
+from ._dtypes import Array, poison_value, storage
+from ._memory import Access
+from ._races import ATOMIC, READ, WRITE
+from ._shape import decode_dense
+
+__all__ = ["HANDLERS", "TOKEN", "recorder"]
+
+TOKEN = "token"
+"""The runtime value of every token (ordering is program order)."""
+
+
+def recorder(op: Operation, c: Compiler, kind: str) -> Access | None:
+    """The race-detector callback for accesses of `kind` by `op` (None when detection is off)."""
+    races = c.state.races
+    if races is None:
+        return None
+    if kind != ATOMIC and attr(op, "memory_ordering_semantics", "weak") != "weak":
+        kind = ATOMIC
+    return races.recorder(kind, races.site(c.location(op)))
+
+
+def _token_out(op: Operation, c: Compiler) -> int | None:
+    """Slot of the op's result token, if it has one."""
+    for r in op.results:
+        if not isinstance(r.type, TileType):
+            return c.slot(r)
+    return None
+
+
+def _load_view(op: Operation, c: Compiler) -> Step:
+    view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
+    out, tok = c.slot(op.results[0]), _token_out(op, c)
+    memory, on_access = c.state.memory, recorder(op, c, READ)
+
+    def step(env: Env) -> Signal | None:
+        v = env[view]
+        addresses, mask = v.addresses([env[i] for i in idx])
+        dtype = v.tensor.dtype
+        if mask is None:
+            env[out] = memory.read(addresses, dtype, on_access)
+        else:
+            tile = np.full(addresses.shape, v.padding).astype(dtype)
+            tile[mask] = memory.read(addresses[mask], dtype, on_access)
+            env[out] = tile
+        if tok is not None:
+            env[tok] = TOKEN
+        return None
+
+    return step
+
+
+def _store_view(op: Operation, c: Compiler) -> Step:
+    tile, view = c.slot(operand(op, "tile")), c.slot(operand(op, "view"))  # type: ignore[arg-type]  # required
+    idx, tok = c.slots(operands(op, "index")), _token_out(op, c)
+    memory, on_access = c.state.memory, recorder(op, c, WRITE)
+
+    def step(env: Env) -> Signal | None:
+        v = env[view]
+        addresses, mask = v.addresses([env[i] for i in idx])
+        values = np.broadcast_to(np.asarray(env[tile]).astype(v.tensor.dtype, copy=False), addresses.shape)
+        if mask is None:
+            memory.write(addresses, values, on_access)
+        else:
+            memory.write(addresses[mask], values[mask], on_access)
+        if tok is not None:
+            env[tok] = TOKEN
+        return None
+
+    return step
+
+
+def _optional(op: Operation, c: Compiler, name: str) -> int | None:
+    value = operand(op, name)
+    return None if value is None else c.slot(value)
+
+
+def _pointee(op: Operation, name: str) -> ScalarType:
+    value = operand(op, name)
+    t = value.type if value is not None else None
+    if not isinstance(t, TileType) or not isinstance(t.element, PointerType):
+        raise TypeError(f"'{op.name}' operand {name} is {t}, not a pointer tile")
+    return t.element.pointee
+
+
+def _load_ptr(op: Operation, c: Compiler) -> Step:
+    src, mask, pad = c.slot(operand(op, "source")), _optional(op, c, "mask"), _optional(op, c, "paddingValue")  # type: ignore[arg-type]  # required
+    out, tok = c.slot(op.results[0]), _token_out(op, c)
+    elem = _pointee(op, "source")
+    dtype, poison = storage(elem), poison_value(elem)
+    memory, on_access = c.state.memory, recorder(op, c, READ)
+
+    def step(env: Env) -> Signal | None:
+        addresses = np.asarray(env[src])
+        if mask is None:
+            env[out] = memory.read(addresses, dtype, on_access)
+        else:
+            m = np.broadcast_to(env[mask], addresses.shape)
+            fill = env[pad] if pad is not None else poison
+            tile = np.array(np.broadcast_to(np.asarray(fill).astype(dtype), addresses.shape))
+            tile[m] = memory.read(addresses[m], dtype, on_access)
+            env[out] = tile
+        if tok is not None:
+            env[tok] = TOKEN
+        return None
+
+    return step
+
+
+def _store_ptr(op: Operation, c: Compiler) -> Step:
+    dst, val = c.slot(operand(op, "destination")), c.slot(operand(op, "value"))  # type: ignore[arg-type]  # required
+    mask, tok = _optional(op, c, "mask"), _token_out(op, c)
+    dtype = storage(_pointee(op, "destination"))
+    memory, on_access = c.state.memory, recorder(op, c, WRITE)
+
+    def step(env: Env) -> Signal | None:
+        addresses = np.asarray(env[dst])
+        values = np.broadcast_to(np.asarray(env[val]).astype(dtype, copy=False), addresses.shape)
+        if mask is None:
+            memory.write(addresses, values, on_access)
+        else:
+            m = np.broadcast_to(env[mask], addresses.shape)
+            memory.write(addresses[m], values[m], on_access)
+        if tok is not None:
+            env[tok] = TOKEN
+        return None
+
+    return step
+
+
+def _offset(op: Operation, c: Compiler) -> Step:
+    ptr, off, out = c.slot(operand(op, "ptr")), c.slot(operand(op, "offset")), c.slot(op.results[0])  # type: ignore[arg-type]  # required
+    size = storage(_pointee(op, "ptr")).itemsize
+
+    def step(env: Env) -> Signal | None:
+        env[out] = np.asarray(env[ptr], dtype=np.int64) + np.asarray(env[off]).astype(np.int64) * size
+        return None
+
+    return step
+
+
+def _token(op: Operation, c: Compiler) -> Step:
+    out = c.slot(op.results[0])
+    c.template[out] = TOKEN
+
+    def step(env: Env) -> Signal | None:
+        env[out] = TOKEN
+        return None
+
+    return step
+
+
+def _get_global(op: Operation, c: Compiler) -> Step:
+    name, out = attr(op, "name"), c.slot(op.results[0])
+    c.template[out] = np.asarray(global_address(c.state, c, str(name)), dtype=np.int64)
+    return _noop
+
+
+def global_address(state: State, c: Compiler, name: str) -> int:
+    """Map the module global `name` into memory (once per launch) and return its address."""
+    if name not in state.globals:
+        if c.module is None:
+            raise KeyError(f"get_global @{name} needs the module; launch the module, not a bare function")
+        glob = next((g for g in c.module.globals if g.name == name), None)
+        if glob is None:
+            raise KeyError(f"the module has no global named {name!r}")
+        data = np.array(decode_dense(glob.value))
+        data.flags.writeable = not glob.constant
+        state.globals[name] = state.memory.map(data, name=f"@{name}")
+    return state.globals[name]
+
+
+def _alloca(op: Operation, c: Compiler) -> Step:
+    t = op.results[0].type
+    assert isinstance(t, TileType) and isinstance(t.element, PointerType)
+    dtype, count, out = storage(t.element.pointee), int(attr(op, "num_elem")), c.slot(op.results[0])
+    memory = c.state.memory
+
+    def step(env: Env) -> Signal | None:
+        env[out] = np.asarray(memory.map(np.zeros(count, dtype=dtype), name="alloca"), dtype=np.int64)
+        return None
+
+    return step
+
+
+def _noop(env: Env) -> Signal | None:
+    return None
+
+
+def _tokens_only(op: Operation, c: Compiler) -> Step:
+    return _token(op, c) if op.results else _noop
+
+
+def _unknown_value(_: Any) -> None:  # pragma: no cover - documents that tokens are never inspected
+    return None
+
+
+HANDLERS: dict[str, StepFactory] = {
+    "load_view_tko": _load_view,
+    "store_view_tko": _store_view,
+    "load_ptr_tko": _load_ptr,
+    "store_ptr_tko": _store_ptr,
+    "offset": _offset,
+    "make_token": _token,
+    "join_tokens": _token,
+    "memory_fence_alias_tko": _token,
+    "gdc_launch_dependents_tko": _tokens_only,
+    "gdc_wait_tko": _tokens_only,
+    "get_global": _get_global,
+    "alloca": _alloca,
+}

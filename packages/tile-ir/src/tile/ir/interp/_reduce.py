@@ -1,0 +1,180 @@
+"""Reductions and scans with a region body, and matrix multiply-accumulate.
+
+The body of ``reduce``/``scan`` is written for rank-0 tiles; the interpreter runs it on whole arrays at once
+(every op allowed in the body is elementwise), so a reduction over a dim of size n costs log2(n) body runs:
+a pairwise tree for ``reduce`` (accumulator = left half, element = right half) and a Hillis-Steele prefix for
+``scan`` (the accumulator of position j is the combination of the d positions before it, or the identity).
+A body that is one f32/f64/signed-integer add, mul, max, min, and, or, xor of its two arguments runs as the
+numpy reduction itself. ``mmaf`` multiplies in float32 (float64 for f64) and rounds once to the accumulator
+type; ``mmai`` multiplies i8 exactly and wraps to i32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._ir import Operation
+from .._types import ScalarType, TileType
+from ._arith import element_of
+from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr
+from ._dtypes import Array, storage, unsigned_view
+
+__all__ = ["HANDLERS"]
+
+_UFUNCS: dict[str, Any] = {
+    "addf": np.add, "mulf": np.multiply, "addi": np.add, "muli": np.multiply, "maxi": np.maximum,
+    "mini": np.minimum, "andi": np.bitwise_and, "ori": np.bitwise_or, "xori": np.bitwise_xor,
+}  # fmt: skip
+
+
+def _fast_ufunc(op: Operation) -> Any | None:
+    """The numpy ufunc equivalent to a one-op body combining its two arguments, if there is one."""
+    block = op.regions[0].blocks[0]
+    if len(op.operands) != 1 or len(block.ops) != 2:
+        return None
+    body, end = block.ops
+    elem = element_of(op)
+    if elem.name not in ("f32", "f64", "i8", "i16", "i32", "i64") or end.name != "yield":
+        return None
+    if end.operands != [body.results[0]] or set(map(id, body.operands)) != set(map(id, block.args)):
+        return None
+    if body.name in ("maxf", "minf"):
+        propagate = bool(attr(body, "propagate_nan", False))
+        return {("maxf", True): np.maximum, ("maxf", False): np.fmax,
+                ("minf", True): np.minimum, ("minf", False): np.fmin}[(body.name, propagate)]
+    if attr(body, "rounding_mode", "nearest_even") != "nearest_even" or attr(body, "flush_to_zero", False):
+        return None
+    if attr(body, "signedness", "signed") != "signed":
+        return None
+    return _UFUNCS.get(body.name)
+
+
+def _identities(op: Operation) -> list[Array]:
+    attrs = attr(op, "identities").elements
+    return [np.asarray(a.value).astype(storage(element_of(op, i))) for i, a in enumerate(attrs)]
+
+
+def _combine(body: BlockProgram, env: Env, elems: list[Array], accs: list[Array], shape: tuple[int, ...]) -> list[Array]:
+    args = [x for pair in zip(elems, accs) for x in pair]
+    signal = body.run(env, args)
+    assert signal is not None and signal[0] == "yield"
+    return [np.broadcast_to(v, shape) for v in signal[1]]
+
+
+def _tree(body: BlockProgram, env: Env, values: list[Array], dim: int, ids: list[Array]) -> list[Array]:
+    size = values[0].shape[dim]
+    if size == 0:
+        shape = values[0].shape[:dim] + values[0].shape[dim + 1 :]
+        return [np.broadcast_to(i, shape) for i in ids]
+    while size > 1:
+        if size % 2:
+            pad = [np.expand_dims(np.broadcast_to(i, v.shape[:dim] + v.shape[dim + 1 :]), dim) for i, v in zip(ids, values)]
+            values = [np.concatenate([v, p], axis=dim) for v, p in zip(values, pad)]
+            size += 1
+        half = size // 2
+        left = [np.take(v, np.arange(half), axis=dim) for v in values]
+        right = [np.take(v, np.arange(half, size), axis=dim) for v in values]
+        values = _combine(body, env, right, left, left[0].shape)
+        size = half
+    return [np.take(v, 0, axis=dim) for v in values]
+
+
+def _reduce(op: Operation, c: Compiler) -> Step:
+    ins, outs, dim = c.slots(op.operands), c.slots(op.results), int(attr(op, "dim"))
+    ufunc, ids = _fast_ufunc(op), _identities(op)
+    body = c.block(op.regions[0].blocks[0])
+    dtypes = [storage(element_of(op, i)) for i in range(len(outs))]
+
+    def step(env: Env) -> Signal | None:
+        values = [np.asarray(env[s]) for s in ins]
+        if ufunc is not None:
+            results = [ufunc.reduce(values[0], axis=dim).astype(dtypes[0])]
+        else:
+            results = _tree(body, env, values, dim, ids)
+        for slot, value, dtype in zip(outs, results, dtypes):
+            env[slot] = np.asarray(value).astype(dtype, copy=False)
+        return None
+
+    return step
+
+
+def _prefix(body: BlockProgram, env: Env, values: list[Array], dim: int, ids: list[Array]) -> list[Array]:
+    size, shift = values[0].shape[dim], 1
+    while shift < size:
+        fill = [np.broadcast_to(i, v.shape[:dim] + (shift,) + v.shape[dim + 1 :]) for i, v in zip(ids, values)]
+        before = [np.concatenate([f, np.take(v, np.arange(size - shift), axis=dim)], axis=dim)
+                  for f, v in zip(fill, values)]
+        values = _combine(body, env, values, before, values[0].shape)
+        shift *= 2
+    return values
+
+
+def _scan(op: Operation, c: Compiler) -> Step:
+    ins, outs, dim = c.slots(op.operands), c.slots(op.results), int(attr(op, "dim"))
+    reverse, ufunc, ids = bool(attr(op, "reverse", False)), _fast_ufunc(op), _identities(op)
+    body = c.block(op.regions[0].blocks[0])
+    dtypes = [storage(element_of(op, i)) for i in range(len(outs))]
+
+    def step(env: Env) -> Signal | None:
+        values = [np.asarray(env[s]) for s in ins]
+        if reverse:
+            values = [np.flip(v, axis=dim) for v in values]
+        if ufunc is not None:
+            results = [ufunc.accumulate(values[0], axis=dim).astype(dtypes[0])]
+        else:
+            results = _prefix(body, env, values, dim, ids)
+        if reverse:
+            results = [np.flip(v, axis=dim) for v in results]
+        for slot, value, dtype in zip(outs, results, dtypes):
+            env[slot] = np.asarray(value).astype(dtype, copy=False)
+        return None
+
+    return step
+
+
+def _mma(op: Operation, c: Compiler, product: Callable[[Array, Array], Array]) -> Step:
+    a, b, acc = c.slots(op.operands[:3])
+    out, dtype = c.slot(op.results[0]), storage(element_of(op))
+
+    def step(env: Env) -> Signal | None:
+        env[out] = np.asarray(product(env[a], env[b]) + env[acc]).astype(dtype)
+        return None
+
+    return step
+
+
+def _mmaf(op: Operation, c: Compiler) -> Step:
+    wide = np.float64 if element_of(op).name == "f64" else np.float32
+    return _mma(op, c, lambda a, b: np.matmul(np.asarray(a, dtype=wide), np.asarray(b, dtype=wide)))
+
+
+def _mmai(op: Operation, c: Compiler) -> Step:
+    lhs, rhs = (v.type.element for v in op.operands[:2])  # type: ignore[union-attr]  # verified int tiles
+    assert isinstance(lhs, ScalarType) and isinstance(rhs, ScalarType)
+    sa, sb = attr(op, "signedness_lhs", "signed"), attr(op, "signedness_rhs", "signed")
+
+    def widen(x: Array, t: ScalarType, sign: str) -> Array:
+        return (unsigned_view(x, t) if sign == "unsigned" else np.asarray(x)).astype(np.float64)
+
+    def product(a: Array, b: Array) -> Array:
+        # i8 x i8 products summed over K < 2**37 stay exact in float64, and BLAS makes this fast.
+        exact = np.matmul(widen(a, lhs, sa), widen(b, rhs, sb)).astype(np.int64)
+        return exact.astype(np.int32)
+
+    return _mma(op, c, product)
+
+
+def _check_tile(op: Operation) -> None:
+    if not all(isinstance(v.type, TileType) for v in op.operands):
+        raise TypeError(f"'{op.name}' takes tiles")
+
+
+HANDLERS: dict[str, StepFactory] = {
+    "reduce": _reduce,
+    "scan": _scan,
+    "mmaf": _mmaf,
+    "mmai": _mmai,
+}
