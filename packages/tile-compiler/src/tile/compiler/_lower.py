@@ -1,0 +1,156 @@
+"""Stage ``lower``: the typed kernel IR to a ``tile.ir`` module with one entry function.
+
+A table walk: each typed op becomes the ``tile.ir`` op of the same name through the builder's generic
+``create``; operand groups, result types and regions carry over one to one. This module only translates the
+compiler's own types and attribute values into ``tile.ir``'s (element types, splat constants, reduction
+identities, assume predicates) and gives every op a debug location in the user's source.
+Invariant: the module it returns has exactly the ops, in the order, that the type checker produced.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import tile.ir as ir
+from tile.compiler._diagnostics import SourceLoc
+from tile.compiler._kir import AssumeBounded, AssumeDivBy, Block, KernelIR, Op, Value
+from tile.compiler._spec import KernelABI, Target
+from tile.compiler._typecheck import TypedKernel
+from tile.compiler._types import (
+    DType,
+    PartitionViewType,
+    PtrType,
+    TensorViewType,
+    TileType,
+    TokenType,
+    Type,
+)
+
+__all__ = ["LoweredKernel", "lower", "ir_type"]
+
+
+@dataclass(eq=False)
+class LoweredKernel:
+    """The ``tile.ir`` module of one entry kernel and its ABI."""
+
+    name: str
+    module: ir.Module
+    abi: KernelABI
+
+    def dump(self) -> str:
+        """A short description (the pipeline prints the module's text itself)."""
+        fn = self.module.functions[0]
+        return f"entry @{fn.name}: {sum(1 for _ in fn.walk())} ops, {len(fn.params)} params"
+
+
+def _scalar(dt: DType) -> ir.ScalarType:
+    out = getattr(ir, dt.ir)
+    assert isinstance(out, ir.ScalarType)  # every DType.ir names a tile.ir scalar
+    return out
+
+
+def ir_type(t: Type) -> ir.Type:
+    """The ``tile.ir`` type for a compiler type."""
+    if isinstance(t, TileType):
+        elem: ir.ElementType = ir.ptr(_scalar(t.elem.pointee)) if isinstance(t.elem, PtrType) else _scalar(t.elem)
+        return ir.tile(t.shape, elem)
+    if isinstance(t, TokenType):
+        return ir.token
+    if isinstance(t, TensorViewType):
+        return ir.TensorViewType(_scalar(t.dtype), t.shape, t.strides)
+    if isinstance(t, PartitionViewType):
+        pad = ir.Padding[t.padding.upper()] if t.padding else None
+        dim_map = t.dim_map if t.dim_map is not None else tuple(range(len(t.tile)))
+        return ir.PartitionViewType(t.tile, ir_type(t.view), dim_map, pad)  # type: ignore[arg-type]  # a view
+    raise TypeError(f"no tile.ir type for {t!r}")
+
+
+class _Lowerer:
+    def __init__(self, kernel: KernelIR, target: Target) -> None:
+        self.values: dict[int, ir.Value] = {}
+        self.scope = _subprogram(kernel)
+        self.target = target
+
+    def value(self, v: Value) -> ir.Value:
+        return self.values[v.id]
+
+    def operands(self, op: Op) -> list[Any]:
+        out: list[Any] = []
+        for group in op.operands:
+            if isinstance(group, list):
+                out.append([self.value(v) for v in group])
+            else:
+                out.append(None if group is None else self.value(group))
+        return out
+
+    def attrs(self, op: Op) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in op.attrs.items():
+            if name == "value":
+                res = ir_type(op.results[0].type)
+                assert isinstance(res, ir.TileType)  # constants are tiles
+                value = ir.DenseElementsAttr.splat(res, value)
+            elif name == "identities":
+                value = ir.ArrayAttr(tuple(_identity(v, o.type) for v, o in zip(value, op.flat_operands())))
+            elif isinstance(value, AssumeDivBy):
+                value = ir.DivBy(value.divisor)
+            elif isinstance(value, AssumeBounded):
+                value = ir.Bounded(value.lb, value.ub)
+            elif name == "permutation":
+                value = tuple(value)
+            out[name] = value
+        return out
+
+    def block(self, b: ir.Builder, block: Block) -> None:
+        for op in block.ops:
+            self.op(b, op)
+
+    def op(self, b: ir.Builder, op: Op) -> None:
+        loc = self.loc(op.loc)
+        types = [ir_type(r.type) for r in op.results]
+        made = b.create(op.name, self.operands(op), self.attrs(op), types, loc)
+        for mine, theirs in zip(op.results, made.results):
+            self.values[mine.id] = theirs
+        for region, block in zip(made.regions, op.regions):
+            target = region.add_block([ir_type(a.type) for a in block.args])
+            for mine, theirs in zip(block.args, target.args):
+                self.values[mine.id] = theirs
+            with b.at(target):
+                self.block(b, block)
+
+    def loc(self, loc: SourceLoc | None) -> ir.Location | None:
+        if loc is None:
+            return None
+        return ir.DILoc(self.scope, loc.filename, loc.line, loc.col + 1)
+
+
+def _identity(value: int | float, t: Type) -> ir.Attr:
+    assert isinstance(t, TileType) and isinstance(t.elem, DType)  # reduction operands are numeric tiles
+    scalar = _scalar(t.elem)
+    if t.elem.is_float:
+        return ir.FloatAttr.of(scalar, float(value))
+    return ir.IntegerAttr(scalar, int(value))
+
+
+def _subprogram(kernel: KernelIR) -> ir.DISubprogram:
+    first = next((op.loc for op in kernel.body.ops if op.loc is not None), None)
+    filename = first.filename if first else "<unknown>"
+    file = ir.DIFile(os.path.basename(filename), os.path.dirname(filename))
+    line = first.line if first else 0
+    return ir.DISubprogram(file, line, kernel.name, kernel.name, ir.DICompileUnit(file), line)
+
+
+def lower(typed: TypedKernel, target: Target) -> LoweredKernel:
+    """Translate ``typed`` into a ``tile.ir`` module for ``target``."""
+    kernel = typed.ir
+    lw = _Lowerer(kernel, target)
+    hints = ir.OptimizationHints.of(kernel.hints) if kernel.hints else None
+    fn = ir.Function(kernel.name, ir.FunctionType(tuple(ir_type(p.type) for p in kernel.params), ()), entry=True,
+                     hints=hints, loc=ir.DILoc(lw.scope, lw.scope.file.name, lw.scope.line, 1))
+    for mine, theirs in zip(kernel.params, fn.params):
+        lw.values[mine.id] = theirs
+    b = ir.Builder(fn.body)
+    lw.block(b, kernel.body)
+    return LoweredKernel(kernel.name, ir.Module([fn]), typed.abi)

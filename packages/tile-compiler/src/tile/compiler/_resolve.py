@@ -1,0 +1,225 @@
+"""Stage ``resolve``: parameter annotations parsed into `ParamInfo`, free names bound, the Python subset checked.
+
+Invariants: after this stage every parameter has a kind (tensor, mut, const, scalar, ptr); every name the body reads
+is either a local (assigned somewhere in the function, Python's rule) or bound in ``names`` to the object found in
+the closure, the module globals or the builtins at compile time; every statement and expression is in the supported
+subset, so later stages only meet node types they handle. Errors point at the offending node.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tile.compiler._diagnostics import CompileError
+from tile.compiler._parse import KernelAST
+from tile.compiler._types import DTYPES, DType
+from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
+
+__all__ = ["ParamInfo", "ResolvedKernel", "resolve"]
+
+_SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
+
+_ALLOWED = (
+    ast.FunctionDef,
+    ast.arguments,
+    ast.arg,
+    ast.Return,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.For,
+    ast.While,
+    ast.If,
+    ast.Expr,
+    ast.Pass,
+    ast.Break,
+    ast.Continue,
+    ast.BoolOp,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.IfExp,
+    ast.Compare,
+    ast.Call,
+    ast.keyword,
+    ast.Constant,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Name,
+    ast.Tuple,
+    ast.List,
+    ast.Slice,
+    ast.Load,
+    ast.Store,
+    ast.boolop,
+    ast.operator,
+    ast.unaryop,
+    ast.cmpop,
+    ast.expr_context,
+    ast.JoinedStr,
+    ast.FormattedValue,
+)
+_WHAT = {
+    ast.Try: "try/except",
+    ast.With: "with",
+    ast.Lambda: "lambda",
+    ast.ClassDef: "class definitions",
+    ast.Global: "global",
+    ast.Nonlocal: "nonlocal",
+    ast.Yield: "yield",
+    ast.YieldFrom: "yield",
+    ast.ListComp: "list comprehensions",
+    ast.DictComp: "dict comprehensions",
+    ast.SetComp: "set comprehensions",
+    ast.GeneratorExp: "generator expressions",
+    ast.Dict: "dicts",
+    ast.Set: "sets",
+    ast.Await: "await",
+    ast.Raise: "raise",
+    ast.Delete: "del",
+    ast.Import: "import",
+    ast.ImportFrom: "import",
+    ast.Assert: "assert",
+    ast.NamedExpr: "the walrus operator",
+    ast.Starred: "star-unpacking",
+}
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A kernel parameter: its kind, dtype and declared shape (tensors) as written in the annotation."""
+
+    name: str
+    kind: str  # "tensor" | "mut" | "const" | "scalar" | "ptr"
+    dtype: DType | None
+    shape: tuple[int | str, ...] = ()
+    const_kind: type | None = None
+    node: ast.arg | None = None
+
+
+@dataclass(eq=False)
+class ResolvedKernel:
+    """A kernel (or helper) with parsed parameters and its free names bound."""
+
+    kernel: KernelAST
+    params: tuple[ParamInfo, ...]
+    locals: frozenset[str]
+    names: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The function's name."""
+        return self.kernel.name
+
+    @property
+    def unchecked(self) -> bool:
+        """True for kernels marked ``@tile.entry(unchecked=True)``."""
+        return self.kernel.unchecked
+
+    def dump(self) -> str:
+        """Parameters and bound names as text (``TILE_DUMP=resolved``)."""
+        lines = [f"kernel {self.name}"]
+        lines += [f"  param {p.name}: {p.kind} {p.dtype!r} {p.shape}" for p in self.params]
+        lines += [f"  name {n} -> {v!r}" for n, v in sorted(self.names.items())]
+        return "\n".join(lines)
+
+
+_CACHE: weakref.WeakKeyDictionary[KernelAST, ResolvedKernel] = weakref.WeakKeyDictionary()
+
+
+def resolve(tree: KernelAST) -> ResolvedKernel:
+    """Resolve parameters and names of a parsed kernel or helper.
+
+    Raises
+    ------
+    CompileError
+        For a construct outside the kernel subset, a missing or malformed annotation, or an undefined name.
+    """
+    if (hit := _CACHE.get(tree)) is not None:
+        return hit
+    _check_subset(tree)
+    params = tuple(_param(tree, a, i) for i, a in enumerate(tree.tree.args.args))
+    generics = {item for p in params for item in p.shape if isinstance(item, str)}
+    local_names = frozenset(_assigned(tree.tree)) | {p.name for p in params} | generics
+    names = _bind_free(tree, local_names)
+    out = ResolvedKernel(tree, params, local_names, names)
+    _CACHE[tree] = out
+    return out
+
+
+def _check_subset(tree: KernelAST) -> None:
+    fn = tree.tree
+    args = fn.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        raise CompileError(
+            "kernel parameters must be plain positional parameters (no *args, **kwargs or '/')",
+            tree.loc(args.vararg or args.kwarg or fn),
+        )
+    for node in ast.walk(fn):
+        if node is not fn and isinstance(node, ast.FunctionDef):
+            raise CompileError(
+                "nested function definitions are not supported in kernels; define a "
+                "@tile.function helper at module level",
+                tree.loc(node),
+            )
+        if not isinstance(node, _ALLOWED):
+            what = _WHAT.get(type(node), type(node).__name__)
+            hint = "; use tile.assert_(cond, msg)" if isinstance(node, ast.Assert) else ""
+            raise CompileError(f"{what} is not supported in kernel code{hint}", tree.loc(node))
+        if isinstance(node, ast.For) and node.orelse or isinstance(node, ast.While) and node.orelse:
+            raise CompileError("'else' on a loop is not supported in kernel code", tree.loc(node))
+
+
+def _annotations(tree: KernelAST) -> dict[str, Any]:
+    try:
+        return dict(inspect.get_annotations(tree.fn, eval_str=True))  # type: ignore[arg-type]  # any callable works
+    except Exception as exc:  # noqa: BLE001  # any failure while evaluating a user's annotation string
+        raise CompileError(f"cannot evaluate the annotations of '{tree.name}': {exc}", tree.loc(tree.tree)) from None
+
+
+def _param(tree: KernelAST, arg: ast.arg, index: int) -> ParamInfo:
+    ann = _annotations(tree).get(arg.arg, inspect.Parameter.empty)
+    if ann is inspect.Parameter.empty:
+        return ParamInfo(arg.arg, "untyped", None, node=arg)
+    if isinstance(ann, TensorAnnotation):
+        return ParamInfo(arg.arg, "tensor", ann.dtype, ann.shape, node=arg)
+    if isinstance(ann, MutAnnotation):
+        return ParamInfo(arg.arg, "mut", ann.tensor.dtype, ann.tensor.shape, node=arg)
+    if isinstance(ann, ConstAnnotation):
+        return ParamInfo(arg.arg, "const", None, const_kind=ann.kind, node=arg)
+    if isinstance(ann, PtrAnnotation):
+        return ParamInfo(arg.arg, "ptr", ann.dtype, node=arg)
+    if isinstance(ann, DType) or ann in _SCALARS:
+        return ParamInfo(arg.arg, "scalar", ann if isinstance(ann, DType) else _SCALARS[ann], node=arg)
+    raise CompileError(
+        f"parameter '{arg.arg}' has an unsupported annotation {ann!r}; use Tensor[dtype, shape], "
+        "Mut[Tensor[dtype, tile_shape]], Const[int], Ptr[dtype] or a scalar type (int, float, tile.f32)",
+        tree.loc(arg.annotation or arg),
+    )
+
+
+def _assigned(fn: ast.FunctionDef) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+    return out
+
+
+def _bind_free(tree: KernelAST, local_names: frozenset[str]) -> dict[str, Any]:
+    names: dict[str, Any] = {}
+    for node in ast.walk(tree.tree):
+        if not isinstance(node, ast.Name) or node.id in local_names or node.id in names:
+            continue
+        for scope in (tree.closure, tree.globals, vars(builtins)):
+            if node.id in scope:
+                names[node.id] = scope[node.id]
+                break
+        else:
+            raise CompileError(f"name '{node.id}' is not defined", tree.loc(node))
+    return names

@@ -1,0 +1,375 @@
+"""Kernel-language rules for memory, grid queries, math families, atomics and debugging ops.
+
+Memory safety lives here: a ``Mut`` output is stored only at this block's own tile (``store`` takes no index),
+inputs are read through partition views whose out-of-bounds elements are padded, and raw pointers (``x.ptr()``,
+gather/scatter, atomics) exist only in kernels marked unchecked. Token threading: reads of inputs use the entry
+token; each access to an output or to raw memory chains through that output's (or raw memory's) token, which the
+checker carries through loops and branches like a variable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tile.compiler._kir import Value
+from tile.compiler._types import PADDINGS, DType, PartitionViewType, PtrType, TileType, TokenType, broadcast_shapes
+from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
+from tile.compiler._typecheck_shape import ShapeMixin
+from tile.compiler._typecheck_values import PartitionV, TensorV
+from tile.compiler.lang._ops import LangOp
+
+__all__ = ["MemoryMixin", "RAW_TOKEN", "token_key"]
+
+RAW_TOKEN = "$tok:$raw"
+ENTRY_TOKEN = "$tok:$entry"
+_ATOMIC_MODES = {
+    "add": ("add", "add", "addf"),
+    "max": ("max", "umax", ""),
+    "min": ("min", "umin", ""),
+    "xchg": ("xchg", "xchg", "xchg"),
+    "and": ("and", "and", ""),
+    "or": ("or", "or", ""),
+    "xor": ("xor", "xor", ""),
+}
+_PRINTF = {"b": "%d", "i": "%d", "u": "%u", "f": "%f"}
+
+
+def token_key(t: TensorV) -> str:
+    """The environment key of the token chain that orders accesses to ``t``."""
+    return f"$tok:{t.name}" if t.mut else ENTRY_TOKEN
+
+
+class MemoryMixin(ShapeMixin):
+    """Views, loads, stores, grid queries, elementwise math families, raw pointers, atomics, print and assert."""
+
+    env: dict[str, object]
+    unchecked: bool
+    arch: str
+
+    # -- elementwise math -----------------------------------------------------------------------------------
+    def op_unary_float(self, op: LangOp, a: dict[str, Any]) -> object:
+        x = self.as_tile(a["x"], F32 if is_const(a["x"]) else None, f"tile.{op.name} input")
+        t = self.tile_of(x)
+        if not isinstance(t.elem, DType) or not t.elem.is_float:
+            self.fail(f"tile.{op.name} needs a float tile, got {t.elem.name}; convert with .astype(tile.f32)")
+        return self.em.one(op.ir[0], [x], t)
+
+    def op_unary(self, op: LangOp, a: dict[str, Any]) -> object:
+        if is_const(a["x"]):
+            return abs(a["x"]) if op.name == "abs" else -a["x"]
+        t = self.tile_of(a["x"])
+        if t.dtype.kind in "ub" and op.name == "negative":
+            self.fail(f"cannot negate an unsigned or bool tile ({t.elem.name})")
+        if t.dtype.kind in "ub":
+            return a["x"]
+        return self.em.one(op.ir[0] if t.dtype.is_float else op.ir[1], [a["x"]], t)
+
+    def op_binary(self, op: LangOp, a: dict[str, Any]) -> object:
+        if is_const(a["x"]) and is_const(a["y"]):
+            return max(a["x"], a["y"]) if op.name == "maximum" else min(a["x"], a["y"])
+        x, y = self.coerce(a["x"], a["y"], f"tile.{op.name}")
+        t = self.tile_of(x)
+        if t.dtype.is_float:
+            return self.em.one(op.ir[0], [x, y], t)
+        return self.em.one(op.ir[1], [x, y], t, signedness=signedness(t.dtype))
+
+    def op_binary_float(self, op: LangOp, a: dict[str, Any]) -> object:
+        x, y = self.coerce(self._floaty(a["x"]), self._floaty(a["y"]), f"tile.{op.name}")
+        t = self.tile_of(x)
+        if not t.dtype.is_float:
+            self.fail(f"tile.{op.name} needs float tiles, got {t.elem.name}; convert with .astype(tile.f32)")
+        return self.em.one(op.ir[0], [x, y], t)
+
+    def _floaty(self, v: object) -> object:
+        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    def op_fma(self, op: LangOp, a: dict[str, Any]) -> object:
+        x, y = self.coerce(self._floaty(a["x"]), self._floaty(a["y"]), "tile.fma")
+        z, x = self.coerce(self._floaty(a["z"]), x, "tile.fma")
+        y = self.broadcast(y, self.tile_of(x).shape)
+        t = self.tile_of(x)
+        if not t.dtype.is_float:
+            self.fail(f"tile.fma needs float tiles, got {t.elem.name}")
+        return self.em.one("fma", [x, y, z], t, rounding_mode="nearest_even")
+
+    def op_cdiv(self, op: LangOp, a: dict[str, Any]) -> object:
+        x, y = a["a"], a["b"]
+        if type(x) is int and type(y) is int:
+            return -(-x // y)
+        vx, vy = self.coerce(x, y, "tile.cdiv")
+        if not self.tile_of(vx).dtype.is_int:
+            self.fail("tile.cdiv needs integers")
+        t = self.tile_of(vx)
+        return self.em.one("divi", [vx, vy], t, signedness=signedness(t.dtype), rounding="positive_inf")
+
+    # -- grid -------------------------------------------------------------------------------------------------
+    def op_grid(self, op: LangOp, a: dict[str, Any]) -> object:
+        return tuple(self.em.emit(op.ir[0], [], [TileType(I32)] * 3))
+
+    # -- views, loads, stores -------------------------------------------------------------------------------
+    def tensor_arg(self, v: object, what: str, *, mut: bool | None = None) -> TensorV:
+        if not isinstance(v, TensorV) or mut is not None and v.mut != mut:
+            want = "a Mut output parameter" if mut else "a tensor parameter"
+            self.fail(
+                f"{what} must be {want}, got {v!r}"
+                if not isinstance(v, Value)
+                else f"{what} must be {want}, got a tile"
+            )
+        return v
+
+    def partition(self, t: TensorV, shape: object, padding: object = None) -> PartitionV:
+        tile = self.shape_arg(shape, "partition shape")
+        if len(tile) != t.rank:
+            self.fail(f"the partition shape {tile} must have one dim per tensor dim ({t.rank})")
+        if padding is not None and padding not in PADDINGS:
+            self.fail(f"padding must be one of {', '.join(PADDINGS)} (or None), got {padding!r}")
+        ty = PartitionViewType(tile, t.view_type, padding)  # type: ignore[arg-type]  # checked string
+        return PartitionV(t, self.em.one("make_partition_view", [t.view], ty), ty)
+
+    def method_partition(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
+        a = self.bind_simple("partition", ("shape", "padding"), (None,), args, kw)
+        return self.partition(recv, a["shape"], a["padding"])
+
+    def _hints(self, latency: object, allow_tma: object) -> dict[str, Any]:
+        inner: dict[str, Any] = {}
+        if latency is not None:
+            if type(latency) is not int or not 1 <= latency <= 10:
+                self.fail(f"latency must be a compile-time int in 1..10, got {latency!r}")
+            inner["latency"] = latency
+        if allow_tma is not None:
+            if not isinstance(allow_tma, bool):
+                self.fail(f"allow_tma must be True or False, got {allow_tma!r}")
+            inner["allow_tma"] = allow_tma
+        return {"optimization_hints": {self.arch: inner}} if inner else {}
+
+    def load_view(self, p: PartitionV, index: tuple[object, ...], hints: dict[str, Any]) -> Value:
+        if len(index) != len(p.tile):
+            self.fail(f"the load index needs {len(p.tile)} coordinates (one per dim), got {len(index)}")
+        idx = [self.scalar_index(i, "tile index") for i in index]
+        key = token_key(p.tensor)
+        tok = self.env[key]
+        tile, new = self.em.emit(
+            "load_view_tko",
+            [p.view, idx, tok],
+            [
+                TileType(p.tensor.dtype, p.tile),  # type: ignore[list-item]  # token value
+                TokenType(),
+            ],
+            {"memory_ordering_semantics": "weak", **hints},
+        )
+        if p.tensor.mut:
+            self.env[key] = new
+        return tile
+
+    def method_partition_load(self, recv: PartitionV, args: list[object], kw: dict[str, object]) -> object:
+        a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)
+        index = a["index"] if isinstance(a["index"], tuple) else (a["index"],)
+        return self.load_view(recv, index, self._hints(a["latency"], a["allow_tma"]))
+
+    def block_index(self, rank: int) -> tuple[Value, ...]:
+        if rank > 3:
+            self.fail(f"a Mut output of rank {rank} cannot be indexed by the 3-D block grid; use rank <= 3")
+        return tuple(self.em.emit("get_tile_block_id", [], [TileType(I32)] * 3))[:rank]
+
+    def op_load_tile_like(self, op: LangOp, a: dict[str, Any]) -> object:
+        x = self.tensor_arg(a["x"], "the first argument of tile.load_tile_like")
+        z = self.tensor_arg(a["z"], "the second argument of tile.load_tile_like", mut=True)
+        if x.rank != z.rank:
+            self.fail(f"tile.load_tile_like needs tensors of one rank, got {x.rank} and {z.rank}")
+        return self.load_view(self.partition(x, z.tile), self.block_index(z.rank), {})
+
+    def method_mut_load(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
+        a = self.bind_simple("load", ("latency", "allow_tma"), (None, None), args, kw)
+        return self.load_view(
+            self.partition(recv, recv.tile), self.block_index(recv.rank), self._hints(a["latency"], a["allow_tma"])
+        )
+
+    def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
+        a = self.bind_simple("store", ("tile", "latency", "allow_tma"), (None, None), args, kw)
+        value = a["tile"]
+        if is_const(value):
+            value = self.materialize(value, recv.dtype, recv.tile)
+        t = self.tile_of(value, "stored value")
+        if t.elem != recv.dtype:
+            self.fail(
+                f"cannot store a {t.elem.name} tile into '{recv.name}' of dtype {recv.dtype.name}; "
+                f"convert it with .astype(tile.{recv.dtype.name})"
+            )
+        if t.shape != recv.tile:
+            if broadcast_shapes(t.shape, recv.tile) != recv.tile:
+                self.fail(f"'{recv.name}' stores tiles of shape {recv.tile}, got a tile of shape {t.shape}")
+            value = self.broadcast(value, recv.tile)  # type: ignore[arg-type]  # checked Value
+        p = self.partition(recv, recv.tile)
+        idx = list(self.block_index(recv.rank))
+        key = token_key(recv)
+        (tok,) = self.em.emit(
+            "store_view_tko",
+            [value, p.view, idx, self.env[key]],
+            [TokenType()],  # type: ignore[list-item]  # token
+            {"memory_ordering_semantics": "weak", **self._hints(a["latency"], a["allow_tma"])},
+        )
+        self.env[key] = tok
+        return None
+
+    # -- raw pointers (unchecked kernels) -------------------------------------------------------------------
+    def require_unchecked(self, what: str) -> None:
+        if not self.unchecked:
+            self.fail(
+                f"{what} is only allowed in kernels marked @tile.entry(unchecked=True): it bypasses the "
+                "bounds and ownership checks"
+            )
+
+    def method_ptr(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
+        self.require_unchecked("x.ptr()")
+        self.bind_simple("ptr", (), (), args, kw)
+        assert recv.base is not None  # every tensor parameter has a base pointer
+        return recv.base
+
+    def pointer_offset(self, ptrs: Value, offsets: object) -> Value:
+        pt = self.tile_of(ptrs)
+        off = self.as_tile(offsets, I32 if is_const(offsets) else None, "pointer offset")
+        ot = self.tile_of(off)
+        if not isinstance(ot.elem, DType) or not ot.elem.is_int:
+            self.fail(f"pointer offsets must be integers, got {ot.elem.name}")
+        shape = broadcast_shapes(pt.shape, ot.shape)
+        if shape is None:
+            self.fail(f"pointer shape {pt.shape} and offset shape {ot.shape} do not broadcast")
+        return self.em.one("offset", [self.broadcast(ptrs, shape), self.broadcast(off, shape)], pt.with_shape(shape))
+
+    def _ptrs(self, v: object) -> tuple[TileType, DType]:
+        self.require_unchecked("memory access through pointers")
+        t = self.tile_of(v, "pointer tile")
+        if not isinstance(t.elem, PtrType):
+            self.fail(f"expected a tile of pointers (x.ptr() + offsets), got {t}")
+        return t, t.elem.pointee
+
+    def _mask(self, mask: object, shape: tuple[int, ...]) -> Value | None:
+        if mask is None:
+            return None
+        m = self.as_tile(mask, what="mask")
+        if self.tile_of(m).elem != I1:
+            self.fail("the mask must be a bool tile (a comparison)")
+        return self.broadcast(m, shape)
+
+    def op_gather(self, op: LangOp, a: dict[str, Any]) -> object:
+        t, dt = self._ptrs(a["ptrs"])
+        mask = self._mask(a["mask"], t.shape)
+        pad = (
+            self.broadcast(self.as_tile(a["padding"], dt if is_const(a["padding"]) else None), t.shape)
+            if mask is not None
+            else None
+        )
+        out, tok = self.em.emit(
+            "load_ptr_tko",
+            [a["ptrs"], mask, pad, self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
+            [t.with_elem(dt), TokenType()],
+            {"memory_ordering_semantics": "weak"},
+        )
+        self.env[RAW_TOKEN] = tok
+        return out
+
+    def _value_for(self, v: object, t: TileType, dt: DType) -> Value:
+        val = self.as_tile(v, dt if is_const(v) else None, "stored value")
+        if self.tile_of(val).elem != dt:
+            self.fail(f"the value dtype {self.tile_of(val).elem.name} does not match the pointee dtype {dt.name}")
+        return self.broadcast(val, t.shape)
+
+    def op_scatter(self, op: LangOp, a: dict[str, Any]) -> object:
+        t, dt = self._ptrs(a["ptrs"])
+        val = self._value_for(a["value"], t, dt)
+        (tok,) = self.em.emit(
+            "store_ptr_tko",
+            [a["ptrs"], val, self._mask(a["mask"], t.shape), self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
+            [TokenType()],
+            {"memory_ordering_semantics": "weak"},
+        )
+        self.env[RAW_TOKEN] = tok
+        return None
+
+    def op_atomic(self, op: LangOp, a: dict[str, Any]) -> object:
+        t, dt = self._ptrs(a["ptrs"])
+        signed_mode, unsigned_mode, float_mode = _ATOMIC_MODES[op.ir[0]]
+        mode = float_mode if dt.is_float else unsigned_mode if dt.kind == "u" else signed_mode
+        if not mode:
+            self.fail(f"tile.{op.name} is not supported for {dt.name}")
+        val = self._value_for(a["value"], t, dt)
+        out, tok = self.em.emit(
+            "atomic_rmw_tko",
+            [a["ptrs"], val, self._mask(a["mask"], t.shape), self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
+            [t.with_elem(dt), TokenType()],
+            {"memory_ordering_semantics": "acq_rel", "memory_scope": "device", "mode": mode},
+        )
+        self.env[RAW_TOKEN] = tok
+        return out
+
+    def op_atomic_cas(self, op: LangOp, a: dict[str, Any]) -> object:
+        t, dt = self._ptrs(a["ptrs"])
+        cmp, val = self._value_for(a["expected"], t, dt), self._value_for(a["value"], t, dt)
+        out, tok = self.em.emit(
+            "atomic_cas_tko",
+            [a["ptrs"], cmp, val, self._mask(a["mask"], t.shape), self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
+            [t.with_elem(dt), TokenType()],
+            {"memory_ordering_semantics": "acq_rel", "memory_scope": "device"},
+        )
+        self.env[RAW_TOKEN] = tok
+        return out
+
+    # -- debugging --------------------------------------------------------------------------------------------
+    def _print(self, fmt: str, values: list[Value]) -> None:
+        self.em.emit("print_tko", [values, None], [TokenType()], {"str": fmt})
+
+    def op_print(self, op: LangOp, a: dict[str, Any]) -> object:
+        parts: list[str] = []
+        values: list[Value] = []
+        for v in a["args"]:
+            if isinstance(v, str) or is_const(v) or v is None:
+                parts.append(str(v).replace("%", "%%"))
+                continue
+            t = self.tile_of(v, "printed value")
+            if not isinstance(t.elem, DType):
+                self.fail("pointer tiles cannot be printed")
+            if t.elem.is_float and t.elem.name not in ("f32", "f64"):
+                v = self.convert(v, F32)  # type: ignore[arg-type]  # checked Value
+            parts.append("%ld" if t.elem.bits == 64 and t.elem.is_int else _PRINTF[t.elem.kind])
+            values.append(v)  # type: ignore[arg-type]  # checked Value
+        self._print(str(a["sep"]).join(parts) + str(a["end"]), values)
+        return None
+
+    def op_printf(self, op: LangOp, a: dict[str, Any]) -> object:
+        if not isinstance(a["fmt"], str):
+            self.fail("the format of tile.printf must be a string literal")
+        values = [self.as_tile(v, what="printf argument") for v in a["args"]]
+        if a["fmt"].replace("%%", "").count("%") != len(values):
+            self.fail(
+                f"the format has {a['fmt'].replace('%%', '').count('%')} conversions but {len(values)} "
+                "values were given"
+            )
+        self._print(a["fmt"], values)
+        return None
+
+    def op_assert(self, op: LangOp, a: dict[str, Any]) -> object:
+        if not isinstance(a["msg"], str):
+            self.fail("the message of tile.assert_ must be a string literal")
+        cond = self.as_tile(a["cond"], I1 if is_const(a["cond"]) else None, "assert condition")
+        if self.tile_of(cond).elem != I1:
+            self.fail("the condition of tile.assert_ must be a bool (a comparison)")
+        self.em.emit("assert", [cond], [], {"message": a["msg"]})
+        return None
+
+    def op_static_assert(self, op: LangOp, a: dict[str, Any]) -> object:
+        if not is_const(a["cond"]):
+            self.fail("tile.static_assert needs a compile-time condition; use tile.assert_ for run-time checks")
+        if not a["cond"]:
+            self.fail(f"static assertion failed{': ' + str(a['msg']) if a['msg'] else ''}")
+        return None
+
+    def bind_simple(
+        self,
+        name: str,
+        params: tuple[str, ...],
+        defaults: tuple[object, ...],
+        args: list[object],
+        kw: dict[str, object],
+    ) -> dict[str, object]:
+        """Bind a method's arguments (trailing ``defaults`` belong to the last parameters)."""
+        raise NotImplementedError

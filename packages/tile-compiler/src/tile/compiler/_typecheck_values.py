@@ -1,0 +1,96 @@
+"""Abstract values the type checker computes for kernel expressions, and the op emitter.
+
+A kernel expression evaluates, at compile time, to one of: a Python constant (``int``/``float``/``bool``/``str``/
+``None``, folded exactly), a tuple of values, a runtime `Value` (a typed tile or token in the kernel IR), a
+`TensorV`/`PartitionV` (a parameter's view), or a compile-time object (a dtype, a `LangOp`, a helper, a module,
+a `BoundMethod`). Invariant: runtime values only ever come from ops that `Emitter.emit` appended to the current
+block, so dominance holds by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tile.compiler._diagnostics import SourceLoc
+from tile.compiler._kir import Block, Op, Value
+from tile.compiler._types import DType, PartitionViewType, TensorViewType, TileType, Type
+
+__all__ = ["BoundMethod", "Emitter", "PartitionV", "TensorV"]
+
+
+@dataclass(eq=False)
+class TensorV:
+    """A tensor parameter inside the kernel: its view value and what is known about it."""
+
+    name: str
+    dtype: DType
+    view: Value
+    view_type: TensorViewType
+    extents: tuple[Value | int, ...]
+    mut: bool
+    tile: tuple[int, ...] = ()
+    base: Value | None = None
+
+    @property
+    def rank(self) -> int:
+        """Number of dimensions of the tensor."""
+        return len(self.extents)
+
+
+@dataclass(eq=False)
+class PartitionV:
+    """``tensor.partition(shape)``: a partition view of a tensor parameter."""
+
+    tensor: TensorV
+    view: Value
+    view_type: PartitionViewType
+
+    @property
+    def tile(self) -> tuple[int, ...]:
+        """The tile shape."""
+        return self.view_type.tile
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    """``receiver.name`` before the call: a method of a tile, tensor, partition or output."""
+
+    receiver: Any
+    name: str
+    family: str
+
+
+@dataclass(eq=False)
+class Emitter:
+    """Appends typed ops to the current block and numbers values."""
+
+    next_id: int = 0
+    block: Block = field(default_factory=Block)
+    loc: SourceLoc | None = None
+
+    def value(self, ty: Type) -> Value:
+        """A fresh value of type ``ty`` (for block arguments)."""
+        self.next_id += 1
+        return Value(self.next_id, ty)
+
+    def emit(
+        self,
+        name: str,
+        operands: list[Value | list[Value] | None],
+        result_types: list[Type],
+        attrs: dict[str, Any] | None = None,
+        regions: list[Block] | None = None,
+    ) -> list[Value]:
+        """Append op ``name`` to the current block and return its results."""
+        results = [self.value(t) for t in result_types]
+        self.block.ops.append(Op(name, operands, results, attrs or {}, regions or [], self.loc))
+        return results
+
+    def one(self, name: str, operands: list[Value | list[Value] | None], ty: Type, **attrs: Any) -> Value:
+        """Emit a single-result op."""
+        return self.emit(name, operands, [ty], attrs)[0]
+
+    def constant(self, value: int | float | bool, ty: TileType) -> Value:
+        """A splat constant of type ``ty``."""
+        return self.one("constant", [], ty, value=value)

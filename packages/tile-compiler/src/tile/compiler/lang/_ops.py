@@ -1,0 +1,179 @@
+"""The catalog of kernel-language functions: one declarative row per op, read by the type checker and lowering.
+
+Invariants: every name a user calls as ``tile.<name>(...)`` inside a kernel is a `LangOp` from `OPS`; a row gives
+the Python parameter list (with defaults), the op family (which selects the checker/lowering rule) and the Tile IR
+op names it lowers to (float spelling first, integer spelling second where they differ). Calling a `LangOp` from
+ordinary Python raises ``TypeError``: these are kernel-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["METHODS", "OPS", "LangOp", "Param"]
+
+_REQUIRED: Any = object()
+
+
+@dataclass(frozen=True)
+class Param:
+    """One Python parameter of a kernel-language function; ``default`` is `_REQUIRED` when it has none."""
+
+    name: str
+    default: Any = _REQUIRED
+    variadic: bool = False
+
+    @property
+    def required(self) -> bool:
+        """True when the caller must pass it."""
+        return self.default is _REQUIRED and not self.variadic
+
+
+@dataclass(frozen=True)
+class LangOp:
+    """A kernel-language function: ``tile.exp``, ``tile.sum``, ``tile.mma``, ...
+
+    Attributes
+    ----------
+    name
+        The user-facing name (``tile.<name>``).
+    family
+        The rule family the compiler applies (``"unary_float"``, ``"reduce"``, ...).
+    params
+        The Python parameter list.
+    ir
+        Tile IR op names: for numeric families ``(float_op, int_op)``; ``""`` where a kind is not supported.
+    doc
+        One line for the docs table.
+    """
+
+    name: str
+    family: str
+    params: tuple[Param, ...]
+    ir: tuple[str, ...] = ()
+    doc: str = ""
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError(f"tile.{self.name}() can only be called inside a @tile.entry kernel or a @tile.function helper")
+
+    def __repr__(self) -> str:
+        return f"<tile.{self.name}>"
+
+
+def _p(spec: str) -> tuple[Param, ...]:
+    """Parse ``"x, axis=None, *args"`` into Params (defaults are Python literals)."""
+    out: list[Param] = []
+    for raw in filter(None, (s.strip() for s in spec.split(","))):
+        if raw.startswith("*"):
+            out.append(Param(raw[1:], variadic=True))
+        elif "=" in raw:
+            name, default = raw.split("=")
+            out.append(Param(name, eval(default, {})))  # noqa: S307  # literals from the table above only
+        else:
+            out.append(Param(raw))
+    return tuple(out)
+
+
+_UNARY_FLOAT = (
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "floor",
+    "ceil",
+)
+_ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
+    *((n, "unary_float", "x", (n, ""), f"elementwise {n} of a float tile") for n in _UNARY_FLOAT),
+    ("abs", "unary", "x", ("absf", "absi"), "elementwise absolute value"),
+    ("negative", "unary", "x", ("negf", "negi"), "elementwise negation"),
+    ("maximum", "binary", "x, y", ("maxf", "maxi"), "elementwise maximum (broadcasting)"),
+    ("minimum", "binary", "x, y", ("minf", "mini"), "elementwise minimum (broadcasting)"),
+    ("pow", "binary_float", "x, y", ("pow", ""), "elementwise x ** y of float tiles"),
+    ("atan2", "binary_float", "x, y", ("atan2", ""), "elementwise atan2(x, y)"),
+    ("fma", "fma", "x, y, z", ("fma", ""), "fused x * y + z of float tiles"),
+    ("where", "where", "cond, x, y", ("select",), "pick x where cond is true, else y (broadcasting)"),
+    ("astype", "astype", "x, dtype", (), "convert a tile's elements to dtype"),
+    ("full", "full", "shape, value, dtype=None", ("constant",), "a tile filled with value"),
+    ("zeros", "full", "shape, dtype=None", ("constant",), "a tile of zeros"),
+    ("ones", "full", "shape, dtype=None", ("constant",), "a tile of ones"),
+    ("arange", "arange", "n, dtype=None", ("iota",), "the tile [0, 1, ..., n-1] (n a power of two)"),
+    ("reshape", "reshape", "x, shape", ("reshape",), "same elements, new shape"),
+    ("broadcast_to", "broadcast_to", "x, shape", ("broadcast",), "stretch size-1 dims to shape"),
+    ("expand_dims", "expand_dims", "x, axis", ("reshape",), "insert a size-1 dim at axis"),
+    ("permute", "permute", "x, axes", ("permute",), "reorder dims"),
+    ("transpose", "transpose", "x, axes=None", ("permute",), "reverse dims (or reorder by axes)"),
+    ("cat", "cat", "x, y, axis", ("cat",), "concatenate two tiles along axis"),
+    ("extract", "extract", "x, index, shape", ("extract",), "the sub-tile of shape at tile index"),
+    ("sum", "reduce", "x, axis=None, keepdims=False", ("addf", "addi"), "sum along axis"),
+    ("prod", "reduce", "x, axis=None, keepdims=False", ("mulf", "muli"), "product along axis"),
+    ("max", "reduce", "x, axis=None, keepdims=False", ("maxf", "maxi"), "maximum along axis"),
+    ("min", "reduce", "x, axis=None, keepdims=False", ("minf", "mini"), "minimum along axis"),
+    ("argmax", "argreduce", "x, axis=None, keepdims=False", ("gt",), "index of the maximum along axis"),
+    ("argmin", "argreduce", "x, axis=None, keepdims=False", ("lt",), "index of the minimum along axis"),
+    ("reduce", "reduce_fn", "x, axis, fn, identity, keepdims=False", ("reduce",), "reduce with a combiner"),
+    ("cumsum", "scan", "x, axis=0, reverse=False", ("addf", "addi"), "inclusive prefix sum along axis"),
+    ("cumprod", "scan", "x, axis=0, reverse=False", ("mulf", "muli"), "inclusive prefix product along axis"),
+    ("scan", "scan_fn", "x, axis, fn, identity, reverse=False", ("scan",), "inclusive scan with a combiner"),
+    ("mma", "mma", "a, b, acc", ("mmaf", "mmai"), "acc + a @ b (matrix multiply-accumulate)"),
+    ("matmul", "matmul", "a, b", ("mmaf", "mmai"), "a @ b with the default accumulator dtype"),
+    ("load_tile_like", "load_tile_like", "x, z", ("load_view_tko",), "the tile of x at z's block position"),
+    ("block_id", "grid", "", ("get_tile_block_id",), "this block's (x, y, z) position in the grid"),
+    ("num_blocks", "grid", "", ("get_num_tile_blocks",), "the grid's (x, y, z) size"),
+    ("cdiv", "cdiv", "a, b", (), "ceil(a / b) for ints"),
+    ("gather", "gather", "ptrs, mask=None, padding=0", ("load_ptr_tko",), "load through a pointer tile (unchecked)"),
+    ("scatter", "scatter", "ptrs, value, mask=None", ("store_ptr_tko",), "store through a pointer tile (unchecked)"),
+    *(
+        (f"atomic_{m}", "atomic", "ptrs, value, mask=None", (m,), f"atomic {m} through a pointer tile (unchecked)")
+        for m in ("add", "min", "max", "xchg", "and", "or", "xor")
+    ),
+    ("atomic_cas", "atomic_cas", "ptrs, expected, value, mask=None", ("atomic_cas_tko",), "atomic compare-and-swap"),
+    ("print", "print", "*args, sep=' ', end='\\n'", ("print_tko",), "print from the device (printf-style values)"),
+    ("printf", "printf", "fmt, *args", ("print_tko",), "printf from the device with a C format string"),
+    ("assert_", "assert", "cond, msg=''", ("assert",), "trap when any element of cond is false"),
+    ("static_assert", "static_assert", "cond, msg=''", (), "fail compilation when the constant cond is false"),
+]
+
+OPS: Mapping[str, LangOp] = MappingProxyType({n: LangOp(n, fam, _p(ps), ir, doc) for n, fam, ps, ir, doc in _ROWS})
+
+# Methods, by the receiver kind; the value is the row in OPS (or a family of its own) that implements them.
+METHODS: Mapping[str, Mapping[str, str]] = MappingProxyType(
+    {
+        "tile": MappingProxyType(
+            {
+                n: n
+                for n in (
+                    "astype",
+                    "reshape",
+                    "broadcast_to",
+                    "expand_dims",
+                    "permute",
+                    "transpose",
+                    "sum",
+                    "prod",
+                    "max",
+                    "min",
+                    "argmax",
+                    "argmin",
+                    "cumsum",
+                    "cumprod",
+                    "extract",
+                )
+            }
+        ),
+        "tensor": MappingProxyType({"partition": "partition", "ptr": "ptr"}),
+        "partition": MappingProxyType({"load": "partition_load"}),
+        "mut": MappingProxyType({"store": "mut_store", "load": "mut_load", "partition": "partition", "ptr": "ptr"}),
+    }
+)
