@@ -178,7 +178,7 @@ class DiskCache:
             os.replace(tmp, path)
         except OSError as exc:
             _log.warning("tile: could not write cache entry %s (%s); continuing without it", path, exc)
-            tmp.unlink(missing_ok=True)
+            _unlink(tmp)
             return False
         self._enforce_cap()
         return True

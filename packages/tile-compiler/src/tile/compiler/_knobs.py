@@ -115,7 +115,8 @@ def _path(value: str | None) -> Path | None:
 def _cache_dir(env: Mapping[str, str]) -> Path | None:
     value = env.get("TILE_CACHE_DIR")
     if value is None:
-        base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+        home = env.get("HOME") or str(Path("~").expanduser())
+        base = env.get("XDG_CACHE_HOME") or str(Path(home) / ".cache")
         return Path(base) / "tile"
     return None if value.strip().lower() in _OFF | {""} else Path(value).expanduser()
 

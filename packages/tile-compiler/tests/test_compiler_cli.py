@@ -1,0 +1,109 @@
+"""The ``tile`` command line: usage errors, the back-half compile of bytecode files, toolchain and cache commands."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tile.compiler._cli import main
+
+EMPTY_MODULE = bytes.fromhex(
+    "7f54696c6549520 00d030000 820108cb00 850e0402cbcbcb000000000100000000 03 810104cbcbcb00 00".replace(" ", "")
+)
+
+
+def _run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out), out.getvalue()
+
+
+@pytest.fixture
+def kernel_file(tmp_path: Path) -> Path:
+    path = tmp_path / "kernels.py"
+    path.write_text("def helper():\n    return 1\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compile", "{file}::k", "--emit", "llvm"], "--emit takes ir, bytecode, cubin or all, not llvm"),
+        (["compile", "{file}::k", "--const", "B"], "expected NAME=VALUE, got 'B'"),
+        (["compile", "{file}::k", "--const", "B=big"], "const value 'big' is not an int, float or bool"),
+        (["compile", "{dir}/missing.py::k"], "no such file"),
+        (["compile", "{file}::nope"], "has no kernel function 'nope'; functions: helper"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(
+    argv: list[str], message: str, kernel_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [a.format(file=kernel_file, dir=kernel_file.parent) for a in argv]
+    code, _ = _run(*argv)
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_unknown_arch_is_an_error(kernel_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _ = _run("compile", f"{kernel_file}::helper", "--arch", "sm_75")
+    assert code == 1
+    assert "unknown target arch 'sm_75'" in capsys.readouterr().err
+
+
+def test_module_entry_point_shows_help() -> None:
+    done = subprocess.run([sys.executable, "-m", "tile.compiler", "--help"], capture_output=True, text=True, check=True)
+    assert "compile" in done.stdout
+    assert "toolchain" in done.stdout
+
+
+def test_cache_info_and_clear(tmp_path: Path) -> None:
+    from tile.compiler import DiskCache
+
+    DiskCache(tmp_path).put("cubin", "ab" * 32, {}, {"cubin": bytes(2048)})
+    code, out = _run("cache", "info", "--cache-dir", str(tmp_path))
+    assert code == 0
+    assert f"{tmp_path}: 1 entries" in out
+    code, out = _run("cache", "clear", "--cache-dir", str(tmp_path))
+    assert (code, out) == (0, f"removed 1 entries from {tmp_path}\n")
+
+
+def test_cache_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_CACHE_DIR", "off")
+    assert _run("cache", "info") == (0, "the disk cache is off (TILE_CACHE_DIR=off)\n")
+
+
+@pytest.mark.requires_tileiras
+def test_toolchain_reports_the_assembler() -> None:
+    code, out = _run("toolchain")
+    assert code == 0
+    assert "tileiras:" in out
+    assert "bytecode versions: 13.1" in out
+    assert "writing:" in out
+
+
+@pytest.mark.requires_tileiras
+def test_compile_bytecode_file_writes_the_cubin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "empty.tilebc"
+    source.write_bytes(EMPTY_MODULE)
+    code, out = _run("compile", str(source), "--arch", "sm_90", "-o", str(tmp_path / "out"), "--emit", "cubin")
+    assert code == 0
+    assert (tmp_path / "out" / "empty.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert not (tmp_path / "out" / "empty.tilebc").exists()
+    assert "empty for sm_90: bytecode 13.3, compiled" in out
+    code, out = _run("compile", str(source), "--arch", "sm_90", "-o", str(tmp_path / "out"))
+    assert "disk" in out
+
+
+@pytest.mark.requires_tileiras
+def test_compile_failure_exits_1_and_keeps_the_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "junk.tilebc"
+    source.write_bytes(b"junk")
+    code, _ = _run("compile", str(source), "--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path))
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "tileiras failed to compile kernel 'junk' for sm_90" in err
+    assert str(tmp_path / "cache" / "failed") in err
