@@ -61,3 +61,59 @@ family with ``sync=True`` (the default; waits for that stream), ``to_numpy``, ``
 ``default_stream``, never the legacy NULL stream. A free is never enqueued on a stream that is capturing a
 graph: it is deferred until the capture ends.
 """
+
+from tile.core._args import KINDS, ArgKind, PackedArgs, pack_args, param_layout
+from tile.core._buffer import DeviceBuffer, PinnedBuffer
+from tile.core._context import Device, MemoryPool
+from tile.core._copy import copy
+from tile.core._cubin import cubin_arch
+from tile.core._errors import (
+    ArchMismatchError,
+    DoubleFreeError,
+    LaunchArgumentError,
+    LayoutMismatchError,
+    NullHandleError,
+    OutOfBoundsError,
+    StateError,
+    StreamClosedError,
+    UseAfterFreeError,
+    WrongDeviceError,
+)
+from tile.core._foreign import borrow
+from tile.core._launch import PreparedLaunch, launch, prepare
+from tile.core._module import Function, Module
+from tile.core._stream import Event, Stream
+from tile.core._view import DeviceView
+
+__all__ = [
+    "KINDS",
+    "ArchMismatchError",
+    "ArgKind",
+    "Device",
+    "DeviceBuffer",
+    "DeviceView",
+    "DoubleFreeError",
+    "Event",
+    "Function",
+    "LaunchArgumentError",
+    "LayoutMismatchError",
+    "MemoryPool",
+    "Module",
+    "NullHandleError",
+    "OutOfBoundsError",
+    "PackedArgs",
+    "PinnedBuffer",
+    "PreparedLaunch",
+    "StateError",
+    "Stream",
+    "StreamClosedError",
+    "UseAfterFreeError",
+    "WrongDeviceError",
+    "borrow",
+    "copy",
+    "cubin_arch",
+    "launch",
+    "pack_args",
+    "param_layout",
+    "prepare",
+]

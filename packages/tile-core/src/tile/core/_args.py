@@ -1,0 +1,191 @@
+"""Kernel argument kinds and packing: Python values to the typed scalars the launcher copies into the parameter block.
+
+Invariants: each kind is one table entry (size, numpy carrier, range); values are converted and range-checked
+once, at packing, so a prepared argument block needs no per-launch work; pointers come only from live Tile
+memory of the launch's device (or an explicit non-zero int address); an argument list is checked against the
+kernel's parameter count and sizes before anything is launched. Pure numpy: testable without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ml_dtypes
+import numpy as np
+
+from tile.core._errors import LaunchArgumentError, NullHandleError, WrongDeviceError
+
+if TYPE_CHECKING:
+    from tile.core._buffer import DeviceBuffer
+    from tile.core._context import Device
+
+__all__ = ["KINDS", "ArgKind", "PackedArgs", "infer_kind", "pack_args", "param_layout"]
+
+
+def _integer(bits: int, carrier: type[np.integer[Any]]) -> Callable[[Any], Any]:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1)
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise LaunchArgumentError(f"expected an integer for an i{bits} parameter, got {value!r}")
+        if not low <= int(value) < high:
+            raise LaunchArgumentError(f"{value} does not fit an i{bits} parameter ([{low}, {high}))")
+        return carrier(value)
+
+    return convert
+
+
+def _floating(carrier: Any, name: str) -> Callable[[Any], Any]:
+    def convert(value: Any) -> Any:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise LaunchArgumentError(f"expected a number for an {name} parameter, got {value!r}")
+        return carrier(value)
+
+    return convert
+
+
+def _bf16(value: Any) -> Any:
+    # cuda.core's launcher has no bfloat16 scalar; the same 2 bytes travel as a uint16 bit pattern.
+    return _floating(ml_dtypes.bfloat16, "bf16")(value).view(np.uint16)
+
+
+@dataclass(frozen=True)
+class ArgKind:
+    """One parameter kind: its name, size in bytes and converter to the launcher's scalar."""
+
+    name: str
+    size: int
+    convert: Callable[[Any], Any]
+
+
+KINDS: dict[str, ArgKind] = {
+    kind.name: kind
+    for kind in (
+        ArgKind("ptr", 8, lambda value: value),  # resolved against the device in _pointer()
+        ArgKind("i32", 4, _integer(32, np.int32)),
+        ArgKind("i64", 8, _integer(64, np.int64)),
+        ArgKind("f16", 2, _floating(np.float16, "f16")),
+        ArgKind("bf16", 2, _bf16),
+        ArgKind("f32", 4, _floating(np.float32, "f32")),
+        ArgKind("f64", 8, _floating(np.float64, "f64")),
+    )
+}
+_SCALAR_KINDS = {
+    np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64",
+    np.dtype(np.float16): "f16",
+    np.dtype(ml_dtypes.bfloat16): "bf16",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.float64): "f64",
+}
+
+
+def infer_kind(value: Any) -> str:
+    """The kind of an argument given without a signature: Tile memory is ``ptr``, numpy scalars keep their type."""
+    from tile.core._buffer import DeviceBuffer
+    from tile.core._view import DeviceView
+
+    if isinstance(value, (DeviceBuffer, DeviceView)):
+        return "ptr"
+    if isinstance(value, np.generic) and value.dtype in _SCALAR_KINDS:
+        return _SCALAR_KINDS[value.dtype]
+    raise LaunchArgumentError(
+        f"cannot tell the parameter type of {value!r} ({type(value).__name__}): pass a signature "
+        "(e.g. signature=('ptr', 'i32', 'f32')) or typed scalars such as np.int32(n)"
+    )
+
+
+def param_layout(kinds: Sequence[str]) -> tuple[tuple[int, int], ...]:
+    """``(offset, size)`` of each parameter in a CUDA parameter block (natural alignment)."""
+    layout, offset = [], 0
+    for name in kinds:
+        size = KINDS[name].size
+        offset = (offset + size - 1) // size * size
+        layout.append((offset, size))
+        offset += size
+    return tuple(layout)
+
+
+@dataclass(frozen=True)
+class PackedArgs:
+    """Converted arguments: the scalars for the launcher and the Tile buffers they point into."""
+
+    kinds: tuple[str, ...]
+    values: tuple[Any, ...]
+    buffers: tuple[DeviceBuffer, ...]
+
+
+def _pointer(value: Any, device: Device | None, index: int) -> tuple[int, DeviceBuffer | None]:
+    from tile.core._buffer import DeviceBuffer
+    from tile.core._view import DeviceView
+
+    if isinstance(value, (DeviceBuffer, DeviceView)):
+        if device is not None and value.device is not device:
+            raise WrongDeviceError(
+                f"argument {index} lives on device {value.device.ordinal} but the launch is on device "
+                f"{device.ordinal}: copy it over or launch on its device"
+            )
+        owner = value if isinstance(value, DeviceBuffer) else value.buffer
+        return value.ptr, owner
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        if int(value) == 0:
+            raise NullHandleError(f"argument {index} is a null pointer: pass a DeviceBuffer or a live address")
+        return int(value), None
+    raise LaunchArgumentError(f"argument {index} must be a DeviceBuffer, DeviceView or address, got {value!r}")
+
+
+def pack_args(
+    args: Sequence[Any],
+    signature: Sequence[str] | None = None,
+    *,
+    device: Device | None = None,
+    expected: Sequence[tuple[int, int]] | None = None,
+) -> PackedArgs:
+    """Convert and check kernel arguments.
+
+    Parameters
+    ----------
+    args : sequence
+        The values, in parameter order.
+    signature : sequence of str, optional
+        A kind per argument (see ``KINDS``); inferred from the values when omitted.
+    device : Device, optional
+        Pointers must live on this device.
+    expected : sequence of (offset, size), optional
+        The kernel's parameter layout; count and sizes must match.
+    """
+    args = tuple(args)
+    kinds = tuple(signature) if signature is not None else tuple(infer_kind(v) for v in args)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise LaunchArgumentError(f"unknown argument kind(s) {unknown}: use one of {sorted(KINDS)}")
+    if len(kinds) != len(args):
+        raise LaunchArgumentError(f"the signature has {len(kinds)} kinds but {len(args)} arguments were given")
+    if expected is not None:
+        _check_layout(kinds, tuple(expected))
+    values, buffers = [], []
+    for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
+        if kind == "ptr":
+            address, owner = _pointer(value, device, index)
+            values.append(address)
+            if owner is not None and owner not in buffers:
+                buffers.append(owner)
+        else:
+            values.append(KINDS[kind].convert(value))
+    return PackedArgs(kinds, tuple(values), tuple(buffers))
+
+
+def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...]) -> None:
+    if len(kinds) != len(expected):
+        raise LaunchArgumentError(
+            f"the kernel takes {len(expected)} parameters but {len(kinds)} arguments were given: pass one argument "
+            "per kernel parameter (arrays often expand to pointer, shape and stride parameters)"
+        )
+    for index, ((_, want), (_, got)) in enumerate(zip(expected, param_layout(kinds), strict=True)):
+        if want != got:
+            raise LaunchArgumentError(
+                f"argument {index} is {kinds[index]} ({got} bytes) but the kernel's parameter {index} has {want} "
+                "bytes: fix the signature"
+            )

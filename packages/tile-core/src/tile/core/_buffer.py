@@ -1,0 +1,330 @@
+"""Owned device memory (stream-ordered, freed exactly once) and page-locked host memory.
+
+Invariants of :class:`DeviceBuffer`: allocated with ``cuMemAllocFromPoolAsync`` on its home ``stream`` from Tile's
+pool; freed with ``cuMemFreeAsync`` exactly once - by :meth:`free`, ``with``, or the garbage collector - on the home
+stream after that stream waits for every use recorded on other streams (:meth:`record_use`), so the memory is
+never released under pending work; a free is never enqueued on a capturing stream (it is deferred until the
+capture ends); any use of a freed buffer raises :class:`UseAfterFreeError` before touching the driver; an
+explicit free while a DLPack consumer still views the memory raises :class:`StateError` and frees nothing.
+:class:`PinnedBuffer` memory lives while any reference (numpy views included) does and is released by the garbage
+collector after its recorded uses complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import tile.bindings as tb
+from tile.bindings import check
+from tile.core import _dlpack
+from tile.core._context import Device
+from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
+from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
+from tile.core._stream import Event, Stream, as_stream, invalidation
+
+if TYPE_CHECKING:
+    from tile.core._view import DeviceView
+
+__all__ = ["DeviceBuffer", "PinnedBuffer"]
+
+_deferred_lock = threading.Lock()
+_deferred: list[tuple[int, Stream]] = []  # frees that met a capturing stream, retried later
+
+
+def _drain_deferred() -> None:
+    if not _deferred:
+        return
+    with _deferred_lock:
+        pending = list(_deferred)
+        _deferred.clear()
+    for ptr, stream in pending:
+        _free_on(ptr, stream)
+
+
+def _free_on(ptr: int, stream: Stream) -> None:
+    home = stream if not stream.closed else stream.device.default_stream
+    if home.is_capturing():
+        with _deferred_lock:
+            _deferred.append((ptr, home))
+        return
+    check(tb.driver().cuMemFreeAsync(ptr, home._raw), "cuMemFreeAsync")
+
+
+def _wait_foreign(home: Stream, handle: int) -> None:
+    """Order ``home`` after everything queued so far on a consumer's stream (skipped if it no longer exists)."""
+    d = tb.driver()
+    event = Event(home.device)
+    try:
+        check(d.cuEventRecord(event._raw, d.CUstream(handle)), "cuEventRecord")
+    except tb.CudaError:
+        return
+    home.wait(event)
+
+
+class _Uses:
+    """Events recorded on streams other than the home stream, pruned as they complete."""
+
+    __slots__ = ("events",)
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def add(self, stream: Stream) -> None:
+        self.add_event(stream.record())
+
+    def add_event(self, event: Event) -> None:
+        if len(self.events) >= 8:
+            self.events = [e for e in self.events if not e.query()]
+        self.events.append(event)
+
+
+class DeviceBuffer:
+    """An owned, stream-ordered device allocation. Make one with :meth:`allocate` or :meth:`from_host`."""
+
+    nbytes: int
+    device: Device
+    stream: Stream
+    _ptr: int
+    _freed: bool
+    _uses: _Uses
+    _foreign_streams: set[int]
+    _ordered: set[int]
+
+    def __init__(self) -> None:
+        raise TypeError("use DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
+
+    @classmethod
+    def allocate(cls, nbytes: int, *, device: Device | None = None, stream: object = None) -> DeviceBuffer:
+        """Allocate ``nbytes`` (> 0) on ``device``, ordered on ``stream`` (default: the device's default stream).
+
+        The memory is ready for any work queued on ``stream`` afterwards; use it from another stream only after
+        that stream waits for this one.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise LayoutMismatchError(f"cannot allocate {nbytes!r} bytes: pass a positive int")
+        if device is None:
+            device = stream.device if isinstance(stream, Stream) else Device(0)
+        home = as_stream(stream, device)
+        device.make_current()
+        _drain_deferred()
+        pool = device.memory_pool.handle
+        ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, home._raw), "cuMemAllocFromPoolAsync")
+        self = cls.__new__(cls)
+        self._ptr, self.nbytes, self.device, self.stream = int(ptr), int(nbytes), device, home
+        self._freed, self._uses, self._foreign_streams = False, _Uses(), set[int]()
+        self._ordered = {home.handle}
+        return self
+
+    @classmethod
+    def from_host(
+        cls, array: Any, *, device: Device | None = None, stream: object = None, sync: bool = True
+    ) -> DeviceBuffer:
+        """Allocate a buffer the size of a host array (or bytes) and copy it in."""
+        from tile.core._copy import host_region
+
+        region = host_region(array, writable=False)
+        buffer = cls.allocate(max(region.nbytes, 1), device=device, stream=stream)
+        if region.nbytes:
+            buffer.copy_from(array, sync=sync)
+        return buffer
+
+    def __repr__(self) -> str:
+        state = "freed" if self._freed else f"0x{self._ptr:x}"
+        return f"<DeviceBuffer {self.nbytes} bytes on device {self.device.ordinal}, {state}>"
+
+    @property
+    def closed(self) -> bool:
+        """True once the buffer was freed."""
+        return self._freed
+
+    @property
+    def ptr(self) -> int:
+        """The device address; raises UseAfterFreeError once freed."""
+        if self._freed:
+            raise UseAfterFreeError(f"{self!r} was freed: allocate a new buffer (pointers die with their buffer)")
+        return self._ptr
+
+    def _before_use(self, stream: Stream) -> None:
+        """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream)."""
+        if stream.handle not in self._ordered:
+            if self._freed:
+                raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
+            stream.wait(self.stream)
+            self._ordered.add(stream.handle)
+
+    def record_use(self, stream: Stream) -> None:
+        """Note that work queued on ``stream`` uses the buffer: the free will wait for it.
+
+        Tile's own copies and launches call this; call it yourself after queueing foreign work on the memory.
+        """
+        if self._freed:
+            raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
+        if stream is not self.stream:
+            self._uses.add(stream)
+
+    def free(self) -> None:
+        """Release the memory, stream-ordered after every recorded use (exactly once).
+
+        Raises
+        ------
+        DoubleFreeError
+            When the buffer was already freed.
+        StateError
+            While a DLPack consumer (torch, cupy, ...) still views the memory; nothing is freed.
+        """
+        if self._freed:
+            raise DoubleFreeError(f"{self!r} was already freed: free each buffer once (or use `with`)")
+        if _dlpack.live_exports(self):
+            raise StateError(
+                f"{self!r} is still viewed through DLPack by another library: drop that tensor before freeing"
+            )
+        self._release()
+
+    def _release(self) -> None:
+        self._freed = True
+        invalidation[0] += 1
+        home = self.stream if not self.stream.closed else self.device.default_stream
+        for event in self._uses.events:
+            home.wait(event)
+        self._uses.events.clear()
+        for handle in self._foreign_streams:
+            _wait_foreign(home, handle)
+        self.device.make_current()
+        _free_on(self._ptr, home)
+
+    def __enter__(self) -> DeviceBuffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._freed:
+            self.free()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_freed", True):
+            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+                self._release()
+
+    def view(self, dtype: Any = np.uint8, shape: int | tuple[int, ...] | None = None, offset: int = 0) -> DeviceView:
+        """Return a dense, typed view of part of the buffer (bounds and alignment checked).
+
+        Parameters
+        ----------
+        dtype : dtype-like
+            Element type.
+        shape : int or tuple of int, optional
+            Extents; by default as many elements as fit after ``offset``.
+        offset : int
+            Byte offset of element 0.
+        """
+        from tile.core._view import DeviceView
+
+        dt = as_dtype(dtype)
+        dims = as_shape(shape) if shape is not None else ((self.nbytes - max(offset, 0)) // dt.itemsize,)
+        view_nbytes(dt, dims, offset, self.nbytes)
+        strides = c_strides(dims, dt.itemsize)
+        return DeviceView(self.ptr + offset, dt, dims, strides, device=self.device, owner=self, buffer=self)
+
+    def copy_from(self, src: Any, *, offset: int = 0, stream: object = None, sync: bool = True) -> None:
+        """Copy all of ``src`` (host array, bytes, PinnedBuffer, DeviceBuffer or view) to byte ``offset``."""
+        from tile.core._copy import copy_bytes
+
+        copy_bytes(self, offset, src, stream=stream, sync=sync, into_buffer=True)
+
+    def copy_to(self, dst: Any, *, offset: int = 0, stream: object = None, sync: bool = True) -> None:
+        """Fill all of ``dst`` with the buffer's bytes starting at ``offset``."""
+        from tile.core._copy import copy_bytes
+
+        copy_bytes(self, offset, dst, stream=stream, sync=sync, into_buffer=False)
+
+    def fill(
+        self, value: int, *, offset: int = 0, nbytes: int | None = None, stream: object = None, sync: bool = True
+    ) -> None:
+        """Set bytes ``[offset, offset + nbytes)`` (default: to the end) to the byte ``value``."""
+        self.view(np.uint8, nbytes, offset).fill(value, stream=stream, sync=sync)
+
+    def to_numpy(self, dtype: Any = np.uint8, shape: int | tuple[int, ...] | None = None) -> np.ndarray[Any, Any]:
+        """Copy the buffer (or its first ``shape`` elements of ``dtype``) to a new numpy array; blocks."""
+        return self.view(dtype, shape).to_numpy()
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return self.view().__cuda_array_interface__
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        return self.view().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_dlpack.KDL_CUDA, self.device.ordinal)
+
+
+class PinnedBuffer:
+    """Page-locked host memory: the fast, truly asynchronous side of host<->device copies.
+
+    Make one with :meth:`allocate` or :meth:`empty`; ``.array`` is a numpy view that keeps the memory alive.
+    """
+
+    nbytes: int
+    ptr: int
+    _uses: _Uses
+    _freed: bool
+    _dtype: np.dtype[Any]
+    _shape: tuple[int, ...]
+
+    def __init__(self) -> None:
+        raise TypeError("use PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
+
+    @classmethod
+    def allocate(cls, nbytes: int, *, device: Device | None = None) -> PinnedBuffer:
+        """Allocate ``nbytes`` (> 0) of pinned host memory, usable from every context."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise LayoutMismatchError(f"cannot allocate {nbytes!r} pinned bytes: pass a positive int")
+        d = tb.driver()
+        (device or Device(0)).make_current()
+        flags = d.CU_MEMHOSTALLOC_PORTABLE
+        ptr = check(d.cuMemHostAlloc(int(nbytes), flags), "cuMemHostAlloc")
+        self = cls.__new__(cls)
+        self.ptr, self.nbytes, self._uses, self._freed = int(ptr), int(nbytes), _Uses(), False
+        self._dtype, self._shape = np.dtype(np.uint8), (int(nbytes),)
+        return self
+
+    @classmethod
+    def empty(cls, shape: int | tuple[int, ...], dtype: Any = np.float32) -> PinnedBuffer:
+        """Allocate pinned memory for an array of ``shape`` and ``dtype`` (see ``.array``)."""
+        dt, dims = as_dtype(dtype), as_shape(shape)
+        self = cls.allocate(max(int(np.prod(dims)) * dt.itemsize, 1))
+        self._dtype, self._shape = dt, dims
+        return self
+
+    def __repr__(self) -> str:
+        return f"<PinnedBuffer {self.nbytes} bytes at 0x{self.ptr:x}>"
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        return {
+            "shape": self._shape,
+            "typestr": self._dtype.str,
+            "descr": self._dtype.descr,
+            "data": (self.ptr, False),
+            "version": 3,
+        }
+
+    @property
+    def array(self) -> np.ndarray[Any, Any]:
+        """A numpy array over the memory (its base is this buffer, so the memory outlives it)."""
+        return np.asarray(self).view(self._dtype) if self._dtype.name == "bfloat16" else np.asarray(self)
+
+    def record_use(self, stream: Stream) -> None:
+        """Note that work queued on ``stream`` reads or writes this memory: release waits for it."""
+        self._uses.add(stream)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_freed", True):
+            self._freed = True
+            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+                for event in self._uses.events:
+                    event.synchronize()
+                tb.driver().cuMemFreeHost(self.ptr)

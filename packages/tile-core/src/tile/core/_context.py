@@ -1,0 +1,211 @@
+"""Devices, their primary contexts and Tile's per-device memory pool.
+
+Invariants: there is one :class:`Device` per ordinal per process (``Device(0) is Device(0)``); its primary
+context is retained once and never released, so it outlives every Tile object; :meth:`Device.make_current`
+makes it current on the calling thread only when another context is current, so any thread can use any device.
+Tile allocates from its own memory pool per device (release threshold: never), so frees feed later allocations
+without returning memory to the OS and the pool's ``used_bytes`` measures exactly what Tile holds.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import tile.bindings as tb
+from tile.bindings import check
+
+if TYPE_CHECKING:
+    from tile.core._buffer import DeviceBuffer
+    from tile.core._stream import Event, Stream
+
+__all__ = ["Device", "MemoryPool"]
+
+_NEVER_RELEASE = 2**64 - 1
+
+
+class MemoryPool:
+    """Tile's stream-ordered memory pool on one device (``cuMemPoolCreate``)."""
+
+    def __init__(self, device: Device) -> None:
+        d = tb.driver()
+        props = d.CUmemPoolProps()
+        props.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.handleTypes = d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+        props.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = device.ordinal
+        self.device = device
+        self.handle: Any = check(d.cuMemPoolCreate(props), "cuMemPoolCreate")
+        attr = d.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+        check(d.cuMemPoolSetAttribute(self.handle, attr, d.cuuint64_t(_NEVER_RELEASE)), "cuMemPoolSetAttribute")
+
+    def _attribute(self, name: str) -> int:
+        d = tb.driver()
+        attr = getattr(d.CUmemPool_attribute, f"CU_MEMPOOL_ATTR_{name}")
+        return int(check(d.cuMemPoolGetAttribute(self.handle, attr), "cuMemPoolGetAttribute"))
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes of the pool currently allocated (including frees not yet reached by their stream)."""
+        return self._attribute("USED_MEM_CURRENT")
+
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes of device memory the pool holds, used or not."""
+        return self._attribute("RESERVED_MEM_CURRENT")
+
+    def trim(self, keep_bytes: int = 0) -> None:
+        """Return unused memory to the device, keeping at least ``keep_bytes`` reserved."""
+        check(tb.driver().cuMemPoolTrimTo(self.handle, keep_bytes), "cuMemPoolTrimTo")
+
+
+class Device:
+    """A CUDA device and its primary context; one instance per ordinal.
+
+    Parameters
+    ----------
+    ordinal : int
+        The device index (``0 <= ordinal < Device.count()``).
+
+    Raises
+    ------
+    tile.bindings.DriverNotFoundError
+        Without a usable driver.
+    tile.bindings.InvalidDeviceError
+        For an ordinal that does not exist.
+    """
+
+    _instances: ClassVar[dict[int, Device]] = {}
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    ordinal: int
+    handle: Any
+    context: Any
+    _context_int: int
+    _pool: MemoryPool | None
+    _default_stream: Stream | None
+    _cache: dict[str, Any]
+
+    def __new__(cls, ordinal: int = 0) -> Device:
+        found = cls._instances.get(ordinal) if type(ordinal) is int else None
+        if found is not None:
+            return found
+        handle = tb.device_handle(ordinal)
+        with cls._lock:
+            if ordinal not in cls._instances:
+                self = super().__new__(cls)
+                self.ordinal, self.handle = ordinal, handle
+                self.context = check(tb.driver().cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+                self._context_int = int(self.context)
+                self._pool, self._default_stream, self._cache = None, None, {}
+                cls._instances[ordinal] = self
+            return cls._instances[ordinal]
+
+    @staticmethod
+    def count() -> int:
+        """Return how many devices are visible (raises DriverNotFoundError without a driver)."""
+        return tb.device_count()
+
+    def __repr__(self) -> str:
+        return f"<Device {self.ordinal}: {self.name} ({self.arch})>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Device, (self.ordinal,))
+
+    def _cached(self, key: str, compute: Any) -> Any:
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    @property
+    def name(self) -> str:
+        """The marketing name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
+        return str(self._cached("name", lambda: tb.device_name(self.ordinal)))
+
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        """``(major, minor)``, e.g. ``(9, 0)``."""
+        cc: tuple[int, int] = self._cached("cc", lambda: tb.compute_capability(self.ordinal))
+        return cc
+
+    @property
+    def arch(self) -> str:
+        """The SM architecture name, e.g. ``"sm_90"``."""
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+    def attribute(self, name: str) -> int:
+        """Return a ``CU_DEVICE_ATTRIBUTE_*`` value by (case-insensitive) suffix, cached."""
+        return int(self._cached(f"attr:{name.lower()}", lambda: tb.device_attribute(self.ordinal, name)))
+
+    @property
+    def sm_count(self) -> int:
+        """Number of streaming multiprocessors."""
+        return self.attribute("multiprocessor_count")
+
+    @property
+    def l2_cache_size(self) -> int:
+        """L2 cache size in bytes."""
+        return self.attribute("l2_cache_size")
+
+    @property
+    def total_memory(self) -> int:
+        """Total device memory in bytes."""
+        return int(self._cached("mem", lambda: tb.device_total_memory(self.ordinal)))
+
+    def make_current(self) -> None:
+        """Make this device's primary context current on the calling thread (a no-op when it already is)."""
+        d = tb.driver()
+        current = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(current) != self._context_int:
+            check(d.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+
+    def synchronize(self) -> None:
+        """Block until all work on this device is done."""
+        self.make_current()
+        check(tb.driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def mem_info(self) -> tuple[int, int]:
+        """Return ``(free, total)`` device memory in bytes, as the driver sees it."""
+        self.make_current()
+        free, total = check(tb.driver().cuMemGetInfo(), "cuMemGetInfo")
+        return int(free), int(total)
+
+    @property
+    def memory_pool(self) -> MemoryPool:
+        """Tile's memory pool on this device (created on first use)."""
+        if self._pool is None:
+            with Device._lock:
+                if self._pool is None:
+                    self.make_current()
+                    self._pool = MemoryPool(self)
+        return self._pool
+
+    @property
+    def default_stream(self) -> Stream:
+        """A Tile-owned non-blocking stream used when a call is given no stream (never the legacy NULL stream)."""
+        if self._default_stream is None:
+            from tile.core._stream import Stream
+
+            with Device._lock:
+                if self._default_stream is None:
+                    self._default_stream = Stream._create(self, 0, protected=True)
+        return self._default_stream
+
+    def create_stream(self, priority: int = 0) -> Stream:
+        """Create an owned non-blocking stream; lower ``priority`` numbers run first (see the device's range)."""
+        from tile.core._stream import Stream
+
+        return Stream._create(self, priority, protected=False)
+
+    def create_event(self, *, timing: bool = False, blocking_sync: bool = False) -> Event:
+        """Create an event; ``blocking_sync`` makes waiting threads sleep instead of spin."""
+        from tile.core._stream import Event
+
+        return Event(self, timing=timing, blocking_sync=blocking_sync)
+
+    def allocate(self, nbytes: int, *, stream: Stream | None = None) -> DeviceBuffer:
+        """Allocate ``nbytes`` of device memory, stream-ordered on ``stream`` (default: ``default_stream``)."""
+        from tile.core._buffer import DeviceBuffer
+
+        return DeviceBuffer.allocate(nbytes, device=self, stream=stream)

@@ -1,0 +1,205 @@
+"""Checked copies and fills between host memory, pinned memory and device memory.
+
+Invariants: both sides are classified and every check (sizes, dtypes, bounds, contiguity, writability, device of
+the stream) passes before the driver is called; a copy is ordered on one stream (given, else the device side's
+home stream) and device buffers involved record that use, so their frees wait for it; ``sync=True`` returns
+after the copy completed. Pageable host memory is staged by the driver, so the host side may be reused as soon
+as the call returns; pinned memory is truly asynchronous and records its use too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tile.bindings as tb
+from tile.bindings import check
+from tile.core._buffer import DeviceBuffer, PinnedBuffer
+from tile.core._errors import LayoutMismatchError, WrongDeviceError
+from tile.core._layout import as_dtype, check_span
+from tile.core._stream import Stream, as_stream
+from tile.core._view import DeviceView
+
+__all__ = ["HostRegion", "copy", "copy_bytes", "fill", "host_region"]
+
+
+@dataclass(frozen=True)
+class HostRegion:
+    """A contiguous host byte range: address, size, element type (None for raw bytes) and what keeps it alive."""
+
+    ptr: int
+    nbytes: int
+    dtype: np.dtype[Any] | None
+    keepalive: object
+    pinned: PinnedBuffer | None = None
+
+
+def host_region(obj: Any, *, writable: bool) -> HostRegion:
+    """Describe a host array, bytes-like object or PinnedBuffer as a contiguous region."""
+    pinned = obj if isinstance(obj, PinnedBuffer) else None
+    array = obj.array if pinned is not None else obj
+    if not isinstance(array, np.ndarray):
+        try:
+            array = np.frombuffer(memoryview(array), np.uint8)
+        except TypeError:
+            raise TypeError(
+                f"cannot copy from/to {type(obj).__name__}: use a numpy array, bytes-like object, PinnedBuffer, "
+                "DeviceBuffer or DeviceView"
+            ) from None
+        dtype = None
+    else:
+        dtype = array.dtype
+    if not array.flags.c_contiguous:
+        raise LayoutMismatchError("the host array is not C-contiguous: pass np.ascontiguousarray(array)")
+    if writable and not array.flags.writeable:
+        raise LayoutMismatchError("the host destination is read-only: pass a writable array (np.empty(...))")
+    return HostRegion(int(array.ctypes.data), int(array.nbytes), dtype, array, pinned)
+
+
+@dataclass(frozen=True)
+class _DeviceSide:
+    ptr: int
+    nbytes: int
+    dtype: np.dtype[Any] | None
+    view: DeviceView | None
+    buffer: DeviceBuffer | None
+
+
+def _device_side(obj: DeviceBuffer | DeviceView, *, writable: bool) -> _DeviceSide:
+    if isinstance(obj, DeviceBuffer):
+        return _DeviceSide(obj.ptr, obj.nbytes, None, None, obj)
+    if not obj.is_contiguous:
+        raise LayoutMismatchError(f"{obj!r} is strided: copies need contiguous views")
+    if writable and obj.readonly:
+        raise LayoutMismatchError(f"{obj!r} was exported read-only by its producer: it cannot be written")
+    return _DeviceSide(obj.ptr, obj.nbytes, obj.dtype, obj, obj.buffer)
+
+
+def _check_match(dst: Any, src: Any) -> None:
+    if dst.nbytes != src.nbytes:
+        raise LayoutMismatchError(f"copy size mismatch: destination has {dst.nbytes} bytes, source {src.nbytes}")
+    if dst.dtype is not None and src.dtype is not None and dst.dtype != src.dtype:
+        raise LayoutMismatchError(f"copy dtype mismatch: destination is {dst.dtype}, source {src.dtype}")
+
+
+def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object = None) -> Stream:
+    device = side.device
+    if stream is None:
+        return side.stream if isinstance(side, DeviceBuffer) else as_stream(side._default_stream(), device)
+    chosen = stream if isinstance(stream, Stream) else Stream.borrow(stream)
+    allowed = {device} | ({other.device} if isinstance(other, (DeviceBuffer, DeviceView)) else set())
+    if chosen.device not in allowed:
+        raise WrongDeviceError(
+            f"{chosen!r} is on device {chosen.device.ordinal}, but the copy involves device(s) "
+            f"{sorted(d.ordinal for d in allowed)}: use a stream of one of them"
+        )
+    chosen._check_open()
+    for item in (side, other):
+        owner = item if isinstance(item, DeviceBuffer) else getattr(item, "buffer", None)
+        if isinstance(owner, DeviceBuffer):
+            owner._before_use(chosen)
+    return chosen
+
+
+def _finish(stream: Stream, sync: bool, *users: object) -> None:
+    if sync:
+        stream.synchronize()
+        return
+    for user in users:
+        if isinstance(user, (DeviceBuffer, PinnedBuffer)):
+            user.record_use(stream)
+
+
+def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> None:
+    """Copy all of ``src`` into all of ``dst``; sizes (and dtypes, where both sides have one) must match.
+
+    Parameters
+    ----------
+    dst, src : DeviceBuffer, DeviceView, PinnedBuffer, numpy array or bytes-like
+        At least one side must be device memory.
+    stream : Stream or stream-like, optional
+        Where the copy is ordered (default: the device side's own stream).
+    sync : bool
+        Wait for the copy to complete before returning.
+    """
+    dst_dev, src_dev = isinstance(dst, (DeviceBuffer, DeviceView)), isinstance(src, (DeviceBuffer, DeviceView))
+    if not (dst_dev or src_dev):
+        raise TypeError("copy() moves data to or from device memory; for host-to-host use numpy.copyto")
+    d = tb.driver()
+    if dst_dev and src_dev:
+        out, inp = _device_side(dst, writable=True), _device_side(src, writable=False)
+        _check_match(out, inp)
+        s = _stream_for(stream, dst, src)
+        _order_other_side(s, src)
+        check(d.cuMemcpyAsync(out.ptr, inp.ptr, out.nbytes, s._raw), "cuMemcpyAsync")
+        _finish(s, sync, out.buffer, inp.buffer)
+    elif dst_dev:
+        out, host = _device_side(dst, writable=True), host_region(src, writable=False)
+        _check_match(out, host)
+        s = _stream_for(stream, dst)
+        check(d.cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
+        _finish(s, sync, out.buffer, host.pinned)
+    else:
+        inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
+        _check_match(host, inp)
+        s = _stream_for(stream, src)
+        check(d.cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
+        _finish(s, sync, inp.buffer, host.pinned)
+
+
+def _order_other_side(stream: Stream, other: DeviceBuffer | DeviceView) -> None:
+    """A device-to-device copy on ``stream`` must also come after the other buffer's pending work."""
+    home = other.stream if isinstance(other, DeviceBuffer) else (other.buffer.stream if other.buffer else None)
+    if home is not None and home is not stream:
+        stream.wait(home)
+
+
+def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object, sync: bool, into_buffer: bool) -> None:
+    """Copy between ``buffer[offset : offset + size(other)]`` and all of ``other`` (bounds checked first)."""
+    d = tb.driver()
+    verb = "copy into" if into_buffer else "copy out of"
+    if isinstance(other, (DeviceBuffer, DeviceView)):
+        side = _device_side(other, writable=not into_buffer)
+        check_span(offset, side.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
+        s = _stream_for(stream, buffer, other)
+        _order_other_side(s, other)
+        here = buffer.ptr + offset
+        dst, src = (here, side.ptr) if into_buffer else (side.ptr, here)
+        if side.nbytes:
+            check(d.cuMemcpyAsync(dst, src, side.nbytes, s._raw), "cuMemcpyAsync")
+        _finish(s, sync, buffer, side.buffer)
+        return
+    host = host_region(other, writable=not into_buffer)
+    check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
+    s = _stream_for(stream, buffer)
+    if host.nbytes and into_buffer:
+        check(d.cuMemcpyHtoDAsync(buffer.ptr + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
+    elif host.nbytes:
+        check(d.cuMemcpyDtoHAsync(host.ptr, buffer.ptr + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
+    _finish(s, sync, buffer, host.pinned)
+
+
+_MEMSETS = {1: ("cuMemsetD8Async", np.uint8), 2: ("cuMemsetD16Async", np.uint16), 4: ("cuMemsetD32Async", np.uint32)}
+
+
+def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = True) -> None:
+    """Set every element of a contiguous view to ``value`` converted to its dtype."""
+    side = _device_side(view, writable=True)
+    dtype = as_dtype(view.dtype)
+    try:
+        pattern = np.asarray(value).astype(dtype, casting="same_kind" if dtype.kind != "V" else "unsafe")
+    except TypeError as exc:
+        raise LayoutMismatchError(f"cannot fill a {dtype} view with {value!r}: {exc}") from None
+    s = _stream_for(stream, view)
+    if not view.size:
+        return
+    entry = _MEMSETS.get(dtype.itemsize)
+    if entry is None:
+        copy(view, np.full(view.shape, pattern, dtype), stream=s, sync=sync)
+        return
+    name, bits = entry
+    word = int(pattern.reshape(1).view(bits)[0])
+    check(getattr(tb.driver(), name)(side.ptr, word, view.size, s._raw), name)
+    _finish(s, sync, side.buffer)

@@ -1,0 +1,63 @@
+"""Typed misuse errors of tile.core: each names what was misused, where, and how to fix it.
+
+Invariants: a misuse error is raised before any driver call that would act on the misuse, so nothing has
+changed when it propagates; every class derives from ``tile.bindings.TileError`` and from the builtin a caller
+would catch; all carry only their message and pickle by the default ``BaseException`` protocol.
+"""
+
+from __future__ import annotations
+
+from tile.bindings import TileError
+
+__all__ = [
+    "ArchMismatchError",
+    "DoubleFreeError",
+    "LaunchArgumentError",
+    "LayoutMismatchError",
+    "NullHandleError",
+    "OutOfBoundsError",
+    "StateError",
+    "StreamClosedError",
+    "UseAfterFreeError",
+    "WrongDeviceError",
+]
+
+
+class UseAfterFreeError(TileError, RuntimeError):
+    """A buffer, stream, event or module was used after it was freed or closed."""
+
+
+class DoubleFreeError(TileError, RuntimeError):
+    """Something already freed was freed again."""
+
+
+class OutOfBoundsError(TileError, IndexError):
+    """A view, copy or fill would reach outside the memory it was given."""
+
+
+class LayoutMismatchError(TileError, ValueError):
+    """Sizes, shapes or dtypes of a copy's two sides (or a view's layout) do not agree."""
+
+
+class WrongDeviceError(TileError, ValueError):
+    """Memory or a stream of one device was used with another device."""
+
+
+class StreamClosedError(UseAfterFreeError):
+    """A stream was used after it was closed."""
+
+
+class NullHandleError(TileError, ValueError):
+    """A null pointer or handle was given where a live one is required."""
+
+
+class ArchMismatchError(TileError, ValueError):
+    """A cubin was built for an architecture the device cannot run."""
+
+
+class LaunchArgumentError(TileError, TypeError):
+    """Kernel arguments do not match the kernel (count, kind or value range)."""
+
+
+class StateError(TileError, RuntimeError):
+    """An object is not in a state that allows the call (event never recorded, timing disabled, ...)."""

@@ -1,0 +1,84 @@
+"""Borrowing foreign device memory (DLPack producers, ``__cuda_array_interface__`` objects, torch, cupy).
+
+Invariants: borrowing never copies and never takes ownership: the returned view points at the producer's memory
+and keeps the producer (and, for DLPack, the consumed capsule through cuda.core's ``StridedMemoryView``) alive
+for as long as the view lives; the producer's pending work is ordered before the consumer stream (the given one,
+or the device's default stream) as both protocols specify; host-only memory is refused with a hint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tile.core._context import Device
+from tile.core._errors import NullHandleError, WrongDeviceError
+from tile.core._layout import as_dtype, c_strides
+from tile.core._stream import Stream
+from tile.core._view import DeviceView
+
+__all__ = ["borrow"]
+
+_KDL_CUDA, _KDL_CUDA_MANAGED = 2, 13
+
+
+def _producer_device(obj: Any) -> int | None:
+    """The producer's device ordinal when it says so cheaply (DLPack), else None."""
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None:
+        return None
+    kind, ordinal = device()
+    if int(kind) not in (_KDL_CUDA, _KDL_CUDA_MANAGED):
+        raise WrongDeviceError(
+            f"{type(obj).__name__} lives in host memory (DLPack device type {int(kind)}): copy it to the GPU first, "
+            "e.g. DeviceBuffer.from_host(array)"
+        )
+    return int(ordinal)
+
+
+def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
+    """View a foreign device array without copying or owning it.
+
+    Parameters
+    ----------
+    obj : object
+        A DLPack producer (``__dlpack__``: torch, cupy, jax, ...) or an object with ``__cuda_array_interface__``.
+        Tile's own views are returned unchanged.
+    stream : Stream, optional
+        The stream that will use the memory; the producer's pending work is ordered before it. Defaults to the
+        device's default stream.
+
+    Returns
+    -------
+    DeviceView
+        Its ``owner`` keeps ``obj`` alive.
+    """
+    if isinstance(obj, DeviceView):
+        return obj
+    from cuda.core.utils import StridedMemoryView
+
+    ordinal = _producer_device(obj)
+    if stream is None:
+        stream = Device(ordinal if ordinal is not None else 0).default_stream
+    if not hasattr(obj, "__dlpack__") and not hasattr(obj, "__cuda_array_interface__"):
+        raise TypeError(f"cannot borrow {type(obj).__name__}: it supports neither DLPack nor __cuda_array_interface__")
+    smv = StridedMemoryView.from_any_interface(obj, stream_ptr=stream.handle)
+    if not smv.is_device_accessible or smv.device_id < 0:
+        raise WrongDeviceError(f"{type(obj).__name__} is not device memory: copy it with DeviceBuffer.from_host")
+    device = Device(int(smv.device_id))
+    if device is not stream.device:
+        raise WrongDeviceError(
+            f"{type(obj).__name__} lives on device {device.ordinal} but {stream!r} is on device "
+            f"{stream.device.ordinal}: pass a stream of the memory's device"
+        )
+    dtype = as_dtype(smv.dtype)
+    shape = tuple(int(n) for n in smv.shape)
+    if smv.ptr == 0 and int(np.prod(shape)) > 0:
+        raise NullHandleError(f"{type(obj).__name__} exported a null pointer for a non-empty array")
+    strides = (
+        tuple(int(s) * dtype.itemsize for s in smv.strides)
+        if smv.strides is not None
+        else c_strides(shape, dtype.itemsize)
+    )
+    return DeviceView(int(smv.ptr), dtype, shape, strides, device=device, owner=smv, readonly=bool(smv.readonly))

@@ -1,0 +1,131 @@
+"""Kernel launches through cuda.core's Cython launcher, with arguments packed and checked once.
+
+Invariants: :func:`prepare` does every check (argument count and sizes against the kernel, pointer devices,
+live buffers, open stream, grid and block extents) and orders the stream after the buffers' allocations;
+:class:`PreparedLaunch` then relaunches with one guard - a process-wide invalidation epoch bumped by every buffer
+free and stream close - so a freed buffer or closed stream is caught before the driver while the common path stays
+a single comparison. Launches on a buffer's home stream need no tracking; on another stream, one event per launch
+is recorded so the buffer's free waits for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tile.core._args import pack_args
+from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
+from tile.core._module import Function
+from tile.core._stream import Stream, as_stream, invalidation
+
+__all__ = ["PreparedLaunch", "launch", "prepare"]
+
+
+def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise LaunchArgumentError(f"{what} {value!r} is invalid: give 1 to 3 positive ints")
+    x, y, z = (*dims, 1, 1)[:3]
+    return (x, y, z)
+
+
+class PreparedLaunch:
+    """A checked, packed launch; call it to enqueue the kernel again with the same arguments."""
+
+    __slots__ = (
+        "_args",
+        "_config",
+        "_core_launch",
+        "_epoch",
+        "_kernel",
+        "_shared",
+        "_stream_cc",
+        "block",
+        "buffers",
+        "function",
+        "grid",
+        "stream",
+    )
+
+    def __init__(
+        self, function: Function, grid: Any, block: Any, packed: Any, *, stream: Stream, shared_mem: int
+    ) -> None:
+        from cuda.core import LaunchConfig, launch
+
+        self.function, self.stream, self.buffers = function, stream, packed.buffers
+        self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
+        self._kernel, self._args = function.kernel, packed.values
+        self._config = LaunchConfig(grid=self.grid, block=self.block, shmem_size=shared_mem)
+        self._stream_cc, self._core_launch = stream._cuda_core(), launch
+        self._shared = tuple(b for b in self.buffers if b.stream is not stream)
+        self._epoch = invalidation[0]
+
+    def __repr__(self) -> str:
+        return f"<PreparedLaunch {self.function.name} grid={self.grid} block={self.block} on {self.stream!r}>"
+
+    def __call__(self) -> None:
+        """Enqueue the kernel on the prepared stream."""
+        if self._epoch != invalidation[0]:
+            self._revalidate()
+        self._core_launch(self._stream_cc, self._config, self._kernel, *self._args)
+        if self._shared:
+            event = self.stream.record()
+            for buffer in self._shared:
+                buffer._uses.add_event(event)
+
+    def _revalidate(self) -> None:
+        if self.stream.closed:
+            raise StreamClosedError(f"{self!r}: its stream was closed; prepare the launch again on an open stream")
+        for buffer in self.buffers:
+            if buffer.closed:
+                raise UseAfterFreeError(f"{self!r}: argument {buffer!r} was freed; prepare with live buffers")
+        self._epoch = invalidation[0]
+
+
+def prepare(
+    function: Function,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    *,
+    stream: object = None,
+    shared_mem: int = 0,
+    signature: Sequence[str] | None = None,
+) -> PreparedLaunch:
+    """Check and pack a launch once; the result relaunches cheaply.
+
+    Parameters
+    ----------
+    function : Function
+        The kernel.
+    grid, block : int or tuple of int
+        Blocks in the grid and threads per block (Tile IR kernels use block ``(1, 1, 1)``).
+    args : sequence
+        One value per kernel parameter: DeviceBuffer / DeviceView / address for pointers, numbers for scalars.
+    stream : Stream or stream-like, optional
+        Default: the device's default stream.
+    shared_mem : int
+        Dynamic shared memory in bytes.
+    signature : sequence of str, optional
+        Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"f16"``, ``"bf16"``, ``"f32"``, ``"f64"``).
+    """
+    device = function.module.device
+    chosen = as_stream(stream, device)
+    packed = pack_args(args, signature, device=device, expected=function.param_layout)
+    for buffer in packed.buffers:
+        buffer._before_use(chosen)
+    return PreparedLaunch(function, grid, block, packed, stream=chosen, shared_mem=shared_mem)
+
+
+def launch(
+    function: Function,
+    grid: int | Sequence[int],
+    block: int | Sequence[int],
+    args: Sequence[Any],
+    *,
+    stream: object = None,
+    shared_mem: int = 0,
+    signature: Sequence[str] | None = None,
+) -> None:
+    """Check, pack and enqueue one launch (see :func:`prepare` for the parameters)."""
+    prepare(function, grid, block, args, stream=stream, shared_mem=shared_mem, signature=signature)()

@@ -1,0 +1,281 @@
+"""Streams and events: owned or borrowed, closed at most once, checked before every use.
+
+Invariants: an owned :class:`Stream` is non-blocking (it never synchronises with the legacy NULL stream) and is
+destroyed exactly once, by :meth:`Stream.close` or by the garbage collector; a borrowed stream is never destroyed
+by Tile and keeps its owner object alive; any use of a closed stream or event raises before a driver call. The
+driver defers destruction of a stream or event with pending work, so closing never cuts work short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import tile.bindings as tb
+from tile.bindings import check
+from tile.core._context import Device
+from tile.core._errors import NullHandleError, StateError, StreamClosedError, UseAfterFreeError, WrongDeviceError
+
+__all__ = ["Event", "Stream", "as_stream", "invalidation"]
+
+# Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
+invalidation = [0]
+
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query's "still running", not a failure
+
+
+class Stream:
+    """A CUDA stream on one device.
+
+    ``Stream(device=None, priority=0)`` creates an owned non-blocking stream on ``device`` (default: device 0);
+    :meth:`borrow` wraps a stream someone else owns.
+    """
+
+    handle: int
+    device: Device
+    owned: bool
+
+    def __init__(self, device: Device | None = None, priority: int = 0) -> None:
+        self._init_owned(device if device is not None else Device(0), priority, protected=False)
+
+    @classmethod
+    def _create(cls, device: Device, priority: int, *, protected: bool) -> Stream:
+        self = cls.__new__(cls)
+        self._init_owned(device, priority, protected=protected)
+        return self
+
+    def _init_owned(self, device: Device, priority: int, *, protected: bool) -> None:
+        d = tb.driver()
+        device.make_current()
+        flags = int(d.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        raw = check(d.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
+        self._setup(raw, device, owned=True, owner=None, protected=protected)
+
+    def _setup(self, raw: Any, device: Device, *, owned: bool, owner: object, protected: bool) -> None:
+        self._raw, self.handle, self.device, self.owned = raw, int(raw), device, owned
+        self._owner, self._protected, self._closed, self._cc = owner, protected, False, None
+
+    @classmethod
+    def borrow(cls, obj: object, *, device: Device | None = None, allow_null: bool = False) -> Stream:
+        """Wrap a foreign stream without taking ownership; ``obj`` is kept alive while the wrapper lives.
+
+        Parameters
+        ----------
+        obj : object
+            An int ``CUstream`` address, a ``cuda.bindings`` ``CUstream``, an object with ``__cuda_stream__``
+            (cuda.core, recent torch and cupy), or a torch (``.cuda_stream``) / cupy (``.ptr``) stream.
+        device : Device, optional
+            The stream's device; asked from the driver when omitted.
+        allow_null : bool
+            Accept the legacy NULL stream (handle 0), which synchronises with every blocking stream.
+        """
+        if isinstance(obj, Stream):
+            return obj
+        handle = _foreign_stream_handle(obj)
+        if handle == 0 and not allow_null:
+            raise NullHandleError(
+                "cannot borrow stream handle 0 (the legacy NULL stream): it serialises with all other work; "
+                "create a tile.core.Stream, or pass allow_null=True to use it deliberately"
+            )
+        d = tb.driver()
+        raw = d.CUstream(handle)
+        if device is None:
+            device = Device(int(check(d.cuStreamGetDevice(raw), "cuStreamGetDevice")))
+        self = cls.__new__(cls)
+        self._setup(raw, device, owned=False, owner=obj, protected=False)
+        return self
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("owned" if self.owned else "borrowed")
+        return f"<Stream 0x{self.handle:x} on device {self.device.ordinal}, {state}>"
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        self._check_open()
+        return (0, self.handle)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamClosedError(f"{self!r} was closed: create a new Stream (closed streams cannot be reused)")
+
+    @property
+    def priority(self) -> int:
+        """The stream's scheduling priority (lower runs first)."""
+        self._check_open()
+        return int(check(tb.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
+
+    def synchronize(self) -> None:
+        """Block the calling thread until all work queued on the stream is done."""
+        self._check_open()
+        check(tb.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
+
+    def query(self) -> bool:
+        """Return True when all queued work is done, False while some runs; raises on a sticky fault."""
+        self._check_open()
+        (err,) = tb.driver().cuStreamQuery(self._raw)
+        if err == _NOT_READY:
+            return False
+        check(err, "cuStreamQuery")
+        return True
+
+    def record(self, event: Event | None = None) -> Event:
+        """Record ``event`` (a new one when omitted) at the current end of the stream and return it."""
+        self._check_open()
+        event = event if event is not None else Event(self.device)
+        event.record(self)
+        return event
+
+    def wait(self, other: Event | Stream) -> None:
+        """Make later work on this stream wait for ``other`` (an event, or everything queued on a stream)."""
+        self._check_open()
+        event = other if isinstance(other, Event) else other.record()
+        event._check_open()
+        check(tb.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
+
+    def is_capturing(self) -> bool:
+        """Return True while the stream is capturing a CUDA graph."""
+        self._check_open()
+        d = tb.driver()
+        status = check(d.cuStreamIsCapturing(self._raw), "cuStreamIsCapturing")
+        return bool(status != d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+    def close(self) -> None:
+        """Destroy an owned stream (queued work still completes) or release a borrowed one; idempotent."""
+        if self._protected:
+            raise StateError(f"{self!r} is the device's default stream and lives as long as the process")
+        if not self._closed:
+            self._closed = True
+            invalidation[0] += 1
+            self._cc, self._owner = None, None
+            if self.owned:
+                check(tb.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+
+    def __del__(self) -> None:
+        if getattr(self, "owned", False) and not self._closed:
+            self._closed = True
+            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+                tb.driver().cuStreamDestroy(self._raw)
+
+    def _cuda_core(self) -> Any:
+        """The ``cuda.core.Stream`` view of this stream, for the Cython launcher."""
+        cc = self._cc
+        if cc is None:
+            self._check_open()
+            from cuda.core import Stream as CoreStream
+
+            cc = self._cc = CoreStream.from_handle(self.handle)
+        return cc
+
+
+def _foreign_stream_handle(obj: object) -> int:
+    protocol = getattr(obj, "__cuda_stream__", None)
+    if protocol is not None:
+        _version, handle = protocol() if callable(protocol) else protocol
+        return int(handle)
+    for attribute in ("cuda_stream", "ptr"):
+        value = getattr(obj, attribute, None)
+        if isinstance(value, int):
+            return value
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return obj
+    try:
+        return int(obj)  # type: ignore[call-overload,no-any-return]  # cuda.bindings handles define __int__
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"cannot use {type(obj).__name__} as a stream: pass a tile.core.Stream, an object with __cuda_stream__, "
+            "a torch/cupy stream or an int CUstream"
+        ) from None
+
+
+def as_stream(stream: object, device: Device) -> Stream:
+    """Return ``stream`` as an open :class:`Stream` of ``device`` (None: the device's default stream)."""
+    if stream is None:
+        return device.default_stream
+    result = stream if isinstance(stream, Stream) else Stream.borrow(stream)
+    result._check_open()
+    if result.device is not device:
+        raise WrongDeviceError(
+            f"{result!r} belongs to device {result.device.ordinal}, but the memory is on device {device.ordinal}: "
+            "use a stream of the same device"
+        )
+    return result
+
+
+class Event:
+    """A CUDA event: a marker recorded on a stream that others can wait for or time against.
+
+    Parameters
+    ----------
+    device : Device, optional
+        Device 0 when omitted.
+    timing : bool
+        Enable :meth:`elapsed_ms` (costs a little on record).
+    blocking_sync : bool
+        Make :meth:`synchronize` sleep instead of spin.
+    """
+
+    def __init__(self, device: Device | None = None, *, timing: bool = False, blocking_sync: bool = False) -> None:
+        d = tb.driver()
+        self.device = device if device is not None else Device(0)
+        self.device.make_current()
+        flags = 0 if timing else int(d.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        flags |= int(d.CUevent_flags.CU_EVENT_BLOCKING_SYNC) if blocking_sync else 0
+        self._raw = check(d.cuEventCreate(flags), "cuEventCreate")
+        self.handle = int(self._raw)
+        self.timing = timing
+        self._closed = False
+        self._recorded = False
+
+    def __repr__(self) -> str:
+        return f"<Event 0x{self.handle:x} on device {self.device.ordinal}{', closed' if self._closed else ''}>"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UseAfterFreeError(f"{self!r} was closed: create a new Event")
+
+    def record(self, stream: Stream) -> None:
+        """Record the event at the current end of ``stream``."""
+        self._check_open()
+        stream._check_open()
+        check(tb.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
+        self._recorded = True
+
+    def query(self) -> bool:
+        """Return True when the work before the recorded point is done (True for a never-recorded event)."""
+        self._check_open()
+        (err,) = tb.driver().cuEventQuery(self._raw)
+        if err == _NOT_READY:
+            return False
+        check(err, "cuEventQuery")
+        return True
+
+    def synchronize(self) -> None:
+        """Block until the work before the recorded point is done."""
+        self._check_open()
+        check(tb.driver().cuEventSynchronize(self._raw), "cuEventSynchronize")
+
+    def elapsed_ms(self, since: Event) -> float:
+        """Milliseconds between ``since`` and this event (both recorded, completed, and created with timing)."""
+        for event in (since, self):
+            event._check_open()
+            if not event.timing:
+                raise StateError(f"{event!r} was created without timing: use Event(timing=True)")
+            if not event._recorded:
+                raise StateError(f"{event!r} was never recorded: call stream.record(event) first")
+        return float(check(tb.driver().cuEventElapsedTime(since._raw, self._raw), "cuEventElapsedTime"))
+
+    def close(self) -> None:
+        """Destroy the event (a pending record still completes); idempotent."""
+        if not self._closed:
+            self._closed = True
+            check(tb.driver().cuEventDestroy(self._raw), "cuEventDestroy")
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+                tb.driver().cuEventDestroy(self._raw)

@@ -1,0 +1,167 @@
+"""Typed, strided windows on device memory: views of Tile buffers and borrowed foreign memory.
+
+Invariants: a view never owns memory; it references its owner (a :class:`DeviceBuffer` or the foreign object)
+so the memory outlives the view; every access through a view of a freed buffer raises
+:class:`UseAfterFreeError`; exports (``__cuda_array_interface__``, ``__dlpack__``) hand out the same pointer, so
+consumers see the same bytes (zero-copy) and, through DLPack, keep the owner alive until they let go.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tile.core import _dlpack
+from tile.core._context import Device
+from tile.core._errors import LayoutMismatchError, UseAfterFreeError
+from tile.core._layout import is_c_contiguous, span
+
+if TYPE_CHECKING:
+    from tile.core._buffer import DeviceBuffer
+
+__all__ = ["DeviceView"]
+
+_LEGACY_STREAM, _PER_THREAD_STREAM = 1, 2  # DLPack stream numbers that mean the CUDA default streams
+
+
+class DeviceView:
+    """A typed, strided view of device memory (a Tile buffer's or a foreign producer's).
+
+    Attributes
+    ----------
+    dtype : numpy.dtype
+        Element type.
+    shape, strides : tuple of int
+        Extents and byte strides.
+    device : Device
+        Where the memory lives.
+    owner : object
+        What keeps the memory alive (the DeviceBuffer, or the foreign object).
+    readonly : bool
+        True when the producer exported the memory read-only.
+    """
+
+    def __init__(
+        self,
+        ptr: int,
+        dtype: np.dtype[Any],
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        *,
+        device: Device,
+        owner: object,
+        buffer: DeviceBuffer | None = None,
+        readonly: bool = False,
+    ) -> None:
+        self._ptr, self.dtype, self.shape, self.strides = ptr, dtype, shape, strides
+        self.device, self.owner, self._buffer, self.readonly = device, owner, buffer, readonly
+
+    def __repr__(self) -> str:
+        return f"<DeviceView {self.dtype}{list(self.shape)} on device {self.device.ordinal}>"
+
+    @property
+    def ptr(self) -> int:
+        """Address of element 0; raises UseAfterFreeError when the underlying Tile buffer was freed."""
+        if self._buffer is not None and self._buffer.closed:
+            raise UseAfterFreeError(f"{self!r} views {self._buffer!r}, which was freed: keep the buffer alive")
+        return self._ptr
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes covered by the elements (dense views: ``size * itemsize``)."""
+        lo, hi = span(self.shape, self.strides, self.dtype.itemsize)
+        return hi - lo if self.size else 0
+
+    @property
+    def is_contiguous(self) -> bool:
+        """True for dense row-major layouts (what copies and fills require)."""
+        return is_c_contiguous(self.shape, self.strides, self.dtype.itemsize)
+
+    @property
+    def buffer(self) -> DeviceBuffer | None:
+        """The Tile buffer this view belongs to (None for borrowed memory)."""
+        return self._buffer
+
+    def _default_stream(self) -> Any:
+        return self._buffer.stream if self._buffer is not None else self.device.default_stream
+
+    def copy_from(self, src: Any, *, stream: object = None, sync: bool = True) -> None:
+        """Copy ``src`` (same dtype and element count; host, pinned or device) into this view."""
+        from tile.core._copy import copy
+
+        copy(self, src, stream=stream, sync=sync)
+
+    def copy_to(self, dst: Any, *, stream: object = None, sync: bool = True) -> None:
+        """Copy this view into ``dst`` (same dtype and element count)."""
+        from tile.core._copy import copy
+
+        copy(dst, self, stream=stream, sync=sync)
+
+    def fill(self, value: Any, *, stream: object = None, sync: bool = True) -> None:
+        """Set every element to ``value`` (converted to the view's dtype)."""
+        from tile.core._copy import fill
+
+        fill(self, value, stream=stream, sync=sync)
+
+    def to_numpy(self, *, stream: object = None) -> np.ndarray[Any, Any]:
+        """Copy the view into a new numpy array; blocks until the data is on the host."""
+        out = np.empty(self.shape, self.dtype)
+        self.copy_to(out, stream=stream, sync=True)
+        return out
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        if self.dtype.name == "bfloat16":
+            raise LayoutMismatchError("bfloat16 has no __cuda_array_interface__ typestr: use DLPack (__dlpack__)")
+        interface: dict[str, Any] = {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr, self.readonly),
+            "strides": None if self.is_contiguous else self.strides,
+            "version": 3,
+        }
+        if self._buffer is not None:
+            interface["stream"] = self._buffer.stream.handle
+        return interface
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_dlpack.KDL_CUDA, self.device.ordinal)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> object:
+        """Export through DLPack; the consumer's ``stream`` is made to wait for this memory's pending work."""
+        if copy:
+            raise BufferError("tile.core exports device memory without copying; pass copy=None or False")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"this memory lives on {self.__dlpack_device__()}, not {dl_device}")
+        ptr = self.ptr
+        if self._buffer is not None and stream != -1:
+            self._order_consumer(stream)
+        owner = self._buffer if self._buffer is not None else self
+        device = self.__dlpack_device__()
+        return _dlpack.export_capsule(ptr, self.dtype, self.shape, self.strides, device=device, owner=owner)
+
+    def _order_consumer(self, stream: int | None) -> None:
+        import tile.bindings as tb
+
+        home = self._default_stream()
+        if stream is None:
+            home.synchronize()
+            return
+        handle = {_LEGACY_STREAM: 1, _PER_THREAD_STREAM: 2}.get(stream, stream)
+        if handle != home.handle and self._buffer is not None:
+            self._buffer._foreign_streams.add(handle)
+            event = home.record()
+            tb.check(tb.driver().cuStreamWaitEvent(tb.driver().CUstream(handle), event._raw, 0), "cuStreamWaitEvent")
