@@ -31,11 +31,11 @@ from tile.ir import (
     f16,
     f32,
     i32,
+    interp,
     ptr,
     scalar,
     tile,
 )
-from tile.ir import interp
 
 I32 = scalar(i32)
 TARGET_S = 2.0

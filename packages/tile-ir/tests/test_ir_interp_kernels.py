@@ -27,18 +27,19 @@ from tile.ir import (
     f16,
     f32,
     i32,
+    interp,
     ptr,
     scalar,
     tile,
 )
-from tile.ir import interp
 
 I32 = scalar(i32)
 Arr = npt.NDArray[Any]
 
 
-def entry(name: str, arrays: Sequence[tuple[ScalarType, int]], scalars: Sequence[ScalarType] = ()
-          ) -> tuple[Function, Builder, list[Value], list[Value]]:
+def entry(
+    name: str, arrays: Sequence[tuple[ScalarType, int]], scalars: Sequence[ScalarType] = ()
+) -> tuple[Function, Builder, list[Value], list[Value]]:
     """A kernel taking arrays in cuTile's ABI (plus scalars); returns (fn, builder, tensor views, scalars)."""
     types: list[Any] = []
     for elem, rank in arrays:
@@ -55,8 +56,13 @@ def entry(name: str, arrays: Sequence[tuple[ScalarType, int]], scalars: Sequence
     return fn, b, views, fn.params[k:]
 
 
-def partition(b: Builder, tv: Value, shape: tuple[int, ...], padding: Padding | None = None,
-              dim_map: tuple[int, ...] | None = None) -> Value:
+def partition(
+    b: Builder,
+    tv: Value,
+    shape: tuple[int, ...],
+    padding: Padding | None = None,
+    dim_map: tuple[int, ...] | None = None,
+) -> Value:
     t = tv.type
     assert isinstance(t, TensorViewType)
     pv = PartitionViewType(shape, t, dim_map or tuple(range(len(shape))), padding)
@@ -179,8 +185,9 @@ def test_while_loop_and_if_else_follow_cutile_lowering() -> None:
                 b.break_([acc, i])
         b.continue_([b.addf(acc, t), b.addi(i, one_i)])
     acc = loop.results[0]
-    even = b.cmpi(b.remi(bx, const_i32(b, 2), signedness="signed"), zero_i,
-                  comparison_predicate="equal", signedness="signed")
+    even = b.cmpi(
+        b.remi(bx, const_i32(b, 2), signedness="signed"), zero_i, comparison_predicate="equal", signedness="signed"
+    )
     with b.if_(even, [acc.type]) as br:
         with br.then_():
             b.yield_([b.mulf(acc, b.constant(2.0, tile((64,), f32)))])
@@ -191,6 +198,6 @@ def test_while_loop_and_if_else_follow_cutile_lowering() -> None:
     x = np.arange(256, dtype=np.float32)
     y = np.zeros_like(x)
     interp.launch(Module([fn]), 4, args_for(x, y, scalars=[3]))
-    expect = (x * 3).reshape(4, 64)
-    expect = np.where(np.arange(4)[:, None] % 2 == 0, expect * 2, expect - 1).reshape(-1)
+    tripled = (x * 3).reshape(4, 64)
+    expect = np.where(np.arange(4)[:, None] % 2 == 0, tripled * 2, tripled - 1).reshape(-1)
     np.testing.assert_array_equal(y, expect)

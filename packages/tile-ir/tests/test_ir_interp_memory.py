@@ -27,15 +27,16 @@ from tile.ir import (
     PartitionViewType,
     StridedViewType,
     TensorViewType,
+    TileType,
     Value,
     f32,
     i1,
     i32,
+    interp,
     ptr,
     scalar,
     tile,
 )
-from tile.ir import interp
 
 Arr = npt.NDArray[Any]
 I32 = scalar(i32)
@@ -48,9 +49,24 @@ def kernel(n_arrays: int, rank: int = 1) -> tuple[Function, Builder, list[Value]
     b = Builder(fn.body)
     tv = TensorViewType(f32, (None,) * rank, (None,) * rank)
     step = 1 + 2 * rank
-    views = [b.call("make_tensor_view", fn.params[k * step], fn.params[k * step + 1 : k * step + 1 + rank],
-                    fn.params[k * step + 1 + rank : (k + 1) * step], result_type=tv).results[0] for k in range(n_arrays)]
+    views = [
+        b.call(
+            "make_tensor_view",
+            fn.params[k * step],
+            fn.params[k * step + 1 : k * step + 1 + rank],
+            fn.params[k * step + 1 + rank : (k + 1) * step],
+            result_type=tv,
+        ).results[0]
+        for k in range(n_arrays)
+    ]
     return fn, b, views, [fn.params[k * step] for k in range(n_arrays)]
+
+
+def splat(b: Builder, pointer: Value, n: int) -> Value:
+    """The 1-D tile of `n` copies of the scalar `pointer`."""
+    t = pointer.type
+    assert isinstance(t, TileType)
+    return b.broadcast(b.reshape(pointer, result_type=tile((1,), t.element)), result_type=tile((n,), t.element))
 
 
 def args(*arrays: Arr) -> list[Any]:
@@ -62,8 +78,15 @@ def _tv(v: Value) -> TensorViewType:
     return v.type
 
 
-def copy_through(make_view: Any, shape: tuple[int, ...], index: list[int], src: Arr, rank: int = 1,
-                 out_shape: tuple[int, ...] | None = None) -> Arr:
+def copy_through(
+    make_view: Any,
+    shape: tuple[int, ...],
+    index: list[int],
+    src: Arr,
+    *,
+    rank: int = 1,
+    out_shape: tuple[int, ...] | None = None,
+) -> Arr:
     """Load `shape` through make_view(b, tensor_view) at constant `index` and store it whole into a new array."""
     fn, b, (x, y), _ = kernel(2, rank)
     view = make_view(b, x)
@@ -76,32 +99,46 @@ def copy_through(make_view: Any, shape: tuple[int, ...], index: list[int], src: 
     return out
 
 
-@pytest.mark.parametrize(("padding", "fill"), [(Padding.ZERO, 0.0), (Padding.NEG_INF, -np.inf), (Padding.POS_INF, np.inf)])
+@pytest.mark.parametrize(
+    ("padding", "fill"), [(Padding.ZERO, 0.0), (Padding.NEG_INF, -np.inf), (Padding.POS_INF, np.inf)]
+)
 def test_partition_view_pads_out_of_bounds_elements(padding: Padding, fill: float) -> None:
     x = np.arange(10, dtype=np.float32)
-    got = copy_through(lambda b, tv: b.make_partition_view(tv, result_type=PartitionViewType((8,), _tv(tv), (0,), padding)),
-                       (8,), [1], x)
+    got = copy_through(
+        lambda b, tv: b.make_partition_view(tv, result_type=PartitionViewType((8,), _tv(tv), (0,), padding)),
+        (8,),
+        [1],
+        x,
+    )
     assert got.tolist() == [8.0, 9.0] + [fill] * 6
 
 
 def test_partition_view_without_padding_reads_poison() -> None:
     x = np.arange(10, dtype=np.float32)
-    got = copy_through(lambda b, tv: b.make_partition_view(tv, result_type=PartitionViewType((8,), _tv(tv), (0,))),
-                       (8,), [1], x)
-    assert got[:2].tolist() == [8.0, 9.0] and np.isnan(got[2:]).all()
+    got = copy_through(
+        lambda b, tv: b.make_partition_view(tv, result_type=PartitionViewType((8,), _tv(tv), (0,))), (8,), [1], x
+    )
+    assert got[:2].tolist() == [8.0, 9.0]
+    assert np.isnan(got[2:]).all()
 
 
 def test_dim_map_loads_the_transposed_tile() -> None:
     x = np.arange(64, dtype=np.float32).reshape(8, 8)
-    got = copy_through(lambda b, tv: b.make_partition_view(tv, result_type=PartitionViewType((4, 2), _tv(tv), (1, 0))),
-                       (4, 2), [1, 2], x, rank=2)
+    got = copy_through(
+        lambda b, tv: b.make_partition_view(tv, result_type=PartitionViewType((4, 2), _tv(tv), (1, 0))),
+        (4, 2),
+        [1, 2],
+        x,
+        rank=2,
+    )
     np.testing.assert_array_equal(got, x[4:6, 4:8].T)
 
 
 def test_strided_view_overlapping_windows() -> None:
     x = np.arange(8, dtype=np.float32)
-    got = copy_through(lambda b, tv: b.make_strided_view(tv, result_type=StridedViewType((2,), (1,), _tv(tv), (0,))),
-                       (2,), [5], x)
+    got = copy_through(
+        lambda b, tv: b.make_strided_view(tv, result_type=StridedViewType((2,), (1,), _tv(tv), (0,))), (2,), [5], x
+    )
     assert got.tolist() == [5.0, 6.0]
 
 
@@ -128,7 +165,8 @@ def test_index_outside_the_index_space_is_reported_with_block_and_location() -> 
     b.return_()
     with pytest.raises(interp.MemoryAccessError) as info:
         interp.launch(Module([fn]), 3, args(np.zeros(16, np.float32)))
-    assert info.value.block == (2, 0, 0) and info.value.location == "k.py:7:3"
+    assert info.value.block == (2, 0, 0)
+    assert info.value.location == "k.py:7:3"
     assert "index space (4,)" in str(info.value)
 
 
@@ -140,8 +178,12 @@ def test_shape_queries() -> None:
     vals = [b.itof(v, signedness="signed", result_type=scalar(f32)) for v in (n0, n1, s0, s1)]
     out_view = b.make_partition_view(y, result_type=PartitionViewType((1, 1), _tv(y), (0, 1)))
     for k, v in enumerate(vals):
-        b.call("store_view_tko", b.reshape(v, result_type=tile((1, 1), f32)), out_view, [b.constant(0, I32),
-                                                                                        b.constant(k, I32)])
+        b.call(
+            "store_view_tko",
+            b.reshape(v, result_type=tile((1, 1), f32)),
+            out_view,
+            [b.constant(0, I32), b.constant(k, I32)],
+        )
     b.return_()
     out = np.zeros((1, 4), np.float32)
     interp.launch(Module([fn]), 1, args(np.zeros((10, 20), np.float32), out))
@@ -151,14 +193,22 @@ def test_shape_queries() -> None:
 def test_pointer_gather_scatter_with_masks_and_padding() -> None:
     fn, b, _, (xp, yp) = kernel(2)
     idx = b.iota(result_type=tile((8,), i32))
-    ptrs = b.offset(b.broadcast(b.reshape(xp, result_type=tile((1,), xp.type.element)),  # type: ignore[union-attr]
-                                result_type=tile((8,), xp.type.element)), idx)  # type: ignore[union-attr]
+    ptrs = b.offset(
+        splat(b, xp, 8),
+        idx,
+    )
     in_range = b.cmpi(idx, b.constant(5, tile((8,), i32)), comparison_predicate="less_than", signedness="signed")
     vals, _ = b.load_ptr_tko(ptrs, in_range, b.constant(-1.0, tile((8,), f32)))
-    outs = b.offset(b.broadcast(b.reshape(yp, result_type=tile((1,), yp.type.element)),  # type: ignore[union-attr]
-                                result_type=tile((8,), yp.type.element)), idx)  # type: ignore[union-attr]
-    odd = b.cmpi(b.andi(idx, b.constant(1, tile((8,), i32))), b.constant(1, tile((8,), i32)),
-                 comparison_predicate="equal", signedness="signed")
+    outs = b.offset(
+        splat(b, yp, 8),
+        idx,
+    )
+    odd = b.cmpi(
+        b.andi(idx, b.constant(1, tile((8,), i32))),
+        b.constant(1, tile((8,), i32)),
+        comparison_predicate="equal",
+        signedness="signed",
+    )
     b.call("store_ptr_tko", outs, vals, odd)
     b.return_()
     x, y = np.arange(5, dtype=np.float32), np.full(8, 9.0, np.float32)
@@ -178,16 +228,29 @@ def test_out_of_bounds_pointer_access_faults() -> None:
 def test_atomic_rmw_applies_duplicates_in_order_and_cas_swaps() -> None:
     fn, b, _, (xp, yp) = kernel(2)
     zeros = b.constant(0, tile((4,), i32))
-    ptrs = b.offset(b.broadcast(b.reshape(xp, result_type=tile((1,), xp.type.element)),  # type: ignore[union-attr]
-                                result_type=tile((4,), xp.type.element)), zeros)  # type: ignore[union-attr]
-    old, _ = b.atomic_rmw_tko(ptrs, b.constant(1.0, tile((4,), f32)), mode=AtomicRMWMode.ADDF,
-                              memory_ordering_semantics=MemoryOrdering.RELAXED, memory_scope=MemoryScope.DEVICE)
-    out_ptrs = b.offset(b.broadcast(b.reshape(yp, result_type=tile((1,), yp.type.element)),  # type: ignore[union-attr]
-                                    result_type=tile((4,), yp.type.element)),  # type: ignore[union-attr]
-                        b.iota(result_type=tile((4,), i32)))
+    ptrs = b.offset(
+        splat(b, xp, 4),
+        zeros,
+    )
+    old, _ = b.atomic_rmw_tko(
+        ptrs,
+        b.constant(1.0, tile((4,), f32)),
+        mode=AtomicRMWMode.ADDF,
+        memory_ordering_semantics=MemoryOrdering.RELAXED,
+        memory_scope=MemoryScope.DEVICE,
+    )
+    out_ptrs = b.offset(
+        splat(b, yp, 4),
+        b.iota(result_type=tile((4,), i32)),
+    )
     b.call("store_ptr_tko", out_ptrs, old)
-    cas_old, _ = b.atomic_cas_tko(xp, b.constant(4.0, scalar(f32)), b.constant(42.0, scalar(f32)),
-                                  memory_ordering_semantics=MemoryOrdering.ACQ_REL, memory_scope=MemoryScope.DEVICE)
+    cas_old, _ = b.atomic_cas_tko(
+        xp,
+        b.constant(4.0, scalar(f32)),
+        b.constant(42.0, scalar(f32)),
+        memory_ordering_semantics=MemoryOrdering.ACQ_REL,
+        memory_scope=MemoryScope.DEVICE,
+    )
     b.call("store_ptr_tko", b.offset(xp, b.constant(1, I32)), cas_old)
     b.return_()
     x, y = np.zeros(2, np.float32), np.zeros(4, np.float32)
@@ -201,8 +264,15 @@ def test_atomic_red_view_accumulates_tiles_from_every_block() -> None:
     bx, _, _ = b.get_tile_block_id()
     t, _ = b.load_view_tko(b.make_partition_view(x, result_type=PartitionViewType((4,), _tv(x), (0,))), [bx])
     dst = b.make_partition_view(y, result_type=PartitionViewType((4,), _tv(y), (0,)))
-    b.call("atomic_red_view_tko", dst, [b.constant(0, I32)], t, mode=AtomicRMWMode.ADDF,
-           memory_ordering_semantics=MemoryOrdering.RELAXED, memory_scope=MemoryScope.DEVICE)
+    b.call(
+        "atomic_red_view_tko",
+        dst,
+        [b.constant(0, I32)],
+        t,
+        mode=AtomicRMWMode.ADDF,
+        memory_ordering_semantics=MemoryOrdering.RELAXED,
+        memory_scope=MemoryScope.DEVICE,
+    )
     b.return_()
     x_arr, y_arr = np.arange(16, dtype=np.float32), np.zeros(4, np.float32)
     interp.launch(Module([fn]), 4, args(x_arr, y_arr))
@@ -223,15 +293,19 @@ def test_print_formats_scalars_and_tiles_like_printf() -> None:
 def test_failed_assert_names_block_location_and_message() -> None:
     fn, b, _, _ = kernel(0)
     bx, _, _ = b.get_tile_block_id()
-    b.assert_(b.cmpi(bx, b.constant(3, I32), comparison_predicate="less_than", signedness="signed"),
-              "bid must stay below 3", loc=LOC)
+    b.assert_(  # noqa: PT009 - tile.ir Builder.assert_ builds an assert op, not a unittest assertion
+        b.cmpi(bx, b.constant(3, I32), comparison_predicate="less_than", signedness="signed"),
+        "bid must stay below 3",
+        loc=LOC,
+    )
     b.return_()
     interp.launch(Module([fn]), 3, [])
     with pytest.raises(interp.KernelAssertionError) as info:
         interp.launch(Module([fn]), 5, [])
     err = info.value
     assert (err.block, err.location) == ((3, 0, 0), "k.py:7:3")
-    assert "bid must stay below 3" in str(err) and isinstance(err, AssertionError)
+    assert "bid must stay below 3" in str(err)
+    assert isinstance(err, AssertionError)
     back = pickle.loads(pickle.dumps(err))
     assert (back.block, back.location, str(back)) == (err.block, err.location, str(err))
 
@@ -245,7 +319,8 @@ def test_unknown_op_is_refused_before_any_block_runs() -> None:
     x_arr = np.zeros(4, np.float32)
     with pytest.raises(interp.UnsupportedOpError, match="'mmaf_future_op'") as info:
         interp.launch(Module([fn]), 1, args(x_arr))
-    assert info.value.location == "k.py:7:3" and isinstance(info.value, NotImplementedError)
+    assert info.value.location == "k.py:7:3"
+    assert isinstance(info.value, NotImplementedError)
     assert x_arr.tolist() == [0, 0, 0, 0]
 
 
@@ -279,9 +354,11 @@ def test_memory_maps_views_of_one_base_into_one_region_and_names_elements() -> N
     base = np.zeros((4, 6), np.float32)
     a = mem.map(base, name="z")
     b = mem.map(base[1:, 2:])
-    assert b - a == (6 + 2) * 4 and len(mem.regions) == 1
+    assert b - a == (6 + 2) * 4
+    assert len(mem.regions) == 1
     region = mem.region_at(a + 4 * 13)
-    assert region is not None and region.describe(a + 4 * 13) == "z[2, 1]"
+    assert region is not None
+    assert region.describe(a + 4 * 13) == "z[2, 1]"
     assert mem.region_at(a - 1) is None
 
 

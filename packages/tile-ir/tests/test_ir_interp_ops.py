@@ -34,11 +34,11 @@ from tile.ir import (
     i16,
     i32,
     i64,
+    interp,
     ptr,
     scalar,
     tile,
 )
-from tile.ir import interp
 
 Arr = npt.NDArray[Any]
 I32 = scalar(i32)
@@ -65,7 +65,7 @@ def run_ops(build: Callable[[Builder, list[Value]], Value], inputs: Sequence[Arr
         tv = b.call("make_tensor_view", p[0], p[1 : 1 + a.ndim], p[1 + a.ndim :], result_type=tv_t).results[0]
         views.append(b.make_partition_view(tv, result_type=PartitionViewType(a.shape, tv_t, tuple(range(a.ndim)))))
     zero = b.constant(0, I32)
-    tiles = [b.load_view_tko(v, [zero] * a.ndim)[0] for v, a in zip(views, inputs)]
+    tiles = [b.load_view_tko(v, [zero] * a.ndim)[0] for v, a in zip(views, inputs, strict=False)]
     b.call("store_view_tko", build(b, tiles), views[-1], [zero] * out.ndim)
     b.return_()
     args: list[Any] = []
@@ -109,11 +109,12 @@ def test_maxf_minf_nan_and_signed_zero_rules() -> None:
     assert np.isnan(binary("maxf", F, G, propagate_nan=True)[6])
 
 
-@pytest.mark.parametrize("name", ["exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sqrt", "rsqrt", "floor", "ceil",
-                                  "absf", "negf"])
+@pytest.mark.parametrize(
+    "name", ["exp", "exp2", "log", "log2", "sin", "cos", "tanh", "sqrt", "rsqrt", "floor", "ceil", "absf", "negf"]
+)
 def test_float_unary_ops_match_numpy(name: str) -> None:
     x = np.linspace(0.1, 4.0, 16, dtype=np.float32)
-    special = {"rsqrt": lambda v: 1 / np.sqrt(v), "absf": np.abs, "negf": np.negative}
+    special: dict[str, Callable[[Arr], Arr]] = {"rsqrt": lambda v: 1 / np.sqrt(v), "absf": np.abs, "negf": np.negative}
     ref = special[name] if name in special else getattr(np, name)
     np.testing.assert_allclose(unary(name, x), ref(x), rtol=2e-7)
 
@@ -150,7 +151,8 @@ def test_cmpf_ordering_decides_nan(ordering: str, expect: list[bool]) -> None:
     a = np.array([np.nan, 1.0, np.nan, 2.0], np.float32)
     b = np.array([1.0, 2.0, np.nan, 1.0], np.float32)
     res = binary("cmpf", a, b, np.bool_, comparison_predicate="less_than", comparison_ordering=ordering)
-    assert res[:3].tolist() == expect and not res[3]
+    assert res[:3].tolist() == expect
+    assert not res[3]
 
 
 A = np.array([7, -7, 7, -7, 0, -128, 5, -1], np.int8)
@@ -167,12 +169,20 @@ def test_divi_signed_rounding_modes(rounding: str, expect: list[int]) -> None:
 
 
 def test_integer_ops_are_signless_and_wrap() -> None:
-    assert binary("divi", A, B, signedness="unsigned").tolist() == (A.view(np.uint8) // B.view(np.uint8)).astype(np.int8).tolist()
+    assert (
+        binary("divi", A, B, signedness="unsigned").tolist()
+        == (A.view(np.uint8) // B.view(np.uint8)).astype(np.int8).tolist()
+    )
     assert binary("remi", A, B, signedness="signed").tolist() == [1, -1, 1, -1, 0, 0, 0, -1]
     assert binary("addi", A, B).tolist() == (A + B).tolist()
-    assert binary("maxi", A, B, signedness="unsigned").tolist() == np.maximum(A.view(np.uint8), B.view(np.uint8)).view(np.int8).tolist()
-    assert binary("cmpi", A, B, np.bool_, comparison_predicate="less_than", signedness="unsigned").tolist() == (
-        A.view(np.uint8) < B.view(np.uint8)).tolist()
+    assert (
+        binary("maxi", A, B, signedness="unsigned").tolist()
+        == np.maximum(A.view(np.uint8), B.view(np.uint8)).view(np.int8).tolist()
+    )
+    assert (
+        binary("cmpi", A, B, np.bool_, comparison_predicate="less_than", signedness="unsigned").tolist()
+        == (A.view(np.uint8) < B.view(np.uint8)).tolist()
+    )
     shift = np.array([1, 1, 7, 0, 9, 3, 2, 1], np.int8)
     assert binary("shri", A, shift, signedness="signed").tolist() == [3, -4, 0, -7, 0, -16, 1, -1]
     assert binary("shri", A, shift, signedness="unsigned").tolist() == [3, 124, 0, -7, 0, 16, 1, 127]
@@ -193,8 +203,9 @@ def test_conversions_round_extend_and_truncate() -> None:
     sat = unary("ftoi", x, np.int32, signedness="signed", saturating=True).tolist()
     assert sat[4:7] == [2**31 - 1, -(2**31), 0]
     assert unary("ftof", x, np.float16).tolist()[:4] == x[:4].astype(np.float16).tolist()
-    to_bf16_zero = unary("ftof", np.array([1.0 + 2**-9, -(1.0 + 2**-9)], np.float32), ml_dtypes.bfloat16,
-                         rounding_mode="zero")
+    to_bf16_zero = unary(
+        "ftof", np.array([1.0 + 2**-9, -(1.0 + 2**-9)], np.float32), ml_dtypes.bfloat16, rounding_mode="zero"
+    )
     assert to_bf16_zero.astype(np.float32).tolist() == [1.0, -1.0]
     assert unary("itof", np.array([-1, 3], np.int32), np.float32, signedness="unsigned").tolist() == [2.0**32, 3.0]
     assert unary("exti", A, np.int32, signedness="signed").tolist() == A.tolist()
@@ -206,20 +217,29 @@ def test_conversions_round_extend_and_truncate() -> None:
 def test_shape_ops() -> None:
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     out = np.zeros((4, 2), np.float32)
-    np.testing.assert_array_equal(run_ops(lambda b, t: b.permute(t[0], permutation=[1, 0], result_type=tile((4, 2), f32)),
-                                          [x], out), x.T)
+    np.testing.assert_array_equal(
+        run_ops(lambda b, t: b.permute(t[0], permutation=[1, 0], result_type=tile((4, 2), f32)), [x], out), x.T
+    )
     out = np.zeros((8,), np.float32)
-    np.testing.assert_array_equal(run_ops(lambda b, t: b.reshape(t[0], result_type=tile((8,), f32)), [x], out), x.ravel())
+    np.testing.assert_array_equal(
+        run_ops(lambda b, t: b.reshape(t[0], result_type=tile((8,), f32)), [x], out), x.ravel()
+    )
     out = np.zeros((4, 4), np.float32)
-    np.testing.assert_array_equal(run_ops(lambda b, t: b.cat(t[0], t[0], dim=0, result_type=tile((4, 4), f32)), [x], out),
-                                  np.concatenate([x, x]))
+    np.testing.assert_array_equal(
+        run_ops(lambda b, t: b.cat(t[0], t[0], dim=0, result_type=tile((4, 4), f32)), [x], out), np.concatenate([x, x])
+    )
 
     def extract(b: Builder, t: list[Value]) -> Value:
-        return b.call("extract", t[0], [b.constant(1, I32), b.constant(1, I32)], result_type=tile((1, 2), f32)).results[0]
+        return b.call("extract", t[0], [b.constant(1, I32), b.constant(1, I32)], result_type=tile((1, 2), f32)).results[
+            0
+        ]
 
     np.testing.assert_array_equal(run_ops(extract, [x], np.zeros((1, 2), np.float32)), x[1:2, 2:4])
-    iota = run_ops(lambda b, t: b.addi(t[0], b.iota(result_type=tile((8,), i32))), [np.full(8, 10, np.int32)],
-                   np.zeros(8, np.int32))
+    iota = run_ops(
+        lambda b, t: b.addi(t[0], b.iota(result_type=tile((8,), i32))),
+        [np.full(8, 10, np.int32)],
+        np.zeros(8, np.int32),
+    )
     assert iota.tolist() == list(range(10, 18))
 
 
@@ -284,6 +304,9 @@ def test_mmaf_bf16_and_batched_and_mmai() -> None:
     ia = rng.integers(-128, 127, (4, 8)).astype(np.int8)
     ib = rng.integers(-128, 127, (8, 4)).astype(np.int8)
     iacc = np.zeros((4, 4), np.int32)
-    got_i = run_ops(lambda bb, t: bb.mmai(t[0], t[1], t[2], signedness_lhs="unsigned", signedness_rhs="signed"),
-                    [ia, ib, iacc], np.zeros((4, 4), np.int32))
+    got_i = run_ops(
+        lambda bb, t: bb.mmai(t[0], t[1], t[2], signedness_lhs="unsigned", signedness_rhs="signed"),
+        [ia, ib, iacc],
+        np.zeros((4, 4), np.int32),
+    )
     assert got_i.tolist() == (ia.view(np.uint8).astype(np.int64) @ ib.astype(np.int64)).tolist()

@@ -24,11 +24,11 @@ from tile.ir import (
     Value,
     f32,
     i32,
+    interp,
     ptr,
     scalar,
     tile,
 )
-from tile.ir import interp
 
 I32 = scalar(i32)
 Arr = npt.NDArray[Any]
@@ -41,8 +41,12 @@ def _kernel(name: str, n_arrays: int) -> tuple[Function, Builder, list[Value], l
     fn = Function(name, FunctionType((scalar(ptr(f32)), I32, I32) * n_arrays))
     b = Builder(fn.body)
     tv = TensorViewType(f32, (None,), (None,))
-    views = [b.call("make_tensor_view", fn.params[3 * k], [fn.params[3 * k + 1]], [fn.params[3 * k + 2]],
-                    result_type=tv).results[0] for k in range(n_arrays)]
+    views = [
+        b.call(
+            "make_tensor_view", fn.params[3 * k], [fn.params[3 * k + 1]], [fn.params[3 * k + 2]], result_type=tv
+        ).results[0]
+        for k in range(n_arrays)
+    ]
     return fn, b, views, [fn.params[3 * k] for k in range(n_arrays)]
 
 
@@ -75,7 +79,8 @@ def test_two_blocks_writing_one_tile_is_a_race_naming_blocks_element_and_locatio
     assert err.blocks == ((0, 0, 0), (1, 0, 0))
     assert err.element == "arg3[0]"
     assert err.first[2] == err.second[2] == "write"
-    assert "kernels.py:12:5" in str(err) and err.count == 4
+    assert "kernels.py:12:5" in str(err)
+    assert err.count == 4
     assert isinstance(err, RuntimeError)
 
 
@@ -145,15 +150,19 @@ def _counter_kernel(plain_store_in_block0: bool) -> Module:
     """Every block atomically adds 1 to counter[0]; optionally block 0 also stores into it plainly."""
     fn, b, (_,), (counter,) = _kernel("count", 1)
     one = b.constant(1.0, scalar(f32))
-    b.atomic_rmw_tko(counter, one, mode=AtomicRMWMode.ADDF, memory_ordering_semantics=MemoryOrdering.RELAXED,
-                     memory_scope=MemoryScope.DEVICE)
+    b.atomic_rmw_tko(
+        counter,
+        one,
+        mode=AtomicRMWMode.ADDF,
+        memory_ordering_semantics=MemoryOrdering.RELAXED,
+        memory_scope=MemoryScope.DEVICE,
+    )
     if plain_store_in_block0:
         bx, _, _ = b.get_tile_block_id()
         is_first = b.cmpi(bx, b.constant(0, I32), comparison_predicate="equal", signedness="signed")
-        with b.if_(is_first) as br:
-            with br.then_():
-                b.call("store_ptr_tko", counter, b.constant(0.0, scalar(f32)), loc=STORE_LOC)
-                b.yield_()
+        with b.if_(is_first) as br, br.then_():
+            b.call("store_ptr_tko", counter, b.constant(0.0, scalar(f32)), loc=STORE_LOC)
+            b.yield_()
     b.return_()
     return Module([fn])
 
@@ -179,9 +188,13 @@ def test_each_block_writing_its_own_tile_of_a_2d_grid_is_silent() -> None:
     tv = b.call("make_tensor_view", fn.params[0], fn.params[1:3], fn.params[3:5], result_type=tv_t).results[0]
     view = b.make_partition_view(tv, result_type=PartitionViewType((2, 4), tv_t, (0, 1)))
     bx, by, _ = b.get_tile_block_id()
-    value = b.broadcast(b.reshape(b.itof(b.addi(bx, b.muli(by, b.constant(10, I32))), signedness="signed",
-                                         result_type=scalar(f32)), result_type=tile((1, 1), f32)),
-                        result_type=tile((2, 4), f32))
+    value = b.broadcast(
+        b.reshape(
+            b.itof(b.addi(bx, b.muli(by, b.constant(10, I32))), signedness="signed", result_type=scalar(f32)),
+            result_type=tile((1, 1), f32),
+        ),
+        result_type=tile((2, 4), f32),
+    )
     b.call("store_view_tko", value, view, [bx, by])
     b.return_()
     z = np.zeros((6, 8), np.float32)

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .._ir import Operation
-from .._types import ScalarType, TileType
+from tile.ir._ir import Operation
+from tile.ir._types import ScalarType, TileType
+
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, compute_dtype, from_wide, storage, unsigned_view
 
@@ -157,14 +158,14 @@ def _divide(rounding: str) -> Callable[[Array, Array], Array]:
         if rounding == "negative_inf":
             return floor
         if rounding == "positive_inf":
-            return floor + inexact
-        return floor + (inexact & ((a < 0) != (safe < 0)))
+            return np.asarray(floor + inexact)
+        return np.asarray(floor + (inexact & ((a < 0) != (safe < 0))))
 
     return run
 
 
 def _shift_amount(t: ScalarType, b: Array) -> Array:
-    return np.minimum(unsigned_view(b, t).astype(np.uint64), np.uint64(t.bits))
+    return np.asarray(np.minimum(unsigned_view(b, t).astype(np.uint64), np.uint64(t.bits)))
 
 
 def _shli(t: ScalarType) -> Kernel:
@@ -172,7 +173,7 @@ def _shli(t: ScalarType) -> Kernel:
         wide = unsigned_view(a, t).astype(np.uint64)
         n = _shift_amount(t, b)
         shifted = np.where(n >= t.bits, np.uint64(0), wide << np.minimum(n, np.uint64(63)))
-        return shifted.astype(unsigned_view(np.zeros(0, storage(t)), t).dtype).view(storage(t))
+        return np.asarray(shifted).astype(unsigned_view(np.zeros(0, storage(t)), t).dtype).view(storage(t))
 
     return run
 
@@ -195,7 +196,7 @@ def _mulhii(t: ScalarType) -> Kernel:
         ua, ub = unsigned_view(a, t), unsigned_view(b, t)
         if t.bits < 64:
             prod = ua.astype(np.uint64) * ub.astype(np.uint64)
-            return (prod >> np.uint64(t.bits)).astype(ua.dtype).view(storage(t))
+            return np.asarray(prod >> np.uint64(t.bits)).astype(ua.dtype).view(storage(t))
         hi = [(int(x) * int(y)) >> 64 for x, y in zip(np.ravel(ua), np.ravel(ub), strict=False)]
         return np.asarray(hi, dtype=np.uint64).reshape(np.shape(ua)).view(np.int64)
 

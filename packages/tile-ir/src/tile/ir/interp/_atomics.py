@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .._ir import Operation
-from .._types import PointerType, ScalarType, TileType
+from tile.ir._ir import Operation
+from tile.ir._types import PointerType, ScalarType, TileType
+
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, from_wide, poison_value, storage, unsigned_view
 from ._memops import TOKEN, recorder
@@ -42,8 +43,13 @@ def _mode(mode: str, elem: ScalarType) -> Combine:
     return lambda old, arg: np.asarray(fn(old, arg)).astype(storage(elem))
 
 
-def _apply(memory: Memory, addresses: Array, update: Callable[[Array, Array], Array], dtype: np.dtype[Any],
-           on_access: Access | None) -> Array:
+def _apply(
+    memory: Memory,
+    addresses: Array,
+    update: Callable[[Array, Array], Array],
+    dtype: np.dtype[Any],
+    on_access: Access | None,
+) -> Array:
     """Run ``new = update(old, positions)`` atomically per element; return the old values (flat, row-major).
 
     `positions` are the flat indices of the updated elements, so `update` can pick their operands.
@@ -63,7 +69,8 @@ def _apply(memory: Memory, addresses: Array, update: Callable[[Array, Array], Ar
 
 def _pointee(op: Operation) -> ScalarType:
     t = op.operands[0].type
-    assert isinstance(t, TileType) and isinstance(t.element, PointerType)
+    assert isinstance(t, TileType)
+    assert isinstance(t.element, PointerType)
     return t.element.pointee
 
 
@@ -108,7 +115,8 @@ def _red_view(op: Operation, c: Compiler) -> Step:
     view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
     value, tok = c.slot(operand(op, "value")), c.slot(op.results[0])  # type: ignore[arg-type]  # required
     vt = operand(op, "value").type  # type: ignore[union-attr]  # required operand
-    assert isinstance(vt, TileType) and isinstance(vt.element, ScalarType)
+    assert isinstance(vt, TileType)
+    assert isinstance(vt.element, ScalarType)
     elem = vt.element
     update, memory, on_access = _mode(attr(op, "mode"), elem), c.state.memory, recorder(op, c, ATOMIC)
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TextIO
 
-from .._ir import Block, Function, Module, Operation, Value
-from .._location import CallSite, DILoc, FileLoc, Location
-from ..ops import CATALOG
+from tile.ir._ir import Block, Function, Module, Operation, Value
+from tile.ir._location import CallSite, DILoc, FileLoc, Location
+from tile.ir.ops import CATALOG
+
 from ._errors import BlockId, InterpError, UnsupportedOpError
 from ._memory import Memory
 from ._races import RaceDetector

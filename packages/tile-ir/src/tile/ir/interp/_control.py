@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from .._attrs import Bounded, DivBy
-from .._ir import Operation
-from .._types import ScalarType, TileType
+from tile.ir._attrs import Bounded, DivBy
+from tile.ir._ir import Operation
+from tile.ir._types import ScalarType, TileType
+
 from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, storage, unsigned_view
 from ._errors import InterpError, KernelAssertionError
@@ -44,7 +45,8 @@ def _for(op: Operation, c: Compiler) -> Step:
     lb, ub, st = (c.slot(operand(op, n)) for n in ("lowerBound", "upperBound", "step"))  # type: ignore[arg-type]
     inits, outs = c.slots(operands(op, "initValues")), c.slots(op.results)
     iv_type = operand(op, "lowerBound").type  # type: ignore[union-attr]  # required operand
-    assert isinstance(iv_type, TileType) and isinstance(iv_type.element, ScalarType)
+    assert isinstance(iv_type, TileType)
+    assert isinstance(iv_type.element, ScalarType)
     elem, make_iv = iv_type.element, storage(iv_type.element).type
     unsigned = bool(attr(op, "unsignedCmp", False))
     body = _region(op, c, 0)
@@ -67,7 +69,7 @@ def _for(op: Operation, c: Compiler) -> Step:
                 if signal[0] == "break":
                     break
             i += inc
-        for slot, value in zip(outs, values):
+        for slot, value in zip(outs, values, strict=True):
             env[slot] = value
         return None
 
@@ -90,7 +92,7 @@ def _loop(op: Operation, c: Compiler) -> Step:
             values = signal[1]
             if signal[0] == "break":
                 break
-        for slot, value in zip(outs, values):
+        for slot, value in zip(outs, values, strict=True):
             env[slot] = value
         return None
 
@@ -108,7 +110,7 @@ def _if(op: Operation, c: Compiler) -> Step:
         signal = branch.run(env)
         if signal is None or signal[0] != "yield":
             return signal
-        for slot, value in zip(outs, signal[1]):
+        for slot, value in zip(outs, signal[1], strict=True):
             env[slot] = value
         return None
 
@@ -118,12 +120,12 @@ def _if(op: Operation, c: Compiler) -> Step:
 def _grid_query(op: Operation, c: Compiler) -> Step:
     outs, state = c.slots(op.results), c.state
     if op.name == "get_num_tile_blocks":
-        for slot, n in zip(outs, state.grid):
+        for slot, n in zip(outs, state.grid, strict=True):
             c.template[slot] = np.int32(n)
         return _noop
 
     def step(env: Env) -> Signal | None:
-        for slot, value in zip(outs, state.block_values):
+        for slot, value in zip(outs, state.block_values, strict=True):
             env[slot] = value
         return None
 
@@ -143,8 +145,10 @@ def _assume(op: Operation, c: Compiler) -> Step:
     def step(env: Env) -> Signal | None:
         value = env[src]
         if check and not _holds(pred, value):
-            raise InterpError(f"assume {pred} does not hold for the value {np.asarray(value).tolist()}; "
-                              "the device would silently miscompile: fix the kernel or its launch arguments")
+            raise InterpError(
+                f"assume {pred} does not hold for the value {np.asarray(value).tolist()}; "
+                "the device would silently miscompile: fix the kernel or its launch arguments"
+            )
         env[out] = value
         return None
 
@@ -179,7 +183,7 @@ _SPEC = re.compile(r"%([-+ #0]*)(\d*|\*)(?:\.(\d+))?(hh|h|ll|l|L|z|j|t)?([diuoxX
 
 def c_format(fmt: str, args: list[Any], types: list[Any]) -> str:
     """Format `args` (tiles) with the C printf string `fmt`; a non-scalar tile prints as a nested list."""
-    pieces, pos, it = [], 0, iter(zip(args, types))
+    pieces, pos, it = [], 0, iter(zip(args, types, strict=True))
     for m in _SPEC.finditer(fmt):
         pieces.append(fmt[pos : m.start()])
         pos = m.end()

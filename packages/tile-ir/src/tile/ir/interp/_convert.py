@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._ir import Operation
-from .._types import ScalarType, TileType
+from tile.ir._ir import Operation
+from tile.ir._types import ScalarType, TileType
+
 from ._arith import element_of
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, from_wide, storage, unsigned_view

@@ -15,7 +15,8 @@ import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
-from .._types import ElementType, Padding, PointerType, ScalarType
+from tile.ir._types import ElementType, Padding, PointerType, ScalarType
+
 from ._errors import InterpError
 
 __all__ = [
@@ -101,7 +102,7 @@ def _step(r: Array, toward_zero: Array, away: Array) -> Array:
     magnitude_nonzero = r != 0
     bits = np.where(toward_zero & magnitude_nonzero, bits - one, bits)
     bits = np.where(away & np.isfinite(r), bits + one, bits)
-    return bits.astype(bits.dtype).view(r.dtype)
+    return np.asarray(bits).view(r.dtype)
 
 
 def from_wide(x: Array, t: ScalarType, rounding: str = "nearest_even") -> Array:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import TileError
+from tile.ir._errors import TileError
 
 __all__ = [
     "BlockId",

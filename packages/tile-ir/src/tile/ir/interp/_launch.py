@@ -14,8 +14,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .._ir import Function, Module
-from .._types import PointerType, ScalarType, TileType
+from tile.ir._ir import Function, Module
+from tile.ir._types import PointerType, ScalarType, TileType
+
 from . import _arith, _atomics, _control, _convert, _memops, _reduce, _shape, _views
 from ._compile import Compiler, State, StepFactory
 from ._dtypes import storage
@@ -98,7 +99,7 @@ def launch(
     params = _bind(fn, args, memory)
     with np.errstate(all="ignore"):
         for linear, block in enumerate(_blocks(dims)):
-            state.block, state.block_values = block, tuple(np.int32(b) for b in block)  # type: ignore[assignment]
+            state.block, state.block_values = block, (np.int32(block[0]), np.int32(block[1]), np.int32(block[2]))
             if races is not None:
                 races.block = linear
             try:
@@ -143,7 +144,7 @@ def _bind(fn: Function, args: Sequence[Any], memory: Memory) -> list[Any]:
     params = fn.params
     if len(args) != len(params):
         raise InterpError(f"kernel @{fn.name} takes {len(params)} arguments, got {len(args)}")
-    return [_bind_one(fn, i, p.type, a, memory) for i, (p, a) in enumerate(zip(params, args))]
+    return [_bind_one(fn, i, p.type, a, memory) for i, (p, a) in enumerate(zip(params, args, strict=True))]
 
 
 def _bind_one(fn: Function, i: int, t: Any, arg: Any, memory: Memory) -> Any:

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from .._ir import Operation
-from .._types import PointerType, ScalarType, TileType
-from ._compile import Compiler, Env, Signal, Step, StepFactory, State, attr, operand, operands
-from ._dtypes import Array, poison_value, storage
+from tile.ir._ir import Operation
+from tile.ir._types import PointerType, ScalarType, TileType
+
+from ._compile import Compiler, Env, Signal, State, Step, StepFactory, attr, operand, operands
+from ._dtypes import poison_value, storage
 from ._memory import Access
 from ._races import ATOMIC, READ, WRITE
 from ._shape import decode_dense
@@ -187,7 +188,8 @@ def global_address(state: State, c: Compiler, name: str) -> int:
 
 def _alloca(op: Operation, c: Compiler) -> Step:
     t = op.results[0].type
-    assert isinstance(t, TileType) and isinstance(t.element, PointerType)
+    assert isinstance(t, TileType)
+    assert isinstance(t.element, PointerType)
     dtype, count, out = storage(t.element.pointee), int(attr(op, "num_elem")), c.slot(op.results[0])
     memory = c.state.memory
 

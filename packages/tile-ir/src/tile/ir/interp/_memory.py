@@ -209,7 +209,7 @@ class Memory:
             return [(region, None, self._indices(region, flat, size, what))]
         bases = np.asarray(self._bases, dtype=np.int64)
         which = np.searchsorted(bases, flat, side="right") - 1
-        chunks = []
+        chunks: list[tuple[Region, Array | None, Array]] = []
         for i in np.unique(which):
             sel = np.nonzero(which == i)[0]
             picked = flat[sel]
@@ -225,5 +225,7 @@ class Memory:
         offsets = addresses - region.base
         if size > 1 and bool((offsets % size).any()):
             bad = int(addresses[(offsets % size) != 0][0])
-            raise MemoryAccessError(f"misaligned {size}-byte {what.split(maxsplit=1)[0]} at address {bad:#x} in {region.name}")
+            raise MemoryAccessError(
+                f"misaligned {size}-byte {what.split(maxsplit=1)[0]} at address {bad:#x} in {region.name}"
+            )
         return offsets // size if size > 1 else offsets

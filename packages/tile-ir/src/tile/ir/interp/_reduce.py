@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .._ir import Operation
-from .._types import ScalarType, TileType
+from tile.ir._ir import Operation
+from tile.ir._types import ScalarType, TileType
+
 from ._arith import element_of
 from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, storage, unsigned_view
@@ -28,26 +29,29 @@ _UFUNCS: dict[str, Any] = {
     "addf": np.add, "mulf": np.multiply, "addi": np.add, "muli": np.multiply, "maxi": np.maximum,
     "mini": np.minimum, "andi": np.bitwise_and, "ori": np.bitwise_or, "xori": np.bitwise_xor,
 }  # fmt: skip
+_FAST_TYPES = ("f32", "f64", "i8", "i16", "i32", "i64")
 
 
 def _fast_ufunc(op: Operation) -> Any | None:
     """The numpy ufunc equivalent to a one-op body combining its two arguments, if there is one."""
     block = op.regions[0].blocks[0]
-    if len(op.operands) != 1 or len(block.ops) != 2:
+    if len(op.operands) != 1 or len(block.ops) != 2 or element_of(op).name not in _FAST_TYPES:
         return None
     body, end = block.ops
-    elem = element_of(op)
-    if elem.name not in ("f32", "f64", "i8", "i16", "i32", "i64") or end.name != "yield":
+    if end.name != "yield" or end.operands != [body.results[0]]:
         return None
-    if end.operands != [body.results[0]] or set(map(id, body.operands)) != set(map(id, block.args)):
+    if set(map(id, body.operands)) != set(map(id, block.args)):
         return None
+    return _ufunc_of(body)
+
+
+def _ufunc_of(body: Operation) -> Any | None:
     if body.name in ("maxf", "minf"):
         propagate = bool(attr(body, "propagate_nan", False))
         return {("maxf", True): np.maximum, ("maxf", False): np.fmax,
-                ("minf", True): np.minimum, ("minf", False): np.fmin}[(body.name, propagate)]
-    if attr(body, "rounding_mode", "nearest_even") != "nearest_even" or attr(body, "flush_to_zero", False):
-        return None
-    if attr(body, "signedness", "signed") != "signed":
+                ("minf", True): np.minimum, ("minf", False): np.fmin}[(body.name, propagate)]  # fmt: skip
+    exact = attr(body, "rounding_mode", "nearest_even") == "nearest_even" and not attr(body, "flush_to_zero", False)
+    if not exact or attr(body, "signedness", "signed") != "signed":
         return None
     return _UFUNCS.get(body.name)
 
@@ -57,10 +61,13 @@ def _identities(op: Operation) -> list[Array]:
     return [np.asarray(a.value).astype(storage(element_of(op, i))) for i, a in enumerate(attrs)]
 
 
-def _combine(body: BlockProgram, env: Env, elems: list[Array], accs: list[Array], shape: tuple[int, ...]) -> list[Array]:
-    args = [x for pair in zip(elems, accs) for x in pair]
+def _combine(
+    body: BlockProgram, env: Env, elems: list[Array], accs: list[Array], shape: tuple[int, ...]
+) -> list[Array]:
+    args = [x for pair in zip(elems, accs, strict=True) for x in pair]
     signal = body.run(env, args)
-    assert signal is not None and signal[0] == "yield"
+    assert signal is not None
+    assert signal[0] == "yield"
     return [np.broadcast_to(v, shape) for v in signal[1]]
 
 
@@ -71,8 +78,11 @@ def _tree(body: BlockProgram, env: Env, values: list[Array], dim: int, ids: list
         return [np.broadcast_to(i, shape) for i in ids]
     while size > 1:
         if size % 2:
-            pad = [np.expand_dims(np.broadcast_to(i, v.shape[:dim] + v.shape[dim + 1 :]), dim) for i, v in zip(ids, values)]
-            values = [np.concatenate([v, p], axis=dim) for v, p in zip(values, pad)]
+            pad = [
+                np.expand_dims(np.broadcast_to(i, v.shape[:dim] + v.shape[dim + 1 :]), dim)
+                for i, v in zip(ids, values, strict=True)
+            ]
+            values = [np.concatenate([v, p], axis=dim) for v, p in zip(values, pad, strict=True)]
             size += 1
         half = size // 2
         left = [np.take(v, np.arange(half), axis=dim) for v in values]
@@ -94,7 +104,7 @@ def _reduce(op: Operation, c: Compiler) -> Step:
             results = [ufunc.reduce(values[0], axis=dim).astype(dtypes[0])]
         else:
             results = _tree(body, env, values, dim, ids)
-        for slot, value, dtype in zip(outs, results, dtypes):
+        for slot, value, dtype in zip(outs, results, dtypes, strict=True):
             env[slot] = np.asarray(value).astype(dtype, copy=False)
         return None
 
@@ -104,9 +114,13 @@ def _reduce(op: Operation, c: Compiler) -> Step:
 def _prefix(body: BlockProgram, env: Env, values: list[Array], dim: int, ids: list[Array]) -> list[Array]:
     size, shift = values[0].shape[dim], 1
     while shift < size:
-        fill = [np.broadcast_to(i, v.shape[:dim] + (shift,) + v.shape[dim + 1 :]) for i, v in zip(ids, values)]
-        before = [np.concatenate([f, np.take(v, np.arange(size - shift), axis=dim)], axis=dim)
-                  for f, v in zip(fill, values)]
+        fill = [
+            np.broadcast_to(i, (*v.shape[:dim], shift, *v.shape[dim + 1 :])) for i, v in zip(ids, values, strict=True)
+        ]
+        before = [
+            np.concatenate([f, np.take(v, np.arange(size - shift), axis=dim)], axis=dim)
+            for f, v in zip(fill, values, strict=True)
+        ]
         values = _combine(body, env, values, before, values[0].shape)
         shift *= 2
     return values
@@ -128,7 +142,7 @@ def _scan(op: Operation, c: Compiler) -> Step:
             results = _prefix(body, env, values, dim, ids)
         if reverse:
             results = [np.flip(v, axis=dim) for v in results]
-        for slot, value, dtype in zip(outs, results, dtypes):
+        for slot, value, dtype in zip(outs, results, dtypes, strict=True):
             env[slot] = np.asarray(value).astype(dtype, copy=False)
         return None
 
@@ -153,7 +167,8 @@ def _mmaf(op: Operation, c: Compiler) -> Step:
 
 def _mmai(op: Operation, c: Compiler) -> Step:
     lhs, rhs = (v.type.element for v in op.operands[:2])  # type: ignore[union-attr]  # verified int tiles
-    assert isinstance(lhs, ScalarType) and isinstance(rhs, ScalarType)
+    assert isinstance(lhs, ScalarType)
+    assert isinstance(rhs, ScalarType)
     sa, sb = attr(op, "signedness_lhs", "signed"), attr(op, "signedness_rhs", "signed")
 
     def widen(x: Array, t: ScalarType, sign: str) -> Array:
@@ -162,7 +177,7 @@ def _mmai(op: Operation, c: Compiler) -> Step:
     def product(a: Array, b: Array) -> Array:
         # i8 x i8 products summed over K < 2**37 stay exact in float64, and BLAS makes this fast.
         exact = np.matmul(widen(a, lhs, sa), widen(b, rhs, sb)).astype(np.int64)
-        return exact.astype(np.int32)
+        return np.asarray(exact).astype(np.int32)
 
     return _mma(op, c, product)
 

@@ -11,9 +11,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .._attrs import DenseElementsAttr
-from .._ir import Operation
-from .._types import ScalarType, TileType
+from tile.ir._attrs import DenseElementsAttr
+from tile.ir._ir import Operation
+from tile.ir._types import ScalarType, TileType
+
 from ._arith import element_of
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, storage

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .._ir import Operation
-from .._types import GatherScatterViewType, PartitionViewType, ScalarType, StridedViewType, TensorViewType
+from tile.ir._ir import Operation
+from tile.ir._types import GatherScatterViewType, PartitionViewType, ScalarType, StridedViewType, TensorViewType
+
 from ._compile import Compiler, Env, Signal, Step, StepFactory, operand, operands
 from ._dtypes import Array, padding_value, storage
 from ._errors import MemoryAccessError
