@@ -34,6 +34,9 @@ done
 case "$(cat "$here/mode" 2>/dev/null)" in
   fail) echo "loc(\\"k.py\\":3:4): error: 'cuda_tile.addf' op failed to verify" >&2; exit 3;;
   version) echo "error: unsupported Tile IR bytecode version: 13.9" >&2; exit 3;;
+  invalid) printf "%s\n" "error: 'cuda_tile.load_view_tko' op inbounds size (0) must match" \
+    "error: verification failed for deserialized cuda_tile::ModuleOp" \
+    "error: input does not correspond to Tile IR bytecode" >&2; exit 3;;
   crash) kill -SEGV $$;;
   slow) sleep 5;;
   *) printf 'FAKECUBIN' > "$out";;
@@ -118,7 +121,8 @@ def test_a_full_toolkit_root_is_passed_as_cuda_home(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("mode", "cause"),
     [
-        ("fail", "exit status 3: 'cuda_tile.addf' op failed to verify"),
+        ("fail", "k.py:3:4: 'cuda_tile.addf' op failed to verify (exit status 3)"),
+        ("invalid", "'cuda_tile.load_view_tko' op inbounds size (0) must match (tileiras rejected the input as malformed"),
         ("version", "cannot read the bytecode version we wrote; set TILE_BYTECODE_VERSION"),
         ("crash", "tileiras crashed (signal SIGSEGV)"),
     ],

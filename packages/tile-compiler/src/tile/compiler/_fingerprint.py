@@ -2,10 +2,13 @@
 
 The frontend key must be cheap (a disk-cache hit, key included, targets < 2 ms) and must change whenever the
 generated code could: it hashes the key schema, the content of the installed tile.compiler and tile.ir sources
-(so a development edit or an upgrade invalidates old entries, while a copy of the same tree on another machine,
-mtimes aside, hits them), the Python minor version, the kernel's identity, the content of every user source file
-reachable from the kernel's globals and closure, the values of referenced simple globals, ``__tile_*``
-attributes, the specialization, the target and the bytecode-version policy. Extents never enter it.
+(so a development edit or an upgrade invalidates old entries), the kernel's qualified name, the content of every
+user source file reachable from the kernel's globals and closure, the values of referenced simple globals,
+``__tile_*`` attributes, the specialization, the target and the bytecode-version policy. Extents never enter it.
+
+Nothing machine-specific enters it: no paths, mtimes, module names (the CLI imports a file under another name
+than the application does) or Python version (the GPU machine runs another one). So a cache filled ahead of time
+by ``tile compile`` on one machine is hit by the same tree on another.
 
 Limitation (stated, not hidden): a user helper reached only through an attribute of a non-module object is not
 followed; its file is hashed only if the kernel's own file or a referenced user module contains it.
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import sys
+import re
 import sysconfig
 import types
 from collections.abc import Callable, Iterator
@@ -26,6 +29,7 @@ from ._spec import Specialization, Target
 
 __all__ = ["cubin_key", "frontend_key", "source_fingerprint", "toolkit_fingerprint"]
 
+_INSTALLED = re.compile(r"[/\\](site|dist)-packages[/\\]")
 _SIMPLE = (int, float, bool, str, bytes, type(None), complex)
 _LIBRARY_ROOTS = tuple(
     {str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
@@ -38,7 +42,6 @@ def frontend_key(
     """Hex SHA-256 identifying the code of ``fn`` compiled with ``spec`` for ``target`` (see the module doc)."""
     h = hashlib.sha256(b"tile-frontend\0%d\0" % KEY_SCHEMA)
     h.update(toolkit_fingerprint().encode())
-    h.update(b"%d.%d\0" % sys.version_info[:2])
     h.update(source_fingerprint(fn).encode())
     for part in (spec.key(), target.key(), repr(version).encode()):
         h.update(b"%d\0" % len(part) + part)
@@ -75,7 +78,7 @@ def toolkit_fingerprint() -> str:
 
 def source_fingerprint(fn: Callable[..., object]) -> str:
     """Hash of the user code ``fn`` can reach (see the module docstring)."""
-    h = hashlib.sha256(f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}\0".encode())
+    h = hashlib.sha256(f"{getattr(fn, '__qualname__', '')}\0".encode())
     files: set[str] = set()
     pending, seen = [_unwrap(fn)], set()
     while pending:
@@ -167,4 +170,5 @@ def _is_user_file(filename: str) -> bool:
 
     # The Tile packages themselves are covered by toolkit_fingerprint (tile.ir, tile.compiler) or emit no code.
     tile_roots = tuple(str(Path(p).resolve()) for p in tile.__path__)
-    return not str(Path(filename).resolve()).startswith(_LIBRARY_ROOTS + tile_roots)
+    resolved = str(Path(filename).resolve())
+    return not resolved.startswith(_LIBRARY_ROOTS + tile_roots) and not _INSTALLED.search(resolved)

@@ -123,7 +123,7 @@ def finish_module(module: Module, abi: KernelABI, version: tuple[int, int], dump
 
     dumper.text("ir", lambda: ir_text(module))
     with clock.stage("verify"):
-        tile.ir.verify(module)
+        tile.ir.verify(module, Version(*version))
     with clock.stage("bytecode"):
         bytecode = bytes(tile.ir.write_bytecode(module, Version(*version)))
     dumper.binary("bytecode", bytecode)

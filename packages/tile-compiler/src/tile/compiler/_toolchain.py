@@ -217,11 +217,16 @@ def _cause(rc: int | None, stderr: str) -> str:
     if rc is not None and rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals.__members__.values() else str(-rc)
         return f"tileiras crashed (signal {name})"
-    for pattern, meaning in _CAUSES:
-        if pattern in stderr:
-            return meaning
-    errors = [line.split("error:", 1)[1].strip() for line in stderr.splitlines() if "error:" in line]
-    return f"exit status {rc}: {errors[0] if errors else 'no diagnostic'}"
+    errors = [_located(line) for line in stderr.splitlines() if "error:" in line]
+    meaning = next((meaning for pattern, meaning in _CAUSES if pattern in stderr), f"exit status {rc}")
+    # The first error is the specific one; later lines only say that reading the module failed.
+    return f"{errors[0]} ({meaning})" if errors and not any(p in errors[0] for p, _ in _CAUSES) else meaning
+
+
+def _located(line: str) -> str:
+    where, _, message = line.partition("error:")
+    loc = re.search(r'"([^"]+)":(\d+):(\d+)', where)
+    return f"{loc[1]}:{loc[2]}:{loc[3]}: {message.strip()}" if loc else message.strip()
 
 
 def keep_failed_input(bytecode: bytes, kernel: str, arch: str, keep_dir: Path | None) -> Path:

@@ -1,0 +1,329 @@
+"""The whole pipeline behind `compile_kernel`: stages, version choice, keys, caches across threads and processes,
+and the ahead-of-time cache used on a GPU machine without tileiras."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
+from pathlib import Path
+
+import pytest
+
+import tile.compiler as tc
+from tile.compiler import (
+    ArraySpec,
+    CompiledKernel,
+    Specialization,
+    Target,
+    Toolchain,
+    ToolchainError,
+    cache_stats,
+    choose_version,
+    compile_kernel,
+    frontend_key,
+)
+from tile.compiler._pipeline import Clock
+
+KERNELS = textwrap.dedent(
+    """
+    import tile.compiler.lang as tl
+    from tile.compiler.lang import Const, Mut, Tensor, f16, f32
+
+    SCALE = 2.0
+
+
+    def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+        tx = tl.load_tile_like(x, z)
+        ty = tl.load_tile_like(y, z)
+        z.store(tx + ty)
+
+
+    def gemm(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]):
+        part_x = x.partition((BM, BK))
+        part_y = y.partition((BK, BN))
+        acc = tl.zeros((BM, BN), f32)
+        pid = tl.block_id()
+        for k in range(tl.cdiv(x.shape[1], BK)):
+            acc = tl.mma(part_x.load((pid[0], k)), part_y.load((k, pid[1])), acc)
+        z.store(acc)
+
+
+    def scaled(x):
+        return x * SCALE
+
+
+    def calls_helper(x):
+        return helper(x)
+    """
+)
+ADD_SPEC = Specialization.make(consts={"B": 128})
+GEMM_SPEC = Specialization.make(consts={"BM": 64, "BN": 64, "BK": 32})
+
+
+def _import(path: Path, name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    path = tmp_path / "tile_test_kernels.py"
+    path.write_text(KERNELS)
+    monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path / "cache"))
+    tc.clear_memory_cache()
+    return _import(path, "tile_test_kernels")
+
+
+def _toolchain(*versions: tuple[int, int]) -> Toolchain:
+    return Toolchain(Path("/x/bin/tileiras"), "test", "13.9.0", "fake", versions)
+
+
+def test_stages_are_named_in_order() -> None:
+    assert tc.STAGES == ("parse", "resolve", "typecheck", "lower", "verify", "bytecode", "cubin")
+
+
+def test_version_is_the_highest_both_sides_read() -> None:
+    assert choose_version(None, _toolchain((13, 1), (13, 2), (13, 3))) == (13, 3)
+    assert choose_version(None, None) == max(
+        (v.major, v.minor) for v in tc.choose_version.__globals__["SUPPORTED_VERSIONS"]
+    )
+    assert choose_version((13, 2), _toolchain((13, 2), (13, 3))) == (13, 2)
+
+
+def test_version_errors_say_what_to_do() -> None:
+    with pytest.raises(ToolchainError, match=r"not read by tileiras 13\.9\.0; use one of 13\.1"):
+        choose_version((13, 4), _toolchain((13, 1), (13, 3)))
+    with pytest.raises(tc.KnobError, match="a version our writer supports"):
+        choose_version((12, 0), _toolchain((12, 0)))
+    with pytest.raises(ToolchainError, match="no common version"):
+        choose_version(None, _toolchain((14, 0)))
+
+
+def test_clock_accumulates_per_stage() -> None:
+    clock = Clock()
+    for _ in range(2):
+        with clock.stage("parse"):
+            pass
+    assert list(clock.seconds) == ["parse"]
+    assert clock.seconds["parse"] >= 0
+
+
+def test_cpu_target_runs_the_frontend_only(kernels: types.ModuleType) -> None:
+    kernel = compile_kernel(kernels.add, ADD_SPEC, Target.cpu())
+    assert kernel.cubin is None
+    assert kernel.bytecode[:8] == b"\x7fTileIR\x00"
+    assert kernel.entry == "add"
+    assert [s.role for s in kernel.abi.slots[:3]] == ["base", "shape", "stride"]
+    assert list(kernel.timings)[-6:] == ["parse", "resolve", "typecheck", "lower", "verify", "bytecode"]
+    assert compile_kernel(kernels.add, ADD_SPEC, Target.cpu()).origin == "memory"
+
+
+def test_frontend_key_tracks_code_not_extents(kernels: types.ModuleType, tmp_path: Path) -> None:
+    base = frontend_key(kernels.gemm, GEMM_SPEC, Target("sm_90"), None)
+    small = Specialization.make({"x": ArraySpec.of("f16", (128, 64), (64, 1))}, dict(GEMM_SPEC.consts))
+    large = Specialization.make({"x": ArraySpec.of("f16", (4096, 2048), (2048, 1))}, dict(GEMM_SPEC.consts))
+    assert frontend_key(kernels.gemm, small, Target("sm_90"), None) == frontend_key(
+        kernels.gemm, large, Target("sm_90"), None
+    )
+    assert frontend_key(kernels.gemm, GEMM_SPEC, Target("sm_90"), None) == base
+    assert frontend_key(kernels.gemm, GEMM_SPEC, Target("sm_80"), None) != base
+    assert frontend_key(kernels.gemm, GEMM_SPEC, Target("sm_90"), (13, 3)) != base
+    wider = Specialization.make(consts={"BM": 128, "BN": 64, "BK": 32})
+    assert frontend_key(kernels.gemm, wider, Target("sm_90"), None) != base
+    assert frontend_key(kernels.add, ADD_SPEC, Target("sm_90"), None) != base
+    edited = tmp_path / "tile_test_kernels_edited.py"
+    edited.write_text(KERNELS.replace("acc = tl.zeros", "acc = tl.zeros  # edited\n    acc = tl.zeros"))
+    other = _import(edited, "tile_test_kernels")
+    assert frontend_key(other.gemm, GEMM_SPEC, Target("sm_90"), None) != base
+
+
+def test_frontend_key_follows_referenced_globals_and_user_helpers(
+    kernels: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fingerprint = tc._fingerprint.source_fingerprint
+    add, scaled = fingerprint(kernels.add), fingerprint(kernels.scaled)
+    monkeypatch.setattr(kernels, "SCALE", 3.0)
+    assert fingerprint(kernels.add) == add  # add does not read SCALE
+    assert fingerprint(kernels.scaled) != scaled
+    helper_file = tmp_path / "tile_test_helpers.py"
+    helper_file.write_text("def helper(x):\n    return x\n")
+    helpers = _import(helper_file, "tile_test_helpers")
+    monkeypatch.setattr(kernels, "helper", helpers.helper, raising=False)
+    before = fingerprint(kernels.calls_helper)
+    helper_file.write_text("def helper(x):\n    return x + 1\n")
+    assert fingerprint(kernels.calls_helper) != before
+
+
+def test_frontend_key_is_the_same_in_another_process(kernels: types.ModuleType, tmp_path: Path) -> None:
+    here = frontend_key(kernels.add, ADD_SPEC, Target("sm_90"), None)
+    code = (
+        "import importlib.util, sys; import tile.compiler as tc\n"
+        "spec = importlib.util.spec_from_file_location('tile_test_kernels', sys.argv[1])\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(tc.frontend_key(m.add, tc.Specialization.make(consts={'B': 128}), tc.Target('sm_90'), None))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "tile_test_kernels.py")], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == here
+
+
+# --- with the real tileiras ----------------------------------------------------------------------------------
+
+
+@pytest.mark.requires_tileiras
+def test_gemm_compiles_to_a_cubin_with_its_entry_symbol(kernels: types.ModuleType) -> None:
+    kernel = compile_kernel(kernels.gemm, GEMM_SPEC, "sm_90")
+    assert kernel.cubin is not None
+    assert kernel.cubin[:4] == b"\x7fELF"
+    assert b"gemm\x00" in kernel.cubin
+    assert kernel.origin == "compiled"
+    assert kernel.tileiras_version is not None
+    assert set(tc.STAGES) <= set(kernel.timings)
+
+
+@pytest.mark.requires_tileiras
+def test_tile_dump_writes_every_stage(
+    kernels: types.ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TILE_DUMP", "all")
+    monkeypatch.setenv("TILE_DUMP_DIR", str(tmp_path / "dumps"))
+    compile_kernel(kernels.add, ADD_SPEC, "sm_90", cache=False)
+    names = sorted(p.name.split(".", 1)[1] for p in (tmp_path / "dumps").iterdir())
+    assert names == ["ast.txt", "cubin", "ir.txt", "resolved.txt", "tilebc", "typed.txt"]
+
+
+@pytest.mark.requires_tileiras
+def test_concurrent_threads_compile_once(kernels: types.ModuleType) -> None:
+    cache_stats(reset=True)
+    results: list[CompiledKernel] = []
+    barrier = threading.Barrier(6)
+
+    def work() -> None:
+        barrier.wait()
+        results.append(compile_kernel(kernels.add, ADD_SPEC, "sm_90"))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = cache_stats()
+    assert (stats.frontend_runs, stats.tileiras_runs, stats.memory_hits) == (1, 1, 5)
+    assert len({r.cubin for r in results}) == 1
+    assert sorted(r.origin for r in results) == ["compiled"] + ["memory"] * 5
+
+
+_CHILD = """
+import importlib.util, json, sys
+import tile.compiler as tc
+if sys.argv[3] == "hide-tileiras":
+    importlib.util.find_spec = lambda name, *a: None
+spec = importlib.util.spec_from_file_location("tile_test_kernels", sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+k = tc.compile_kernel(m.add, tc.Specialization.make(consts={"B": 128}), "sm_90")
+s = tc.cache_stats()
+print(json.dumps({"origin": k.origin, "frontend_runs": s.frontend_runs, "tileiras_runs": s.tileiras_runs,
+                  "cubin": k.cubin.hex()}))
+"""
+
+
+def _spawn(kernel_file: Path, cache_dir: Path, mode: str = "") -> subprocess.Popen[str]:
+    env = {**os.environ, "TILE_CACHE_DIR": str(cache_dir)}
+    if mode == "hide-tileiras":
+        env = {k: v for k, v in env.items() if k not in ("TILE_TILEIRAS", "CUDA_HOME")} | {"PATH": ""}
+    return subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(kernel_file), str(cache_dir), mode or "-"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return dict(json.loads(out))
+
+
+@pytest.mark.requires_tileiras
+def test_a_second_process_hits_the_disk_cache_without_running_the_frontend(tmp_path: Path) -> None:
+    source = tmp_path / "tile_test_kernels.py"
+    source.write_text(KERNELS)
+    first = _result(_spawn(source, tmp_path / "c"))
+    second = _result(_spawn(source, tmp_path / "c"))
+    assert (first["origin"], first["frontend_runs"], first["tileiras_runs"]) == ("compiled", 1, 1)
+    assert (second["origin"], second["frontend_runs"], second["tileiras_runs"]) == ("disk", 0, 0)
+    assert first["cubin"] == second["cubin"]
+
+
+@pytest.mark.requires_tileiras
+def test_two_processes_compiling_the_same_kernel_at_once_both_succeed(tmp_path: Path) -> None:
+    source = tmp_path / "tile_test_kernels.py"
+    source.write_text(KERNELS)
+    results = [_result(p) for p in [_spawn(source, tmp_path / "c") for _ in range(3)]]
+    assert len({str(r["cubin"]) for r in results}) == 1
+    assert _result(_spawn(source, tmp_path / "c"))["origin"] == "disk"
+
+
+@pytest.mark.requires_tileiras
+def test_a_corrupt_kernel_entry_is_evicted_and_recompiled(kernels: types.ModuleType, tmp_path: Path) -> None:
+    first = compile_kernel(kernels.add, ADD_SPEC, "sm_90")
+    store = tc.DiskCache(tmp_path / "cache")
+    for entry in store.entries():
+        data = bytearray(Path(entry.path).read_bytes())
+        data[len(data) // 2] ^= 0x55
+        Path(entry.path).write_bytes(bytes(data))
+    tc.clear_memory_cache()
+    cache_stats(reset=True)
+    again = compile_kernel(kernels.add, ADD_SPEC, "sm_90")
+    stats = cache_stats()
+    assert again.origin == "compiled"
+    assert again.cubin == first.cubin
+    assert (stats.corrupt_evicted, stats.frontend_runs, stats.tileiras_runs) == (2, 1, 1)
+    tc.clear_memory_cache()
+    assert compile_kernel(kernels.add, ADD_SPEC, "sm_90").origin == "disk"
+
+
+@pytest.mark.requires_tileiras
+def test_ahead_of_time_cache_serves_a_machine_without_tileiras(tmp_path: Path) -> None:
+    source = tmp_path / "tile_test_kernels.py"
+    source.write_text(KERNELS)
+    carried = tmp_path / "carried-cache"
+    cli = [
+        sys.executable,
+        "-m",
+        "tile.compiler",
+        "compile",
+        f"{source}::add",
+        "--arch",
+        "sm_90",
+        "--const",
+        "B=128",
+        "--cache-dir",
+        str(carried),
+        "-o",
+        str(tmp_path / "out"),
+        "--emit",
+        "cubin",
+    ]
+    subprocess.run(cli, check=True, capture_output=True, text=True)
+    on_gpu_box = _result(_spawn(source, carried, "hide-tileiras"))
+    assert (on_gpu_box["origin"], on_gpu_box["frontend_runs"]) == ("disk", 0)
+    assert bytes.fromhex(str(on_gpu_box["cubin"])) == (tmp_path / "out" / "add.cubin").read_bytes()
+    empty = _spawn(source, tmp_path / "empty-cache", "hide-tileiras")
+    _, err = empty.communicate(timeout=120)
+    assert empty.returncode != 0
+    assert "tileiras was not found" in err
+    assert "TILE_CACHE_DIR" in err
