@@ -1,0 +1,356 @@
+"""The op combinators and value constructors: ``value``, ``empty``, ``then``, ``map``, ``zip``, ``collect``,
+``shared``, ``unzip``, ``with_context``, ``host_call``.
+
+Invariants: every combinator claims (moves) the ops it is built from when it is built, enqueues them on
+the context it is executed on in the order given, and keeps them until it is released. ``Shared`` is the
+only op that may be executed (or be part of a tree) more than once: its first execution runs the inner op,
+later ones reuse the output and, on another context, make that context wait for the first run's work.
+Python needs no ``boxed``: every op already has the type ``DeviceOp[T]``; ``collect`` is the
+``Vec<DeviceOp>`` of cuTile Rust.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar, overload
+
+from tile.aio._context import HOST, Completion, ExecutionContext
+from tile.aio._errors import CaptureError, OpTypeError
+from tile.aio._op import DeviceOp, Site, caller_site
+
+__all__ = [
+    "Collect",
+    "Map",
+    "Shared",
+    "Then",
+    "Value",
+    "WithContext",
+    "Zip",
+    "collect",
+    "empty",
+    "host_call",
+    "unzip_shared",
+    "value",
+    "with_context",
+    "zip",
+]
+
+T = TypeVar("T")
+U = TypeVar("U")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+D = TypeVar("D")
+
+
+def _as_op(obj: object, where: str) -> DeviceOp[Any]:
+    if not isinstance(obj, DeviceOp):
+        raise OpTypeError(where, "a DeviceOp", type(obj).__name__)
+    return obj
+
+
+class Value(DeviceOp[T]):
+    """An op with no work whose output is a given value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, obj: T) -> None:
+        super().__init__()
+        self._value = obj
+
+    def _execute(self, ctx: ExecutionContext) -> T:
+        return self._value
+
+    def _drop(self) -> None:
+        del self._value
+
+
+class Then(DeviceOp[U]):
+    """``first`` then the op ``fn(first's output)`` on the same context."""
+
+    __slots__ = ("_first", "_fn", "_next", "_site")
+
+    def __init__(self, first: DeviceOp[T], fn: Callable[[T], DeviceOp[U]], site: Site) -> None:
+        super().__init__()
+        self._first = first
+        self._fn = fn
+        self._site = site
+        self._next: DeviceOp[U] | None = None
+
+    def _execute(self, ctx: ExecutionContext) -> U:
+        out = self._first._run_in(ctx)
+        nxt: DeviceOp[U] = _as_op(self._fn(out), f"the function passed to .then() ({self._fn!r})")
+        nxt._claim("returned by the .then() function", self._site)
+        self._next = nxt
+        return nxt._run_in(ctx)
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return (self._first,) if self._next is None else (self._first, self._next)
+
+    def _drop(self) -> None:
+        del self._first, self._fn, self._next
+
+
+class Map(DeviceOp[U]):
+    """``src`` with its output transformed by ``fn`` on the host."""
+
+    __slots__ = ("_fn", "_src")
+
+    def __init__(self, src: DeviceOp[T], fn: Callable[[T], U]) -> None:
+        super().__init__()
+        self._src = src
+        self._fn = fn
+
+    def _execute(self, ctx: ExecutionContext) -> U:
+        return self._fn(self._src._run_in(ctx))
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return (self._src,)
+
+    def _drop(self) -> None:
+        del self._src, self._fn
+
+
+class Zip(DeviceOp[tuple[Any, ...]]):
+    """Several ops, in order, on one context; the output is the tuple of their outputs."""
+
+    __slots__ = ("_ops",)
+
+    def __init__(self, ops: tuple[DeviceOp[Any], ...]) -> None:
+        super().__init__()
+        self._ops = ops
+
+    def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+        return tuple([op._run_in(ctx) for op in self._ops])
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return self._ops
+
+    def _drop(self) -> None:
+        self._ops = ()
+
+
+class Collect(DeviceOp[list[T]]):
+    """A sequence of ops of one output type, in order, on one context; the output is the list of outputs."""
+
+    __slots__ = ("_ops",)
+
+    def __init__(self, ops: tuple[DeviceOp[T], ...]) -> None:
+        super().__init__()
+        self._ops = ops
+
+    def _execute(self, ctx: ExecutionContext) -> list[T]:
+        return [op._run_in(ctx) for op in self._ops]
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return self._ops
+
+    def _drop(self) -> None:
+        self._ops = ()
+
+
+class Shared(DeviceOp[T]):
+    """Runs its inner op once; every execution gets the same output (see the module docstring)."""
+
+    __slots__ = ("_done", "_error", "_inner", "_mutex", "_output", "_ran_on", "_ready")
+
+    def __init__(self, inner: DeviceOp[T]) -> None:
+        super().__init__()
+        self._inner: DeviceOp[T] | None = inner
+        self._mutex = threading.Lock()
+        self._ran_on: ExecutionContext | None = None
+        self._ready: Completion | None = None
+        self._output: T | None = None
+        self._error: BaseException | None = None
+
+    def _claim(self, verb: str, site: Site) -> None:
+        """A shared op may be used any number of times: only record the first use."""
+        if self._fate is None:
+            self._fate = (verb, site)
+
+    def _execute(self, ctx: ExecutionContext) -> T:
+        with self._mutex:
+            if self._ran_on is None:
+                return self._first_run(ctx)
+        if self._error is not None:
+            raise self._error
+        if ctx != self._ran_on:
+            ctx.wait(self._ready_completion())
+        return self._output  # type: ignore[return-value]  # set by the first run, which did not fail
+
+    def _first_run(self, ctx: ExecutionContext) -> T:
+        self._ran_on = ctx
+        if ctx.capturing:
+            self._error = _first_run_in_capture()
+            raise self._error
+        assert self._inner is not None
+        try:
+            self._output = self._inner._run_in(ctx)
+        except BaseException as exc:  # every later use reports the same failure
+            self._error = exc
+            raise
+        return self._output
+
+    def _ready_completion(self) -> Completion:
+        """Completion of the first run's work (recorded lazily: a later point on that context is also fine)."""
+        with self._mutex:
+            if self._ready is None:
+                assert self._ran_on is not None
+                self._ready = self._ran_on.record()
+            return self._ready
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return () if self._inner is None else (self._inner,)
+
+    def _drop(self) -> None:
+        self._inner = None
+
+    def _release(self) -> None:
+        with self._mutex:
+            if self._ran_on is None:
+                return  # released by a tree that never reached it: the inner op waits for the first run
+            inner, self._inner = self._inner, None
+        if inner is not None:
+            inner._release()
+
+
+def _first_run_in_capture() -> BaseException:
+    return CaptureError(
+        "a shared op", "its first execution would only be recorded, so its output would not exist for other uses"
+    )
+
+
+class WithContext(DeviceOp[T]):
+    """Calls ``fn(ctx)`` at execution time: raw access to the execution context."""
+
+    __slots__ = ("_capturable", "_fn")
+
+    def __init__(self, fn: Callable[[ExecutionContext], T], capturable: bool) -> None:
+        super().__init__()
+        self._fn = fn
+        self._capturable = capturable
+
+    def _execute(self, ctx: ExecutionContext) -> T:
+        result: T = self._fn(ctx)
+        return result
+
+    def _refusal(self, ctx: ExecutionContext) -> str | None:
+        if self._capturable:
+            return None
+        return "a with_context() function may do anything; pass capturable=True if it only enqueues work"
+
+    def _drop(self) -> None:
+        del self._fn
+
+
+class HostCall(DeviceOp[tuple[Any, ...]]):
+    """``fn(*args)`` enqueued as host work; the output is ``args``, handed back when it has run."""
+
+    __slots__ = ("_args", "_fn")
+
+    def __init__(self, fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+        super().__init__()
+        self._fn = fn
+        self._args = args
+
+    def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+        fn, args = self._fn, self._args
+        ctx.enqueue(lambda: _discard(fn(*args)))
+        return args
+
+    def _describe(self) -> str:
+        return f"host_call({getattr(self._fn, '__qualname__', self._fn)!r})"
+
+    def _refusal(self, ctx: ExecutionContext) -> str | None:
+        if ctx.device is HOST:
+            return None
+        return "host work on a CUDA stream would be a host callback run at every replay (not supported)"
+
+    def _drop(self) -> None:
+        del self._fn, self._args
+
+
+def _discard(_: object) -> None:
+    """Host work returns nothing; a result of the called function is not an output."""
+
+
+def value(obj: T) -> DeviceOp[T]:
+    """Return an op with no work whose output is ``obj`` (e.g. to start a ``then`` chain)."""
+    return Value(obj)
+
+
+def empty() -> DeviceOp[None]:
+    """Return an op with no work and no output."""
+    return Value(None)
+
+
+def with_context(fn: Callable[[ExecutionContext], T], *, capturable: bool = False) -> DeviceOp[T]:
+    """Return an op that calls ``fn(ctx)`` with the execution context when executed.
+
+    Parameters
+    ----------
+    fn : callable
+        Enqueues work on ``ctx`` (``ctx.enqueue``, or a launch on a CUDA context's stream) and returns the
+        output. It runs with the execution lock held.
+    capturable : bool
+        Whether ``fn`` only enqueues work that a graph can record (no allocation, no synchronization).
+    """
+    return WithContext(fn, capturable)
+
+
+def host_call(fn: Callable[..., object], *args: Any) -> DeviceOp[tuple[Any, ...]]:
+    """Return an op that runs ``fn(*args)`` on the host in stream order; its output is ``args``.
+
+    On a host stream this is how work "runs on the device" (the CPU interpreter uses it). On a CUDA stream
+    it is a host callback in stream order (``fn`` must not call CUDA) and cannot be graph-captured.
+    """
+    return HostCall(fn, args)
+
+
+@overload
+def zip(a: DeviceOp[A], /) -> DeviceOp[tuple[A]]: ...
+@overload
+def zip(a: DeviceOp[A], b: DeviceOp[B], /) -> DeviceOp[tuple[A, B]]: ...
+@overload
+def zip(a: DeviceOp[A], b: DeviceOp[B], c: DeviceOp[C], /) -> DeviceOp[tuple[A, B, C]]: ...
+@overload
+def zip(a: DeviceOp[A], b: DeviceOp[B], c: DeviceOp[C], d: DeviceOp[D], /) -> DeviceOp[tuple[A, B, C, D]]: ...
+@overload
+def zip(*ops: DeviceOp[Any]) -> DeviceOp[tuple[Any, ...]]: ...
+def zip(*ops: DeviceOp[Any]) -> DeviceOp[tuple[Any, ...]]:
+    """Return an op running ``ops`` in order on one context; its output is the tuple of their outputs."""
+    site = caller_site()
+    for i, op in enumerate(ops):
+        _as_op(op, f"argument {i} of zip()")._claim("moved into zip()", site)
+    return Zip(ops)
+
+
+def collect(ops: Iterable[DeviceOp[T]]) -> DeviceOp[list[T]]:
+    """Return an op running ``ops`` in order on one context; its output is the list of their outputs."""
+    site = caller_site()
+    taken = tuple(ops)
+    for i, op in enumerate(taken):
+        _as_op(op, f"item {i} given to collect()")._claim("moved into collect()", site)
+    return Collect(taken)
+
+
+def unzip_shared(shared: Shared[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]:
+    """Split a shared tuple-valued op into ``n`` element ops (checking the arity when it runs)."""
+    return tuple(Map(shared, _Element(i, n)) for i in range(n))
+
+
+class _Element(Generic[U]):
+    """Picks element ``index`` of an ``n``-tuple, checking that the output really has ``n`` elements."""
+
+    __slots__ = ("index", "n")
+
+    def __init__(self, index: int, n: int) -> None:
+        self.index = index
+        self.n = n
+
+    def __call__(self, out: tuple[Any, ...]) -> Any:
+        if not isinstance(out, tuple) or len(out) != self.n:
+            got = f"a {len(out)}-tuple" if isinstance(out, tuple) else type(out).__name__
+            raise OpTypeError(f".unzip({self.n})", f"an op whose output is a {self.n}-tuple", got)
+        return out[self.index]

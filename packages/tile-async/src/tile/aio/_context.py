@@ -1,0 +1,118 @@
+"""The execution-context protocol: what every op runs on, whatever the hardware.
+
+An :class:`ExecutionContext` is stream-like: work enqueued on it runs in enqueue order; :meth:`record`
+marks the current tail as a :class:`Completion`; :meth:`wait` orders later work after another context's
+completion. Two implementations exist: CUDA streams (``tile.aio._cuda``) and host streams
+(``tile.aio._host``), where work runs on the CPU in order. Ops are written against this protocol only,
+so combinators, ownership, scheduling and asyncio behave the same on both.
+
+Invariants: a completion is done only after every piece of work enqueued before it finished; errors of
+that work are raised by whoever observes the completion (``query``/``wait`` or the callback's argument).
+"""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable
+from typing import cast, final
+
+__all__ = ["HOST", "Completion", "DoneCallback", "ExecutionContext", "HostDevice", "call_back"]
+
+DoneCallback = Callable[[BaseException | None], None]
+
+
+@final
+class HostDevice:
+    """The CPU as a device: host streams run their work here. Use the singleton :data:`HOST`."""
+
+    _instance: HostDevice | None = None
+
+    def __new__(cls) -> HostDevice:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "HOST"
+
+    def __reduce__(self) -> tuple[type[HostDevice], tuple[()]]:
+        return (HostDevice, ())
+
+
+HOST = HostDevice()
+
+
+class Completion(ABC):
+    """A recorded point of an execution context; done when all work enqueued before it has finished."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def query(self) -> bool:
+        """Return True when done (without blocking); raise the work's error if it failed."""
+
+    @abstractmethod
+    def wait(self) -> None:
+        """Block until done without burning a core; raise the work's error if it failed."""
+
+    @abstractmethod
+    def add_done_callback(self, fn: DoneCallback) -> None:
+        """Call ``fn(error_or_None)`` once, when done: at once in this thread if already done, else later in
+        another thread. ``fn`` must not block and must not execute ops."""
+
+
+class ExecutionContext(ABC):
+    """A stream-like queue of work on one device (see the module docstring for the contract)."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def device(self) -> Hashable:
+        """The device the work runs on (:data:`HOST` or a ``tile.core.Device``)."""
+
+    @property
+    def capturing(self) -> bool:
+        """True while this context records work into a graph instead of running it."""
+        return False
+
+    @abstractmethod
+    def enqueue(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the host after all work enqueued before it, and before all work enqueued after it."""
+
+    @abstractmethod
+    def record(self) -> Completion:
+        """Return a completion for all work enqueued so far."""
+
+    @abstractmethod
+    def wait(self, completion: Completion) -> None:
+        """Make work enqueued from now on start only after ``completion`` is done (the caller does not block)."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Block until all enqueued work is done; raise the error of failed work."""
+
+    @abstractmethod
+    def query(self) -> bool:
+        """Return True when all enqueued work is done (without blocking); raise the error of failed work."""
+
+
+def call_back(fn: DoneCallback, error: BaseException | None) -> None:
+    """Run a done-callback; its failure must not kill the thread completing work, so it goes to the hook."""
+    try:
+        fn(error)
+    except Exception as exc:  # reported like an exception in __del__: the completing thread has no caller
+        args = _Unraisable(exc, f"a done-callback of a tile.aio completion ({fn!r})")
+        sys.unraisablehook(cast("sys.UnraisableHookArgs", args))
+
+
+class _Unraisable:
+    """The argument ``sys.unraisablehook`` expects (CPython builds it with the same attribute names)."""
+
+    def __init__(self, exc: BaseException, message: str) -> None:
+        self.exc_type = type(exc)
+        self.exc_value = exc
+        self.exc_traceback = exc.__traceback__
+        self.err_msg = message
+        self.object = None

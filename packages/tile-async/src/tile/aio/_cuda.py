@@ -1,0 +1,295 @@
+"""CUDA execution contexts: the protocol over ``tile.core`` streams and events.
+
+``tile.core`` is imported on first use, never at ``import tile.aio``, so host-only use needs no GPU stack.
+A :class:`CudaContext` wraps one ``tile.core.Stream``. Completions are blocking-sync events (a waiter
+thread sleeps in ``cuEventSynchronize`` instead of spinning). Host work enqueued on a CUDA stream is a
+``cuLaunchHostFunc`` callback; a failure in it is kept by the context and raised by the next ``query``,
+``synchronize`` or completion of that context, like the host streams do. Graph capture uses
+``cuStreamBeginCapture`` in thread-local mode, so an unsafe driver call from this thread during capture
+fails instead of silently corrupting the graph.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import sys
+from collections.abc import Callable, Hashable
+from types import ModuleType
+from typing import Any
+
+from tile.aio import _lock, _waiter
+from tile.aio._context import Completion, DoneCallback, ExecutionContext, call_back
+from tile.aio._errors import CaptureError, ContextMismatchError, OpTypeError
+from tile.bindings import check, driver
+
+__all__ = ["CudaCompletion", "CudaContext", "CudaRecorder", "device", "is_device", "new_context", "wrap_stream"]
+
+
+def core() -> ModuleType:
+    """Return ``tile.core`` (imported on first call)."""
+    import tile.core
+
+    return tile.core
+
+
+def device(ordinal: int) -> Hashable:
+    """Return ``tile.core.Device(ordinal)`` (one object per ordinal)."""
+    dev: Hashable = core().Device(ordinal)
+    return dev
+
+
+def is_device(obj: object) -> bool:
+    """True when ``obj`` is a ``tile.core.Device`` (False without importing tile.core when it is not loaded)."""
+    module = sys.modules.get("tile.core")
+    return module is not None and isinstance(obj, module.Device)
+
+
+def new_context(dev: Hashable) -> CudaContext:
+    """A context on a new non-blocking stream of ``dev``."""
+    return CudaContext(core().Stream(dev))
+
+
+_wrapped: dict[int, CudaContext] = {}
+
+
+def wrap_stream(obj: object) -> CudaContext:
+    """A context for a ``tile.core.Stream`` or anything ``tile.core.Stream.borrow`` accepts (the same context
+    object each time for the same stream object, so host-work errors are not lost between wrappers)."""
+    tc = core()
+    if isinstance(obj, tc.Stream):
+        stream = obj
+    elif isinstance(obj, int) or hasattr(obj, "__cuda_stream__"):
+        stream = tc.Stream.borrow(obj)
+    else:
+        raise OpTypeError("the stream argument", "an ExecutionContext or a CUDA stream", type(obj).__name__)
+    ctx = _wrapped.get(id(stream))
+    if ctx is None or ctx.stream is not stream:
+        ctx = _wrapped[id(stream)] = CudaContext(stream)
+    return ctx
+
+
+class CudaCompletion(Completion):
+    """A blocking-sync event recorded on a CUDA context."""
+
+    __slots__ = ("_ctx", "event")
+
+    def __init__(self, event: Any, ctx: CudaContext) -> None:
+        self.event = event
+        self._ctx = ctx
+
+    def query(self) -> bool:
+        if not self.event.query():
+            return False
+        self._ctx.raise_host_error()
+        return True
+
+    def wait(self) -> None:
+        self.event.synchronize()
+        self._ctx.raise_host_error()
+
+    def add_done_callback(self, fn: DoneCallback) -> None:
+        try:
+            done = self.query()
+        except Exception as exc:  # done, with a failure: that is the callback's argument
+            call_back(fn, exc)
+            return
+        if done:
+            call_back(fn, None)
+        else:
+            _waiter.submit(self, fn)
+
+
+class CudaContext(ExecutionContext):
+    """Execution context over one ``tile.core.Stream``.
+
+    Parameters
+    ----------
+    stream : tile.core.Stream
+        The stream; the context does not own it.
+    """
+
+    __slots__ = ("_device", "_error", "_stream")
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._device: Hashable = stream.device
+        self._error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"CudaContext(stream={self._stream.handle:#x}, device={self._device!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CudaContext) and other._stream.handle == self._stream.handle
+
+    def __hash__(self) -> int:
+        return hash(self._stream.handle)
+
+    @property
+    def stream(self) -> Any:
+        """The ``tile.core.Stream``."""
+        return self._stream
+
+    @property
+    def device(self) -> Hashable:
+        return self._device
+
+    def enqueue(self, fn: Callable[[], None]) -> None:
+        _launch_host_func(self, fn)
+
+    def record(self) -> Completion:
+        event = core().Event(self._device, timing=False, blocking_sync=True)
+        self._stream.record(event)
+        return CudaCompletion(event, self)
+
+    def wait(self, completion: Completion) -> None:
+        if isinstance(completion, CudaCompletion):
+            self._stream.wait(completion.event)
+        else:  # a host completion: hold the stream in a host callback until it is done
+            self.enqueue(completion.wait)
+
+    def synchronize(self) -> None:
+        self._stream.synchronize()
+        self.raise_host_error()
+
+    def query(self) -> bool:
+        if not self._stream.query():
+            return False
+        self.raise_host_error()
+        return True
+
+    def raise_host_error(self) -> None:
+        """Raise (and clear) the failure of host work enqueued on this context, if any."""
+        error = self._error
+        if error is not None:
+            self._error = None
+            raise error
+
+    def note_host_error(self, error: BaseException) -> None:
+        """Keep a host work failure for the next observer (the first one wins)."""
+        if self._error is None:
+            self._error = error
+
+    def has_host_error(self) -> bool:
+        """True while a host work failure waits to be reported (later host work is skipped)."""
+        return self._error is not None
+
+
+# -- host functions -------------------------------------------------------------------------------------------
+
+_HostFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_pending: dict[int, tuple[CudaContext, Callable[[], None]]] = {}
+_keys = itertools.count(1)  # user data 0 would be NULL
+
+
+def _trampoline(key: int | None) -> None:
+    """Runs on a driver thread (ctypes takes the GIL); finds the Python work by its key."""
+    ctx, fn = _pending.pop(key or 0)
+    if ctx.has_host_error():
+        return
+    previous = _lock.set_held(True)
+    try:
+        fn()
+    except Exception as exc:  # reported by the context's next query/synchronize/completion
+        ctx.note_host_error(exc)
+    finally:
+        _lock.set_held(previous)
+
+
+_c_trampoline = _HostFn(_trampoline)  # module-level: must outlive every callback the driver may still call
+
+
+def _launch_host_func(ctx: CudaContext, fn: Callable[[], None]) -> None:
+    d = driver()
+    key = next(_keys)
+    _pending[key] = (ctx, fn)
+    address = ctypes.cast(_c_trampoline, ctypes.c_void_p).value
+    try:
+        check(d.cuLaunchHostFunc(d.CUstream(ctx.stream.handle), d.CUhostFn(address), key), "cuLaunchHostFunc")
+    except BaseException:
+        del _pending[key]
+        raise
+
+
+# -- capture --------------------------------------------------------------------------------------------------
+
+
+class CudaRecorder(CudaContext):
+    """A CUDA context whose stream is being captured into a graph (thread-local capture mode)."""
+
+    __slots__ = ()
+
+    def __init__(self, target: CudaContext) -> None:
+        super().__init__(target.stream)
+        d = driver()
+        self._device.make_current()  # type: ignore[attr-defined]  # a tile.core.Device
+        mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        check(d.cuStreamBeginCapture(d.CUstream(self._stream.handle), mode), "cuStreamBeginCapture")
+
+    @property
+    def capturing(self) -> bool:
+        return True
+
+    def enqueue(self, fn: Callable[[], None]) -> None:
+        raise CaptureError("host work on a CUDA stream", "a host callback would run at every replay")
+
+    def record(self) -> Completion:
+        raise CaptureError("recording a completion", "events recorded during a capture cannot be waited on")
+
+    def wait(self, completion: Completion) -> None:
+        completion.wait()  # work from outside the capture: wait now, so every replay starts after it
+
+    def synchronize(self) -> None:
+        raise CaptureError("synchronizing", "a stream being captured cannot be synchronized")
+
+    def query(self) -> bool:
+        raise CaptureError("querying", "a stream being captured cannot be queried")
+
+    def finish(self) -> CudaGraphExec:
+        """End the capture and instantiate the graph."""
+        graph = self._end()
+        return CudaGraphExec(graph, self._device)
+
+    def abort(self) -> None:
+        """End the capture and throw the partial graph away."""
+        graph = self._end(ok=False)
+        if graph is not None:
+            check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
+
+    def _end(self, ok: bool = True) -> Any:
+        d = driver()
+        result = d.cuStreamEndCapture(d.CUstream(self._stream.handle))
+        if not ok:
+            return result[1] if result[0] == 0 and int(result[1]) != 0 else None
+        return check(result, "cuStreamEndCapture")
+
+
+class CudaGraphExec:
+    """An instantiated CUDA graph (uploaded to the device), replayed on any stream of its device."""
+
+    __slots__ = ("_device", "_exec", "_graph")
+
+    kind = "cuda"
+
+    def __init__(self, graph: Any, dev: Hashable) -> None:
+        d = driver()
+        self._graph = graph
+        self._device = dev
+        try:
+            self._exec = check(d.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        except BaseException:
+            check(d.cuGraphDestroy(graph), "cuGraphDestroy")
+            raise
+
+    def replay(self, ctx: ExecutionContext) -> None:
+        """Launch the graph on ``ctx`` (a CUDA context of the same device)."""
+        if not isinstance(ctx, CudaContext) or ctx.device != self._device:
+            raise ContextMismatchError("a CUDA graph launch", f"a CUDA stream of {self._device!r}", repr(ctx))
+        d = driver()
+        check(d.cuGraphLaunch(self._exec, d.CUstream(ctx.stream.handle)), "cuGraphLaunch")
+
+    def close(self) -> None:
+        """Destroy the executable and the graph (no launch may be pending)."""
+        d = driver()
+        check(d.cuGraphExecDestroy(self._exec), "cuGraphExecDestroy")
+        check(d.cuGraphDestroy(self._graph), "cuGraphDestroy")

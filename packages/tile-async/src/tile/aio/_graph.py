@@ -1,0 +1,260 @@
+"""Graphs: capture an op once, replay it many times.
+
+``capture(op, on)`` executes ``op`` on a recording context instead of running it: on a CUDA context the
+stream is captured into a CUDA graph (instantiated and uploaded); on a host stream the host work is
+recorded as a list of functions (a faithful emulation: replay enqueues the same functions in the same
+order, reading the same buffers). Nothing runs during capture; then/map functions run once, at capture.
+
+A graph keeps the captured op tree (its inputs, which the recorded work reads and writes) and its output
+until it is closed. ``graph.launch()`` is an op whose output is that same output. Pointers are baked in,
+so inputs change by copying into the captured buffers: ``graph.update(copy(buffer, new_data))``.
+Launches and updates of one graph are ordered among themselves even across streams (a launch on another
+stream first waits for the previous one). Refusals happen before anything is recorded where the op tree
+shows them (an allocation, a free, a ``with_context`` not marked capturable, a graph launch, a first run
+of a shared op); ops found only at capture time (returned by a ``then`` function) abort the capture. In
+both cases no graph is made and :class:`CaptureError` says which op and why.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, Protocol, TypeVar
+
+from tile.aio import _cuda, _lock
+from tile.aio._context import HOST, Completion, ExecutionContext
+from tile.aio._errors import CaptureError, ClosedError, ContextMismatchError
+from tile.aio._host import HostStream
+from tile.aio._op import DeviceOp, Site, caller_site
+
+__all__ = ["Graph", "capture", "capture_on"]
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+class _Replay(Protocol):
+    kind: str
+
+    def replay(self, ctx: ExecutionContext) -> None: ...
+    def close(self) -> None: ...
+
+
+class _HostReplay:
+    """A recorded list of host work."""
+
+    __slots__ = ("_work",)
+
+    kind = "host"
+
+    def __init__(self, work: tuple[Callable[[], None], ...]) -> None:
+        self._work = work
+
+    def replay(self, ctx: ExecutionContext) -> None:
+        for fn in self._work:
+            ctx.enqueue(fn)
+
+    def close(self) -> None:
+        self._work = ()
+
+
+class _HostRecorder(ExecutionContext):
+    """Records the host work enqueued on it instead of running it."""
+
+    __slots__ = ("_work",)
+
+    def __init__(self) -> None:
+        self._work: list[Callable[[], None]] = []
+
+    @property
+    def device(self) -> Hashable:
+        return HOST
+
+    @property
+    def capturing(self) -> bool:
+        return True
+
+    def enqueue(self, fn: Callable[[], None]) -> None:
+        self._work.append(fn)
+
+    def record(self) -> Completion:
+        raise CaptureError("recording a completion", "a completion inside a capture would never be reached")
+
+    def wait(self, completion: Completion) -> None:
+        completion.wait()  # work from outside the capture: wait now, so every replay starts after it
+
+    def synchronize(self) -> None:
+        raise CaptureError("synchronizing", "a context being captured cannot be synchronized")
+
+    def query(self) -> bool:
+        raise CaptureError("querying", "a context being captured cannot be queried")
+
+    def finish(self) -> _HostReplay:
+        return _HostReplay(tuple(self._work))
+
+    def abort(self) -> None:
+        self._work.clear()
+
+
+class Graph(Generic[T]):
+    """A captured op: :meth:`launch` replays it; :meth:`update` runs an op ordered with the launches.
+
+    Made by :func:`capture` or ``op.graph()``. Close it (or use ``with``) to free the graph and hand the
+    captured inputs back; a graph that is garbage-collected frees its driver objects.
+    """
+
+    __slots__ = ("__weakref__", "_closed", "_context", "_finalizer", "_last", "_mutex", "_op", "_output", "_replay")
+
+    def __init__(self, op: DeviceOp[T], output: T, replay: _Replay, ctx: ExecutionContext) -> None:
+        self._op: DeviceOp[T] | None = op
+        self._output = output
+        self._replay = replay
+        self._context = ctx
+        self._last: ExecutionContext | None = None
+        self._closed = False
+        self._mutex = threading.Lock()
+        self._finalizer = weakref.finalize(self, replay.close)
+
+    @property
+    def output(self) -> T:
+        """The captured op's output (the buffers the graph reads and writes)."""
+        return self._output
+
+    @property
+    def context(self) -> ExecutionContext:
+        """The context the graph was captured on."""
+        return self._context
+
+    @property
+    def kind(self) -> str:
+        """``"cuda"`` for a CUDA graph, ``"host"`` for a recorded host op list."""
+        return self._replay.kind
+
+    def launch(self) -> DeviceOp[T]:
+        """Return an op that replays the graph; its output is :attr:`output`."""
+        return _GraphLaunch(self)
+
+    def update(self, op: DeviceOp[U]) -> DeviceOp[U]:
+        """Return an op that runs ``op`` (typically a copy into a captured buffer) ordered after the previous
+        launch or update of this graph and before the next one."""
+        op._claim("moved into Graph.update()", caller_site())
+        return _GraphUpdate(self, op)
+
+    def close(self) -> None:
+        """Wait for the last launch, free the graph and release the captured op (idempotent)."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            last, self._last = self._last, None
+        try:
+            if last is not None:
+                last.record().wait()
+        finally:
+            self._finalizer()
+            op, self._op = self._op, None
+            if op is not None:
+                op._release()
+
+    def __enter__(self) -> Graph[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _enter(self, ctx: ExecutionContext) -> None:
+        """Order work on ``ctx`` after the previous launch/update of this graph on another context."""
+        with self._mutex:
+            if self._closed:
+                raise ClosedError("this graph", "capture the op again")
+            last, self._last = self._last, ctx
+        if last is not None and last != ctx:
+            ctx.wait(last.record())
+
+    def _run_replay(self, ctx: ExecutionContext) -> T:
+        self._enter(ctx)
+        self._replay.replay(ctx)
+        return self._output
+
+
+class _GraphLaunch(DeviceOp[T]):
+    __slots__ = ("_graph",)
+
+    def __init__(self, graph: Graph[T]) -> None:
+        super().__init__()
+        self._graph = graph
+
+    def _execute(self, ctx: ExecutionContext) -> T:
+        return self._graph._run_replay(ctx)
+
+    def _refusal(self, ctx: ExecutionContext) -> str | None:
+        return "a graph launch cannot be recorded into another graph"
+
+    def _drop(self) -> None:
+        del self._graph
+
+
+class _GraphUpdate(DeviceOp[U]):
+    __slots__ = ("_graph", "_inner")
+
+    def __init__(self, graph: Graph[Any], inner: DeviceOp[U]) -> None:
+        super().__init__()
+        self._graph = graph
+        self._inner = inner
+
+    def _execute(self, ctx: ExecutionContext) -> U:
+        self._graph._enter(ctx)
+        return self._inner._run_in(ctx)
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return (self._inner,)
+
+    def _drop(self) -> None:
+        del self._graph, self._inner
+
+
+def capture(op: DeviceOp[T], on: object = None) -> Graph[T]:
+    """Capture ``op`` into a graph (see the module docstring).
+
+    Parameters
+    ----------
+    op : DeviceOp
+        The op to record; it is consumed (the graph owns it until closed).
+    on : ExecutionContext or tile.core.Stream, optional
+        Where to capture; default: the default policy's next context. Replays may run on any context of
+        the same device (and kind: CUDA graphs on CUDA streams).
+
+    Raises
+    ------
+    CaptureError
+        When the op tree contains an op that cannot be captured; nothing is recorded.
+    """
+    from tile.aio import _policy
+
+    ctx = _policy.default_policy().next_context() if on is None else _policy.as_context(on)
+    return capture_on(op, ctx, caller_site())
+
+
+def capture_on(op: DeviceOp[T], ctx: ExecutionContext, site: Site) -> Graph[T]:
+    """Capture ``op`` on ``ctx`` (``site``: where the user asked, for error messages)."""
+    if not isinstance(ctx, (HostStream, _cuda.CudaContext)):
+        raise ContextMismatchError("graph capture", "a host stream or a CUDA stream", repr(ctx))
+    if (found := op._first_refusal(ctx)) is not None:
+        culprit, reason = found
+        raise CaptureError(culprit._describe(), reason)
+    _lock.acquire("capture")
+    try:
+        op._claim("captured into a graph", site)
+        recorder: _HostRecorder | _cuda.CudaRecorder
+        recorder = _HostRecorder() if isinstance(ctx, HostStream) else _cuda.CudaRecorder(ctx)
+        try:
+            output = op._run_in(recorder)
+        except BaseException:
+            recorder.abort()
+            op._release()
+            raise
+        replay: _Replay = recorder.finish()
+    finally:
+        _lock.release()
+    return Graph(op, output, replay, ctx)

@@ -1,0 +1,190 @@
+"""Host streams: the execution-context protocol with the work running on the CPU, in order.
+
+A :class:`HostStream` runs each enqueued function in enqueue order, either inline (in the enqueuing thread,
+during ``enqueue``: the default, deterministic and thread-free) or on its own worker thread
+(``worker=True``: work is asynchronous, so completions are really pending until the worker reaches them).
+This is what the CPU interpreter backend runs kernels on, and what lets every op, policy and asyncio path
+be tested without a GPU.
+
+Errors: a function that raises poisons its stream like a CUDA fault poisons a context, but only up to the
+next recorded completion: later work is skipped, and the error is handed to that completion (so the op
+whose work failed reports it from its own ``.sync()``/``await``) and cleared. Host work runs with the
+execution lock held, so it cannot start a nested blocking execution.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Hashable
+
+from tile.aio import _lock
+from tile.aio._context import HOST, Completion, DoneCallback, ExecutionContext, call_back
+from tile.aio._errors import ClosedError
+
+__all__ = ["HostCompletion", "HostStream"]
+
+
+class HostCompletion(Completion):
+    """A completion completed by the host stream that recorded it (or created done)."""
+
+    __slots__ = ("_callbacks", "_done", "_error", "_mutex")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._callbacks: list[DoneCallback] = []
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def finished(cls, error: BaseException | None = None) -> HostCompletion:
+        """Return a completion that is already done (with ``error``)."""
+        completion = cls()
+        completion.complete(error)
+        return completion
+
+    def complete(self, error: BaseException | None) -> None:
+        """Mark done with ``error`` and run the callbacks, in this thread."""
+        with self._mutex:
+            self._error = error
+            callbacks, self._callbacks = self._callbacks, []
+            self._done.set()
+        for fn in callbacks:
+            call_back(fn, error)
+
+    def query(self) -> bool:
+        if not self._done.is_set():
+            return False
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+
+    def add_done_callback(self, fn: DoneCallback) -> None:
+        with self._mutex:
+            if not self._done.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self._error)
+
+
+_DONE = HostCompletion.finished()
+_Item = Callable[[], None] | HostCompletion | None  # None stops the worker
+
+
+class HostStream(ExecutionContext):
+    """An in-order queue of host work on :data:`~tile.aio.HOST`.
+
+    Parameters
+    ----------
+    worker : bool
+        False (default): work runs inside :meth:`enqueue`, in the calling thread. True: work runs on a
+        daemon worker thread of this stream, started on first use; call :meth:`close` to stop it.
+    name : str, optional
+        Shown in ``repr`` and as the worker thread's name.
+    """
+
+    __slots__ = ("_closed", "_error", "_mutex", "_name", "_pending", "_queue", "_thread", "_worker")
+
+    def __init__(self, *, worker: bool = False, name: str | None = None) -> None:
+        self._worker = worker
+        self._name = name or f"host-stream-{id(self):x}"
+        self._mutex = threading.RLock()
+        self._error: BaseException | None = None
+        self._pending = 0
+        self._closed = False
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"HostStream({self._name!r}, {'worker' if self._worker else 'inline'})"
+
+    @property
+    def device(self) -> Hashable:
+        return HOST
+
+    @property
+    def is_worker(self) -> bool:
+        """True when work runs on this stream's own thread."""
+        return self._worker
+
+    def enqueue(self, fn: Callable[[], None]) -> None:
+        if not self._worker:
+            with self._mutex:
+                self._run(fn)
+            return
+        self._submit(fn)
+
+    def record(self) -> Completion:
+        if not self._worker:
+            with self._mutex:
+                error, self._error = self._error, None
+            return _DONE if error is None else HostCompletion.finished(error)
+        completion = HostCompletion()
+        self._submit(completion)
+        return completion
+
+    def wait(self, completion: Completion) -> None:
+        if completion is _DONE:
+            return
+        self.enqueue(completion.wait)
+
+    def synchronize(self) -> None:
+        self.record().wait()
+
+    def query(self) -> bool:
+        with self._mutex:
+            if self._pending:
+                return False
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return True
+
+    def close(self) -> None:
+        """Finish the queued work and stop the worker thread (a no-op for inline streams)."""
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        """Run one piece of work (mutex held inline; on the worker thread otherwise)."""
+        if self._error is not None:
+            return
+        previous = _lock.set_held(True)
+        try:
+            fn()
+        except Exception as exc:  # the failure belongs to the op that enqueued it: kept, reported later
+            self._error = exc
+        finally:
+            _lock.set_held(previous)
+
+    def _submit(self, item: _Item) -> None:
+        with self._mutex:
+            if self._closed:
+                raise ClosedError(repr(self), "make a new HostStream")
+            self._pending += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._thread.start()
+        self._queue.put(item)
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, HostCompletion):
+                with self._mutex:
+                    error, self._error = self._error, None
+                item.complete(error)
+            else:
+                self._run(item)
+            with self._mutex:
+                self._pending -= 1

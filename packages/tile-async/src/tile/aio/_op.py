@@ -1,0 +1,222 @@
+"""``DeviceOp``: a lazy description of device work that produces an output.
+
+Building an op enqueues nothing. Executing it (``.sync()``, ``.sync_on(stream)``, ``await op``,
+``.schedule(policy)``, ``.graph()``) enqueues its work on one execution context and hands its output back
+only once that work is done.
+
+Invariants:
+- An op executes at most once. Combining an op into another (``then``, ``map``, ``zip``...) moves it: using
+  or executing it again raises :class:`OpConsumedError` naming where it went. ``.shared()`` is the way to
+  use one result several times.
+- An op owns its inputs (and the ops it was built from) until its work has completed; only then does it
+  drop them and hand the output back. If the caller goes away first (a cancelled ``await``), the inputs
+  are dropped when the work completes, never before.
+- Functions given to ``then``/``map`` run on the host while the op is being enqueued, before the device
+  work is done: they may restructure and pass on the values they receive (handles), never read them.
+- Executing is guarded by the thread's execution lock: a ``.sync()`` inside such a function raises
+  :class:`ExecutionLockError` instead of deadlocking.
+
+Subclasses implement ``_execute(ctx)`` (enqueue the work, return the output), and when they hold other ops
+or inputs, ``_children()`` and ``_drop()``; ``_refusal(ctx)`` says why an op cannot be captured.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+
+from tile.aio import _run
+from tile.aio._context import ExecutionContext
+from tile.aio._errors import CaptureError, OpConsumedError
+
+if TYPE_CHECKING:
+    from tile.aio._graph import Graph
+    from tile.aio._policy import SchedulingPolicy
+
+__all__ = ["DeviceOp", "Scheduled", "caller_site"]
+
+T_co = TypeVar("T_co", covariant=True)
+T = TypeVar("T")
+U = TypeVar("U")
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+D = TypeVar("D")
+
+Site = tuple[str, int]
+
+
+def caller_site() -> Site:
+    """Return (file, line) of the code that called the public function calling this helper."""
+    frame = sys._getframe(2)
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+class DeviceOp(Generic[T_co]):
+    """Lazy device work with an output of type ``T_co``; see the module docstring for the rules."""
+
+    __slots__ = ("_fate",)
+
+    def __init__(self) -> None:
+        self._fate: tuple[str, Site] | None = None
+
+    # -- implemented by subclasses ------------------------------------------------------------------------
+
+    def _execute(self, ctx: ExecutionContext) -> T_co:
+        """Enqueue this op's work on ``ctx`` and return its output (valid once the work completes)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _execute")
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        """The ops this op was built from (known before execution)."""
+        return ()
+
+    def _drop(self) -> None:
+        """Drop references to inputs and children: called once the work has completed."""
+
+    def _refusal(self, ctx: ExecutionContext) -> str | None:
+        """Why this op alone cannot be recorded into a graph on ``ctx``, or None when it can."""
+        return None
+
+    def _describe(self) -> str:
+        return f"the {type(self).__name__} op"
+
+    # -- framework ----------------------------------------------------------------------------------------
+
+    def _run_in(self, ctx: ExecutionContext) -> T_co:
+        """Execute as part of an op tree on ``ctx`` (refusing non-capturable work during a capture)."""
+        if ctx.capturing and (reason := self._refusal(ctx)) is not None:
+            raise CaptureError(self._describe(), reason)
+        return self._execute(ctx)
+
+    def _claim(self, verb: str, site: Site) -> None:
+        """Take this op for one use (``verb`` at ``site``); raise OpConsumedError if it was taken before."""
+        if self._fate is not None:
+            verb_before, (file, line) = self._fate
+            raise OpConsumedError(self._describe(), f"{verb_before} at {file}:{line}")
+        self._fate = (verb, site)
+
+    def _release(self) -> None:
+        """Hand everything back: drop children (recursively) and inputs. The work must be complete."""
+        for child in self._children():
+            child._release()
+        self._drop()
+
+    def _first_refusal(self, ctx: ExecutionContext) -> tuple[DeviceOp[Any], str] | None:
+        """The first op of this tree (as far as it is known before execution) that cannot be captured."""
+        if (reason := self._refusal(ctx)) is not None:
+            return self, reason
+        for child in self._children():
+            if (found := child._first_refusal(ctx)) is not None:
+                return found
+        return None
+
+    @property
+    def consumed(self) -> bool:
+        """True once this op was executed or moved into another op."""
+        return self._fate is not None
+
+    def __repr__(self) -> str:
+        state = "fresh" if self._fate is None else self._fate[0]
+        return f"<{type(self).__name__} op, {state}>"
+
+    # -- combinators --------------------------------------------------------------------------------------
+
+    def then(self, fn: Callable[[T_co], DeviceOp[U]]) -> DeviceOp[U]:
+        """Run ``fn(output)`` on the host after enqueuing this op, and the op it returns after it, in order,
+        on the same context; the result is that op's output.
+
+        Parameters
+        ----------
+        fn : callable
+            Receives this op's output (handles: pass them on, do not read them) and returns a DeviceOp.
+        """
+        site = caller_site()
+        self._claim("moved into .then()", site)
+        return _combinators.Then(self, fn, site)
+
+    def map(self, fn: Callable[[T_co], U]) -> DeviceOp[U]:
+        """Transform the output with ``fn`` on the host, at execution time (no device work of its own).
+
+        An exception raised by ``fn`` propagates from the execution, after the work already enqueued has
+        completed and the inputs were released.
+        """
+        self._claim("moved into .map()", caller_site())
+        return _combinators.Map(self, fn)
+
+    def shared(self) -> _combinators.Shared[T_co]:
+        """Return an op that runs this one once and gives its output to every use (any number of them)."""
+        self._claim("moved into .shared()", caller_site())
+        return _combinators.Shared(self)
+
+    @overload
+    def unzip(self: DeviceOp[tuple[A, B]], n: Literal[2]) -> tuple[DeviceOp[A], DeviceOp[B]]: ...
+    @overload
+    def unzip(self: DeviceOp[tuple[A, B, C]], n: Literal[3]) -> tuple[DeviceOp[A], DeviceOp[B], DeviceOp[C]]: ...
+    @overload
+    def unzip(
+        self: DeviceOp[tuple[A, B, C, D]], n: Literal[4]
+    ) -> tuple[DeviceOp[A], DeviceOp[B], DeviceOp[C], DeviceOp[D]]: ...
+    @overload
+    def unzip(self: DeviceOp[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]: ...
+    def unzip(self: DeviceOp[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]:
+        """Split an op whose output is an ``n``-tuple into ``n`` ops, one per element (the work runs once,
+        when the first of them executes)."""
+        self._claim("moved into .unzip()", caller_site())
+        return _combinators.unzip_shared(_combinators.Shared(self), n)
+
+    # -- execution ----------------------------------------------------------------------------------------
+
+    def sync(self) -> T_co:
+        """Execute on the default device's policy, block until the work is done, and return the output."""
+        return _run.run_sync(self, _policy.default_policy().next_context(), ".sync()", caller_site())
+
+    def sync_on(self, stream: object) -> T_co:
+        """Execute on ``stream`` (an ExecutionContext or a ``tile.core.Stream``), block, return the output."""
+        return _run.run_sync(self, _policy.as_context(stream), ".sync_on()", caller_site())
+
+    def __await__(self) -> Generator[Any, None, T_co]:
+        """``await op``: execute on the default policy; resolve when the work is done, without blocking the
+        event loop (a short bounded poll, then a waiter thread or host callback wakes the loop)."""
+        ctx = _policy.default_policy().next_context()
+        return _run.run_async(self, ctx, "await", caller_site()).__await__()
+
+    def schedule(self, policy: SchedulingPolicy) -> Scheduled[T_co]:
+        """Bind this op to ``policy``: the result runs with ``.sync()`` or ``await`` on the policy's next
+        context (choose the device with ``tile.aio.default_policy(device)``)."""
+        return Scheduled(self, policy)
+
+    def graph(self, on: object = None) -> Graph[T_co]:
+        """Capture this op into a graph on ``on`` (a context or stream; default: the default policy's next).
+
+        See :func:`tile.aio.capture`.
+        """
+        ctx = _policy.default_policy().next_context() if on is None else _policy.as_context(on)
+        return _graph.capture_on(self, ctx, caller_site())
+
+
+class Scheduled(Generic[T]):
+    """An op bound to a scheduling policy: execute it with ``.sync()`` or ``await``."""
+
+    __slots__ = ("_op", "_policy")
+
+    def __init__(self, op: DeviceOp[T], policy: SchedulingPolicy) -> None:
+        self._op = op
+        self._policy = policy
+
+    @property
+    def policy(self) -> SchedulingPolicy:
+        """The policy that picks the context."""
+        return self._policy
+
+    def sync(self) -> T:
+        """Execute on the policy's next context, block until done, return the output."""
+        return _run.run_sync(self._op, self._policy.next_context(), ".schedule().sync()", caller_site())
+
+    def __await__(self) -> Generator[Any, None, T]:
+        ctx = self._policy.next_context()
+        return _run.run_async(self._op, ctx, "await .schedule()", caller_site()).__await__()
+
+
+# These modules subclass DeviceOp or call back into it, so they load after it is defined.
+from tile.aio import _combinators, _graph, _policy  # noqa: E402
