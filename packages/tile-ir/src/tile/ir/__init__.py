@@ -54,6 +54,13 @@ Builder
 ...     with br.else_(): b.yield_([c])
 >>> b.return_()
 
+Bytecode and verification
+-------------------------
+``write_bytecode(module, "13.3") -> bytes`` (exact layout of that version, deterministic);
+``read_bytecode(data) -> Module`` (raises `BytecodeError(offset, reason)` on malformed input; read then
+written at the same version reproduces the input bytes); ``read_version(data)``;
+``verify(module, version)`` raises `VerifyError` listing every problem; ``verify_problems`` returns them.
+
 Multi-result / structural ops have explicit methods: `Builder.load_view_tko` (→ tile, token),
 ``get_tile_block_id``, ``load_ptr_tko``, ``atomic_rmw_tko``, ``atomic_cas_tko``, ``print_tko``, ``assert_``,
 ``return_``/``yield_``/``continue_``/``break_``, ``for_``, ``loop``, ``if_``, ``reduce``, ``scan``; anything
@@ -105,6 +112,7 @@ from tile.ir._location import (
     FileLoc,
     Location,
 )
+from tile.ir._reader import read_bytecode, read_version
 from tile.ir._types import (
     DYNAMIC,
     ElementType,
@@ -112,6 +120,7 @@ from tile.ir._types import (
     GatherScatterViewType,
     Padding,
     PartitionViewType,
+    PointerAttr,
     PointerType,
     ScalarType,
     StridedViewType,
@@ -140,7 +149,9 @@ from tile.ir._types import (
     tile,
     token,
 )
+from tile.ir._verifier import verify, verify_problems
 from tile.ir._version import LATEST, SUPPORTED_VERSIONS, V13_1, V13_2, V13_3, V13_4, V13_5, Version
+from tile.ir._writer import write_bytecode
 
 __all__ = [
     "DYNAMIC",
@@ -192,6 +203,7 @@ __all__ = [
     "OptimizationHints",
     "Padding",
     "PartitionViewType",
+    "PointerAttr",
     "PointerType",
     "Region",
     "RegionOp",
@@ -229,8 +241,13 @@ __all__ = [
     "i64",
     "ops",
     "ptr",
+    "read_bytecode",
+    "read_version",
     "scalar",
     "tf32",
     "tile",
     "token",
+    "verify",
+    "verify_problems",
+    "write_bytecode",
 ]

@@ -79,6 +79,7 @@ class BuilderBase:
         opdef = lookup(name)
         flat, segments = _flatten(opdef, operands)
         values = _attributes(opdef, attrs or {})
+        _fill_inbounds(opdef, values, segments)
         if result_types is None:
             rule = opdef.infer if not opdef.variadic_results else "explicit"
             result_types = infer_results(name, rule, [v.type for v in flat], values)
@@ -109,7 +110,7 @@ class BuilderBase:
             raise IRTypeError(f"'{opdef.name}' has {len(op.results)} results; use b.call('{opdef.name}', ...)")
         return op.results[0]
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Operation:
+    def call(self, name: str, /, *args: Any, **kwargs: Any) -> Operation:
         """Build op `name` with positional operand groups and keyword attributes; returns the `Operation`."""
         opdef = lookup(name)
         result_type = kwargs.pop("result_type", None)
@@ -170,3 +171,9 @@ def _attributes(opdef: OpDef, given: Mapping[str, Any]) -> dict[str, object]:
             continue
         out[spec.name] = normalize_attr(spec, value)
     return out
+
+
+def _fill_inbounds(opdef: OpDef, values: dict[str, object], segments: Sequence[int]) -> None:
+    """Give ``inbounds`` one flag per index (NVIDIA's verifier requires it); empty means all false."""
+    if values.get("inbounds") == ():
+        values["inbounds"] = (False,) * segments[opdef.operand_index("index")]

@@ -53,6 +53,8 @@ class BodyReader:
         for spec in opdef.attrs:
             self._attr(r, opdef, spec, flags=flags, out=attrs, results=result_types)
         operands, segments = self._operands(r, opdef, flags)
+        if attrs.get("inbounds") == ():
+            attrs["inbounds"] = (False,) * segments[opdef.operand_index("index")]
         op = Operation(
             opdef.name, operands, result_types, attributes=attrs, num_regions=opdef.regions, segments=segments, loc=loc
         )

@@ -31,6 +31,7 @@ from tile.ir._types import (
     GatherScatterViewType,
     Padding,
     PartitionViewType,
+    PointerAttr,
     PointerType,
     ScalarType,
     StridedViewType,
@@ -145,7 +146,17 @@ class ReadTables:
     def _pointer(self, r: ByteReader) -> Type:
         flags = r.varint("pointer flags") if self.version >= V13_4 else 0
         pointee = self._scalar_ref(r, "pointee type")
-        return PointerType(pointee, r.byte("ptr attribute") if flags & 1 else None)
+        return PointerType(pointee, self._ptr_attr(r, flags))
+
+    @staticmethod
+    def _ptr_attr(r: ByteReader, flags: int) -> PointerAttr | None:
+        if not flags & 1:
+            return None
+        start = r.pos
+        value = r.byte("ptr attribute")
+        if value not in PointerAttr._value2member_map_:
+            raise r.fail(f"invalid integer value for enum type: {value} (pointer attribute)", start)
+        return PointerAttr(value)
 
     def _tile(self, r: ByteReader) -> Type:
         start = r.pos
@@ -164,7 +175,7 @@ class ReadTables:
         strides = tuple(None if s == INT64_MIN else s for s in r.int_list(8, "tensor_view strides"))
         if len(shape) != len(strides):
             raise r.fail(f"tensor_view has {len(shape)} dims but {len(strides)} strides")
-        return TensorViewType(elem, shape, strides, r.byte("ptr attribute") if flags & 1 else None)
+        return TensorViewType(elem, shape, strides, self._ptr_attr(r, flags))
 
     def _tv_ref(self, r: ByteReader) -> TensorViewType:
         start = r.pos

@@ -21,6 +21,7 @@ __all__ = [
     "GatherScatterViewType",
     "Padding",
     "PartitionViewType",
+    "PointerAttr",
     "PointerType",
     "ScalarType",
     "StridedViewType",
@@ -52,6 +53,17 @@ __all__ = [
 
 DYNAMIC = None
 """Marker for a dynamic tensor_view extent (``?``)."""
+
+
+class PointerAttr(IntEnum):
+    """Address kind of a pointer or tensor_view (13.4+): multimem ops need MULTICAST."""
+
+    NONE = 0
+    UNICAST = 1
+    MULTICAST = 2
+
+    def __str__(self) -> str:
+        return self.name.lower()
 
 
 class Padding(IntEnum):
@@ -125,7 +137,7 @@ SCALARS: tuple[ScalarType, ...] = (
 
 @dataclass(frozen=True)
 class PointerType:
-    """``ptr<T>``: a global-memory pointer to elements of `pointee`; `ptr_attr` (13.4+) is an opaque byte."""
+    """``ptr<T>``: a global-memory pointer to elements of `pointee`; `ptr_attr` (13.4+): a `PointerAttr` code."""
 
     pointee: ScalarType
     ptr_attr: int | None = None

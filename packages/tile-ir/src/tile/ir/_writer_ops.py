@@ -125,7 +125,9 @@ class BodyWriter:
         elif kind is AttrKind.I32_LIST:
             out.int_list(value, 4)  # type: ignore[arg-type]  # normalized to tuple[int, ...]
         elif kind is AttrKind.BOOL_LIST:
-            out.bool_list(value)  # type: ignore[arg-type]  # normalized to tuple[bool, ...]
+            assert isinstance(value, tuple)
+            index_count = op.segments[lookup(op.name).operand_index("index")]
+            out.bool_list(value or (False,) * index_count)
         elif kind is AttrKind.DENSE:
             assert isinstance(value, DenseElementsAttr)
             out.varint(t.constant(value.data))

@@ -1,0 +1,207 @@
+"""The verifier: structure, dominance, version availability, attributes, hints and per-op typing.
+
+`verify(module, version)` raises `VerifyError` listing every problem found (each prefixed with where it
+is: ``@kernel/op 3 'addf'``). It checks: each op exists in the catalog and in `version`; operand groups
+match the catalog; attributes are known, present when required, of the right kind, and expressible in
+`version`; types exist in `version`; every operand is defined before use in the same or an enclosing block
+(values of a region never leak out); blocks end in the right terminator and only there; region arguments
+and terminator operands agree with the op's types; hint names and values are valid; memory orderings are
+allowed for the op; and the per-op typing rules of `_verify_types`.
+"""
+
+from __future__ import annotations
+
+from tile.ir._attrs import OptimizationHints
+from tile.ir._enums import MemoryOrdering
+from tile.ir._errors import VerifyError
+from tile.ir._ir import Block, Function, Module, Operation, Value
+from tile.ir._types import FunctionType, Type, type_since
+from tile.ir._verify_hints import hint_problems
+from tile.ir._verify_regions import region_problems
+from tile.ir._verify_types import type_problems
+from tile.ir._version import LATEST, Version
+from tile.ir.ops import CATALOG, AttrKind, OpDef, OperandKind
+
+__all__ = ["verify", "verify_problems"]
+
+_HINT_KIND = {"load_view_tko": "view", "store_view_tko": "view", "load_ptr_tko": "pointer", "store_ptr_tko": "pointer"}
+_LOADS = {MemoryOrdering.WEAK, MemoryOrdering.RELAXED, MemoryOrdering.ACQUIRE}
+_STORES = {MemoryOrdering.WEAK, MemoryOrdering.RELAXED, MemoryOrdering.RELEASE}
+_ATOMICS = {MemoryOrdering.RELAXED, MemoryOrdering.ACQUIRE, MemoryOrdering.RELEASE, MemoryOrdering.ACQ_REL}
+_ORDERINGS = {"load_view_tko": _LOADS, "load_ptr_tko": _LOADS, "store_view_tko": _STORES, "store_ptr_tko": _STORES}
+_ORDERINGS |= {"atomic_rmw_tko": _ATOMICS, "atomic_cas_tko": _ATOMICS}
+_MAX_REPORTED = 20
+
+
+def verify(module: Module, version: Version | str = LATEST) -> None:
+    """Raise `VerifyError` unless `module` is valid Tile IR for bytecode `version`."""
+    problems = verify_problems(module, version)
+    if problems:
+        shown = problems[:_MAX_REPORTED]
+        more = f"\n  ... and {len(problems) - len(shown)} more" if len(problems) > len(shown) else ""
+        raise VerifyError(f"{len(problems)} problem(s):\n  " + "\n  ".join(shown) + more)
+
+
+def verify_problems(module: Module, version: Version | str = LATEST) -> list[str]:
+    """Return every problem of `module` for bytecode `version` (empty when valid)."""
+    checker = _Checker(Version.parse(version))
+    names: set[str] = set()
+    for fn in module.functions:
+        if not fn.name or fn.name in names:
+            checker.problems.append(f"@{fn.name}: function names must be unique and non-empty")
+        names.add(fn.name)
+        checker.function(fn)
+    return checker.problems
+
+
+class _Checker:
+    def __init__(self, version: Version) -> None:
+        self.version = version
+        self.problems: list[str] = []
+        self.visible: set[Value] = set()
+        self.where = ""
+
+    def report(self, message: str) -> None:
+        self.problems.append(f"{self.where}: {message}")
+
+    def function(self, fn: Function) -> None:
+        self.where = f"@{fn.name}"
+        if not isinstance(fn.type, FunctionType) or fn.type.results:
+            self.report("an entry's signature must be a function type without results")
+        elif [a.type for a in fn.body.args] != list(fn.type.inputs):
+            self.report("the body block arguments must match the signature's parameter types")
+        self.type_version(fn.type)
+        if fn.hints is not None:
+            self.hints(fn.hints, "entry")
+        self.visible = set(fn.body.args)
+        self.block(fn.body, ("return",), f"@{fn.name}")
+
+    def type_version(self, t: Type) -> None:
+        since = type_since(t)
+        if since > self.version:
+            self.report(f"type {t} needs bytecode {since}+")
+
+    def hints(self, hints: object, kind: str) -> None:
+        if not isinstance(hints, OptimizationHints):
+            self.report("optimization_hints must be OptimizationHints")
+            return
+        for problem in hint_problems(hints, kind, self.version):
+            self.report(problem)
+
+    def block(self, block: Block, terminators: tuple[str, ...], path: str) -> None:
+        added = [a for a in block.args if a not in self.visible]
+        self.visible.update(added)
+        if not block.ops or block.ops[-1].name not in terminators:
+            last = block.ops[-1].name if block.ops else "nothing"
+            self.where = path
+            self.report(f"block must end with {' or '.join(terminators)}, but ends with {last}")
+        for index, op in enumerate(block.ops):
+            self.where = f"{path}/op {index} '{op.name}'"
+            self.op(op, is_last=index == len(block.ops) - 1, path=self.where)
+            added += op.results
+            self.visible.update(op.results)
+        self.visible.difference_update(added)
+
+    def op(self, op: Operation, *, is_last: bool, path: str) -> None:
+        opdef = CATALOG.get(op.name)
+        if opdef is None:
+            self.report(f"unknown op '{op.name}'")
+            return
+        if opdef.terminator and not is_last:
+            self.report("a terminator must be the last op of its block")
+        if opdef.since > self.version:
+            self.report(f"op '{op.name}' needs bytecode {opdef.since}+ (target {self.version})")
+        self.operands(op, opdef)
+        self.attributes(op, opdef)
+        for v in op.results:
+            self.type_version(v.type)
+        if not opdef.variadic_results and len(op.results) != len(opdef.results_at(self.version)):
+            self.report(
+                f"has {len(op.results)} results; bytecode {self.version} defines {len(opdef.results_at(self.version))}"
+            )
+        for problem in type_problems(op) if not self.problems_in_shape(op, opdef) else []:
+            self.report(problem)
+        for problem in region_problems(op):
+            self.report(problem)
+        self.regions(op, opdef, path)
+
+    def problems_in_shape(self, op: Operation, opdef: OpDef) -> bool:
+        expected = len(opdef.results_at(self.version))
+        return len(op.segments) != len(opdef.operands) or (
+            not opdef.variadic_results and len(op.results) > expected + 1
+        )
+
+    def operands(self, op: Operation, opdef: OpDef) -> None:
+        for v in op.operands:
+            if v not in self.visible:
+                self.report(f"operand {v!r} is not defined before this use (or is out of scope)")
+        if len(op.segments) != len(opdef.operands) or sum(op.segments) != len(op.operands):
+            self.report(f"operand segments {op.segments} do not match the groups {[g.name for g in opdef.operands]}")
+            return
+        for spec, n in zip(opdef.operands, op.segments, strict=True):
+            if spec.kind is OperandKind.SINGLE and n != 1:
+                self.report(f"operand '{spec.name}' takes one value, got {n}")
+            if spec.kind is OperandKind.OPTIONAL and n > 1:
+                self.report(f"operand '{spec.name}' takes at most one value, got {n}")
+
+    def attributes(self, op: Operation, opdef: OpDef) -> None:
+        known = {a.name: a for a in opdef.attrs}
+        for name in op.attributes:
+            if name not in known:
+                self.report(f"unknown attribute '{name}'")
+        for spec in opdef.attrs:
+            value = op.attributes.get(spec.name)
+            if value is None:
+                if not spec.optional and spec.kind is not AttrKind.UNIT and spec.since <= self.version:
+                    self.report(f"missing attribute '{spec.name}'")
+                continue
+            if spec.enum is not None and not isinstance(value, spec.enum):
+                self.report(f"attribute '{spec.name}' must be a {spec.enum.__name__}, got {value!r}")
+            all_false = isinstance(value, tuple) and not any(value)
+            if spec.since > self.version and value not in (spec.default, False) and not all_false:
+                self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
+        if "optimization_hints" in op.attributes:
+            self.hints(op.attributes["optimization_hints"], _HINT_KIND.get(op.name, "view"))
+        self.ordering(op)
+
+    def ordering(self, op: Operation) -> None:
+        allowed = _ORDERINGS.get(op.name)
+        ordering = op.attributes.get("memory_ordering_semantics")
+        if allowed is not None and ordering not in allowed:
+            self.report(f"memory ordering {ordering} is not allowed here; use one of {', '.join(map(str, allowed))}")
+        if ordering not in (None, MemoryOrdering.WEAK) and op.attributes.get("memory_scope") is None:
+            self.report(f"memory ordering {ordering} needs a memory_scope")
+        if ordering is MemoryOrdering.WEAK and op.attributes.get("memory_scope") is not None:
+            self.report("a weak access takes no memory_scope")
+
+    def regions(self, op: Operation, opdef: OpDef, path: str) -> None:
+        if len(op.regions) != opdef.regions:
+            self.report(f"must have {opdef.regions} regions, has {len(op.regions)}")
+            return
+        for r_index, region in enumerate(op.regions):
+            optional_else = op.name == "if" and r_index == 1 and not op.results
+            if len(region.blocks) != 1 and not (optional_else and not region.blocks):
+                self.report(f"region {r_index} must have exactly one block, has {len(region.blocks)}")
+            for block in region.blocks:
+                self.block(block, _terminators(op), f"{path}/region {r_index}")
+        self.where = path
+
+
+def _terminators(op: Operation) -> tuple[str, ...]:
+    if op.name == "for":
+        return ("continue",)
+    if op.name == "loop":
+        return ("continue", "break")
+    if op.name == "if" and _inside_loop(op):
+        return ("yield", "continue", "break")
+    return ("yield",)
+
+
+def _inside_loop(op: Operation) -> bool:
+    block = op.parent
+    while block is not None and block.parent is not None and block.parent.parent is not None:
+        owner = block.parent.parent
+        if owner.name in ("for", "loop"):
+            return True
+        block = owner.parent
+    return False

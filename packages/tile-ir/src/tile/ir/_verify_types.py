@@ -1,0 +1,200 @@
+"""Per-op typing rules of the verifier: one small check per op kind, looked up by op name.
+
+Each rule returns a list of problems (empty when the op is well typed). Rules only read the op; structure,
+dominance and version availability are checked in `_verifier`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tile.ir._ir import Operation
+from tile.ir._types import PartitionViewType, PointerType, ScalarType, TileType, TokenType, Type, i1
+
+__all__ = ["type_problems"]
+
+_FLOAT_SAME = "addf subf mulf divf fma maxf minf remf negf absf ceil floor cos cosh sin sinh tan log log2 exp exp2"
+_FLOAT_SAME += " rsqrt sqrt tanh pow atan2"
+_INT_SAME = "addi subi muli shli divi remi maxi mini shri andi ori xori mulhii absi negi"
+
+
+def _elem(t: Type) -> ScalarType | PointerType | None:
+    return t.element if isinstance(t, TileType) else None
+
+
+def _kind_problem(t: Type, kind: str) -> list[str]:
+    elem = _elem(t)
+    if not isinstance(elem, ScalarType) or (elem.is_float if kind == "int" else elem.is_int):
+        return [f"expects {kind} tiles, got {t}"]
+    return []
+
+
+def _same_all(kind: str) -> Callable[[Operation], list[str]]:
+    def rule(op: Operation) -> list[str]:
+        types = [v.type for v in op.operands] + [v.type for v in op.results]
+        if any(t != types[0] for t in types):
+            return [f"all operands and the result must have the same type, got {', '.join(map(str, types))}"]
+        return _kind_problem(types[0], kind)
+
+    return rule
+
+
+def _compare(kind: str) -> Callable[[Operation], list[str]]:
+    def rule(op: Operation) -> list[str]:
+        lhs, rhs = (v.type for v in op.operands)
+        res = op.results[0].type
+        if lhs != rhs or not isinstance(lhs, TileType):
+            return [f"operands must be tiles of one type, got {lhs} and {rhs}"]
+        problems = _kind_problem(lhs, kind)
+        if res != lhs.with_element(i1):
+            problems.append(f"result must be {lhs.with_element(i1)}, got {res}")
+        return problems
+
+    return rule
+
+
+def _select(op: Operation) -> list[str]:
+    cond, yes, no = (v.type for v in op.operands)
+    res = op.results[0].type
+    if yes != res or no != res or not isinstance(res, TileType):
+        return [f"both values and the result must have one tile type, got {yes}, {no} -> {res}"]
+    if cond != res.with_element(i1):
+        return [f"condition must be {res.with_element(i1)}, got {cond}"]
+    return []
+
+
+def _convert(src_float: bool | None, dst_float: bool | None) -> Callable[[Operation], list[str]]:
+    def rule(op: Operation) -> list[str]:
+        src, dst = op.operands[0].type, op.results[0].type
+        if not isinstance(src, TileType) or not isinstance(dst, TileType) or src.shape != dst.shape:
+            return [f"conversion keeps the tile shape: {src} -> {dst}"]
+        for t, want in ((src.element, src_float), (dst.element, dst_float)):
+            if want is not None and (not isinstance(t, ScalarType) or t.is_float != want):
+                return [f"conversion {src} -> {dst} needs {'float' if want else 'integer'} element types"]
+        return []
+
+    return rule
+
+
+def _fpowi(op: Operation) -> list[str]:
+    base, exp = (v.type for v in op.operands)
+    if base != op.results[0].type or not isinstance(exp, TileType) or not isinstance(base, TileType):
+        return ["fpowi: result must have the base's type and the exponent must be a tile"]
+    return [] if exp.shape == base.shape else [f"fpowi: exponent shape {exp.shape} differs from {base.shape}"]
+
+
+def _broadcast(op: Operation) -> list[str]:
+    src, dst = op.operands[0].type, op.results[0].type
+    if not isinstance(src, TileType) or not isinstance(dst, TileType) or src.element != dst.element:
+        return [f"broadcast keeps the element type: {src} -> {dst}"]
+    if src.rank != dst.rank or any(s not in (1, d) for s, d in zip(src.shape, dst.shape, strict=True)):
+        return [f"broadcast only stretches size-1 dims of the same rank: {src} -> {dst}"]
+    return []
+
+
+def _count(t: TileType) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    return n
+
+
+def _reshape(op: Operation) -> list[str]:
+    src, dst = op.operands[0].type, op.results[0].type
+    if not isinstance(src, TileType) or not isinstance(dst, TileType) or src.element != dst.element:
+        return [f"reshape keeps the element type: {src} -> {dst}"]
+    return [] if _count(src) == _count(dst) else [f"reshape keeps the element count: {src} -> {dst}"]
+
+
+def _permute(op: Operation) -> list[str]:
+    src, dst = op.operands[0].type, op.results[0].type
+    perm = op.attributes.get("permutation", ())
+    if not isinstance(src, TileType) or not isinstance(dst, TileType) or not isinstance(perm, tuple):
+        return ["permute needs tile operand and result"]
+    if sorted(perm) != list(range(src.rank)):
+        return [f"permutation {list(perm)} is not a permutation of {src.rank} dims"]
+    want = src.with_shape(tuple(src.shape[p] for p in perm))
+    return [] if dst == want else [f"permute result must be {want}, got {dst}"]
+
+
+def _mma(op: Operation) -> list[str]:
+    a, b, acc = (v.type for v in op.operands[:3])
+    res = op.results[0].type
+    if not all(isinstance(t, TileType) for t in (a, b, acc)) or res != acc:
+        return [f"mma result must have the accumulator's type, got {res} for acc {acc}"]
+    assert isinstance(a, TileType)
+    assert isinstance(b, TileType)
+    assert isinstance(acc, TileType)
+    if a.rank not in (2, 3) or a.rank != b.rank or a.rank != acc.rank:
+        return ["mma operands must all be 2-D (MxK, KxN, MxN) or all 3-D (batched)"]
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
+    if k != k2 or acc.shape[-2:] != (m, n) or a.shape[:-2] != b.shape[:-2] or acc.shape[:-2] != a.shape[:-2]:
+        return [f"mma shapes do not chain: {a} x {b} -> {acc}"]
+    return []
+
+
+def _constant(op: Operation) -> list[str]:
+    value = op.attributes.get("value")
+    res = op.results[0].type
+    if getattr(value, "type", None) != res:
+        return [f"constant value type {getattr(value, 'type', None)} differs from result type {res}"]
+    return []
+
+
+def _same_as_operand(op: Operation) -> list[str]:
+    got, want = op.results[0].type, op.operands[0].type
+    return [] if got == want else [f"result type {got} must equal operand type {want}"]
+
+
+def _tokens(op: Operation) -> list[str]:
+    bad = [v for v in op.operands if not isinstance(v.type, TokenType)]
+    return [f"expects token operands, got {bad[0].type}"] if bad else []
+
+
+def _view_access(op: Operation) -> list[str]:
+    view = op.operand_group(0)[0].type if op.name == "load_view_tko" else op.operand_group(1)[0].type
+    if not isinstance(view, PartitionViewType):
+        return []  # strided and gather/scatter views have their own index rules; tileiras checks them
+    index = op.operand_group(1 if op.name == "load_view_tko" else 2)
+    tile = op.results[0].type if op.name == "load_view_tko" else op.operands[0].type
+    want = TileType(view.tile_shape, view.tensor_view.element)
+    problems = [] if tile == want else [f"tile type {tile} does not match the view's tile {want}"]
+    if len(index) != len(view.tile_shape):
+        problems.append(f"view of rank {len(view.tile_shape)} needs {len(view.tile_shape)} indices, got {len(index)}")
+    inbounds = op.attributes.get("inbounds", ())
+    if isinstance(inbounds, tuple) and inbounds and len(inbounds) != len(index):
+        problems.append(f"inbounds needs one flag per index ({len(index)}), got {len(inbounds)}")
+    return problems
+
+
+_RULES: dict[str, Callable[[Operation], list[str]]] = {
+    **{name: _same_all("float") for name in _FLOAT_SAME.split()},
+    **{name: _same_all("int") for name in _INT_SAME.split()},
+    "cmpf": _compare("float"),
+    "cmpi": _compare("int"),
+    "select": _select,
+    "fpowi": _fpowi,
+    "ftof": _convert(True, True),
+    "ftoi": _convert(True, False),
+    "itof": _convert(False, True),
+    "exti": _convert(False, False),
+    "trunci": _convert(False, False),
+    "broadcast": _broadcast,
+    "reshape": _reshape,
+    "permute": _permute,
+    "mmaf": _mma,
+    "mmai": _mma,
+    "constant": _constant,
+    "assume": _same_as_operand,
+    "join_tokens": _tokens,
+    "memory_fence_alias_tko": _tokens,
+    "load_view_tko": _view_access,
+    "store_view_tko": _view_access,
+}
+
+
+def type_problems(op: Operation) -> list[str]:
+    """Return the typing problems of `op` (empty when it is well typed or has no rule)."""
+    rule = _RULES.get(op.name)
+    return rule(op) if rule is not None else []
