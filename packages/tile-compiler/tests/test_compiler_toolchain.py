@@ -122,7 +122,10 @@ def test_a_full_toolkit_root_is_passed_as_cuda_home(tmp_path: Path) -> None:
     ("mode", "cause"),
     [
         ("fail", "k.py:3:4: 'cuda_tile.addf' op failed to verify (exit status 3)"),
-        ("invalid", "'cuda_tile.load_view_tko' op inbounds size (0) must match (tileiras rejected the input as malformed"),
+        (
+            "invalid",
+            "'cuda_tile.load_view_tko' op inbounds size (0) must match (tileiras rejected the input as malformed",
+        ),
         ("version", "cannot read the bytecode version we wrote; set TILE_BYTECODE_VERSION"),
         ("crash", "tileiras crashed (signal SIGSEGV)"),
     ],
