@@ -127,25 +127,25 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
     dst_dev, src_dev = isinstance(dst, (DeviceBuffer, DeviceView)), isinstance(src, (DeviceBuffer, DeviceView))
     if not (dst_dev or src_dev):
         raise TypeError("copy() moves data to or from device memory; for host-to-host use numpy.copyto")
-    d = tb.driver()
     if dst_dev and src_dev:
         out, inp = _device_side(dst, writable=True), _device_side(src, writable=False)
         _check_match(out, inp)
         s = _stream_for(stream, dst, src)
         _order_other_side(s, src)
+        d = tb.driver()
         check(d.cuMemcpyAsync(out.ptr, inp.ptr, out.nbytes, s._raw), "cuMemcpyAsync")
         _finish(s, sync, out.buffer, inp.buffer)
     elif dst_dev:
         out, host = _device_side(dst, writable=True), host_region(src, writable=False)
         _check_match(out, host)
         s = _stream_for(stream, dst)
-        check(d.cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
+        check(tb.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
         _finish(s, sync, out.buffer, host.pinned)
     else:
         inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
         _check_match(host, inp)
         s = _stream_for(stream, src)
-        check(d.cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
+        check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
         _finish(s, sync, inp.buffer, host.pinned)
 
 
@@ -158,26 +158,27 @@ def _order_other_side(stream: Stream, other: DeviceBuffer | DeviceView) -> None:
 
 def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object, sync: bool, into_buffer: bool) -> None:
     """Copy between ``buffer[offset : offset + size(other)]`` and all of ``other`` (bounds checked first)."""
-    d = tb.driver()
     verb = "copy into" if into_buffer else "copy out of"
+    base = buffer.ptr  # a freed buffer fails here, before anything else
     if isinstance(other, (DeviceBuffer, DeviceView)):
         side = _device_side(other, writable=not into_buffer)
         check_span(offset, side.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
         s = _stream_for(stream, buffer, other)
         _order_other_side(s, other)
-        here = buffer.ptr + offset
+        here = base + offset
         dst, src = (here, side.ptr) if into_buffer else (side.ptr, here)
         if side.nbytes:
-            check(d.cuMemcpyAsync(dst, src, side.nbytes, s._raw), "cuMemcpyAsync")
+            check(tb.driver().cuMemcpyAsync(dst, src, side.nbytes, s._raw), "cuMemcpyAsync")
         _finish(s, sync, buffer, side.buffer)
         return
     host = host_region(other, writable=not into_buffer)
     check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
     s = _stream_for(stream, buffer)
+    d = tb.driver()
     if host.nbytes and into_buffer:
-        check(d.cuMemcpyHtoDAsync(buffer.ptr + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
+        check(d.cuMemcpyHtoDAsync(base + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
     elif host.nbytes:
-        check(d.cuMemcpyDtoHAsync(host.ptr, buffer.ptr + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
+        check(d.cuMemcpyDtoHAsync(host.ptr, base + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
     _finish(s, sync, buffer, host.pinned)
 
 
@@ -188,8 +189,11 @@ def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = Tr
     """Set every element of a contiguous view to ``value`` converted to its dtype."""
     side = _device_side(view, writable=True)
     dtype = as_dtype(view.dtype)
+    given = np.asarray(value)
+    if dtype.kind in "iu" and given.dtype.kind in "iu" and not np.iinfo(dtype).min <= int(given) <= np.iinfo(dtype).max:
+        raise LayoutMismatchError(f"{value!r} does not fit {dtype}: pick a value in its range")
     try:
-        pattern = np.asarray(value).astype(dtype, casting="same_kind" if dtype.kind != "V" else "unsafe")
+        pattern = given.astype(dtype, casting="same_kind" if dtype.kind != "V" else "unsafe")
     except TypeError as exc:
         raise LayoutMismatchError(f"cannot fill a {dtype} view with {value!r}: {exc}") from None
     s = _stream_for(stream, view)

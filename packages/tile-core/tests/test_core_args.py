@@ -1,0 +1,113 @@
+"""Argument kinds, conversion, range checks and parameter layout (no GPU)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tile.core as tc
+from tile.core._args import infer_kind
+
+# The nine parameters of the vec_add fixture: (ptr, i32 extent, i32 stride) per 1-D array.
+VEC_ADD = ("ptr", "i32", "i32") * 3
+
+
+def test_vec_add_layout_matches_the_cuda_parameter_block() -> None:
+    offsets = [offset for offset, _ in tc.param_layout(VEC_ADD)]
+    assert offsets == [0, 8, 12, 16, 24, 28, 32, 40, 44]
+
+
+def test_layout_aligns_each_parameter_naturally() -> None:
+    assert tc.param_layout(["i32", "f64", "f16", "bf16", "ptr"]) == ((0, 4), (8, 8), (16, 2), (18, 2), (24, 8))
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "carrier"),
+    [
+        ("i32", 7, np.int32),
+        ("i64", 2**40, np.int64),
+        ("f16", 1.5, np.float16),
+        ("f32", 2, np.float32),
+        ("f64", 0.1, np.float64),
+    ],
+)
+def test_scalars_are_converted_to_their_carrier(kind: str, value: Any, carrier: type) -> None:
+    packed = tc.pack_args([value], [kind])
+    assert type(packed.values[0]) is carrier
+    assert packed.values[0] == carrier(value)
+
+
+def test_bf16_travels_as_its_bit_pattern() -> None:
+    (bits,) = tc.pack_args([1.0 / 3.0], ["bf16"]).values
+    assert bits.dtype == np.uint16
+    assert bits == np.array(1.0 / 3.0, ml_dtypes.bfloat16).view(np.uint16)
+
+
+@given(st.integers(min_value=-(2**70), max_value=2**70))
+def test_integer_ranges_are_enforced(value: int) -> None:
+    for kind, bits in (("i32", 32), ("i64", 64)):
+        if -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+            assert int(tc.pack_args([value], [kind]).values[0]) == value
+        else:
+            with pytest.raises(tc.LaunchArgumentError, match="does not fit"):
+                tc.pack_args([value], [kind])
+
+
+@pytest.mark.parametrize(("kind", "value"), [("i32", 1.5), ("i32", True), ("f32", "1.0"), ("f64", None)])
+def test_wrong_scalar_types_are_rejected(kind: str, value: Any) -> None:
+    with pytest.raises(tc.LaunchArgumentError, match=f"parameter, got {value!r}"):
+        tc.pack_args([value], [kind])
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        (np.int32(1), "i32"),
+        (np.int64(1), "i64"),
+        (np.float16(1), "f16"),
+        (ml_dtypes.bfloat16(1), "bf16"),
+        (np.float32(1), "f32"),
+        (np.float64(1), "f64"),
+    ],
+)
+def test_numpy_scalars_keep_their_kind(value: Any, kind: str) -> None:
+    assert infer_kind(value) == kind
+
+
+@pytest.mark.parametrize("value", [1, 1.0, "x", np.uint8(1)])
+def test_ambiguous_values_need_a_signature(value: Any) -> None:
+    with pytest.raises(tc.LaunchArgumentError, match="pass a signature"):
+        tc.pack_args([value])
+
+
+def test_raw_pointers_are_allowed_but_not_null() -> None:
+    assert tc.pack_args([0x7F0000001000], ["ptr"]).values == (0x7F0000001000,)
+    with pytest.raises(tc.NullHandleError, match="argument 0 is a null pointer"):
+        tc.pack_args([0], ["ptr"])
+    with pytest.raises(tc.LaunchArgumentError, match="must be a DeviceBuffer"):
+        tc.pack_args([1.0], ["ptr"])
+
+
+def test_argument_count_is_checked_against_the_kernel() -> None:
+    layout = tc.param_layout(VEC_ADD)
+    with pytest.raises(tc.LaunchArgumentError, match="takes 9 parameters but 8 arguments"):
+        tc.pack_args([0x1000, 4, 1] * 2 + [0x1000, 4], VEC_ADD[:8], expected=layout)
+
+
+def test_argument_sizes_are_checked_against_the_kernel() -> None:
+    layout = tc.param_layout(VEC_ADD)
+    wrong = ("ptr", "i64", "i32", *VEC_ADD[3:])
+    with pytest.raises(tc.LaunchArgumentError, match=r"argument 1 is i64 \(8 bytes\) but .* has 4"):
+        tc.pack_args([0x1000, 4, 1] * 3, wrong, expected=layout)
+
+
+def test_signature_problems_are_reported() -> None:
+    with pytest.raises(tc.LaunchArgumentError, match="unknown argument kind"):
+        tc.pack_args([1], ["u32"])
+    with pytest.raises(tc.LaunchArgumentError, match="2 kinds but 1 arguments"):
+        tc.pack_args([1], ["i32", "i32"])

@@ -1,0 +1,73 @@
+"""Cubin architecture detection and the wrong-arch refusal, on cubins made by tileiras here (no GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tile.bindings as tb
+import tile.core as tc
+from tile.core._cubin import runs_on
+
+FIXTURE = Path(__file__).with_name("fixtures") / "vec_add.tileirbc"
+
+
+def compile_fixture(tmp_path: Path, arch: str) -> bytes:
+    found = tb.find_tileiras()
+    assert found is not None
+    out = tmp_path / f"vec_add_{arch}.cubin"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "CUDA_HOME"}
+    subprocess.run([str(found.path), f"--gpu-name={arch}", "-o", str(out), str(FIXTURE)], check=True, env=env)
+    return out.read_bytes()
+
+
+@pytest.mark.requires_tileiras
+@pytest.mark.parametrize(("arch", "cc"), [("sm_80", (8, 0)), ("sm_86", (8, 6)), ("sm_90", (9, 0)), ("sm_120", (12, 0))])
+def test_arch_is_read_from_tileiras_cubins(tmp_path: Path, arch: str, cc: tuple[int, int]) -> None:
+    assert tc.cubin_arch(compile_fixture(tmp_path, arch)) == cc
+
+
+@pytest.mark.parametrize("image", [b"", b"not an elf", b"\x7fELF" + bytes(60)])
+def test_non_cuda_images_have_no_arch(image: bytes) -> None:
+    assert tc.cubin_arch(image) is None
+
+
+@pytest.mark.parametrize(
+    ("cubin", "device", "ok"),
+    [
+        ((8, 0), (8, 6), True),
+        ((8, 6), (8, 0), False),
+        ((8, 0), (9, 0), False),
+        ((9, 0), (9, 0), True),
+        ((10, 0), (9, 0), False),
+    ],
+)
+def test_sass_compatibility(cubin: tuple[int, int], device: tuple[int, int], ok: bool) -> None:
+    assert runs_on(cubin, device) is ok
+
+
+class FakeH100:
+    """Just enough of a Device for the arch check, which runs before any driver call."""
+
+    compute_capability = (9, 0)
+    arch = "sm_90"
+    ordinal = 0
+
+    def __repr__(self) -> str:
+        return "<Device 0: fake H100 (sm_90)>"
+
+
+@pytest.mark.requires_tileiras
+def test_wrong_arch_cubin_is_refused_before_the_driver(tmp_path: Path) -> None:
+    image = compile_fixture(tmp_path, "sm_80")
+    device: Any = FakeH100()
+    with pytest.raises(tc.ArchMismatchError, match=r"built for sm_80 but .* is sm_90: recompile it for sm_90"):
+        tc.Module.from_cubin(image, device=device)
+
+
+def test_empty_image_is_a_null_handle() -> None:
+    with pytest.raises(tc.NullHandleError, match="cubin image is empty"):
+        tc.Module.from_cubin(b"")
