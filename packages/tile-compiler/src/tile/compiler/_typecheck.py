@@ -24,7 +24,8 @@ from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_entry import build_entry
 from tile.compiler._typecheck_expr import ExprMixin
 from tile.compiler._typecheck_memory import ENTRY_TOKEN
-from tile.compiler._typecheck_values import Emitter
+from tile.compiler._typecheck_values import Emitter, PartitionV
+from tile.compiler.lang._function import is_function
 
 __all__ = ["TypedKernel", "typecheck"]
 
@@ -177,7 +178,8 @@ class Checker(ExprMixin):
         loop = self._loop("break")
         if loop.kind == "for":
             raise AssertionError("for loops with break are checked as loop ops")  # _uses_break guarantees this
-        self.em.emit("break", [self._carried(loop)], [])
+        values = self._carried(loop)
+        self.em.emit("break", [[loop.next_iv, *values] if loop.next_iv is not None else values], [])
         return "break"
 
     def stmt_Continue(self, node: ast.Continue) -> Exit:
@@ -285,7 +287,33 @@ class Checker(ExprMixin):
         assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         names = sorted(n for n in assigned if n in self.env and n != exclude)
         tokens = sorted(k for k in self.env if k.startswith("$tok:") and k != ENTRY_TOKEN)
-        return names + tokens
+        return names + (tokens if self._touches_memory(body) else [])
+
+    def _reads_input(self, func: ast.expr) -> bool:
+        """``p.load(...)`` on a partition of a read-only input (which needs no token chain)."""
+        if not isinstance(func, ast.Attribute) or func.attr != "load" or not isinstance(func.value, ast.Name):
+            return False
+        recv = self.env.get(func.value.id)
+        return isinstance(recv, PartitionV) and not recv.tensor.mut
+
+    def _touches_memory(self, body: list[ast.stmt]) -> bool:
+        """Whether a loop body may access outputs or raw memory (then their tokens are loop-carried)."""
+        for node in (n for s in body for n in ast.walk(s)):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in _MEMORY_CALLS or name.startswith("atomic_"):
+                if not self._reads_input(node.func):
+                    return True
+            if isinstance(node.func, ast.Name) and is_function(self.resolved.names.get(node.func.id)):
+                return True
+            if isinstance(node.func, ast.Attribute) and not isinstance(node.func.value, ast.Name):
+                continue
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                owner = self.resolved.names.get(node.func.value.id)
+                if owner is not None and is_function(getattr(owner, node.func.attr, None)):
+                    return True
+        return False
 
     def _loop_inits(self, names: list[str]) -> tuple[list[Value], list[Type]]:
         inits: list[Value] = []
@@ -363,7 +391,7 @@ class Checker(ExprMixin):
         outer = self.env
         self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, carried)))
         with self.in_block(block):
-            self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(carried))
+            self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
             loop = _Loop("loop", names, types, self.elementwise(ast.Add, iv, step, "+"))
             self.loops.append(loop)
             if self.stmts(node.body) is None:
@@ -449,6 +477,7 @@ class Checker(ExprMixin):
 
 
 _MISSING = object()
+_MEMORY_CALLS = frozenset({"store", "load", "gather", "scatter", "load_tile_like"})
 _I64 = __import__("tile.compiler._types", fromlist=["DTYPES"]).DTYPES["i64"]
 
 

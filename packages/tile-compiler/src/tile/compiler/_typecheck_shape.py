@@ -242,7 +242,7 @@ class ShapeMixin(ArithMixin):
         dt = self.tile_of(v).dtype
         if dt.kind == "b":
             self.fail(f"tile.{op.name} is not defined for bool tiles; convert with .astype(tile.i32)")
-        return v, dt, op.ir[0] if dt.is_float else op.ir[1]
+        return v, dt, op.ir[0] if dt.is_float or len(op.ir) == 1 else op.ir[1]
 
     def op_reduce(self, op: LangOp, a: dict[str, Any]) -> object:
         x, dt, kind = self.reduce_kind(op, a["x"])

@@ -1,0 +1,57 @@
+"""The corpus record: one kernel, how to specialize it, and (where it has numeric semantics) its numpy reference.
+
+A `Case` is consumed by the compiler tests (lower, verify, bytecode, tileiras), the interpreter helper and the GPU
+tier. ``inputs(rng)`` returns every argument by parameter name: numpy arrays for tensors (outputs hold their
+initial contents), Python numbers for scalars; ``reference(args)`` returns the expected final contents of every
+output, by name. Const values and const generics are in ``consts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ALL_ARCHS", "Case", "unchecked"]
+
+ALL_ARCHS = ("sm_80", "sm_90", "sm_100")
+Args = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One corpus kernel and its specialization, inputs and reference."""
+
+    kernel: Callable[..., object]
+    consts: Mapping[str, int | float | bool] = field(default_factory=dict)
+    inputs: Callable[[np.random.Generator], Args] | None = None
+    reference: Callable[[Args], dict[str, np.ndarray]] | None = None
+    archs: tuple[str, ...] = ALL_ARCHS
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    contiguous: bool = True
+
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return str(getattr(self.kernel, "__name__", "kernel"))
+
+
+def unchecked(fn: Callable[..., object]) -> Callable[..., object]:
+    """Mark a corpus kernel unchecked, as ``@tile.entry(unchecked=True)`` does."""
+    fn.__tile_unchecked__ = True  # type: ignore[attr-defined]  # the marker attribute parse() reads
+    return fn
+
+
+def rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "float32", lo: float = -1, hi: float = 1) -> np.ndarray:
+    """Uniform random values in [lo, hi) of ``dtype``."""
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+def poison(shape: tuple[int, ...], dtype: str = "float32") -> np.ndarray:
+    """An output's initial contents (NaN for floats, a sentinel for ints) so unwritten elements show up."""
+    if np.dtype(dtype).kind == "f":
+        return np.full(shape, np.nan, dtype)
+    return np.full(shape, -7, dtype)
