@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tile.compiler import SpecError
 from tile.compiler._cli import main
 
 EMPTY_MODULE = bytes.fromhex(
@@ -51,6 +52,12 @@ def test_unknown_arch_is_an_error(kernel_file: Path, capsys: pytest.CaptureFixtu
     code, _ = _run("compile", f"{kernel_file}::helper", "--arch", "sm_75")
     assert code == 1
     assert "unknown target arch 'sm_75'" in capsys.readouterr().err
+
+
+def test_tile_debug_shows_the_traceback(kernel_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_DEBUG", "1")
+    with pytest.raises(SpecError, match="unknown target arch"):
+        main(["compile", f"{kernel_file}::helper", "--arch", "sm_75"])
 
 
 def test_module_entry_point_shows_help() -> None:

@@ -69,3 +69,12 @@ def test_malformed_values_name_the_variable_and_the_fix(name: str, value: str, e
     assert "fix or unset it" in str(info.value)
     again = pickle.loads(pickle.dumps(info.value))
     assert str(again) == str(info.value)
+
+
+def test_the_environment_is_read_on_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_OPT_LEVEL", "2")
+    assert knobs().opt_level == 2
+    monkeypatch.setenv("TILE_OPT_LEVEL", "0")
+    assert knobs().opt_level == 0
+    monkeypatch.delenv("TILE_OPT_LEVEL")
+    assert knobs().opt_level == 3

@@ -47,6 +47,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"tile {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except (TileError, OSError) as exc:
+        if knobs().debug:
+            raise
         print(f"tile {args.command}: error: {exc}", file=sys.stderr)
         return 1
 

@@ -15,12 +15,13 @@ variable                      meaning
 ``TILE_BYTECODE_VERSION``     bytecode version to emit (``13.3``); default: the highest both sides support
 ``TILE_OPT_LEVEL``            default ``tileiras`` optimisation level 0-3 (default 3)
 ``TILE_COMPILE_TIMEOUT``      seconds one ``tileiras`` run may take (default 300)
-``TILE_DEBUG``                ``1`` shows compiler frames in tracebacks and keeps every ``tileiras`` input
+``TILE_DEBUG``                ``1`` shows compiler frames in tracebacks and full tracebacks from the ``tile`` CLI
 ============================  ==========================================================================
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -77,9 +78,21 @@ class Knobs:
     path: str = ""
 
 
+_READ = ("TILE_TILEIRAS", "TILE_CACHE_DIR", "TILE_CACHE_SIZE", "TILE_DUMP", "TILE_DUMP_DIR", "TILE_BYTECODE_VERSION")
+_READ += ("TILE_OPT_LEVEL", "TILE_COMPILE_TIMEOUT", "TILE_DEBUG", "CUDA_HOME", "PATH", "HOME", "XDG_CACHE_HOME")
+
+
 def knobs(environ: Mapping[str, str] | None = None) -> Knobs:
     """Parse the settings from ``environ`` (default: the process environment)."""
     env = os.environ if environ is None else environ
+    # Launches ask for the settings every time: parse each distinct combination of values once.
+    values = [(name, env.get(name)) for name in _READ]
+    return _parse(tuple((name, value) for name, value in values if value is not None))
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(items: tuple[tuple[str, str], ...]) -> Knobs:
+    env = dict(items)
     return Knobs(
         tileiras=_path(env.get("TILE_TILEIRAS")),
         cache_dir=_cache_dir(env),
