@@ -376,3 +376,21 @@ def test_store_into_read_only_array_faults() -> None:
 def test_importing_tile_ir_does_not_import_numpy() -> None:
     code = "import sys, tile.ir; assert 'numpy' not in sys.modules and 'tile.ir.interp' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("promise", [False, True])
+def test_broken_inbounds_promise_is_an_error(promise: bool) -> None:
+    fn, b, (x, y), _ = kernel(2)
+    view = b.make_partition_view(x, result_type=PartitionViewType((8,), _tv(x), (0,), Padding.ZERO))
+    t, _ = b.load_view_tko(view, [b.constant(1, I32)], inbounds=[promise], loc=LOC)
+    out = b.make_partition_view(y, result_type=PartitionViewType((8,), _tv(y), (0,)))
+    b.call("store_view_tko", t, out, [b.constant(0, I32)])
+    b.return_()
+    y_arr = np.zeros(8, np.float32)
+    if not promise:
+        interp.launch(Module([fn]), 1, args(np.arange(12, dtype=np.float32), y_arr))
+        assert y_arr.tolist() == [8, 9, 10, 11, 0, 0, 0, 0]
+        return
+    with pytest.raises(interp.MemoryAccessError, match="inbounds") as info:
+        interp.launch(Module([fn]), 1, args(np.arange(12, dtype=np.float32), y_arr))
+    assert info.value.location == "k.py:7:3"

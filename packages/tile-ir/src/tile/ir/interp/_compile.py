@@ -55,7 +55,7 @@ class BlockProgram:
     def __init__(self, arg_slots: list[int], steps: list[Step], where: dict[Step, str]) -> None:
         self.arg_slots = arg_slots
         self.steps = steps
-        self._where = where
+        self.where = where
 
     def run(self, env: Env, args: Sequence[Any] = ()) -> Signal | None:
         """Bind `args` to the block arguments and run the steps; return the terminator's signal."""
@@ -69,10 +69,10 @@ class BlockProgram:
                     return signal
         except InterpError as err:
             if not err.location and step is not None:
-                raise type(err)(err.message, err.block, self._where[step]) from err
+                raise type(err)(err.message, err.block, self.where[step]) from err
             raise
         except (ArithmeticError, ValueError, TypeError, IndexError) as err:
-            where = self._where[step] if step is not None else ""
+            where = self.where[step] if step is not None else ""
             raise InterpError(f"the interpreter failed on this op: {err}", None, where) from err
         return None
 
@@ -87,6 +87,7 @@ class Compiler:
         self._table = table
         self._slots: dict[int, int] = {}
         self.template: Env = []
+        self.prologue = BlockProgram([], [], {})
         self._op_index = 0
 
     def slot(self, value: Value) -> int:
@@ -103,9 +104,14 @@ class Compiler:
         """Slots of several values."""
         return [self.slot(v) for v in values]
 
-    def block(self, block: Block) -> BlockProgram:
-        """Compile `block` (its ops, recursively) into a `BlockProgram`."""
+    def block(self, block: Block, hoistable: frozenset[str] = frozenset()) -> BlockProgram:
+        """Compile `block` (its ops, recursively) into a `BlockProgram`.
+
+        Ops named in `hoistable` whose operands are all block arguments or results of hoisted ops are moved
+        to `prologue` instead: they compute the same value in every tile block, so the launcher runs them once.
+        """
         arg_slots = self.slots(block.args)
+        invariant = {id(a) for a in block.args}
         steps: list[Step] = []
         where: dict[Step, str] = {}
         for op in block.ops:
@@ -117,6 +123,11 @@ class Compiler:
                     f"the interpreter has no semantics for op '{op.name}'; it cannot run this kernel", None, loc
                 )
             step = factory(op, self)
+            if op.name in hoistable and all(id(v) in invariant for v in op.operands):
+                invariant.update(id(r) for r in op.results)
+                self.prologue.steps.append(step)
+                self.prologue.where[step] = loc
+                continue
             steps.append(step)
             where[step] = loc
         return BlockProgram(arg_slots, steps, where)

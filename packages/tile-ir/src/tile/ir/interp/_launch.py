@@ -40,6 +40,11 @@ SUPPORTED_OPS: frozenset[str] = frozenset(_TABLE)
 """Names of every op the interpreter can run."""
 
 _MAX_GRID = (1 << 24) - 1
+# Ops whose value is the same in every tile block when their operands are: views, pure arithmetic, constants.
+_HOISTABLE = frozenset(
+    {*_arith.HANDLERS, *_convert.HANDLERS, *_shape.HANDLERS, *_views.HANDLERS}
+    | {"make_token", "join_tokens", "assume", "get_num_tile_blocks", "get_global"}
+)
 
 
 def launch(
@@ -95,15 +100,18 @@ def launch(
     races = RaceDetector(memory, dims) if check_races else None
     state = State(memory, dims, races, stdout)
     compiler = Compiler(fn, module, state, _TABLE)
-    body = compiler.block(fn.body)
+    body = compiler.block(fn.body, _HOISTABLE)
     params = _bind(fn, args, memory)
+    template = list(compiler.template)
     with np.errstate(all="ignore"):
+        compiler.prologue.arg_slots = body.arg_slots
+        compiler.prologue.run(template, params)
         for linear, block in enumerate(_blocks(dims)):
             state.block, state.block_values = block, (np.int32(block[0]), np.int32(block[1]), np.int32(block[2]))
             if races is not None:
                 races.block = linear
             try:
-                body.run(list(compiler.template), params)
+                body.run(list(template))
             except InterpError as err:
                 if err.block is None:
                     raise type(err)(err.message, block, err.location) from err

@@ -15,7 +15,8 @@ from tile.ir._ir import Operation
 from tile.ir._types import PointerType, ScalarType, TileType
 
 from ._compile import Compiler, Env, Signal, State, Step, StepFactory, attr, operand, operands
-from ._dtypes import poison_value, storage
+from ._dtypes import Array, poison_value, storage
+from ._errors import MemoryAccessError
 from ._memory import Access
 from ._races import ATOMIC, READ, WRITE
 from ._shape import decode_dense
@@ -44,14 +45,28 @@ def _token_out(op: Operation, c: Compiler) -> int | None:
     return None
 
 
+def _view_addresses(view: Any, index: list[Any], promised: tuple[bool, ...]) -> tuple[Array, Array | None]:
+    """The view's addresses and mask, checking the op's ``inbounds`` promises (undefined behaviour if broken)."""
+    addresses, mask = view.addresses(index)
+    if mask is not None and any(promised):
+        broken = [a for a in view.overhanging(index) if a < len(promised) and promised[a]]
+        if broken:
+            raise MemoryAccessError(
+                f"the op promises (inbounds) that index {broken[0]} keeps the tile inside the tensor, but the tile at "
+                f"{[int(i) for i in index]} runs past it along that dim; drop the promise or fix the index"
+            )
+    return addresses, mask
+
+
 def _load_view(op: Operation, c: Compiler) -> Step:
     view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
     out, tok = c.slot(op.results[0]), _token_out(op, c)
     memory, on_access = c.state.memory, recorder(op, c, READ)
+    promised = tuple(bool(b) for b in attr(op, "inbounds", ()))
 
     def step(env: Env) -> Signal | None:
         v = env[view]
-        addresses, mask = v.addresses([env[i] for i in idx])
+        addresses, mask = _view_addresses(v, [env[i] for i in idx], promised)
         dtype = v.tensor.dtype
         if mask is None:
             env[out] = memory.read(addresses, dtype, on_access)
@@ -70,10 +85,11 @@ def _store_view(op: Operation, c: Compiler) -> Step:
     tile, view = c.slot(operand(op, "tile")), c.slot(operand(op, "view"))  # type: ignore[arg-type]  # required
     idx, tok = c.slots(operands(op, "index")), _token_out(op, c)
     memory, on_access = c.state.memory, recorder(op, c, WRITE)
+    promised = tuple(bool(b) for b in attr(op, "inbounds", ()))
 
     def step(env: Env) -> Signal | None:
         v = env[view]
-        addresses, mask = v.addresses([env[i] for i in idx])
+        addresses, mask = _view_addresses(v, [env[i] for i in idx], promised)
         values = np.broadcast_to(np.asarray(env[tile]).astype(v.tensor.dtype, copy=False), addresses.shape)
         if mask is None:
             memory.write(addresses, values, on_access)
@@ -206,10 +222,6 @@ def _noop(env: Env) -> Signal | None:
 
 def _tokens_only(op: Operation, c: Compiler) -> Step:
     return _token(op, c) if op.results else _noop
-
-
-def _unknown_value(_: Any) -> None:  # pragma: no cover - documents that tokens are never inspected
-    return None
 
 
 HANDLERS: dict[str, StepFactory] = {

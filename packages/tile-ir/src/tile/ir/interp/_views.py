@@ -10,8 +10,9 @@ the device and an error here.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,10 +36,10 @@ class TensorView:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
 
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        """Storage dtype of the elements."""
-        return storage(self.element)
+    dtype: np.dtype[Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", storage(self.element))
 
 
 @dataclass(frozen=True)
@@ -52,47 +53,101 @@ class TileView:
     padding: Any
     sparse_dim: int | None = None
 
-    @property
-    def index_space(self) -> tuple[int, ...]:
-        """Number of valid indices per view dim."""
-        if self.sparse_dim is not None:
-            return self.tensor.shape
-        return tuple(-(-self.tensor.shape[d] // s) for d, s in zip(self.dim_map, self.step, strict=False))
+    index_space: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    """Number of valid indices per view dim (element offsets for a gather/scatter view)."""
+
+    def __post_init__(self) -> None:
+        space = (
+            self.tensor.shape
+            if self.sparse_dim is not None
+            else tuple(-(-self.tensor.shape[d] // s) for d, s in zip(self.dim_map, self.step, strict=True))
+        )
+        object.__setattr__(self, "index_space", space)
 
     def addresses(self, index: Sequence[Any]) -> tuple[Array, Array | None]:
         """Byte addresses of the tile at `index`, and its in-bounds mask (None when all are in bounds)."""
-        coords = self._coords(index)
-        tv = self.tensor
-        offsets = np.zeros((1,) * len(self.tile), dtype=np.int64)
-        mask = None
-        for axis, (d, coord) in enumerate(zip(self.dim_map, coords, strict=False)):
-            shaped = coord.reshape([-1 if a == axis else 1 for a in range(len(self.tile))])
-            offsets = offsets + shaped * tv.strides[d]
-            if int(coord.max()) >= tv.shape[d] or int(coord.min()) < 0:
-                inside = (shaped >= 0) & (shaped < tv.shape[d])
-                mask = inside if mask is None else mask & inside
-        addresses = np.broadcast_to(tv.base + offsets * tv.dtype.itemsize, self.tile)
-        return addresses, None if mask is None else np.broadcast_to(mask, self.tile)
-
-    def _coords(self, index: Sequence[Any]) -> list[Array]:
         if self.sparse_dim is not None:
-            return [
-                np.asarray(i, dtype=np.int64).reshape(-1)
-                if d == self.sparse_dim
-                else int(np.asarray(i).astype(np.uint64)) + np.arange(n, dtype=np.int64)
-                for d, (i, n) in enumerate(zip(index, self.tile, strict=False))
-            ]
+            return self._gather(index)
+        tv = self.tensor
+        starts = [i * s for i, s in zip(self._tile_index(index), self.step, strict=True)]
+        origin = (
+            tv.base + sum(st * tv.strides[d] for st, d in zip(starts, self.dim_map, strict=True)) * tv.dtype.itemsize
+        )
+        local = _local_bytes(self.tile, tuple(tv.strides[d] for d in self.dim_map), tv.dtype.itemsize)
+        addresses = local + origin
+        if all(st + n <= tv.shape[d] for st, n, d in zip(starts, self.tile, self.dim_map, strict=True)):
+            return addresses, None
+        coords = [st + np.arange(n, dtype=np.int64) for st, n in zip(starts, self.tile, strict=True)]
+        return addresses, self._inside(coords)
+
+    def overhanging(self, index: Sequence[Any]) -> list[int]:
+        """View dims along which the tile at `index` runs past the tensor's extent."""
+        if self.sparse_dim is not None:
+            mask = self._gather(index)[1]
+            return [] if mask is None else [a for a in range(len(self.tile)) if not bool(mask.all(axis=a).all())]
+        starts = [i * s for i, s in zip(self._tile_index(index), self.step, strict=True)]
+        zipped = zip(starts, self.tile, self.dim_map, strict=True)
+        return [a for a, (st, n, d) in enumerate(zipped) if st + n > self.tensor.shape[d]]
+
+    def _inside(self, coords: list[Array]) -> Array:
+        """Mask of the tile elements whose coordinates lie inside the tensor."""
+        rank = len(self.tile)
+        mask = np.ones((1,) * rank, dtype=bool)
+        for axis, (d, coord) in enumerate(zip(self.dim_map, coords, strict=True)):
+            shaped = coord.reshape([-1 if a == axis else 1 for a in range(rank)])
+            mask = mask & (shaped >= 0) & (shaped < self.tensor.shape[d])
+        return np.broadcast_to(mask, self.tile)
+
+    def _gather(self, index: Sequence[Any]) -> tuple[Array, Array | None]:
+        tv = self.tensor
+        coords = [
+            np.asarray(i, dtype=np.int64).reshape(-1)
+            if d == self.sparse_dim
+            else _unsigned(i) + np.arange(n, dtype=np.int64)
+            for d, (i, n) in enumerate(zip(index, self.tile, strict=True))
+        ]
+        rank = len(self.tile)
+        offsets = sum(
+            (
+                c.reshape([-1 if a == axis else 1 for a in range(rank)]) * tv.strides[axis]
+                for axis, c in enumerate(coords)
+            ),
+            np.zeros((1,) * rank, dtype=np.int64),
+        )
+        addresses = np.broadcast_to(tv.base + offsets * tv.dtype.itemsize, self.tile)
+        mask = self._inside(coords)
+        return addresses, None if bool(mask.all()) else mask
+
+    def _tile_index(self, index: Sequence[Any]) -> tuple[int, ...]:
+        idx = tuple(_unsigned(i) for i in index)
         space = self.index_space
-        idx = tuple(int(np.asarray(i).astype(np.uint64)) for i in index)
-        if any(i >= n for i, n in zip(idx, space, strict=False)):
+        if any(i >= n for i, n in zip(idx, space, strict=True)):
             raise MemoryAccessError(
                 f"tile index {idx} is outside the view's index space {space}; valid indices are 0 <= i < n per dim"
             )
-        return [i * s + np.arange(n, dtype=np.int64) for i, s, n in zip(idx, self.step, self.tile, strict=False)]
+        return idx
+
+
+def _unsigned(value: Any) -> int:
+    """An index operand read as an unsigned integer of its width (as every view op reads its indices)."""
+    v = int(value)
+    return v if v >= 0 else v + (1 << (8 * np.asarray(value).dtype.itemsize))
+
+
+@functools.lru_cache(maxsize=512)
+def _local_bytes(tile: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> Array:
+    """Byte offsets of a tile's elements from its first element (read-only, shared between blocks)."""
+    rank = len(tile)
+    local = np.zeros((1,) * rank, dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(tile, strides, strict=True)):
+        local = local + np.arange(n, dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(rank)]) * stride
+    out = np.ascontiguousarray(np.broadcast_to(local * itemsize, tile))
+    out.flags.writeable = False
+    return out
 
 
 def _dims(static: tuple[int | None, ...], dynamic: list[Any]) -> tuple[int, ...]:
-    values = iter(int(np.asarray(v).astype(np.uint64)) for v in dynamic)
+    values = iter(_unsigned(v) for v in dynamic)
     return tuple(next(values) if d is None else d for d in static)
 
 
