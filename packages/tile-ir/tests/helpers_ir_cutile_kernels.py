@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 import cuda.tile as ct
 
 __all__ = ["KERNELS", "export"]
 
-# cuda.tile ships no type information; an Any-typed alias keeps the decorated kernels checkable
-_kernel: Any = ct.kernel
+
+def _kernel(fn: Callable[..., None]) -> Any:
+    """`ct.kernel` behind a typed signature (cuda.tile ships no type information)."""
+    return ct.kernel(fn)
 
 
 @_kernel
