@@ -4,7 +4,8 @@ Each element is one atomic transaction; within one op the elements apply in row-
 that appears several times in a pointer tile is updated once per appearance and each appearance returns the
 value it found (that order is one the device may pick). Masked-out elements do not touch memory: a CAS returns
 its ``cmp`` there, an RMW the poison value. Atomics of different blocks never race with each other; against a
-plain access of another block they do (see `_races`).
+plain access of another block they do (see `_races`). The 13.5 multimem (NVLink multicast) ops run as on a
+multicast group with one member: a load-reduce is a load, a reduce is an atomic reduction, a store a store.
 """
 
 from __future__ import annotations
@@ -133,8 +134,34 @@ def _red_view(op: Operation, c: Compiler) -> Step:
     return step
 
 
+def _multimem_reduce(op: Operation, c: Compiler) -> Step:
+    """``multimem_reduce_view_tko`` on a one-member multicast group: an atomic reduction into the view."""
+    view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
+    value, tok = c.slot(operand(op, "tile")), c.slot(op.results[0])  # type: ignore[arg-type]  # required
+    vt = op.operands[1].type
+    assert isinstance(vt, TileType)
+    assert isinstance(vt.element, ScalarType)
+    elem = vt.element
+    kind = str(attr(op, "reduction"))
+    mode = "addf" if kind == "add" and elem.is_float else kind
+    update, memory, on_access = _mode(mode, elem), c.state.memory, recorder(op, c, ATOMIC)
+
+    def step(env: Env) -> Signal | None:
+        addresses, mask = env[view].addresses([env[i] for i in idx])
+        vals = np.broadcast_to(np.asarray(env[value]), addresses.shape)
+        if mask is not None:
+            addresses, vals = addresses[mask], vals[mask]
+        flat = vals.reshape(-1)
+        _apply(memory, addresses, lambda old, pos: update(old, flat[pos]), storage(elem), on_access)
+        env[tok] = TOKEN
+        return None
+
+    return step
+
+
 HANDLERS: dict[str, StepFactory] = {
     "atomic_rmw_tko": lambda op, c: _rmw_like(op, c, cas=False),
     "atomic_cas_tko": lambda op, c: _rmw_like(op, c, cas=True),
     "atomic_red_view_tko": _red_view,
+    "multimem_reduce_view_tko": _multimem_reduce,
 }

@@ -227,6 +227,8 @@ def _tokens_only(op: Operation, c: Compiler) -> Step:
 HANDLERS: dict[str, StepFactory] = {
     "load_view_tko": _load_view,
     "store_view_tko": _store_view,
+    "multimem_load_reduce_view_tko": _load_view,
+    "multimem_store_view_tko": _store_view,
     "load_ptr_tko": _load_ptr,
     "store_ptr_tko": _store_ptr,
     "offset": _offset,

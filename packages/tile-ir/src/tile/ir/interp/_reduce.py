@@ -6,7 +6,8 @@ a pairwise tree for ``reduce`` (accumulator = left half, element = right half) a
 ``scan`` (the accumulator of position j is the combination of the d positions before it, or the identity).
 A body that is one f32/f64/signed-integer add, mul, max, min, and, or, xor of its two arguments runs as the
 numpy reduction itself. ``mmaf`` multiplies in float32 (float64 for f64) and rounds once to the accumulator
-type; ``mmai`` multiplies i8 exactly and wraps to i32.
+type; ``mmai`` multiplies i8 exactly and wraps to i32; ``mmaf_scaled`` first multiplies each K-block of its
+operands by that block's scale factor.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tile.ir._ir import Operation
-from tile.ir._types import ScalarType, TileType
+from tile.ir._types import ScalarType
 
 from ._arith import element_of
 from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr
@@ -182,9 +183,19 @@ def _mmai(op: Operation, c: Compiler) -> Step:
     return _mma(op, c, product)
 
 
-def _check_tile(op: Operation) -> None:
-    if not all(isinstance(v.type, TileType) for v in op.operands):
-        raise TypeError(f"'{op.name}' takes tiles")
+def _mmaf_scaled(op: Operation, c: Compiler) -> Step:
+    a, b, acc, sa, sb = c.slots(op.operands[:5])
+    out, dtype = c.slot(op.results[0]), storage(element_of(op))
+
+    def step(env: Env) -> Signal | None:
+        lhs, rhs = np.asarray(env[a], dtype=np.float32), np.asarray(env[b], dtype=np.float32)
+        lhs_scale, rhs_scale = np.asarray(env[sa], dtype=np.float32), np.asarray(env[sb], dtype=np.float32)
+        lhs = lhs * np.repeat(lhs_scale, lhs.shape[-1] // lhs_scale.shape[-1], axis=-1)
+        rhs = rhs * np.repeat(rhs_scale, rhs.shape[-2] // rhs_scale.shape[-2], axis=-2)
+        env[out] = (np.matmul(lhs, rhs) + env[acc]).astype(dtype)
+        return None
+
+    return step
 
 
 HANDLERS: dict[str, StepFactory] = {
@@ -192,4 +203,5 @@ HANDLERS: dict[str, StepFactory] = {
     "scan": _scan,
     "mmaf": _mmaf,
     "mmai": _mmai,
+    "mmaf_scaled": _mmaf_scaled,
 }
