@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-import tile.bindings as tb
 import tile.core as tc
 from tile.core._cubin import runs_on
-
-FIXTURE = Path(__file__).with_name("fixtures") / "vec_add.tileirbc"
-
-
-def compile_fixture(tmp_path: Path, arch: str) -> bytes:
-    found = tb.find_tileiras()
-    assert found is not None
-    out = tmp_path / f"vec_add_{arch}.cubin"
-    env = {k: v for k, v in __import__("os").environ.items() if k != "CUDA_HOME"}
-    subprocess.run([str(found.path), f"--gpu-name={arch}", "-o", str(out), str(FIXTURE)], check=True, env=env)
-    return out.read_bytes()
 
 
 @pytest.mark.requires_tileiras
 @pytest.mark.parametrize(("arch", "cc"), [("sm_80", (8, 0)), ("sm_86", (8, 6)), ("sm_90", (9, 0)), ("sm_120", (12, 0))])
-def test_arch_is_read_from_tileiras_cubins(tmp_path: Path, arch: str, cc: tuple[int, int]) -> None:
-    assert tc.cubin_arch(compile_fixture(tmp_path, arch)) == cc
+def test_arch_is_read_from_tileiras_cubins(
+    assemble_vec_add: Callable[[str], bytes], arch: str, cc: tuple[int, int]
+) -> None:
+    assert tc.cubin_arch(assemble_vec_add(arch)) == cc
 
 
 @pytest.mark.parametrize("image", [b"", b"not an elf", b"\x7fELF" + bytes(60)])
@@ -61,8 +50,8 @@ class FakeH100:
 
 
 @pytest.mark.requires_tileiras
-def test_wrong_arch_cubin_is_refused_before_the_driver(tmp_path: Path) -> None:
-    image = compile_fixture(tmp_path, "sm_80")
+def test_wrong_arch_cubin_is_refused_before_the_driver(assemble_vec_add: Callable[[str], bytes]) -> None:
+    image = assemble_vec_add("sm_80")
     device: Any = FakeH100()
     with pytest.raises(tc.ArchMismatchError, match=r"built for sm_80 but .* is sm_90: recompile it for sm_90"):
         tc.Module.from_cubin(image, device=device)

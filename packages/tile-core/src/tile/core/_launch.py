@@ -109,6 +109,8 @@ def prepare(
     signature : sequence of str, optional
         Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"f16"``, ``"bf16"``, ``"f32"``, ``"f64"``).
     """
+    for dims, what in ((grid, "grid"), (block, "block")):
+        _dim3(dims, what)  # reject bad extents before any stream ordering is enqueued
     device = function.module.device
     chosen = as_stream(stream, device)
     packed = pack_args(args, signature, device=device, expected=function.param_layout)

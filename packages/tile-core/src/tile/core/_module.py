@@ -145,5 +145,7 @@ class Function:
     def attributes(self) -> dict[str, int]:
         """Register count, thread and shared-memory limits of the kernel on its module's device."""
         self.module.device.make_current()
-        attrs = self.kernel.attributes
-        return {name: int(getattr(attrs, name)) for name in _ATTRIBUTES}
+        attrs, ordinal = self.kernel.attributes, self.module.device.ordinal
+        # cuda.core exposes these as properties (1.2) or as methods taking a device id (earlier releases).
+        values = {name: getattr(attrs, name) for name in _ATTRIBUTES}
+        return {name: int(value(ordinal) if callable(value) else value) for name, value in values.items()}
