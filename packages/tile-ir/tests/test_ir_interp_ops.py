@@ -310,3 +310,11 @@ def test_mmaf_bf16_and_batched_and_mmai() -> None:
         np.zeros((4, 4), np.int32),
     )
     assert got_i.tolist() == (ia.view(np.uint8).astype(np.int64) @ ib.astype(np.int64)).tolist()
+
+
+def test_fma_rounds_once() -> None:
+    """(1 + 2**-12)**2 - (1 + 2**-11) = 2**-24 exactly; two roundings in f32 would give 0."""
+    a = np.full(2, 1 + 2.0**-12, np.float32)
+    c = np.full(2, -(1 + 2.0**-11), np.float32)
+    out = run_ops(lambda b, t: b.fma(t[0], t[0], t[1]), [a, c], np.zeros(2, np.float32))
+    assert out.tolist() == [2.0**-24, 2.0**-24]

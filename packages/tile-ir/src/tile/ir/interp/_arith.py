@@ -40,10 +40,16 @@ def _flush(x: Array) -> Array:
     return np.where(np.abs(x) < _F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
 
 
-def float_kernel(fn: Kernel, t: ScalarType, rounding: str = "nearest_even", ftz: bool = False) -> Kernel:
-    """Wrap the numpy function `fn` so it computes with Tile IR's rounding for element type `t`."""
-    native = t.name in ("f32", "f64") and rounding in _NEAREST
-    wide = np.dtype(np.float64) if rounding not in _NEAREST else compute_dtype(t)
+def float_kernel(
+    fn: Kernel, t: ScalarType, rounding: str = "nearest_even", ftz: bool = False, *, fused: bool = False
+) -> Kernel:
+    """Wrap the numpy function `fn` so it computes with Tile IR's rounding for element type `t`.
+
+    `fused` marks an op rounded once although numpy would round twice (fma): it is computed in float64, where the
+    product of two f32 (or narrower) values is exact.
+    """
+    native = t.name in ("f32", "f64") and rounding in _NEAREST and not (fused and t.name == "f32")
+    wide = np.dtype(np.float64) if rounding not in _NEAREST or fused else compute_dtype(t)
 
     def run(*xs: Array) -> Array:
         if native and not ftz:
@@ -98,9 +104,8 @@ def _float_op(op: Operation, c: Compiler) -> Step:
         fn = (_maxf if op.name == "maxf" else _minf)(bool(attr(op, "propagate_nan", False)))
     else:
         fn = _FLOAT_FNS[op.name]
-    return _nary(
-        op, c, float_kernel(fn, t, attr(op, "rounding_mode", "nearest_even"), bool(attr(op, "flush_to_zero", False)))
-    )
+    rounding, ftz = attr(op, "rounding_mode", "nearest_even"), bool(attr(op, "flush_to_zero", False))
+    return _nary(op, c, float_kernel(fn, t, rounding, ftz, fused=op.name == "fma"))
 
 
 def _fpowi(op: Operation, c: Compiler) -> Step:
