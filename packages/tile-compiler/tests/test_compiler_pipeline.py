@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import tile.compiler as tc
+import tile.ir
 from tile.compiler import (
     ArraySpec,
     CompiledKernel,
@@ -125,7 +127,12 @@ def test_cpu_target_runs_the_frontend_only(kernels: types.ModuleType) -> None:
     assert kernel.entry == "add"
     assert [s.role for s in kernel.abi.slots[:3]] == ["base", "shape", "stride"]
     assert list(kernel.timings)[-6:] == ["parse", "resolve", "typecheck", "lower", "verify", "bytecode"]
-    assert compile_kernel(kernels.add, ADD_SPEC, Target.cpu()).origin == "memory"
+    again = compile_kernel(kernels.add, ADD_SPEC, Target.cpu())
+    assert again.origin == "memory"
+    assert again == kernel
+    shipped = pickle.loads(pickle.dumps(kernel))  # compile workers and autotuners hand kernels across processes
+    assert shipped == kernel
+    assert shipped.abi == kernel.abi
 
 
 def test_frontend_key_tracks_code_not_extents(kernels: types.ModuleType, tmp_path: Path) -> None:
@@ -227,6 +234,7 @@ def test_concurrent_threads_compile_once(kernels: types.ModuleType) -> None:
 _CHILD = """
 import importlib.util, json, sys
 import tile.compiler as tc
+import tile.ir
 if sys.argv[3] == "hide-tileiras":
     importlib.util.find_spec = lambda name, *a: None
 spec = importlib.util.spec_from_file_location("tile_test_kernels", sys.argv[1])
@@ -327,3 +335,29 @@ def test_ahead_of_time_cache_serves_a_machine_without_tileiras(tmp_path: Path) -
     assert empty.returncode != 0
     assert "tileiras was not found" in err
     assert "TILE_CACHE_DIR" in err
+
+
+def _built_module() -> tile.ir.Module:
+    fn = tile.ir.Function("scale", tile.ir.FunctionType((tile.ir.scalar(tile.ir.f32),)))
+    b = tile.ir.Builder(fn.body)
+    b.mulf(fn.params[0], fn.params[0])
+    b.return_()
+    return tile.ir.Module([fn])
+
+
+def test_compile_module_on_the_cpu_target_stops_at_bytecode() -> None:
+    kernel = tc.compile_module(_built_module(), Target.cpu())
+    assert kernel.cubin is None
+    assert kernel.entry == "scale"
+    assert [(s.param, s.dtype) for s in kernel.abi.slots] == [("arg0", "tile<f32>")]
+    assert tile.ir.read_bytecode(kernel.bytecode).functions[0].name == "scale"
+
+
+@pytest.mark.requires_tileiras
+def test_compile_module_built_with_the_ir_builder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path))
+    kernel = tc.compile_module(_built_module(), "sm_90")
+    assert kernel.cubin is not None
+    assert kernel.cubin[:4] == b"\x7fELF"
+    assert b"scale\x00" in kernel.cubin
+    assert tc.compile_module(_built_module(), "sm_90").origin == "disk"

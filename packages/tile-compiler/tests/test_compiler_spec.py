@@ -168,3 +168,17 @@ def test_canonical_dtype_spellings() -> None:
     assert canonical_dtype("uint8") == "u8"
     assert canonical_dtype("ptr<float32>") == "ptr<f32>"
     assert canonical_dtype("f8e4m3fn") == "f8E4M3FN"
+
+
+def test_target_for_device_reads_the_compute_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tile.bindings
+
+    monkeypatch.setattr(tile.bindings, "compute_capability", lambda ordinal: (9, 0) if ordinal == 0 else (7, 5))
+    assert Target.for_device() == Target("sm_90")
+    with pytest.raises(SpecError, match="sm_80 and newer"):
+        Target.for_device(1)
+
+
+@pytest.mark.gpu
+def test_target_for_the_real_device() -> None:
+    assert Target.for_device().sm >= 80

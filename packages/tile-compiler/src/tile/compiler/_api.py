@@ -54,7 +54,7 @@ class CompiledKernel:
     origin
         ``"compiled"``, ``"disk"`` (disk cache hit) or ``"memory"``.
     timings
-        Seconds per stage of this call.
+        Seconds per stage (`STAGES` names, plus ``cache`` for disk lookups) spent by this call.
     """
 
     name: str
@@ -65,7 +65,7 @@ class CompiledKernel:
     cubin: bytes | None
     key: str
     tileiras_version: str | None = None
-    origin: str = "compiled"
+    origin: str = field(default="compiled", compare=False)
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @property

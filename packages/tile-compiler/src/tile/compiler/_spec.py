@@ -263,8 +263,18 @@ class Target:
         if re.fullmatch(r"\d+", arch):
             arch = f"sm_{arch}"
         if arch not in (*ARCHS, _CPU):
-            raise SpecError(f"unknown target arch {self.arch!r}: use one of {', '.join(ARCHS)}, or 'cpu'")
+            raise SpecError(
+                f"unknown target arch {self.arch!r}: Tile IR targets {', '.join(ARCHS)} (sm_80 and newer), or 'cpu'"
+            )
         object.__setattr__(self, "arch", arch)
+
+    @classmethod
+    def for_device(cls, ordinal: int = 0) -> Target:
+        """The target of CUDA device ``ordinal`` (asks the driver; raises `SpecError` for a GPU older than sm_80)."""
+        from tile.bindings import compute_capability
+
+        major, minor = compute_capability(ordinal)
+        return cls(f"sm_{major}{minor}")
 
     @classmethod
     def cpu(cls) -> Target:
