@@ -16,6 +16,7 @@ from tile.compiler._cache import KEY_SCHEMA, CacheStats, DiskCache, MemoryCache,
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._fingerprint import cubin_key, frontend_key
 from tile.compiler._knobs import KnobError, Knobs, knobs
+from tile.compiler._lower import lower
 from tile.compiler._parse import parse
 from tile.compiler._pipeline import STAGES, choose_version
 from tile.compiler._resolve import resolve
@@ -37,6 +38,7 @@ from tile.compiler._toolchain import (
     find_tileiras,
     toolchain,
 )
+from tile.compiler._typecheck import typecheck
 
 __all__ = [
     "KEY_SCHEMA",
@@ -71,7 +73,9 @@ __all__ = [
     "frontend_key",
     "knobs",
     "lang",
+    "lower",
     "parse",
     "resolve",
     "toolchain",
+    "typecheck",
 ]
