@@ -318,3 +318,19 @@ def test_fma_rounds_once() -> None:
     c = np.full(2, -(1 + 2.0**-11), np.float32)
     out = run_ops(lambda b, t: b.fma(t[0], t[0], t[1]), [a, c], np.zeros(2, np.float32))
     assert out.tolist() == [2.0**-24, 2.0**-24]
+
+
+def test_mmaf_f16_accumulator_rounds_to_f16() -> None:
+    a = np.full((2, 4), 1.0, np.float16)
+    b = np.full((4, 2), 2.0**-11, np.float16)
+    acc = np.full((2, 2), 1.0, np.float16)
+    got = run_ops(lambda bb, t: bb.mmaf(t[0], t[1], t[2]), [a, b, acc], np.zeros((2, 2), np.float16))
+    assert got.tolist() == np.full((2, 2), np.float16(1 + 4 * 2.0**-11)).tolist()
+
+
+def test_i1_bytes_load_as_booleans() -> None:
+    raw = np.array([0, 1, 2, 255], np.uint8)
+    out = np.zeros(4, np.int32)
+    flags = raw.view(np.bool_)
+    got = run_ops(lambda b, t: b.exti(t[0], signedness="unsigned", result_type=tile((4,), i32)), [flags], out)
+    assert got.tolist() == [0, 1, 1, 1]

@@ -174,7 +174,12 @@ class Memory:
         return None
 
     def read(self, addresses: Array, dtype: np.dtype[Any], on_access: Access | None = None) -> Array:
-        """Load elements of `dtype` at `addresses` (any shape); the result has the same shape."""
+        """Load elements of `dtype` at `addresses` (any shape); the result has the same shape.
+
+        Booleans (i1) occupy a byte each; any non-zero byte reads as true.
+        """
+        if dtype == np.bool_:
+            return self.read(addresses, np.dtype(np.uint8), on_access) != 0
         flat = addresses.reshape(-1)
         out = np.empty(flat.shape, dtype=dtype)
         for region, sel, index in self._chunks(flat, dtype, "read from"):
