@@ -179,7 +179,7 @@ class Memory:
         Booleans (i1) occupy a byte each; any non-zero byte reads as true.
         """
         if dtype == np.bool_:
-            return self.read(addresses, np.dtype(np.uint8), on_access) != 0
+            return np.asarray(self.read(addresses, np.dtype(np.uint8), on_access) != 0)
         flat = addresses.reshape(-1)
         out = np.empty(flat.shape, dtype=dtype)
         for region, sel, index in self._chunks(flat, dtype, "read from"):
