@@ -1,0 +1,89 @@
+"""GPU-backend storage: allocation, copies and views through ``tile.core`` (imported only when a GPU is used).
+
+Invariant: nothing here runs on the CPU backend; every function takes or makes `Storage` with a ``buffer``
+(a ``tile.core.DeviceBuffer`` when owned, a ``DeviceView`` when borrowed) and a ``tile.core.Device``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tile.frontend._dtypes import numpy_dtype
+from tile.frontend._storage import Storage
+
+if TYPE_CHECKING:
+    from tile.frontend._tensor import Tensor
+
+__all__ = ["allocate", "borrow", "default_device", "read", "upload", "view"]
+
+
+def default_device() -> Any:
+    """The device new GPU tensors go to: ``tile.core.Device(0)``."""
+    from tile import core
+
+    return core.Device(0)
+
+
+def allocate(nbytes: int, device: Any) -> Storage:
+    """An uninitialised owned device allocation."""
+    from tile import core
+
+    buffer = core.DeviceBuffer.allocate(max(nbytes, 1), device=device)
+    return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
+
+
+def upload(array: np.ndarray[Any, Any], device: Any) -> Storage:
+    """An owned device allocation holding a copy of the contiguous host ``array``."""
+    from tile import core
+
+    buffer = core.DeviceBuffer.from_host(np.ascontiguousarray(array), device=device)
+    return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
+
+
+def borrow(obj: object) -> tuple[Storage, np.dtype[Any], tuple[int, ...], tuple[int, ...], int]:
+    """Borrow a foreign device array: (storage, dtype, shape, element strides, element offset)."""
+    from tile import core
+
+    dv = core.borrow(obj)
+    item = dv.dtype.itemsize
+    if any(s < 0 for s in dv.strides):
+        raise ValueError("negative strides are not supported; pass a contiguous copy")
+    span = sum((n - 1) * s for n, s in zip(dv.shape, dv.strides, strict=False)) + item if all(dv.shape) else 0
+    storage = Storage(dv.device, dv.ptr, span, buffer=dv, owned=False, readonly=dv.readonly, keepalive=dv)
+    return storage, dv.dtype, tuple(dv.shape), tuple(s // item for s in dv.strides), 0
+
+
+def view(tensor: Tensor) -> Any:
+    """A ``tile.core.DeviceView`` of the tensor's elements (zero-copy)."""
+    from tile import core
+
+    storage = tensor._check()
+    item = tensor.dtype.itemsize
+    owner = storage.buffer if storage.owned else storage.keepalive
+    return core.DeviceView(
+        tensor.data_ptr(),
+        numpy_dtype(tensor.dtype),
+        tensor.shape,
+        tuple(s * item for s in tensor.strides),
+        device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
+        owner=owner,
+        buffer=storage.buffer if storage.owned else None,
+    )
+
+
+def read(tensor: Tensor) -> np.ndarray[Any, Any]:
+    """Copy a device tensor's elements to a new host array (blocks)."""
+    from tile import core
+
+    storage = tensor._check()
+    lo, hi = tensor._byte_range()
+    if hi == lo:
+        return np.empty(tensor.shape, numpy_dtype(tensor.dtype))
+    span = core.DeviceView(lo, np.dtype(np.uint8), (hi - lo,), (1,), device=storage.device, owner=storage.buffer)  # type: ignore[arg-type]  # a tile.core.Device
+    raw = span.to_numpy()
+    item = tensor.dtype.itemsize
+    typed = raw[: (hi - lo) // item * item].view(numpy_dtype(tensor.dtype))
+    strided = np.lib.stride_tricks.as_strided(typed, tensor.shape, tuple(s * item for s in tensor.strides))
+    return np.array(strided, copy=True)

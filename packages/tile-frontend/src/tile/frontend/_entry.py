@@ -1,0 +1,183 @@
+"""``@tile.entry``: a Python tile kernel becomes a `Kernel` whose calls return `Launch` ops.
+
+Invariants: a call checks the arguments (kinds, dtypes, ranks, static extents, generics, grid), then the ownership
+rules, then compiles the specialization (cached per kernel by `Specialization` and `Target`), and only then moves
+the arguments into the returned `Launch`, so every failure leaves the caller's handles usable. The target follows
+the arguments: host tensors compile for ``Target.cpu()`` and run on the interpreter, device tensors for the
+device's arch. ``unchecked=True`` skips the aliasing checks and allows raw ``Ptr`` parameters; handles are still
+moved and handed back after completion.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+from tile.compiler import ArraySpec, CompiledKernel, CompileOptions, ScalarSpec, Specialization, Target, compile_kernel
+from tile.compiler._spec import canonical_dtype
+from tile.frontend import _backend, _ownership
+from tile.frontend._errors import GridError
+from tile.frontend._launch import Launch
+from tile.frontend._partition import Partition
+from tile.frontend._signature import Bound, Param, bind, explicit_grid, read_params
+from tile.frontend._site import user_site
+from tile.frontend._storage import HOST
+from tile.frontend._tensor import Tensor
+
+__all__ = ["Kernel", "entry"]
+
+_I32_MAX = 2**31 - 1
+
+
+class Kernel:
+    """A ``@tile.entry`` kernel: call it with its arguments to get a `Launch` (a lazy ``DeviceOp``).
+
+    Const generics are inferred from partition tile shapes and static dims, or passed as keywords
+    (``gemm(z, x, y, BK=64)``). ``kernel.grid((x, y, z))(...)`` sets the grid of kernels without ``Mut`` outputs.
+    """
+
+    __name__: str
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        unchecked: bool = False,
+        options: CompileOptions | None = None,
+        grid: tuple[int, ...] | None = None,
+    ) -> None:
+        self.fn, self.unchecked, self.options, self._grid = fn, unchecked, options or CompileOptions(), grid
+        self.params: tuple[Param, ...] = read_params(fn)
+        self._cache: dict[tuple[Specialization, Target], CompiledKernel] = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    def __repr__(self) -> str:
+        return f"<tile kernel {self.fn.__qualname__}{' (unchecked)' if self.unchecked else ''}>"
+
+    def grid(self, grid: object) -> Kernel:
+        """This kernel with an explicit launch grid (1 to 3 ints)."""
+        clone = Kernel.__new__(Kernel)
+        clone.__dict__.update(self.__dict__)
+        clone._grid = explicit_grid(grid)
+        return clone
+
+    def __call__(self, *args: Any, **generics: int) -> Launch:
+        site = user_site()
+        bound, compiled = self._prepare(args, generics)
+        values = _ownership.move(self.__name__, args, site)
+        return Launch(self.__name__, compiled, params=self.params, values=values, grid=bound.grid, site=site)  # type: ignore[arg-type]  # set by _prepare
+
+    def compile(self, *args: Any, **generics: int) -> CompiledKernel:
+        """Check and compile for these arguments without launching or moving them (a warm-up)."""
+        return self._prepare(args, generics)[1]
+
+    def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel]:
+        name = self.__name__
+        bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
+        if bound.grid is None:
+            raise GridError(
+                f"{name}() has no Mut output to infer the launch grid from and no grid was given; "
+                f"launch it as {name}.grid((x, y, z))(...)"
+            )
+        device = _ownership.check(name, self.params, args, self.unchecked)
+        return bound, self._compiled(self._specialize(bound), _target(device))
+
+    def _specialize(self, bound: Bound) -> Specialization:
+        params: dict[str, ArraySpec | ScalarSpec] = {}
+        for p, value in zip(self.params, bound.values, strict=False):
+            if isinstance(value, (Tensor, Partition)):
+                params[p.name] = _array_spec(p, value, self.options.max_divisibility)
+            elif p.kind in ("scalar", "ptr") and p.dtype is not None:
+                dt = canonical_dtype(p.dtype.name)
+                params[p.name] = ScalarSpec(f"ptr<{dt}>" if p.kind == "ptr" else dt)
+        return Specialization.make(params=params, consts=bound.consts, options=self.options)
+
+    def _compiled(self, spec: Specialization, target: Target) -> CompiledKernel:
+        key = (spec, target)
+        found = self._cache.get(key)
+        if found is None:
+            with self._lock:
+                found = self._cache.get(key)
+                if found is None:
+                    found = self._cache[key] = compile_kernel(self.fn, spec, target)
+        return found
+
+
+def _target(device: object) -> Target:
+    if device is None:
+        device = HOST if _backend.backend() == "cpu" else None
+    if device == HOST:
+        return Target.cpu()
+    if device is None:
+        from tile import core
+
+        device = core.Device(0)
+    return Target(arch=device.arch)  # type: ignore[attr-defined]  # a tile.core.Device
+
+
+def _array_spec(p: Param, value: Tensor | Partition, max_div: int) -> ArraySpec:
+    t = value._tensor if isinstance(value, Partition) else value
+    static = [i for i, item in enumerate(p.shape) if item != -1] if p.kind == "tensor" else []
+    reach = sum((n - 1) * s for n, s in zip(t.shape, t.strides, strict=False))
+    wide = max((*t.shape, *t.strides, reach), default=0) > _I32_MAX
+    return ArraySpec.of(
+        canonical_dtype(t.dtype.name),
+        t.shape,
+        t.strides,
+        t.data_ptr(),
+        static_dims=static,
+        index_dtype="i64" if wide else "i32",
+        max_divisibility=max_div,
+    )
+
+
+@overload
+def entry(fn: Callable[..., Any], /) -> Kernel: ...
+@overload
+def entry(
+    *,
+    unchecked: bool = False,
+    opt_level: int = 3,
+    occupancy: int | None = None,
+    num_cta_in_cga: int | None = None,
+    num_worker_warps: int | None = None,
+) -> Callable[[Callable[..., Any]], Kernel]: ...
+def entry(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    unchecked: bool = False,
+    opt_level: int = 3,
+    occupancy: int | None = None,
+    num_cta_in_cga: int | None = None,
+    num_worker_warps: int | None = None,
+) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
+    """Make ``fn`` a tile kernel: ``@tile.entry`` or ``@tile.entry(unchecked=True, occupancy=2)``.
+
+    Parameters
+    ----------
+    fn
+        The kernel: a Python function in the kernel language with annotated parameters.
+    unchecked
+        Opt out of the launch-time aliasing checks and allow raw ``Ptr`` parameters (greppable on purpose).
+    opt_level, occupancy, num_cta_in_cga, num_worker_warps
+        Compile options passed to the compiler (see ``tile.compiler.CompileOptions``).
+
+    Returns
+    -------
+    Kernel
+        Call it with the kernel's arguments to get a `Launch` (a ``tile.aio.DeviceOp``).
+    """
+    options = CompileOptions(
+        opt_level=opt_level, occupancy=occupancy, num_cta_in_cga=num_cta_in_cga, num_worker_warps=num_worker_warps
+    )
+
+    def wrap(f: Callable[..., Any]) -> Kernel:
+        if unchecked:
+            f.__tile_unchecked__ = True  # type: ignore[attr-defined]  # the marker tile.compiler reads
+        return Kernel(f, unchecked=unchecked, options=options)
+
+    return wrap(fn) if fn is not None else wrap

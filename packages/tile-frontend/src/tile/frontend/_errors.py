@@ -1,0 +1,73 @@
+"""Typed errors of ``tile.frontend``'s runtime: ownership, aliasing, arguments, grids and backends.
+
+Invariants: every class derives from ``tile.bindings.TileError`` (the runtime stack's root) and from the builtin a
+caller would catch; each is raised *before* any memory is touched or any handle is moved, so the caller's handles
+are still usable after catching it; every message says what happened, where, and what to do. Errors with extra
+fields pickle through ``__reduce__``. Kernel-source problems are ``tile.compiler.CompileError`` (toolchain stack).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tile.bindings import TileError
+
+__all__ = [
+    "AliasError",
+    "ArgumentError",
+    "BackendError",
+    "BorrowError",
+    "FreedError",
+    "GridError",
+    "MovedError",
+    "OwnershipError",
+]
+
+
+class OwnershipError(TileError, ValueError):
+    """Base of the errors that enforce the ownership rules (DESIGN §3): moved, freed, borrowed, aliased."""
+
+
+class MovedError(OwnershipError, RuntimeError):
+    """A handle was used after it was moved into a launch or a partition.
+
+    Parameters
+    ----------
+    what : str
+        The handle, e.g. ``"Tensor(f32, [1024])"``.
+    fate : str
+        Where it went, e.g. ``"moved into the launch of add at demo.py:12"``.
+    fix : str
+        What to use instead.
+    """
+
+    def __init__(self, what: str, fate: str, fix: str) -> None:
+        self.what, self.fate, self.fix = what, fate, fix
+        super().__init__(f"{what} was {fate}; {fix}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.fate, self.fix))
+
+
+class FreedError(OwnershipError, RuntimeError):
+    """A handle was used after its storage was freed with ``.free()``."""
+
+
+class BorrowError(OwnershipError):
+    """A partition was requested while other live handles (views, shares, foreign imports) overlap its memory."""
+
+
+class AliasError(OwnershipError):
+    """Two launch arguments overlap in memory and at least one of them is written (a ``Mut`` output)."""
+
+
+class ArgumentError(TileError, TypeError):
+    """A launch argument does not match its parameter: kind, dtype, rank, shape, generic or count."""
+
+
+class GridError(TileError, ValueError):
+    """The launch grid cannot be determined, or the outputs' partitions disagree about it."""
+
+
+class BackendError(TileError, RuntimeError):
+    """The requested backend cannot run here, or arguments live on a different device than the launch."""

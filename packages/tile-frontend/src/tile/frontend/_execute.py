@@ -1,0 +1,130 @@
+"""Running one compiled launch: the entry ABI packed from the bound arguments, on the GPU or the interpreter.
+
+Invariants: the kernel parameter list is exactly ``CompiledKernel.abi.slots`` in order (tile-compiler's
+INTERFACES.md "Entry ABI"): per tensor a base address, extents and element strides of the index dtype; per
+scalar its value; per raw pointer its address. The GPU path launches the cubin with block (1, 1, 1) on the op's
+stream and records the stream as a user of every owned buffer (so a free waits); the CPU path maps each host
+storage into one interpreter `Memory` and runs the Tile IR read back from the kernel's bytecode.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tile.compiler import AbiSlot, CompiledKernel, KernelABI
+from tile.frontend._errors import ArgumentError
+from tile.frontend._partition import Partition
+from tile.frontend._tensor import Tensor
+
+__all__ = ["run_cpu", "run_gpu"]
+
+_GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
+_GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
+_modules: dict[tuple[str, int], Any] = {}
+_modules_lock = threading.Lock()
+_programs: dict[str, Any] = {}
+
+
+def _tensor(value: Any) -> Tensor:
+    return value._tensor if isinstance(value, Partition) else value
+
+
+def _scalar(slot: AbiSlot, t: Tensor) -> int:
+    if slot.role == "shape":
+        return t.shape[slot.axis]
+    if slot.role == "stride":
+        return t.strides[slot.axis]
+    raise ArgumentError(
+        f"unknown ABI slot role {slot.role!r} for '{slot.param}': tile-frontend and tile-compiler disagree"
+    )
+
+
+def _program(compiled: CompiledKernel) -> Any:
+    """The kernel's Tile IR module, read back from its bytecode once."""
+    program = _programs.get(compiled.key)
+    if program is None:
+        import tile.ir
+
+        program = _programs[compiled.key] = tile.ir.read_bytecode(compiled.bytecode)
+    return program
+
+
+def run_cpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any]) -> None:
+    """Interpret one launch over ``grid`` against the tensors' host memory."""
+    from tile.ir import interp
+
+    memory = interp.Memory()
+    args: list[Any] = []
+    for slot in compiled.abi.slots:
+        value = values[slot.param]
+        if slot.role == "base":
+            t = _tensor(value)
+            args.append(memory.map(t._host_array(), name=slot.param))
+        elif slot.role in ("shape", "stride"):
+            args.append(_scalar(slot, _tensor(value)))
+        elif slot.role == "pointer":
+            args.append(_host_pointer(memory, int(value)))
+        else:
+            args.append(value)
+    interp.launch(_program(compiled), tuple(grid), args, memory)
+
+
+def _host_pointer(memory: Any, address: int) -> int:
+    """Translate a real host address (``tensor.data_ptr()``) into the interpreter's address space."""
+    from tile.frontend._storage import _ALL
+
+    for storage in list(_ALL):
+        if storage.host is not None and storage.address <= address < storage.address + storage.nbytes:
+            return int(memory.map(storage.host)) + address - storage.address
+    raise ArgumentError(f"raw pointer 0x{address:x} is not inside any live host tensor")
+
+
+def _function(compiled: CompiledKernel, device: Any) -> Any:
+    key = (compiled.key, int(device.ordinal))
+    fn = _modules.get(key)
+    if fn is None:
+        from tile import core
+
+        with _modules_lock:
+            if (fn := _modules.get(key)) is None:
+                assert compiled.cubin is not None
+                module = core.Module.from_cubin(compiled.cubin, device=device, name=compiled.name)
+                fn = _modules[key] = module.function(compiled.entry)
+    return fn
+
+
+def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
+    """The kernel arguments and their tile.core signature kinds."""
+    args: list[Any] = []
+    kinds: list[str] = []
+    for slot in abi.slots:
+        value = values[slot.param]
+        if slot.role == "base":
+            args.append(_tensor(value).data_ptr())
+            kinds.append("ptr")
+        elif slot.role in ("shape", "stride"):
+            args.append(_scalar(slot, _tensor(value)))
+            kinds.append(_GPU_KIND[slot.dtype])
+        elif slot.role == "pointer":
+            args.append(int(value))
+            kinds.append("ptr")
+        else:
+            args.append(int(value) if slot.dtype in _GPU_KIND and slot.dtype[0] in "iu" else value)
+            kinds.append(_GPU_KIND.get(slot.dtype, slot.dtype))
+    return args, kinds
+
+
+def run_gpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any], stream: Any) -> None:
+    """Enqueue one launch of the cubin on ``stream`` and record the stream as a user of every owned buffer."""
+    from tile import core
+
+    fn = _function(compiled, stream.device)
+    args, kinds = gpu_args(compiled.abi, values)
+    core.launch(fn, tuple(grid), (1, 1, 1), args, stream=stream, signature=kinds)
+    for value in values.values():
+        if isinstance(value, (Tensor, Partition)):
+            storage = _tensor(value)._storage
+            if storage.owned and storage.buffer is not None:
+                storage.buffer.record_use(stream)

@@ -1,0 +1,115 @@
+"""`Launch`: the lazy ``tile.aio.DeviceOp`` a kernel call returns; it owns the moved arguments until done.
+
+Invariants: by the time a `Launch` exists, every check has passed, the kernel is compiled for its specialization and
+the arguments are moved into it; executing enqueues exactly one kernel launch (on the GPU stream, or as host work
+running the interpreter) and hands back the tuple of all arguments, in signature order, only once that work is
+done. Every storage it uses counts the launch as pending until then, so a ``free()`` on another handle waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+import tile.aio
+from tile.aio import DeviceOp, ExecutionContext
+from tile.compiler import CompiledKernel
+from tile.frontend._errors import BackendError
+from tile.frontend._execute import run_cpu, run_gpu
+from tile.frontend._ownership import storages
+from tile.frontend._signature import Param, explicit_grid
+from tile.frontend._storage import Storage
+
+__all__ = ["Launch"]
+
+
+class Launch(DeviceOp[tuple[Any, ...]]):
+    """One kernel launch, not yet executed: ``.sync()``, ``.sync_on(stream)``, ``await``, ``.graph()``.
+
+    ``.compile()`` returns the compiled kernel (already compiled when the launch was made) without running it;
+    ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
+    """
+
+    __slots__ = ("_compiled", "_grid", "_kernel", "_params", "_site", "_storages", "_values")
+
+    def __init__(
+        self,
+        kernel: str,
+        compiled: CompiledKernel,
+        *,
+        params: Sequence[Param],
+        values: list[Any],
+        grid: tuple[int, int, int],
+        site: str,
+    ) -> None:
+        super().__init__()
+        self._kernel, self._compiled, self._params, self._site = kernel, compiled, tuple(params), site
+        self._values: list[Any] | None = values
+        self._grid = grid
+        self._storages: list[Storage] = storages(values)
+        for s in self._storages:
+            s.pending += 1
+
+    @property
+    def on_host(self) -> bool:
+        """True when the launch runs on the CPU interpreter."""
+        return self._compiled.target.arch == "cpu"
+
+    @property
+    def launch_grid(self) -> tuple[int, int, int]:
+        """The (x, y, z) grid of tile blocks."""
+        return self._grid
+
+    def compile(self) -> CompiledKernel:
+        """The compiled kernel of this launch (cubin or bytecode, entry, ABI); runs nothing."""
+        return self._compiled
+
+    def grid(self, grid: object) -> Launch:
+        """Check ``grid`` against the outputs' grid; return this launch."""
+        from tile.frontend._signature import _grid
+
+        self._grid = _grid(self._kernel, self._params, self._values or [], explicit_grid(grid))
+        return self
+
+    def _describe(self) -> str:
+        return f"the launch of {self._kernel} at {self._site}"
+
+    def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+        values = self._values
+        assert values is not None
+        named = {p.name: v for p, v in zip(self._params, values, strict=False)}
+        if self.on_host:
+            compiled, grid = self._compiled, self._grid
+            ctx.enqueue(lambda: run_cpu(compiled, grid, named))
+        else:
+            if ctx.device is tile.aio.HOST:
+                raise BackendError(
+                    f"{self._describe()} uses GPU tensors but was executed on a host stream; use .sync() or a CUDA "
+                    "stream"
+                )
+            run_gpu(self._compiled, self._grid, named, ctx.stream)  # type: ignore[attr-defined]  # a CudaContext
+        return tuple(values)
+
+    def _drop(self) -> None:
+        self._values = None
+        storages, self._storages = self._storages, []
+        for s in storages:
+            s.release()
+
+    # A CPU launch is host work: it runs on a host stream whatever the default device is (there may be no GPU).
+    def _host_ctx(self) -> ExecutionContext | None:
+        return tile.aio.default_policy("host").next_context() if self.on_host else None
+
+    def sync(self) -> tuple[Any, ...]:
+        """Execute, block until the work is done, and return all arguments (outputs written)."""
+        ctx = self._host_ctx()
+        return super().sync() if ctx is None else self.sync_on(ctx)
+
+    def __await__(self) -> Generator[Any, None, tuple[Any, ...]]:
+        if self.on_host:
+            return self.schedule(tile.aio.default_policy("host")).__await__()
+        return super().__await__()
+
+    def graph(self, on: object = None) -> Any:
+        """Capture this launch into a replayable graph (see ``tile.aio.DeviceOp.graph``)."""
+        return super().graph(on if on is not None else self._host_ctx())

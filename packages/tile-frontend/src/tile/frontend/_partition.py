@@ -1,0 +1,141 @@
+"""`Partition`: a tensor split into disjoint tiles, the only thing a kernel's ``Mut`` output accepts.
+
+Invariants:
+- Making a partition moves the tensor and requires exclusive memory: no other live handle, view, export or
+  foreign borrow may overlap it (`BorrowError` lists each one with the line that made it); read-only foreign
+  memory can never be partitioned.
+- Tile extents are powers of two (Tile IR tiles are); the grid is ``ceil(extent / tile)`` per axis, so shapes need
+  not divide: blocks of edge tiles load padding and their stores are masked.
+- A partition is a move-only handle like a tensor: `unpartition` moves the tensor back out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tile.compiler.lang import DType
+from tile.frontend._errors import ArgumentError, BorrowError, MovedError
+from tile.frontend._storage import overlapping
+from tile.frontend._tensor import _FIX, Tensor
+
+__all__ = ["Partition", "make_partition"]
+
+MAX_RANK = 3
+
+
+class Partition:
+    """A tensor split into tiles of ``tile_shape``; pass it as a kernel's ``Mut`` argument.
+
+    Attributes
+    ----------
+    tile_shape : tuple of int
+        The tile each block owns.
+    """
+
+    __slots__ = ("_fate", "_tensor", "tile_shape")
+    _tensor: Tensor
+    _fate: tuple[str, str] | None
+    tile_shape: tuple[int, ...]
+
+    def __init__(self) -> None:
+        raise TypeError("make partitions with tensor.partition(tile_shape)")
+
+    @classmethod
+    def _make(cls, tensor: Tensor, tile_shape: tuple[int, ...]) -> Partition:
+        self = object.__new__(cls)
+        self._tensor, self.tile_shape, self._fate = tensor, tile_shape, None
+        return self
+
+    def _check(self) -> Tensor:
+        if self._fate is not None:
+            kind, where = self._fate
+            raise MovedError(self._describe(), where, _FIX[kind])
+        self._tensor._check()
+        return self._tensor
+
+    def _describe(self) -> str:
+        return f"Partition({self.dtype.name}, {list(self.shape)} in tiles of {list(self.tile_shape)})"
+
+    def _move(self, kind: str, where: str) -> Partition:
+        new = Partition._make(self._check()._move(kind, where), self.tile_shape)
+        self._fate = (kind, where)
+        return new
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Extents of the whole tensor."""
+        return self._tensor.shape
+
+    @property
+    def dtype(self) -> DType:
+        """Element type."""
+        return self._tensor.dtype
+
+    @property
+    def device(self) -> object:
+        """Where the memory lives (see `Tensor.device`)."""
+        return self._tensor.device
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        """Tiles per axis: ``ceil(extent / tile)``."""
+        return tuple(-(-n // t) for n, t in zip(self.shape, self.tile_shape, strict=False))
+
+    @property
+    def num_tiles(self) -> int:
+        """Number of tiles (blocks of the launch grid)."""
+        return math.prod(self.grid)
+
+    @property
+    def moved(self) -> bool:
+        """True once moved into a launch or unpartitioned."""
+        return self._fate is not None or self._tensor.moved
+
+    def unpartition(self) -> Tensor:
+        """Return the whole tensor (moves this partition)."""
+        from tile.frontend._site import user_site
+
+        tensor = self._check()._move("unpartition", f"unpartitioned at {user_site()}")
+        self._fate = ("unpartition", f"unpartitioned at {user_site()}")
+        return tensor
+
+    def __repr__(self) -> str:
+        return f"Partition({self.dtype!r}, {list(self.shape)}, tiles {list(self.tile_shape)}, grid {list(self.grid)})"
+
+
+def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Partition:
+    """Validate and make a partition of ``tensor`` (see `Tensor.partition`)."""
+    storage = tensor._check()
+    tile = _tile_shape(tensor, tile_shape)
+    if storage.readonly:
+        raise BorrowError(
+            f"{tensor._describe()} borrows read-only foreign memory, which cannot be written: "
+            "copy it with tile.from_numpy(...) or .copy() and partition the copy"
+        )
+    lo, hi = tensor._byte_range()
+    others = overlapping(storage, lo, hi, exclude=(tensor,))
+    if others:
+        listed = "; ".join(h._describe() for h in others[:4]) + ("; ..." if len(others) > 4 else "")
+        raise BorrowError(
+            f"cannot partition {tensor._describe()} at {site}: a partition needs exclusive memory, but "
+            f"{len(others)} other live handle(s) overlap it: {listed}. Drop them first (`del view`), or partition "
+            "a .copy()"
+        )
+    return Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
+
+
+def _tile_shape(tensor: Tensor, tile_shape: Sequence[int]) -> tuple[int, ...]:
+    tile = tuple(tile_shape) if isinstance(tile_shape, (tuple, list)) else (tile_shape,)
+    if not 1 <= tensor.ndim <= MAX_RANK:
+        raise ArgumentError(
+            f"only tensors of rank 1 to {MAX_RANK} can be partitioned; {tensor!r} has rank {tensor.ndim}"
+        )
+    if len(tile) != tensor.ndim:
+        raise ArgumentError(f"tile shape {list(tile)} has rank {len(tile)} but {tensor!r} has rank {tensor.ndim}")
+    for t in tile:
+        if type(t) is not int or t <= 0 or t & (t - 1):
+            raise ArgumentError(f"tile extents must be powers of two (Tile IR tiles are); got {list(tile)}")
+    if any(n == 0 for n in tensor.shape):
+        raise ArgumentError(f"cannot partition the empty tensor {tensor!r}")
+    return tile

@@ -1,0 +1,257 @@
+"""A kernel's parameters as the launcher sees them, and the checks that bind call arguments to them.
+
+Invariants: binding reads only the Python annotations (no compiler stage), checks every argument's kind, dtype,
+rank, static extents and tile shape, infers const generics (from partition tile shapes and static dims, or
+keywords) and the grid (from the ``Mut`` partitions), and raises `ArgumentError` / `GridError` naming the
+parameter and the fix. It moves nothing and touches no memory, so a failed call leaves every handle usable.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tile.compiler._types import DTYPES
+from tile.compiler.lang import DType
+from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
+from tile.frontend._errors import ArgumentError, GridError
+from tile.frontend._partition import Partition
+from tile.frontend._tensor import Tensor
+
+__all__ = ["Bound", "Param", "bind", "read_params"]
+
+_SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: ``kind`` is tensor, mut, const, scalar or ptr."""
+
+    name: str
+    kind: str
+    dtype: DType | None = None
+    shape: tuple[int | str, ...] = ()
+    const_kind: type | None = None
+
+
+@dataclass
+class Bound:
+    """A call's arguments bound to the parameters, with the inferred generics and grid."""
+
+    values: list[Any]
+    consts: dict[str, int | float | bool] = field(default_factory=dict)
+    grid: tuple[int, int, int] | None = None
+
+
+def read_params(fn: Callable[..., Any]) -> tuple[Param, ...]:
+    """Read the parameters of a kernel from its annotations."""
+    try:
+        annotations = inspect.get_annotations(fn, eval_str=True)
+    except Exception as exc:  # any failure while evaluating a user's annotation string
+        raise ArgumentError(f"cannot evaluate the annotations of kernel '{fn.__name__}': {exc}") from None
+    return tuple(_param(name, annotations.get(name)) for name in inspect.signature(fn).parameters)
+
+
+def _param(name: str, ann: object) -> Param:
+    if isinstance(ann, TensorAnnotation):
+        return Param(name, "tensor", ann.dtype, ann.shape)
+    if isinstance(ann, MutAnnotation):
+        return Param(name, "mut", ann.tensor.dtype, ann.tensor.shape)
+    if isinstance(ann, ConstAnnotation):
+        return Param(name, "const", const_kind=ann.kind)
+    if isinstance(ann, PtrAnnotation):
+        return Param(name, "ptr", ann.dtype)
+    if isinstance(ann, DType) or ann in _SCALARS:
+        return Param(name, "scalar", ann if isinstance(ann, DType) else _SCALARS[ann])
+    raise ArgumentError(
+        f"kernel parameter '{name}' needs an annotation: Tensor[dtype, shape], Mut[Tensor[dtype, tile_shape]], "
+        f"Const[int], Ptr[dtype] or a scalar type (int, float, tile.f32); got {ann!r}"
+    )
+
+
+def generic_names(params: Sequence[Param]) -> set[str]:
+    """Every const-generic name used in the parameters' shapes."""
+    return {item for p in params for item in p.shape if isinstance(item, str)}
+
+
+def bind(
+    kernel: str,
+    params: Sequence[Param],
+    args: Sequence[Any],
+    generics: Mapping[str, int],
+    *,
+    grid: tuple[int, ...] | None,
+    unchecked: bool,
+) -> Bound:
+    """Check ``args`` against ``params`` and infer generics and the grid (see the module docstring)."""
+    if len(args) != len(params):
+        names = ", ".join(p.name for p in params)
+        raise ArgumentError(f"{kernel}({names}) takes {len(params)} arguments but {len(args)} were given")
+    unknown = set(generics) - generic_names(params)
+    if unknown:
+        raise ArgumentError(
+            f"{kernel}() got keyword(s) {sorted(unknown)} that are not const generics of its signature "
+            f"(its generics: {sorted(generic_names(params)) or 'none'})"
+        )
+    inferred: dict[str, tuple[int, str]] = {k: (int(v), "the keyword argument") for k, v in generics.items()}
+    bound = Bound(list(args))
+    for p, a in zip(params, args, strict=False):
+        _CHECKS[p.kind](kernel, p, a, inferred, unchecked)
+        if p.kind == "const":
+            bound.consts[p.name] = a
+    missing = generic_names(params) - set(inferred)
+    if missing:
+        raise ArgumentError(
+            f"{kernel}(): const generic(s) {sorted(missing)} cannot be inferred from the arguments; pass them as "
+            f"keywords, e.g. {kernel}(..., {sorted(missing)[0]}=64)"
+        )
+    bound.consts.update({k: v for k, (v, _) in inferred.items()})
+    bound.grid = _grid(kernel, params, args, grid)
+    return bound
+
+
+def _where(kernel: str, p: Param) -> str:
+    return f"argument '{p.name}' of {kernel}()"
+
+
+def _check_dtype_rank(kernel: str, p: Param, dtype: DType, rank: int, what: str) -> None:
+    if dtype != p.dtype:
+        raise ArgumentError(
+            f"{_where(kernel, p)} has dtype {dtype.name} but the kernel declares {p.dtype.name if p.dtype else '?'}; "
+            f"convert it (e.g. tile.from_numpy(x.to_numpy(), dtype=tile.{p.dtype.name if p.dtype else 'f32'}))"
+        )
+    if rank != len(p.shape):
+        raise ArgumentError(
+            f"{_where(kernel, p)} has rank {rank} ({what}) but the kernel declares rank {len(p.shape)} {list(p.shape)}"
+        )
+
+
+def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred: dict[str, tuple[int, str]]) -> None:
+    for axis, (item, n) in enumerate(zip(p.shape, dims, strict=False)):
+        source = f"{what} of '{p.name}' (axis {axis})"
+        if isinstance(item, int) and item not in (-1, n):
+            raise ArgumentError(f"{_where(kernel, p)}: {source} is {n} but the kernel declares {item}")
+        if isinstance(item, str):
+            seen = inferred.setdefault(item, (n, source))
+            if seen[0] != n:
+                raise ArgumentError(
+                    f"{kernel}(): const generic {item} is {seen[0]} from {seen[1]} but {n} from {source}"
+                )
+
+
+def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+    if isinstance(a, Tensor):
+        raise ArgumentError(
+            f"{_where(kernel, p)} is a Mut output and needs a Partition, got a Tensor: pass "
+            f"{p.name}.partition({list(p.shape)}) (each block may write only its own tile)"
+        )
+    if not isinstance(a, Partition):
+        raise ArgumentError(f"{_where(kernel, p)} is a Mut output and needs a Partition, got {type(a).__name__}")
+    a._check()
+    _check_dtype_rank(kernel, p, a.dtype, len(a.tile_shape), "of its tiles")
+    _match_dims(kernel, p, a.tile_shape, "the tile shape", inferred)
+
+
+def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+    if isinstance(a, Partition):
+        raise ArgumentError(
+            f"{_where(kernel, p)} is a read-only input but got a Partition: pass a Tensor (call .unpartition())"
+        )
+    if not isinstance(a, Tensor):
+        raise ArgumentError(f"{_where(kernel, p)} needs a tile Tensor, got {type(a).__name__}: use tile.from_numpy")
+    a._check()
+    _check_dtype_rank(kernel, p, a.dtype, a.ndim, f"shape {list(a.shape)}")
+    _match_dims(kernel, p, a.shape, "the extent", inferred)
+
+
+def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+    assert p.dtype is not None
+    ok = isinstance(a, (bool, np.bool_)) if p.dtype.kind == "b" else _is_number(a, int_only=p.dtype.kind in "iu")
+    if not ok:
+        raise ArgumentError(f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__} {a!r}")
+    if p.dtype.kind in "iu":
+        lo, hi = (
+            (-(2 ** (p.dtype.bits - 1)), 2 ** (p.dtype.bits - 1) - 1)
+            if p.dtype.kind == "i"
+            else (0, 2**p.dtype.bits - 1)
+        )
+        if not lo <= int(a) <= hi:
+            raise ArgumentError(f"{_where(kernel, p)} = {a} does not fit in {p.dtype.name}")
+
+
+def _is_number(a: Any, int_only: bool) -> bool:
+    if isinstance(a, (bool, np.bool_)):
+        return False
+    kinds = (int, np.integer) if int_only else (int, float, np.integer, np.floating)
+    return isinstance(a, kinds)
+
+
+def _check_const(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+    kind = p.const_kind
+    ok = type(a) is kind or (kind is float and type(a) is int)
+    if not ok:
+        raise ArgumentError(f"{_where(kernel, p)} is Const[{getattr(kind, '__name__', kind)}], got {a!r}")
+
+
+def _check_ptr(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+    if not unchecked:
+        raise ArgumentError(
+            f"{_where(kernel, p)} is a raw pointer, which only kernels marked @tile.entry(unchecked=True) may take"
+        )
+    if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+        raise ArgumentError(f"{_where(kernel, p)} is a raw pointer: pass an int address (tensor.data_ptr())")
+
+
+_CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[int, str]], bool], None]] = {
+    "mut": _check_mut,
+    "tensor": _check_tensor,
+    "scalar": _check_scalar,
+    "const": _check_const,
+    "ptr": _check_ptr,
+}
+
+
+def _grid(kernel: str, params: Sequence[Param], args: Sequence[Any], explicit: tuple[int, ...] | None) -> Any:
+    grids = [(p.name, a.grid) for p, a in zip(params, args, strict=False) if p.kind == "mut"]
+    distinct = {g for _, g in grids}
+    if len(distinct) > 1:
+        listed = ", ".join(f"'{n}' {list(g)}" for n, g in grids)
+        raise GridError(
+            f"{kernel}(): the Mut outputs' partitions disagree about the launch grid ({listed}); partition them so "
+            "every output has the same number of tiles per axis"
+        )
+    if explicit is not None:
+        if grids and _pad(grids[0][1]) != _pad(explicit):
+            raise GridError(
+                f"{kernel}(): the explicit grid {list(explicit)} differs from the grid {list(grids[0][1])} of "
+                f"output '{grids[0][0]}'; drop .grid(...) or repartition the output"
+            )
+        return _checked(kernel, _pad(explicit))
+    if grids:
+        return _checked(kernel, _pad(grids[0][1]))
+    return None
+
+
+def _pad(grid: Sequence[int]) -> tuple[int, int, int]:
+    x, y, z = (*grid, 1, 1)[:3]
+    return (int(x), int(y), int(z))
+
+
+def _checked(kernel: str, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    for n, cap in zip(grid, _MAX_GRID, strict=False):
+        if n < 1 or n > cap:
+            raise GridError(f"{kernel}(): grid {list(grid)} is out of range (each axis 1..{list(_MAX_GRID)})")
+    return grid
+
+
+def explicit_grid(grid: object) -> tuple[int, ...]:
+    """Validate a user-given grid: 1 to 3 positive ints."""
+    dims = grid if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in dims):
+        raise GridError(f"a grid is 1 to 3 positive ints, e.g. .grid((8, 1, 1)); got {grid!r}")
+    return tuple(int(n) for n in dims)

@@ -1,0 +1,24 @@
+"""Where user code called into tile.frontend: the ``file:line`` that ownership errors name.
+
+Invariant: the reported frame is the innermost one outside this package (and outside tile.aio, whose
+combinators call back into it), so messages point at the user's launch or partition line however deep the call.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import tile.aio
+
+__all__ = ["user_site"]
+
+_OURS = (str(Path(__file__).resolve().parent), str(Path(tile.aio.__file__ or ".").resolve().parent))
+
+
+def user_site() -> str:
+    """Return ``"file:line"`` of the innermost caller outside tile.frontend and tile.aio."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_OURS):
+        frame = frame.f_back
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"

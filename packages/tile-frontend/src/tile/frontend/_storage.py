@@ -1,0 +1,183 @@
+"""Storage: the memory that tensor handles view, and the registry that finds handles overlapping a byte range.
+
+A `Storage` is one allocation: owned host memory (the CPU backend: a numpy byte array), an owned
+``tile.core.DeviceBuffer`` (the GPU backend), or borrowed foreign memory (numpy/torch/cupy through DLPack or
+``__cuda_array_interface__``), which Tile never frees and which may overlap any other storage.
+
+Invariants:
+- Every live handle (a tensor, a view, the tensor inside a partition, an op's in-flight argument) is in its
+  storage's ``handles`` weak set; a handle leaves it when moved, and CPython drops it when the last reference
+  goes. An object exported through ``__dlpack__`` is tracked the same way, for as long as the consumer keeps it.
+- Overlap is decided by absolute byte ranges ``[lo, hi)`` on one device, never by object identity: two handles
+  of different storages conflict when their ranges intersect (foreign memory makes that possible).
+- Memory is released only when no pending launch uses it: host storage defers ``free`` until ``pending`` is 0;
+  device buffers are freed stream-ordered by tile.core after every recorded use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Hashable, Iterator
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["HOST", "Handle", "Storage", "overlapping"]
+
+HOST = "cpu"
+"""The device of host (CPU backend) storage."""
+
+
+class Handle(Protocol):
+    """What the registry needs from a handle: its absolute byte range and a description for messages."""
+
+    def _byte_range(self) -> tuple[int, int]: ...
+    def _describe(self) -> str: ...
+
+
+class _Export:
+    """A buffer handed to another library through ``__dlpack__``; live while the consumer holds it."""
+
+    __slots__ = ("__weakref__", "hi", "lo", "what")
+
+    def __init__(self, lo: int, hi: int, what: str) -> None:
+        self.lo, self.hi, self.what = lo, hi, what
+
+    def _byte_range(self) -> tuple[int, int]:
+        return self.lo, self.hi
+
+    def _describe(self) -> str:
+        return self.what
+
+
+_FOREIGN: weakref.WeakSet[Storage] = weakref.WeakSet()
+_ALL: weakref.WeakSet[Storage] = weakref.WeakSet()
+
+
+class Storage:
+    """One allocation (owned or borrowed) that handles view.
+
+    Attributes
+    ----------
+    device
+        `HOST` or a ``tile.core.Device``.
+    address, nbytes
+        The byte range ``[address, address + nbytes)`` the storage covers.
+    host
+        The bytes as a flat uint8 numpy array (host storage), else None.
+    buffer
+        The ``tile.core.DeviceBuffer`` (owned device storage) or ``DeviceView`` (borrowed), else None.
+    owned
+        False for borrowed foreign memory (never freed by Tile).
+    readonly
+        True when the producer exported the memory read-only (it can never be an output).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_exports",
+        "address",
+        "buffer",
+        "device",
+        "freed_at",
+        "handles",
+        "host",
+        "keepalive",
+        "nbytes",
+        "owned",
+        "pending",
+        "readonly",
+    )
+
+    def __init__(
+        self,
+        device: Hashable,
+        address: int,
+        nbytes: int,
+        *,
+        host: np.ndarray[Any, Any] | None = None,
+        buffer: Any = None,
+        owned: bool = True,
+        readonly: bool = False,
+        keepalive: object = None,
+    ) -> None:
+        self.device, self.address, self.nbytes = device, address, nbytes
+        self.host, self.buffer, self.owned, self.readonly, self.keepalive = host, buffer, owned, readonly, keepalive
+        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._exports: weakref.WeakSet[_Export] = weakref.WeakSet()
+        self.pending = 0
+        self.freed_at: str | None = None
+        _ALL.add(self)
+        if not owned:
+            _FOREIGN.add(self)
+
+    @classmethod
+    def host_owned(cls, nbytes: int) -> Storage:
+        """Allocate ``nbytes`` of host memory (64-byte aligned, so alignment facts match device allocations)."""
+        raw = np.empty(max(nbytes, 1) + 64, np.uint8)
+        skip = -raw.ctypes.data % 64
+        data = raw[skip : skip + max(nbytes, 1)]
+        return cls(HOST, int(data.ctypes.data), max(nbytes, 1), host=data)
+
+    @classmethod
+    def host_foreign(cls, lo: int, hi: int, readonly: bool, keepalive: object) -> Storage:
+        """Borrow host bytes ``[lo, hi)`` that ``keepalive`` owns (a numpy array or a DLPack producer)."""
+        n = max(hi - lo, 1)
+        data = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(lo))
+        return cls(HOST, lo, n, host=data, owned=False, readonly=readonly, keepalive=keepalive)
+
+    def __repr__(self) -> str:
+        kind = "owned" if self.owned else "borrowed"
+        return f"<Storage {kind} {self.nbytes} bytes on {self.device!r} at 0x{self.address:x}>"
+
+    def live(self) -> Iterator[Handle]:
+        """Every live handle and export of this storage."""
+        yield from list(self.handles)
+        yield from list(self._exports)
+
+    def export(self, lo: int, hi: int, what: str, consumer_view: object) -> None:
+        """Track a buffer exported to another library as a borrow until ``consumer_view`` is collected."""
+        token = _Export(lo, hi, what)
+        self._exports.add(token)
+        weakref.finalize(consumer_view, _keep, token)  # the finalizer holds the token as long as the view lives
+
+    def release(self) -> None:
+        """A pending launch finished with this storage: perform a deferred free when it was the last."""
+        self.pending -= 1
+        if self.pending == 0 and self.freed_at is not None:
+            self._drop()
+
+    def free(self, site: str) -> None:
+        """Free the memory now (or, on the host, when the last pending launch finishes)."""
+        self.freed_at = site
+        if self.buffer is not None and self.owned:
+            self.buffer.free()  # stream-ordered by tile.core after every recorded use
+        if self.pending == 0:
+            self._drop()
+
+    def _drop(self) -> None:
+        self.host, self.buffer, self.keepalive = None, None, None
+
+
+def _keep(token: _Export) -> None:
+    """Finalizer body: referencing ``token`` here is what keeps the export alive until the consumer goes."""
+    del token
+
+
+def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] = ()) -> list[Handle]:
+    """Live handles whose absolute byte range intersects ``[lo, hi)`` on ``storage``'s device.
+
+    Only the storage's own handles can overlap unless foreign memory is borrowed somewhere: then every storage
+    on the device is scanned, because a borrow may alias anything (including a re-imported export of ours).
+    """
+    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device]
+    found: list[Handle] = []
+    for pool in pools:
+        for handle in pool.live():
+            if any(handle is e for e in exclude):
+                continue
+            a, b = handle._byte_range()
+            if a < hi and lo < b:
+                found.append(handle)
+    return found

@@ -1,0 +1,332 @@
+"""`Tensor`: a handle on a typed, strided window of a `Storage` (host or device), with move semantics.
+
+Invariants:
+- A handle is live, moved (into a launch or a partition: ``_fate`` says where) or freed; every public method
+  checks this first and raises `MovedError` / `FreedError` naming the site and the fix.
+- Views (``reshape``, indexing, ``permute``) are zero-copy handles on the same storage; each one is a shared borrow
+  that blocks partitioning overlapping memory while it is alive.
+- Strides are in elements and never negative; ``offset`` is in elements from the storage's first byte.
+- ``Tensor[dtype, shape]`` (subscripting the class) is the kernel-language annotation, so one name serves the
+  host handle and the kernel signature.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tile.compiler.lang import DType
+from tile.compiler.lang import Tensor as _Annotation
+from tile.compiler.lang._annotations import TensorAnnotation
+from tile.frontend._dtypes import numpy_dtype
+from tile.frontend._errors import ArgumentError, BackendError, FreedError, MovedError
+from tile.frontend._site import user_site
+from tile.frontend._storage import HOST, Storage
+
+if TYPE_CHECKING:
+    from tile.frontend._partition import Partition
+
+__all__ = ["Tensor", "contiguous_strides"]
+
+_FIX = {
+    "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
+    "partition": "use the Partition it returned, and `.unpartition()` to get the tensor back",
+    "unpartition": "use the Tensor that .unpartition() returned",
+}
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides (in elements) of ``shape``."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))
+
+
+class Tensor:
+    """A host handle on device (or, on the CPU backend, host) memory.
+
+    Create tensors with `tile.zeros`, `tile.ones`, `tile.from_numpy`, `tile.from_dlpack`, ...; pass them to
+    kernels (they are moved into the launch and handed back by ``.sync()``/``await``), partition them for output
+    with `partition`, and read them back with `to_numpy`.
+
+    Attributes
+    ----------
+    dtype : DType
+        Element type.
+    """
+
+    __slots__ = ("__weakref__", "_fate", "_offset", "_shape", "_site", "_storage", "_strides", "dtype")
+    _storage: Storage
+    _shape: tuple[int, ...]
+    _strides: tuple[int, ...]
+    _offset: int
+    _site: str
+    _fate: tuple[str, str] | None
+    dtype: DType
+
+    def __init__(self) -> None:
+        raise TypeError("make tensors with tile.zeros/ones/full/empty/arange/from_numpy/from_dlpack")
+
+    def __class_getitem__(cls, item: Any) -> TensorAnnotation:
+        return _Annotation.__class_getitem__(item)
+
+    @classmethod
+    def _make(
+        cls,
+        storage: Storage,
+        dtype: DType,
+        shape: Sequence[int],
+        *,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        site: str | None = None,
+    ) -> Tensor:
+        self = object.__new__(cls)
+        self._storage, self.dtype, self._shape, self._offset = storage, dtype, tuple(shape), offset
+        self._strides = tuple(strides) if strides is not None else contiguous_strides(shape)
+        self._site, self._fate = site or user_site(), None
+        storage.handles.add(self)
+        return self
+
+    # -- state --------------------------------------------------------------------------------------------------
+
+    def _check(self) -> Storage:
+        """Raise if this handle cannot be used; return its storage."""
+        if self._fate is not None:
+            kind, where = self._fate
+            raise MovedError(self._describe(), where, _FIX[kind])
+        storage = self._storage
+        if storage.freed_at is not None:
+            raise FreedError(
+                f"{self._describe()} views memory that was freed at {storage.freed_at}; "
+                "keep the tensor until you no longer need it, or make a new one"
+            )
+        return storage
+
+    def _move(self, kind: str, where: str) -> Tensor:
+        """Hand this handle's view to a new handle and mark this one moved (``kind`` picks the fix hint)."""
+        storage = self._check()
+        new = Tensor._make(
+            storage, self.dtype, self._shape, strides=self._strides, offset=self._offset, site=self._site
+        )
+        self._fate = (kind, where)
+        storage.handles.discard(self)
+        return new
+
+    @property
+    def moved(self) -> bool:
+        """True once the handle was moved into a launch or a partition (or freed)."""
+        return self._fate is not None or self._storage.freed_at is not None
+
+    def _describe(self) -> str:
+        return f"Tensor({self.dtype.name}, {list(self._shape)}) created at {self._site}"
+
+    def _byte_range(self) -> tuple[int, int]:
+        item = self.dtype.itemsize
+        lo = self._storage.address + self._offset * item
+        if any(n == 0 for n in self._shape):
+            return lo, lo
+        return lo, lo + (sum((n - 1) * s for n, s in zip(self._shape, self._strides, strict=False)) + 1) * item
+
+    # -- metadata -----------------------------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Extents."""
+        return self._shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Strides in elements."""
+        return self._strides
+
+    @property
+    def ndim(self) -> int:
+        """Rank."""
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self._shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the elements (``size * itemsize``)."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def device(self) -> object:
+        """``"cpu"`` for the CPU backend, else the ``tile.core.Device`` holding the memory."""
+        return self._storage.device
+
+    @property
+    def is_contiguous(self) -> bool:
+        """True for a dense row-major layout."""
+        return all(
+            s == c
+            for n, s, c in zip(self._shape, self._strides, contiguous_strides(self._shape), strict=False)
+            if n > 1
+        )
+
+    def data_ptr(self) -> int:
+        """Address of element ``[0, ..., 0]`` (for ``Ptr`` parameters of unchecked kernels only)."""
+        self._check()
+        return self._storage.address + self._offset * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        state = "moved" if self.moved else str(self.device)
+        return f"Tensor({self.dtype.name}, {list(self._shape)}, {state})"
+
+    # -- views --------------------------------------------------------------------------------------------------
+
+    def _view(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> Tensor:
+        return Tensor._make(self._check(), self.dtype, shape, strides=strides, offset=offset, site=user_site())
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """A zero-copy view with a new shape (one extent may be -1); needs a contiguous tensor."""
+        dims = _dims(shape)
+        if dims.count(-1) > 1 or any(n < -1 for n in dims):
+            raise ArgumentError(f"reshape{tuple(dims)}: extents are >= 0 with at most one -1")
+        if -1 in dims:
+            known = math.prod(n for n in dims if n != -1)
+            dims[dims.index(-1)] = self.size // known if known else 0
+        if math.prod(dims) != self.size:
+            raise ArgumentError(f"cannot reshape {list(self._shape)} ({self.size} elements) into {dims}")
+        if not self.is_contiguous:
+            raise ArgumentError(f"reshape needs a contiguous tensor; {self!r} is a strided view: call .copy() first")
+        return self._view(dims, contiguous_strides(dims), self._offset)
+
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
+        """A zero-copy view with dimensions reordered by ``axes``."""
+        order = _dims(axes)
+        if sorted(order) != list(range(self.ndim)):
+            raise ArgumentError(f"permute{tuple(order)} is not a permutation of the {self.ndim} axes of {self!r}")
+        return self._view([self._shape[a] for a in order], [self._strides[a] for a in order], self._offset)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802  # numpy's spelling of the reversed-axes view
+        """The view with all axes reversed."""
+        return self.permute(*reversed(range(self.ndim)))
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """Basic indexing: ints (drop the axis) and slices with a positive step; a zero-copy view."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if len(keys) > self.ndim:
+            raise ArgumentError(f"too many indices ({len(keys)}) for {self!r}")
+        shape, strides, offset = [], [], self._offset
+        for axis, (n, s) in enumerate(zip(self._shape, self._strides, strict=False)):
+            k = keys[axis] if axis < len(keys) else slice(None)
+            if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                if not -n <= k < n:
+                    raise ArgumentError(f"index {k} is out of bounds for axis {axis} of {self!r}")
+                offset += (int(k) % n) * s
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step <= 0:
+                    raise ArgumentError("slices need a positive step (negative strides are not supported)")
+                shape.append(len(range(start, stop, step)))
+                strides.append(s * step)
+                offset += start * s if shape[-1] else 0
+            else:
+                raise ArgumentError(f"index {k!r} is not an int or a slice")
+        return self._view(shape, strides, offset)
+
+    # -- data ---------------------------------------------------------------------------------------------------
+
+    def _host_array(self) -> np.ndarray[Any, Any]:
+        """A zero-copy numpy view of a host tensor's elements."""
+        storage = self._check()
+        if storage.host is None:
+            raise BackendError(f"{self!r} lives on a GPU; use .to_numpy() to copy it to the host")
+        item = self.dtype.itemsize
+        lo, hi = (b - storage.address for b in self._byte_range())
+        flat = storage.host[lo : max(hi, lo + item)][: ((max(hi, lo + item) - lo) // item) * item]
+        strides = tuple(s * item for s in self._strides)
+        return np.lib.stride_tricks.as_strided(flat.view(numpy_dtype(self.dtype)), self._shape, strides)
+
+    def to_numpy(self) -> np.ndarray[Any, Any]:
+        """Copy the elements into a new numpy array (blocks for device tensors)."""
+        storage = self._check()
+        if storage.host is not None:
+            return np.array(self._host_array(), copy=True)
+        from tile.frontend import _device
+
+        return _device.read(self)
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """Alias of `to_numpy`."""
+        return self.to_numpy()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        out = self.to_numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def copy(self) -> Tensor:
+        """A new tensor owning a contiguous copy of these elements."""
+        from tile.frontend._create import from_numpy
+
+        return from_numpy(self.to_numpy(), dtype=self.dtype, device=self._check().device)
+
+    def free(self) -> None:
+        """Free the storage now (every handle on it becomes unusable); a pending launch keeps it until done."""
+        self._check().free(user_site())
+
+    def partition(self, tile_shape: Sequence[int]) -> Partition:
+        """Split this tensor into disjoint tiles for a kernel's ``Mut`` output; moves the tensor.
+
+        Parameters
+        ----------
+        tile_shape
+            The tile each block owns, one power-of-two extent per axis (rank 1 to 3). Shapes need not divide:
+            edge tiles are padded on load and masked on store.
+
+        Raises
+        ------
+        BorrowError
+            Another live handle (a view, a share, a foreign import) overlaps this tensor's memory.
+        """
+        from tile.frontend._partition import make_partition
+
+        return make_partition(self, tile_shape, user_site())
+
+    # -- interop ------------------------------------------------------------------------------------------------
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        storage = self._check()
+        return (1, 0) if storage.device == HOST else (2, int(storage.device.ordinal))  # type: ignore[attr-defined]  # a tile.core.Device
+
+    def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
+        """Export through DLPack (zero-copy); the consumer's array counts as a live borrow while it exists."""
+        storage = self._check()
+        if storage.host is not None:
+            view: Any = self._host_array()
+            capsule = view.__dlpack__(**kwargs)
+        else:
+            from tile.frontend import _device
+
+            view = _device.view(self)
+            capsule = view.__dlpack__(stream=stream, **kwargs)
+        storage.export(*self._byte_range(), f"a DLPack export of {self._describe()}", view)
+        return capsule
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        storage = self._check()
+        if storage.host is not None:
+            raise AttributeError("host tensors (CPU backend) have no __cuda_array_interface__; use __dlpack__")
+        from tile.frontend import _device
+
+        return _device.view(self).__cuda_array_interface__  # type: ignore[no-any-return]  # tile.core DeviceView
+
+
+def _dims(args: Sequence[int | Sequence[int]]) -> list[int]:
+    """Accept ``f(2, 3)`` and ``f((2, 3))``."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return [int(n) for n in args[0]]
+    return [int(n) for n in args]  # type: ignore[arg-type]  # the branch above took the sequence case
