@@ -394,3 +394,36 @@ def test_broken_inbounds_promise_is_an_error(promise: bool) -> None:
     with pytest.raises(interp.MemoryAccessError, match="inbounds") as info:
         interp.launch(Module([fn]), 1, args(np.arange(12, dtype=np.float32), y_arr))
     assert info.value.location == "k.py:7:3"
+
+
+def test_c_format_conversions() -> None:
+    from tile.ir.interp._control import c_format
+
+    scalar_i32, scalar_f32 = scalar(i32), scalar(f32)
+    text = c_format(
+        "%d %u %x %5.2f %e %lld%%",
+        [np.int32(-1), np.int32(-1), np.int32(-1), np.float32(3.14159), np.float32(0.5), np.int32(7)],
+        [scalar_i32, scalar_i32, scalar_i32, scalar_f32, scalar_f32, scalar_i32],
+    )
+    assert text == "-1 4294967295 ffffffff  3.14 5.000000e-01 7%"
+    grid = c_format("%.0f", [np.arange(4, dtype=np.float32).reshape(2, 2)], [tile((2, 2), f32)])
+    assert grid == "[[0, 1], [2, 3]]"
+
+
+def test_globals_are_mapped_and_constant_ones_are_read_only() -> None:
+    from tile.ir import DenseElementsAttr, Global
+
+    table = DenseElementsAttr.from_values(tile((4,), f32), [1.0, 2.0, 3.0, 4.0])
+    fn, b, (y,), _ = kernel(1)
+    g = b.get_global(name="table", result_type=scalar(ptr(f32)))
+    tv = b.call("make_tensor_view", g, [], [], result_type=TensorViewType(f32, (4,), (1,))).results[0]
+    view = b.make_partition_view(tv, result_type=PartitionViewType((4,), _tv(tv), (0,)))
+    t, _ = b.load_view_tko(view, [b.constant(0, I32)])
+    out = b.make_partition_view(y, result_type=PartitionViewType((4,), _tv(y), (0,)))
+    b.call("store_view_tko", t, out, [b.constant(0, I32)])
+    b.return_()
+    y_arr = np.zeros(4, np.float32)
+    interp.launch(Module([fn], [Global("table", table, constant=True)]), 1, args(y_arr))
+    assert y_arr.tolist() == [1, 2, 3, 4]
+    with pytest.raises(interp.InterpError, match="no global of that name"):
+        interp.launch(Module([fn]), 1, args(y_arr))

@@ -200,8 +200,8 @@ def c_format(fmt: str, args: list[Any], types: list[Any]) -> str:
 
 def _format_tile(m: re.Match[str], value: Array, t: Any) -> str:
     flags, width, prec, conv = m.group(1), m.group(2), m.group(3), m.group(5)
-    if conv == "u" and isinstance(t, TileType) and isinstance(t.element, ScalarType):
-        value = unsigned_view(value, t.element)
+    if conv in "uoxX" and isinstance(t, TileType) and isinstance(t.element, ScalarType) and not t.element.is_float:
+        value = unsigned_view(value, t.element)  # C prints these conversions of a negative int as two's complement
     spec = "%" + flags + (width if width != "*" else "") + (f".{prec}" if prec is not None else "")
     conv = {"u": "d", "i": "d"}.get(conv, conv)
 

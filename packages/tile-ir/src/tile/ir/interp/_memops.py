@@ -16,7 +16,7 @@ from tile.ir._types import PointerType, ScalarType, TileType
 
 from ._compile import Compiler, Env, Signal, State, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, poison_value, storage
-from ._errors import MemoryAccessError
+from ._errors import InterpError, MemoryAccessError
 from ._memory import Access
 from ._races import ATOMIC, READ, WRITE
 from ._shape import decode_dense
@@ -192,10 +192,10 @@ def global_address(state: State, c: Compiler, name: str) -> int:
     """Map the module global `name` into memory (once per launch) and return its address."""
     if name not in state.globals:
         if c.module is None:
-            raise KeyError(f"get_global @{name} needs the module; launch the module, not a bare function")
+            raise InterpError(f"get_global @{name} needs the module: launch the Module, not a bare Function")
         glob = next((g for g in c.module.globals if g.name == name), None)
         if glob is None:
-            raise KeyError(f"the module has no global named {name!r}")
+            raise InterpError(f"get_global @{name}: the module has no global of that name")
         data = np.array(decode_dense(glob.value))
         data.flags.writeable = not glob.constant
         state.globals[name] = state.memory.map(data, name=f"@{name}")
