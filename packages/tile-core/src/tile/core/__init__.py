@@ -36,7 +36,8 @@ Memory
     ``__dlpack__`` / ``__dlpack_device__`` so torch / cupy view it without a copy.
     ``borrow(obj)`` -> ``DeviceView`` of a foreign DLPack / ``__cuda_array_interface__`` producer (torch, cupy),
     zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
-    ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view), ``.free()``.
+    ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view whose base keeps it
+    alive), ``.record_use(stream)``; released by the garbage collector after its recorded uses complete.
     ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device.
 Modules and launches
     ``Module.from_cubin(data, device=None)`` / ``Module.load(path, device=None)`` (the cubin's arch is checked
@@ -48,18 +49,29 @@ Modules and launches
     ``"bf16"``, ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and buffers are pointers.
 Errors (all derive from ``tile.bindings.TileError`` and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
-    ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``; driver failures are
-    ``tile.bindings.CudaError``; no driver is ``tile.bindings.DriverNotFoundError``.
+    ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
+    (e.g. freeing memory a DLPack consumer still views, timing an event created without timing); driver failures
+    are ``tile.bindings.CudaError``; no driver is ``tile.bindings.DriverNotFoundError``.
 
 Stream ordering and blocking
 ----------------------------
 Stream-ordered (return at once, run in order on the given stream): ``allocate``, ``free``, ``copy``/``copy_from``/
 ``copy_to``/``fill`` with ``sync=False``, ``launch``, ``Stream.record``, ``Stream.wait``. Blocking: ``copy``
 family with ``sync=True`` (the default; waits for that stream), ``to_numpy``, ``Stream.synchronize``,
-``Event.synchronize``, ``Device.synchronize``, ``PinnedBuffer.free`` (waits for its recorded uses).
+``Event.synchronize``, ``Device.synchronize``.
 ``stream=None`` always means the buffer's own stream (``DeviceBuffer.stream``) or the device's
 ``default_stream``, never the legacy NULL stream. A free is never enqueued on a stream that is capturing a
-graph: it is deferred until the capture ends.
+graph: it is deferred until the capture ends. Closing a stream records a final event; buffers whose home stream
+was closed are freed on the default stream after it.
+
+Ownership across libraries
+--------------------------
+Exports through DLPack keep the buffer alive and block an explicit ``free()`` (``StateError``) until the consumer
+lets go; the consumer's stream is ordered after the buffer's stream at export and the free waits for it.
+``__cuda_array_interface__`` consumers hold a reference to the exporting object (so GC cannot free under them),
+but an explicit ``free()`` is then the caller's promise that they are done. Borrowed memory (``borrow``) orders
+the producer's pending work before the given stream once, at borrow time; later work on the producer's own stream
+must be ordered by the caller (``Stream.wait``).
 """
 
 from tile.core._args import KINDS, ArgKind, PackedArgs, pack_args, param_layout

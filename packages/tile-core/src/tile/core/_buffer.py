@@ -24,7 +24,7 @@ from tile.core import _dlpack
 from tile.core._context import Device
 from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
 from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
-from tile.core._stream import Event, Stream, as_stream, invalidation
+from tile.core._stream import Event, Stream, as_stream, invalidation, open_successor
 
 if TYPE_CHECKING:
     from tile.core._view import DeviceView
@@ -46,7 +46,7 @@ def _drain_deferred() -> None:
 
 
 def _free_on(ptr: int, stream: Stream) -> None:
-    home = stream if not stream.closed else stream.device.default_stream
+    home = open_successor(stream)
     if home.is_capturing():
         with _deferred_lock:
             _deferred.append((ptr, home))
@@ -187,7 +187,7 @@ class DeviceBuffer:
     def _release(self) -> None:
         self._freed = True
         invalidation[0] += 1
-        home = self.stream if not self.stream.closed else self.device.default_stream
+        home = open_successor(self.stream)
         for event in self._uses.events:
             home.wait(event)
         self._uses.events.clear()

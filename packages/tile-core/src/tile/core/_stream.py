@@ -16,7 +16,7 @@ from tile.bindings import check
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, StateError, StreamClosedError, UseAfterFreeError, WrongDeviceError
 
-__all__ = ["Event", "Stream", "as_stream", "invalidation"]
+__all__ = ["Event", "Stream", "as_stream", "invalidation", "open_successor"]
 
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
@@ -54,6 +54,7 @@ class Stream:
     def _setup(self, raw: Any, device: Device, *, owned: bool, owner: object, protected: bool) -> None:
         self._raw, self.handle, self.device, self.owned = raw, int(raw), device, owned
         self._owner, self._protected, self._closed, self._cc = owner, protected, False, None
+        self._final: Event | None = None
 
     @classmethod
     def borrow(cls, obj: object, *, device: Device | None = None, allow_null: bool = False) -> Stream:
@@ -148,6 +149,8 @@ class Stream:
         if self._protected:
             raise StateError(f"{self!r} is the device's default stream and lives as long as the process")
         if not self._closed:
+            with contextlib.suppress(tb.CudaError):  # a borrowed stream may already be gone
+                self._final = self.record()  # outlives the stream: frees that were ordered on it wait for this
             self._closed = True
             invalidation[0] += 1
             self._cc, self._owner = None, None
@@ -189,6 +192,16 @@ def _foreign_stream_handle(obj: object) -> int:
             f"cannot use {type(obj).__name__} as a stream: pass a tile.core.Stream, an object with __cuda_stream__, "
             "a torch/cupy stream or an int CUstream"
         ) from None
+
+
+def open_successor(stream: Stream) -> Stream:
+    """Return ``stream`` if open, else the device's default stream ordered after the closed stream's last work."""
+    if not stream.closed:
+        return stream
+    successor = stream.device.default_stream
+    if stream._final is not None:
+        successor.wait(stream._final)
+    return successor
 
 
 def as_stream(stream: object, device: Device) -> Stream:
