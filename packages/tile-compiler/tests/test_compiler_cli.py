@@ -37,6 +37,8 @@ def kernel_file(tmp_path: Path) -> Path:
         (["compile", "{file}::k", "--const", "B=big"], "const value 'big' is not an int, float or bool"),
         (["compile", "{dir}/missing.py::k"], "no such file"),
         (["compile", "{file}::nope"], "has no kernel function 'nope'; functions: helper"),
+        (["compile", "{file}::helper", "--shape", "x=10xten"], "a shape is written like 1024x512, not '10xten'"),
+        (["compile", "{file}::helper", "--shape", "x=0"], "extents must be positive"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(
@@ -114,3 +116,34 @@ def test_compile_failure_exits_1_and_keeps_the_input(tmp_path: Path, capsys: pyt
     err = capsys.readouterr().err
     assert "tileiras failed to compile kernel 'junk' for sm_90" in err
     assert str(tmp_path / "cache" / "failed") in err
+
+
+ADD = """
+import tile.compiler.lang as tl
+from tile.compiler.lang import Mut, Tensor, f32
+
+
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    z.store(tl.load_tile_like(x, z) + tl.load_tile_like(y, z))
+"""
+
+
+def test_compile_a_kernel_for_the_cpu_target(tmp_path: Path) -> None:
+    source = tmp_path / "cli_add.py"
+    source.write_text(ADD)
+    argv = ["compile", f"{source}::add", "--arch", "cpu", "--const", "B=128", "--shape", "x=1024", "--no-cache"]
+    code, out = _run(*argv, "--emit", "bytecode", "-o", str(tmp_path / "out"))
+    assert code == 0, out
+    assert (tmp_path / "out" / "add.tilebc").read_bytes()[:8] == b"\x7fTileIR\x00"
+    assert "add for cpu: bytecode 13." in out
+    assert "parse" in out
+
+
+def test_a_kernel_error_is_reported_at_the_source_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "cli_add.py"
+    source.write_text(ADD)
+    code, _ = _run("compile", f"{source}::add", "--arch", "cpu", "--no-cache", "-o", str(tmp_path))
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "'B'" in err
+    assert f"{source}:" in err

@@ -171,6 +171,28 @@ def test_frontend_key_follows_referenced_globals_and_user_helpers(
     assert fingerprint(kernels.calls_helper) != before
 
 
+def test_specialize_derives_the_facts_of_a_call(kernels: types.ModuleType) -> None:
+    spec = tc.specialize(
+        kernels.add, {"x": (1024,), "y": (1000,), "z": (1024,)}, pointers={"x": 0x10008}, consts={"B": 128}
+    )
+    x, y = spec.param("x"), spec.param("y")
+    assert x == ArraySpec("f32", 1, stride_one=(True,), shape_div=(16,), stride_div=(1,), base_div=8)
+    assert isinstance(y, ArraySpec)
+    assert y.shape_div == (8,)
+    assert spec.const("B") == 128
+    same = tc.specialize(kernels.add, {"x": (4096,), "y": (8,), "z": (64,)}, pointers={"x": 0x20008}, consts={"B": 128})
+    assert same == spec  # other extents, same facts: one compiled kernel serves both
+    strided = tc.specialize(kernels.gemm, {"x": (64, 64)}, strides={"x": (1, 64)}, consts=dict(GEMM_SPEC.consts))
+    gx = strided.param("x")
+    assert isinstance(gx, ArraySpec)
+    assert gx.stride_one == (True, False)
+
+
+def test_specialize_rejects_parameters_that_are_not_tensors(kernels: types.ModuleType) -> None:
+    with pytest.raises(tc.SpecError, match=r"'gemm' has no tensor parameter 'BK'"):
+        tc.specialize(kernels.gemm, {"BK": (32,)})
+
+
 def test_frontend_key_is_the_same_in_another_process(kernels: types.ModuleType, tmp_path: Path) -> None:
     here = frontend_key(kernels.add, ADD_SPEC, Target("sm_90"), None)
     code = (

@@ -1,17 +1,42 @@
 """tile.compiler: Python tile kernels → typed Tile IR → bytecode → ``tileiras`` → cubin, without a GPU.
 
 Stages, in order (`STAGES`): parse → resolve → typecheck → lower → verify → bytecode → cubin; ``TILE_DUMP=ast,
-resolved,typed,ir,bytecode,cubin`` dumps them. `compile_kernel` runs them behind an in-memory cache (single
-flight) and a disk cache (``TILE_CACHE_DIR``) and returns a `CompiledKernel` (cubin, entry, parameter ABI).
-`Specialization` and `Target` say what to compile for; `compile_module` / `compile_bytecode` run only the back
-half. The kernel language is `tile.compiler.lang`; user-code errors are `CompileError`, tileiras failures
-`TileirasError`. Every ``TILE_*`` variable is read in `_knobs` (see `Knobs`). The CLI is ``tile compile``.
+resolved,typed,ir,bytecode,cubin`` dumps them. The kernel language is `tile.compiler.lang`.
+
+Compile-only API
+    `compile_kernel` runs the stages behind an in-memory cache (single flight per key) and a disk cache
+    (``TILE_CACHE_DIR``) and returns a `CompiledKernel` (cubin, entry symbol, parameter ABI `KernelABI`).
+    `compile_module` / `compile_bytecode` run only the back half on a built `tile.ir.Module` or on bytecode.
+What to compile for
+    `Specialization` (dtypes, const generics, per-tensor `ArraySpec` facts, `CompileOptions`) and `Target`
+    (``Target("sm_90")``, ``Target.for_device()``, ``Target.cpu()``). `specialize` derives the specialization of
+    a call from its tensors' shapes, strides and addresses; launchers use it so that their keys match kernels
+    compiled ahead of time.
+Toolchain and caches
+    `toolchain` / `find_tileiras` / `Toolchain`; `choose_version`; `DiskCache`, `MemoryCache`, `cache_stats`;
+    `frontend_key`, `cubin_key`. Settings: every ``TILE_*`` variable, parsed by `knobs` into `Knobs`.
+Errors (all `tile.ir.TileError`)
+    `CompileError` (user code, with the source line), `TileirasError` (names kernel, arch, cause and the kept
+    bytecode), `TileirasNotFoundError`, `ToolchainError`, `SpecError`, `KnobError`.
+
+>>> import tile.compiler as tc
+>>> kernel = tc.compile_kernel(add, tc.Specialization.make(consts={"B": 128}), "sm_90")  # doctest: +SKIP
+>>> kernel.entry, len(kernel.cubin), kernel.abi.slots[0]                                  # doctest: +SKIP
+
+Command line: ``tile compile FILE.py::KERNEL --arch sm_90 --emit ir|bytecode|cubin|all --const B=128 -o DIR``.
 """
 
 from __future__ import annotations
 
 from tile.compiler import lang
-from tile.compiler._api import CompiledKernel, clear_memory_cache, compile_bytecode, compile_kernel, compile_module
+from tile.compiler._api import (
+    CompiledKernel,
+    clear_memory_cache,
+    compile_bytecode,
+    compile_kernel,
+    compile_module,
+    specialize,
+)
 from tile.compiler._cache import KEY_SCHEMA, CacheStats, DiskCache, MemoryCache, cache_stats
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._fingerprint import cubin_key, frontend_key
@@ -76,6 +101,7 @@ __all__ = [
     "lower",
     "parse",
     "resolve",
+    "specialize",
     "toolchain",
     "typecheck",
 ]

@@ -1,8 +1,10 @@
 """The ``tile`` command line (compile-only, no GPU needed).
 
 ``tile compile FILE.py::KERNEL --arch sm_90 --emit ir|bytecode|cubin|all --const B=128 --dtype x=f16 -o DIR``
-compiles a kernel through the whole pipeline (``FILE.tilebc`` instead runs only tileiras); the results also land
-in the disk cache, which is how kernels are compiled ahead for a GPU machine without tileiras (``--cache-dir``).
+compiles a kernel through the whole pipeline (``FILE.tilebc`` instead runs only tileiras); ``--shape x=1024x512``
+gives a tensor's extents so that the specialization is the one a launch with such tensors computes (`specialize`).
+The results also land in the disk cache, which is how kernels are compiled ahead for a GPU machine without
+tileiras (``--cache-dir DIR``, then ``TILE_CACHE_DIR=DIR`` there).
 ``tile toolchain`` reports the tileiras in use; ``tile cache info|clear`` inspects or empties the disk cache.
 Exit status: 0 success, 1 the kernel or the toolchain failed (the message says why), 2 bad usage.
 """
@@ -20,11 +22,11 @@ from typing import TextIO, TypeVar
 
 from tile.ir import TileError
 
-from ._api import CompiledKernel, compile_bytecode, compile_kernel
+from ._api import CompiledKernel, compile_bytecode, compile_kernel, specialize
 from ._cache import DiskCache
 from ._knobs import DUMP_STAGES, Knobs, knobs
 from ._pipeline import choose_version
-from ._spec import CompileOptions, Specialization, Target
+from ._spec import CompileOptions, Target
 
 __all__ = ["UsageError", "main"]
 
@@ -64,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
         "--const", action="append", default=[], metavar="NAME=VALUE", help="a const generic / Const param"
     )
     comp.add_argument("--dtype", action="append", default=[], metavar="NAME=DTYPE", help="dtype of a parameter/generic")
+    comp.add_argument(
+        "--shape", action="append", default=[], metavar="NAME=D0xD1", help="a tensor's extents (row-major): its facts"
+    )
     comp.add_argument("-o", "--output", default=".", help="output folder (default: the current one)")
     comp.add_argument("-O", "--opt-level", type=int, choices=range(4), default=None, help="tileiras optimisation level")
     comp.add_argument("--no-lineinfo", action="store_true", help="omit line information from the cubin")
@@ -112,10 +117,14 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
         )
         return _report(kernel, [e for e in emit if e != "ir"], Path(args.output), out)
     file, _, name = args.source.rpartition("::")
-    spec = Specialization.make(
-        consts=dict(_pairs(args.const, _value)), dtypes=dict(_pairs(args.dtype, str)), options=options
+    consts, dtypes, shapes = (
+        dict(_pairs(args.const, _value)),
+        dict(_pairs(args.dtype, str)),
+        _pairs(args.shape, _extents),
     )
-    kernel = compile_kernel(_load_kernel(Path(file), name), spec, target, cache=not args.no_cache, settings=settings)
+    fn = _load_kernel(Path(file), name)  # after checking the arguments: loading runs the user's module
+    spec = specialize(fn, dict(shapes), consts=consts, dtypes=dtypes, options=options)
+    kernel = compile_kernel(fn, spec, target, cache=not args.no_cache, settings=settings)
     return _report(kernel, emit, Path(args.output), out)
 
 
@@ -145,6 +154,16 @@ def _pairs(items: list[str], convert: Callable[[str], T]) -> list[tuple[str, T]]
             raise UsageError(f"expected NAME=VALUE, got {item!r}")
         pairs.append((name.strip(), convert(value.strip())))
     return pairs
+
+
+def _extents(text: str) -> tuple[int, ...]:
+    try:
+        extents = tuple(int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"a shape is written like 1024x512, not {text!r}") from None
+    if any(n <= 0 for n in extents):
+        raise UsageError(f"extents must be positive, got {text!r}")
+    return extents
 
 
 def _value(text: str) -> int | float | bool:
