@@ -200,3 +200,12 @@ def test_each_block_writing_its_own_tile_of_a_2d_grid_is_silent() -> None:
     z = np.zeros((6, 8), np.float32)
     interp.launch(Module([fn]), (3, 2), [z, 6, 8, 8, 1])
     assert z[::2, ::4].tolist() == [[0, 10], [1, 11], [2, 12]]
+
+
+def test_race_report_uses_the_name_the_array_was_mapped_with() -> None:
+    x, z = np.arange(16, dtype=np.float32), np.zeros(16, np.float32)
+    memory = interp.Memory()
+    memory.map(z, name="out")
+    with pytest.raises(interp.DataRaceError) as info:
+        interp.launch(_store_at(lambda b, bx: b.constant(1, I32)), 2, _args(x, z), memory)
+    assert info.value.element == "out[4]"

@@ -67,7 +67,8 @@ def launch(
         Number of tile blocks per axis: an int or 1-3 ints (missing axes are 1).
     args
         One value per kernel parameter. Pointer parameters (``tile<ptr<T>>``) take a numpy array (its
-        buffer is mapped; the pointer addresses its first element) or an int address from `Memory.map`.
+        buffer is mapped, named ``arg<i>`` in errors unless it was mapped with a name before; the pointer
+        addresses its first element) or an int address from `Memory.map`.
         Scalar parameters take a Python/numpy number that fits the parameter's type.
     memory
         The address space to use; a new one when omitted. Pass one to share mappings between launches.
@@ -161,7 +162,7 @@ def _bind_one(fn: Function, i: int, t: Any, arg: Any, memory: Memory) -> Any:
         raise InterpError(f"{where}: the interpreter can only pass tiles and pointers to a kernel")
     if isinstance(t.element, PointerType):
         if isinstance(arg, np.ndarray):
-            return np.int64(memory.map(arg, name=f"arg{i}"))
+            return np.int64(memory.map(arg, name=None if memory.has(arg) else f"arg{i}"))
         if isinstance(arg, (int, np.integer)) and not isinstance(arg, bool):
             return np.int64(arg)
         raise InterpError(f"{where}: pass a numpy array or an address from Memory.map, got {type(arg).__name__}")

@@ -166,6 +166,10 @@ class Memory:
             region.name, region.array = name, array
         return region.base + _data_address(array) - _data_address(region.raw)
 
+    def has(self, array: Array) -> bool:
+        """True when `array`'s buffer is already mapped."""
+        return id(_root(array)) in self._by_root
+
     def region_at(self, address: int) -> Region | None:
         """Return the region containing `address`, or None."""
         i = bisect.bisect_right(self._bases, address) - 1
