@@ -4,9 +4,11 @@ bytecode disassembles and compiles to cubins for sm_80, sm_90 and sm_100 through
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,8 +24,7 @@ CORPUS = Path(__file__).parent / "corpus"
 if str(CORPUS) not in sys.path:
     sys.path.insert(0, str(CORPUS))
 
-_case_mod = importlib.import_module("tc_corpus_case")
-Case = _case_mod.Case
+Case = Any  # tc_corpus_case.Case, imported by path (the corpus directory is not a package)
 MODULES = sorted(p.stem for p in CORPUS.glob("tc_corpus_*.py") if p.stem not in ("tc_corpus_case", "tc_corpus_lib"))
 CASES = [case for m in MODULES for case in importlib.import_module(m).CASES]
 IDS = [c.name for c in CASES]
@@ -81,9 +82,10 @@ def test_corpus_reference_runs_on_its_inputs(case: Case) -> None:
 
 
 def _tileiras_bin(name: str) -> Path:
-    import nvidia
-
-    return Path(next(iter(nvidia.__path__))) / "cu13" / "bin" / name
+    spec = importlib.util.find_spec("nvidia")
+    assert spec is not None  # the requires_tileiras marker found the package
+    assert spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations))) / "cu13" / "bin" / name
 
 
 @pytest.mark.requires_tileiras

@@ -45,7 +45,9 @@ def unchecked(fn: Callable[..., object]) -> Callable[..., object]:
     return fn
 
 
-def rand(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "float32", lo: float = -1, hi: float = 1) -> np.ndarray:
+def rand(
+    rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "float32", lo: float = -1, hi: float = 1
+) -> np.ndarray:
     """Uniform random values in [lo, hi) of ``dtype``."""
     return rng.uniform(lo, hi, shape).astype(dtype)
 

@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Control flow: while, if/else on scalars, break, continue, early return, compile-time branches, stepped and
 nested loops."""
 
@@ -105,10 +109,10 @@ def _tiles_until(a: dict[str, np.ndarray], bm: int, bn: int, stop: float | None,
         for j in range(x.shape[1] // bn):
             if not keep(j):  # type: ignore[operator]  # a predicate
                 continue
-            acc = acc + x[r:r + bm, j * bn:(j + 1) * bn].sum(1)
+            acc = acc + x[r : r + bm, j * bn : (j + 1) * bn].sum(1)
             if stop is not None and acc.max() > stop:
                 break
-        out[r:r + bm] = acc
+        out[r : r + bm] = acc
     return out
 
 
@@ -129,19 +133,50 @@ def _parity_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 TILES = {"BM": 16, "BN": 32}
 CASES = [
-    Case(while_halvings, {"B": 128}, _i,
-         lambda a: {"z": a["x"] + np.floor(np.log2(np.arange(N) // 128 + 1)).astype("int32")}),
+    Case(
+        while_halvings,
+        {"B": 128},
+        _i,
+        lambda a: {"z": a["x"] + np.floor(np.log2(np.arange(N) // 128 + 1)).astype("int32")},
+    ),
     Case(if_else_parity, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, _parity_ref),
-    Case(for_break, TILES, lambda r: {"x": rand(r, (R, C), lo=0, hi=1), "z": poison((R,)), "limit": 40.0},
-         lambda a: {"z": _tiles_until(a, 16, 32, 40.0, lambda j: True)}, rtol=1e-4, atol=1e-4),
-    Case(for_continue, TILES, lambda r: {"x": rand(r, (R, C)), "z": poison((R,))},
-         lambda a: {"z": _tiles_until(a, 16, 32, None, lambda j: j % 2 == 0)}, rtol=1e-4, atol=1e-4),
+    Case(
+        for_break,
+        TILES,
+        lambda r: {"x": rand(r, (R, C), lo=0, hi=1), "z": poison((R,)), "limit": 40.0},
+        lambda a: {"z": _tiles_until(a, 16, 32, 40.0, lambda j: True)},
+        rtol=1e-4,
+        atol=1e-4,
+    ),
+    Case(
+        for_continue,
+        TILES,
+        lambda r: {"x": rand(r, (R, C)), "z": poison((R,))},
+        lambda a: {"z": _tiles_until(a, 16, 32, None, lambda j: j % 2 == 0)},
+        rtol=1e-4,
+        atol=1e-4,
+    ),
     Case(early_return, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,)), "active": 5}, _early_ref),
-    Case(static_branch, {"B": 128, "square": True}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))},
-         lambda a: {"z": a["x"] * a["x"]}),
-    Case(stepped_loop, TILES, lambda r: {"x": rand(r, (R, C)), "z": poison((R,))},
-         lambda a: {"z": _tiles_until(a, 16, 32, None, lambda j: j % 2 == 1)}, rtol=1e-4, atol=1e-4),
-    Case(nested_loops, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,)), "reps": 3},
-         lambda a: {"z": a["x"] * 30}, rtol=1e-5),
+    Case(
+        static_branch,
+        {"B": 128, "square": True},
+        lambda r: {"x": rand(r, (N,)), "z": poison((N,))},
+        lambda a: {"z": a["x"] * a["x"]},
+    ),
+    Case(
+        stepped_loop,
+        TILES,
+        lambda r: {"x": rand(r, (R, C)), "z": poison((R,))},
+        lambda a: {"z": _tiles_until(a, 16, 32, None, lambda j: j % 2 == 1)},
+        rtol=1e-4,
+        atol=1e-4,
+    ),
+    Case(
+        nested_loops,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N,)), "z": poison((N,)), "reps": 3},
+        lambda a: {"z": a["x"] * 30},
+        rtol=1e-5,
+    ),
     Case(while_with_break, {"B": 128}, lambda r: {**_i(r), "cap": 10}, lambda a: {"z": a["x"] * 0 + 55}),
 ]

@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Elementwise kernels: arithmetic, math, comparisons/select, casts, integer and bitwise ops, broadcasting."""
 
 from __future__ import annotations
@@ -79,8 +83,11 @@ def _f(rng: np.random.Generator, *names: str, n: int = N, lo: float = -1, hi: fl
 
 
 def _i(rng: np.random.Generator) -> dict[str, object]:
-    return {"x": rng.integers(-1000, 1000, N).astype("int32"), "y": rng.integers(-1000, 1000, N).astype("int32"),
-            "z": poison((N,), "int32")}
+    return {
+        "x": rng.integers(-1000, 1000, N).astype("int32"),
+        "y": rng.integers(-1000, 1000, N).astype("int32"),
+        "z": poison((N,), "int32"),
+    }
 
 
 def _int_arith_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -104,14 +111,25 @@ CASES = [
     Case(unary_math, {"B": 128}, lambda r: _f(r, "x"), _unary_ref, rtol=1e-4, atol=1e-4),
     Case(relu6, {"B": 128}, lambda r: _f(r, "x", lo=-8, hi=8), lambda a: {"z": np.clip(a["x"], 0, 6)}),
     Case(leaky_select, {"B": 64}, lambda r: _f(r, "x"), lambda a: {"z": np.where(a["x"] > 0, a["x"], a["x"] / 8)}),
-    Case(cast_f16, {"B": 128}, lambda r: {**_f(r, "x"), "z": poison((N,), "float16")},
-         lambda a: {"z": a["x"].astype("float16")}),
+    Case(
+        cast_f16,
+        {"B": 128},
+        lambda r: {**_f(r, "x"), "z": poison((N,), "float16")},
+        lambda a: {"z": a["x"].astype("float16")},
+    ),
     Case(int_arith, {"B": 128}, _i, _int_arith_ref),
     Case(bitwise, {"B": 128}, _i, lambda a: {"z": (a["x"] & a["y"]) | (a["x"] ^ 15) ^ ~a["y"]}),
-    Case(add_row_vector, {"BM": 16, "BN": 32},
-         lambda r: {"x": rand(r, N2), "b": rand(r, (N2[1],)), "z": poison(N2)},
-         lambda a: {"z": a["x"] + a["b"][None, :]}),
+    Case(
+        add_row_vector,
+        {"BM": 16, "BN": 32},
+        lambda r: {"x": rand(r, N2), "b": rand(r, (N2[1],)), "z": poison(N2)},
+        lambda a: {"z": a["x"] + a["b"][None, :]},
+    ),
     Case(fma_pow, {"B": 128}, lambda r: _f(r, "x", "y"), _fma_ref, rtol=1e-4, atol=1e-4),
-    Case(scalar_mix, {"B": 128}, lambda r: {**_f(r, "x"), "n": 3, "s": 0.5},
-         lambda a: {"z": a["x"] * a["s"] + (np.arange(N) // 128 + a["n"]).astype("float32")}),
+    Case(
+        scalar_mix,
+        {"B": 128},
+        lambda r: {**_f(r, "x"), "n": 3, "s": 0.5},
+        lambda a: {"z": a["x"] * a["s"] + (np.arange(N) // 128 + a["n"]).astype("float32")},
+    ),
 ]

@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Inlined ``@tile.function`` helpers (local and from another module), Const parameters of each kind, helpers with
 run-time branches and early returns."""
 
@@ -38,8 +42,7 @@ def branchy_helper(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], mode: int):
     z.store(pick(tile.load_tile_like(x, z), mode))
 
 
-def const_params(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], reps: Const[int], bias: Const[float],
-                 neg: Const[bool]):
+def const_params(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], reps: Const[int], bias: Const[float], neg: Const[bool]):
     t = tile.load_tile_like(x, z)
     for _ in range(reps):
         t = t + bias
@@ -57,8 +60,12 @@ def _x(rng: np.random.Generator, **extra: object) -> dict[str, object]:
 
 CASES = [
     Case(gelu_kernel, {"B": 128}, _x, lambda a: {"z": _gelu(a["x"])}, rtol=1e-4, atol=1e-4),
-    Case(clamp_kernel, {"B": 128, "alpha": 0.5}, _x,
-         lambda a: {"z": np.clip(a["x"] * 0.5, 0, 1) + np.clip(a["x"] * 4, -1, 1)}),
+    Case(
+        clamp_kernel,
+        {"B": 128, "alpha": 0.5},
+        _x,
+        lambda a: {"z": np.clip(a["x"] * 0.5, 0, 1) + np.clip(a["x"] * 4, -1, 1)},
+    ),
     Case(branchy_helper, {"B": 128}, lambda r: _x(r, mode=1), lambda a: {"z": a["x"] + 1}),
     Case(const_params, {"B": 128, "reps": 3, "bias": 0.25, "neg": True}, _x, lambda a: {"z": -(a["x"] + 0.75)}),
 ]

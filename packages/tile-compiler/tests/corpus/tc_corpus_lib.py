@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Helper functions in their own module: kernels elsewhere in the corpus call them across modules."""
 
 from __future__ import annotations

@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Memory: output load/store in place, load hints, gather/scatter and atomics through pointers (unchecked kernels),
 device print and assert."""
 
@@ -78,17 +82,35 @@ def _flags_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 CASES = [
     Case(inplace_scale, {"B": 128}, lambda r: {"z": rand(r, (N,)), "s": 3.0}, lambda a: {"z": a["z"] * 3}),
-    Case(hinted_loads, {"BM": 16, "BN": 64}, lambda r: {"x": rand(r, M2), "z": poison(M2)},
-         lambda a: {"z": a["x"] + 1}),
-    Case(gather, {"B": 128}, lambda r: {"x": rand(r, (N,)), "idx": r.integers(0, N, N).astype("int32"),
-                                        "z": poison((N,))}, lambda a: {"z": a["x"][a["idx"]]}),
-    Case(scatter_reverse, {"B": 128}, lambda r: {"x": rand(r, (N,)), "out": poison((N,))},
-         lambda a: {"out": a["x"][::-1]}),
-    Case(histogram, {"B": 128}, lambda r: {"x": r.integers(0, 16, N).astype("int32"), "hist": np.zeros(16, "int32")},
-         lambda a: {"hist": np.bincount(a["x"], minlength=16).astype("int32")}),
+    Case(
+        hinted_loads, {"BM": 16, "BN": 64}, lambda r: {"x": rand(r, M2), "z": poison(M2)}, lambda a: {"z": a["x"] + 1}
+    ),
+    Case(
+        gather,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N,)), "idx": r.integers(0, N, N).astype("int32"), "z": poison((N,))},
+        lambda a: {"z": a["x"][a["idx"]]},
+    ),
+    Case(
+        scatter_reverse,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N,)), "out": poison((N,))},
+        lambda a: {"out": a["x"][::-1]},
+    ),
+    Case(
+        histogram,
+        {"B": 128},
+        lambda r: {"x": r.integers(0, 16, N).astype("int32"), "hist": np.zeros(16, "int32")},
+        lambda a: {"hist": np.bincount(a["x"], minlength=16).astype("int32")},
+    ),
     Case(atomic_flags, {}, lambda r: {"flags": np.array([0, 0, 0, 0], "int32")}, _flags_ref),
     Case(debug_print, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
     Case(checked_assert, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
-    Case(read_modify_write, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": rand(r, (N,)), "rounds": 3},
-         lambda a: {"z": a["z"] + 3 * a["x"]}, rtol=1e-5),
+    Case(
+        read_modify_write,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N,)), "z": rand(r, (N,)), "rounds": 3},
+        lambda a: {"z": a["z"] + 3 * a["x"]},
+        rtol=1e-5,
+    ),
 ]

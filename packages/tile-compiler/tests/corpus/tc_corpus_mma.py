@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Matrix multiply: K-loop GEMMs for f16/bf16/tf32/f8/int8, a swizzled tile order, a persistent GEMM, batched."""
 
 from __future__ import annotations
@@ -61,8 +65,9 @@ def gemm_int8(z: Mut[Tensor[i32, ("BM", "BN")]], x: Tensor[i8, (-1, -1)], y: Ten
     z.store(acc)
 
 
-def gemm_f8(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f8e4m3fn, (-1, -1)], y: Tensor[f8e4m3fn, (-1, -1)],
-            BK: Const[int]):
+def gemm_f8(
+    z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f8e4m3fn, (-1, -1)], y: Tensor[f8e4m3fn, (-1, -1)], BK: Const[int]
+):
     bm, bn, _ = tile.block_id()
     px = x.partition((BM, BK), padding="zero")
     py = y.partition((BK, BN), padding="zero")
@@ -87,8 +92,15 @@ def batched_gemm(z: Mut[Tensor[f32, (1, "BM", "BN")]], x: Tensor[f16, (-1, -1, "
 
 
 @unchecked
-def gemm_swizzled(c: Tensor[f32, (-1, -1)], a: Tensor[f16, (-1, -1)], b: Tensor[f16, (-1, -1)], BM: Const[int],
-                  BN: Const[int], BK: Const[int], GROUP: Const[int]):
+def gemm_swizzled(
+    c: Tensor[f32, (-1, -1)],
+    a: Tensor[f16, (-1, -1)],
+    b: Tensor[f16, (-1, -1)],
+    BM: Const[int],
+    BN: Const[int],
+    BK: Const[int],
+    GROUP: Const[int],
+):
     pid = tile.block_id()[0]
     m, n = c.shape
     num_m = tile.cdiv(m, BM)
@@ -108,8 +120,14 @@ def gemm_swizzled(c: Tensor[f32, (-1, -1)], a: Tensor[f16, (-1, -1)], b: Tensor[
 
 
 @unchecked
-def gemm_persistent(c: Tensor[f32, (-1, -1)], a: Tensor[f16, (-1, -1)], b: Tensor[f16, (-1, -1)], BM: Const[int],
-                    BN: Const[int], BK: Const[int]):
+def gemm_persistent(
+    c: Tensor[f32, (-1, -1)],
+    a: Tensor[f16, (-1, -1)],
+    b: Tensor[f16, (-1, -1)],
+    BM: Const[int],
+    BN: Const[int],
+    BK: Const[int],
+):
     m, n = c.shape
     tiles_n = tile.cdiv(n, BN)
     pa = a.partition((BM, BK), padding="zero")
@@ -143,8 +161,11 @@ def _ref(a: dict[str, np.ndarray], out: str = "float32", name: str = "z") -> dic
 
 
 def _cab(rng: np.random.Generator) -> dict[str, object]:
-    return {"a": rand(rng, (M + 32, K), "float16"), "b": rand(rng, (K, N + 64), "float16"),
-            "c": poison((M + 32, N + 64))}
+    return {
+        "a": rand(rng, (M + 32, K), "float16"),
+        "b": rand(rng, (K, N + 64), "float16"),
+        "c": poison((M + 32, N + 64)),
+    }
 
 
 def _cab_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -161,10 +182,17 @@ CASES = [
     Case(gemm_int8, T, _mk("int8", "int32"), lambda a: _ref(a, "int32"), rtol=0, atol=0),
     Case(gemm_f8, T, _mk("float8_e4m3fn"), _ref, archs=("sm_90", "sm_100"), rtol=5e-2, atol=5e-1),
     Case(matmul_operator, {"BM": 32, "BN": 64, "K": K}, _mk("float16"), _ref, rtol=5e-2, atol=5e-1),
-    Case(batched_gemm, {"BM": 32, "BN": 32, "K": 64},
-         lambda r: {"x": rand(r, (2, 64, 64), "float16"), "y": rand(r, (2, 64, 64), "float16"),
-                    "z": poison((2, 64, 64))},
-         lambda a: {"z": a["x"].astype("float64") @ a["y"].astype("float64")}, **LOOSE),
+    Case(
+        batched_gemm,
+        {"BM": 32, "BN": 32, "K": 64},
+        lambda r: {
+            "x": rand(r, (2, 64, 64), "float16"),
+            "y": rand(r, (2, 64, 64), "float16"),
+            "z": poison((2, 64, 64)),
+        },
+        lambda a: {"z": a["x"].astype("float64") @ a["y"].astype("float64")},
+        **LOOSE,
+    ),
     Case(gemm_swizzled, {**T, "GROUP": 4}, _cab, _cab_ref, **LOOSE),
     Case(gemm_persistent, T, _cab, _cab_ref, **LOOSE),
 ]

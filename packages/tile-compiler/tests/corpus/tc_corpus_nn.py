@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Neural-network kernels: softmax, layernorm (whole row and column-looped), rmsnorm, flash attention (plain and
 causal)."""
 
@@ -18,8 +22,13 @@ def softmax(z: Mut[Tensor[f32, ("BM", "N")]], x: Tensor[f32, (-1, "N")]):
     z.store(e / tile.sum(e, axis=1, keepdims=True))
 
 
-def layernorm(z: Mut[Tensor[f32, ("BM", "N")]], x: Tensor[f32, (-1, "N")], w: Tensor[f32, "N"], b: Tensor[f32, "N"],
-              eps: Const[float]):
+def layernorm(
+    z: Mut[Tensor[f32, ("BM", "N")]],
+    x: Tensor[f32, (-1, "N")],
+    w: Tensor[f32, "N"],
+    b: Tensor[f32, "N"],
+    eps: Const[float],
+):
     t = x.partition((BM, N)).load((tile.block_id()[0], 0))
     mean = tile.sum(t, axis=1, keepdims=True) / N
     d = t - mean
@@ -49,8 +58,14 @@ def rmsnorm(z: Mut[Tensor[f16, ("BM", "N")]], x: Tensor[f16, (-1, "N")], w: Tens
     z.store((t * tile.rsqrt(ms + eps) * scale).astype(f16))
 
 
-def flash_attention(o: Mut[Tensor[f32, ("BM", "D")]], q: Tensor[f16, (-1, "D")], k: Tensor[f16, (-1, "D")],
-                    v: Tensor[f16, (-1, "D")], BN: Const[int], scale: Const[float]):
+def flash_attention(
+    o: Mut[Tensor[f32, ("BM", "D")]],
+    q: Tensor[f16, (-1, "D")],
+    k: Tensor[f16, (-1, "D")],
+    v: Tensor[f16, (-1, "D")],
+    BN: Const[int],
+    scale: Const[float],
+):
     qt = q.partition((BM, D)).load((tile.block_id()[0], 0))
     pk = k.partition((BN, D), padding="zero")
     pv = v.partition((BN, D), padding="zero")
@@ -68,8 +83,14 @@ def flash_attention(o: Mut[Tensor[f32, ("BM", "D")]], q: Tensor[f16, (-1, "D")],
     o.store(acc / l_i)
 
 
-def flash_attention_causal(o: Mut[Tensor[f32, ("BM", "D")]], q: Tensor[f16, (-1, "D")], k: Tensor[f16, (-1, "D")],
-                           v: Tensor[f16, (-1, "D")], BN: Const[int], scale: Const[float]):
+def flash_attention_causal(
+    o: Mut[Tensor[f32, ("BM", "D")]],
+    q: Tensor[f16, (-1, "D")],
+    k: Tensor[f16, (-1, "D")],
+    v: Tensor[f16, (-1, "D")],
+    BN: Const[int],
+    scale: Const[float],
+):
     bm = tile.block_id()[0]
     qt = q.partition((BM, D)).load((bm, 0))
     pk = k.partition((BN, D), padding="zero")
@@ -105,8 +126,12 @@ def _ln(x: np.ndarray, eps: float) -> np.ndarray:
 
 def _attn_inputs(rng: np.random.Generator) -> dict[str, object]:
     s, d = 256, 64
-    return {"q": rand(rng, (s, d), "float16"), "k": rand(rng, (s, d), "float16"), "v": rand(rng, (s, d), "float16"),
-            "o": poison((s, d))}
+    return {
+        "q": rand(rng, (s, d), "float16"),
+        "k": rand(rng, (s, d), "float16"),
+        "v": rand(rng, (s, d), "float16"),
+        "o": poison((s, d)),
+    }
 
 
 def _attn_ref(a: dict[str, np.ndarray], causal: bool = False) -> dict[str, np.ndarray]:
@@ -125,17 +150,45 @@ def _rows(rng: np.random.Generator, **extra: object) -> dict[str, object]:
 G = {"BM": 4, "N": COLS}
 CASES = [
     Case(softmax, G, _rows, _softmax_ref),
-    Case(layernorm, {**G, "eps": 1e-5}, lambda r: _rows(r, w=rand(r, (COLS,)), b=rand(r, (COLS,))),
-         lambda a: {"z": _ln(a["x"], 1e-5) * a["w"] + a["b"]}, rtol=1e-4, atol=1e-4),
-    Case(layernorm_looped, {"BM": 16, "BN": 64, "eps": 1e-5}, _rows, lambda a: {"z": _ln(a["x"], 1e-5)},
-         rtol=1e-3, atol=1e-3),
-    Case(rmsnorm, {**G, "eps": 1e-6},
-         lambda r: {"x": rand(r, (ROWS, COLS), "float16"), "w": rand(r, (COLS,), "float16"),
-                    "z": poison((ROWS, COLS), "float16")},
-         lambda a: {"z": (a["x"] / np.sqrt((a["x"].astype("float64") ** 2).mean(1, keepdims=True) + 1e-6)
-                          * a["w"]).astype("float16")}, rtol=1e-2, atol=1e-2),
-    Case(flash_attention, {"BM": 64, "BN": 64, "D": 64, "scale": 0.125}, _attn_inputs, _attn_ref, rtol=2e-2,
-         atol=2e-2),
-    Case(flash_attention_causal, {"BM": 64, "BN": 64, "D": 64, "scale": 0.125}, _attn_inputs,
-         lambda a: _attn_ref(a, causal=True), rtol=2e-2, atol=2e-2),
+    Case(
+        layernorm,
+        {**G, "eps": 1e-5},
+        lambda r: _rows(r, w=rand(r, (COLS,)), b=rand(r, (COLS,))),
+        lambda a: {"z": _ln(a["x"], 1e-5) * a["w"] + a["b"]},
+        rtol=1e-4,
+        atol=1e-4,
+    ),
+    Case(
+        layernorm_looped,
+        {"BM": 16, "BN": 64, "eps": 1e-5},
+        _rows,
+        lambda a: {"z": _ln(a["x"], 1e-5)},
+        rtol=1e-3,
+        atol=1e-3,
+    ),
+    Case(
+        rmsnorm,
+        {**G, "eps": 1e-6},
+        lambda r: {
+            "x": rand(r, (ROWS, COLS), "float16"),
+            "w": rand(r, (COLS,), "float16"),
+            "z": poison((ROWS, COLS), "float16"),
+        },
+        lambda a: {
+            "z": (a["x"] / np.sqrt((a["x"].astype("float64") ** 2).mean(1, keepdims=True) + 1e-6) * a["w"]).astype(
+                "float16"
+            )
+        },
+        rtol=1e-2,
+        atol=1e-2,
+    ),
+    Case(flash_attention, {"BM": 64, "BN": 64, "D": 64, "scale": 0.125}, _attn_inputs, _attn_ref, rtol=2e-2, atol=2e-2),
+    Case(
+        flash_attention_causal,
+        {"BM": 64, "BN": 64, "D": 64, "scale": 0.125},
+        _attn_inputs,
+        lambda a: _attn_ref(a, causal=True),
+        rtol=2e-2,
+        atol=2e-2,
+    ),
 ]

@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Reductions and scans: sum/max/min/prod, argmax/argmin, custom combiners, cumulative sums, whole-tile sums."""
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ def max_abs(a, b):
 @tile.function
 def running_max(a, b):
     return tile.maximum(a, b)
-
 
 
 def row_sum(z: Mut[Tensor[f32, "BM"]], x: Tensor[f32, (-1, "N")]):
@@ -77,18 +80,46 @@ G = {"BM": 16, "N": COLS}
 CASES = [
     Case(row_sum, G, _x, lambda a: {"z": a["x"].sum(1)}, rtol=1e-4, atol=1e-4),
     Case(row_range, G, _x, lambda a: {"z": a["x"].max(1) - a["x"].min(1)}),
-    Case(row_prod, G, lambda r: {"x": rand(r, (ROWS, COLS), lo=0.99, hi=1.01), "z": poison((ROWS,))},
-         lambda a: {"z": a["x"].astype("float64").prod(1)}, rtol=1e-4),
-    Case(row_argmax, G, lambda r: {"x": rand(r, (ROWS, COLS)), "z": poison((ROWS,), "int32")},
-         lambda a: {"z": a["x"].argmax(1).astype("int32")}),
-    Case(row_argmin, G, lambda r: {"x": r.integers(-50, 50, (ROWS, COLS)).astype("int32"),
-                                   "z": poison((ROWS,), "int32")},
-         lambda a: {"z": a["x"].argmin(1).astype("int32")}),
+    Case(
+        row_prod,
+        G,
+        lambda r: {"x": rand(r, (ROWS, COLS), lo=0.99, hi=1.01), "z": poison((ROWS,))},
+        lambda a: {"z": a["x"].astype("float64").prod(1)},
+        rtol=1e-4,
+    ),
+    Case(
+        row_argmax,
+        G,
+        lambda r: {"x": rand(r, (ROWS, COLS)), "z": poison((ROWS,), "int32")},
+        lambda a: {"z": a["x"].argmax(1).astype("int32")},
+    ),
+    Case(
+        row_argmin,
+        G,
+        lambda r: {"x": r.integers(-50, 50, (ROWS, COLS)).astype("int32"), "z": poison((ROWS,), "int32")},
+        lambda a: {"z": a["x"].argmin(1).astype("int32")},
+    ),
     Case(row_max_abs, G, _x, lambda a: {"z": np.abs(a["x"]).max(1)}),
-    Case(row_cumsum, G, lambda r: {"x": rand(r, (ROWS, COLS)), "z": poison((ROWS, COLS))},
-         lambda a: {"z": a["x"].astype("float64").cumsum(1)}, rtol=1e-4, atol=1e-4),
-    Case(row_running_max, G, lambda r: {"x": rand(r, (ROWS, COLS)), "z": poison((ROWS, COLS))},
-         lambda a: {"z": np.maximum.accumulate(a["x"], 1)}),
-    Case(total_sum, {"N": 1024}, lambda r: {"x": rand(r, (1024,)), "z": poison((1,))},
-         lambda a: {"z": a["x"].astype("float64").sum(keepdims=True)}, rtol=1e-4, atol=1e-4),
+    Case(
+        row_cumsum,
+        G,
+        lambda r: {"x": rand(r, (ROWS, COLS)), "z": poison((ROWS, COLS))},
+        lambda a: {"z": a["x"].astype("float64").cumsum(1)},
+        rtol=1e-4,
+        atol=1e-4,
+    ),
+    Case(
+        row_running_max,
+        G,
+        lambda r: {"x": rand(r, (ROWS, COLS)), "z": poison((ROWS, COLS))},
+        lambda a: {"z": np.maximum.accumulate(a["x"], 1)},
+    ),
+    Case(
+        total_sum,
+        {"N": 1024},
+        lambda r: {"x": rand(r, (1024,)), "z": poison((1,))},
+        lambda a: {"z": a["x"].astype("float64").sum(keepdims=True)},
+        rtol=1e-4,
+        atol=1e-4,
+    ),
 ]

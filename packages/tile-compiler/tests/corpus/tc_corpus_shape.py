@@ -1,3 +1,7 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Factories and shape ops: iota, full, reshape, transpose/permute, expand_dims, broadcast_to, cat, extract."""
 
 from __future__ import annotations
@@ -60,27 +64,41 @@ def extract_second_quarter(z: Mut[Tensor[f32, "Q"]], x: Tensor[f32, -1]):
 
 def _cat_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     h = 64
-    blocks = [np.concatenate([a["x"][i * h:(i + 1) * h], a["y"][i * h:(i + 1) * h]]) for i in range(N // 128)]
+    blocks = [np.concatenate([a["x"][i * h : (i + 1) * h], a["y"][i * h : (i + 1) * h]]) for i in range(N // 128)]
     return {"z": np.concatenate(blocks)}
 
 
 def _extract_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     q = 32
-    return {"z": np.concatenate([a["x"][i * 4 * q + q:i * 4 * q + 2 * q] for i in range(len(a["z"]) // q)])}
+    return {"z": np.concatenate([a["x"][i * 4 * q + q : i * 4 * q + 2 * q] for i in range(len(a["z"]) // q)])}
 
 
 CASES = [
     Case(iota_fill, {"B": 128}, lambda r: {"z": poison((N,), "int32")}, lambda a: {"z": np.arange(N, dtype="int32")}),
     Case(full_fill, {"B": 256}, lambda r: {"z": poison((N,)), "v": 2.5}, lambda a: {"z": np.full(N, 3.5, "float32")}),
-    Case(reshape_roundtrip, {"BM": 16, "BN": 32}, lambda r: {"x": rand(r, M2), "z": poison(M2)},
-         lambda a: {"z": a["x"] * 2}),
-    Case(transpose, {"BM": 32, "BN": 16}, lambda r: {"x": rand(r, M2), "z": poison(M2[::-1])},
-         lambda a: {"z": a["x"].T}),
-    Case(permute3, {"BM": 16, "BN": 32}, lambda r: {"x": rand(r, M2), "z": poison(M2[::-1])},
-         lambda a: {"z": a["x"].T}),
-    Case(scale_columns, {"BM": 16, "BN": 64}, lambda r: {"x": rand(r, M2), "c": rand(r, (M2[0],)), "z": poison(M2)},
-         lambda a: {"z": a["x"] * a["c"][:, None]}),
-    Case(cat_halves, {"B": 128}, lambda r: {"x": rand(r, (N // 2,)), "y": rand(r, (N // 2,)), "z": poison((N,))},
-         _cat_ref),
+    Case(
+        reshape_roundtrip,
+        {"BM": 16, "BN": 32},
+        lambda r: {"x": rand(r, M2), "z": poison(M2)},
+        lambda a: {"z": a["x"] * 2},
+    ),
+    Case(
+        transpose, {"BM": 32, "BN": 16}, lambda r: {"x": rand(r, M2), "z": poison(M2[::-1])}, lambda a: {"z": a["x"].T}
+    ),
+    Case(
+        permute3, {"BM": 16, "BN": 32}, lambda r: {"x": rand(r, M2), "z": poison(M2[::-1])}, lambda a: {"z": a["x"].T}
+    ),
+    Case(
+        scale_columns,
+        {"BM": 16, "BN": 64},
+        lambda r: {"x": rand(r, M2), "c": rand(r, (M2[0],)), "z": poison(M2)},
+        lambda a: {"z": a["x"] * a["c"][:, None]},
+    ),
+    Case(
+        cat_halves,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N // 2,)), "y": rand(r, (N // 2,)), "z": poison((N,))},
+        _cat_ref,
+    ),
     Case(extract_second_quarter, {"Q": 32}, lambda r: {"x": rand(r, (N,)), "z": poison((N // 4,))}, _extract_ref),
 ]

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import tile.ir as ir
+from tile import ir
 from tile.compiler._diagnostics import SourceLoc
 from tile.compiler._kir import AssumeBounded, AssumeDivBy, Block, KernelIR, Op, Value
 from tile.compiler._spec import KernelABI, Target
@@ -28,7 +28,7 @@ from tile.compiler._types import (
     Type,
 )
 
-__all__ = ["LoweredKernel", "lower", "ir_type"]
+__all__ = ["LoweredKernel", "ir_type", "lower"]
 
 
 @dataclass(eq=False)
@@ -88,20 +88,22 @@ class _Lowerer:
     def attrs(self, op: Op) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, value in op.attrs.items():
-            if name == "value":
-                res = ir_type(op.results[0].type)
-                assert isinstance(res, ir.TileType)  # constants are tiles
-                value = ir.DenseElementsAttr.splat(res, value)
-            elif name == "identities":
-                value = ir.ArrayAttr(tuple(_identity(v, o.type) for v, o in zip(value, op.flat_operands())))
-            elif isinstance(value, AssumeDivBy):
-                value = ir.DivBy(value.divisor)
-            elif isinstance(value, AssumeBounded):
-                value = ir.Bounded(value.lb, value.ub)
-            elif name == "permutation":
-                value = tuple(value)
-            out[name] = value
+            out[name] = self.attr(op, name, value)
         return out
+
+    def attr(self, op: Op, name: str, value: Any) -> Any:
+        if name == "value":
+            res = ir_type(op.results[0].type)
+            assert isinstance(res, ir.TileType)  # constants are tiles
+            return ir.DenseElementsAttr.splat(res, value)
+        if name == "identities":
+            operands = op.flat_operands()
+            return ir.ArrayAttr(tuple(_identity(v, o.type) for v, o in zip(value, operands, strict=True)))
+        if isinstance(value, AssumeDivBy):
+            return ir.DivBy(value.divisor)
+        if isinstance(value, AssumeBounded):
+            return ir.Bounded(value.lb, value.ub)
+        return tuple(value) if name == "permutation" else value
 
     def block(self, b: ir.Builder, block: Block) -> None:
         for op in block.ops:
@@ -111,11 +113,11 @@ class _Lowerer:
         loc = self.loc(op.loc)
         types = [ir_type(r.type) for r in op.results]
         made = b.create(op.name, self.operands(op), self.attrs(op), types, loc)
-        for mine, theirs in zip(op.results, made.results):
+        for mine, theirs in zip(op.results, made.results, strict=False):
             self.values[mine.id] = theirs
-        for region, block in zip(made.regions, op.regions):
+        for region, block in zip(made.regions, op.regions, strict=False):
             target = region.add_block([ir_type(a.type) for a in block.args])
-            for mine, theirs in zip(block.args, target.args):
+            for mine, theirs in zip(block.args, target.args, strict=False):
                 self.values[mine.id] = theirs
             with b.at(target):
                 self.block(b, block)
@@ -127,7 +129,8 @@ class _Lowerer:
 
 
 def _identity(value: int | float, t: Type) -> ir.Attr:
-    assert isinstance(t, TileType) and isinstance(t.elem, DType)  # reduction operands are numeric tiles
+    assert isinstance(t, TileType)  # reduction operands are tiles
+    assert isinstance(t.elem, DType)  # of numbers
     scalar = _scalar(t.elem)
     if t.elem.is_float:
         return ir.FloatAttr.of(scalar, float(value))
@@ -147,9 +150,14 @@ def lower(typed: TypedKernel, target: Target) -> LoweredKernel:
     kernel = typed.ir
     lw = _Lowerer(kernel, target)
     hints = ir.OptimizationHints.of(kernel.hints) if kernel.hints else None
-    fn = ir.Function(kernel.name, ir.FunctionType(tuple(ir_type(p.type) for p in kernel.params), ()), entry=True,
-                     hints=hints, loc=ir.DILoc(lw.scope, lw.scope.file.name, lw.scope.line, 1))
-    for mine, theirs in zip(kernel.params, fn.params):
+    fn = ir.Function(
+        kernel.name,
+        ir.FunctionType(tuple(ir_type(p.type) for p in kernel.params), ()),
+        entry=True,
+        hints=hints,
+        loc=ir.DILoc(lw.scope, lw.scope.file.name, lw.scope.line, 1),
+    )
+    for mine, theirs in zip(kernel.params, fn.params, strict=False):
         lw.values[mine.id] = theirs
     b = ir.Builder(fn.body)
     lw.block(b, kernel.body)

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from tile.compiler._diagnostics import CompileError, SourceLoc
 from tile.compiler.lang._function import is_function
@@ -75,7 +75,7 @@ def _closure_of(fn: Callable[..., object]) -> dict[str, Any]:
     code = getattr(fn, "__code__", None)
     cells = getattr(fn, "__closure__", None) or ()
     out: dict[str, Any] = {}
-    for name, cell in zip(code.co_freevars if code else (), cells):
+    for name, cell in zip(code.co_freevars if code else (), cells, strict=False):
         try:
             out[name] = cell.cell_contents
         except ValueError:  # an unbound cell: the name is simply not available to the kernel
@@ -128,7 +128,7 @@ def _reachable_helpers(kernel: KernelAST) -> list[Callable[..., object]]:
     for node in ast.walk(kernel.tree):
         obj = _static_lookup(node, kernel)
         if obj is not None and is_function(obj) and obj is not kernel.fn:
-            found[id(obj)] = obj
+            found[id(obj)] = cast("Callable[..., object]", obj)
     return list(found.values())
 
 
@@ -136,7 +136,8 @@ def _static_lookup(node: ast.AST, kernel: KernelAST) -> object | None:
     if isinstance(node, ast.Name):
         for scope in (kernel.closure, kernel.globals, vars(builtins)):
             if node.id in scope:
-                return scope[node.id]
+                found: object = scope[node.id]
+                return found
         return None
     if isinstance(node, ast.Attribute):
         base = _static_lookup(node.value, kernel)

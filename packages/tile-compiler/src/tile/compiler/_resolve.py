@@ -171,14 +171,14 @@ def _check_subset(tree: KernelAST) -> None:
             what = _WHAT.get(type(node), type(node).__name__)
             hint = "; use tile.assert_(cond, msg)" if isinstance(node, ast.Assert) else ""
             raise CompileError(f"{what} is not supported in kernel code{hint}", tree.loc(node))
-        if isinstance(node, ast.For) and node.orelse or isinstance(node, ast.While) and node.orelse:
+        if (isinstance(node, ast.For) and node.orelse) or (isinstance(node, ast.While) and node.orelse):
             raise CompileError("'else' on a loop is not supported in kernel code", tree.loc(node))
 
 
 def _annotations(tree: KernelAST) -> dict[str, Any]:
     try:
-        return dict(inspect.get_annotations(tree.fn, eval_str=True))  # type: ignore[arg-type]  # any callable works
-    except Exception as exc:  # noqa: BLE001  # any failure while evaluating a user's annotation string
+        return dict(inspect.get_annotations(tree.fn, eval_str=True))
+    except Exception as exc:  # any failure while evaluating a user's annotation string
         raise CompileError(f"cannot evaluate the annotations of '{tree.name}': {exc}", tree.loc(tree.tree)) from None
 
 

@@ -19,12 +19,12 @@ from tile.compiler._kir import Block, KernelIR, Value
 from tile.compiler._parse import KernelAST, parse
 from tile.compiler._resolve import ResolvedKernel, resolve
 from tile.compiler._spec import KernelABI, Specialization, Target
-from tile.compiler._types import DType, TileType, TokenType, Type
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_entry import build_entry
 from tile.compiler._typecheck_expr import ExprMixin
 from tile.compiler._typecheck_memory import ENTRY_TOKEN
 from tile.compiler._typecheck_values import Emitter, PartitionV
+from tile.compiler._types import DType, TileType, TokenType, Type
 from tile.compiler.lang._function import is_function
 
 __all__ = ["TypedKernel", "typecheck"]
@@ -113,26 +113,26 @@ class Checker(ExprMixin):
     def stmt(self, node: ast.stmt) -> Exit:
         """Check one statement."""
         self.at(node)
-        method = getattr(self, f"stmt_{type(node).__name__}", None)
+        method = getattr(self, f"stmt_{type(node).__name__.lower()}", None)
         if method is None:
             self.fail(f"{type(node).__name__} statements are not supported in kernel code")
         result: Exit = method(node)
         return result
 
-    def stmt_Pass(self, node: ast.Pass) -> Exit:
+    def stmt_pass(self, node: ast.Pass) -> Exit:
         return None
 
-    def stmt_Expr(self, node: ast.Expr) -> Exit:
+    def stmt_expr(self, node: ast.Expr) -> Exit:
         self.expr(node.value)
         return None
 
-    def stmt_Assign(self, node: ast.Assign) -> Exit:
+    def stmt_assign(self, node: ast.Assign) -> Exit:
         value = self.expr(node.value)
         for target in node.targets:
             self.assign(target, value)
         return None
 
-    def stmt_AnnAssign(self, node: ast.AnnAssign) -> Exit:
+    def stmt_annassign(self, node: ast.AnnAssign) -> Exit:
         if node.value is None:
             return None
         value = self.expr(node.value)
@@ -142,7 +142,7 @@ class Checker(ExprMixin):
         self.assign(node.target, value)
         return None
 
-    def stmt_AugAssign(self, node: ast.AugAssign) -> Exit:
+    def stmt_augassign(self, node: ast.AugAssign) -> Exit:
         if not isinstance(node.target, ast.Name):
             self.fail("only variables can be updated in place; tiles are immutable", node.target)
         current = self.expr(ast.copy_location(ast.Name(node.target.id, ast.Load()), node.target))
@@ -157,14 +157,14 @@ class Checker(ExprMixin):
             if not isinstance(value, tuple) or len(value) != len(target.elts):
                 n = len(value) if isinstance(value, tuple) else "a non-tuple"
                 self.fail(f"cannot unpack {n} values into {len(target.elts)} names", target)
-            for t, v in zip(target.elts, value):
+            for t, v in zip(target.elts, value, strict=False):
                 self.assign(t, v)
         else:
             self.fail(
                 "only names can be assigned in kernel code; tiles are immutable (build a new tile instead)", target
             )
 
-    def stmt_Return(self, node: ast.Return) -> Exit:
+    def stmt_return(self, node: ast.Return) -> Exit:
         if self.loops:
             self.fail("'return' inside a loop is not supported; leave the loop with 'break' first")
         if node.value is not None:
@@ -174,7 +174,7 @@ class Checker(ExprMixin):
             self.env[_RET] = value
         return "return"
 
-    def stmt_Break(self, node: ast.Break) -> Exit:
+    def stmt_break(self, node: ast.Break) -> Exit:
         loop = self._loop("break")
         if loop.kind == "for":
             raise AssertionError("for loops with break are checked as loop ops")  # _uses_break guarantees this
@@ -182,7 +182,7 @@ class Checker(ExprMixin):
         self.em.emit("break", [[loop.next_iv, *values] if loop.next_iv is not None else values], [])
         return "break"
 
-    def stmt_Continue(self, node: ast.Continue) -> Exit:
+    def stmt_continue(self, node: ast.Continue) -> Exit:
         loop = self._loop("continue")
         values = self._carried(loop)
         self.em.emit("continue", [[loop.next_iv, *values] if loop.next_iv is not None else values], [])
@@ -194,7 +194,7 @@ class Checker(ExprMixin):
         return self.loops[-1]
 
     def _carried(self, loop: _Loop) -> list[Value]:
-        return [self.coerce_to(n, self.env.get(n), t) for n, t in zip(loop.names, loop.types)]
+        return [self.coerce_to(n, self.env.get(n), t) for n, t in zip(loop.names, loop.types, strict=True)]
 
     def coerce_to(self, name: str, value: object, ty: Type) -> Value:
         """``value`` as a runtime value of ``ty`` (constants materialize; anything else must match)."""
@@ -203,13 +203,13 @@ class Checker(ExprMixin):
         if is_const(value) and isinstance(ty, TileType) and isinstance(ty.elem, DType):
             return self.materialize(value, ty.elem, ty.shape)
         shown = str(ty) if not name.startswith("$") else "a memory token"
-        self.fail(
+        return self.fail(
             f"variable '{name}' changes type: it is {shown} at the start of the loop or branch but "
             f"{type_name(value)} here; give it one type on every path (e.g. initialize with tile.zeros(...))"
         )
 
     # -- if -------------------------------------------------------------------------------------------------
-    def stmt_If(self, node: ast.If) -> Exit:
+    def stmt_if(self, node: ast.If) -> Exit:
         cond = self.expr(node.test)
         if is_const(cond) or cond is None or isinstance(cond, str):
             return self.stmts(node.body if cond else node.orelse)
@@ -233,11 +233,11 @@ class Checker(ExprMixin):
         live = [b for b in branches if b[1] in (None, "return")]
         names = self._merged_names(before, [b[2] for b in live])
         types = [self._merge_type(n, [b[2][n] for b in live]) for n in names]
-        for block, exit_, env in live:
+        for block, _, env in live:
             with self.in_block(block):
-                self.em.emit("yield", [[self.coerce_to(n, env[n], t) for n, t in zip(names, types)]], [])
+                self.em.emit("yield", [[self.coerce_to(n, env[n], t) for n, t in zip(names, types, strict=False)]], [])
         results = self.em.emit("if", [c], types, {}, [branches[0][0], branches[1][0]])
-        self.env.update(zip(names, results))
+        self.env.update(zip(names, results, strict=False))
         for n in [n for n in self._constant_merges(before, [b[2] for b in live]) if n not in names]:
             self.env[n] = live[0][2][n]
         if not live:
@@ -258,11 +258,8 @@ class Checker(ExprMixin):
         return [
             n
             for n in common
-            if self._same_constant([e[n] for e in envs])
-            and n not in before
-            or n in before
-            and self._same_constant([e[n] for e in envs])
-            and envs[0][n] is not before[n]
+            if (self._same_constant([e[n] for e in envs]) and n not in before)
+            or (n in before and self._same_constant([e[n] for e in envs]) and envs[0][n] is not before[n])
         ]
 
     def _same_constant(self, values: list[object]) -> bool:
@@ -277,7 +274,7 @@ class Checker(ExprMixin):
             return runtime[0].type
         if all(is_const(v) for v in values):
             return TileType(self.const_dtype(values[0], None))
-        self.fail(
+        return self.fail(
             f"variable '{name}' holds a {type_name(values[0])} that differs between branches; only tiles, "
             "scalars and numbers can be chosen at run time"
         )
@@ -302,9 +299,8 @@ class Checker(ExprMixin):
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in _MEMORY_CALLS or name.startswith("atomic_"):
-                if not self._reads_input(node.func):
-                    return True
+            if (name in _MEMORY_CALLS or name.startswith("atomic_")) and not self._reads_input(node.func):
+                return True
             if isinstance(node.func, ast.Name) and is_function(self.resolved.names.get(node.func.id)):
                 return True
             if isinstance(node.func, ast.Attribute) and not isinstance(node.func.value, ast.Name):
@@ -348,7 +344,7 @@ class Checker(ExprMixin):
             self.fail(f"the range step must be positive, got {step}", it)
         return start, stop, step
 
-    def stmt_For(self, node: ast.For) -> Exit:
+    def stmt_for(self, node: ast.For) -> Exit:
         if not isinstance(node.target, ast.Name):
             self.fail("the loop variable must be a single name", node.target)
         bounds = self._range(node)
@@ -368,7 +364,7 @@ class Checker(ExprMixin):
         iv = self.em.value(TileType(ivdt))
         block = Block([iv] + [self.em.value(t) for t in types])
         outer = self.env
-        self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, block.args[1:])))
+        self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, block.args[1:], strict=False)))
         self.loops.append(_Loop("for", names, types))
         with self.in_block(block):
             if self.stmts(node.body) is None:
@@ -377,7 +373,7 @@ class Checker(ExprMixin):
         self.env = outer
         self.at(node)
         results = self.em.emit("for", [lb, ub, step, inits], types, {}, [block])
-        self.env.update(zip(names, results))
+        self.env.update(zip(names, results, strict=False))
         return None
 
     def _for_as_loop(
@@ -389,7 +385,7 @@ class Checker(ExprMixin):
         block = Block([self.em.value(ivt)] + [self.em.value(t) for t in types])
         iv, carried = block.args[0], block.args[1:]
         outer = self.env
-        self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, carried)))
+        self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, carried, strict=False)))
         with self.in_block(block):
             self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
             loop = _Loop("loop", names, types, self.elementwise(ast.Add, iv, step, "+"))
@@ -400,7 +396,7 @@ class Checker(ExprMixin):
         self.env = outer
         self.at(node)
         results = self.em.emit("loop", [[lb, *inits]], [ivt, *types], {}, [block])
-        self.env.update(zip(names, results[1:]))
+        self.env.update(zip(names, results[1:], strict=False))
         return None
 
     def _exit_unless(self, cond: Value, carried: list[Value]) -> None:
@@ -411,12 +407,12 @@ class Checker(ExprMixin):
             self.em.emit("break", [carried], [])
         self.em.emit("if", [cond], [], {}, [then, other])
 
-    def stmt_While(self, node: ast.While) -> Exit:
+    def stmt_while(self, node: ast.While) -> Exit:
         names = self._loop_vars(node.body)
         inits, types = self._loop_inits(names)
         block = Block([self.em.value(t) for t in types])
         outer = self.env
-        self.env = dict(outer, **dict(zip(names, block.args)))
+        self.env = dict(outer, **dict(zip(names, block.args, strict=False)))
         with self.in_block(block):
             cond = self.expr(node.test)
             if is_const(cond) and not cond:
@@ -434,7 +430,7 @@ class Checker(ExprMixin):
         self.env = outer
         self.at(node)
         results = self.em.emit("loop", [inits], types, {}, [block])
-        self.env.update(zip(names, results))
+        self.env.update(zip(names, results, strict=False))
         return None
 
     # -- helpers --------------------------------------------------------------------------------------------
@@ -462,13 +458,13 @@ class Checker(ExprMixin):
         names = [p.name for p in helper.params]
         if len(args) > len(names):
             self.fail(f"{helper.name}() takes {len(names)} arguments but {len(args)} were given")
-        env = dict(zip(names, args))
+        env = dict(zip(names, args, strict=False))
         for k, v in kwargs.items():
             if k not in names or k in env:
                 self.fail(f"{helper.name}() got an unexpected keyword argument '{k}'")
             env[k] = v
         defaults = helper.kernel.tree.args.defaults
-        for p, d in zip(names[len(names) - len(defaults) :], defaults):
+        for p, d in zip(names[len(names) - len(defaults) :], defaults, strict=False):
             if p not in env:
                 env[p] = ast.literal_eval(d)
         if missing := [n for n in names if n not in env]:

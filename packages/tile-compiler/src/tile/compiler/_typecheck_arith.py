@@ -10,11 +10,11 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from tile.compiler._kir import Value
-from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, promote
 from tile.compiler._typecheck_values import Emitter
+from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, promote
 
 __all__ = ["ArithMixin", "is_const", "signedness"]
 
@@ -106,7 +106,19 @@ def type_name(v: object) -> str:
         if isinstance(t, TileType):
             return f"{t.elem.name} scalar" if not t.shape else f"{t.elem.name} tile of shape {t.shape}"
         return str(t)
-    return type(v).__name__
+    kinds = {
+        "TensorV": "tensor parameter",
+        "PartitionV": "partition",
+        "BoundMethod": "method",
+        "LangOp": "tile function",
+        "DType": "dtype",
+        "tuple": "tuple",
+        "NoneType": "None",
+        "str": "string",
+        "function": "function",
+        "module": "module",
+    }
+    return kinds.get(type(v).__name__, "Python object")
 
 
 class ArithMixin:
@@ -122,7 +134,7 @@ class ArithMixin:
         """The tile type of runtime value ``v`` (a compile error for anything else)."""
         if isinstance(v, Value) and isinstance(v.type, TileType):
             return v.type
-        self.fail(f"expected a tile for the {what}, got {type_name(v)}")
+        return self.fail(f"expected a tile for the {what}, got {type_name(v)}")
 
     def const_dtype(self, c: object, other: DType | None) -> DType:
         """The dtype a Python constant takes next to a tile of dtype ``other`` (its own default when None)."""
@@ -137,7 +149,7 @@ class ArithMixin:
                     f"convert the tile first with .astype(tile.f32)"
                 )
             return other if other is not None else F32
-        self.fail(f"expected a number, got {type_name(c)}")
+        return self.fail(f"expected a number, got {type_name(c)}")
 
     def materialize(self, c: object, dtype: DType | None = None, shape: tuple[int, ...] = ()) -> Value:
         """A splat constant tile for Python constant ``c`` (dtype defaults from the constant's kind)."""
@@ -146,7 +158,8 @@ class ArithMixin:
             self.fail(f"cannot convert the float constant {c!r} to {dt.name}")
         if dt.kind == "u" and isinstance(c, int) and c < 0:
             self.fail(f"the negative constant {c} does not fit the unsigned dtype {dt.name}")
-        value: int | float | bool = float(c) if dt.is_float else bool(c) if dt.kind == "b" else int(c)  # type: ignore[arg-type]  # c is a number here
+        num = cast("int | float", c)
+        value: int | float | bool = float(num) if dt.is_float else bool(num) if dt.kind == "b" else int(num)
         return self.em.constant(value, TileType(dt, shape))
 
     def as_tile(self, v: object, dtype: DType | None = None, what: str = "operand") -> Value:
@@ -154,7 +167,8 @@ class ArithMixin:
         if is_const(v):
             return self.materialize(v, dtype if dtype is not None else None)
         t = self.tile_of(v, what)
-        return self.convert(v, dtype) if dtype is not None and t.elem != dtype else v  # type: ignore[arg-type]  # v is a Value
+        val = cast(Value, v)
+        return self.convert(val, dtype) if dtype is not None and t.elem != dtype else val
 
     def broadcast(self, v: Value, shape: tuple[int, ...]) -> Value:
         """Broadcast tile ``v`` to ``shape`` (reshape to equal rank, then broadcast)."""
@@ -168,14 +182,14 @@ class ArithMixin:
             v = self.em.one("reshape", [v], t.with_shape(full))
         return self.em.one("broadcast", [v], t.with_shape(shape))
 
-    def convert(self, v: Value, dt: DType) -> Value:
+    def convert(self, v: Value, dt: DType) -> Value:  # noqa: PLR0911  # one return per conversion kind
         """Convert tile ``v`` to element dtype ``dt`` (``astype``)."""
         src = self.tile_of(v)
         if isinstance(src.elem, DType) is False:
             self.fail("pointer tiles cannot be converted with astype")
         s = src.dtype
         out = src.with_elem(dt)
-        if s == dt or s.ir == dt.ir and s.kind in "iu" and dt.kind in "iu":
+        if s == dt or (s.ir == dt.ir and s.kind in "iu" and dt.kind in "iu"):
             return v if s == dt else self.em.one("bitcast", [v], out)
         if dt.kind == "b":
             zero = self.materialize(0, s, src.shape) if s.kind != "f" else self.materialize(0.0, s, src.shape)
@@ -236,7 +250,7 @@ class ArithMixin:
         dt = t.dtype
         fop, iop = _BINARY[op]
         name = fop if dt.is_float else iop
-        if not name or dt.kind == "b" and op not in (ast.BitAnd, ast.BitOr, ast.BitXor):
+        if not name or (dt.kind == "b" and op not in (ast.BitAnd, ast.BitOr, ast.BitXor)):
             kind = "float" if dt.is_float else "bool" if dt.kind == "b" else "integer"
             hint = "; use // for integer division or convert with .astype(tile.f32)" if op is ast.Div else ""
             self.fail(f"operator '{sym}' is not defined for {kind} tiles{hint}")
@@ -263,7 +277,7 @@ class ArithMixin:
         va, vb = self.coerce(a, b, f"comparison '{_SYMBOL[type(op)]}'")
         return self.compare_tiles(type(op), va, vb)
 
-    def compare_tiles(self, op: type, va: Value, vb: Value) -> Value:
+    def compare_tiles(self, op: type[ast.cmpop], va: Value, vb: Value) -> Value:
         """Emit cmpf/cmpi on two tiles of one type."""
         t = self.tile_of(va)
         out = t.with_elem(I1)

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from tile.compiler._kir import AssumeBounded, AssumeDivBy, Value
 from tile.compiler._resolve import ParamInfo
 from tile.compiler._spec import AbiSlot, ArraySpec, ScalarSpec, Specialization, canonical_dtype
-from tile.compiler._types import DTYPES, PtrType, TensorViewType, TileType, TokenType, is_pow2
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN
 from tile.compiler._typecheck_values import TensorV
+from tile.compiler._types import DTYPES, PtrType, TensorViewType, TileType, TokenType, is_pow2
 
 if TYPE_CHECKING:
     from tile.compiler._typecheck import Checker
@@ -132,7 +132,7 @@ def _tile_shape(ch: Checker, p: ParamInfo) -> tuple[int, ...]:
 def _const(ch: Checker, p: ParamInfo, spec: Specialization) -> None:
     value = spec.const(p.name)
     kind = p.const_kind
-    ok = value is not None and (type(value) is kind or kind is float and type(value) is int)
+    ok = value is not None and (type(value) is kind or (kind is float and type(value) is int))
     if not ok:
         got = "no value" if value is None else f"{value!r}"
         ch.fail(f"Const parameter '{p.name}' needs a compile-time {kind.__name__ if kind else 'value'}, got {got}")

@@ -8,23 +8,39 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from tile.compiler._diagnostics import CompileError, SourceLoc
 from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
-from tile.compiler._types import DType, TileType
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_memory import MemoryMixin
 from tile.compiler._typecheck_values import BoundMethod, PartitionV, TensorV
+from tile.compiler._types import DType, TileType
 from tile.compiler.lang._function import is_function
 from tile.compiler.lang._ops import METHODS, OPS, LangOp
 
 __all__ = ["ExprMixin"]
 
-_FOLDABLE_BUILTINS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "bool": bool, "len": len}
+_UNARY_FOLD: dict[type[ast.unaryop], Callable[[Any], object]] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+    ast.Invert: operator.invert,
+}
+_FOLDABLE_BUILTINS: dict[str, Callable[..., object]] = {
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "len": len,
+}
 
 
 class ExprMixin(MemoryMixin):
@@ -50,7 +66,7 @@ class ExprMixin(MemoryMixin):
         saved = self.node
         self.at(node)
         try:
-            method = getattr(self, f"expr_{type(node).__name__}", None)
+            method = getattr(self, f"expr_{type(node).__name__.lower()}", None)
             if method is None:
                 self.fail(f"{type(node).__name__} expressions are not supported in kernel code")
             return method(node)
@@ -58,12 +74,12 @@ class ExprMixin(MemoryMixin):
             if saved is not None:
                 self.at(saved)
 
-    def expr_Constant(self, node: ast.Constant) -> object:
+    def expr_constant(self, node: ast.Constant) -> object:
         if not isinstance(node.value, (bool, int, float, str, type(None))):
             self.fail(f"constant {node.value!r} is not supported in kernel code")
         return node.value
 
-    def expr_Name(self, node: ast.Name) -> object:
+    def expr_name(self, node: ast.Name) -> object:
         if node.id in self.env:
             return self.env[node.id]
         if node.id in self.resolved.locals:
@@ -73,32 +89,31 @@ class ExprMixin(MemoryMixin):
             )
         return self.resolved.names[node.id]
 
-    def expr_Tuple(self, node: ast.Tuple) -> object:
+    def expr_tuple(self, node: ast.Tuple) -> object:
         return tuple(self.expr(e) for e in node.elts)
 
-    expr_List = expr_Tuple
+    expr_list = expr_tuple
 
-    def expr_JoinedStr(self, node: ast.JoinedStr) -> object:
+    def expr_joinedstr(self, node: ast.JoinedStr) -> object:
         parts = [self.expr(v) for v in node.values]
         if not all(isinstance(p, str) or is_const(p) for p in parts):
             self.fail("f-strings may only contain compile-time values; use tile.print(...) to print tiles")
         return "".join(map(str, parts))
 
-    def expr_FormattedValue(self, node: ast.FormattedValue) -> object:
+    def expr_formattedvalue(self, node: ast.FormattedValue) -> object:
         value = self.expr(node.value)
         if not is_const(value) and not isinstance(value, str):
             self.fail("f-strings may only contain compile-time values; use tile.print(...) to print tiles")
         spec = self.expr(node.format_spec) if node.format_spec else ""
         return format(value, str(spec))
 
-    def expr_BinOp(self, node: ast.BinOp) -> object:
+    def expr_binop(self, node: ast.BinOp) -> object:
         return self.binary(node.op, self.expr(node.left), self.expr(node.right))
 
-    def expr_UnaryOp(self, node: ast.UnaryOp) -> object:
+    def expr_unaryop(self, node: ast.UnaryOp) -> object:
         v = self.expr(node.operand)
         if is_const(v):
-            ops = {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x, ast.Invert: lambda x: ~x}
-            return ops[type(node.op)](v)
+            return _UNARY_FOLD[type(node.op)](v)
         t = self.tile_of(v)
         if isinstance(node.op, ast.UAdd):
             return v
@@ -111,9 +126,9 @@ class ExprMixin(MemoryMixin):
         ones = self.materialize(
             -1 if t.elem.kind == "i" else (1 << t.elem.bits) - 1 if t.elem.kind == "u" else True, t.elem, t.shape
         )
-        return self.em.one("xori", [v, ones], t)
+        return self.em.one("xori", [cast(Value, v), ones], t)
 
-    def expr_BoolOp(self, node: ast.BoolOp) -> object:
+    def expr_boolop(self, node: ast.BoolOp) -> object:
         values = [self.expr(v) for v in node.values]
         out = values[0]
         for v in values[1:]:
@@ -130,13 +145,13 @@ class ExprMixin(MemoryMixin):
             self.fail(f"'and'/'or' need bool scalars, got {type_name(t)}")
         return t
 
-    def expr_Compare(self, node: ast.Compare) -> object:
+    def expr_compare(self, node: ast.Compare) -> object:
         if len(node.ops) != 1:
             left = self.expr(node.left)
             rights = [self.expr(c) for c in node.comparators]
             if all(is_const(x) for x in (left, *rights)):
                 result = True
-                for op, r in zip(node.ops, rights):
+                for op, r in zip(node.ops, rights, strict=False):
                     result = result and bool(self.compare(op, left, r))
                     left = r
                 return result
@@ -146,13 +161,13 @@ class ExprMixin(MemoryMixin):
             return (a is b) if isinstance(node.ops[0], ast.Is) else (a is not b)
         return self.compare(node.ops[0], self.expr(node.left), self.expr(node.comparators[0]))
 
-    def expr_IfExp(self, node: ast.IfExp) -> object:
+    def expr_ifexp(self, node: ast.IfExp) -> object:
         cond = self.expr(node.test)
         if is_const(cond) or cond is None:
             return self.expr(node.body if cond else node.orelse)
         return self.op_where(OPS["where"], {"cond": cond, "x": self.expr(node.body), "y": self.expr(node.orelse)})
 
-    def expr_Subscript(self, node: ast.Subscript) -> object:
+    def expr_subscript(self, node: ast.Subscript) -> object:
         base = self.expr(node.value)
         index = self.expr(node.slice) if not isinstance(node.slice, ast.Slice) else None
         if isinstance(base, tuple):
@@ -161,15 +176,15 @@ class ExprMixin(MemoryMixin):
                     self.expr(x) if x is not None else None
                     for x in (node.slice.lower, node.slice.upper, node.slice.step)
                 )
-                return base[slice(lo, hi, step)]  # type: ignore[misc]  # compile-time slice
+                return base[slice(cast(Any, lo), cast(Any, hi), cast(Any, step))]
             if type(index) is not int or not -len(base) <= index < len(base):
                 self.fail(f"tuple index must be a compile-time int in range, got {index!r}")
             return base[index]
         if isinstance(base, Value):
             self.fail("tiles cannot be indexed; use tile.extract(x, index, shape) or a reduction")
-        self.fail(f"{type_name(base)} cannot be indexed")
+        return self.fail(f"{type_name(base)} cannot be indexed")
 
-    def expr_Attribute(self, node: ast.Attribute) -> object:
+    def expr_attribute(self, node: ast.Attribute) -> object:  # noqa: PLR0911  # one return per receiver kind
         base = self.expr(node.value)
         name = node.attr
         if isinstance(base, ModuleType):
@@ -186,7 +201,7 @@ class ExprMixin(MemoryMixin):
             if name == "tile_shape":
                 return base.tile
             return self._method(base, "partition", name)
-        self.fail(f"{type_name(base)} has no attribute '{name}' in kernel code")
+        return self.fail(f"{type_name(base)} has no attribute '{name}' in kernel code")
 
     def _tile_attr(self, v: Value, t: TileType, name: str) -> object:
         props = {"shape": t.shape, "ndim": t.rank, "dtype": t.elem}
@@ -216,7 +231,7 @@ class ExprMixin(MemoryMixin):
         return BoundMethod(recv, name, family)
 
     # -- calls ----------------------------------------------------------------------------------------------
-    def expr_Call(self, node: ast.Call) -> object:
+    def expr_call(self, node: ast.Call) -> object:
         fn = self.expr(node.func)
         args: list[object] = []
         for a in node.args:
@@ -231,7 +246,7 @@ class ExprMixin(MemoryMixin):
         self.at(node)
         return self.call(fn, args, kwargs)
 
-    def call(self, fn: object, args: list[object], kwargs: dict[str, object]) -> object:
+    def call(self, fn: object, args: list[object], kwargs: dict[str, object]) -> object:  # noqa: PLR0911  # dispatch
         """Call a kernel-language function, method, helper, dtype or foldable builtin."""
         if isinstance(fn, LangOp):
             return self.call_op(fn, args, kwargs)
@@ -262,7 +277,7 @@ class ExprMixin(MemoryMixin):
                     self.fail(f"builtin {name}() only works on compile-time values here; use {hint}")
                 return impl(*args)
         label = getattr(fn, "__qualname__", None) or type_name(fn)
-        self.fail(
+        return self.fail(
             f"'{label}' cannot be called in kernel code: only tile.* functions, methods of tiles and tensors, "
             "and @tile.function helpers can"
         )
@@ -309,7 +324,7 @@ class ExprMixin(MemoryMixin):
     def _bind_into(self, op: LangOp, args: list[object], kw: dict[str, object], out: dict[str, object]) -> None:
         if len(args) > len(op.params):
             self.fail(f".{op.name}() takes {len(op.params)} arguments but {len(args)} were given")
-        for p, v in zip(op.params, args):
+        for p, v in zip(op.params, args, strict=False):
             out[p.name] = v
         for k, v in kw.items():
             if k not in {p.name for p in op.params} or k in out:

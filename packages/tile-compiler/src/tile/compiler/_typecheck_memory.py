@@ -9,16 +9,16 @@ checker carries through loops and branches like a variable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tile.compiler._kir import Value
-from tile.compiler._types import PADDINGS, DType, PartitionViewType, PtrType, TileType, TokenType, broadcast_shapes
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_shape import ShapeMixin
 from tile.compiler._typecheck_values import PartitionV, TensorV
+from tile.compiler._types import PADDINGS, DType, PartitionViewType, PtrType, TileType, TokenType, broadcast_shapes
 from tile.compiler.lang._ops import LangOp
 
-__all__ = ["MemoryMixin", "RAW_TOKEN", "token_key"]
+__all__ = ["RAW_TOKEN", "MemoryMixin", "token_key"]
 
 RAW_TOKEN = "$tok:$raw"
 ENTRY_TOKEN = "$tok:$entry"
@@ -108,7 +108,7 @@ class MemoryMixin(ShapeMixin):
 
     # -- views, loads, stores -------------------------------------------------------------------------------
     def tensor_arg(self, v: object, what: str, *, mut: bool | None = None) -> TensorV:
-        if not isinstance(v, TensorV) or mut is not None and v.mut != mut:
+        if not isinstance(v, TensorV) or (mut is not None and v.mut != mut):
             want = "a Mut output parameter" if mut else "a tensor parameter"
             self.fail(
                 f"{what} must be {want}, got {v!r}"
@@ -123,7 +123,7 @@ class MemoryMixin(ShapeMixin):
             self.fail(f"the partition shape {tile} must have one dim per tensor dim ({t.rank})")
         if padding is not None and padding not in PADDINGS:
             self.fail(f"padding must be one of {', '.join(PADDINGS)} (or None), got {padding!r}")
-        ty = PartitionViewType(tile, t.view_type, padding)  # type: ignore[arg-type]  # checked string
+        ty = PartitionViewType(tile, t.view_type, padding)
         return PartitionV(t, self.em.one("make_partition_view", [t.view], ty), ty)
 
     def method_partition(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
@@ -147,12 +147,12 @@ class MemoryMixin(ShapeMixin):
             self.fail(f"the load index needs {len(p.tile)} coordinates (one per dim), got {len(index)}")
         idx = [self.scalar_index(i, "tile index") for i in index]
         key = token_key(p.tensor)
-        tok = self.env[key]
+        tok = cast(Value, self.env[key])
         tile, new = self.em.emit(
             "load_view_tko",
             [p.view, idx, tok],
             [
-                TileType(p.tensor.dtype, p.tile),  # type: ignore[list-item]  # token value
+                TileType(p.tensor.dtype, p.tile),
                 TokenType(),
             ],
             {"memory_ordering_semantics": "weak", **hints},
@@ -204,8 +204,8 @@ class MemoryMixin(ShapeMixin):
         key = token_key(recv)
         (tok,) = self.em.emit(
             "store_view_tko",
-            [value, p.view, idx, self.env[key]],
-            [TokenType()],  # type: ignore[list-item]  # token
+            [cast(Value, value), p.view, idx, cast(Value, self.env[key])],
+            [TokenType()],
             {"memory_ordering_semantics": "weak", **self._hints(a["latency"], a["allow_tma"])},
         )
         self.env[key] = tok
@@ -321,17 +321,16 @@ class MemoryMixin(ShapeMixin):
     def op_print(self, op: LangOp, a: dict[str, Any]) -> object:
         parts: list[str] = []
         values: list[Value] = []
-        for v in a["args"]:
-            if isinstance(v, str) or is_const(v) or v is None:
-                parts.append(str(v).replace("%", "%%"))
+        for arg in a["args"]:
+            if isinstance(arg, str) or is_const(arg) or arg is None:
+                parts.append(str(arg).replace("%", "%%"))
                 continue
-            t = self.tile_of(v, "printed value")
+            t = self.tile_of(arg, "printed value")
             if not isinstance(t.elem, DType):
                 self.fail("pointer tiles cannot be printed")
-            if t.elem.is_float and t.elem.name not in ("f32", "f64"):
-                v = self.convert(v, F32)  # type: ignore[arg-type]  # checked Value
+            wide = t.elem.is_float and t.elem.name not in ("f32", "f64")
             parts.append("%ld" if t.elem.bits == 64 and t.elem.is_int else _PRINTF[t.elem.kind])
-            values.append(v)  # type: ignore[arg-type]  # checked Value
+            values.append(self.convert(arg, F32) if wide else arg)
         self._print(str(a["sep"]).join(parts) + str(a["end"]), values)
         return None
 

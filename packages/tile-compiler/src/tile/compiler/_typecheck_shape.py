@@ -11,11 +11,11 @@ import ast
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from tile.compiler._kir import Block, Value
-from tile.compiler._types import DTYPES, DType, TileType, is_pow2
 from tile.compiler._typecheck_arith import F32, I1, I32, ArithMixin, is_const, signedness
+from tile.compiler._types import DTYPES, DType, TileType, is_pow2
 from tile.compiler.lang._ops import LangOp
 
 __all__ = ["ShapeMixin"]
@@ -64,7 +64,7 @@ class ShapeMixin(ArithMixin):
         items = v if isinstance(v, tuple) else (v,)
         if not all(type(d) is int for d in items):
             self.fail(f"the {what} must be compile-time ints (literals, Const parameters or const generics), got {v!r}")
-        dims: tuple[int, ...] = items  # type: ignore[assignment]  # checked above
+        dims = cast("tuple[int, ...]", items)
         if bad := [d for d in dims if not is_pow2(d)]:
             self.fail(f"tile dimensions must be powers of two, got {bad[0]} in {what} {dims}")
         return dims
@@ -73,7 +73,7 @@ class ShapeMixin(ArithMixin):
         """A compile-time axis in range for a tile of ``rank`` dims (negative counts from the end)."""
         if type(axis) is not int or not -rank <= axis < rank:
             self.fail(f"axis must be a compile-time int in [{-rank}, {rank}), got {axis!r}")
-        return axis % rank  # type: ignore[operator, no-any-return]  # int checked above
+        return axis % rank
 
     def dtype_arg(self, v: object) -> DType:
         """A dtype argument (``tile.f32``...)."""
@@ -83,7 +83,7 @@ class ShapeMixin(ArithMixin):
 
     def scalar_index(self, v: object, what: str = "index") -> Value:
         """An integer scalar (constant or runtime) as an i32 (or i64) rank-0 tile."""
-        if isinstance(v, bool) or isinstance(v, float):
+        if isinstance(v, (bool, float)):
             self.fail(f"{what} must be an integer, got {v!r}")
         if isinstance(v, int):
             return self.materialize(v, I32)
@@ -134,7 +134,7 @@ class ShapeMixin(ArithMixin):
     def op_expand_dims(self, op: LangOp, a: dict[str, Any]) -> object:
         t = self.tile_of(a["x"])
         axis = self.axis_arg(a["axis"], t.rank + 1)
-        return self.em.one("reshape", [a["x"]], t.with_shape(t.shape[:axis] + (1,) + t.shape[axis:]))
+        return self.em.one("reshape", [a["x"]], t.with_shape((*t.shape[:axis], 1, *t.shape[axis:])))
 
     def op_permute(self, op: LangOp, a: dict[str, Any]) -> object:
         t = self.tile_of(a["x"])
@@ -163,7 +163,11 @@ class ShapeMixin(ArithMixin):
         t = self.tile_of(a["x"])
         shape = self.shape_arg(a["shape"])
         index = a["index"] if isinstance(a["index"], tuple) else (a["index"],)
-        if len(shape) != t.rank or len(index) != t.rank or any(s > d or d % s for s, d in zip(shape, t.shape)):
+        if (
+            len(shape) != t.rank
+            or len(index) != t.rank
+            or any(s > d or d % s for s, d in zip(shape, t.shape, strict=False))
+        ):
             self.fail(f"extract needs a shape and an index of rank {t.rank} with the shape dividing {t.shape}")
         idx = [self.scalar_index(i) for i in index]
         return self.em.one("extract", [a["x"], idx], t.with_shape(shape))
@@ -204,6 +208,7 @@ class ShapeMixin(ArithMixin):
         xs: list[Value],
         axis: int,
         identities: list[int | float],
+        *,
         body: Callable[[list[Value], list[Value]], list[Value]],
         out_shape: tuple[int, ...],
         **attrs: Any,
@@ -250,7 +255,9 @@ class ShapeMixin(ArithMixin):
         flat, axis = self._flatten_for_axis(x, a["axis"])
         ft = self.tile_of(flat)
         shape = ft.shape[:axis] + ft.shape[axis + 1 :]
-        (out,) = self._region_op("reduce", [flat], axis, [_identity(kind, dt)], self._elem_op(kind, dt), shape)
+        (out,) = self._region_op(
+            "reduce", [flat], axis, [_identity(kind, dt)], body=self._elem_op(kind, dt), out_shape=shape
+        )
         return self._keep(out, t, a["axis"], a["keepdims"])
 
     def op_argreduce(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -280,7 +287,7 @@ class ShapeMixin(ArithMixin):
             return [self.em.one("select", [take, e[k], acc[k]], self.tile_of(e[k])) for k in (0, 1)]
 
         shape = ft.shape[:axis] + ft.shape[axis + 1 :]
-        _, out = self._region_op("reduce", [flat, idx], axis, [worst, 2**31 - 1], pick, shape)
+        _, out = self._region_op("reduce", [flat, idx], axis, [worst, 2**31 - 1], body=pick, out_shape=shape)
         return self._keep(out, t.with_elem(I32), a["axis"], a["keepdims"])
 
     def _user_combiner(self, fn: object, name: str) -> Callable[[list[Value], list[Value]], list[Value]]:
@@ -303,7 +310,9 @@ class ShapeMixin(ArithMixin):
         if not is_const(a["identity"]):
             self.fail("the identity of tile.reduce must be a compile-time number")
         shape = ft.shape[:axis] + ft.shape[axis + 1 :]
-        (out,) = self._region_op("reduce", [flat], axis, [a["identity"]], self._user_combiner(a["fn"], op.name), shape)
+        (out,) = self._region_op(
+            "reduce", [flat], axis, [a["identity"]], body=self._user_combiner(a["fn"], op.name), out_shape=shape
+        )
         return self._keep(out, t, a["axis"], a["keepdims"])
 
     def op_scan(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -311,7 +320,13 @@ class ShapeMixin(ArithMixin):
         t = self.tile_of(x)
         axis = self.axis_arg(a["axis"], t.rank)
         (out,) = self._region_op(
-            "scan", [x], axis, [_identity(kind, dt)], self._elem_op(kind, dt), t.shape, reverse=bool(a["reverse"])
+            "scan",
+            [x],
+            axis,
+            [_identity(kind, dt)],
+            body=self._elem_op(kind, dt),
+            out_shape=t.shape,
+            reverse=bool(a["reverse"]),
         )
         return out
 
@@ -326,8 +341,8 @@ class ShapeMixin(ArithMixin):
             [x],
             axis,
             [a["identity"]],
-            self._user_combiner(a["fn"], op.name),
-            t.shape,
+            body=self._user_combiner(a["fn"], op.name),
+            out_shape=t.shape,
             reverse=bool(a["reverse"]),
         )
         return out
@@ -370,7 +385,8 @@ class ShapeMixin(ArithMixin):
         shape = ta.shape[:-1] + tb.shape[-1:]
         acc = self.materialize(0 if dt.is_int else 0.0, acc_dt, shape)
         out = self.op_mma(op=_MMA_OP, a={"a": a, "b": b, "acc": acc})
-        return self.convert(out, dt) if dt.is_float and dt.name != "tf32" else out  # type: ignore[arg-type]  # Value
+        out = cast(Value, out)
+        return self.convert(out, dt) if dt.is_float and dt.name != "tf32" else out
 
 
 _MMA_OP = LangOp("mma", "mma", ())

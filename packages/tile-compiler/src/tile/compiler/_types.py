@@ -169,7 +169,7 @@ class PartitionViewType:
         return f"partition_view<tile=({'x'.join(map(str, self.tile))}){pad}, {self.view}>"
 
 
-Type = Union[TileType, TokenType, TensorViewType, PartitionViewType]
+Type = Union[TileType, TokenType, TensorViewType, PartitionViewType]  # noqa: UP007  # runtime alias on 3.10
 
 
 def is_pow2(n: int) -> bool:

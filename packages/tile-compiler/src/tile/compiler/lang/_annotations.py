@@ -19,7 +19,7 @@ ShapeItem = int | str
 def _shape_items(shape: object) -> tuple[ShapeItem, ...]:
     items = shape if isinstance(shape, (tuple, list)) else (shape,)
     for item in items:
-        ok = isinstance(item, str) and item.isidentifier() or type(item) is int and (item > 0 or item == -1)
+        ok = (isinstance(item, str) and item.isidentifier()) or (type(item) is int and (item > 0 or item == -1))
         if not ok:
             raise TypeError(f"tensor shape items are positive ints, -1 (dynamic) or const-generic names; got {item!r}")
     return tuple(items)

@@ -72,7 +72,7 @@ def _p(spec: str) -> tuple[Param, ...]:
             out.append(Param(raw[1:], variadic=True))
         elif "=" in raw:
             name, default = raw.split("=")
-            out.append(Param(name, eval(default, {})))  # noqa: S307  # literals from the table above only
+            out.append(Param(name, eval(default, {})))  # literals from the table above only
         else:
             out.append(Param(raw))
     return tuple(out)
