@@ -3,7 +3,8 @@
 A `Case` is consumed by the compiler tests (lower, verify, bytecode, tileiras), the interpreter helper and the GPU
 tier. ``inputs(rng)`` returns every argument by parameter name: numpy arrays for tensors (outputs hold their
 initial contents), Python numbers for scalars; ``reference(args)`` returns the expected final contents of every
-output, by name. Const values and const generics are in ``consts``.
+output, by name. Const values and const generics are in ``consts``. ``grid`` is given only for kernels without a
+``Mut`` output (unchecked kernels writing through pointers); otherwise the grid is the first output's tile grid.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Case:
     rtol: float = 1e-5
     atol: float = 1e-5
     contiguous: bool = True
+    grid: Callable[[Args], tuple[int, ...]] | None = None
 
     @property
     def name(self) -> str:

@@ -96,14 +96,16 @@ CASES = [
         {"B": 128},
         lambda r: {"x": rand(r, (N,)), "out": poison((N,))},
         lambda a: {"out": a["x"][::-1]},
+        grid=lambda a: (N // 128,),
     ),
     Case(
         histogram,
         {"B": 128},
         lambda r: {"x": r.integers(0, 16, N).astype("int32"), "hist": np.zeros(16, "int32")},
         lambda a: {"hist": np.bincount(a["x"], minlength=16).astype("int32")},
+        grid=lambda a: (N // 128,),
     ),
-    Case(atomic_flags, {}, lambda r: {"flags": np.array([0, 0, 0, 0], "int32")}, _flags_ref),
+    Case(atomic_flags, {}, lambda r: {"flags": np.array([0, 0, 0, 0], "int32")}, _flags_ref, grid=lambda a: (8,)),
     Case(debug_print, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
     Case(checked_assert, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
     Case(

@@ -1,0 +1,84 @@
+"""Numerics of the corpus on CPU: each lowered kernel runs in tile.ir's reference interpreter on its inputs and
+must match its numpy reference (and touch nothing else: unwritten outputs keep their poison)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tile.compiler._parse import parse
+from tile.compiler._resolve import resolve
+from tile.compiler._spec import KernelABI, Specialization, Target
+from tile.compiler._typecheck import typecheck
+
+interp = pytest.importorskip("tile.ir.interp")
+
+CORPUS = Path(__file__).parent / "corpus"
+if str(CORPUS) not in sys.path:
+    sys.path.insert(0, str(CORPUS))
+MODULES = sorted(p.stem for p in CORPUS.glob("tc_corpus_*.py") if p.stem not in ("tc_corpus_case", "tc_corpus_lib"))
+CASES = [c for m in MODULES for c in importlib.import_module(m).CASES if c.reference is not None]
+
+
+def _spec(case: Any) -> Specialization:
+    from tile.compiler._spec import ArraySpec
+
+    params: dict[str, ArraySpec] = {}
+    for p in resolve(parse(case.kernel)).params:
+        if p.kind in ("tensor", "mut") and p.dtype is not None:
+            n = len(p.shape)
+            params[p.name] = ArraySpec(p.dtype.name, n, stride_one=tuple(i == n - 1 for i in range(n)))
+    return Specialization.make(params=params, consts=dict(case.consts))
+
+
+def _abi_args(abi: KernelABI, args: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for slot in abi.slots:
+        value = args[slot.param]
+        if slot.role in ("base", "pointer"):
+            out.append(value)
+        elif slot.role == "shape":
+            out.append(value.shape[slot.axis])
+        elif slot.role == "stride":
+            out.append(value.strides[slot.axis] // value.itemsize)
+        else:
+            out.append(int(value) if slot.dtype.startswith(("i", "u")) else value)
+    return out
+
+
+def _grid(case: Any, args: dict[str, Any]) -> tuple[int, ...]:
+    if case.grid is not None:
+        return tuple(case.grid(args))
+    resolved = resolve(parse(case.kernel))
+    mut = next(p for p in resolved.params if p.kind == "mut")
+    tile = [case.consts[d] if isinstance(d, str) else d for d in mut.shape]
+    return tuple(math.ceil(e / t) for e, t in zip(args[mut.name].shape, tile, strict=True))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_corpus_matches_numpy_in_the_interpreter(case: Any) -> None:
+    from tile.compiler._lower import lower
+
+    target = Target("sm_90")
+    typed = typecheck(resolve(parse(case.kernel)), _spec(case), target)
+    module = lower(typed, target).module
+    args = case.inputs(np.random.default_rng(7))
+    expected = case.reference({k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
+    interp.launch(module, _grid(case, args), _abi_args(typed.abi, args), stdout=io.StringIO())
+    for name, want in expected.items():
+        got = args[name]
+        np.testing.assert_allclose(
+            got.astype("float64"),
+            np.asarray(want).astype("float64"),
+            rtol=case.rtol,
+            atol=case.atol,
+            equal_nan=True,
+            err_msg=f"{case.name}: output '{name}'",
+        )
