@@ -182,6 +182,8 @@ def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object,
     _finish(s, sync, buffer, host.pinned)
 
 
+# Which scalar kinds may fill which element kinds: integers anywhere (range-checked), floats only into floats.
+_FILL_SOURCES = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
 _MEMSETS = {1: ("cuMemsetD8Async", np.uint8), 2: ("cuMemsetD16Async", np.uint16), 4: ("cuMemsetD32Async", np.uint32)}
 
 
@@ -190,12 +192,12 @@ def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = Tr
     side = _device_side(view, writable=True)
     dtype = as_dtype(view.dtype)
     given = np.asarray(value)
-    if dtype.kind in "iu" and given.dtype.kind in "iu" and not np.iinfo(dtype).min <= int(given) <= np.iinfo(dtype).max:
+    target = "f" if dtype.kind == "V" else dtype.kind  # bfloat16 is a void-kind dtype to numpy
+    if given.dtype.kind not in _FILL_SOURCES.get(target, "") or given.ndim:
+        raise LayoutMismatchError(f"cannot fill a {dtype} view with {value!r}: pass a scalar of a compatible kind")
+    if target in "iu" and not np.iinfo(dtype).min <= int(given) <= np.iinfo(dtype).max:
         raise LayoutMismatchError(f"{value!r} does not fit {dtype}: pick a value in its range")
-    try:
-        pattern = given.astype(dtype, casting="same_kind" if dtype.kind != "V" else "unsafe")
-    except TypeError as exc:
-        raise LayoutMismatchError(f"cannot fill a {dtype} view with {value!r}: {exc}") from None
+    pattern = given.astype(dtype)
     s = _stream_for(stream, view)
     if not view.size:
         return

@@ -1,0 +1,488 @@
+# ruff: noqa: N802 - the simulator mirrors the CUDA driver's function names (cuInit, cuMemFreeAsync, ...)
+"""tile.core's GPU code paths run end to end against a simulated driver (no GPU needed).
+
+The simulator stands in for ``cuda.bindings.driver`` (and for the three ``cuda.core`` entry points tile.core
+uses: ``ObjectCode``, ``Stream.from_handle`` and ``launch``). Device memory is host memory, so copies, fills and
+the vec_add kernel really move bytes; every driver call is logged, so tests can assert what the real driver would
+see: each allocation freed exactly once, frees ordered after recorded uses, nothing freed on a capturing stream.
+Work executes immediately, so the log order is the stream order. The same behaviour is checked on the H100 by the
+``gpu``-marked tests; this tier catches logic errors before a GPU is involved.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import itertools
+import struct
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from cuda.bindings import driver as real
+
+import tile.bindings as tb
+import tile.core as tc
+from tile.bindings import _driver
+from tile.core import _buffer, _stream
+
+OK = real.CUresult.CUDA_SUCCESS
+SIGNATURE = ("ptr", "i32", "i32") * 3
+
+
+class SimDriver:
+    """A one-GPU (sm_90) driver whose device memory is host memory and whose streams run work immediately."""
+
+    CU_MEMHOSTALLOC_PORTABLE = real.CU_MEMHOSTALLOC_PORTABLE
+
+    def __init__(self) -> None:
+        self.log: list[tuple[Any, ...]] = []
+        self.device_mem: dict[int, np.ndarray] = {}
+        self.host_mem: dict[int, np.ndarray] = {}
+        self.capturing: set[int] = set()
+        self.priorities: dict[int, int] = {}
+        self.ids = itertools.count(0x100)
+        self.current = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("cu") and name[2:3].isupper():
+            raise AttributeError(f"the simulator does not implement {name}")
+        return getattr(real, name)  # enums, handle types, structs
+
+    # device and context
+    def cuInit(self, flags: int) -> tuple[Any]:
+        return (OK,)
+
+    def cuDriverGetVersion(self) -> tuple[Any, int]:
+        return OK, 13000
+
+    def cuDeviceGetCount(self) -> tuple[Any, int]:
+        return OK, 1
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[Any, Any]:
+        return OK, real.CUdevice(ordinal)
+
+    def cuDeviceGetAttribute(self, attr: Any, dev: Any) -> tuple[Any, int]:
+        values = {
+            "COMPUTE_CAPABILITY_MAJOR": 9,
+            "COMPUTE_CAPABILITY_MINOR": 0,
+            "MULTIPROCESSOR_COUNT": 132,
+            "L2_CACHE_SIZE": 50 << 20,
+        }
+        return OK, values[attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_")]
+
+    def cuDeviceGetName(self, size: int, dev: Any) -> tuple[Any, bytes]:
+        return OK, b"Simulated H100".ljust(size, b"\0")
+
+    def cuDeviceTotalMem(self, dev: Any) -> tuple[Any, int]:
+        return OK, 80 << 30
+
+    def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple[Any, Any]:
+        return OK, real.CUcontext(0xC0)
+
+    def cuCtxGetCurrent(self) -> tuple[Any, Any]:
+        return OK, real.CUcontext(getattr(self.current, "ctx", 0))
+
+    def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any]:
+        self.current.ctx = int(ctx)
+        self.log.append(("set_current", threading.get_ident()))
+        return (OK,)
+
+    def cuCtxSynchronize(self) -> tuple[Any]:
+        return (OK,)
+
+    def cuMemGetInfo(self) -> tuple[Any, int, int]:
+        used = sum(a.nbytes for a in self.device_mem.values())
+        return OK, (80 << 30) - used, 80 << 30
+
+    def cuGetErrorString(self, code: Any) -> tuple[Any, bytes]:
+        return OK, b"simulated failure"
+
+    # memory
+    def cuMemPoolCreate(self, props: Any) -> tuple[Any, Any]:
+        assert props.location.id == 0
+        return OK, real.CUmemoryPool(next(self.ids))
+
+    def cuMemPoolSetAttribute(self, pool: Any, attr: Any, value: Any) -> tuple[Any]:
+        self.log.append(("pool_set", attr.name, int(value)))
+        return (OK,)
+
+    def cuMemPoolGetAttribute(self, pool: Any, attr: Any) -> tuple[Any, Any]:
+        return OK, real.cuuint64_t(sum(a.nbytes for a in self.device_mem.values()))
+
+    def cuMemAllocFromPoolAsync(self, size: int, pool: Any, stream: Any) -> tuple[Any, Any]:
+        array = np.zeros(size, np.uint8)
+        self.device_mem[array.ctypes.data] = array
+        self.log.append(("alloc", array.ctypes.data, int(stream)))
+        return OK, real.CUdeviceptr(array.ctypes.data)
+
+    def cuMemFreeAsync(self, ptr: Any, stream: Any) -> tuple[Any]:
+        if int(ptr) not in self.device_mem:
+            return (real.CUresult.CUDA_ERROR_INVALID_VALUE,)
+        del self.device_mem[int(ptr)]
+        self.log.append(("free", int(ptr), int(stream)))
+        return (OK,)
+
+    def cuMemHostAlloc(self, size: int, flags: int) -> tuple[Any, int]:
+        array = np.zeros(size, np.uint8)
+        self.host_mem[array.ctypes.data] = array
+        return OK, array.ctypes.data
+
+    def cuMemFreeHost(self, ptr: int) -> tuple[Any]:
+        del self.host_mem[ptr]
+        self.log.append(("free_host", ptr))
+        return (OK,)
+
+    def device_range(self, ptr: int, nbytes: int) -> None:
+        """Every device access must lie inside one live allocation (else the real GPU would fault)."""
+        for base, array in self.device_mem.items():
+            if base <= ptr and ptr + nbytes <= base + array.nbytes:
+                return
+        raise AssertionError(f"device access [{ptr:#x}, +{nbytes}) outside every live allocation")
+
+    def _copy(self, dst: Any, src: Any, n: int, stream: Any, kind: str) -> tuple[Any]:
+        if kind in ("HtoD", "DtoD"):
+            self.device_range(int(dst), n)
+        if kind in ("DtoH", "DtoD"):
+            self.device_range(int(src), n)
+        ctypes.memmove(int(dst), int(src), n)
+        self.log.append(("copy", kind, int(dst), int(src), n, int(stream)))
+        return (OK,)
+
+    def cuMemcpyHtoDAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
+        return self._copy(dst, src, n, stream, "HtoD")
+
+    def cuMemcpyDtoHAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
+        return self._copy(dst, src, n, stream, "DtoH")
+
+    def cuMemcpyAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
+        return self._copy(dst, src, n, stream, "DtoD")
+
+    def _memset(self, ptr: Any, value: int, count: int, stream: Any, dtype: Any) -> tuple[Any]:
+        size = np.dtype(dtype).itemsize
+        self.device_range(int(ptr), count * size)
+        np.ctypeslib.as_array((ctypes.c_uint8 * (count * size)).from_address(int(ptr))).view(dtype)[:] = value
+        self.log.append(("memset", size, int(ptr), count, int(stream)))
+        return (OK,)
+
+    def cuMemsetD8Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
+        return self._memset(ptr, value, count, stream, np.uint8)
+
+    def cuMemsetD16Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
+        return self._memset(ptr, value, count, stream, np.uint16)
+
+    def cuMemsetD32Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
+        return self._memset(ptr, value, count, stream, np.uint32)
+
+    # streams and events
+    def cuStreamCreateWithPriority(self, flags: int, priority: int) -> tuple[Any, Any]:
+        assert flags == int(real.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        handle = next(self.ids)
+        self.priorities[handle] = priority
+        return OK, real.CUstream(handle)
+
+    def cuStreamDestroy(self, stream: Any) -> tuple[Any]:
+        self.log.append(("stream_destroy", int(stream)))
+        return (OK,)
+
+    def cuStreamSynchronize(self, stream: Any) -> tuple[Any]:
+        self.log.append(("sync", int(stream)))
+        return (OK,)
+
+    def cuStreamQuery(self, stream: Any) -> tuple[Any]:
+        return (OK,)
+
+    def cuStreamGetPriority(self, stream: Any) -> tuple[Any, int]:
+        return OK, self.priorities.get(int(stream), 0)
+
+    def cuStreamGetDevice(self, stream: Any) -> tuple[Any, Any]:
+        return OK, real.CUdevice(0)
+
+    def cuStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> tuple[Any]:
+        self.log.append(("wait", int(stream), int(event)))
+        return (OK,)
+
+    def cuStreamIsCapturing(self, stream: Any) -> tuple[Any, Any]:
+        status = "ACTIVE" if int(stream) in self.capturing else "NONE"
+        return OK, getattr(real.CUstreamCaptureStatus, f"CU_STREAM_CAPTURE_STATUS_{status}")
+
+    def cuEventCreate(self, flags: int) -> tuple[Any, Any]:
+        return OK, real.CUevent(next(self.ids))
+
+    def cuEventRecord(self, event: Any, stream: Any) -> tuple[Any]:
+        self.log.append(("record", int(event), int(stream)))
+        return (OK,)
+
+    def cuEventQuery(self, event: Any) -> tuple[Any]:
+        return (OK,)
+
+    def cuEventSynchronize(self, event: Any) -> tuple[Any]:
+        return (OK,)
+
+    def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[Any, float]:
+        return OK, 1.5
+
+    def cuEventDestroy(self, event: Any) -> tuple[Any]:
+        return (OK,)
+
+    def kinds(self, kind: str) -> list[tuple[Any, ...]]:
+        return [entry for entry in self.log if entry[0] == kind]
+
+
+class SimKernel:
+    arguments_info: ClassVar[list[Any]] = [SimpleNamespace(offset=o, size=s) for o, s in tc.param_layout(SIGNATURE)]
+    attributes = SimpleNamespace(
+        num_regs=24, max_threads_per_block=1024, shared_size_bytes=0, local_size_bytes=0, const_size_bytes=0
+    )
+
+
+def make_core_fakes(sim: SimDriver) -> dict[str, Any]:
+    """``cuda.core`` stand-ins: a cubin with one kernel, stream views, and a launcher that runs vec_add."""
+
+    class ObjectCode:
+        @staticmethod
+        def from_cubin(image: bytes, name: str = "") -> Any:
+            def get_kernel(kernel_name: str) -> SimKernel:
+                if kernel_name != "vec_add":
+                    raise RuntimeError("CUDA_ERROR_NOT_FOUND: named symbol not found")
+                return SimKernel()
+
+            return SimpleNamespace(get_kernel=get_kernel)
+
+    class Stream:
+        @staticmethod
+        def from_handle(handle: int) -> Any:
+            return SimpleNamespace(handle=handle)
+
+    def launch(stream: Any, config: Any, kernel: Any, *args: Any) -> None:
+        x, nx, _, y, ny, _, z, nz, _ = args
+        assert all(type(n) is np.int32 for n in (nx, ny, nz))
+        n = min(int(nz), config.grid[0] * 128)
+        views = []
+        for ptr in (x, y, z):
+            sim.device_range(ptr, 4 * n)
+            views.append(np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr)))
+        views[2][:] = views[0] + views[1]
+        sim.log.append(("launch", int(stream.handle), config.grid))
+
+    return {"ObjectCode": ObjectCode, "Stream": Stream, "launch": launch}
+
+
+def sm90_cubin() -> bytes:
+    """A CUDA ELF header (ABI 8, sm_90): all the arch check reads."""
+    header = bytearray(64)
+    header[:4], header[4], header[5], header[8] = b"\x7fELF", 2, 1, 8
+    struct.pack_into("<H", header, 18, 190)
+    struct.pack_into("<I", header, 48, 90 << 8)
+    return bytes(header)
+
+
+@pytest.fixture
+def sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimDriver]:
+    import cuda.core
+
+    driver = SimDriver()
+    monkeypatch.setattr(_driver._state, "module", driver)
+    monkeypatch.setattr(_driver._state, "failure", None)
+    monkeypatch.setattr(tc.Device, "_instances", {})
+    monkeypatch.setattr(_buffer, "_deferred", [])
+    for name, fake in make_core_fakes(driver).items():
+        monkeypatch.setattr(cuda.core, name, fake)
+    yield driver
+    gc.collect()  # buffers dropped by a test are freed here, while the simulator is still installed
+
+
+@pytest.fixture
+def vec_add(sim: SimDriver) -> tc.Function:
+    return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+
+
+def test_device_and_context(sim: SimDriver) -> None:
+    device = tc.Device(0)
+    assert device is tc.Device(0)
+    assert (device.name, device.arch, device.sm_count, device.l2_cache_size) == (
+        "Simulated H100",
+        "sm_90",
+        132,
+        50 << 20,
+    )
+    device.make_current()
+    device.make_current()
+    assert len(sim.kinds("set_current")) == 1
+    threading.Thread(target=device.make_current).start()
+    pool_settings = sim.kinds("pool_set")
+    assert pool_settings == []
+    _ = device.memory_pool
+    assert sim.kinds("pool_set") == [("pool_set", "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD", 2**64 - 1)]
+
+
+def test_round_trip_fills_and_device_copies(sim: SimDriver) -> None:
+    data = np.arange(256, dtype=np.float32)
+    buffer = tc.DeviceBuffer.from_host(data)
+    np.testing.assert_array_equal(buffer.to_numpy(np.float32), data)
+    buffer.copy_from(np.full(4, -1, np.float32), offset=16)
+    np.testing.assert_array_equal(buffer.view(np.float32, 8).to_numpy(), [0, 1, 2, 3, -1, -1, -1, -1])
+    other = tc.DeviceBuffer.allocate(buffer.nbytes)
+    for dtype, value in ((np.uint8, 7), (np.float16, 2.5), (np.int32, -3), (np.float64, 0.25)):
+        buffer.view(dtype).fill(value)
+        tc.copy(other, buffer)
+        np.testing.assert_array_equal(other.view(dtype).to_numpy(), np.full(1024 // np.dtype(dtype).itemsize, value))
+    buffer.free()
+    other.free()
+    assert sim.device_mem == {}
+
+
+def test_each_allocation_is_freed_exactly_once(sim: SimDriver) -> None:
+    explicit = tc.DeviceBuffer.allocate(64)
+    with tc.DeviceBuffer.allocate(64) as scoped:
+        pass
+    dropped = tc.DeviceBuffer.allocate(64)
+    explicit.free()
+    with pytest.raises(tc.DoubleFreeError):
+        explicit.free()
+    assert scoped.closed
+    del dropped, explicit, scoped
+    gc.collect()
+    allocs, frees = sim.kinds("alloc"), sim.kinds("free")
+    assert sorted(a[1] for a in allocs) == sorted(f[1] for f in frees)
+    assert len(frees) == 3
+
+
+def test_free_waits_for_uses_on_other_streams(sim: SimDriver) -> None:
+    buffer = tc.DeviceBuffer.allocate(64)
+    home = buffer.stream.handle
+    other = tc.Stream()
+    buffer.fill(1, stream=other, sync=False)
+    buffer.free()
+    records = {entry[1]: entry[2] for entry in sim.kinds("record")}
+    waits = [entry for entry in sim.log if entry[0] in ("wait", "free")]
+    used_event = next(
+        event for event, stream in records.items() if stream == other.handle and ("wait", home, event) in waits
+    )
+    assert waits.index(("wait", home, used_event)) < waits.index(("free", buffer._ptr, home))
+    assert ("wait", other.handle) == next(w for w in sim.kinds("wait") if w[1] == other.handle)[:2]
+
+
+def test_frees_are_never_enqueued_on_a_capturing_stream(sim: SimDriver) -> None:
+    stream = tc.Stream()
+    buffer = tc.DeviceBuffer.allocate(64, stream=stream)
+    sim.capturing.add(stream.handle)
+    buffer.free()
+    assert sim.kinds("free") == []
+    sim.capturing.clear()
+    tc.DeviceBuffer.allocate(16).free()  # the next allocation drains deferred frees
+    assert next(f[1] for f in sim.kinds("free")) == buffer._ptr
+
+
+def test_closed_home_stream_hands_frees_to_the_default_stream(sim: SimDriver) -> None:
+    stream = tc.Stream()
+    buffer = tc.DeviceBuffer.allocate(64, stream=stream)
+    stream.close()
+    final = stream._final
+    assert final is not None
+    buffer.free()
+    default = tc.Device(0).default_stream.handle
+    assert sim.log.index(("wait", default, final.handle)) < sim.log.index(("free", buffer._ptr, default))
+    with pytest.raises(tc.StreamClosedError):
+        stream.query()
+
+
+def test_launch_prepared_and_checked(sim: SimDriver, vec_add: tc.Function) -> None:
+    n = 300
+    x = tc.DeviceBuffer.from_host(np.arange(n, dtype=np.float32))
+    y = tc.DeviceBuffer.from_host(np.ones(n, np.float32))
+    z = tc.DeviceBuffer.allocate(4 * n)
+    args = [x, n, 1, y, n, 1, z, n, 1]
+    tc.launch(vec_add, 3, 1, args, signature=SIGNATURE)
+    np.testing.assert_array_equal(z.to_numpy(np.float32), np.arange(n) + 1)
+    step = tc.prepare(vec_add, 3, 1, [z, n, 1, y, n, 1, z, n, 1], signature=SIGNATURE)
+    step()
+    step()
+    np.testing.assert_array_equal(z.to_numpy(np.float32), np.arange(n) + 3)
+    assert vec_add.attributes["num_regs"] == 24
+    y.free()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed"):
+        step()
+    launches = len(sim.kinds("launch"))
+    with pytest.raises(tc.LaunchArgumentError, match="takes 9 parameters"):
+        tc.launch(vec_add, 3, 1, args[:6], signature=SIGNATURE[:6])
+    with pytest.raises(tb.CudaError, match="CUDA_ERROR_NOT_FOUND"):
+        vec_add.module.function("missing")
+    assert len(sim.kinds("launch")) == launches
+
+
+def test_cross_stream_launch_is_ordered_and_tracked(sim: SimDriver, vec_add: tc.Function) -> None:
+    z = tc.DeviceBuffer.allocate(512)
+    other = tc.Stream()
+    step = tc.prepare(vec_add, 1, 1, [z, 128, 1, z, 128, 1, z, 128, 1], signature=SIGNATURE, stream=other)
+    waits_before = len(sim.kinds("wait"))
+    step()
+    z.free()
+    assert ("wait", z.stream.handle) in [w[:2] for w in sim.kinds("wait")[waits_before:]]
+    assert sim.kinds("launch")[-1][1] == other.handle
+
+
+def test_alloc_launch_free_cycles_stay_flat(sim: SimDriver, vec_add: tc.Function) -> None:
+    x = tc.DeviceBuffer.from_host(np.ones(128, np.float32))
+    for _ in range(500):
+        z = tc.DeviceBuffer.allocate(512)
+        tc.launch(vec_add, 1, 1, [x, 128, 1, x, 128, 1, z, 128, 1], signature=SIGNATURE)
+        z.free()
+    assert list(sim.device_mem) == [x._ptr]
+    assert tc.Device(0).memory_pool.used_bytes == 512
+
+
+def test_streams_events_and_borrowing(sim: SimDriver) -> None:
+    stream = tc.Stream(priority=-1)
+    assert stream.priority == -1
+    start, end = tc.Event(timing=True), tc.Event(timing=True)
+    stream.record(start)
+    stream.record(end)
+    assert end.elapsed_ms(start) == 1.5
+    with pytest.raises(tc.StateError, match="never recorded"):
+        tc.Event(timing=True).elapsed_ms(start)
+    borrowed = tc.Stream.borrow(stream.handle)
+    assert (borrowed.owned, borrowed.handle) == (False, stream.handle)
+    borrowed.close()
+    assert ("stream_destroy", stream.handle) not in sim.log
+    assert tc.Stream.borrow(SimpleNamespace(__cuda_stream__=lambda: (0, stream.handle))).handle == stream.handle
+    stream.close()
+    assert ("stream_destroy", stream.handle) in sim.log
+
+
+def test_pinned_memory_outlives_its_views_and_waits_for_uses(sim: SimDriver) -> None:
+    pinned = tc.PinnedBuffer.empty((4, 4), np.float32)
+    array = pinned.array
+    array[:] = 2.0
+    buffer = tc.DeviceBuffer.allocate(64)
+    buffer.copy_from(pinned, stream=tc.Stream(), sync=False)
+    np.testing.assert_array_equal(buffer.to_numpy(np.float32), np.full(16, 2.0))
+    address = pinned.ptr
+    del pinned
+    gc.collect()
+    assert ("free_host", address) not in sim.log  # the numpy view keeps it alive
+    del array
+    gc.collect()
+    assert ("free_host", address) in sim.log
+
+
+def test_dlpack_export_blocks_explicit_free(sim: SimDriver) -> None:
+    buffer = tc.DeviceBuffer.from_host(np.arange(8, dtype=np.int32))
+    capsule = buffer.view(np.int32).__dlpack__(stream=1)
+    with pytest.raises(tc.StateError, match="DLPack"):
+        buffer.free()
+    assert sim.kinds("free") == []
+    del capsule
+    gc.collect()
+    buffer.free()
+    assert ("record", next(iter(r[1] for r in sim.kinds("record") if r[2] == 1)), 1) in sim.log
+
+
+def test_invalidation_counter_moves_on_free_and_close(sim: SimDriver) -> None:
+    before = _stream.invalidation[0]
+    tc.DeviceBuffer.allocate(8).free()
+    tc.Stream().close()
+    assert _stream.invalidation[0] == before + 2
