@@ -18,7 +18,7 @@ from typing import Any, overload
 from tile.compiler import ArraySpec, CompiledKernel, CompileOptions, ScalarSpec, Specialization, Target, compile_kernel
 from tile.compiler._spec import canonical_dtype
 from tile.frontend import _backend, _ownership
-from tile.frontend._errors import GridError
+from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._launch import Launch
 from tile.frontend._partition import Partition
 from tile.frontend._signature import Bound, Param, bind, explicit_grid, read_params
@@ -67,7 +67,7 @@ class Kernel:
     def __call__(self, *args: Any, **generics: int) -> Launch:
         site = user_site()
         bound, compiled = self._prepare(args, generics)
-        values = _ownership.move(self.__name__, args, site)
+        values = _ownership.move(self.__name__, bound.values, site)
         return Launch(self.__name__, compiled, params=self.params, values=values, grid=bound.grid, site=site)  # type: ignore[arg-type]  # set by _prepare
 
     def compile(self, *args: Any, **generics: int) -> CompiledKernel:
@@ -76,6 +76,7 @@ class Kernel:
 
     def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel]:
         name = self.__name__
+        args, generics = _const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
         if bound.grid is None:
             raise GridError(
@@ -106,6 +107,22 @@ class Kernel:
         return found
 
 
+def _const_keywords(
+    name: str, params: Sequence[Param], args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[Sequence[Any], dict[str, Any]]:
+    """Let trailing ``Const`` parameters be passed by keyword: ``gemm(z, x, y, BK=64)``."""
+    by_name = {p.name: i for i, p in enumerate(params) if p.kind == "const"}
+    taken = {k: kwargs.pop(k) for k in list(kwargs) if k in by_name and by_name[k] >= len(args)}
+    if not taken:
+        return args, kwargs
+    extended = list(args)
+    for p in params[len(args) :]:
+        if p.name not in taken:
+            raise ArgumentError(f"{name}(): parameter '{p.name}' is missing (Const parameters after it were given)")
+        extended.append(taken.pop(p.name))
+    return extended, kwargs
+
+
 def _target(device: object) -> Target:
     if device is None:
         device = HOST if _backend.backend() == "cpu" else None
@@ -127,7 +144,7 @@ def _array_spec(p: Param, value: Tensor | Partition, max_div: int) -> ArraySpec:
         canonical_dtype(t.dtype.name),
         t.shape,
         t.strides,
-        t.data_ptr(),
+        t._address(),
         static_dims=static,
         index_dtype="i64" if wide else "i32",
         max_divisibility=max_div,

@@ -61,7 +61,7 @@ def run_cpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, 
         value = values[slot.param]
         if slot.role == "base":
             t = _tensor(value)
-            args.append(memory.map(t._host_array(), name=slot.param))
+            args.append(memory.map(t._elements(), name=slot.param))
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, _tensor(value)))
         elif slot.role == "pointer":
@@ -102,7 +102,7 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
     for slot in abi.slots:
         value = values[slot.param]
         if slot.role == "base":
-            args.append(_tensor(value).data_ptr())
+            args.append(_tensor(value)._address())
             kinds.append("ptr")
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, _tensor(value)))

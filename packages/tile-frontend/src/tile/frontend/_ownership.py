@@ -56,10 +56,11 @@ def _check_output(kernel: str, p: Param, out: Partition, handles: list[tuple[Par
     arg_tensors = tuple(_tensor_of(a) for _, a in handles)
     others = overlapping(t._storage, lo, hi, exclude=arg_tensors)
     if others:
+        listed = "; ".join(h._describe() for h in others[:4])
+        del others  # the traceback keeps this frame: it must not keep the conflicting handles alive
         raise BorrowError(
-            f"{kernel}(): output '{p.name}' overlaps other live handles: "
-            f"{'; '.join(h._describe() for h in others[:4])}. An output needs exclusive memory for the whole launch: "
-            "drop them first (`del ...`)"
+            f"{kernel}(): output '{p.name}' overlaps other live handles: {listed}. An output needs exclusive memory "
+            "for the whole launch: drop them first (`del ...`)"
         )
 
 

@@ -117,10 +117,11 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
     others = overlapping(storage, lo, hi, exclude=(tensor,))
     if others:
         listed = "; ".join(h._describe() for h in others[:4]) + ("; ..." if len(others) > 4 else "")
+        count = len(others)
+        del others  # the traceback keeps this frame: it must not keep the conflicting handles alive
         raise BorrowError(
-            f"cannot partition {tensor._describe()} at {site}: a partition needs exclusive memory, but "
-            f"{len(others)} other live handle(s) overlap it: {listed}. Drop them first (`del view`), or partition "
-            "a .copy()"
+            f"cannot partition {tensor._describe()} (at {site}): a partition needs exclusive memory, but {count} "
+            f"other live handle(s) overlap it: {listed}. Drop them first (`del view`), or partition a .copy()"
         )
     return Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
 

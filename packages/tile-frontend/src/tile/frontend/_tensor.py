@@ -177,6 +177,9 @@ class Tensor:
     def data_ptr(self) -> int:
         """Address of element ``[0, ..., 0]`` (for ``Ptr`` parameters of unchecked kernels only)."""
         self._check()
+        return self._address()
+
+    def _address(self) -> int:
         return self._storage.address + self._offset * self.dtype.itemsize
 
     def __repr__(self) -> str:
@@ -241,7 +244,13 @@ class Tensor:
 
     def _host_array(self) -> np.ndarray[Any, Any]:
         """A zero-copy numpy view of a host tensor's elements."""
-        storage = self._check()
+        self._check()
+        return self._elements()
+
+    def _elements(self) -> np.ndarray[Any, Any]:
+        """The host elements without the handle check: a launch that owns this handle reads memory another handle
+        freed meanwhile (the free is deferred until the launch is done)."""
+        storage = self._storage
         if storage.host is None:
             raise BackendError(f"{self!r} lives on a GPU; use .to_numpy() to copy it to the host")
         item = self.dtype.itemsize

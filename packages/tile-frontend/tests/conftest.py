@@ -1,0 +1,44 @@
+"""Fixtures of the tile-frontend tests: the CPU backend, and the kernel modules of ``tests/kernels`` by path.
+
+Kernel modules are kernel-language source (shape strings are const generics, not Python names), so they live in
+``tests/kernels`` and are loaded here by path instead of being imported by the typed test modules.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import tile.frontend as tile
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def load_kernels(name: str) -> ModuleType:
+    """Import ``tests/kernels/<name>.py`` once and return the module."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, KERNELS / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def _cpu_backend(request: pytest.FixtureRequest) -> None:
+    """Every test not marked gpu runs on the CPU interpreter backend."""
+    if request.node.get_closest_marker("gpu") is None:
+        tile.set_backend("cpu")
+
+
+@pytest.fixture(scope="session")
+def k() -> ModuleType:
+    """The frontend test kernels (``tests/kernels/fe_kernels.py``)."""
+    return load_kernels("fe_kernels")
