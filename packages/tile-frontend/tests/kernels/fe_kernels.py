@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: F821, N803, PT009
+# ruff: noqa: F821, N803, PT009, UP037
 # Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
 # (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Kernels the frontend tests launch (loaded by path from tests/helpers/fe_load.py)."""
@@ -11,27 +11,27 @@ from tile.frontend import Const, Mut, Ptr, Tensor, f16, f32, i32
 
 
 @tile.entry
-def add(z: Mut[Tensor[f32, B]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
     z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
 @tile.entry(unchecked=True)
-def add_unchecked(z: Mut[Tensor[f32, B]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+def add_unchecked(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
     z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
 @tile.entry
-def axpy(z: Mut[Tensor[f32, B]], a: f32, x: Tensor[f32, -1], y: Tensor[f32, -1]):
+def axpy(z: Mut[Tensor[f32, "B"]], a: f32, x: Tensor[f32, -1], y: Tensor[f32, -1]):
     z.store(a * tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
 @tile.entry
-def scale_int(z: Mut[Tensor[f32, B]], x: Tensor[f32, -1], n: int):
+def scale_int(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int):
     z.store(tile.load_tile_like(x, z) * n)
 
 
 @tile.entry
-def two_outputs(z1: Mut[Tensor[f32, B]], z2: Mut[Tensor[f32, B]], x: Tensor[f32, -1]):
+def two_outputs(z1: Mut[Tensor[f32, "B"]], z2: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     t = tile.load_tile_like(x, z1)
     z1.store(t)
     z2.store(t * 2.0)
@@ -43,12 +43,12 @@ def static_input(z: Mut[Tensor[f32, 128]], x: Tensor[f32, 1024]):
 
 
 @tile.entry
-def generic_input(z: Mut[Tensor[f32, B]], x: Tensor[f32, N]):
+def generic_input(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, "N"]):
     z.store(tile.load_tile_like(x, z))
 
 
 @tile.entry
-def with_const(z: Mut[Tensor[f32, B]], x: Tensor[f32, -1], k: Const[int]):
+def with_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], k: Const[int]):
     z.store(tile.load_tile_like(x, z) * k)
 
 
@@ -58,17 +58,17 @@ def no_output(x: Tensor[f32, -1]):
 
 
 @tile.entry
-def raw_pointer(z: Mut[Tensor[f32, B]], p: Ptr[f32]):
+def raw_pointer(z: Mut[Tensor[f32, "B"]], p: Ptr[f32]):
     z.store(tile.zeros((B,), f32))
 
 
 @tile.entry
-def matrix_copy(z: Mut[Tensor[f32, (BM, BN)]], x: Tensor[f32, (-1, -1)]):
+def matrix_copy(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, -1)]):
     z.store(tile.load_tile_like(x, z))
 
 
 @tile.entry
-def gemm(z: Mut[Tensor[f32, (BM, BN)]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]):
+def gemm(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]):
     bm, bn, _ = tile.block_id()
     px = x.partition((BM, BK), padding="zero")
     py = y.partition((BK, BN), padding="zero")
@@ -79,10 +79,10 @@ def gemm(z: Mut[Tensor[f32, (BM, BN)]], x: Tensor[f16, (-1, -1)], y: Tensor[f16,
 
 
 @tile.entry
-def bad_kernel(z: Mut[Tensor[f32, B]], x: Tensor[f32, -1]):
+def bad_kernel(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.store(tile.load_tile_like(x, z) + undefined_name)
 
 
 @tile.entry
-def int_copy(z: Mut[Tensor[i32, B]], x: Tensor[i32, -1]):
+def int_copy(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
     z.store(tile.load_tile_like(x, z))
