@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeviceBuffer", "PinnedBuffer"]
 
-_deferred_lock = threading.Lock()
+_deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
 _deferred: list[tuple[int, Stream]] = []  # frees that met a capturing stream, retried later
 
 

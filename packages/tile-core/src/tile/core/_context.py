@@ -76,7 +76,7 @@ class Device:
     """
 
     _instances: ClassVar[dict[int, Device]] = {}
-    _lock: ClassVar[threading.Lock] = threading.Lock()
+    _lock: ClassVar[threading.RLock] = threading.RLock()  # re-entrant: GC-run finalizers may need it
 
     ordinal: int
     handle: Any

@@ -62,7 +62,7 @@ _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _api.PyCapsule_GetPointer.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
 
 _NAME = b"dltensor"
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a capsule destructor may run (GC) while it is held
 _ids = itertools.count(1)
 # export id -> (managed tensor, shape array, strides array, owner): what must outlive the consumer's use.
 _live: dict[int, tuple[_DLManagedTensor, Any, Any, object]] = {}
