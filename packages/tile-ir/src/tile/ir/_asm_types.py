@@ -128,7 +128,8 @@ def _tile_shape(lex: Lexer) -> tuple[int, ...]:
     lex.expect("=")
     lex.expect("(")
     values = [lex.integer()]
-    while lex.accept("x"):
+    while lex.text.startswith("x", lex.pos):
+        lex.pos += 1
         values.append(lex.integer())
     lex.expect(")")
     lex.expect(",")
