@@ -236,3 +236,53 @@ def test_cutile_assert_and_printf(exported: dict[str, Module]) -> None:
         interp.launch(exported["checked"], 2, args(x), stdout=io.StringIO())
     assert info.value.block == (1, 0, 0)
     assert info.value.location.split(":")[1] == str(_line("ASSERT"))
+
+
+def test_cutile_token_chains_of_in_place_kernels_pass_the_token_check(tmp_path: Path) -> None:
+    """cuTile threads tokens through a load/store/load/store sequence and a loop: no false TokenOrderError."""
+    source = """
+import cuda.tile as ct
+
+@ct.kernel
+def scale_in_place(x, TILE: ct.Constant[int]):
+    bid = ct.bid(0)
+    t = ct.load(x, index=(bid,), shape=(TILE,))
+    ct.store(x, index=(bid,), tile=t * 2.0)
+    u = ct.load(x, index=(bid,), shape=(TILE,))
+    ct.store(x, index=(bid,), tile=u + 1.0)
+
+@ct.kernel
+def accumulate(x, y, n: int, TILE: ct.Constant[int]):
+    bid = ct.bid(0)
+    for i in range(n):
+        t = ct.load(y, index=(bid,), shape=(TILE,))
+        ct.store(y, index=(bid,), tile=t + ct.load(x, index=(bid,), shape=(TILE,)))
+"""
+    path = tmp_path / "in_place_kernels.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("in_place_kernels", path)
+    assert spec is not None
+    assert spec.loader is not None
+    kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kernels)
+    arr = compilation.ArrayConstraint(
+        ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(), may_alias_internally=False
+    )
+    cc = compilation.CallingConvention.cutile_python_v2()
+    modules = {}
+    for name, params in {
+        "scale_in_place": [arr, 16],
+        "accumulate": [arr, arr, compilation.ScalarConstraint(ct.int32), 16],
+    }.items():
+        out = io.BytesIO()
+        sig = compilation.KernelSignature(params, cc)
+        compilation.export_kernel(
+            getattr(kernels, name), [sig], out, output_format="tileir_bytecode", bytecode_version="13.3"
+        )
+        modules[name] = read_bytecode(out.getvalue())
+    x = np.arange(32, dtype=np.float32)
+    interp.launch(modules["scale_in_place"], 2, args(x))
+    np.testing.assert_array_equal(x, np.arange(32) * 2.0 + 1)
+    y = np.zeros(32, np.float32)
+    interp.launch(modules["accumulate"], 2, args(x, y, scalars=(3,)))
+    np.testing.assert_array_equal(y, 3 * x)

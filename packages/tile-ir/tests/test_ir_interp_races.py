@@ -147,10 +147,10 @@ def test_race_check_can_be_disabled() -> None:
 
 
 def _counter_kernel(plain_store_in_block0: bool) -> Module:
-    """Every block atomically adds 1 to counter[0]; optionally block 0 also stores into it plainly."""
+    """Every block atomically adds 1 to counter[0]; optionally block 0 then (token-ordered) stores into it plainly."""
     fn, b, (_,), (counter,) = _kernel("count", 1)
     one = b.constant(1.0, scalar(f32))
-    b.atomic_rmw_tko(
+    _, after_add = b.atomic_rmw_tko(
         counter,
         one,
         mode=AtomicRMWMode.ADDF,
@@ -161,7 +161,7 @@ def _counter_kernel(plain_store_in_block0: bool) -> Module:
         bx, _, _ = b.get_tile_block_id()
         is_first = b.cmpi(bx, b.constant(0, I32), comparison_predicate="equal", signedness="signed")
         with b.if_(is_first) as br, br.then_():
-            b.call("store_ptr_tko", counter, b.constant(0.0, scalar(f32)), loc=STORE_LOC)
+            b.call("store_ptr_tko", counter, b.constant(0.0, scalar(f32)), None, after_add, loc=STORE_LOC)
             b.yield_()
     b.return_()
     return Module([fn])
@@ -209,3 +209,36 @@ def test_race_report_uses_the_name_the_array_was_mapped_with() -> None:
     with pytest.raises(interp.DataRaceError) as info:
         interp.launch(_store_at(lambda b, bx: b.constant(1, I32)), 2, _args(x, z), memory)
     assert info.value.element == "out[4]"
+
+
+def _in_place_double(chained: bool) -> Module:
+    """z[tile b] *= 2 in place; the store takes the load's token only when `chained`."""
+    fn, b, (z,), _ = _kernel("double", 1)
+    tok = b.make_token()
+    bx, _, _ = b.get_tile_block_id()
+    view = _part(b, z, 4)
+    t, after_load = b.load_view_tko(view, [bx], tok, loc=LOAD_LOC)
+    doubled = b.mulf(t, b.constant(2.0, tile((4,), f32)))
+    b.call("store_view_tko", doubled, view, [bx], after_load if chained else tok, loc=STORE_LOC)
+    b.return_()
+    return Module([fn])
+
+
+def test_in_place_update_ordered_by_tokens_is_accepted() -> None:
+    z = np.arange(8, dtype=np.float32)
+    interp.launch(_in_place_double(True), 2, _args(z))
+    assert z.tolist() == [2.0 * i for i in range(8)]
+
+
+def test_in_place_update_without_a_token_edge_is_reported() -> None:
+    z = np.arange(8, dtype=np.float32)
+    with pytest.raises(interp.TokenOrderError) as info:
+        interp.launch(_in_place_double(False), 2, _args(z))
+    err = info.value
+    assert err.block == (0, 0, 0)
+    assert err.element == "arg0[0]"
+    assert err.first == ("kernels.py:10:9", "read")
+    assert err.second == ("kernels.py:12:5", "write")
+    assert "no token chain orders them" in str(err)
+    assert pickle.loads(pickle.dumps(err)).first == err.first
+    interp.launch(_in_place_double(False), 2, _args(z), check_tokens=False)

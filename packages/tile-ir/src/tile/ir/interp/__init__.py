@@ -29,6 +29,7 @@ from ._errors import (
     InterpError,
     KernelAssertionError,
     MemoryAccessError,
+    TokenOrderError,
     UnsupportedOpError,
 )
 from ._launch import SUPPORTED_OPS, launch
@@ -43,6 +44,7 @@ __all__ = [
     "Memory",
     "MemoryAccessError",
     "Region",
+    "TokenOrderError",
     "UnsupportedOpError",
     "launch",
 ]

@@ -20,7 +20,7 @@ from tile.ir._types import PointerType, ScalarType, TileType
 
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, from_wide, poison_value, storage, unsigned_view
-from ._memops import TOKEN, recorder
+from ._memops import Ordering, recorder
 from ._memory import Access, Memory
 from ._races import ATOMIC
 
@@ -80,13 +80,14 @@ def _rmw_like(op: Operation, c: Compiler, cas: bool) -> Step:
     args = [c.slot(v) for v in (operand(op, n) for n in (("cmp", "val") if cas else ("arg",))) if v is not None]
     mask_value = operand(op, "mask")
     mask = None if mask_value is None else c.slot(mask_value)
-    out, tok = c.slot(op.results[0]), c.slot(op.results[1])
+    out, order = c.slot(op.results[0]), Ordering(op, c)
     elem = _pointee(op)
     dtype, memory, on_access = storage(elem), c.state.memory, recorder(op, c, ATOMIC)
     bits = np.dtype(f"u{dtype.itemsize}")
     combine = None if cas else _mode(attr(op, "mode"), elem)
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         addresses = np.asarray(env[ptrs])
         vals = [np.broadcast_to(np.asarray(env[s]).astype(dtype, copy=False), addresses.shape) for s in args]
         m = np.ones(addresses.shape, bool) if mask is None else np.broadcast_to(env[mask], addresses.shape)
@@ -106,7 +107,8 @@ def _rmw_like(op: Operation, c: Compiler, cas: bool) -> Step:
 
             result = np.full(addresses.shape, poison_value(elem)).astype(dtype)
         result[m] = _apply(memory, addresses[m], update, dtype, on_access)
-        env[out], env[tok] = result, TOKEN
+        env[out] = result
+        order.end(env)
         return None
 
     return step
@@ -114,7 +116,7 @@ def _rmw_like(op: Operation, c: Compiler, cas: bool) -> Step:
 
 def _red_view(op: Operation, c: Compiler) -> Step:
     view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
-    value, tok = c.slot(operand(op, "value")), c.slot(op.results[0])  # type: ignore[arg-type]  # required
+    value, order = c.slot(operand(op, "value")), Ordering(op, c)  # type: ignore[arg-type]  # required
     vt = operand(op, "value").type  # type: ignore[union-attr]  # required operand
     assert isinstance(vt, TileType)
     assert isinstance(vt.element, ScalarType)
@@ -122,13 +124,14 @@ def _red_view(op: Operation, c: Compiler) -> Step:
     update, memory, on_access = _mode(attr(op, "mode"), elem), c.state.memory, recorder(op, c, ATOMIC)
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         v = env[view]
         addresses, mask = v.addresses([env[i] for i in idx])
         vals = np.broadcast_to(np.asarray(env[value]), addresses.shape)
         if mask is not None:
             addresses, vals = addresses[mask], vals[mask]
         _apply(memory, addresses, lambda old, pos: update(old, vals.reshape(-1)[pos]), storage(elem), on_access)
-        env[tok] = TOKEN
+        order.end(env)
         return None
 
     return step
@@ -137,7 +140,7 @@ def _red_view(op: Operation, c: Compiler) -> Step:
 def _multimem_reduce(op: Operation, c: Compiler) -> Step:
     """``multimem_reduce_view_tko`` on a one-member multicast group: an atomic reduction into the view."""
     view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
-    value, tok = c.slot(operand(op, "tile")), c.slot(op.results[0])  # type: ignore[arg-type]  # required
+    value, order = c.slot(operand(op, "tile")), Ordering(op, c)  # type: ignore[arg-type]  # required
     vt = op.operands[1].type
     assert isinstance(vt, TileType)
     assert isinstance(vt.element, ScalarType)
@@ -147,13 +150,14 @@ def _multimem_reduce(op: Operation, c: Compiler) -> Step:
     update, memory, on_access = _mode(mode, elem), c.state.memory, recorder(op, c, ATOMIC)
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         addresses, mask = env[view].addresses([env[i] for i in idx])
         vals = np.broadcast_to(np.asarray(env[value]), addresses.shape)
         if mask is not None:
             addresses, vals = addresses[mask], vals[mask]
         flat = vals.reshape(-1)
         _apply(memory, addresses, lambda old, pos: update(old, flat[pos]), storage(elem), on_access)
-        env[tok] = TOKEN
+        order.end(env)
         return None
 
     return step

@@ -25,6 +25,7 @@ from tile.ir.ops import CATALOG
 from ._errors import BlockId, InterpError, UnsupportedOpError
 from ._memory import Memory
 from ._races import RaceDetector
+from ._tokens import TokenFlow
 
 __all__ = ["BlockProgram", "Compiler", "Signal", "State", "Step", "location_text"]
 
@@ -43,6 +44,7 @@ class State:
     memory: Memory
     grid: BlockId
     races: RaceDetector | None
+    tokens: TokenFlow
     stdout: TextIO | None
     block: BlockId = (0, 0, 0)
     block_values: tuple[Any, Any, Any] = (0, 0, 0)
@@ -89,6 +91,7 @@ class Compiler:
         self.template: Env = []
         self.prologue = BlockProgram([], [], {})
         self._op_index = 0
+        self._locations: dict[int, str] = {}
 
     def slot(self, value: Value) -> int:
         """Return the environment slot of `value`, allocating it on first use."""
@@ -115,8 +118,10 @@ class Compiler:
         steps: list[Step] = []
         where: dict[Step, str] = {}
         for op in block.ops:
-            loc = self.location(op)
             self._op_index += 1
+            loc = self._locations[id(op)] = (
+                location_text(op.loc) or f"@{self.function.name}/op {self._op_index} ({op.name})"
+            )
             factory = self._table.get(op.name)
             if factory is None:
                 raise UnsupportedOpError(
@@ -134,8 +139,7 @@ class Compiler:
 
     def location(self, op: Operation) -> str:
         """Text of `op`'s location: the source position when known, else its position in the function."""
-        text = location_text(op.loc)
-        return text or f"@{self.function.name}/op {self._op_index} ({op.name})"
+        return self._locations.get(id(op)) or location_text(op.loc) or f"@{self.function.name} ({op.name})"
 
 
 def location_text(loc: Location | None) -> str:

@@ -22,7 +22,7 @@ from tile.ir._types import ScalarType, TileType
 from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, storage, unsigned_view
 from ._errors import InterpError, KernelAssertionError
-from ._memops import TOKEN
+from ._memops import Ordering
 
 __all__ = ["HANDLERS", "c_format"]
 
@@ -221,14 +221,13 @@ def _format_tile(m: re.Match[str], value: Array, t: Any) -> str:
 def _print(op: Operation, c: Compiler) -> Step:
     args = operands(op, "args")
     slots, types = c.slots(args), [a.type for a in args]
-    fmt, state = str(attr(op, "str", "")), c.state
-    outs = c.slots(op.results)
+    fmt, state, order = str(attr(op, "str", "")), c.state, Ordering(op, c)
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         text = c_format(fmt, [env[s] for s in slots], types)
         (state.stdout or sys.stdout).write(text)
-        for slot in outs:
-            env[slot] = TOKEN
+        order.end(env)
         return None
 
     return step

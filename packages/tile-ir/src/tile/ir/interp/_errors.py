@@ -17,6 +17,7 @@ __all__ = [
     "InterpError",
     "KernelAssertionError",
     "MemoryAccessError",
+    "TokenOrderError",
     "UnsupportedOpError",
 ]
 
@@ -103,6 +104,39 @@ class DataRaceError(InterpError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.element, self.first, self.second, self.count))
+
+
+class TokenOrderError(InterpError):
+    """Two memory ops of one tile block touch the same element, one writes it, and no token chain orders them.
+
+    Tile IR runs memory ops in token order, not program order, so the device may run them either way round.
+
+    Parameters
+    ----------
+    block
+        The tile block.
+    element
+        The element both touch.
+    first, second
+        ``(location, access)`` of the two ops, in program order; access is "read", "write" or "atomic".
+    """
+
+    def __init__(self, block: BlockId, element: str, first: tuple[str, str], second: tuple[str, str]) -> None:
+        self.element = element
+        self.first = first
+        self.second = second
+        message = (
+            f"tile block {block}: the {first[1]} at {first[0]} and the {second[1]} at {second[0]} both touch "
+            f"{element}, but no token chain orders them, so the device may run them in either order; pass the "
+            "first op's result token (or a join_tokens of it) as the second op's token"
+        )
+        RuntimeError.__init__(self, message)
+        self.message = message
+        self.block = block
+        self.location = second[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.block, self.element, self.first, self.second))
 
 
 def _verb(kind: str) -> str:

@@ -23,6 +23,7 @@ from ._dtypes import storage
 from ._errors import BlockId, InterpError
 from ._memory import Memory
 from ._races import RaceDetector
+from ._tokens import TokenFlow
 
 __all__ = ["SUPPORTED_OPS", "launch"]
 
@@ -55,6 +56,7 @@ def launch(
     *,
     function: str | None = None,
     check_races: bool = True,
+    check_tokens: bool = True,
     stdout: TextIO | None = None,
 ) -> Memory:
     """Interpret one launch of an entry kernel over `grid`.
@@ -76,6 +78,9 @@ def launch(
         Name of the entry to run when the module has several.
     check_races
         Record every access and raise `DataRaceError` if two blocks conflict (default on).
+    check_tokens
+        Raise `TokenOrderError` if two memory ops of one block touch an element, one writes it, and no token
+        chain orders them (default on).
     stdout
         Where ``print_tko`` writes (default `sys.stdout`).
 
@@ -92,6 +97,8 @@ def launch(
         An ``assert`` failed; carries the block id and the op location.
     MemoryAccessError
         An access left every mapped buffer, or a tile index left its view's index space.
+    TokenOrderError
+        Two memory ops of one block conflicted on one element without a token chain ordering them.
     DataRaceError
         Two blocks conflicted on one element (after the launch; memory holds the result of this schedule).
     """
@@ -99,7 +106,8 @@ def launch(
     dims = _grid(grid)
     memory = memory if memory is not None else Memory()
     races = RaceDetector(memory, dims) if check_races else None
-    state = State(memory, dims, races, stdout)
+    tokens = TokenFlow(memory, check_tokens)
+    state = State(memory, dims, races, tokens, stdout)
     compiler = Compiler(fn, module, state, _TABLE)
     body = compiler.block(fn.body, _HOISTABLE)
     params = _bind(fn, args, memory)
@@ -113,6 +121,8 @@ def launch(
                 races.block = linear
             try:
                 body.run(list(template))
+                if check_tokens:
+                    tokens.check_block(block)
             except InterpError as err:
                 if err.block is None:
                     raise type(err)(err.message, block, err.location) from err

@@ -1,8 +1,9 @@
 """Loads and stores through views and pointer tiles, pointer arithmetic, tokens, globals and scratch memory.
 
-Memory ops run in program order, which is one of the orders the token graph allows (tokens carry no runtime
-value here). Every access reports its addresses to the race detector: weak accesses as plain reads/writes,
-ordered ones (relaxed/acquire/release) as synchronising, like atomics.
+Memory ops run in program order, which is one of the orders the token graph allows; a token's runtime value is
+its node in the launch's token graph (`_tokens`). Every access reports its addresses to the race detector and
+the token check: weak accesses as plain reads/writes, ordered ones (relaxed/acquire/release) as synchronising,
+like atomics.
 """
 
 from __future__ import annotations
@@ -17,32 +18,49 @@ from tile.ir._types import PointerType, ScalarType, TileType
 from ._compile import Compiler, Env, Signal, State, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, poison_value, storage
 from ._errors import InterpError, MemoryAccessError
-from ._memory import Access
+from ._memory import Access, Region
 from ._races import ATOMIC, READ, WRITE
 from ._shape import decode_dense
 
-__all__ = ["HANDLERS", "TOKEN", "recorder"]
-
-TOKEN = "token"
-"""The runtime value of every token (ordering is program order)."""
+__all__ = ["HANDLERS", "Ordering", "recorder"]
 
 
 def recorder(op: Operation, c: Compiler, kind: str) -> Access | None:
-    """The race-detector callback for accesses of `kind` by `op` (None when detection is off)."""
-    races = c.state.races
-    if races is None:
-        return None
+    """The callback told of every access of `kind` by `op`: the race detector's and the token check's."""
     if kind != ATOMIC and attr(op, "memory_ordering_semantics", "weak") != "weak":
         kind = ATOMIC
-    return races.recorder(kind, races.site(c.location(op)))
+    races, location = c.state.races, c.location(op)
+    callbacks = [races.recorder(kind, races.site(location))] if races is not None else []
+    token_check = c.state.tokens.recorder(kind, location)
+    callbacks += [token_check] if token_check is not None else []
+    if len(callbacks) < 2:
+        return callbacks[0] if callbacks else None
+    first, second = callbacks
+
+    def both(region: Region, addresses: Array) -> None:
+        first(region, addresses)
+        second(region, addresses)
+
+    return both
 
 
-def _token_out(op: Operation, c: Compiler) -> int | None:
-    """Slot of the op's result token, if it has one."""
-    for r in op.results:
-        if not isinstance(r.type, TileType):
-            return c.slot(r)
-    return None
+class Ordering:
+    """The token operand and result of a memory op: each run becomes a node of the launch's token graph."""
+
+    def __init__(self, op: Operation, c: Compiler) -> None:
+        self.flow = c.state.tokens
+        token = operand(op, "token")
+        self.token_in = None if token is None else c.slot(token)
+        self.token_out = next((c.slot(r) for r in op.results if not isinstance(r.type, TileType)), None)
+
+    def begin(self, env: Env) -> None:
+        """Start one run of the op: a node after the input token."""
+        self.flow.current = self.flow.node(() if self.token_in is None else (env[self.token_in],))
+
+    def end(self, env: Env) -> None:
+        """Finish the run: the result token is the op's node."""
+        if self.token_out is not None:
+            env[self.token_out] = self.flow.current
 
 
 def _view_addresses(view: Any, index: list[Any], promised: tuple[bool, ...]) -> tuple[Array, Array | None]:
@@ -60,11 +78,12 @@ def _view_addresses(view: Any, index: list[Any], promised: tuple[bool, ...]) -> 
 
 def _load_view(op: Operation, c: Compiler) -> Step:
     view, idx = c.slot(operand(op, "view")), c.slots(operands(op, "index"))  # type: ignore[arg-type]  # required
-    out, tok = c.slot(op.results[0]), _token_out(op, c)
+    out, order = c.slot(op.results[0]), Ordering(op, c)
     memory, on_access = c.state.memory, recorder(op, c, READ)
     promised = tuple(bool(b) for b in attr(op, "inbounds", ()))
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         v = env[view]
         addresses, mask = _view_addresses(v, [env[i] for i in idx], promised)
         dtype = v.tensor.dtype
@@ -74,8 +93,7 @@ def _load_view(op: Operation, c: Compiler) -> Step:
             tile = np.full(addresses.shape, v.padding).astype(dtype)
             tile[mask] = memory.read(addresses[mask], dtype, on_access)
             env[out] = tile
-        if tok is not None:
-            env[tok] = TOKEN
+        order.end(env)
         return None
 
     return step
@@ -83,11 +101,12 @@ def _load_view(op: Operation, c: Compiler) -> Step:
 
 def _store_view(op: Operation, c: Compiler) -> Step:
     tile, view = c.slot(operand(op, "tile")), c.slot(operand(op, "view"))  # type: ignore[arg-type]  # required
-    idx, tok = c.slots(operands(op, "index")), _token_out(op, c)
+    idx, order = c.slots(operands(op, "index")), Ordering(op, c)
     memory, on_access = c.state.memory, recorder(op, c, WRITE)
     promised = tuple(bool(b) for b in attr(op, "inbounds", ()))
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         v = env[view]
         addresses, mask = _view_addresses(v, [env[i] for i in idx], promised)
         values = np.broadcast_to(np.asarray(env[tile]).astype(v.tensor.dtype, copy=False), addresses.shape)
@@ -95,8 +114,7 @@ def _store_view(op: Operation, c: Compiler) -> Step:
             memory.write(addresses, values, on_access)
         else:
             memory.write(addresses[mask], values[mask], on_access)
-        if tok is not None:
-            env[tok] = TOKEN
+        order.end(env)
         return None
 
     return step
@@ -117,12 +135,13 @@ def _pointee(op: Operation, name: str) -> ScalarType:
 
 def _load_ptr(op: Operation, c: Compiler) -> Step:
     src, mask, pad = c.slot(operand(op, "source")), _optional(op, c, "mask"), _optional(op, c, "paddingValue")  # type: ignore[arg-type]  # required
-    out, tok = c.slot(op.results[0]), _token_out(op, c)
+    out, order = c.slot(op.results[0]), Ordering(op, c)
     elem = _pointee(op, "source")
     dtype, poison = storage(elem), poison_value(elem)
     memory, on_access = c.state.memory, recorder(op, c, READ)
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         addresses = np.asarray(env[src])
         if mask is None:
             env[out] = memory.read(addresses, dtype, on_access)
@@ -132,8 +151,7 @@ def _load_ptr(op: Operation, c: Compiler) -> Step:
             tile = np.array(np.broadcast_to(np.asarray(fill).astype(dtype), addresses.shape))
             tile[m] = memory.read(addresses[m], dtype, on_access)
             env[out] = tile
-        if tok is not None:
-            env[tok] = TOKEN
+        order.end(env)
         return None
 
     return step
@@ -141,11 +159,12 @@ def _load_ptr(op: Operation, c: Compiler) -> Step:
 
 def _store_ptr(op: Operation, c: Compiler) -> Step:
     dst, val = c.slot(operand(op, "destination")), c.slot(operand(op, "value"))  # type: ignore[arg-type]  # required
-    mask, tok = _optional(op, c, "mask"), _token_out(op, c)
+    mask, order = _optional(op, c, "mask"), Ordering(op, c)
     dtype = storage(_pointee(op, "destination"))
     memory, on_access = c.state.memory, recorder(op, c, WRITE)
 
     def step(env: Env) -> Signal | None:
+        order.begin(env)
         addresses = np.asarray(env[dst])
         values = np.broadcast_to(np.asarray(env[val]).astype(dtype, copy=False), addresses.shape)
         if mask is None:
@@ -153,8 +172,7 @@ def _store_ptr(op: Operation, c: Compiler) -> Step:
         else:
             m = np.broadcast_to(env[mask], addresses.shape)
             memory.write(addresses[m], values[m], on_access)
-        if tok is not None:
-            env[tok] = TOKEN
+        order.end(env)
         return None
 
     return step
@@ -172,11 +190,11 @@ def _offset(op: Operation, c: Compiler) -> Step:
 
 
 def _token(op: Operation, c: Compiler) -> Step:
-    out = c.slot(op.results[0])
-    c.template[out] = TOKEN
+    """make_token, join_tokens and the other pure ordering ops: a token node after all their input tokens."""
+    ins, out, flow = c.slots(op.operands), c.slot(op.results[0]), c.state.tokens
 
     def step(env: Env) -> Signal | None:
-        env[out] = TOKEN
+        env[out] = flow.node([env[i] for i in ins])
         return None
 
     return step
