@@ -1,7 +1,9 @@
 """Reference interpreter for Tile IR on numpy (the ``interp`` extra: numpy and ml_dtypes).
 
 Runs an entry kernel block by block over its grid with the semantics of every op the compiler emits, against
-host numpy buffers, and reports inter-block data races::
+host numpy buffers, and reports what would make a device run undefined: inter-block data races
+(`DataRaceError`), memory ops of one block that no token chain orders (`TokenOrderError`), broken ``assume`` and
+``inbounds`` promises, out-of-bounds accesses::
 
     import numpy as np
     from tile.ir import interp

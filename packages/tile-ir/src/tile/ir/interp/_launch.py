@@ -2,9 +2,10 @@
 
 `launch` binds the arguments (pointer parameters take numpy arrays, mapped into a `Memory`, or addresses
 from `Memory.map`; scalar parameters take Python or numpy numbers), compiles the entry once, then runs the
-blocks one after another in row-major order of (z, y, x) with x fastest, and finally checks the launch for
-inter-block data races. Blocks never run concurrently here, so a kernel that waits for another block to
-signal it (a spin lock) cannot finish; everything else behaves as one of the schedules a device may pick.
+blocks one after another in row-major order of (z, y, x) with x fastest, checking each block's token order,
+and finally checks the launch for inter-block data races. Blocks never run concurrently here, so a kernel that
+waits for another block to signal it (a spin lock) cannot finish; everything else behaves as one of the
+schedules a device may pick.
 """
 
 from __future__ import annotations
