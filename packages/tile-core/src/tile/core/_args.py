@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
+from tile.core._buffer import DeviceBuffer
 from tile.core._errors import LaunchArgumentError, NullHandleError, WrongDeviceError
+from tile.core._view import DeviceView
 
 if TYPE_CHECKING:
-    from tile.core._buffer import DeviceBuffer
     from tile.core._context import Device
 
 __all__ = ["KINDS", "ArgKind", "PackedArgs", "infer_kind", "pack_args", "param_layout"]
@@ -28,6 +29,8 @@ def _integer(bits: int, carrier: type[np.integer[Any]]) -> Callable[[Any], Any]:
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1)
 
     def convert(value: Any) -> Any:
+        if type(value) is int and low <= value < high:  # the common case, without the checks below
+            return carrier(value)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise LaunchArgumentError(f"expected an integer for an i{bits} parameter, got {value!r}")
         if not low <= int(value) < high:
@@ -39,6 +42,8 @@ def _integer(bits: int, carrier: type[np.integer[Any]]) -> Callable[[Any], Any]:
 
 def _floating(carrier: Any, name: str) -> Callable[[Any], Any]:
     def convert(value: Any) -> Any:
+        if type(value) is float:  # the common case, without the checks below
+            return carrier(value)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise LaunchArgumentError(f"expected a number for an {name} parameter, got {value!r}")
         return carrier(value)
@@ -84,9 +89,6 @@ _SCALAR_KINDS = {
 
 def infer_kind(value: Any) -> str:
     """The kind of an argument given without a signature: Tile memory is ``ptr``, numpy scalars keep their type."""
-    from tile.core._buffer import DeviceBuffer
-    from tile.core._view import DeviceView
-
     if isinstance(value, (DeviceBuffer, DeviceView)):
         return "ptr"
     if isinstance(value, np.generic) and value.dtype in _SCALAR_KINDS:
@@ -108,6 +110,11 @@ def param_layout(kinds: Sequence[str]) -> tuple[tuple[int, int], ...]:
     return tuple(layout)
 
 
+# (kinds, kernel layout) pairs already found compatible: the check is pure, so it runs once per pair.
+_CHECKED_LAYOUTS: set[tuple[tuple[str, ...], tuple[tuple[int, int], ...]]] = set()
+_CHECKED_KINDS: set[tuple[str, ...]] = set()
+
+
 @dataclass(frozen=True)
 class PackedArgs:
     """Converted arguments: the scalars for the launcher and the Tile buffers they point into."""
@@ -118,9 +125,6 @@ class PackedArgs:
 
 
 def _pointer(value: Any, device: Device | None, index: int) -> tuple[int, DeviceBuffer | None]:
-    from tile.core._buffer import DeviceBuffer
-    from tile.core._view import DeviceView
-
     if isinstance(value, (DeviceBuffer, DeviceView)):
         if device is not None and value.device is not device:
             raise WrongDeviceError(
@@ -141,7 +145,7 @@ def pack_args(
     signature: Sequence[str] | None = None,
     *,
     device: Device | None = None,
-    expected: Sequence[tuple[int, int]] | None = None,
+    expected: tuple[tuple[int, int], ...] | None = None,
 ) -> PackedArgs:
     """Convert and check kernel arguments.
 
@@ -158,13 +162,15 @@ def pack_args(
     """
     args = tuple(args)
     kinds = tuple(signature) if signature is not None else tuple(infer_kind(v) for v in args)
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in KINDS] if kinds not in _CHECKED_KINDS else []
     if unknown:
         raise LaunchArgumentError(f"unknown argument kind(s) {unknown}: use one of {sorted(KINDS)}")
     if len(kinds) != len(args):
         raise LaunchArgumentError(f"the signature has {len(kinds)} kinds but {len(args)} arguments were given")
-    if expected is not None:
+    _CHECKED_KINDS.add(kinds)
+    if expected is not None and (kinds, expected) not in _CHECKED_LAYOUTS:
         _check_layout(kinds, tuple(expected))
+        _CHECKED_LAYOUTS.add((kinds, tuple(expected)))
     values, buffers = [], []
     for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
         if kind == "ptr":

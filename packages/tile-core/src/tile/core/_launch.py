@@ -29,6 +29,22 @@ def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     return (x, y, z)
 
 
+_CONFIGS: dict[tuple[Any, ...], Any] = {}
+
+
+def _config(grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int) -> Any:
+    """A ``cuda.core.LaunchConfig``, shared between launches of the same shape (it is immutable in use)."""
+    key = (grid, block, shared_mem)
+    config = _CONFIGS.get(key)
+    if config is None:
+        from cuda.core import LaunchConfig
+
+        if len(_CONFIGS) > 1024:
+            _CONFIGS.clear()
+        config = _CONFIGS[key] = LaunchConfig(grid=grid, block=block, shmem_size=shared_mem)
+    return config
+
+
 class PreparedLaunch:
     """A checked, packed launch; call it to enqueue the kernel again with the same arguments."""
 
@@ -50,12 +66,12 @@ class PreparedLaunch:
     def __init__(
         self, function: Function, grid: Any, block: Any, packed: Any, *, stream: Stream, shared_mem: int
     ) -> None:
-        from cuda.core import LaunchConfig, launch
+        from cuda.core import launch
 
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
         self._kernel, self._args = function.kernel, packed.values
-        self._config = LaunchConfig(grid=self.grid, block=self.block, shmem_size=shared_mem)
+        self._config = _config(self.grid, self.block, shared_mem)
         self._stream_cc, self._core_launch = stream._cuda_core(), launch
         self._shared = tuple(b for b in self.buffers if b.stream is not stream)
         self._epoch = invalidation[0]
