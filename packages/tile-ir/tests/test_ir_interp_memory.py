@@ -427,3 +427,27 @@ def test_globals_are_mapped_and_constant_ones_are_read_only() -> None:
     assert y_arr.tolist() == [1, 2, 3, 4]
     with pytest.raises(interp.InterpError, match="no global of that name"):
         interp.launch(Module([fn]), 1, args(y_arr))
+
+
+def test_a_loop_waiting_for_another_block_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spin loop on a flag that a later block would set never ends when blocks run one at a time."""
+    from tile.ir.interp import _control
+
+    monkeypatch.setattr(_control, "MAX_LOOP_ITERATIONS", 50)
+    fn, b, _, (flag,) = kernel(1)
+    with b.loop() as spin:
+        value, _ = b.load_ptr_tko(flag, memory_ordering_semantics=MemoryOrdering.ACQUIRE,
+                                  memory_scope=MemoryScope.DEVICE)  # fmt: skip
+        done = b.cmpf(value, b.constant(1.0, scalar(f32)), comparison_predicate="equal",
+                      comparison_ordering="ordered")  # fmt: skip
+        with b.if_(done) as br:
+            with br.then_():
+                b.break_()
+            with br.else_():
+                b.yield_()
+        b.continue_()
+    assert spin.results == []
+    b.return_()
+    with pytest.raises(interp.InterpError, match="spin lock"):
+        interp.launch(Module([fn]), 2, args(np.zeros(1, np.float32)))
+    interp.launch(Module([fn]), 2, args(np.ones(1, np.float32)))

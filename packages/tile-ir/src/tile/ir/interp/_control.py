@@ -24,7 +24,10 @@ from ._dtypes import Array, storage, unsigned_view
 from ._errors import InterpError, KernelAssertionError
 from ._memops import Ordering
 
-__all__ = ["HANDLERS", "c_format"]
+__all__ = ["HANDLERS", "MAX_LOOP_ITERATIONS", "c_format"]
+
+MAX_LOOP_ITERATIONS = 1 << 20
+"""A ``loop`` that runs this often without ``break`` is taken to wait for another block, which never comes."""
 
 
 def _terminator(op: Operation, c: Compiler) -> Step:
@@ -83,7 +86,7 @@ def _loop(op: Operation, c: Compiler) -> Step:
 
     def step(env: Env) -> Signal | None:
         values = [env[s] for s in inits]
-        while True:
+        for _ in range(MAX_LOOP_ITERATIONS):
             signal = body.run(env, values)
             if signal is None or signal[0] == "yield":
                 raise InterpError("a 'loop' body ended without 'continue' or 'break'")
@@ -92,6 +95,11 @@ def _loop(op: Operation, c: Compiler) -> Step:
             values = signal[1]
             if signal[0] == "break":
                 break
+        else:
+            raise InterpError(
+                f"a 'loop' ran {MAX_LOOP_ITERATIONS} iterations without 'break'; tile blocks run one at a time here, "
+                "so a loop that waits for another block (a spin lock) never ends: the kernel needs a device"
+            )
         for slot, value in zip(outs, values, strict=True):
             env[slot] = value
         return None
