@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import tile.frontend as tile
-from tile.frontend import Const, Mut, Ptr, Tensor, f16, f32, i32
+from tile.frontend import Const, Mut, Ptr, Tensor, bf16, f16, f32, i32
 
 
 @tile.entry
@@ -27,7 +27,7 @@ def axpy(z: Mut[Tensor[f32, "B"]], a: f32, x: Tensor[f32, -1], y: Tensor[f32, -1
 
 @tile.entry
 def scale_int(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int):
-    z.store(tile.load_tile_like(x, z) * n)
+    z.store(tile.load_tile_like(x, z) * f32(n))
 
 
 @tile.entry
@@ -54,7 +54,7 @@ def with_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], k: Const[int]):
 
 @tile.entry
 def no_output(x: Tensor[f32, -1]):
-    tile.assert_(tile.sum(x.partition((128,)).load((tile.block_id()[0],))) >= 0.0, "negative")
+    tile.assert_(tile.sum(x.partition((128,), padding="zero").load((tile.block_id()[0],))) >= 0.0, "negative")
 
 
 @tile.entry
@@ -86,3 +86,26 @@ def bad_kernel(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 @tile.entry
 def int_copy(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
     z.store(tile.load_tile_like(x, z))
+
+
+@tile.entry
+def accumulate(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(z.load() + tile.load_tile_like(x, z))
+
+
+@tile.entry
+def hello(z: Mut[Tensor[i32, "B"]]):
+    bid = tile.block_id()[0]
+    tile.print("hello from tile", bid)
+    z.store(tile.full((B,), bid, i32))
+
+
+@tile.entry
+def gemm_bf16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[bf16, (-1, -1)], y: Tensor[bf16, (-1, -1)], BK: Const[int]):
+    bm, bn, _ = tile.block_id()
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(px.num_tiles[1]):
+        acc = tile.mma(px.load((bm, k)), py.load((k, bn)), acc)
+    z.store(acc)

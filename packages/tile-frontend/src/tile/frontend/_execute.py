@@ -61,7 +61,9 @@ def run_cpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, 
         value = values[slot.param]
         if slot.role == "base":
             t = _tensor(value)
-            args.append(memory.map(t._elements(), name=slot.param))
+            storage = t._storage
+            assert storage.host is not None, "a launch holds its storage until it is done"
+            args.append(memory.map(storage.host, name=slot.param) + t._address() - storage.address)
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, _tensor(value)))
         elif slot.role == "pointer":

@@ -1,0 +1,150 @@
+"""Launches on the CPU interpreter backend: results against numpy, views and strides as arguments, edge tiles,
+generics, the DeviceOp terminals (sync, sync_on, await, then, graph) and compile-only warm-up."""
+
+from __future__ import annotations
+
+import asyncio
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile.aio import HostStream
+from tile.frontend import bf16, f16, f32, i32
+from tile.ir.interp import KernelAssertionError
+
+N = 1000
+
+
+def test_add_returns_all_arguments_in_order(k: ModuleType) -> None:
+    x, y = tile.rand(f32, [N]), tile.rand(f32, [N])
+    expected = x.to_numpy() + y.to_numpy()
+    z, x2, y2 = k.add(tile.empty(f32, [N]).partition([128]), x, y).sync()
+    assert isinstance(z, tile.Partition)
+    assert isinstance(x2, tile.Tensor)
+    assert isinstance(y2, tile.Tensor)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), expected)
+
+
+def test_scalars_and_consts(k: ModuleType) -> None:
+    x = tile.arange(f32, N)
+    z, a, x, _ = k.axpy(tile.empty(f32, [N]).partition([256]), 0.5, x, tile.ones(f32, [N])).sync()
+    assert a == 0.5
+    np.testing.assert_allclose(z.unpartition().to_numpy(), 0.5 * np.arange(N) + 1)
+    z, x, _ = k.scale_int(tile.empty(f32, [N]).partition([64]), x, 3).sync()
+    np.testing.assert_allclose(z.unpartition().to_numpy(), 3 * np.arange(N))
+    z, x, _ = k.with_const(tile.empty(f32, [N]).partition([64]), x, k=4).sync()
+    np.testing.assert_allclose(z.unpartition().to_numpy(), 4 * np.arange(N))
+
+
+def test_edge_tiles_are_masked_and_views_keep_their_offsets(k: ModuleType) -> None:
+    host = np.full((128, 128), -1.0, np.float32)
+    out = tile.from_dlpack(host)[10:110, 5:75].partition([32, 16])  # 100 x 70: neither extent divides
+    src = np.random.default_rng(1).random((200, 90)).astype(np.float32)
+    x = tile.from_numpy(src)[50:150, 3:73]
+    assert out.grid == (4, 5)
+    k.matrix_copy(out, x).sync()
+    np.testing.assert_array_equal(host[10:110, 5:75], src[50:150, 3:73])
+    host[10:110, 5:75] = -1.0
+    assert (host == -1.0).all()  # nothing outside the partition was written
+
+
+def test_transposed_input_reads_through_its_strides(k: ModuleType) -> None:
+    src = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    z, _ = k.matrix_copy(tile.empty(f32, [32, 64]).partition([16, 16]), tile.from_numpy(src).T).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), src.T)
+
+
+@pytest.mark.parametrize(("dtype", "kernel"), [(f16, "gemm"), (bf16, "gemm_bf16")])
+def test_gemm(k: ModuleType, dtype: Any, kernel: str) -> None:
+    a, b = tile.randn(dtype, [96, 64]), tile.randn(dtype, [64, 80])
+    expected = a.to_numpy().astype(np.float64) @ b.to_numpy().astype(np.float64)
+    c, _, _, _ = getattr(k, kernel)(tile.empty(f32, [96, 80]).partition([32, 16]), a, b, BK=16).sync()
+    np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_sync_on_a_worker_stream(k: ModuleType) -> None:
+    stream = HostStream(worker=True)
+    try:
+        z, _, _ = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])).sync_on(stream)
+    finally:
+        stream.close()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
+
+
+def test_await(k: ModuleType) -> None:
+    async def pipeline() -> np.ndarray[Any, Any]:
+        z, x, y = await k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+        z, _, _ = await k.add(z, x, y)  # z is both an output and, through its own tiles, nothing else
+        out: np.ndarray[Any, Any] = z.unpartition().to_numpy()
+        return out
+
+    np.testing.assert_array_equal(asyncio.run(pipeline()), np.full(N, 2, np.float32))
+
+
+def test_then_chains_launches(k: ModuleType) -> None:
+    first = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    op = first.then(lambda out: k.accumulate(out[0], out[1]))
+    z, _ = op.sync_on(HostStream())
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3, np.float32))
+
+
+def test_graph_capture_and_replay(k: ModuleType) -> None:
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph()
+    for _ in range(5):
+        graph.launch().sync_on(graph.context)
+    graph.close()
+    z, _ = graph.output
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 5, np.float32))
+
+
+def test_compile_warms_up_without_moving(k: ModuleType) -> None:
+    z, x, y = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
+    compiled = k.add.compile(z, x, y)
+    assert compiled.target.arch == "cpu"
+    assert compiled.bytecode
+    assert not (z.moved)
+    assert not (x.moved)
+    assert not (y.moved)
+    op = k.add(z, x, y)
+    assert op.compile() is compiled
+    assert op.launch_grid == (8, 1, 1)
+    op.sync()
+
+
+def test_explicit_grid_for_a_kernel_without_outputs(k: ModuleType) -> None:
+    (x,) = k.no_output.grid((8,))(tile.ones(f32, [N])).sync()
+    assert not x.moved
+    with pytest.raises(KernelAssertionError, match="negative"):
+        k.no_output.grid(8)(tile.full(f32, [N], -1.0)).sync()
+
+
+def test_launch_grid_builder_checks_the_outputs(k: ModuleType) -> None:
+    op = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    with pytest.raises(tile.GridError):
+        op.grid((3,))
+    assert op.grid((8, 1, 1)).launch_grid == (8, 1, 1)
+    op.sync()
+
+
+def test_print_from_each_tile(k: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    (z,) = k.hello(tile.zeros(i32, [4 * 16]).partition([16])).sync()
+    printed = capsys.readouterr().out
+    assert [line.split()[-1] for line in printed.splitlines() if "hello from tile" in line] == ["0", "1", "2", "3"]
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.repeat(np.arange(4), 16))
+
+
+def test_foreign_output_is_written_in_place(k: ModuleType) -> None:
+    host = np.zeros(N, np.float32)
+    z = tile.from_dlpack(host).partition([128])
+    k.add(z, tile.ones(f32, [N]), tile.full(f32, [N], 2.0)).sync()
+    np.testing.assert_array_equal(host, np.full(N, 3, np.float32))
+
+
+def test_kernel_object_keeps_the_function(k: ModuleType) -> None:
+    assert k.add.__name__ == "add"
+    assert "add" in repr(k.add)
+    assert "unchecked" in repr(k.add_unchecked)
+    assert [p.kind for p in k.gemm.params] == ["mut", "tensor", "tensor", "const"]
