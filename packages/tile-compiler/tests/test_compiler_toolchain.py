@@ -188,3 +188,47 @@ def test_the_real_tileiras_rejecting_garbage_is_explained(tmp_path: Path) -> Non
         toolchain().compile(b"not bytecode", kernel="junk", arch="sm_90", keep_dir=tmp_path)
     assert "input does not correspond to Tile IR bytecode" in info.value.stderr
     assert Path(info.value.bytecode_path).read_bytes() == b"not bytecode"
+
+
+_CUTILE_VADD = """
+import cuda.tile as ct
+
+
+@ct.kernel
+def vadd(a, b, c, TILE: ct.Constant[int]):
+    bid = ct.bid(0)
+    ct.store(c, index=(bid,), tile=ct.load(a, index=(bid,), shape=(TILE,)) + ct.load(b, index=(bid,), shape=(TILE,)))
+"""
+
+
+@pytest.mark.requires_tileiras
+def test_bytecode_exported_by_cutile_python_compiles_with_its_entry_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ct = pytest.importorskip("cuda.tile")
+    from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, export_kernel
+
+    import tile.compiler as tc
+
+    source = tmp_path / "cutile_vadd.py"
+    source.write_text(_CUTILE_VADD)
+    spec = importlib.util.spec_from_file_location("cutile_vadd", source)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    array = ArrayConstraint(
+        ct.float32, 1, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(), may_alias_internally=False
+    )
+    signature = KernelSignature([array, array, array, 128], CallingConvention.cutile_python_v2(), symbol="vadd_peer")
+    bytecode_file = tmp_path / "vadd.tilebc"
+    export_kernel(
+        module.vadd, [signature], str(bytecode_file), output_format="tileir_bytecode", bytecode_version="13.3"
+    )
+    monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = tc.compile_bytecode(bytecode_file.read_bytes(), "sm_90")
+    assert kernel.entry == "vadd_peer"
+    assert kernel.name == "vadd_peer"
+    assert kernel.bytecode_version == (13, 3)
+    assert kernel.cubin is not None
+    assert b"vadd_peer\x00" in kernel.cubin

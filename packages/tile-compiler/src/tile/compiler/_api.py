@@ -398,6 +398,6 @@ def _entry_name(bytecode: bytes) -> str:
 
     try:
         functions = tile.ir.read_bytecode(bytecode).functions
-    except (tile.ir.TileError, AttributeError):  # TEMPORARY until tile.ir.read_bytecode lands
+    except tile.ir.TileError:  # not bytecode we can read: tileiras will say why; the name is only a label
         return "kernel"
     return functions[0].name if functions else "kernel"
