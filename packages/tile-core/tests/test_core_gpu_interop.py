@@ -67,3 +67,5 @@ def test_cupy_both_directions(device: tc.Device) -> None:
     through_dlpack += 1
     cp.cuda.runtime.deviceSynchronize()
     np.testing.assert_array_equal(buffer.to_numpy(np.int32), np.full(16, 6, np.int32))
+    cupy_stream = cp.cuda.Stream(non_blocking=True)
+    assert tc.Stream.borrow(cupy_stream).handle == cupy_stream.ptr

@@ -75,3 +75,16 @@ def test_cuda_core_accepts_tile_streams(device: tc.Device) -> None:
     core = CoreStream.from_handle(stream.__cuda_stream__()[1])
     assert int(core.handle) == stream.handle
     stream.close()
+
+
+def test_foreign_streams_are_borrowed_with_their_owner(device: tc.Device) -> None:
+    torch = pytest.importorskip("torch")
+    torch_stream = torch.cuda.Stream(device=device.ordinal)
+    borrowed = tc.Stream.borrow(torch_stream)
+    assert borrowed.handle == torch_stream.cuda_stream
+    assert borrowed.owner is torch_stream
+    buffer = tc.DeviceBuffer.allocate(1 << 20, device=device, stream=borrowed)
+    buffer.fill(7, sync=True)
+    assert (buffer.to_numpy()[:4] == 7).all()
+    buffer.free()
+    borrowed.synchronize()

@@ -63,7 +63,9 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
         stream = Device(ordinal if ordinal is not None else 0).default_stream
     if not hasattr(obj, "__dlpack__") and not hasattr(obj, "__cuda_array_interface__"):
         raise TypeError(f"cannot borrow {type(obj).__name__}: it supports neither DLPack nor __cuda_array_interface__")
-    smv = StridedMemoryView.from_any_interface(obj, stream_ptr=stream.handle)
+    # from_any_interface arrived in cuda.core 1.x; the constructor does the same (deprecated there).
+    make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
+    smv = make(obj, stream_ptr=stream.handle)
     if not smv.is_device_accessible or smv.device_id < 0:
         raise WrongDeviceError(f"{type(obj).__name__} is not device memory: copy it with DeviceBuffer.from_host")
     device = Device(int(smv.device_id))

@@ -99,6 +99,11 @@ class Stream:
         """True once :meth:`close` ran."""
         return self._closed
 
+    @property
+    def owner(self) -> object:
+        """The foreign object a borrowed stream keeps alive (None for owned streams, or once closed)."""
+        return self._owner
+
     def _check_open(self) -> None:
         if self._closed:
             raise StreamClosedError(f"{self!r} was closed: create a new Stream (closed streams cannot be reused)")
