@@ -147,3 +147,16 @@ def test_a_kernel_error_is_reported_at_the_source_line(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "'B'" in err
     assert f"{source}:" in err
+
+
+def test_cache_list_shows_every_entry(tmp_path: Path) -> None:
+    from tile.compiler import DiskCache
+
+    store = DiskCache(tmp_path)
+    store.put("kernel", "ab" * 32 + "-cpu", {"name": "gemm", "arch": "sm_90"}, {"cubin": bytes(4096)})
+    store.put("cubin", "cd" * 32, {"kernel": "vadd", "arch": "sm_80"}, {"cubin": bytes(1024)})
+    code, out = _run("cache", "list", "--cache-dir", str(tmp_path))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{tmp_path}: 2 entries")
+    assert sorted(line.split()[:3] for line in lines[1:]) == [["cubin", "vadd", "sm_80"], ["kernel", "gemm", "sm_90"]]

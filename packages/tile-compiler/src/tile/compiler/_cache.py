@@ -151,7 +151,7 @@ class DiskCache:
 
     def get(self, namespace: str, key: str) -> CacheEntry | None:
         """Return the entry, or None when absent, unreadable or corrupt (a corrupt one is deleted)."""
-        return self._load(self.path(namespace, key))
+        return self.load(self.path(namespace, key))
 
     def find(self, namespace: str, prefix: str) -> CacheEntry | None:
         """Return the most recently used valid entry whose key starts with ``prefix`` (len >= 2), or None."""
@@ -160,7 +160,7 @@ class DiskCache:
         except OSError:
             return None
         for item in sorted(found, key=_mtime, reverse=True):
-            if (entry := self._load(Path(item.path))) is not None:
+            if (entry := self.load(Path(item.path))) is not None:
                 return entry
         return None
 
@@ -204,7 +204,8 @@ class DiskCache:
             removed += _unlink(Path(entry.path))
         return removed
 
-    def _load(self, path: Path) -> CacheEntry | None:
+    def load(self, path: Path) -> CacheEntry | None:
+        """Read the entry file ``path`` (as `entries` lists them); None if gone or corrupt (then evicted)."""
         try:
             data = path.read_bytes()
         except OSError:

@@ -5,7 +5,7 @@ compiles a kernel through the whole pipeline (``FILE.tilebc`` instead runs only 
 gives a tensor's extents so that the specialization is the one a launch with such tensors computes (`specialize`).
 The results also land in the disk cache, which is how kernels are compiled ahead for a GPU machine without
 tileiras (``--cache-dir DIR``, then ``TILE_CACHE_DIR=DIR`` there).
-``tile toolchain`` reports the tileiras in use; ``tile cache info|clear`` inspects or empties the disk cache.
+``tile toolchain`` reports the tileiras in use; ``tile cache info|list|clear`` inspects or empties the disk cache.
 Exit status: 0 success, 1 the kernel or the toolchain failed (the message says why), 2 bad usage.
 """
 
@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     tool = commands.add_parser("toolchain", help="show the tileiras in use and the bytecode versions")
     tool.set_defaults(handler=_toolchain)
     cache = commands.add_parser("cache", help="inspect or empty the disk cache")
-    cache.add_argument("action", choices=("info", "clear"))
+    cache.add_argument("action", choices=("info", "list", "clear"), help="summary, every entry, or empty it")
     cache.add_argument("--cache-dir", help="the cache folder (default TILE_CACHE_DIR)")
     cache.set_defaults(handler=_cache)
     return parser
@@ -222,10 +222,17 @@ def _cache(args: argparse.Namespace, out: TextIO) -> int:
     if args.action == "clear":
         print(f"removed {store.clear()} entries from {store.root}", file=out)
         return 0
-    entries = list(store.entries())
+    entries = sorted(store.entries(), key=lambda e: e.stat().st_mtime, reverse=True)
     size = sum(e.stat().st_size for e in entries)
     print(
         f"{store.root}: {len(entries)} entries, {size / 2**20:.1f} MiB of {settings.cache_size / 2**20:.0f} MiB",
         file=out,
     )
+    if args.action == "list":
+        for item in entries:
+            entry = store.load(Path(item.path))
+            meta = entry.meta if entry is not None else {"name": "(corrupt: evicted)"}
+            kind = Path(item.path).parent.parent.name
+            name, arch = meta.get("name", meta.get("kernel", "?")), meta.get("arch", "?")
+            print(f"  {kind:6} {name:32} {arch:6} {item.stat().st_size / 1024:8.1f} KiB  {item.name[:16]}", file=out)
     return 0
