@@ -32,6 +32,7 @@ from tile.ir import (
     ptr,
     scalar,
     tile,
+    token,
     verify,
     verify_problems,
 )
@@ -196,3 +197,31 @@ def test_verify_raises_with_every_problem_and_pickles() -> None:
     clone = pickle.loads(pickle.dumps(info.value))
     assert str(clone) == str(info.value)
     assert not isinstance(info.value, UnsupportedVersionError)
+
+
+def test_pointer_and_view_typing() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        ptrs = b.broadcast(b.reshape(fn.params[1], result_type=tile((1,), ptr(f32))), result_type=tile((16,), ptr(f32)))
+        offsets = b.iota(result_type=tile((16,), i32))
+        moved = b.offset(ptrs, offsets)
+        b.load_ptr_tko(moved, result_types=[tile((16,), f16), token])  # wrong element type
+        bad_view = TensorViewType(f16, (None,), (1,))
+        b.make_tensor_view(fn.params[1], [fn.params[0]], [], result_type=bad_view)  # base points at f32
+        b.return_()
+
+    problems = _problems(body)
+    assert any("value type tile<16xf16> must be tile<16xf32>" in p for p in problems)
+    assert any("base must be tile<ptr<f16>>" in p for p in problems)
+
+
+def test_cat_and_shape_queries() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        x = b.constant(1.0, T)
+        b.cat(x, x, dim=0, result_type=tile((16,), f32))
+        tv = b.make_tensor_view(fn.params[1], [fn.params[0]], [], result_type=TensorViewType(f32, (None,), (1,)))
+        b.get_tensor_shape(tv, [scalar(i32), scalar(i32)])
+        b.return_()
+
+    problems = _problems(body)
+    assert any("cat result must be tile<32xf32>" in p for p in problems)
+    assert any("needs 1 results" in p for p in problems)

@@ -61,6 +61,13 @@ Bytecode and verification
 written at the same version reproduces the input bytes); ``read_version(data)``;
 ``verify(module, version)`` raises `VerifyError` listing every problem; ``verify_problems`` returns them.
 
+Text (IR-B: `_printer`, `_asm`)
+----------------------------------
+``print_module(module) -> str`` / ``print_function(fn)`` print the text `tileirdisasm` prints;
+``parse_module(text) -> Module`` assembles it back (errors: `AsmSyntaxError`, a `TileError` + `ValueError`
+with ``message, filename, line, col, source_line``). ``python -m tile.ir`` / ``tile-ir`` is the CLI
+(dis / asm / verify / info).
+
 Multi-result / structural ops have explicit methods: `Builder.load_view_tko` (→ tile, token),
 ``get_tile_block_id``, ``load_ptr_tko``, ``atomic_rmw_tko``, ``atomic_cas_tko``, ``print_tko``, ``assert_``,
 ``return_``/``yield_``/``continue_``/``break_``, ``for_``, ``loop``, ``if_``, ``reduce``, ``scan``; anything
@@ -70,6 +77,7 @@ else via ``b.call(name, *groups, **attrs) -> Operation`` or ``b.create(name, gro
 from __future__ import annotations
 
 from tile.ir import ops
+from tile.ir._asm import parse_module
 from tile.ir._attrs import (
     ArrayAttr,
     AssumePredicate,
@@ -101,6 +109,7 @@ from tile.ir._enums import (
 )
 from tile.ir._errors import BytecodeError, IRTypeError, TileError, UnsupportedVersionError, VerifyError
 from tile.ir._ir import Block, Function, Global, Module, Operation, Region, Value
+from tile.ir._lexer import AsmSyntaxError
 from tile.ir._location import (
     CallSite,
     DICompileUnit,
@@ -112,6 +121,7 @@ from tile.ir._location import (
     FileLoc,
     Location,
 )
+from tile.ir._printer import print_function, print_module
 from tile.ir._reader import read_bytecode, read_version
 from tile.ir._types import (
     DYNAMIC,
@@ -163,6 +173,7 @@ __all__ = [
     "V13_4",
     "V13_5",
     "ArrayAttr",
+    "AsmSyntaxError",
     "AssumePredicate",
     "AtomicRMWMode",
     "Attr",
@@ -240,6 +251,9 @@ __all__ = [
     "i32",
     "i64",
     "ops",
+    "parse_module",
+    "print_function",
+    "print_module",
     "ptr",
     "read_bytecode",
     "read_version",

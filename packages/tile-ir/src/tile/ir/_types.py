@@ -51,6 +51,14 @@ __all__ = [
     "token",
 ]
 
+
+def _text(t: Type) -> str:
+    """The tileirdisasm spelling, shared with the printer (imported late: the printer imports this module)."""
+    from tile.ir._asm_types import type_text
+
+    return type_text(t)
+
+
 DYNAMIC = None
 """Marker for a dynamic tensor_view extent (``?``)."""
 
@@ -143,7 +151,7 @@ class PointerType:
     ptr_attr: int | None = None
 
     def __str__(self) -> str:
-        return f"ptr<{self.pointee}>"
+        return _text(self)
 
 
 ElementType: TypeAlias = ScalarType | PointerType
@@ -157,7 +165,7 @@ class TileType:
     element: ElementType
 
     def __str__(self) -> str:
-        return f"tile<{''.join(f'{d}x' for d in self.shape)}{self.element}>"
+        return _text(self)
 
     @property
     def rank(self) -> int:
@@ -181,10 +189,6 @@ class TokenType:
         return "token"
 
 
-def _extent(value: int | None) -> str:
-    return "?" if value is None else str(value)
-
-
 @dataclass(frozen=True)
 class TensorViewType:
     """``tensor_view``: a global tensor (base pointer, shape, strides in elements); `None` marks a dynamic extent."""
@@ -195,21 +199,12 @@ class TensorViewType:
     ptr_attr: int | None = None
 
     def __str__(self) -> str:
-        dims = "".join(f"{_extent(d)}x" for d in self.shape)
-        return f"tensor_view<{dims}{self.element}, strides=[{', '.join(_extent(s) for s in self.strides)}]>"
+        return _text(self)
 
     @property
     def rank(self) -> int:
         """Number of dimensions."""
         return len(self.shape)
-
-
-def _dims(values: tuple[int, ...]) -> str:
-    return "x".join(str(v) for v in values)
-
-
-def _pad(padding: Padding | None) -> str:
-    return "" if padding is None else f", padding_value = {padding}"
 
 
 @dataclass(frozen=True)
@@ -222,12 +217,7 @@ class PartitionViewType:
     padding: Padding | None = None
 
     def __str__(self) -> str:
-        dim_map = (
-            ""
-            if self.dim_map == tuple(range(len(self.dim_map)))
-            else f", dim_map=[{', '.join(map(str, self.dim_map))}]"
-        )
-        return f"partition_view<tile=({_dims(self.tile_shape)}){_pad(self.padding)}, {self.tensor_view}{dim_map}>"
+        return _text(self)
 
 
 @dataclass(frozen=True)
@@ -241,12 +231,7 @@ class StridedViewType:
     padding: Padding | None = None
 
     def __str__(self) -> str:
-        steps = ", ".join(map(str, self.traversal_strides))
-        dim_map = ", ".join(map(str, self.dim_map))
-        return (
-            f"strided_view<tile=({_dims(self.tile_shape)}), traversal_strides=[{steps}]{_pad(self.padding)}, "
-            f"{self.tensor_view}, dim_map=[{dim_map}]>"
-        )
+        return _text(self)
 
 
 @dataclass(frozen=True)
@@ -259,10 +244,7 @@ class GatherScatterViewType:
     padding: Padding | None = None
 
     def __str__(self) -> str:
-        return (
-            f"gather_scatter_view<tile=({_dims(self.tile_shape)}), sparse_dim={self.sparse_dim}{_pad(self.padding)}, "
-            f"{self.tensor_view}>"
-        )
+        return _text(self)
 
 
 @dataclass(frozen=True)

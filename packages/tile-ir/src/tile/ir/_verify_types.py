@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from tile.ir._ir import Operation
 from tile.ir._types import PartitionViewType, PointerType, ScalarType, TileType, TokenType, Type, i1
+from tile.ir._verify_memory import MEMORY_RULES, token_problems
 
 __all__ = ["type_problems"]
 
@@ -165,10 +166,11 @@ def _view_access(op: Operation) -> list[str]:
     inbounds = op.attributes.get("inbounds", ())
     if isinstance(inbounds, tuple) and inbounds and len(inbounds) != len(index):
         problems.append(f"inbounds needs one flag per index ({len(index)}), got {len(inbounds)}")
-    return problems
+    return problems + token_problems(op)
 
 
 _RULES: dict[str, Callable[[Operation], list[str]]] = {
+    **MEMORY_RULES,
     **{name: _same_all("float") for name in _FLOAT_SAME.split()},
     **{name: _same_all("int") for name in _INT_SAME.split()},
     "cmpf": _compare("float"),
