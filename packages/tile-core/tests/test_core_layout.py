@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from numpy.lib.array_utils import byte_bounds
 
 import tile.core as tc
 from tile.core._layout import as_dtype, as_shape, c_strides, check_span, is_c_contiguous, span, view_nbytes
+
+# numpy 2 moved byte_bounds to numpy.lib.array_utils; tile-core supports numpy >= 1.26.
+try:
+    from numpy.lib.array_utils import byte_bounds
+except ImportError:  # pragma: no cover - numpy 1.x
+    byte_bounds = np.byte_bounds  # type: ignore[attr-defined]  # numpy 1.x only; the stubs here are numpy 2
 
 
 @st.composite
