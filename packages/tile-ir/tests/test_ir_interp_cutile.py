@@ -106,8 +106,8 @@ def _line(marker: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Module]:
-    """Export every kernel of SOURCE with cuTile (bytecode 13.3) and decode it with tile.ir's reader."""
+def cutile_bytecode(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Export every kernel of SOURCE with cuTile (bytecode 13.3)."""
     path = tmp_path_factory.mktemp("cutile") / "cutile_kernels.py"
     path.write_text(SOURCE)
     spec = importlib.util.spec_from_file_location("cutile_kernels", path)
@@ -132,14 +132,20 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Module]:
         "histogram": [arr(i32, 1), arr(i32, 1), 16],
         "checked": [arr(f32, 1), 16],
     }
-    modules = {}
+    exports = {}
     for name, params in signatures.items():
         out = io.BytesIO()
         sig = compilation.KernelSignature(params, compilation.CallingConvention.cutile_python_v2())
         compilation.export_kernel(getattr(kernels, name), [sig], out, output_format="tileir_bytecode",
                                   bytecode_version="13.3")  # fmt: skip
-        modules[name] = read_bytecode(out.getvalue())
-    return modules
+        exports[name] = out.getvalue()
+    return exports
+
+
+@pytest.fixture(scope="module")
+def exported(cutile_bytecode: dict[str, bytes]) -> dict[str, Module]:
+    """The cuTile exports decoded by tile.ir's reader."""
+    return {name: read_bytecode(data) for name, data in cutile_bytecode.items()}
 
 
 def args(*arrays: Arr, scalars: tuple[Any, ...] = ()) -> list[Any]:
@@ -286,3 +292,133 @@ def accumulate(x, y, n: int, TILE: ct.Constant[int]):
     y = np.zeros(32, np.float32)
     interp.launch(modules["accumulate"], 2, args(x, y, scalars=(3,)))
     np.testing.assert_array_equal(y, 3 * x)
+
+
+# ---- the interpreter against the device ---------------------------------------------------------------------
+# Same exports, compiled by tileiras and launched with raw cuda.bindings (block (1, 1, 1), cuTile's ABI: per array
+# a u64 pointer, i32 extents, i32 strides in elements; scalars as i32); every output must match the interpreter.
+
+
+def _device_cases(rng: np.random.Generator) -> dict[str, tuple[tuple[int, ...], list[Any], list[int]]]:
+    """kernel -> (grid, arguments in kernel order (arrays or int scalars), indices of the outputs)."""
+    f32 = np.float32
+    return {
+        "vadd": ((8,), [rng.random(1000, dtype=f32), rng.random(1000, dtype=f32), np.zeros(1000, f32)], [2]),
+        "gemm": (
+            (2, 2),
+            [
+                rng.standard_normal((128, 96)).astype(np.float16),
+                rng.standard_normal((96, 128)).astype(np.float16),
+                np.zeros((128, 128), f32),
+            ],
+            [2],
+        ),
+        "softmax": ((16,), [rng.standard_normal((16, 200)).astype(f32), np.zeros((16, 200), f32)], [1]),
+        "reductions": ((8,), [rng.standard_normal((8, 64)).astype(f32), np.zeros((8, 4), f32)], [1]),
+        "control": ((4,), [np.linspace(-4, 4, 256, dtype=f32), np.zeros(256, f32), 3], [1]),
+        "histogram": ((4,), [rng.integers(0, 10, 64).astype(np.int32), np.zeros(10, np.int32)], [1]),
+    }
+
+
+def _flatten(values: list[Any], pointers: dict[int, int] | None = None) -> list[Any]:
+    """cuTile's ABI for `values`; arrays become `pointers[i]` (device) or themselves (interpreter)."""
+    out: list[Any] = []
+    for i, v in enumerate(values):
+        if isinstance(v, np.ndarray):
+            out += [v if pointers is None else pointers[i], *v.shape, *(s // v.itemsize for s in v.strides)]
+        else:
+            out.append(v)
+    return out
+
+
+def _tileiras_cubin(bytecode: bytes, arch: str, workdir: Path) -> bytes:
+    import os
+    import subprocess
+
+    spec = importlib.util.find_spec("nvidia")  # the nvidia-cuda-tileiras wheel's namespace package
+    assert spec is not None
+    assert spec.submodule_search_locations is not None
+    tool = Path(next(iter(spec.submodule_search_locations))) / "cu13" / "bin" / "tileiras"
+    src, dst = workdir / "kernel.tilebc", workdir / "kernel.cubin"
+    src.write_bytes(bytecode)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}  # see DESIGN.md section 4
+    subprocess.run([str(tool), f"--gpu-name={arch}", "-o", str(dst), str(src)], check=True, env=env)
+    return dst.read_bytes()
+
+
+@pytest.mark.requires_tileiras
+def test_device_cases_compile_with_tileiras(cutile_bytecode: dict[str, bytes], tmp_path: Path) -> None:
+    """The CPU half of the device comparison: every kernel it launches compiles for sm_90."""
+    for name, (_, values, _) in _device_cases(np.random.default_rng(0)).items():
+        assert _tileiras_cubin(cutile_bytecode[name], "sm_90", tmp_path)[:4] == b"\x7fELF", name
+        fake = {i: 0x1000 * (i + 1) for i, v in enumerate(values) if isinstance(v, np.ndarray)}
+        packed = _pack(values, fake)
+        params = read_bytecode(cutile_bytecode[name]).functions[0].params
+        assert len(packed) == len(params), name
+        widths = [8 if "ptr" in str(p.type) else 4 for p in params]
+        assert [b.nbytes for b in packed] == widths, name
+
+
+def _pack(values: list[Any], pointers: dict[int, int]) -> list[Arr]:
+    """One little buffer per kernel parameter: u64 for pointers, i32 for extents, strides and scalars."""
+    device, host = _flatten(values, pointers), _flatten(values)
+    return [
+        np.array([d], np.uint64) if isinstance(h, np.ndarray) else np.array([d], np.int32)
+        for d, h in zip(device, host, strict=True)
+    ]
+
+
+def _ok(result: Any) -> Any:
+    from cuda.bindings import driver
+
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    assert err == driver.CUresult.CUDA_SUCCESS, err
+    return rest[0] if len(rest) == 1 else rest
+
+
+def _run_on_device(cubin: bytes, symbol: str, grid: tuple[int, ...], values: list[Any], outputs: list[int]) -> None:
+    """Launch `cubin` on the current context and copy the `outputs` arrays back into `values` in place."""
+    from cuda.bindings import driver
+
+    module = _ok(driver.cuModuleLoadData(cubin))
+    function = _ok(driver.cuModuleGetFunction(module, symbol.encode()))
+    pointers = {}
+    for i, v in enumerate(values):
+        if isinstance(v, np.ndarray):
+            pointers[i] = int(_ok(driver.cuMemAlloc(max(v.nbytes, 1))))
+            _ok(driver.cuMemcpyHtoD(pointers[i], np.ascontiguousarray(v).ctypes.data, v.nbytes))
+    packed = _pack(values, pointers)
+    params = np.array([p.ctypes.data for p in packed], dtype=np.uint64)
+    gx, gy, gz = (*grid, 1, 1)[:3]
+    _ok(driver.cuLaunchKernel(function, gx, gy, gz, 1, 1, 1, 0, 0, params.ctypes.data, 0))
+    _ok(driver.cuCtxSynchronize())
+    for i in outputs:
+        _ok(driver.cuMemcpyDtoH(values[i].ctypes.data, pointers[i], values[i].nbytes))
+    for p in pointers.values():
+        _ok(driver.cuMemFree(p))
+    _ok(driver.cuModuleUnload(module))
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_interpreter_matches_the_device(cutile_bytecode: dict[str, bytes], tmp_path: Path) -> None:
+    from cuda.bindings import driver
+
+    _ok(driver.cuInit(0))
+    device = _ok(driver.cuDeviceGet(0))
+    context = _ok(driver.cuDevicePrimaryCtxRetain(device))
+    _ok(driver.cuCtxSetCurrent(context))
+    attr = driver.CUdevice_attribute
+    major = _ok(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device))
+    minor = _ok(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device))
+    try:
+        for name, (grid, values, outputs) in _device_cases(np.random.default_rng(7)).items():
+            module = read_bytecode(cutile_bytecode[name])
+            on_cpu = [v.copy() if isinstance(v, np.ndarray) else v for v in values]
+            interp.launch(module, grid, _flatten(on_cpu))
+            cubin = _tileiras_cubin(cutile_bytecode[name], f"sm_{major}{minor}", tmp_path)
+            _run_on_device(cubin, module.functions[0].name, grid, values, outputs)
+            for i in outputs:
+                np.testing.assert_allclose(values[i], on_cpu[i], rtol=2e-5, atol=2e-5, err_msg=name)
+    finally:
+        _ok(driver.cuDevicePrimaryCtxRelease(device))
