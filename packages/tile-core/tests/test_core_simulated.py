@@ -38,7 +38,9 @@ class SimDriver:
 
     CU_MEMHOSTALLOC_PORTABLE = real.CU_MEMHOSTALLOC_PORTABLE
 
-    def __init__(self) -> None:
+    def __init__(self, devices: int = 1) -> None:
+        self.devices = devices
+        self.stream_devices: dict[int, int] = {}
         self.log: list[tuple[Any, ...]] = []
         self.device_mem: dict[int, np.ndarray] = {}
         self.host_mem: dict[int, np.ndarray] = {}
@@ -60,7 +62,7 @@ class SimDriver:
         return OK, 13000
 
     def cuDeviceGetCount(self) -> tuple[Any, int]:
-        return OK, 1
+        return OK, self.devices
 
     def cuDeviceGet(self, ordinal: int) -> tuple[Any, Any]:
         return OK, real.CUdevice(ordinal)
@@ -81,7 +83,7 @@ class SimDriver:
         return OK, 80 << 30
 
     def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple[Any, Any]:
-        return OK, real.CUcontext(0xC0)
+        return OK, real.CUcontext(0xC0 + int(dev))
 
     def cuCtxGetCurrent(self) -> tuple[Any, Any]:
         return OK, real.CUcontext(getattr(self.current, "ctx", 0))
@@ -103,7 +105,7 @@ class SimDriver:
 
     # memory
     def cuMemPoolCreate(self, props: Any) -> tuple[Any, Any]:
-        assert props.location.id == 0
+        assert 0 <= props.location.id < self.devices
         return OK, real.CUmemoryPool(next(self.ids))
 
     def cuMemPoolSetAttribute(self, pool: Any, attr: Any, value: Any) -> tuple[Any]:
@@ -182,6 +184,7 @@ class SimDriver:
         assert flags == int(real.CUstream_flags.CU_STREAM_NON_BLOCKING)
         handle = next(self.ids)
         self.priorities[handle] = priority
+        self.stream_devices[handle] = getattr(self.current, "ctx", 0xC0) - 0xC0
         return OK, real.CUstream(handle)
 
     def cuStreamDestroy(self, stream: Any) -> tuple[Any]:
@@ -199,7 +202,7 @@ class SimDriver:
         return OK, self.priorities.get(int(stream), 0)
 
     def cuStreamGetDevice(self, stream: Any) -> tuple[Any, Any]:
-        return OK, real.CUdevice(0)
+        return OK, real.CUdevice(self.stream_devices.get(int(stream), 0))
 
     def cuStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> tuple[Any]:
         self.log.append(("wait", int(stream), int(event)))
@@ -486,3 +489,23 @@ def test_invalidation_counter_moves_on_free_and_close(sim: SimDriver) -> None:
     tc.DeviceBuffer.allocate(8).free()
     tc.Stream().close()
     assert _stream.invalidation[0] == before + 2
+
+
+def test_memory_and_streams_of_another_device_are_refused(sim: SimDriver, vec_add: tc.Function) -> None:
+    sim.devices = 2
+    first, second = tc.Device(0), tc.Device(1)
+    assert first is not second
+    remote = tc.DeviceBuffer.allocate(512, device=second)
+    local = tc.DeviceBuffer.allocate(512, device=first)
+    assert remote.stream.device is second
+    launches = len(sim.kinds("launch"))
+    with pytest.raises(tc.WrongDeviceError, match="argument 0 lives on device 1 but the launch is on device 0"):
+        tc.launch(vec_add, 1, 1, [remote, 128, 1, local, 128, 1, local, 128, 1], signature=SIGNATURE)
+    with pytest.raises(tc.WrongDeviceError, match="belongs to device 1"):
+        tc.DeviceBuffer.allocate(64, device=first, stream=remote.stream)
+    with pytest.raises(tc.WrongDeviceError, match="stream of one of them"):
+        local.copy_from(np.zeros(4, np.uint8), stream=tc.Stream(second))
+    assert len(sim.kinds("launch")) == launches
+    assert sim.kinds("copy") == []
+    tc.copy(local, remote)  # device to device across devices is allowed (unified addressing)
+    assert sim.kinds("copy")[-1][1:4] == ("DtoD", local._ptr, remote._ptr)
