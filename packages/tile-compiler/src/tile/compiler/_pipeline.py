@@ -10,11 +10,13 @@ Invariant: the stage list is `STAGES`, in this order; nothing here caches by the
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tile.ir import SUPPORTED_VERSIONS, Module, Version
 
@@ -25,9 +27,20 @@ from ._knobs import KnobError
 from ._spec import CompileOptions, KernelABI, Specialization, Target
 from ._toolchain import Toolchain, ToolchainError
 
-__all__ = ["STAGES", "Clock", "Frontend", "choose_version", "ir_text", "run_backend", "run_frontend"]
+__all__ = [
+    "STAGES",
+    "Clock",
+    "Frontend",
+    "Stage",
+    "choose_version",
+    "finish_module",
+    "ir_text",
+    "run_backend",
+    "run_frontend",
+]
 
 STAGES = ("parse", "resolve", "typecheck", "lower", "verify", "bytecode", "cubin")
+"""Stage names in order: the front stages (`run_frontend`, a `Stage` table) then ``cubin`` (`run_backend`)."""
 
 
 @dataclass
@@ -85,7 +98,73 @@ def ir_text(module: Module) -> str:
     """The module in the text syntax ``tileirdisasm`` prints."""
     import tile.ir
 
-    return str(tile.ir.print_module(module))
+    return tile.ir.print_module(module)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What the front stages read besides their input."""
+
+    spec: Specialization
+    target: Target
+    version: Version
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A lowered kernel as the verify and bytecode stages see it (COMP's `LoweredKernel` has the same fields)."""
+
+    module: Module
+    abi: KernelABI
+
+
+def _front_stages() -> tuple[Stage, ...]:
+    import tile.ir
+
+    from ._lower import lower
+    from ._parse import parse
+    from ._resolve import resolve
+    from ._typecheck import typecheck
+
+    def verify(built: Any, job: _Job) -> Any:
+        tile.ir.verify(built.module, job.version)
+        return built
+
+    return (
+        Stage("parse", lambda fn, job: parse(fn), "ast", lambda tree: tree.dump()),
+        Stage("resolve", lambda tree, job: resolve(tree), "resolved", lambda resolved: resolved.dump()),
+        Stage("typecheck", lambda r, job: typecheck(r, job.spec, job.target), "typed", lambda typed: typed.dump()),
+        Stage("lower", lambda typed, job: lower(typed, job.target), "ir", lambda built: ir_text(built.module)),
+        Stage("verify", verify),
+        Stage("bytecode", lambda built, job: bytes(tile.ir.write_bytecode(built.module, job.version)), "bytecode"),
+    )
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of the pipeline: ``run(input, job) -> output``, dumped as ``dump`` by ``render``.
+
+    A stage whose ``render`` is None dumps its output as is (bytes go to a file); one without ``dump`` is not dumped.
+    """
+
+    name: str
+    run: Callable[[Any, Any], Any]
+    dump: str | None = None
+    render: Callable[[Any], str] | None = None
+
+
+def _run(stages: tuple[Stage, ...], value: Any, job: _Job, dumper: Dumper, clock: Clock) -> dict[str, Any]:
+    outputs: dict[str, Any] = {}
+    for stage in stages:
+        with clock.stage(stage.name):
+            value = outputs[stage.name] = stage.run(value, job)
+        if stage.dump is None:
+            continue
+        if stage.render is not None:
+            dumper.text(stage.dump, functools.partial(stage.render, value))
+        else:
+            dumper.binary(stage.dump, value)
+    return outputs
 
 
 def run_frontend(
@@ -98,36 +177,18 @@ def run_frontend(
     clock: Clock,
 ) -> Frontend:
     """Run parse → resolve → typecheck → lower → verify → bytecode on ``fn``."""
-    from ._lower import lower
-    from ._parse import parse
-    from ._resolve import resolve
-    from ._typecheck import typecheck
-
-    with clock.stage("parse"):
-        tree = parse(fn)
-    dumper.text("ast", tree.dump)
-    with clock.stage("resolve"):
-        resolved = resolve(tree)
-    dumper.text("resolved", resolved.dump)
-    with clock.stage("typecheck"):
-        typed = typecheck(resolved, spec, target)
-    dumper.text("typed", typed.dump)
-    with clock.stage("lower"):
-        lowered = lower(typed, target)
-    return finish_module(lowered.module, lowered.abi, version, dumper, clock)
+    out = _run(_front_stages(), fn, _Job(spec, target, Version(*version)), dumper, clock)
+    lowered = out["lower"]
+    return Frontend(lowered.abi.entry, lowered.module, lowered.abi, out["bytecode"], version)
 
 
 def finish_module(module: Module, abi: KernelABI, version: tuple[int, int], dumper: Dumper, clock: Clock) -> Frontend:
     """Run verify → bytecode on a built module (the back half's entry for modules built without the frontend)."""
-    import tile.ir
-
+    stages = _front_stages()
     dumper.text("ir", lambda: ir_text(module))
-    with clock.stage("verify"):
-        tile.ir.verify(module, Version(*version))
-    with clock.stage("bytecode"):
-        bytecode = bytes(tile.ir.write_bytecode(module, Version(*version)))
-    dumper.binary("bytecode", bytecode)
-    return Frontend(abi.entry, module, abi, bytecode, version)
+    job = _Job(Specialization(), Target.cpu(), Version(*version))
+    out = _run(stages[[s.name for s in stages].index("verify") :], _Built(module, abi), job, dumper, clock)
+    return Frontend(abi.entry, module, abi, out["bytecode"], version)
 
 
 def run_backend(
