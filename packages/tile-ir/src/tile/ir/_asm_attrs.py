@@ -28,6 +28,8 @@ from tile.ir._types import SCALARS, ScalarType, TileType, i32
 __all__ = [
     "dense_text",
     "element_text",
+    "enum_from_word",
+    "enum_word",
     "escape",
     "hints_text",
     "parse_dense",
@@ -39,6 +41,20 @@ __all__ = [
 ]
 
 _SCALARS = {s.name: s for s in SCALARS}
+
+
+_ENUM_WORDS = {"nsw": "no_signed_wrap", "nuw": "no_unsigned_wrap", "nw": "no_wrap"}
+_WORD_ENUMS = {v: k for k, v in _ENUM_WORDS.items()}
+
+
+def enum_word(member: object) -> str:
+    """The keyword of an enum member in `<...>` attribute syntax (integer overflow uses long names)."""
+    return _ENUM_WORDS.get(str(member), str(member))
+
+
+def enum_from_word(word: str) -> str:
+    """The inverse of `enum_word`: the member's short name."""
+    return _WORD_ENUMS.get(word, word)
 
 
 def escape(text: str) -> str:
@@ -118,9 +134,10 @@ def _untyped(attr: Attr) -> str:
 
 
 def hints_text(hints: OptimizationHints) -> str:
-    """``<arch = {key = value, ...}, ...>``."""
+    """``<arch = {key = value, ...}, ...>`` (keys sorted, as MLIR dictionaries print)."""
     archs = [
-        f"{arch} = {{{', '.join(f'{k} = {_untyped(v)}' for k, v in d.items)}}}" for arch, d in hints.by_arch
+        f"{arch} = {{{', '.join(f'{k} = {_untyped(v)}' for k, v in sorted(d.items))}}}"
+        for arch, d in sorted(hints.by_arch)
     ]
     return "<" + ", ".join(archs) + ">"
 

@@ -16,7 +16,7 @@ from tile.ir._asm_types import type_text, types_text
 from tile.ir._enums import AtomicRMWMode, MemoryOrdering, MemoryScope, MultimemReductionKind
 from tile.ir._ir import Block, Operation, Value
 from tile.ir._lexer import Lexer
-from tile.ir._types import TensorViewType, Type
+from tile.ir._types import PointerType, TensorViewType, TileType, Type
 
 if TYPE_CHECKING:
     from tile.ir._printer import _Printer
@@ -182,9 +182,7 @@ def _print_view_op(p: _Printer, op: Operation, indent: int) -> str:
     view, index = groups["view"][0], groups["index"]
     text = _memory_head(op)
     token_group = [s.name for s in _opdef(op).operands].index("token")
-    if op.name in ("load_view_tko", "multimem_load_reduce_view_tko"):
-        if op.name == "multimem_load_reduce_view_tko":
-            text += f" {op.attributes['reduction']}"
+    if op.name == "load_view_tko":
         text += _view_index(p, view, index) + _optionals(p, op, token_group)
         text += f" : {type_text(view.type)}{_index_types(index)} -> {type_text(op.results[0].type)}, token"
         return text
@@ -193,10 +191,65 @@ def _print_view_op(p: _Printer, op: Operation, indent: int) -> str:
         text += _view_index(p, view, index) + f", {op.attributes['mode']}, {p.ref(value[0])}"
         text += _optionals(p, op, token_group)
     else:
-        if op.name == "multimem_reduce_view_tko":
-            text += f" {op.attributes['reduction']}"
         text += f" {p.ref(value[0])}," + _view_index(p, view, index) + _optionals(p, op, token_group)
     return text + f" : {type_text(value[0].type)}, {type_text(view.type)}{_index_types(index)} -> token"
+
+
+def _print_multimem(p: _Printer, op: Operation, indent: int) -> str:
+    names = [s.name for s in _opdef(op).operands]
+    groups = {name: op.operand_group(i) for i, name in enumerate(names)}
+    view, index, tok = groups["view"][0], groups["index"], groups["token"]
+    tile = groups.get("tile", [])
+    text = _memory_head(op) + f" {p.ref(view)}" + (f", {p.ref(tile[0])}" if tile else "") + f"[{p.refs(index)}]"
+    if tok:
+        text += f" token = {p.ref(tok[0])}"
+    inbounds = op.attributes.get("inbounds")
+    flags = inbounds if isinstance(inbounds, tuple) and any(inbounds) else ()
+    # the inbounds directive prints its blank even when it prints nothing
+    text += f" inbounds = [{', '.join('true' if b else 'false' for b in flags)}]" if flags else " "
+    reduction = op.attributes.get("reduction")
+    if reduction is not None and int(reduction) != 0:  # type: ignore[call-overload]  # an IntEnum member
+        text += f" attributes {{reduction = #cuda_tile.multimem_reduction_kind<{reduction}>}}"
+    types = [view.type, *(v.type for v in tile), *(v.type for v in index), *(v.type for v in tok)]
+    results = types_text([r.type for r in op.results])
+    return text + f" : {types_text(types)} -> {results}"
+
+
+def _parse_multimem(name: str) -> Callable[[OpParser], Operation]:
+    def parse(parser: OpParser) -> Operation:
+        lex = parser.lex
+        attrs: dict[str, object] = {
+            "memory_ordering_semantics": parser.keyword_enum(MemoryOrdering, "a memory ordering")
+        }
+        if lex.peek_keyword() in {str(s) for s in MemoryScope}:
+            attrs["memory_scope"] = parser.keyword_enum(MemoryScope, "a memory scope")
+        view = parser.value()
+        tile = None
+        if lex.accept(","):
+            tile = parser.value()
+        lex.expect("[")
+        index = [] if lex.at("]") else parser.value_list()
+        lex.expect("]")
+        tok = _parse_optionals(parser, attrs)
+        if name != "multimem_store_view_tko":
+            attrs["reduction"] = MultimemReductionKind(0)
+        if lex.accept("attributes"):
+            lex.expect("{")
+            lex.expect("reduction")
+            lex.expect("=")
+            lex.expect("#cuda_tile.multimem_reduction_kind")
+            lex.expect("<")
+            attrs["reduction"] = parser.keyword_enum(MultimemReductionKind, "a reduction kind")
+            lex.expect(">")
+            lex.expect("}")
+        lex.expect(":")
+        parser.type_list()
+        lex.expect("->")
+        results = parser.type_list()
+        head: list[object] = [view] if tile is None else [view, tile]
+        return parser.make(name, [*head, index, tok[0] if tok else None], attrs, results)
+
+    return parse
 
 
 def _parse_optionals(parser: OpParser, attrs: dict[str, object]) -> list[Value]:
@@ -228,10 +281,8 @@ def _parse_view_op(name: str) -> Callable[[OpParser], Operation]:
         }
         if lex.peek_keyword() in {str(s) for s in MemoryScope}:
             attrs["memory_scope"] = parser.keyword_enum(MemoryScope, "a memory scope")
-        if name.startswith("multimem_") and name != "multimem_store_view_tko":
-            attrs["reduction"] = parser.keyword_enum(MultimemReductionKind, "a reduction kind")
         value: Value | None = None
-        if name not in ("load_view_tko", "multimem_load_reduce_view_tko", "atomic_red_view_tko"):
+        if name not in ("load_view_tko", "atomic_red_view_tko"):
             value = parser.value()
             lex.expect(",")
         view = parser.value()
@@ -256,13 +307,11 @@ def _parse_view_op(name: str) -> Callable[[OpParser], Operation]:
 
 
 def _view_groups(name: str, view: Value, index: list[Value], tok: list[Value], value: Value | None) -> list[object]:
-    if name in ("load_view_tko", "multimem_load_reduce_view_tko"):
+    if name == "load_view_tko":
         return [view, index, tok[0] if tok else None]
     if name == "store_view_tko":
         return [value, view, index, tok[0] if tok else None]
-    if name == "atomic_red_view_tko":
-        return [view, index, value, tok[0] if tok else None]
-    return [view, value, index, tok[0] if tok else None]
+    return [view, index, value, tok[0] if tok else None]
 
 
 # --- views and shapes ----------------------------------------------------------------------------------
@@ -278,10 +327,18 @@ def _print_tensor_view(p: _Printer, op: Operation, indent: int) -> str:
     t = op.results[0].type
     assert isinstance(t, TensorViewType)
     text = f" {p.ref(base[0])}, shape = [{_mixed(t.shape, shape, p)}], strides = [{_mixed(t.strides, strides, p)}] : "
+    if base[0].type != _plain_base(base[0].type):
+        text += type_text(base[0].type) + ", "  # a base with a pointer attribute is spelled out
     dyn = shape or strides
     if dyn:
         text += f"{type_text(dyn[0].type)} -> "
     return text + type_text(t)
+
+
+def _plain_base(t: Type) -> Type:
+    if isinstance(t, TileType) and isinstance(t.element, PointerType) and t.element.ptr_attr is not None:
+        return TileType(t.shape, PointerType(t.element.pointee))
+    return t
 
 
 def _parse_mixed(parser: OpParser) -> list[Value | int]:
@@ -307,7 +364,7 @@ def _parse_tensor_view(parser: OpParser) -> Operation:
     strides = _parse_mixed(parser)
     lex.expect(":")
     t = parser.type()
-    if lex.accept("->"):
+    while lex.accept(",") or lex.accept("->"):
         t = parser.type()
     dyn_shape = [v for v in shape if isinstance(v, Value)]
     dyn_strides = [v for v in strides if isinstance(v, Value)]
@@ -363,14 +420,11 @@ _CUSTOM: dict[str, tuple[PrintFn, ParseFn]] = {
     **{n: (_print_shape_query, _parse_shape_query(n)) for n in ("get_index_space_shape", "get_tensor_shape")},
     **{
         n: (_print_view_op, _parse_view_op(n))
-        for n in (
-            "load_view_tko",
-            "store_view_tko",
-            "atomic_red_view_tko",
-            "multimem_load_reduce_view_tko",
-            "multimem_reduce_view_tko",
-            "multimem_store_view_tko",
-        )
+        for n in ("load_view_tko", "store_view_tko", "atomic_red_view_tko")
+    },
+    **{
+        n: (_print_multimem, _parse_multimem(n))
+        for n in ("multimem_load_reduce_view_tko", "multimem_reduce_view_tko", "multimem_store_view_tko")
     },
 }
 

@@ -215,7 +215,7 @@ _FORMATS: dict[str, str] = {
     "mulhii": "$x `,` $y attr-dict `:` type($result)",
     "atan2": "$x `,` $y attr-dict `:` type($result)",
     "pow": "$source `,` $exponent attr-dict `:` type($result)",
-    "fpowi": "$source `,` $exponent attr-dict `:` type($source) `,` type($exponent) `->` type($result)",
+    "fpowi": "$source `,` $exponent attr-dict `:` type($source) `,` type($exponent)",
     "divi": "$lhs `,` $rhs custom<Keyword>($signedness) (`rounding` `` $rounding^)? attr-dict `:` type($result)",
     "negi": "$source (`overflow` `` $overflow^)? attr-dict `:` type($result)",
     "exp": "$source custom<Rounding>($rounding_mode) attr-dict `:` type($result)",
@@ -239,7 +239,7 @@ _FORMATS: dict[str, str] = {
     "insert": "$source `,` $destination `[` $indices `]` attr-dict `:` type($source) `,` type($destination)",
     "iota": "attr-dict `:` type($result)",
     "constant": "custom<Dense>($value) attr-dict",
-    "get_global": "$name attr-dict `:` type($result)",
+    "get_global": "custom<Symbol>($name) attr-dict `:` type($result)",
     "get_tile_block_id": "attr-dict `:` type($blockId_x)",
     "get_num_tile_blocks": "attr-dict `:` type($gridSize_x)",
     "make_token": "attr-dict `:` type($result)",
@@ -275,7 +275,7 @@ _FORMATS: dict[str, str] = {
     "attr-dict",
     "gdc_launch_dependents_tko": "(`token` `=` $token^)? attr-dict `->` type($result_token)",
     "gdc_wait_tko": "(`token` `=` $token^)? attr-dict `->` type($result_token)",
-    "memory_fence_alias_tko": "`token` `=` $token attr-dict `->` type($result_token)",
+    "memory_fence_alias_tko": "$token attr-dict",
 }
 
 # When a result's type is not spelled, it is the type of this operand (or of the first spelled result).
@@ -285,6 +285,8 @@ RESULT_TYPE_FROM: dict[str, str] = {
     "mmaf_scaled": "acc",
     "assume": "value",
     "insert": "destination",
+    "fpowi": "source",
+    "memory_fence_alias_tko": "token",
 }
 
 

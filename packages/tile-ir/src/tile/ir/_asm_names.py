@@ -65,7 +65,8 @@ def _constant_name(op: Operation) -> str:
     width = max(elem.bits // 8, 1)
     splat = len(attr.data) <= width
     if elem.name == "i1":
-        bits = {b != 0 for b in attr.data} if splat else _bits(attr.data, t)
+        splat = len(attr.data) == 1 and attr.data[0] in (0, 0xFF)
+        bits = {attr.data[0] != 0} if splat else _bits(attr.data, t)
         return "true" if bits == {True} else "false" if bits == {False} else "cst_i1"
     name = "cst"
     if splat:
@@ -141,6 +142,9 @@ def _block_arg_names(op: Operation | None, block: Block) -> list[str | None]:
 
 def _name_op(op: Operation, scope: _Scope, names: Names) -> None:
     if not op.results:
+        if op.name == "print_tko":  # 13.1 print has no result, but tileirdisasm numbers the token it adds
+            names.groups[op] = [(f"%{scope.value_id}", 1)]
+            scope.value_id += 1
         return
     if op.name in _HOOKED:
         named = {0: n} if (n := _suggested(op, 0)) is not None else {}

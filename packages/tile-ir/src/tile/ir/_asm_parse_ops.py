@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tile.ir._asm_attrs import parse_dense, parse_hints, parse_identities, parse_predicate
+from tile.ir._asm_attrs import enum_from_word, parse_dense, parse_hints, parse_identities, parse_predicate
 from tile.ir._asm_formats import RESULT_TYPE_FROM, AttrDict, Custom, Element, Lit, OIList, Optional, Ref, TypeOf, Ws
 from tile.ir._attrs import ArrayAttr
 from tile.ir._enums import RoundingMode
@@ -103,7 +103,12 @@ class _OpText:
             self.attrs[name] = True
         elif spec.kind is AttrKind.ENUM:
             lex.expect("<")
-            self.attrs[name] = self.p.keyword_enum(spec.enum, name.replace("_", " "))
+            start = lex.pos
+            word = enum_from_word(lex.keyword(name.replace("_", " ")))
+            members = {str(m): m for m in spec.enum}
+            if word not in members:
+                raise lex.error(f"unknown {name.replace('_', ' ')} '{word}'", start)
+            self.attrs[name] = members[word]
             lex.expect(">")
         elif spec.kind is AttrKind.INT:
             self.attrs[name] = lex.integer()
@@ -159,6 +164,8 @@ class _OpText:
             self.result_types["result"] = dense.type
         elif e.kind == "Predicate":
             self.attrs[e.name] = parse_predicate(lex)
+        elif e.kind == "Symbol":
+            self.attrs[e.name] = lex.symbol()
 
     def region(self, e: Custom) -> None:
         op = self.build()

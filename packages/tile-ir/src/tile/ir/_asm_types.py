@@ -13,6 +13,7 @@ from tile.ir._types import (
     GatherScatterViewType,
     Padding,
     PartitionViewType,
+    PointerAttr,
     PointerType,
     ScalarType,
     StridedViewType,
@@ -48,13 +49,15 @@ def type_text(t: Type) -> str:
     if isinstance(t, TokenType):
         return "token"
     if isinstance(t, PointerType):
-        return f"ptr<{t.pointee.name}>"
+        attr = "" if t.ptr_attr is None else f", <{PointerAttr(t.ptr_attr)}>"
+        return f"ptr<{t.pointee.name}{attr}>"
     if isinstance(t, TileType):
         return f"tile<{''.join(f'{d}x' for d in t.shape)}{type_text(t.element)}>"
     if isinstance(t, TensorViewType):
         dims = "".join(f"{_extent(d)}x" for d in t.shape)
         strides = f", strides=[{','.join(_extent(s) for s in t.strides)}]" if t.shape else ""
-        return f"tensor_view<{dims}{t.element.name}{strides}>"
+        attr = "" if t.ptr_attr is None else f", #cuda_tile.ptr_attr<{PointerAttr(t.ptr_attr)}>"
+        return f"tensor_view<{dims}{t.element.name}{strides}{attr}>"
     if isinstance(t, PartitionViewType):
         shape = "x".join(map(str, t.tile_shape))
         return f"partition_view<tile=({shape}), {_padding(t.padding)}{type_text(t.tensor_view)}{_dim_map(t.dim_map)}>"
@@ -105,12 +108,26 @@ def _shape_and_element(lex: Lexer, allow_dynamic: bool) -> tuple[list[int | None
     return dims, element
 
 
+def _ptr_attr(lex: Lexer) -> int:
+    start = lex.pos
+    word = lex.keyword("a pointer attribute")
+    names = {str(a): a for a in PointerAttr}
+    if word not in names:
+        raise lex.error(f"unknown pointer attribute '{word}'; expected one of {', '.join(names)}", start)
+    return int(names[word])
+
+
 def _pointer(lex: Lexer) -> PointerType:
     lex.expect("ptr")
     lex.expect("<")
     pointee = _scalar(lex)
+    attr = None
+    if lex.accept(","):
+        lex.expect("<")
+        attr = _ptr_attr(lex)
+        lex.expect(">")
     lex.expect(">")
-    return PointerType(pointee)
+    return PointerType(pointee, ptr_attr=attr)
 
 
 def _int_list(lex: Lexer, open_: str, close: str, sep: str) -> list[int]:
@@ -169,10 +186,16 @@ def _tensor_view(lex: Lexer) -> TensorViewType:
             if strides:
                 lex.expect(",")
             strides.append(None if lex.accept("?") else lex.integer())
+    attr = None
+    if lex.accept(","):
+        lex.expect("#cuda_tile.ptr_attr")
+        lex.expect("<")
+        attr = _ptr_attr(lex)
+        lex.expect(">")
     lex.expect(">")
     if not isinstance(element, ScalarType):
         raise lex.error("a tensor_view element must be a number type")
-    return TensorViewType(element, tuple(dims), tuple(strides))
+    return TensorViewType(element, tuple(dims), tuple(strides), ptr_attr=attr)
 
 
 def _view(lex: Lexer, kind: str) -> Type:

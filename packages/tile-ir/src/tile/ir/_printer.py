@@ -8,7 +8,7 @@ format are printed by interpreting it (`tile.ir._asm_formats`); the rest by `til
 
 from __future__ import annotations
 
-from tile.ir._asm_attrs import dense_text, escape, hints_text, predicate_text, typed_attr_text
+from tile.ir._asm_attrs import dense_text, enum_word, escape, hints_text, predicate_text, typed_attr_text
 from tile.ir._asm_formats import (
     AttrDict,
     Custom,
@@ -46,10 +46,11 @@ def print_function(fn: Function) -> str:
 
 
 def _global_text(g: Global) -> str:
+    # The visibility directive prints "private " (with its own blank) or nothing, after the usual blank.
     vis = "" if g.visibility == 0 else f"{g.visibility} "
-    const = "constant " if g.constant else ""
+    const = " constant" if g.constant else ""
     align = f" alignment = {g.alignment}" if g.alignment else ""
-    return f"global {vis}{const}@{g.name}{align} {dense_text(g.value)}\n"
+    return f"global {vis}{const} @{g.name}{align} {dense_text(g.value)}\n"
 
 
 class _Printer:
@@ -71,7 +72,7 @@ class _Printer:
         return "{\n" + body + " " * indent + "}"
 
     def op_line(self, op: Operation, indent: int) -> str:
-        head = f"{self.names.results(op)} = " if op.results else ""
+        head = f"{self.names.results(op)} = " if op in self.names.groups else ""
         return " " * indent + head + MNEMONICS.get(op.name, op.name) + self.rest(op, indent)
 
     def rest(self, op: Operation, indent: int) -> str:
@@ -140,12 +141,13 @@ class _Render:
     def group(self, name: str) -> list[Value] | None:
         for i, spec in enumerate(self.opdef.operands):
             if spec.name == name:
-                return self.op.operand_group(i)
+                # a 13.1 print_tko carries no token group at all
+                return self.op.operand_group(i) if i < len(self.op.segments) else []
         if name == "results":
             return self.op.results
         for i, r in enumerate(self.opdef.results):
             if r.name == name:
-                return [self.op.results[i]]
+                return self.op.results[i : i + 1]
         return None
 
     def present(self, name: str) -> bool:
@@ -164,6 +166,8 @@ class _Render:
         if isinstance(e, TypeOf):
             values = self.group(e.name)
             assert values is not None, e.name
+            if not values and e.name == "result_token":
+                return "token"  # 13.1 print has no result; tileirdisasm shows the token it adds
             return types_text([v.type for v in values])
         if isinstance(e, Custom):
             return self.custom(e)
@@ -177,7 +181,7 @@ class _Render:
         spec = self.opdef.attr(name)
         value = self.op.attributes.get(name, spec.default)
         if spec.kind is AttrKind.ENUM:
-            return f"<{value}>"
+            return f"<{enum_word(value)}>"
         if spec.kind is AttrKind.BOOL:
             return "true" if value else "false"
         if spec.kind is AttrKind.STRING:
@@ -212,6 +216,8 @@ class _Render:
             return dense_text(value)
         if e.kind == "Predicate":
             return predicate_text(value)
+        if e.kind == "Symbol":
+            return f"@{value}"
         raise ValueError(f"unknown directive custom<{e.kind}>")
 
 
