@@ -16,6 +16,7 @@ from tile.ir import (
     V13_3,
     V13_5,
     Builder,
+    FloatAttr,
     Function,
     FunctionType,
     Module,
@@ -225,3 +226,24 @@ def test_cat_and_shape_queries() -> None:
     problems = _problems(body)
     assert any("cat result must be tile<32xf32>" in p for p in problems)
     assert any("needs 1 results" in p for p in problems)
+
+
+def test_print_format_must_match_its_arguments() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        b.print_tko("%d and %f, 100%%\n", [fn.params[0]])
+        b.return_()
+
+    assert any("2 conversions for 1 arguments" in p for p in _problems(body))
+
+
+def test_mma_element_types_and_reduce_shapes() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        a = b.constant(1.0, tile((16, 16), f32))
+        b.mmaf(a, a, b.constant(0.0, tile((16, 16), f16)), result_type=tile((16, 16), f16))
+        with b.reduce([a], 0, [FloatAttr.of(f32, 0.0)], result_types=[tile((8,), f32)]) as r:
+            b.yield_([b.addf(r.args[0], r.args[1])])
+        b.return_()
+
+    problems = _problems(body)
+    assert any("unsupported element types f32 x f32 -> f16" in p for p in problems)
+    assert any("reduce result must be tile<16xf32>" in p for p in problems)

@@ -183,7 +183,6 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "cat": _cat,
     "iota": _iota,
     "assert": _assert,
-    "print_tko": token_problems,
     "atomic_red_view_tko": token_problems,
     "gdc_launch_dependents_tko": token_problems,
     "gdc_wait_tko": token_problems,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from tile.ir._ir import Operation
 from tile.ir._types import PartitionViewType, PointerType, ScalarType, TileType, TokenType, Type, i1
 from tile.ir._verify_memory import MEMORY_RULES, token_problems
+from tile.ir._verify_misc import MISC_RULES, MMA_ELEMENT_RULE, PRINT_RULE
 
 __all__ = ["type_problems"]
 
@@ -143,11 +144,6 @@ def _constant(op: Operation) -> list[str]:
     return []
 
 
-def _same_as_operand(op: Operation) -> list[str]:
-    got, want = op.results[0].type, op.operands[0].type
-    return [] if got == want else [f"result type {got} must equal operand type {want}"]
-
-
 def _tokens(op: Operation) -> list[str]:
     bad = [v for v in op.operands if not isinstance(v.type, TokenType)]
     return [f"expects token operands, got {bad[0].type}"] if bad else []
@@ -171,6 +167,7 @@ def _view_access(op: Operation) -> list[str]:
 
 _RULES: dict[str, Callable[[Operation], list[str]]] = {
     **MEMORY_RULES,
+    **MISC_RULES,
     **{name: _same_all("float") for name in _FLOAT_SAME.split()},
     **{name: _same_all("int") for name in _INT_SAME.split()},
     "cmpf": _compare("float"),
@@ -185,10 +182,10 @@ _RULES: dict[str, Callable[[Operation], list[str]]] = {
     "broadcast": _broadcast,
     "reshape": _reshape,
     "permute": _permute,
-    "mmaf": _mma,
-    "mmai": _mma,
+    "mmaf": lambda op: _mma(op) or MMA_ELEMENT_RULE(op),
+    "mmai": lambda op: _mma(op) or MMA_ELEMENT_RULE(op),
+    "print_tko": lambda op: token_problems(op) + PRINT_RULE(op),
     "constant": _constant,
-    "assume": _same_as_operand,
     "join_tokens": _tokens,
     "memory_fence_alias_tko": _tokens,
     "load_view_tko": _view_access,

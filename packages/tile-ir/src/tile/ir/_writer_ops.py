@@ -28,7 +28,7 @@ class BodyWriter:
         self.version = tables.version
         self.where = f"@{function_name}"
         self.ids: dict[Value, int] = {}
-        self.next_id = 0
+        self.order: list[Value] = []  # live values by id (ids are dense: a value's id is its position)
         self.locs: list[int] = []
 
     def body(self, block: Block) -> bytes:
@@ -41,8 +41,8 @@ class BodyWriter:
 
     def _define(self, values: Sequence[Value]) -> None:
         for v in values:
-            self.ids[v] = self.next_id
-            self.next_id += 1
+            self.ids[v] = len(self.order)
+            self.order.append(v)
 
     def _id(self, value: Value, op: Operation) -> int:
         found = self.ids.get(value)
@@ -168,10 +168,12 @@ class BodyWriter:
                 self._block(block, out)
 
     def _block(self, block: Block, out: ByteWriter) -> None:
-        saved_next, saved_ids = self.next_id, dict(self.ids)
+        live = len(self.order)
         out.varints(self.tables.type(a.type) for a in block.args)
         self._define(block.args)
         out.varint(len(block.ops))
         for op in block.ops:
             self.op(op, out)
-        self.next_id, self.ids = saved_next, saved_ids
+        for value in self.order[live:]:
+            del self.ids[value]
+        del self.order[live:]
