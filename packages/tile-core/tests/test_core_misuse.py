@@ -19,7 +19,7 @@ from cuda.bindings import driver as cu
 import tile.bindings as tb
 import tile.core as tc
 from tile.bindings import _driver
-from tile.core._buffer import _Uses
+from tile.core._buffer import Uses
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def fake_buffer(nbytes: int = 64) -> tc.DeviceBuffer:
     fake_device: Any = FakeDevice()
     fake_stream: Any = FakeStream()
     buffer._ptr, buffer.nbytes, buffer.device, buffer.stream = 0x7F0000000000, nbytes, fake_device, fake_stream
-    buffer._freed, buffer._uses, buffer._foreign_streams, buffer._ordered = False, _Uses(), set(), {0x5}
+    buffer._freed, buffer._uses, buffer._foreign_streams, buffer._ordered = False, Uses(), set(), {0x5}
     return buffer
 
 

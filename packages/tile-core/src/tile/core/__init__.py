@@ -75,7 +75,7 @@ must be ordered by the caller (``Stream.wait``).
 """
 
 from tile.core._args import KINDS, ArgKind, PackedArgs, pack_args, param_layout
-from tile.core._buffer import DeviceBuffer, PinnedBuffer
+from tile.core._buffer import DeviceBuffer
 from tile.core._context import Device, MemoryPool
 from tile.core._copy import copy
 from tile.core._cubin import cubin_arch
@@ -91,10 +91,12 @@ from tile.core._errors import (
     UseAfterFreeError,
     WrongDeviceError,
 )
+from tile.core._event import Event
 from tile.core._foreign import borrow
 from tile.core._launch import PreparedLaunch, launch, prepare
 from tile.core._module import Function, Module
-from tile.core._stream import Event, Stream
+from tile.core._pinned import PinnedBuffer
+from tile.core._stream import Stream
 from tile.core._view import DeviceView
 
 __all__ = [

@@ -1,13 +1,11 @@
-"""Owned device memory (stream-ordered, freed exactly once) and page-locked host memory.
+"""Owned device memory: stream-ordered, freed exactly once, never under pending work.
 
-Invariants of :class:`DeviceBuffer`: allocated with ``cuMemAllocFromPoolAsync`` on its home ``stream`` from Tile's
+Invariants: allocated with ``cuMemAllocFromPoolAsync`` on its home ``stream`` from Tile's
 pool; freed with ``cuMemFreeAsync`` exactly once - by :meth:`free`, ``with``, or the garbage collector - on the home
 stream after that stream waits for every use recorded on other streams (:meth:`record_use`), so the memory is
 never released under pending work; a free is never enqueued on a capturing stream (it is deferred until the
 capture ends); any use of a freed buffer raises :class:`UseAfterFreeError` before touching the driver; an
 explicit free while a DLPack consumer still views the memory raises :class:`StateError` and frees nothing.
-:class:`PinnedBuffer` memory lives while any reference (numpy views included) does and is released by the garbage
-collector after its recorded uses complete.
 """
 
 from __future__ import annotations
@@ -23,13 +21,14 @@ from tile.bindings import check
 from tile.core import _dlpack
 from tile.core._context import Device
 from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
+from tile.core._event import Event
 from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
-from tile.core._stream import Event, Stream, as_stream, invalidation, open_successor
+from tile.core._stream import Stream, as_stream, invalidation, open_successor
 
 if TYPE_CHECKING:
     from tile.core._view import DeviceView
 
-__all__ = ["DeviceBuffer", "PinnedBuffer"]
+__all__ = ["DeviceBuffer", "Uses"]
 
 _deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
 _deferred: list[tuple[int, Stream]] = []  # frees that met a capturing stream, retried later
@@ -65,7 +64,7 @@ def _wait_foreign(home: Stream, handle: int) -> None:
     home.wait(event)
 
 
-class _Uses:
+class Uses:
     """Events recorded on streams other than the home stream, pruned as they complete."""
 
     __slots__ = ("events",)
@@ -90,7 +89,7 @@ class DeviceBuffer:
     stream: Stream
     _ptr: int
     _freed: bool
-    _uses: _Uses
+    _uses: Uses
     _foreign_streams: set[int]
     _ordered: set[int]
 
@@ -115,7 +114,7 @@ class DeviceBuffer:
         ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, home._raw), "cuMemAllocFromPoolAsync")
         self = cls.__new__(cls)
         self._ptr, self.nbytes, self.device, self.stream = int(ptr), int(nbytes), device, home
-        self._freed, self._uses, self._foreign_streams = False, _Uses(), set[int]()
+        self._freed, self._uses, self._foreign_streams = False, Uses(), set[int]()
         self._ordered = {home.handle}
         return self
 
@@ -259,72 +258,3 @@ class DeviceBuffer:
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (_dlpack.KDL_CUDA, self.device.ordinal)
-
-
-class PinnedBuffer:
-    """Page-locked host memory: the fast, truly asynchronous side of host<->device copies.
-
-    Make one with :meth:`allocate` or :meth:`empty`; ``.array`` is a numpy view that keeps the memory alive.
-    """
-
-    nbytes: int
-    ptr: int
-    _uses: _Uses
-    _freed: bool
-    _dtype: np.dtype[Any]
-    _shape: tuple[int, ...]
-
-    def __init__(self) -> None:
-        raise TypeError("use PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
-
-    @classmethod
-    def allocate(cls, nbytes: int, *, device: Device | None = None) -> PinnedBuffer:
-        """Allocate ``nbytes`` (> 0) of pinned host memory, usable from every context."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
-            raise LayoutMismatchError(f"cannot allocate {nbytes!r} pinned bytes: pass a positive int")
-        d = tb.driver()
-        (device or Device(0)).make_current()
-        flags = d.CU_MEMHOSTALLOC_PORTABLE
-        ptr = check(d.cuMemHostAlloc(int(nbytes), flags), "cuMemHostAlloc")
-        self = cls.__new__(cls)
-        self.ptr, self.nbytes, self._uses, self._freed = int(ptr), int(nbytes), _Uses(), False
-        self._dtype, self._shape = np.dtype(np.uint8), (int(nbytes),)
-        return self
-
-    @classmethod
-    def empty(cls, shape: int | tuple[int, ...], dtype: Any = np.float32) -> PinnedBuffer:
-        """Allocate pinned memory for an array of ``shape`` and ``dtype`` (see ``.array``)."""
-        dt, dims = as_dtype(dtype), as_shape(shape)
-        self = cls.allocate(max(int(np.prod(dims)) * dt.itemsize, 1))
-        self._dtype, self._shape = dt, dims
-        return self
-
-    def __repr__(self) -> str:
-        return f"<PinnedBuffer {self.nbytes} bytes at 0x{self.ptr:x}>"
-
-    @property
-    def __array_interface__(self) -> dict[str, Any]:
-        return {
-            "shape": self._shape,
-            "typestr": self._dtype.str,
-            "descr": self._dtype.descr,
-            "data": (self.ptr, False),
-            "version": 3,
-        }
-
-    @property
-    def array(self) -> np.ndarray[Any, Any]:
-        """A numpy array over the memory (its base is this buffer, so the memory outlives it)."""
-        return np.asarray(self).view(self._dtype) if self._dtype.name == "bfloat16" else np.asarray(self)
-
-    def record_use(self, stream: Stream) -> None:
-        """Note that work queued on ``stream`` reads or writes this memory: release waits for it."""
-        self._uses.add(stream)
-
-    def __del__(self) -> None:
-        if not getattr(self, "_freed", True):
-            self._freed = True
-            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
-                for event in self._uses.events:
-                    event.synchronize()
-                tb.driver().cuMemFreeHost(self.ptr)

@@ -17,7 +17,8 @@ from tile.bindings import check
 
 if TYPE_CHECKING:
     from tile.core._buffer import DeviceBuffer
-    from tile.core._stream import Event, Stream
+    from tile.core._event import Event
+    from tile.core._stream import Stream
 
 __all__ = ["Device", "MemoryPool"]
 
@@ -200,7 +201,7 @@ class Device:
 
     def create_event(self, *, timing: bool = False, blocking_sync: bool = False) -> Event:
         """Create an event; ``blocking_sync`` makes waiting threads sleep instead of spin."""
-        from tile.core._stream import Event
+        from tile.core._event import Event
 
         return Event(self, timing=timing, blocking_sync=blocking_sync)
 

@@ -16,9 +16,10 @@ import numpy as np
 
 import tile.bindings as tb
 from tile.bindings import check
-from tile.core._buffer import DeviceBuffer, PinnedBuffer
+from tile.core._buffer import DeviceBuffer
 from tile.core._errors import LayoutMismatchError, WrongDeviceError
 from tile.core._layout import as_dtype, check_span
+from tile.core._pinned import PinnedBuffer
 from tile.core._stream import Stream, as_stream
 from tile.core._view import DeviceView
 

@@ -14,14 +14,13 @@ from typing import Any
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._context import Device
-from tile.core._errors import NullHandleError, StateError, StreamClosedError, UseAfterFreeError, WrongDeviceError
+from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError
+from tile.core._event import NOT_READY, Event
 
-__all__ = ["Event", "Stream", "as_stream", "invalidation", "open_successor"]
+__all__ = ["Stream", "as_stream", "invalidation", "open_successor"]
 
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
-
-_NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query's "still running", not a failure
 
 
 class Stream:
@@ -123,7 +122,7 @@ class Stream:
         """Return True when all queued work is done, False while some runs; raises on a sticky fault."""
         self._check_open()
         (err,) = tb.driver().cuStreamQuery(self._raw)
-        if err == _NOT_READY:
+        if err == NOT_READY:
             return False
         check(err, "cuStreamQuery")
         return True
@@ -221,79 +220,3 @@ def as_stream(stream: object, device: Device) -> Stream:
             "use a stream of the same device"
         )
     return result
-
-
-class Event:
-    """A CUDA event: a marker recorded on a stream that others can wait for or time against.
-
-    Parameters
-    ----------
-    device : Device, optional
-        Device 0 when omitted.
-    timing : bool
-        Enable :meth:`elapsed_ms` (costs a little on record).
-    blocking_sync : bool
-        Make :meth:`synchronize` sleep instead of spin.
-    """
-
-    def __init__(self, device: Device | None = None, *, timing: bool = False, blocking_sync: bool = False) -> None:
-        d = tb.driver()
-        self.device = device if device is not None else Device(0)
-        self.device.make_current()
-        flags = 0 if timing else int(d.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-        flags |= int(d.CUevent_flags.CU_EVENT_BLOCKING_SYNC) if blocking_sync else 0
-        self._raw = check(d.cuEventCreate(flags), "cuEventCreate")
-        self.handle = int(self._raw)
-        self.timing = timing
-        self._closed = False
-        self._recorded = False
-
-    def __repr__(self) -> str:
-        return f"<Event 0x{self.handle:x} on device {self.device.ordinal}{', closed' if self._closed else ''}>"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UseAfterFreeError(f"{self!r} was closed: create a new Event")
-
-    def record(self, stream: Stream) -> None:
-        """Record the event at the current end of ``stream``."""
-        self._check_open()
-        stream._check_open()
-        check(tb.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
-        self._recorded = True
-
-    def query(self) -> bool:
-        """Return True when the work before the recorded point is done (True for a never-recorded event)."""
-        self._check_open()
-        (err,) = tb.driver().cuEventQuery(self._raw)
-        if err == _NOT_READY:
-            return False
-        check(err, "cuEventQuery")
-        return True
-
-    def synchronize(self) -> None:
-        """Block until the work before the recorded point is done."""
-        self._check_open()
-        check(tb.driver().cuEventSynchronize(self._raw), "cuEventSynchronize")
-
-    def elapsed_ms(self, since: Event) -> float:
-        """Milliseconds between ``since`` and this event (both recorded, completed, and created with timing)."""
-        for event in (since, self):
-            event._check_open()
-            if not event.timing:
-                raise StateError(f"{event!r} was created without timing: use Event(timing=True)")
-            if not event._recorded:
-                raise StateError(f"{event!r} was never recorded: call stream.record(event) first")
-        return float(check(tb.driver().cuEventElapsedTime(since._raw, self._raw), "cuEventElapsedTime"))
-
-    def close(self) -> None:
-        """Destroy the event (a pending record still completes); idempotent."""
-        if not self._closed:
-            self._closed = True
-            check(tb.driver().cuEventDestroy(self._raw), "cuEventDestroy")
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            self._closed = True
-            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
-                tb.driver().cuEventDestroy(self._raw)

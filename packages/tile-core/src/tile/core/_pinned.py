@@ -1,0 +1,92 @@
+"""Page-locked (pinned) host memory: the fast, truly asynchronous side of host<->device copies.
+
+Invariants: the memory lives while any reference does - numpy arrays from ``.array`` included, whose base is the
+buffer - and is released by the garbage collector only after every use recorded on a stream has completed, so an
+asynchronous copy can never read or write freed host memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+import tile.bindings as tb
+from tile.bindings import check
+from tile.core._buffer import Uses
+from tile.core._context import Device
+from tile.core._errors import LayoutMismatchError
+from tile.core._layout import as_dtype, as_shape
+from tile.core._stream import Stream
+
+__all__ = ["PinnedBuffer"]
+
+
+class PinnedBuffer:
+    """Page-locked host memory: the fast, truly asynchronous side of host<->device copies.
+
+    Make one with :meth:`allocate` or :meth:`empty`; ``.array`` is a numpy view that keeps the memory alive.
+    """
+
+    nbytes: int
+    ptr: int
+    _uses: Uses
+    _freed: bool
+    _dtype: np.dtype[Any]
+    _shape: tuple[int, ...]
+
+    def __init__(self) -> None:
+        raise TypeError("use PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
+
+    @classmethod
+    def allocate(cls, nbytes: int, *, device: Device | None = None) -> PinnedBuffer:
+        """Allocate ``nbytes`` (> 0) of pinned host memory, usable from every context."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+            raise LayoutMismatchError(f"cannot allocate {nbytes!r} pinned bytes: pass a positive int")
+        d = tb.driver()
+        (device or Device(0)).make_current()
+        flags = d.CU_MEMHOSTALLOC_PORTABLE
+        ptr = check(d.cuMemHostAlloc(int(nbytes), flags), "cuMemHostAlloc")
+        self = cls.__new__(cls)
+        self.ptr, self.nbytes, self._uses, self._freed = int(ptr), int(nbytes), Uses(), False
+        self._dtype, self._shape = np.dtype(np.uint8), (int(nbytes),)
+        return self
+
+    @classmethod
+    def empty(cls, shape: int | tuple[int, ...], dtype: Any = np.float32) -> PinnedBuffer:
+        """Allocate pinned memory for an array of ``shape`` and ``dtype`` (see ``.array``)."""
+        dt, dims = as_dtype(dtype), as_shape(shape)
+        self = cls.allocate(max(int(np.prod(dims)) * dt.itemsize, 1))
+        self._dtype, self._shape = dt, dims
+        return self
+
+    def __repr__(self) -> str:
+        return f"<PinnedBuffer {self.nbytes} bytes at 0x{self.ptr:x}>"
+
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        return {
+            "shape": self._shape,
+            "typestr": self._dtype.str,
+            "descr": self._dtype.descr,
+            "data": (self.ptr, False),
+            "version": 3,
+        }
+
+    @property
+    def array(self) -> np.ndarray[Any, Any]:
+        """A numpy array over the memory (its base is this buffer, so the memory outlives it)."""
+        return np.asarray(self).view(self._dtype) if self._dtype.name == "bfloat16" else np.asarray(self)
+
+    def record_use(self, stream: Stream) -> None:
+        """Note that work queued on ``stream`` reads or writes this memory: release waits for it."""
+        self._uses.add(stream)
+
+    def __del__(self) -> None:
+        if not getattr(self, "_freed", True):
+            self._freed = True
+            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+                for event in self._uses.events:
+                    event.synchronize()
+                tb.driver().cuMemFreeHost(self.ptr)
