@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -19,7 +20,8 @@ def test_device_properties(device: tc.Device, gpu_summary: list[str]) -> None:
     assert device.sm_count > 0
     assert device.l2_cache_size > 0
     free, total = device.mem_info()
-    assert 0 < free <= total == device.total_memory
+    assert 0 < free <= total
+    assert abs(total - device.total_memory) <= 1 << 30
     gpu_summary.append(f"device: {device.name} ({device.arch}, {device.sm_count} SMs)")
 
 
@@ -114,6 +116,7 @@ def test_free_waits_for_uses_on_other_streams(device: tc.Device) -> None:
 
 def test_pool_returns_to_baseline(device: tc.Device) -> None:
     pool = device.memory_pool
+    gc.collect()  # buffers dropped by earlier tests are freed now, not in the middle of the measurement
     device.synchronize()
     before = pool.used_bytes
     buffers = [tc.DeviceBuffer.allocate(1 << 20, device=device) for _ in range(32)]
