@@ -1,11 +1,13 @@
-"""Properties of view addressing, checked on random shapes: a tiled copy reproduces its input whatever the tile
-shape, dim_map or overhang, and loading through ``dim_map=[1, 0]`` is a transpose; neither is a race."""
+"""Properties checked on random inputs: a tiled copy reproduces its input whatever the tile shape, dim_map or
+overhang; loading through ``dim_map=[1, 0]`` is a transpose; and the race detector flags a data-dependent tile
+store exactly when two blocks pick the same tile."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +24,7 @@ from tile.ir import (
     interp,
     ptr,
     scalar,
+    tile,
 )
 
 I32 = scalar(i32)
@@ -68,3 +71,36 @@ def test_dim_map_swap_loads_transposed_tiles(rows: int, cols: int, tr: int, tc: 
     dst = PartitionViewType((tc, tr), TV, (0, 1))
     interp.launch(_copy_kernel(src, dst), (-(-cols // tc), -(-rows // tr)), _args(x, y))
     np.testing.assert_array_equal(y, x.T)
+
+
+def _scatter_tiles_kernel() -> Module:
+    """Block b stores a tile of 4 values at the tile index dest[b] of z (an unchecked, data-dependent store)."""
+    tv1 = TensorViewType(f32, (None,), (None,))
+    fn = Function("scatter_tiles", FunctionType((scalar(ptr(f32)), I32, I32, scalar(ptr(i32)))))
+    b = Builder(fn.body)
+    z = b.call("make_tensor_view", fn.params[0], [fn.params[1]], [fn.params[2]], result_type=tv1).results[0]
+    bx, _, _ = b.get_tile_block_id()
+    dest, _ = b.load_ptr_tko(b.offset(fn.params[3], bx))
+    as_float = b.itof(bx, signedness="signed", result_type=scalar(f32))
+    value = b.broadcast(b.reshape(as_float, result_type=tile((1,), f32)), result_type=tile((4,), f32))
+    b.call("store_view_tko", value, b.make_partition_view(z, result_type=PartitionViewType((4,), tv1, (0,))), [dest])
+    b.return_()
+    return Module([fn])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=10))
+def test_race_detector_flags_exactly_the_non_injective_tile_maps(dest: list[int]) -> None:
+    z = np.zeros(24, np.float32)
+    table = np.asarray(dest, np.int32)
+    duplicated = sorted({d for d in dest if dest.count(d) > 1})
+    if not duplicated:
+        interp.launch(_scatter_tiles_kernel(), len(dest), [z, 24, 1, table])
+        assert all(z[4 * d] == b for b, d in enumerate(dest))
+        return
+    with pytest.raises(interp.DataRaceError) as info:
+        interp.launch(_scatter_tiles_kernel(), len(dest), [z, 24, 1, table])
+    writers = [b for b, d in enumerate(dest) if d == duplicated[0]]
+    assert info.value.blocks == ((writers[0], 0, 0), (writers[1], 0, 0))
+    assert info.value.element == f"arg0[{4 * duplicated[0]}]"
+    assert info.value.count == 4 * len(duplicated)
