@@ -16,6 +16,7 @@ Kernels run on the GPU, or on the CPU through the Tile IR interpreter (``TILE_IN
 
 from __future__ import annotations
 
+from tile.compiler import CompileError
 from tile.compiler.lang import (
     METHODS,
     OPS,
@@ -148,6 +149,7 @@ __all__ = [
     "ArgumentError",
     "BackendError",
     "BorrowError",
+    "CompileError",
     "Const",
     "ConstAnnotation",
     "DType",

@@ -1,0 +1,59 @@
+# ruff: noqa: F821, N803
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
+# and uppercase names follow cuTile's convention; keep the strings quoted.
+"""GEMM in f16 and bf16 with f32 accumulation: partitions of the inputs, a K loop and `tile.mma`.
+
+BM and BN come from the output's partition; BK is a Const parameter passed by keyword.
+"""
+
+import sys
+
+import numpy as np
+
+import tile.frontend as tile
+from tile.frontend import Const, Mut, Tensor, bf16, f16, f32
+
+
+@tile.function
+def k_loop(px, py, bm, bn, acc):
+    for k in range(px.num_tiles[1]):
+        acc = tile.mma(px.load((bm, k)), py.load((k, bn)), acc)
+    return acc
+
+
+@tile.entry
+def gemm_f16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]):
+    bm, bn, _ = tile.block_id()
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    z.store(k_loop(px, py, bm, bn, tile.zeros((BM, BN), f32)))
+
+
+@tile.entry
+def gemm_bf16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[bf16, (-1, -1)], y: Tensor[bf16, (-1, -1)], BK: Const[int]):
+    bm, bn, _ = tile.block_id()
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    z.store(k_loop(px, py, bm, bn, tile.zeros((BM, BN), f32)))
+
+
+def run(kernel: tile.Kernel, dtype: object, size: int, tiles: tuple[int, int, int]) -> float:
+    bm, bn, bk = tiles
+    x, y = tile.randn(dtype, [size, size]), tile.randn(dtype, [size, size])
+    expected = x.to_numpy().astype(np.float64) @ y.to_numpy().astype(np.float64)
+    z, x, y, _ = kernel(tile.empty(f32, [size, size]).partition([bm, bn]), x, y, BK=bk).sync()
+    out = z.unpartition().to_numpy()
+    np.testing.assert_allclose(out, expected, rtol=2e-3, atol=2e-3)
+    return float(np.abs(out - expected).max())
+
+
+def main() -> None:
+    big = tile.backend() == "gpu" and "--small" not in sys.argv
+    size, tiles = (2048, (128, 128, 64)) if big else (256, (64, 64, 32))
+    for name, kernel, dtype in (("f16", gemm_f16, f16), ("bf16", gemm_bf16, bf16)):
+        err = run(kernel, dtype, size, tiles)
+        print(f"gemm {name}: {size}x{size}x{size} on {tile.backend()}, max error {err:.1e}: OK")
+
+
+if __name__ == "__main__":
+    main()
