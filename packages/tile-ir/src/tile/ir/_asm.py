@@ -9,6 +9,8 @@ every error is an `AsmSyntaxError` at the offending line and column. Write the r
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 from tile.ir._asm_attrs import parse_dense, parse_hints
 from tile.ir._asm_custom import custom_ops, parse_custom
 from tile.ir._asm_formats import format_of
@@ -91,7 +93,7 @@ class _Parser:
                 lex.expect(",", "between parameters")
             names.append(self.arg_name())
             lex.expect(":")
-            types.append(self.type())
+            types.append(self.read_type())
         hints: OptimizationHints | None = None
         if lex.accept("optimization_hints"):
             lex.expect("=")
@@ -106,7 +108,9 @@ class _Parser:
         """Parse ``{ ops }`` into `block`, whose arguments get `arg_names`; add a bare `implicit` terminator."""
         self.lex.expect("{")
         scope: dict[str, list[Value]] = {}
-        for (name, pos), arg in zip(arg_names, block.args):
+        if len(arg_names) != len(block.args):
+            raise self.lex.error(f"expected {len(block.args)} block argument names, found {len(arg_names)}")
+        for (name, pos), arg in zip(arg_names, block.args, strict=True):
             self._define(scope, name, [arg], pos)
         self.scopes.append(scope)
         self.block_stack.append(block)
@@ -206,19 +210,21 @@ class _Parser:
     def value_list(self) -> list[Value]:
         """One or more comma-separated values."""
         values = [self.value()]
-        while self._comma_then(lambda: self.lex.at_value()):
+        while self._comma_then(self.lex.at_value):
             values.append(self.value())
         return values
 
-    def type(self) -> Type:
+    def read_type(self) -> Type:
         """One type."""
         return parse_type(self.lex)
 
-    def type_list(self) -> list[Type]:
+    def read_types(self) -> list[Type]:
         """One or more comma-separated types."""
-        types = [self.type()]
-        while self._comma_then(lambda: self.lex.peek_keyword() in _TYPE_WORDS or self.lex.peek_keyword() in _SCALAR_WORDS):
-            types.append(self.type())
+        types = [self.read_type()]
+        while self._comma_then(
+            lambda: self.lex.peek_keyword() in _TYPE_WORDS or self.lex.peek_keyword() in _SCALAR_WORDS
+        ):
+            types.append(self.read_type())
         return types
 
     def _comma_then(self, check: object) -> bool:
@@ -230,15 +236,19 @@ class _Parser:
         self.lex.pos = saved
         return False
 
-    def keyword_enum(self, enum: type, what: str) -> object:
-        """A bare keyword naming a member of `enum` (``bool``: true/false)."""
+    def keyword_bool(self) -> bool:
+        """``true`` or ``false``."""
+        start = self.lex.pos
+        word = self.lex.keyword("true or false")
+        if word not in ("true", "false"):
+            raise self.lex.error(f"expected true or false, found '{word}'", start)
+        return word == "true"
+
+    def keyword_enum(self, enum: type[IntEnum], what: str) -> IntEnum:
+        """A bare keyword naming a member of `enum`."""
         start = self.lex.pos
         word = self.lex.keyword(what)
-        if enum is bool:
-            if word not in ("true", "false"):
-                raise self.lex.error(f"expected true or false, found '{word}'", start)
-            return word == "true"
-        members = {str(m): m for m in enum}  # type: ignore[attr-defined]  # an IntEnum class
+        members = {str(m): m for m in enum}
         if word not in members:
             raise self.lex.error(f"expected {what} (one of {', '.join(members)}), found '{word}'", start)
         return members[word]
@@ -246,13 +256,27 @@ class _Parser:
     def check_type(self, value: Value, pos: int) -> None:
         """Raise unless the type just parsed from `pos` matches `value`'s type."""
         self.lex.pos = pos
-        parsed = self.type()
+        parsed = self.read_type()
         if parsed != value.type:
             raise self.lex.error(f"type mismatch: value has type {type_text(value.type)}", pos)
 
 
 _SCALAR_WORDS = frozenset(
-    ["i1", "i4", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "tf32", "f64"]
-    + ["f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN"]
+    [
+        "i1",
+        "i4",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "f16",
+        "bf16",
+        "f32",
+        "tf32",
+        "f64",
+        "f8E4M3FN",
+        "f8E5M2",
+        "f8E8M0FNU",
+        "f4E2M1FN",
+    ]
 )
-

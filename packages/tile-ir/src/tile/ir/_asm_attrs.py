@@ -10,7 +10,6 @@ from __future__ import annotations
 from tile.ir._asm_floats import float_bits_from_text, float_text
 from tile.ir._asm_types import parse_type, type_text
 from tile.ir._attrs import (
-    ArrayAttr,
     Attr,
     BoolAttr,
     Bounded,
@@ -178,9 +177,7 @@ def _element_raw(lex: Lexer, elem: ScalarType) -> int:
 def _flat_values(lex: Lexer, elem: ScalarType, out: list[int]) -> None:
     if lex.accept("["):
         while not lex.accept("]"):
-            if out and not lex.at("["):
-                lex.accept(",")
-            elif lex.at(","):
+            if (out and not lex.at("[")) or lex.at(","):
                 lex.accept(",")
             _flat_values(lex, elem, out)
     else:

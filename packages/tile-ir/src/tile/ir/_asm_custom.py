@@ -9,6 +9,7 @@ returns the new `Operation`); the assembler's `OpParser` protocol is all a parse
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 from tile.ir._asm_attrs import hints_text, parse_hints
@@ -33,13 +34,17 @@ class OpParser(Protocol):
 
     def value_list(self) -> list[Value]: ...
 
-    def type(self) -> Type: ...
+    def read_type(self) -> Type: ...
 
-    def type_list(self) -> list[Type]: ...
+    def read_types(self) -> list[Type]: ...
 
-    def keyword_enum(self, enum: type, what: str) -> object: ...
+    def keyword_enum(self, enum: type[IntEnum], what: str) -> IntEnum: ...
 
-    def make(self, name: str, groups: list[object], attrs: dict[str, object], result_types: list[Type]) -> Operation: ...
+    def keyword_bool(self) -> bool: ...
+
+    def make(
+        self, name: str, groups: list[object], attrs: dict[str, object], result_types: list[Type]
+    ) -> Operation: ...
 
     def region(self, block: Block, arg_names: list[tuple[str, int]], implicit: str | None) -> None: ...
 
@@ -50,7 +55,7 @@ class OpParser(Protocol):
 
 
 def _print_iter_values(p: _Printer, block_args: list[Value], inits: list[Value]) -> str:
-    pairs = ", ".join(f"{p.ref(a)} = {p.ref(v)}" for a, v in zip(block_args, inits))
+    pairs = ", ".join(f"{p.ref(a)} = {p.ref(v)}" for a, v in zip(block_args, inits, strict=True))
     return f"iter_values({pairs})"
 
 
@@ -93,7 +98,7 @@ def _parse_for(parser: OpParser) -> Operation:
     step = parser.value()
     lex.expect(")")
     lex.expect(":")
-    iv_type = parser.type()
+    iv_type = parser.read_type()
     names: list[tuple[str, int]] = []
     inits: list[Value] = []
     types: list[Type] = []
@@ -101,7 +106,7 @@ def _parse_for(parser: OpParser) -> Operation:
         names, inits = _parse_iter_values(parser)
         lex.expect("->")
         lex.expect("(")
-        types = parser.type_list()
+        types = parser.read_types()
         lex.expect(")")
     op = parser.make("for", [lb, ub, step, inits], {"unsignedCmp": unsigned}, types)
     block = op.regions[0].add_block([iv_type, *types])
@@ -131,11 +136,11 @@ def _parse_loop(parser: OpParser) -> Operation:
     if lex.at("iter_values"):
         names, inits = _parse_iter_values(parser)
         lex.expect(":")
-        parser.type_list()
+        parser.read_types()
         if lex.accept("->"):
-            results = parser.type_list()
+            results = parser.read_types()
     elif lex.accept(":"):
-        results = parser.type_list()
+        results = parser.read_types()
     op = parser.make("loop", [inits], {}, results)
     block = op.regions[0].add_block([v.type for v in inits])
     parser.region(block, names, "continue")
@@ -243,9 +248,9 @@ def _parse_multimem(name: str) -> Callable[[OpParser], Operation]:
             lex.expect(">")
             lex.expect("}")
         lex.expect(":")
-        parser.type_list()
+        parser.read_types()
         lex.expect("->")
-        results = parser.type_list()
+        results = parser.read_types()
         head: list[object] = [view] if tile is None else [view, tile]
         return parser.make(name, [*head, index, tok[0] if tok else None], attrs, results)
 
@@ -268,7 +273,7 @@ def _parse_optionals(parser: OpParser, attrs: dict[str, object]) -> list[Value]:
         while not lex.accept("]"):
             if flags:
                 lex.expect(",")
-            flags.append(parser.keyword_enum(bool, "true or false") is True)
+            flags.append(parser.keyword_bool())
         attrs["inbounds"] = tuple(flags)
     return tok
 
@@ -296,9 +301,9 @@ def _parse_view_op(name: str) -> Callable[[OpParser], Operation]:
             value = parser.value()
         tok = _parse_optionals(parser, attrs)
         lex.expect(":")
-        types = parser.type_list()
+        types = parser.read_types()
         lex.expect("->")
-        results = parser.type_list()
+        results = parser.read_types()
         del types
         groups = _view_groups(name, view, index, tok, value)
         return parser.make(name, groups, attrs, results)
@@ -363,9 +368,9 @@ def _parse_tensor_view(parser: OpParser) -> Operation:
     lex.expect("=")
     strides = _parse_mixed(parser)
     lex.expect(":")
-    t = parser.type()
+    t = parser.read_type()
     while lex.accept(",") or lex.accept("->"):
-        t = parser.type()
+        t = parser.read_type()
     dyn_shape = [v for v in shape if isinstance(v, Value)]
     dyn_strides = [v for v in strides if isinstance(v, Value)]
     return parser.make("make_tensor_view", [base, dyn_shape, dyn_strides], {}, [t])
@@ -379,7 +384,7 @@ def _parse_view(name: str) -> Callable[[OpParser], Operation]:
     def parse(parser: OpParser) -> Operation:
         source = parser.value()
         parser.lex.expect(":")
-        return parser.make(name, [source], {}, [parser.type()])
+        return parser.make(name, [source], {}, [parser.read_type()])
 
     return parse
 
@@ -393,9 +398,9 @@ def _parse_shape_query(name: str) -> Callable[[OpParser], Operation]:
     def parse(parser: OpParser) -> Operation:
         src = parser.value()
         parser.lex.expect(":")
-        parser.type()
+        parser.read_type()
         parser.lex.expect("->")
-        result = parser.type()
+        result = parser.read_type()
         t = src.type
         rank = len(getattr(t, "tile_shape", getattr(t, "shape", ())))
         return parser.make(name, [src], {}, [result] * rank)
@@ -416,12 +421,12 @@ _CUSTOM: dict[str, tuple[PrintFn, ParseFn]] = {
     "for": (_print_for, _parse_for),
     "loop": (_print_loop, _parse_loop),
     "make_tensor_view": (_print_tensor_view, _parse_tensor_view),
-    **{n: (_print_view, _parse_view(n)) for n in ("make_partition_view", "make_strided_view", "make_gather_scatter_view")},
-    **{n: (_print_shape_query, _parse_shape_query(n)) for n in ("get_index_space_shape", "get_tensor_shape")},
     **{
-        n: (_print_view_op, _parse_view_op(n))
-        for n in ("load_view_tko", "store_view_tko", "atomic_red_view_tko")
+        n: (_print_view, _parse_view(n))
+        for n in ("make_partition_view", "make_strided_view", "make_gather_scatter_view")
     },
+    **{n: (_print_shape_query, _parse_shape_query(n)) for n in ("get_index_space_shape", "get_tensor_shape")},
+    **{n: (_print_view_op, _parse_view_op(n)) for n in ("load_view_tko", "store_view_tko", "atomic_red_view_tko")},
     **{
         n: (_print_multimem, _parse_multimem(n))
         for n in ("multimem_load_reduce_view_tko", "multimem_reduce_view_tko", "multimem_store_view_tko")
@@ -442,4 +447,3 @@ def print_custom(p: _Printer, op: Operation, indent: int) -> str:
 def parse_custom(name: str, parser: OpParser) -> Operation:
     """Parse the text after the op name of a hand-written op."""
     return _CUSTOM[name][1](parser)
-

@@ -9,6 +9,7 @@ digit string) is reproduced here on Python integers, so every value prints the s
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from tile.ir._floats import float_from_bits
@@ -137,7 +138,7 @@ def _reads_back(text: str, value: Fraction, name: str) -> bool:
 def float_text(type: ScalarType, bits: int) -> str:
     """Return the text MLIR prints for the float of type `type` with bit pattern `bits`."""
     number = float_from_bits(type.name, bits)
-    if number == number and number not in (float("inf"), float("-inf")):
+    if math.isfinite(number):
         value = Fraction(number)
         if value == 0 and str(number).startswith("-"):
             return "-0.000000e+00"

@@ -185,11 +185,15 @@ def _parse(text: str) -> tuple[Element, ...]:
 
 _UNARY = "$source attr-dict `:` type($result)"
 _BINARY = "$lhs `,` $rhs attr-dict `:` type($result)"
-_FLOAT_BINARY = "$lhs `,` $rhs custom<Rounding>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
+_FLOAT_BINARY = (
+    "$lhs `,` $rhs custom<Rounding>($rounding_mode) (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
+)
 _OVERFLOW_BINARY = "$lhs `,` $rhs (`overflow` `` $overflow^)? attr-dict `:` type($result)"
 _SIGNED_BINARY = "$lhs `,` $rhs custom<Keyword>($signedness) attr-dict `:` type($result)"
 _CONVERT = "$source attr-dict `:` type($source) `->` type($result)"
-_MINMAX_F = "$lhs `,` $rhs oilist(`flush_to_zero` $flush_to_zero | `propagate_nan` $propagate_nan) attr-dict `:` type($result)"
+_MINMAX_F = (
+    "$lhs `,` $rhs oilist(`flush_to_zero` $flush_to_zero | `propagate_nan` $propagate_nan) attr-dict `:` type($result)"
+)
 _TERMINATOR = "attr-dict ($operands^ `:` type($operands))?"
 _REDUCE = (
     "$operands attr-dict ` ` `dim` `` `=` `` $dim {extra}`identities` `` `=` `` $identities "

@@ -13,8 +13,10 @@ Rules reproduced here:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from tile.ir._attrs import DenseElementsAttr
 from tile.ir._floats import float_from_bits
@@ -60,7 +62,8 @@ def _constant_name(op: Operation) -> str:
     attr = op.attributes["value"]
     assert isinstance(attr, DenseElementsAttr)
     t = op.results[0].type
-    assert isinstance(t, TileType) and isinstance(t.element, ScalarType)
+    assert isinstance(t, TileType)
+    assert isinstance(t.element, ScalarType)
     elem = t.element
     width = max(elem.bits // 8, 1)
     splat = len(attr.data) <= width
@@ -73,7 +76,7 @@ def _constant_name(op: Operation) -> str:
         raw = int.from_bytes(attr.data[:width], "little")
         if elem.is_float:
             value = float_from_bits(elem.name, raw)
-            if value != value:
+            if math.isnan(value):
                 name += "_NaN"
             elif value >= 0 and value == int(value) and value < 2**64:
                 name += f"_{int(value)}"
@@ -134,10 +137,14 @@ class _Scope:
 def _block_arg_names(op: Operation | None, block: Block) -> list[str | None]:
     if op is None or op.name not in ("for", "reduce"):
         return [None] * len(block.args)
+    names: list[str | None] = []
     if op.name == "for":
-        return ["loopIdx"] + [f"iterArg{i}" for i in range(len(block.args) - 1)]
+        names += ["loopIdx"] + [f"iterArg{i}" for i in range(len(block.args) - 1)]
+        return names
     suffix = len(block.args) > 2
-    return [("reduce_lhs" if i % 2 == 0 else "reduce_rhs") + (str(i // 2) if suffix else "") for i in range(len(block.args))]
+    return names + [
+        ("reduce_lhs" if i % 2 == 0 else "reduce_rhs") + (str(i // 2) if suffix else "") for i in range(len(block.args))
+    ]
 
 
 def _name_op(op: Operation, scope: _Scope, names: Names) -> None:
@@ -158,15 +165,15 @@ def _name_op(op: Operation, scope: _Scope, names: Names) -> None:
         bases[0] = f"%{scope.value_id}"
         scope.value_id += 1
     bounds = [*groups, len(op.results)]
-    names.groups[op] = [(bases[start], end - start) for start, end in zip(bounds, bounds[1:])]
-    for start, end in zip(bounds, bounds[1:]):
+    names.groups[op] = [(bases[start], end - start) for start, end in pairwise(bounds)]
+    for start, end in pairwise(bounds):
         for k in range(start, end):
             multi = end - start > 1
             names.text[op.results[k]] = f"{bases[start]}#{k - start}" if multi else bases[start]
 
 
 def _name_region(owner: Operation | None, block: Block, scope: _Scope, names: Names) -> None:
-    for arg, suggested in zip(block.args, _block_arg_names(owner, block)):
+    for arg, suggested in zip(block.args, _block_arg_names(owner, block), strict=True):
         if suggested is None:
             names.text[arg] = f"%arg{scope.arg_id}"
             scope.arg_id += 1

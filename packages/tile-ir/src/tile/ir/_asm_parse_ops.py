@@ -113,7 +113,7 @@ class _OpText:
         elif spec.kind is AttrKind.INT:
             self.attrs[name] = lex.integer()
         elif spec.kind is AttrKind.BOOL:
-            self.attrs[name] = self.p.keyword_enum(bool, "true or false")
+            self.attrs[name] = self.p.keyword_bool()
         elif spec.kind is AttrKind.STRING:
             self.attrs[name] = lex.string()
         elif spec.kind is AttrKind.I32_LIST:
@@ -134,10 +134,10 @@ class _OpText:
     def type_of(self, name: str) -> None:
         lex = self.p.lex
         if name == "results":
-            self.variadic_results = self.p.type_list()
+            self.variadic_results = self.p.read_types()
             return
         if self.is_result(name):
-            self.result_types[name] = self.p.type()
+            self.result_types[name] = self.p.read_type()
             return
         for i, value in enumerate(self.groups.get(name, [])):
             if i:
@@ -180,7 +180,7 @@ class _OpText:
                     lex.expect(",")
                 names.append(self.p.arg_name())
                 lex.expect(":")
-                types.append(self.p.type())
+                types.append(self.p.read_type())
         self.p.region(region.add_block(types), names, _IMPLICIT.get(self.name))
 
     # --- the op -------------------------------------------------------------------------------------
@@ -216,4 +216,3 @@ def parse_declarative(parser: _Parser, name: str, fmt: tuple[Element, ...]) -> O
     text = _OpText(parser, name)
     text.elements(fmt)
     return text.build()
-

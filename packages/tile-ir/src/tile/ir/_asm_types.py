@@ -42,7 +42,7 @@ def _dim_map(dim_map: tuple[int, ...]) -> str:
     return "" if dim_map == tuple(range(len(dim_map))) else f", dim_map=[{', '.join(map(str, dim_map))}]"
 
 
-def type_text(t: Type) -> str:
+def type_text(t: Type) -> str:  # noqa: PLR0911 - one return per type kind reads as a table
     """Return the text of `t` as tileirdisasm prints it."""
     if isinstance(t, ScalarType):
         return t.name

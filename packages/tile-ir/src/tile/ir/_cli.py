@@ -31,15 +31,15 @@ _SECTION_NAMES = {1: "string", 2: "func", 3: "debug", 4: "constant", 5: "type", 
 EXIT_INVALID, EXIT_USAGE, EXIT_IO = 1, 2, 3
 
 
-class _IOFailure(Exception):
-    pass
+class _IOFailureError(Exception):
+    """A file could not be read or written (exit code 3)."""
 
 
 def _read(path: str) -> bytes:
     try:
         return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
-        raise _IOFailure(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise _IOFailureError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _write(path: str | None, data: bytes) -> None:
@@ -50,7 +50,7 @@ def _write(path: str | None, data: bytes) -> None:
         else:
             Path(path).write_bytes(data)
     except OSError as exc:
-        raise _IOFailure(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise _IOFailureError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _load(path: str) -> tuple[Module, Version | None]:
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args)
-    except _IOFailure as exc:
+    except _IOFailureError as exc:
         print(f"tile-ir: error: {exc}", file=sys.stderr)
         return EXIT_IO
     except AsmSyntaxError as exc:

@@ -57,7 +57,9 @@ class Lexer:
         start = self.text.rfind("\n", 0, pos) + 1
         end = self.text.find("\n", pos)
         line = self.text.count("\n", 0, pos) + 1
-        return AsmSyntaxError(message, self.filename, line, pos - start + 1, self.text[start : end if end >= 0 else None])
+        return AsmSyntaxError(
+            message, self.filename, line, pos - start + 1, self.text[start : end if end >= 0 else None]
+        )
 
     def skip(self) -> None:
         """Skip blanks and comments."""

@@ -177,7 +177,7 @@ class _Render:
             return self.p.refs(values)
         return self.attr_text(e.name)
 
-    def attr_text(self, name: str) -> str:
+    def attr_text(self, name: str) -> str:  # noqa: PLR0911 - one return per attribute kind reads as a table
         spec = self.opdef.attr(name)
         value = self.op.attributes.get(name, spec.default)
         if spec.kind is AttrKind.ENUM:
@@ -198,7 +198,7 @@ class _Render:
             return hints_text(value)
         return str(value)
 
-    def custom(self, e: Custom) -> str:
+    def custom(self, e: Custom) -> str:  # noqa: PLR0911 - one return per directive kind reads as a table
         if e.kind in ("IfRegion", "ArgumentRegion"):
             region: Region = self.op.regions[_REGION_NAMES[e.name]]
             if e.kind == "IfRegion":
