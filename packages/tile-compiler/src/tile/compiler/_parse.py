@@ -38,8 +38,12 @@ class KernelAST:
     tree: ast.FunctionDef
     globals: Mapping[str, Any]
     closure: Mapping[str, Any]
-    unchecked: bool = False
     helpers: list[KernelAST] = field(default_factory=list)
+
+    @property
+    def unchecked(self) -> bool:
+        """True for kernels marked ``@tile.entry(unchecked=True)`` (read live: the mark may come after parsing)."""
+        return bool(getattr(self.fn, "__tile_unchecked__", False))
 
     @property
     def line_offset(self) -> int:
@@ -115,7 +119,6 @@ def parse(fn: Callable[..., object]) -> KernelAST:
         tree,
         getattr(fn, "__globals__", {}),
         _closure_of(fn),
-        bool(getattr(fn, "__tile_unchecked__", False)),
     )
     _CACHE[fn] = kernel
     kernel.helpers.extend(parse(h) for h in _reachable_helpers(kernel))

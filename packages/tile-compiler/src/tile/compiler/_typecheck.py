@@ -14,7 +14,7 @@ import builtins
 import copy
 from dataclasses import dataclass, field
 
-from tile.compiler._diagnostics import SourceLoc
+from tile.compiler._diagnostics import CompileError, SourceLoc
 from tile.compiler._kir import Block, KernelIR, Value
 from tile.compiler._parse import KernelAST, parse
 from tile.compiler._resolve import ResolvedKernel, resolve
@@ -22,8 +22,8 @@ from tile.compiler._spec import KernelABI, Specialization, Target
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_entry import build_entry
 from tile.compiler._typecheck_expr import ExprMixin
-from tile.compiler._typecheck_memory import ENTRY_TOKEN
-from tile.compiler._typecheck_values import Emitter, PartitionV
+from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN
+from tile.compiler._typecheck_values import Emitter, PartitionV, TensorV
 from tile.compiler._types import DType, TileType, TokenType, Type
 from tile.compiler.lang._function import is_function
 
@@ -283,11 +283,17 @@ class Checker(ExprMixin):
     def _loop_vars(self, body: list[ast.stmt], exclude: str = "") -> list[str]:
         assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         names = sorted(n for n in assigned if n in self.env and n != exclude)
-        tokens = sorted(k for k in self.env if k.startswith("$tok:") and k != ENTRY_TOKEN)
+        skip = {ENTRY_TOKEN} if self.unchecked else {ENTRY_TOKEN, RAW_TOKEN}
+        tokens = sorted(k for k in self.env if k.startswith("$tok:") and k not in skip)
         return names + (tokens if self._touches_memory(body) else [])
 
-    def _reads_input(self, func: ast.expr) -> bool:
-        """``p.load(...)`` on a partition of a read-only input (which needs no token chain)."""
+    def _reads_input(self, call: ast.Call) -> bool:
+        """``p.load(...)`` / ``tile.load_tile_like(x, z)`` reading a read-only input (no token chain needed)."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "load_tile_like" and call.args:
+            first = call.args[0]
+            recv = self.env.get(first.id) if isinstance(first, ast.Name) else None
+            return isinstance(recv, TensorV) and not recv.mut
         if not isinstance(func, ast.Attribute) or func.attr != "load" or not isinstance(func.value, ast.Name):
             return False
         recv = self.env.get(func.value.id)
@@ -299,7 +305,7 @@ class Checker(ExprMixin):
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if (name in _MEMORY_CALLS or name.startswith("atomic_")) and not self._reads_input(node.func):
+            if (name in _MEMORY_CALLS or name.startswith("atomic_")) and not self._reads_input(node):
                 return True
             if isinstance(node.func, ast.Name) and is_function(self.resolved.names.get(node.func.id)):
                 return True
@@ -486,8 +492,19 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
         At the user's source position, for anything the kernel language rejects.
     """
     ch = Checker(resolved, target)
-    params, slots = build_entry(ch, spec)
-    ch.stmts(resolved.kernel.tree.body)
+    try:
+        params, slots = build_entry(ch, spec)
+        ch.stmts(resolved.kernel.tree.body)
+    except CompileError:
+        raise
+    except Exception as exc:  # any checker bug is reported at the user's line, never as a crash
+        loc = ch.kernel.loc(ch.node) if ch.node is not None else None
+        raise CompileError(
+            f"internal compiler error ({type(exc).__name__}: {exc}) while compiling this line; this is a bug in "
+            "tile.compiler, please report it with the kernel",
+            loc,
+            ch.call_sites,
+        ) from exc
     ch.em.emit("return", [[]], [])
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in resolved.name)
     hints = _entry_hints(spec, ch.arch)

@@ -180,7 +180,8 @@ def is_pow2(n: int) -> bool:
 def promote(a: DType, b: DType) -> DType | None:
     """The common dtype of two tile operands, or None when the rules forbid an implicit conversion.
 
-    Same dtype: itself. Both float: the wider (f16 with bf16 gives f32; tf32 counts as f32). Both signed or both
+    Same dtype: itself. Both float: the wider; two formats of one width go to the next standard width (f16 with
+    bf16 gives f32, f8e4m3fn with f8e5m2 gives f16, tf32 with f32 gives f32). Both signed or both
     unsigned integers: the wider. Anything else (int with float, signed with unsigned, bool with numbers) needs an
     explicit ``astype``.
     """
@@ -189,11 +190,9 @@ def promote(a: DType, b: DType) -> DType | None:
     if a.kind != b.kind or a.kind == "b":
         return None
     if a.kind == "f":
-        if {a.name, b.name} == {"f16", "bf16"}:
-            return DTYPES["f32"]
         wa, wb = (32 if t.name == "tf32" else t.bits for t in (a, b))
-        if wa == wb:
-            return DTYPES["f32"] if "tf32" in (a.name, b.name) else a
+        if wa == wb:  # two formats of one width (f16/bf16, the f8s, tf32/f32): the next standard width holds both
+            return DTYPES["f32"] if wa >= 16 else DTYPES["f16"]
         return a if wa > wb else b
     return a if a.bits > b.bits else b
 

@@ -7,7 +7,7 @@ holds data at run time. Shape items are ints (static extent), -1 (dynamic) or st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from tile.compiler._types import DType
 
@@ -54,21 +54,26 @@ class PtrAnnotation:
     dtype: DType
 
 
-class Tensor:
-    """Annotation of a tensor parameter: ``Tensor[f32, (-1, "BK")]``."""
+class _Subscript:
+    """An annotation factory: ``Name[...]`` builds the annotation value (typed for checkers as a ``__getitem__``)."""
 
-    _doc: ClassVar[str] = "tensor"
+    def __init__(self, name: str, doc: str) -> None:
+        self._name = name
+        self.__doc__ = doc
 
-    def __class_getitem__(cls, item: Any) -> TensorAnnotation:
+    def __repr__(self) -> str:
+        return self._name
+
+
+class _TensorFactory(_Subscript):
+    def __getitem__(self, item: Any) -> TensorAnnotation:
         if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], DType):
             raise TypeError('write Tensor[dtype, shape], e.g. Tensor[f32, -1] or Tensor[f16, ("BM", "BK")]')
         return TensorAnnotation(item[0], _shape_items(item[1]))
 
 
-class Mut:
-    """Annotation of an output partition: ``Mut[Tensor[f32, ("BM", "BN")]]``."""
-
-    def __class_getitem__(cls, item: Any) -> MutAnnotation:
+class _MutFactory(_Subscript):
+    def __getitem__(self, item: Any) -> MutAnnotation:
         if not isinstance(item, TensorAnnotation):
             raise TypeError("write Mut[Tensor[dtype, tile_shape]]")
         if -1 in item.shape:
@@ -76,19 +81,21 @@ class Mut:
         return MutAnnotation(item)
 
 
-class Const:
-    """Annotation of a compile-time parameter: ``Const[int]``, ``Const[float]`` or ``Const[bool]``."""
-
-    def __class_getitem__(cls, item: Any) -> ConstAnnotation:
+class _ConstFactory(_Subscript):
+    def __getitem__(self, item: Any) -> ConstAnnotation:
         if item not in (int, float, bool):
             raise TypeError("write Const[int], Const[float] or Const[bool]")
         return ConstAnnotation(item)
 
 
-class Ptr:
-    """Annotation of a raw device pointer parameter: ``Ptr[f32]`` (unchecked kernels only)."""
-
-    def __class_getitem__(cls, item: Any) -> PtrAnnotation:
+class _PtrFactory(_Subscript):
+    def __getitem__(self, item: Any) -> PtrAnnotation:
         if not isinstance(item, DType):
             raise TypeError("write Ptr[dtype], e.g. Ptr[f32]")
         return PtrAnnotation(item)
+
+
+Tensor = _TensorFactory("Tensor", 'Annotation of a tensor parameter: ``Tensor[f32, (-1, "BK")]``.')
+Mut = _MutFactory("Mut", 'Annotation of an output partition: ``Mut[Tensor[f32, ("BM", "BN")]]``.')
+Const = _ConstFactory("Const", "Annotation of a compile-time parameter: ``Const[int]``, float or bool.")
+Ptr = _PtrFactory("Ptr", "Annotation of a raw device pointer parameter: ``Ptr[f32]`` (unchecked only).")

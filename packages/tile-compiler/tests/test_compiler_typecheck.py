@@ -1,0 +1,202 @@
+"""Stage typecheck: the entry ABI and prologue, promotion and broadcasting, control flow, tokens, inlining."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tile.compiler._diagnostics import CompileError
+from tile.compiler._kir import AssumeBounded, AssumeDivBy, Block, Op
+from tile.compiler._parse import parse
+from tile.compiler._resolve import resolve
+from tile.compiler._spec import AbiSlot, ArraySpec, CompileOptions, ScalarSpec, Specialization, Target
+from tile.compiler._typecheck import TypedKernel, typecheck
+from tile.compiler._types import PtrType, TensorViewType, TileType
+
+CORPUS = Path(__file__).parent / "corpus"
+if str(CORPUS) not in sys.path:
+    sys.path.insert(0, str(CORPUS))
+k: Any = importlib.import_module("tc_unit_kernels")
+
+
+def check(fn: Any, target: str = "sm_90", **kw: Any) -> TypedKernel:
+    params = kw.pop("params", {})
+    options = kw.pop("options", None)
+    return typecheck(resolve(parse(fn)), Specialization.make(params=params, consts=kw, options=options), Target(target))
+
+
+def walk(block: Block) -> Iterator[Op]:
+    for op in block.ops:
+        yield op
+        for region in op.regions:
+            yield from walk(region)
+
+
+def shape(op: Op) -> tuple[int, ...]:
+    ty = op.results[0].type
+    assert isinstance(ty, TileType)
+    return ty.shape
+
+
+def names(t: TypedKernel) -> list[str]:
+    return [op.name for op in walk(t.ir.body)]
+
+
+def top(t: TypedKernel) -> list[str]:
+    return [op.name for op in t.ir.body.ops]
+
+
+def test_abi_slots_per_parameter_kind() -> None:
+    t = check(k.every_param_kind, BM=16, BN=32, k=3, params={"x": ArraySpec("f16", 2, index_dtype="i64")})
+    assert t.abi.entry == "every_param_kind"
+    assert [(s.param, s.role, s.axis, s.dtype) for s in t.abi.slots] == [
+        ("z", "base", -1, "ptr<f32>"),
+        ("z", "shape", 0, "i32"),
+        ("z", "shape", 1, "i32"),
+        ("z", "stride", 0, "i32"),
+        ("z", "stride", 1, "i32"),
+        ("x", "base", -1, "ptr<f16>"),
+        ("x", "shape", 0, "i64"),
+        ("x", "shape", 1, "i64"),
+        ("x", "stride", 0, "i64"),
+        ("x", "stride", 1, "i64"),
+        ("n", "value", -1, "i32"),
+        ("s", "value", -1, "f32"),
+        ("flag", "value", -1, "i32"),
+    ]
+    assert [p.type for p in t.ir.params][:1] == [TileType(PtrType(k.f32))]
+    assert len(t.ir.params) == len(t.abi.slots)
+
+
+def test_bool_scalar_is_compared_with_zero() -> None:
+    t = check(k.every_param_kind, BM=16, BN=32, k=3)
+    flag = t.ir.params[-1]
+    cmp = next(op for op in walk(t.ir.body) if op.name == "cmpi" and flag in op.flat_operands())
+    assert cmp.attrs["comparison_predicate"] == "not_equal"
+
+
+def test_tensor_views_carry_static_extents_and_unit_strides() -> None:
+    spec = {"x": ArraySpec("f16", 2, stride_one=(False, True), shape_div=(16, 16), stride_div=(8, 1), base_div=16)}
+    t = check(k.every_param_kind, BM=16, BN=32, k=3, params=spec)
+    views = [op.results[0].type for op in walk(t.ir.body) if op.name == "make_tensor_view"]
+    assert views[1] == TensorViewType(k.f16, (None, 64), (None, 1))
+    assumes = [op.attrs["predicate"] for op in walk(t.ir.body) if op.name == "assume"]
+    assert AssumeDivBy(16) in assumes
+    assert AssumeDivBy(8) in assumes
+    assert AssumeBounded(0, None) in assumes
+
+
+def test_max_divisibility_caps_assumptions() -> None:
+    spec = {"x": ArraySpec("f16", 2, shape_div=(16, 16), base_div=16)}
+    t = check(k.every_param_kind, BM=16, BN=32, k=3, params=spec, options=CompileOptions(max_divisibility=4))
+    divs = {
+        op.attrs["predicate"].divisor
+        for op in walk(t.ir.body)
+        if op.name == "assume" and isinstance(op.attrs["predicate"], AssumeDivBy)
+    }
+    assert divs == {4}
+
+
+def test_scalar_spec_changes_the_scalar_type() -> None:
+    t = check(k.every_param_kind, BM=16, BN=32, k=3, params={"n": ScalarSpec("i64")})
+    assert AbiSlot("n", "value", -1, "i64") in t.abi.slots
+
+
+def test_promotion_converts_and_folds_constants() -> None:
+    t = check(k.promotes, B=64)
+    ops = names(t)
+    assert "ftof" in ops
+    assert "exti" in ops
+    assert "itof" in ops
+    consts = [op.attrs["value"] for op in walk(t.ir.body) if op.name == "constant"]
+    assert 128 in consts
+    assert all(shape(op) == (64,) for op in walk(t.ir.body) if op.name in ("addf", "addi", "mulf"))
+
+
+def test_broadcasting_reshapes_then_broadcasts() -> None:
+    t = check(k.broadcasts, BM=16, BN=32)
+    ops = list(walk(t.ir.body))
+    reshape = next(op for op in ops if op.name == "reshape")
+    bcast = next(op for op in ops if op.name == "broadcast")
+    assert shape(reshape) == (1, 32)
+    assert shape(bcast) == (16, 32)
+
+
+def test_runtime_if_yields_the_reassigned_variable() -> None:
+    t = check(k.runtime_if, B=64)
+    (op,) = [op for op in t.ir.body.ops if op.name == "if"]
+    assert [r.type for r in op.results] == [TileType(k.f32, (64,))]
+    assert [o.name for o in op.regions[0].ops][-1] == "yield"
+    assert op.regions[1].ops[-1].name == "yield"
+
+
+def test_constant_if_keeps_one_branch() -> None:
+    on, off = check(k.static_if, B=64, on=True), check(k.static_if, B=64, on=False)
+    assert "if" not in names(on)
+    assert "addf" in names(on)
+    assert "addf" not in names(off)
+
+
+def test_loops_carry_values_and_only_the_tokens_they_need() -> None:
+    (loop,) = [op for op in check(k.carried_loop, B=64).ir.body.ops if op.name == "for"]
+    assert [str(r.type) for r in loop.results] == ["tile<64xf32>"]
+    (loop,) = [op for op in check(k.storing_loop, B=64).ir.body.ops if op.name == "for"]
+    assert [str(r.type) for r in loop.results] == ["token"]
+    store = next(op for op in walk(loop.regions[0]) if op.name == "store_view_tko")
+    assert store.operands[-1] is loop.regions[0].args[1]
+
+
+def test_for_with_break_becomes_a_loop_op() -> None:
+    t = check(k.breaking_loop, B=64)
+    assert "for" not in top(t)
+    assert "loop" in top(t)
+    assert "break" in names(t)
+
+
+def test_helpers_are_inlined() -> None:
+    t = check(k.inlines, B=64)
+    assert names(t).count("maxf") == 1
+    assert names(t).count("minf") == 1
+    assert "mulf" in names(t)
+
+
+def test_raw_pointers_need_an_unchecked_kernel() -> None:
+    with pytest.raises(CompileError, match="raw pointer parameter 'p' is only allowed"):
+        check(k.raw_pointer, B=64)
+    k.raw_pointer.__tile_unchecked__ = True
+    try:
+        t = typecheck(resolve(parse(k.raw_pointer)), Specialization.make(consts={"B": 64}), Target("sm_90"))
+    finally:
+        del k.raw_pointer.__tile_unchecked__
+    assert "load_ptr_tko" in names(t)
+    assert "offset" in names(t)
+
+
+def test_integer_reductions_use_signed_ops_and_identities() -> None:
+    t = check(k.reduces, B=16)
+    red = next(op for op in walk(t.ir.body) if op.name == "reduce")
+    assert red.attrs["identities"] == [-(2**31)]
+    assert red.regions[0].ops[0].attrs["signedness"] == "signed"
+    assert len(red.regions[0].args) == 2
+
+
+def test_entry_hints_come_from_the_options() -> None:
+    t = check(k.static_if, B=64, on=True, options=CompileOptions(occupancy=2, num_cta_in_cga=2))
+    assert t.ir.hints == {"sm_90": {"occupancy": 2, "num_cta_in_cga": 2}}
+    cpu = check(k.static_if, "cpu", B=64, on=True, options=CompileOptions(occupancy=2))
+    assert cpu.ir.hints == {"default": {"occupancy": 2}}
+
+
+def test_ops_carry_user_locations_and_dump_prints_them() -> None:
+    t = check(k.runtime_if, B=64)
+    locs = {op.loc.filename for op in walk(t.ir.body) if op.loc is not None}
+    assert locs == {k.__file__}
+    text = t.dump()
+    assert text.startswith("entry @runtime_if(")
+    assert "if " in text
+    assert "yield" in text
