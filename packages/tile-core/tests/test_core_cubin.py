@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import tile.bindings as tb
 import tile.core as tc
 from tile.core._cubin import runs_on
 
@@ -60,3 +64,19 @@ def test_wrong_arch_cubin_is_refused_before_the_driver(assemble_vec_add: Callabl
 def test_empty_image_is_a_null_handle() -> None:
     with pytest.raises(tc.NullHandleError, match="cubin image is empty"):
         tc.Module.from_cubin(b"")
+
+
+@pytest.mark.requires_tileiras
+def test_fixture_abi_is_what_its_generator_documents() -> None:
+    found = tb.find_tileiras()
+    assert found is not None
+    disasm = found.path.with_name("tileirdisasm")
+    if not disasm.exists():
+        pytest.skip("tileirdisasm is not installed beside tileiras")
+    fixture = Path(__file__).with_name("fixtures") / "vec_add.tileirbc"
+    text = subprocess.run([str(disasm), str(fixture)], capture_output=True, text=True, check=True).stdout
+    entry = re.search(r"entry @vec_add\((.*?)\)", text)
+    assert entry is not None
+    types = re.findall(r"%arg\d+: tile<([^>]*>?)>", entry.group(1))
+    assert types == ["ptr<f32>", "i32", "i32"] * 3
+    assert tc.param_layout(("ptr", "i32", "i32") * 3)[-1] == (44, 4)
