@@ -27,6 +27,7 @@ from tile.ir import (
     UnsupportedVersionError,
     VerifyError,
     Version,
+    f8E8M0FNU,
     f16,
     f32,
     i32,
@@ -247,3 +248,13 @@ def test_mma_element_types_and_reduce_shapes() -> None:
     problems = _problems(body)
     assert any("unsupported element types f32 x f32 -> f16" in p for p in problems)
     assert any("reduce result must be tile<16xf32>" in p for p in problems)
+
+
+def test_get_global_must_name_a_global_and_types_must_exist() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        b.get_global(name="missing", result_type=scalar(ptr(f32)))
+        b.constant(1.0, tile((4,), f8E8M0FNU))
+        b.return_()
+
+    assert any("'missing', which is not a global" in p for p in _problems(body))
+    assert any("f8E8M0FNU" in p and "13.2+" in p for p in _problems(body, V13_1))

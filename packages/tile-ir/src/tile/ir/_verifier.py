@@ -11,11 +11,11 @@ allowed for the op; and the per-op typing rules of `_verify_types`.
 
 from __future__ import annotations
 
-from tile.ir._attrs import OptimizationHints
+from tile.ir._attrs import ArrayAttr, DenseElementsAttr, FloatAttr, IntegerAttr, OptimizationHints
 from tile.ir._enums import MemoryOrdering
 from tile.ir._errors import VerifyError
 from tile.ir._ir import Block, Function, Module, Operation, Value
-from tile.ir._types import FunctionType, Type, type_since
+from tile.ir._types import FunctionType, PointerType, ScalarType, TileType, Type, scalar, type_since
 from tile.ir._verify_hints import hint_problems
 from tile.ir._verify_regions import region_problems
 from tile.ir._verify_types import type_problems
@@ -45,6 +45,12 @@ def verify(module: Module, version: Version | str = LATEST) -> None:
 def verify_problems(module: Module, version: Version | str = LATEST) -> list[str]:
     """Return every problem of `module` for bytecode `version` (empty when valid)."""
     checker = _Checker(Version.parse(version))
+    checker.globals = {g.name: g.type for g in module.globals}
+    for g in module.globals:
+        checker.where = f"global {g.name!r}"
+        checker.type_version(g.type)
+    if len(checker.globals) != len(module.globals):
+        checker.problems.append("global names must be unique")
     names: set[str] = set()
     for fn in module.functions:
         if not fn.name or fn.name in names:
@@ -57,6 +63,7 @@ def verify_problems(module: Module, version: Version | str = LATEST) -> list[str
 class _Checker:
     def __init__(self, version: Version) -> None:
         self.version = version
+        self.globals: dict[str, TileType] = {}
         self.problems: list[str] = []
         self.visible: set[Value] = set()
         self.where = ""
@@ -160,9 +167,22 @@ class _Checker:
             all_false = isinstance(value, tuple) and not any(value)
             if spec.since > self.version and value not in (spec.default, False) and not all_false:
                 self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
+        for value in op.attributes.values():
+            for t in _attribute_types(value):
+                self.type_version(t)
+        if op.name == "get_global":
+            self.global_ref(op)
         if "optimization_hints" in op.attributes:
             self.hints(op.attributes["optimization_hints"], _HINT_KIND.get(op.name, "view"))
         self.ordering(op)
+
+    def global_ref(self, op: Operation) -> None:
+        name = op.attributes.get("name")
+        target = self.globals.get(name) if isinstance(name, str) else None
+        if target is None:
+            self.report(f"get_global refers to {name!r}, which is not a global of the module")
+        elif op.results[0].type != scalar(PointerType(_scalar_element(target))):
+            self.report(f"get_global {name!r} yields tile<ptr<{target.element}>>, not {op.results[0].type}")
 
     def ordering(self, op: Operation) -> None:
         allowed = _ORDERINGS.get(op.name)
@@ -185,6 +205,20 @@ class _Checker:
             for block in region.blocks:
                 self.block(block, _terminators(op), f"{path}/region {r_index}")
         self.where = path
+
+
+def _scalar_element(t: TileType) -> ScalarType:
+    assert isinstance(t.element, ScalarType), "globals hold number tiles"
+    return t.element
+
+
+def _attribute_types(value: object) -> list[Type]:
+    """Types carried inside an attribute value (dense constants, typed integers and floats, arrays)."""
+    if isinstance(value, (DenseElementsAttr, IntegerAttr, FloatAttr)):
+        return [value.type]
+    if isinstance(value, ArrayAttr):
+        return [t for e in value.elements for t in _attribute_types(e)]
+    return []
 
 
 def _terminators(op: Operation) -> tuple[str, ...]:
