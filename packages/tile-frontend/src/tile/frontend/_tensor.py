@@ -73,7 +73,7 @@ class Tensor:
         raise TypeError("make tensors with tile.zeros/ones/full/empty/arange/from_numpy/from_dlpack")
 
     def __class_getitem__(cls, item: Any) -> TensorAnnotation:
-        return _Annotation.__class_getitem__(item)
+        return _Annotation[item]
 
     @classmethod
     def _make(
