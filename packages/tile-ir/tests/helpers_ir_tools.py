@@ -32,14 +32,14 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
-def disassemble(data: bytes) -> subprocess.CompletedProcess[str]:
-    """Run tileirdisasm on `data`; rc 0 means NVIDIA's reader and verifier accept it."""
+def disassemble(data: bytes, *flags: str) -> subprocess.CompletedProcess[str]:
+    """Run tileirdisasm on `data` (with extra `flags`, e.g. -g); rc 0 means NVIDIA's reader and verifier accept it."""
     path = tool_path("tileirdisasm")
     assert path is not None, "tileirdisasm not installed"
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "in.tilebc"
         src.write_bytes(data)
-        return _run([str(path), str(src)])
+        return _run([str(path), *flags, str(src)])
 
 
 def compile_cubin(data: bytes, arch: str) -> tuple[subprocess.CompletedProcess[str], bytes]:

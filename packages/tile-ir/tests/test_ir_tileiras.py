@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_kernels import FAMILIES, build_family
 from helpers_ir_samples import build_sample
 from helpers_ir_tools import compile_cubin, disassemble
-from tile.ir import SUPPORTED_VERSIONS, V13_3, V13_5, Version, verify, write_bytecode
+from tile.ir import SUPPORTED_VERSIONS, V13_3, V13_5, Version, read_bytecode, verify, write_bytecode
 from tile.ir.ops import CATALOG
 
 pytestmark = pytest.mark.requires_tileiras
@@ -39,3 +39,27 @@ def test_tileiras_compiles_family_kernel(family: str, arch: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert cubin.startswith(b"\x7fELF")
     assert f"{family}_kernel".encode() in cubin
+
+
+def test_debug_locations_are_accepted_and_printed() -> None:
+    from tile.ir import CallSite, DICompileUnit, DIFile, DILoc, DISubprogram
+
+    module = build_family("softmax", V13_3)
+    fn = module.functions[0]
+    file = DIFile("softmax.py", "/src")
+    scope = DISubprogram(file, 10, fn.name, fn.name, DICompileUnit(file), 10)
+    fn.loc = DILoc(scope, "/src/softmax.py", 10, 1)
+    for line, op in enumerate(fn.walk(), start=11):
+        op.loc = DILoc(scope, "/src/softmax.py", line, 5)
+    helper = DISubprogram(file, 3, "helper", "helper", DICompileUnit(file), 3)
+    first = next(iter(fn.walk()))
+    first.loc = CallSite(DILoc(helper, "/src/softmax.py", 4, 9), DILoc(scope, "/src/softmax.py", 11, 5))
+    data = write_bytecode(module, V13_3)
+    proc, cubin = compile_cubin(data, "sm_90")
+    assert proc.returncode == 0, proc.stderr
+    assert cubin.startswith(b"\x7fELF")
+    listing = disassemble(data, "-g")
+    assert listing.returncode == 0, listing.stderr
+    assert '"/src/softmax.py":12:5' in listing.stdout
+    assert '"/src/softmax.py":4:9' in listing.stdout
+    assert read_bytecode(data).functions[0].walk().__next__().loc == first.loc
