@@ -509,3 +509,33 @@ def test_memory_and_streams_of_another_device_are_refused(sim: SimDriver, vec_ad
     assert sim.kinds("copy") == []
     tc.copy(local, remote)  # device to device across devices is allowed (unified addressing)
     assert sim.kinds("copy")[-1][1:4] == ("DtoD", local._ptr, remote._ptr)
+
+
+class Producer:
+    """A foreign DLPack producer that hands out a Tile view's memory (as torch would hand out its own)."""
+
+    def __init__(self, view: tc.DeviceView) -> None:
+        self.view = view
+
+    def __dlpack__(self, **kwargs: Any) -> object:
+        return self.view.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.view.__dlpack_device__()
+
+
+def test_dlpack_export_round_trips_through_cuda_core(sim: SimDriver) -> None:
+    buffer = tc.DeviceBuffer.from_host(np.arange(24, dtype=np.float32), stream=tc.Stream())
+    exported = tc.DeviceView(
+        buffer.ptr, np.dtype(np.float32), (3, 4), (32, 4), device=buffer.device, owner=buffer, buffer=buffer
+    )
+    borrowed = tc.borrow(Producer(exported))
+    assert (borrowed.ptr, borrowed.shape, borrowed.strides) == (buffer.ptr, (3, 4), (32, 4))
+    assert borrowed.dtype == np.dtype(np.float32)
+    assert borrowed.device is buffer.device
+    assert borrowed.buffer is None  # borrowed memory is never owned
+    assert not borrowed.is_contiguous
+    consumer = tc.Device(0).default_stream.handle
+    recorded_on_home = {r[1] for r in sim.kinds("record") if r[2] == buffer.stream.handle}
+    assert any(("wait", consumer, event) in sim.log for event in recorded_on_home)  # consumer ordered after producer
+    assert consumer in buffer._foreign_streams  # and the buffer's free will wait for the consumer
