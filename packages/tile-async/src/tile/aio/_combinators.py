@@ -256,7 +256,7 @@ class HostCall(DeviceOp[tuple[Any, ...]]):
 
     def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         fn, args = self._fn, self._args
-        ctx.enqueue(lambda: _discard(fn(*args)))
+        ctx.enqueue(lambda: fn(*args))
         return args
 
     def _describe(self) -> str:
@@ -269,10 +269,6 @@ class HostCall(DeviceOp[tuple[Any, ...]]):
 
     def _drop(self) -> None:
         del self._fn, self._args
-
-
-def _discard(_: object) -> None:
-    """Host work returns nothing; a result of the called function is not an output."""
 
 
 def value(obj: T) -> DeviceOp[T]:

@@ -78,8 +78,8 @@ class ExecutionContext(ABC):
         return False
 
     @abstractmethod
-    def enqueue(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the host after all work enqueued before it, and before all work enqueued after it."""
+    def enqueue(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` (its result is ignored) after all work enqueued before it and before all work after it."""
 
     @abstractmethod
     def record(self) -> Completion:

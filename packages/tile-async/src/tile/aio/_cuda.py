@@ -56,13 +56,10 @@ _wrapped: dict[int, CudaContext] = {}
 def wrap_stream(obj: object) -> CudaContext:
     """A context for a ``tile.core.Stream`` or anything ``tile.core.Stream.borrow`` accepts (the same context
     object each time for the same stream object, so host-work errors are not lost between wrappers)."""
-    tc = core()
-    if isinstance(obj, tc.Stream):
-        stream = obj
-    elif isinstance(obj, int) or hasattr(obj, "__cuda_stream__"):
-        stream = tc.Stream.borrow(obj)
-    else:
+    if isinstance(obj, bool) or not (isinstance(obj, int) or hasattr(obj, "__cuda_stream__")):
         raise OpTypeError("the stream argument", "an ExecutionContext or a CUDA stream", type(obj).__name__)
+    tc = core()
+    stream = obj if isinstance(obj, tc.Stream) else tc.Stream.borrow(obj)
     ctx = _wrapped.get(id(stream))
     if ctx is None or ctx.stream is not stream:
         ctx = _wrapped[id(stream)] = CudaContext(stream)
@@ -134,7 +131,7 @@ class CudaContext(ExecutionContext):
     def device(self) -> Hashable:
         return self._device
 
-    def enqueue(self, fn: Callable[[], None]) -> None:
+    def enqueue(self, fn: Callable[[], object]) -> None:
         _launch_host_func(self, fn)
 
     def record(self) -> Completion:
@@ -178,7 +175,7 @@ class CudaContext(ExecutionContext):
 # -- host functions -------------------------------------------------------------------------------------------
 
 _HostFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_pending: dict[int, tuple[CudaContext, Callable[[], None]]] = {}
+_pending: dict[int, tuple[CudaContext, Callable[[], object]]] = {}
 _keys = itertools.count(1)  # user data 0 would be NULL
 
 
@@ -199,7 +196,7 @@ def _trampoline(key: int | None) -> None:
 _c_trampoline = _HostFn(_trampoline)  # module-level: must outlive every callback the driver may still call
 
 
-def _launch_host_func(ctx: CudaContext, fn: Callable[[], None]) -> None:
+def _launch_host_func(ctx: CudaContext, fn: Callable[[], object]) -> None:
     d = driver()
     key = next(_keys)
     _pending[key] = (ctx, fn)
@@ -230,7 +227,7 @@ class CudaRecorder(CudaContext):
     def capturing(self) -> bool:
         return True
 
-    def enqueue(self, fn: Callable[[], None]) -> None:
+    def enqueue(self, fn: Callable[[], object]) -> None:
         raise CaptureError("host work on a CUDA stream", "a host callback would run at every replay")
 
     def record(self) -> Completion:

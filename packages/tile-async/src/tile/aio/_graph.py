@@ -48,7 +48,7 @@ class _HostReplay:
 
     kind = "host"
 
-    def __init__(self, work: tuple[Callable[[], None], ...]) -> None:
+    def __init__(self, work: tuple[Callable[[], object], ...]) -> None:
         self._work = work
 
     def replay(self, ctx: ExecutionContext) -> None:
@@ -65,7 +65,7 @@ class _HostRecorder(ExecutionContext):
     __slots__ = ("_work",)
 
     def __init__(self) -> None:
-        self._work: list[Callable[[], None]] = []
+        self._work: list[Callable[[], object]] = []
 
     @property
     def device(self) -> Hashable:
@@ -75,7 +75,7 @@ class _HostRecorder(ExecutionContext):
     def capturing(self) -> bool:
         return True
 
-    def enqueue(self, fn: Callable[[], None]) -> None:
+    def enqueue(self, fn: Callable[[], object]) -> None:
         self._work.append(fn)
 
     def record(self) -> Completion:
@@ -232,6 +232,7 @@ def capture(op: DeviceOp[T], on: object = None) -> Graph[T]:
     """
     from tile.aio import _policy
 
+    _lock.check("capture()")
     ctx = _policy.default_policy().next_context() if on is None else _policy.as_context(on)
     return capture_on(op, ctx, caller_site())
 

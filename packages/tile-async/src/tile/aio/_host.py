@@ -69,11 +69,11 @@ class HostCompletion(Completion):
             if not self._done.is_set():
                 self._callbacks.append(fn)
                 return
-        fn(self._error)
+        call_back(fn, self._error)
 
 
 _DONE = HostCompletion.finished()
-_Item = Callable[[], None] | HostCompletion | None  # None stops the worker
+_Item = Callable[[], object] | HostCompletion | None  # None stops the worker
 
 
 class HostStream(ExecutionContext):
@@ -112,7 +112,7 @@ class HostStream(ExecutionContext):
         """True when work runs on this stream's own thread."""
         return self._worker
 
-    def enqueue(self, fn: Callable[[], None]) -> None:
+    def enqueue(self, fn: Callable[[], object]) -> None:
         if not self._worker:
             with self._mutex:
                 self._run(fn)
@@ -156,7 +156,7 @@ class HostStream(ExecutionContext):
             self._queue.put(None)
             thread.join()
 
-    def _run(self, fn: Callable[[], None]) -> None:
+    def _run(self, fn: Callable[[], object]) -> None:
         """Run one piece of work (mutex held inline; on the worker thread otherwise)."""
         if self._error is not None:
             return

@@ -13,7 +13,7 @@ import threading
 
 from tile.aio._errors import ExecutionLockError
 
-__all__ = ["acquire", "held", "release", "set_held"]
+__all__ = ["acquire", "check", "held", "release", "set_held"]
 
 
 class _State(threading.local):
@@ -26,6 +26,12 @@ _state = _State()
 def held() -> bool:
     """Return True while this thread is executing an op or host work."""
     return _state.held
+
+
+def check(action: str) -> None:
+    """Raise ExecutionLockError when this thread is executing (before choosing a context for ``action``)."""
+    if _state.held:
+        raise ExecutionLockError(action)
 
 
 def acquire(action: str) -> None:

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
-from tile.aio import _run
+from tile.aio import _lock, _run
 from tile.aio._context import ExecutionContext
 from tile.aio._errors import CaptureError, OpConsumedError
 
@@ -169,15 +169,18 @@ class DeviceOp(Generic[T_co]):
 
     def sync(self) -> T_co:
         """Execute on the default device's policy, block until the work is done, and return the output."""
+        _lock.check(".sync()")
         return _run.run_sync(self, _policy.default_policy().next_context(), ".sync()", caller_site())
 
     def sync_on(self, stream: object) -> T_co:
         """Execute on ``stream`` (an ExecutionContext or a ``tile.core.Stream``), block, return the output."""
+        _lock.check(".sync_on()")
         return _run.run_sync(self, _policy.as_context(stream), ".sync_on()", caller_site())
 
     def __await__(self) -> Generator[Any, None, T_co]:
         """``await op``: execute on the default policy; resolve when the work is done, without blocking the
         event loop (a short bounded poll, then a waiter thread or host callback wakes the loop)."""
+        _lock.check("await")
         ctx = _policy.default_policy().next_context()
         return _run.run_async(self, ctx, "await", caller_site()).__await__()
 
@@ -191,6 +194,7 @@ class DeviceOp(Generic[T_co]):
 
         See :func:`tile.aio.capture`.
         """
+        _lock.check(".graph()")
         ctx = _policy.default_policy().next_context() if on is None else _policy.as_context(on)
         return _graph.capture_on(self, ctx, caller_site())
 
@@ -211,9 +215,11 @@ class Scheduled(Generic[T]):
 
     def sync(self) -> T:
         """Execute on the policy's next context, block until done, return the output."""
+        _lock.check(".schedule().sync()")
         return _run.run_sync(self._op, self._policy.next_context(), ".schedule().sync()", caller_site())
 
     def __await__(self) -> Generator[Any, None, T]:
+        _lock.check("await .schedule()")
         ctx = self._policy.next_context()
         return _run.run_async(self._op, ctx, "await .schedule()", caller_site()).__await__()
 

@@ -1,0 +1,185 @@
+"""Ownership rules: an op runs once, moved ops cannot be reused, inputs are held until the work is done
+(also when the op fails), and the execution lock refuses nested blocking executions."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+import pytest
+
+from tile import aio
+
+
+class Resource:
+    """A stand-in for a device buffer whose lifetime the tests watch through a weak reference."""
+
+    def __init__(self, name: str = "r") -> None:
+        self.name = name
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.001)
+
+
+def test_an_op_executes_at_most_once() -> None:
+    op = aio.value(1)
+    assert op.sync() == 1
+    assert op.consumed
+    with pytest.raises(aio.OpConsumedError, match=r"Value op was already executed by \.sync\(\) at .*test_aio_own"):
+        op.sync()
+
+
+def test_a_moved_op_cannot_be_executed_or_moved_again() -> None:
+    op = aio.value(1)
+    mapped = op.map(str)
+    with pytest.raises(aio.OpConsumedError, match=r"already moved into \.map\(\) at .*test_aio_ownership.py:\d+"):
+        op.sync()
+    with pytest.raises(aio.OpConsumedError, match=r"moved into \.map"):
+        aio.zip(op)
+    assert mapped.sync() == "1"
+
+
+def test_an_op_returned_by_then_is_claimed() -> None:
+    inner = aio.value(2)
+    assert aio.value(1).then(lambda _: inner).sync() == 2
+    with pytest.raises(aio.OpConsumedError, match=r"returned by the \.then\(\) function"):
+        inner.sync()
+
+
+def test_awaiting_twice_raises() -> None:
+    import asyncio
+
+    op = aio.value(1)
+
+    async def twice() -> None:
+        assert await op == 1
+        with pytest.raises(aio.OpConsumedError, match="executed by await"):
+            await op
+
+    asyncio.run(twice())
+
+
+def test_inputs_are_released_once_the_work_is_done(worker: aio.HostStream, gate: threading.Event) -> None:
+    res = Resource()
+    ref = weakref.ref(res)
+    op = aio.host_call(lambda r: gate.wait(), res).map(len)
+    del res
+    thread = threading.Thread(target=op.sync_on, args=(worker,))
+    thread.start()
+    wait_until(lambda: not worker.query())
+    gc.collect()
+    assert ref() is not None  # the work is pending: the op still owns its input
+    gate.set()
+    thread.join(timeout=5)
+    gc.collect()
+    assert ref() is None  # done: handed back, and nobody kept it
+    assert op.consumed  # the op itself is still referenced here, but no longer holds its inputs
+
+
+def test_the_output_is_handed_back_and_the_op_keeps_nothing() -> None:
+    res = Resource()
+    ref = weakref.ref(res)
+    op = aio.value(res)
+    del res
+    out = op.sync()
+    assert out is ref()
+    del out
+    gc.collect()
+    assert ref() is None
+
+
+def test_an_exception_in_map_propagates_after_the_work_completes(worker: aio.HostStream, gate: threading.Event) -> None:
+    res = Resource()
+    ref = weakref.ref(res)
+    done: list[str] = []
+
+    def boom(_: object) -> int:
+        raise ValueError("bad map")
+
+    def work(_: Resource) -> None:
+        gate.wait()
+        done.append("work")
+
+    op = aio.host_call(work, res).map(boom)
+    del res
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            op.sync_on(worker)
+        except ValueError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=0.2)
+    assert thread.is_alive()  # map already raised, but the sync waits for the enqueued work
+    gc.collect()
+    assert ref() is not None
+    gate.set()
+    thread.join(timeout=5)
+    assert [str(e) for e in errors] == ["bad map"]
+    assert done == ["work"]
+    errors.clear()  # the traceback holds boom's frame, whose argument held the resource
+    gc.collect()
+    assert ref() is None
+
+
+def test_work_after_a_failing_map_in_the_same_op_is_not_enqueued() -> None:
+    log: list[str] = []
+
+    def boom(_: object) -> aio.DeviceOp[object]:
+        raise RuntimeError("stop")
+
+    op = aio.host_call(log.append, "before").then(boom).then(lambda _: aio.host_call(log.append, "after"))
+    with pytest.raises(RuntimeError, match="stop"):
+        op.sync()
+    assert log == ["before"]
+
+
+def nested_sync(_: object = None) -> int:
+    return aio.value(1).sync()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: aio.value(0).map(nested_sync),
+        lambda: aio.value(0).then(lambda _: aio.value(nested_sync())),
+        lambda: aio.with_context(nested_sync),
+        lambda: aio.host_call(nested_sync),
+    ],
+    ids=["map", "then", "with_context", "host_call"],
+)
+def test_a_nested_sync_raises_instead_of_deadlocking(make: Callable[[], aio.DeviceOp[object]]) -> None:
+    with pytest.raises(aio.ExecutionLockError, match=r"\.sync\(\) was called while this thread is executing"):
+        make().sync()
+    assert aio.value(2).sync() == 2  # the lock was given back
+
+
+def test_a_nested_sync_in_worker_host_work_raises(worker: aio.HostStream) -> None:
+    with pytest.raises(aio.ExecutionLockError):
+        aio.host_call(nested_sync).sync_on(worker)
+    assert aio.value(3).sync_on(worker) == 3
+
+
+def test_the_lock_is_per_thread(worker: aio.HostStream, gate: threading.Event) -> None:
+    entered = threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        gate.wait()
+
+    thread = threading.Thread(target=aio.host_call(hold).sync_on, args=(worker,))
+    thread.start()
+    entered.wait(timeout=5)
+    assert aio.value(4).sync() == 4  # another thread executing is not a nested execution
+    gate.set()
+    thread.join(timeout=5)

@@ -1,0 +1,112 @@
+"""Scheduling policies, the default device and its resolution, and the knobs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tile import aio
+
+
+def test_round_robin_rotates_over_its_pool() -> None:
+    pool = [aio.HostStream() for _ in range(3)]
+    policy = aio.RoundRobin(pool)
+    assert [policy.next_context() for _ in range(7)] == [*pool, *pool, pool[0]]
+    assert policy.device is aio.HOST
+    assert "3 contexts" in repr(policy)
+
+
+def test_round_robin_needs_contexts_of_one_device() -> None:
+    with pytest.raises(aio.OpTypeError, match="at least one execution context"):
+        aio.RoundRobin([])
+
+    class Elsewhere(aio.HostStream):
+        @property
+        def device(self) -> object:
+            return "elsewhere"
+
+    with pytest.raises(aio.OpTypeError, match="contexts of one device"):
+        aio.RoundRobin([aio.HostStream(), Elsewhere()])
+
+
+def test_single_stream_always_gives_its_context() -> None:
+    ctx = aio.HostStream()
+    policy = aio.SingleStream(ctx)
+    assert {id(policy.next_context()) for _ in range(5)} == {id(ctx)}
+    assert policy.device is aio.HOST
+
+
+def test_stream_pool_size_defaults_to_the_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert len(aio.stream_pool("host").contexts) == 4
+    monkeypatch.setenv("TILE_AIO_POOL_SIZE", "2")
+    assert len(aio.stream_pool("host").contexts) == 2
+    assert len(aio.stream_pool("host", size=6).contexts) == 6
+    with pytest.raises(aio.OpTypeError, match="size >= 1"):
+        aio.stream_pool("host", size=0)
+
+
+@pytest.mark.parametrize(("name", "value"), [("TILE_AIO_POOL_SIZE", "0"), ("TILE_AIO_SPIN_US", "soon")])
+def test_bad_knobs_are_reported(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(aio.KnobError, match=f"{name}={value!r} is invalid"):
+        aio.stream_pool("host") if name == "TILE_AIO_POOL_SIZE" else asyncio.run(_await_value())
+
+
+async def _await_value() -> int:
+    return await aio.value(1)
+
+
+def test_the_default_policy_is_made_once_per_device() -> None:
+    assert aio.default_policy() is aio.default_policy("host")
+    assert aio.default_policy().device is aio.HOST
+
+
+def test_set_default_policy_replaces_and_returns_the_previous() -> None:
+    ctx = aio.HostStream()
+    mine = aio.SingleStream(ctx)
+    previous = aio.set_default_policy(mine)
+    try:
+        assert aio.with_context(lambda c: c).sync() is ctx
+    finally:
+        assert previous is not None
+        aio.set_default_policy(previous)
+    assert aio.default_policy() is previous
+
+
+def test_device_resolution() -> None:
+    assert aio.device("host") is aio.HOST
+    assert aio.device(aio.HOST) is aio.HOST
+    assert aio.device() is aio.HOST  # the fixture made it the default
+    for bad in ["gpu", "cuda:x", True, 1.5]:
+        with pytest.raises(aio.OpTypeError, match=r"tile\.aio\.device"):
+            aio.device(bad)
+
+
+def test_the_environment_chooses_the_default_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_AIO_DEVICE", "host")
+    token_free = asyncio.run(_default_in_fresh_context())
+    assert token_free is aio.HOST
+
+
+async def _default_in_fresh_context() -> object:
+    import contextvars
+
+    return contextvars.Context().run(aio.default_device)
+
+
+def test_use_device_is_scoped_and_per_task() -> None:
+    seen: dict[str, object] = {}
+
+    async def task(name: str) -> None:
+        aio.set_default_device("host")
+        await asyncio.sleep(0)
+        seen[name] = aio.default_device()
+
+    async def main() -> None:
+        await asyncio.gather(task("a"), task("b"))
+
+    asyncio.run(main())
+    assert seen == {"a": aio.HOST, "b": aio.HOST}
+    with aio.use_device("host") as dev:
+        assert dev is aio.HOST
