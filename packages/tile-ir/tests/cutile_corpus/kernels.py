@@ -468,6 +468,11 @@ class CorpusKernel:
     params: tuple[object, ...]
     versions: tuple[str, ...] = BOTH
 
+    @property
+    def function_name(self) -> str:
+        """The Python name of the kernel (the prefix of its mangled symbol)."""
+        return self.kernel._pyfunc.__name__
+
 
 F32, F16, I32 = ct.float32, ct.float16, ct.int32
 S_F32, S_I32 = ScalarConstraint(ct.float32), ScalarConstraint(ct.int32)
