@@ -66,15 +66,17 @@ class Kernel:
 
     def __call__(self, *args: Any, **generics: int) -> Launch:
         site = user_site()
-        bound, compiled = self._prepare(args, generics)
+        bound, compiled, device = self._prepare(args, generics)
         values = _ownership.move(self.__name__, bound.values, site)
-        return Launch(self.__name__, compiled, params=self.params, values=values, grid=bound.grid, site=site)  # type: ignore[arg-type]  # set by _prepare
+        grid = bound.grid
+        assert grid is not None, "_prepare raises GridError when there is no grid"
+        return Launch(self.__name__, compiled, params=self.params, values=values, grid=grid, site=site, device=device)
 
     def compile(self, *args: Any, **generics: int) -> CompiledKernel:
         """Check and compile for these arguments without launching or moving them (a warm-up)."""
         return self._prepare(args, generics)[1]
 
-    def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel]:
+    def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
         name = self.__name__
         args, generics = _const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
@@ -83,8 +85,8 @@ class Kernel:
                 f"{name}() has no Mut output to infer the launch grid from and no grid was given; "
                 f"launch it as {name}.grid((x, y, z))(...)"
             )
-        device = _ownership.check(name, self.params, args, self.unchecked)
-        return bound, self._compiled(self._specialize(bound), _target(device))
+        device = _device_of(_ownership.check(name, self.params, args, self.unchecked))
+        return bound, self._compiled(self._specialize(bound), _target(device)), device
 
     def _specialize(self, bound: Bound) -> Specialization:
         params: dict[str, ArraySpec | ScalarSpec] = {}
@@ -123,15 +125,20 @@ def _const_keywords(
     return extended, kwargs
 
 
+def _device_of(device: object) -> object:
+    """The launch's device: its tensors', else the current backend's (host, or GPU 0)."""
+    if device is not None:
+        return device
+    if _backend.backend() == "cpu":
+        return HOST
+    from tile import core
+
+    return core.Device(0)
+
+
 def _target(device: object) -> Target:
-    if device is None:
-        device = HOST if _backend.backend() == "cpu" else None
     if device == HOST:
         return Target.cpu()
-    if device is None:
-        from tile import core
-
-        device = core.Device(0)
     return Target(arch=device.arch)  # type: ignore[attr-defined]  # a tile.core.Device
 
 

@@ -12,7 +12,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 import tile.aio
-from tile.aio import DeviceOp, ExecutionContext
+from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
 from tile.frontend._execute import run_cpu, run_gpu
@@ -30,7 +30,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
     """
 
-    __slots__ = ("_compiled", "_grid", "_kernel", "_params", "_site", "_storages", "_values")
+    __slots__ = ("_compiled", "_device", "_grid", "_kernel", "_params", "_site", "_storages", "_values")
 
     def __init__(
         self,
@@ -41,8 +41,10 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         values: list[Any],
         grid: tuple[int, int, int],
         site: str,
+        device: object = None,
     ) -> None:
         super().__init__()
+        self._device = device
         self._kernel, self._compiled, self._params, self._site = kernel, compiled, tuple(params), site
         self._values: list[Any] | None = values
         self._grid = grid
@@ -96,20 +98,18 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         for s in storages:
             s.release()
 
-    # A CPU launch is host work: it runs on a host stream whatever the default device is (there may be no GPU).
-    def _host_ctx(self) -> ExecutionContext | None:
-        return tile.aio.default_policy("host").next_context() if self.on_host else None
+    # A launch runs on the device its tensors live on (a CPU launch on a host stream), whatever tile.aio's default
+    # device is: there may be no GPU, or the default may point at another device.
+    def _policy(self) -> SchedulingPolicy:
+        return tile.aio.default_policy("host" if self.on_host else self._device)
 
     def sync(self) -> tuple[Any, ...]:
-        """Execute, block until the work is done, and return all arguments (outputs written)."""
-        ctx = self._host_ctx()
-        return super().sync() if ctx is None else self.sync_on(ctx)
+        """Execute on a stream of the arguments' device, block until done, and return all arguments."""
+        return self.sync_on(self._policy().next_context())
 
     def __await__(self) -> Generator[Any, None, tuple[Any, ...]]:
-        if self.on_host:
-            return self.schedule(tile.aio.default_policy("host")).__await__()
-        return super().__await__()
+        return self.schedule(self._policy()).__await__()
 
     def graph(self, on: object = None) -> Any:
         """Capture this launch into a replayable graph (see ``tile.aio.DeviceOp.graph``)."""
-        return super().graph(on if on is not None else self._host_ctx())
+        return super().graph(on if on is not None else self._policy().next_context())
