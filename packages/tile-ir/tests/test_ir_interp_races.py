@@ -242,3 +242,36 @@ def test_in_place_update_without_a_token_edge_is_reported() -> None:
     assert "no token chain orders them" in str(err)
     assert pickle.loads(pickle.dumps(err)).first == err.first
     interp.launch(_in_place_double(False), 2, _args(z), check_tokens=False)
+
+
+def _counting_loop(chained: bool) -> Module:
+    """for i < n: z[tile b] += 1, the load waiting for the previous iteration's store only when `chained`."""
+    fn = Function("count_up", FunctionType((scalar(ptr(f32)), I32, I32, I32)))
+    b = Builder(fn.body)
+    tv = TensorViewType(f32, (None,), (None,))
+    z = b.call("make_tensor_view", fn.params[0], [fn.params[1]], [fn.params[2]], result_type=tv).results[0]
+    view = _part(b, z, 4)
+    start = b.make_token()
+    bx, _, _ = b.get_tile_block_id()
+    one = b.constant(1, I32)
+    with b.for_(b.constant(0, I32), fn.params[3], one, [start]) as loop:
+        t, loaded = b.load_view_tko(view, [bx], loop.args[0] if chained else start, loc=LOAD_LOC)
+        stored = b.call("store_view_tko", b.addf(t, b.constant(1.0, tile((4,), f32))), view, [bx], loaded,
+                        loc=STORE_LOC).results[0]  # fmt: skip
+        b.continue_([stored])
+    b.return_()
+    return Module([fn])
+
+
+def test_a_long_token_chained_loop_is_checked_quickly() -> None:
+    z = np.zeros(8, np.float32)
+    interp.launch(_counting_loop(True), 2, [z, 8, 1, 2000])
+    assert z.tolist() == [2000.0] * 8
+
+
+def test_a_loop_whose_load_skips_the_carried_token_is_reported() -> None:
+    z = np.zeros(8, np.float32)
+    with pytest.raises(interp.TokenOrderError) as info:
+        interp.launch(_counting_loop(False), 2, [z, 8, 1, 3])
+    assert info.value.first == ("kernels.py:12:5", "write")
+    assert info.value.second == ("kernels.py:10:9", "read")

@@ -120,10 +120,9 @@ def launch(
             state.block, state.block_values = block, (np.int32(block[0]), np.int32(block[1]), np.int32(block[2]))
             if races is not None:
                 races.block = linear
+            tokens.begin_block(block)
             try:
                 body.run(list(template))
-                if check_tokens:
-                    tokens.check_block(block)
             except InterpError as err:
                 if err.block is None:
                     raise type(err)(err.message, block, err.location) from err

@@ -4,9 +4,9 @@ Tile IR does not order memory ops by program order: only token chains do, and th
 ops of one block in either order unless one's result token reaches the other's input token (directly, through
 ``join_tokens`` or through loop-carried tokens). The interpreter runs ops in program order, which is one of the
 allowed orders; `TokenFlow` records the token graph as it runs (one node per dynamic op instance, its
-predecessors being the nodes of its input token) and, at the end of each block, looks for two accesses of that
-block to one element, at least one a plain write, that no chain orders: on the device their order, and so the
-result, is undefined. Two atomics never conflict; reads never conflict with reads.
+predecessors being the nodes of its input token) and, as each access happens, looks for an earlier access of the
+same block to one of its elements, one of the two a plain write, that no chain orders: on the device their order,
+and so the result, is undefined. Two atomics never conflict; reads never conflict with reads.
 """
 
 from __future__ import annotations
@@ -27,50 +27,79 @@ __all__ = ["TokenFlow"]
 class _Access:
     node: int
     region: Region
-    addresses: Array
+    raw: Array
     kind: str
     location: str
+    _sorted: Array | None = None
+
+    @property
+    def addresses(self) -> Array:
+        """The touched addresses, sorted and unique (computed once, when first compared)."""
+        if self._sorted is None:
+            self._sorted = np.unique(self.raw)
+        return self._sorted
 
 
 class TokenFlow:
-    """The token graph of one launch (see the module docstring)."""
+    """The token graph of one launch (see the module docstring).
+
+    Accesses are checked as they happen, against the block's earlier accesses, newest first. An earlier plain
+    write that is token-ordered before the new access *covers* the elements they share: everything before it
+    on those elements was already checked against it, so by transitivity it is ordered before the new access
+    too, and the scan stops once every element is covered. An in-place loop thus costs one check per access.
+    """
 
     def __init__(self, memory: Memory, check: bool) -> None:
         self._memory = memory
         self._preds: list[tuple[int, ...]] = []
-        self._accesses: list[_Access] = []
+        self._all: list[_Access] = []
+        self._writes: list[_Access] = []
         self.check = check
         self.current = -1
+        self.block: BlockId = (0, 0, 0)
 
     def node(self, preds: Iterable[object] = ()) -> int:
         """A new token node ordered after the token values in `preds` (None entries are absent tokens)."""
         self._preds.append(tuple(p for p in preds if isinstance(p, int)))
         return len(self._preds) - 1
 
+    def begin_block(self, block: BlockId) -> None:
+        """Forget the previous block's accesses (blocks are checked against each other by the race detector)."""
+        self.block = block
+        self._all, self._writes = [], []
+
     def recorder(self, kind: str, location: str) -> Access | None:
-        """Callback recording accesses of the op running as node `current` (None when not checking)."""
+        """Callback checking and recording accesses of the op running as node `current` (None when not checking)."""
         if not self.check:
             return None
 
         def record(region: Region, addresses: Array) -> None:
-            self._accesses.append(_Access(self.current, region, addresses.reshape(-1), kind, location))
+            access = _Access(self.current, region, addresses.reshape(-1), kind, location)
+            self._check(access)
+            self._all.append(access)
+            if kind == "write":
+                self._writes.append(access)
 
         return record
 
-    def check_block(self, block: BlockId) -> None:
-        """Raise `TokenOrderError` for the first unordered conflicting pair of this block, then forget them."""
-        accesses, self._accesses = self._accesses, []
-        writes = [a for a in accesses if a.kind == "write"]
-        for w in writes:
-            for other in accesses:
-                if other.node == w.node or (other.kind == "write" and other.node < w.node):
-                    continue
-                element = _shared(w, other)
-                if element is not None and not self._ordered(w.node, other.node):
-                    first, second = (w, other) if w.node < other.node else (other, w)
-                    raise TokenOrderError(
-                        block, w.region.describe(element), (first.location, first.kind), (second.location, second.kind)
-                    )
+    def _check(self, new: _Access) -> None:
+        """Raise `TokenOrderError` if an earlier access conflicts with `new` and no token chain orders them."""
+        pending: Array | None = None
+        for old in reversed(self._all if new.kind == "write" else self._writes):
+            if old.node == new.node or old.region is not new.region or (old.kind == new.kind == "atomic"):
+                continue
+            pending = new.addresses if pending is None else pending
+            common = _common(old.addresses, pending)
+            if common.size == 0:
+                continue
+            if not self._ordered(old.node, new.node):
+                raise TokenOrderError(
+                    self.block, old.region.describe(int(common[0])), (old.location, old.kind), (new.location, new.kind)
+                )
+            if old.kind == "write":
+                pending = np.setdiff1d(pending, common, assume_unique=True)
+                if pending.size == 0:
+                    return
 
     def _ordered(self, a: int, b: int) -> bool:
         """True when one of the nodes is reachable from the other through predecessor edges."""
@@ -86,11 +115,8 @@ class TokenFlow:
         return False
 
 
-def _shared(a: _Access, b: _Access) -> int | None:
-    """The lowest address both accesses touch, or None."""
-    if a.region is not b.region:
-        return None
-    if a.addresses.max() < b.addresses.min() or b.addresses.max() < a.addresses.min():
-        return None
-    common = np.intersect1d(a.addresses, b.addresses)
-    return int(common[0]) if common.size else None
+def _common(a: Array, b: Array) -> Array:
+    """The sorted addresses in both sorted unique arrays."""
+    if a.size == 0 or b.size == 0 or a[-1] < b[0] or b[-1] < a[0]:
+        return a[:0]
+    return np.intersect1d(a, b, assume_unique=True)
