@@ -384,3 +384,34 @@ def test_compile_module_built_with_the_ir_builder(tmp_path: Path, monkeypatch: p
     assert kernel.cubin[:4] == b"\x7fELF"
     assert b"scale\x00" in kernel.cubin
     assert tc.compile_module(_built_module(), "sm_90").origin == "disk"
+
+
+BROKEN = textwrap.dedent(
+    """
+    import tile.compiler.lang as tl
+    from tile.compiler.lang import Mut, Tensor, f32
+
+
+    def broken(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+        z.store(tl.load_tile_like(x, z) + undefined_name)
+    """
+)
+
+
+@pytest.mark.parametrize("debug", ["", "1"])
+def test_compile_errors_hide_compiler_frames_unless_tile_debug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, debug: str
+) -> None:
+    import traceback
+
+    monkeypatch.setenv("TILE_DEBUG", debug)
+    source = tmp_path / "tile_broken_kernel.py"
+    source.write_text(BROKEN)
+    broken = _import(source, "tile_broken_kernel").broken
+    with pytest.raises(tc.CompileError) as info:
+        compile_kernel(broken, Specialization.make(consts={"B": 128}), Target.cpu(), cache=False)
+    frames = [frame.filename for frame in traceback.extract_tb(info.value.__traceback__)]
+    internal = [f for f in frames if "tile/compiler/_" in f.replace("\\", "/") and not f.endswith("_api.py")]
+    assert bool(internal) == bool(debug)
+    assert "undefined_name" in str(info.value)
+    assert f"{source}:" in str(info.value)

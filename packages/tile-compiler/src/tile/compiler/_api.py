@@ -19,6 +19,7 @@ from typing import Any
 from tile.ir import Module
 
 from ._cache import CacheEntry, DiskCache, MemoryCache, count
+from ._diagnostics import CompileError
 from ._dump import Dumper
 from ._fingerprint import frontend_key
 from ._knobs import Knobs, knobs
@@ -153,10 +154,16 @@ def compile_kernel(
     target = target if isinstance(target, Target) else Target(target)
     spec = spec or Specialization()
     key = frontend_key(fn, spec, target, settings.bytecode_version)
-    if not cache:
-        return _build(fn, spec, _Job.start(settings, target, key, cache=False, stem=_stem(fn, key)))
-    memory_key = (key, str(settings.cache_dir), str(settings.tileiras))
-    kernel, hit = _MEMORY.get_or_compute(memory_key, lambda: _load_or_build(fn, spec, target, key, settings))
+    try:
+        if not cache:
+            return _build(fn, spec, _Job.start(settings, target, key, cache=False, stem=_stem(fn, key)))
+        memory_key = (key, str(settings.cache_dir), str(settings.tileiras))
+        kernel, hit = _MEMORY.get_or_compute(memory_key, lambda: _load_or_build(fn, spec, target, key, settings))
+    except CompileError as exc:
+        if settings.debug:
+            raise
+        # The message already shows the user's line; the compiler's own frames are noise (TILE_DEBUG=1 keeps them).
+        raise exc.with_traceback(None) from None
     if not hit:
         return kernel
     count("memory_hits")
