@@ -370,14 +370,19 @@ def test_free_waits_for_uses_on_other_streams(sim: SimDriver) -> None:
 
 
 def test_frees_are_never_enqueued_on_a_capturing_stream(sim: SimDriver) -> None:
-    stream = tc.Stream()
+    stream, other = tc.Stream(), tc.Stream()
     buffer = tc.DeviceBuffer.allocate(64, stream=stream)
+    buffer.fill(1, stream=other, sync=False)  # a use the free must wait for
     sim.capturing.add(stream.handle)
+    mark = len(sim.log)
     buffer.free()
+    assert [e for e in sim.log[mark:] if e[0] in ("free", "wait") and e[1] == stream.handle] == []
     assert sim.kinds("free") == []
     sim.capturing.clear()
     tc.DeviceBuffer.allocate(16).free()  # the next allocation drains deferred frees
-    assert next(f[1] for f in sim.kinds("free")) == buffer._ptr
+    after = sim.log[mark:]
+    free_at = after.index(("free", buffer._ptr, stream.handle))
+    assert any(e[0] == "wait" and e[1] == stream.handle for e in after[:free_at])
 
 
 def test_closed_home_stream_hands_frees_to_the_default_stream(sim: SimDriver) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["DeviceBuffer", "Uses"]
 
 _deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
-_deferred: list[tuple[int, Stream]] = []  # frees that met a capturing stream, retried later
+_deferred: list[_PendingFree] = []  # frees that met a capturing stream, retried by the next allocation or free
 
 
 def _drain_deferred() -> None:
@@ -40,17 +41,33 @@ def _drain_deferred() -> None:
     with _deferred_lock:
         pending = list(_deferred)
         _deferred.clear()
-    for ptr, stream in pending:
-        _free_on(ptr, stream)
+    for free in pending:
+        free.run()
 
 
-def _free_on(ptr: int, stream: Stream) -> None:
-    home = open_successor(stream)
-    if home.is_capturing():
-        with _deferred_lock:
-            _deferred.append((ptr, home))
-        return
-    check(tb.driver().cuMemFreeAsync(ptr, home._raw), "cuMemFreeAsync")
+@dataclass(frozen=True)
+class _PendingFree:
+    """Everything a stream-ordered free needs: the pointer, its stream and the uses it must wait for."""
+
+    ptr: int
+    device: Device
+    stream: Stream
+    uses: tuple[Event, ...]
+    foreign_streams: tuple[int, ...]
+
+    def run(self) -> None:
+        """Enqueue the free after its uses, or defer all of it while the stream captures a graph."""
+        home = open_successor(self.stream)
+        if home.is_capturing():  # not even the waits: they would become nodes of the user's graph
+            with _deferred_lock:
+                _deferred.append(self)
+            return
+        for event in self.uses:
+            home.wait(event)
+        for handle in self.foreign_streams:
+            _wait_foreign(home, handle)
+        self.device.make_current()
+        check(tb.driver().cuMemFreeAsync(self.ptr, home._raw), "cuMemFreeAsync")
 
 
 def _wait_foreign(home: Stream, handle: int) -> None:
@@ -186,14 +203,9 @@ class DeviceBuffer:
     def _release(self) -> None:
         self._freed = True
         invalidation[0] += 1
-        home = open_successor(self.stream)
-        for event in self._uses.events:
-            home.wait(event)
-        self._uses.events.clear()
-        for handle in self._foreign_streams:
-            _wait_foreign(home, handle)
-        self.device.make_current()
-        _free_on(self._ptr, home)
+        uses, self._uses.events = tuple(self._uses.events), []
+        _drain_deferred()
+        _PendingFree(self._ptr, self.device, self.stream, uses, tuple(self._foreign_streams)).run()
 
     def __enter__(self) -> DeviceBuffer:
         return self
