@@ -68,7 +68,8 @@ def test_tensor_annotations() -> None:
     ("build", "message"),
     [
         (lambda: Tensor[f32], "write Tensor"),
-        (lambda: Tensor["f32", 4], "write Tensor"),
+        (lambda: Tensor[3, 4], "write Tensor"),
+        (lambda: Tensor["not a name", 4], "write Tensor"),
         (lambda: Tensor[f32, 0], "tensor shape items"),
         (lambda: Tensor[f32, 2.0], "tensor shape items"),
         (lambda: Tensor[f32, "not valid"], "tensor shape items"),

@@ -200,3 +200,20 @@ def test_ops_carry_user_locations_and_dump_prints_them() -> None:
     assert text.startswith("entry @runtime_if(")
     assert "if " in text
     assert "yield" in text
+
+
+def test_dtype_generics_bind_from_the_specialization() -> None:
+    by_name = typecheck(
+        resolve(parse(k.generic_dtype)), Specialization.make(consts={"B": 64}, dtypes={"T": "f16"}), Target("sm_90")
+    )
+    assert by_name.abi.slots[0].dtype == "ptr<f16>"
+    by_array = check(k.generic_dtype, B=64, params={"x": ArraySpec("bf16", 1)})
+    assert [s.dtype for s in by_array.abi.slots if s.role == "base"] == ["ptr<bf16>", "ptr<bf16>"]
+    with pytest.raises(CompileError, match="dtype generic 'T' of parameter 'z' has no value"):
+        check(k.generic_dtype, B=64)
+
+
+def test_missing_array_facts_default_to_row_major() -> None:
+    t = check(k.carried_loop, B=64)
+    views = [op.results[0].type for op in walk(t.ir.body) if op.name == "make_tensor_view"]
+    assert all(isinstance(v, TensorViewType) and v.strides[-1] == 1 for v in views)

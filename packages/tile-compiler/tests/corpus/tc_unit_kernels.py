@@ -78,3 +78,7 @@ def raw_pointer(z: Mut[Tensor[f32, "B"]], p: Ptr[f32]):
 
 def reduces(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, (-1, 16)]):
     z.store(tile.max(x.partition((B, 16)).load((tile.block_id()[0], 0)), axis=1))
+
+
+def generic_dtype(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
+    z.store(tile.load_tile_like(x, z) + tile.ones((B,), T))

@@ -96,10 +96,11 @@ class ParamInfo:
 
     name: str
     kind: str  # "tensor" | "mut" | "const" | "scalar" | "ptr"
-    dtype: DType | None
+    dtype: DType | None  # None for a dtype generic (see dtype_generic) and for Const/untyped parameters
     shape: tuple[int | str, ...] = ()
     const_kind: type | None = None
     node: ast.arg | None = None
+    dtype_generic: str | None = None
 
 
 @dataclass(eq=False)
@@ -145,6 +146,7 @@ def resolve(tree: KernelAST) -> ResolvedKernel:
     _check_subset(tree)
     params = tuple(_param(tree, a, i) for i, a in enumerate(tree.tree.args.args))
     generics = {item for p in params for item in p.shape if isinstance(item, str)}
+    generics |= {p.dtype_generic for p in params if p.dtype_generic}
     local_names = frozenset(_assigned(tree.tree)) | {p.name for p in params} | generics
     names = _bind_free(tree, local_names)
     out = ResolvedKernel(tree, params, local_names, names)
@@ -186,10 +188,12 @@ def _param(tree: KernelAST, arg: ast.arg, index: int) -> ParamInfo:
     ann = _annotations(tree).get(arg.arg, inspect.Parameter.empty)
     if ann is inspect.Parameter.empty:
         return ParamInfo(arg.arg, "untyped", None, node=arg)
-    if isinstance(ann, TensorAnnotation):
-        return ParamInfo(arg.arg, "tensor", ann.dtype, ann.shape, node=arg)
-    if isinstance(ann, MutAnnotation):
-        return ParamInfo(arg.arg, "mut", ann.tensor.dtype, ann.tensor.shape, node=arg)
+    if isinstance(ann, (TensorAnnotation, MutAnnotation)):
+        t = ann if isinstance(ann, TensorAnnotation) else ann.tensor
+        kind = "tensor" if isinstance(ann, TensorAnnotation) else "mut"
+        generic = t.dtype if isinstance(t.dtype, str) else None
+        dtype = t.dtype if isinstance(t.dtype, DType) else None
+        return ParamInfo(arg.arg, kind, dtype, t.shape, node=arg, dtype_generic=generic)
     if isinstance(ann, ConstAnnotation):
         return ParamInfo(arg.arg, "const", None, const_kind=ann.kind, node=arg)
     if isinstance(ann, PtrAnnotation):

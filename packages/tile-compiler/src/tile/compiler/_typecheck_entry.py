@@ -16,12 +16,14 @@ from tile.compiler._resolve import ParamInfo
 from tile.compiler._spec import AbiSlot, ArraySpec, ScalarSpec, Specialization, canonical_dtype
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN
 from tile.compiler._typecheck_values import TensorV
-from tile.compiler._types import DTYPES, PtrType, TensorViewType, TileType, TokenType, is_pow2
+from tile.compiler._types import DTYPES, DType, PtrType, TensorViewType, TileType, TokenType, is_pow2
 
 if TYPE_CHECKING:
     from tile.compiler._typecheck import Checker
 
 __all__ = ["build_entry"]
+
+_BY_CANONICAL: dict[str, DType] = {canonical_dtype(d.name): d for d in DTYPES.values()}
 
 
 def build_entry(ch: Checker, spec: Specialization) -> tuple[list[Value], list[AbiSlot]]:
@@ -68,23 +70,22 @@ def _div(ch: Checker, v: Value, div: int, spec: Specialization) -> Value:
 
 
 def _tensor(ch: Checker, p: ParamInfo, spec: Specialization, params: list[Value], slots: list[AbiSlot]) -> None:
-    assert p.dtype is not None  # tensor annotations always carry a dtype
     rank = len(p.shape)
     given = spec.param(p.name)
     if isinstance(given, ScalarSpec):
         ch.fail(f"parameter '{p.name}' is a tensor but the specialization describes a scalar")
-    arr = given if given is not None else ArraySpec(canonical_dtype(p.dtype.name), rank)
-    if arr.dtype != canonical_dtype(p.dtype.name) or arr.ndim != rank:
+    dt = p.dtype if p.dtype is not None else _generic_dtype(ch, p, spec, given)
+    arr = given if given is not None else ArraySpec.contiguous(canonical_dtype(dt.name), rank)
+    if arr.dtype != canonical_dtype(dt.name) or arr.ndim != rank:
         ch.fail(
-            f"'{p.name}' is declared as a rank-{rank} {p.dtype.name} tensor but got a rank-{arr.ndim} "
-            f"{arr.dtype} tensor"
+            f"'{p.name}' is declared as a rank-{rank} {dt.name} tensor but got a rank-{arr.ndim} {arr.dtype} tensor"
         )
     index = DTYPES[arr.index_dtype]
-    base = ch.em.value(TileType(PtrType(p.dtype)))
+    base = ch.em.value(TileType(PtrType(dt)))
     extents = [ch.em.value(TileType(index)) for _ in range(rank)]
     strides = [ch.em.value(TileType(index)) for _ in range(rank)]
     params += [base, *extents, *strides]
-    slots.append(AbiSlot(p.name, "base", -1, f"ptr<{canonical_dtype(p.dtype.name)}>"))
+    slots.append(AbiSlot(p.name, "base", -1, f"ptr<{canonical_dtype(dt.name)}>"))
     slots += [AbiSlot(p.name, "shape", i, arr.index_dtype) for i in range(rank)]
     slots += [AbiSlot(p.name, "stride", i, arr.index_dtype) for i in range(rank)]
     static = [_static_extent(ch, p, arr, i) for i in range(rank)]
@@ -103,12 +104,32 @@ def _tensor(ch: Checker, p: ParamInfo, spec: Specialization, params: list[Value]
         for i, s in enumerate(strides)
         if not arr.stride_one[i]
     ]
-    vt = TensorViewType(p.dtype, tuple(static), tuple(1 if one else None for one in arr.stride_one))
+    vt = TensorViewType(dt, tuple(static), tuple(1 if one else None for one in arr.stride_one))
     view = ch.em.one("make_tensor_view", [base, dyn_shape, dyn_strides], vt)
     tile = _tile_shape(ch, p) if p.kind == "mut" else ()
-    ch.env[p.name] = TensorV(p.name, p.dtype, view, vt, tuple(shape_vals), p.kind == "mut", tile, base)
+    ch.env[p.name] = TensorV(p.name, dt, view, vt, tuple(shape_vals), p.kind == "mut", tile, base)
     if p.kind == "mut":
         ch.env[f"$tok:{p.name}"] = ch.env[ENTRY_TOKEN]
+
+
+def _generic_dtype(ch: Checker, p: ParamInfo, spec: Specialization, given: ArraySpec | None) -> DType:
+    """The dtype bound to a dtype generic: ``spec.dtype(generic)``, ``spec.dtype(param)`` or the array's dtype."""
+    name = p.dtype_generic or p.name
+    bound = ch.env.get(name)
+    arrays = [spec.param(q.name) for q in ch.resolved.params if q.dtype_generic == name]
+    from_arrays = [a.dtype for a in arrays if isinstance(a, ArraySpec)]
+    found = spec.dtype(name) or spec.dtype(p.name) or (given.dtype if given is not None else None)
+    found = found or (from_arrays[0] if from_arrays else None)
+    dt = _BY_CANONICAL.get(found) if found else None
+    if dt is None:
+        ch.fail(
+            f"dtype generic '{name}' of parameter '{p.name}' has no value; launch with a tensor, or pass "
+            f"--dtype {name}=f16 when compiling ahead of time"
+        )
+    if isinstance(bound, DType) and bound != dt:
+        ch.fail(f"dtype generic '{name}' is {bound.name} for an earlier parameter but {dt.name} for '{p.name}'")
+    ch.env[name] = dt
+    return dt
 
 
 def _static_extent(ch: Checker, p: ParamInfo, arr: ArraySpec, i: int) -> int | None:

@@ -27,9 +27,10 @@ def _shape_items(shape: object) -> tuple[ShapeItem, ...]:
 
 @dataclass(frozen=True)
 class TensorAnnotation:
-    """``Tensor[dtype, shape]``: a read-only tensor parameter; ``shape`` items are ints, -1 or generic names."""
+    """``Tensor[dtype, shape]``: a read-only tensor; shape items are ints, -1 or generic names; the dtype may be a
+    generic name too (bound from the specialization, usable as a dtype in the body)."""
 
-    dtype: DType
+    dtype: DType | str
     shape: tuple[ShapeItem, ...]
 
 
@@ -67,8 +68,12 @@ class _Subscript:
 
 class _TensorFactory(_Subscript):
     def __getitem__(self, item: Any) -> TensorAnnotation:
-        if not isinstance(item, tuple) or len(item) != 2 or not isinstance(item[0], DType):
-            raise TypeError('write Tensor[dtype, shape], e.g. Tensor[f32, -1] or Tensor[f16, ("BM", "BK")]')
+        ok = isinstance(item, tuple) and len(item) == 2
+        if not ok or not (isinstance(item[0], DType) or (isinstance(item[0], str) and item[0].isidentifier())):
+            raise TypeError(
+                'write Tensor[dtype, shape], e.g. Tensor[f32, -1], Tensor[f16, ("BM", "BK")] or a dtype '
+                'generic Tensor["T", -1]'
+            )
         return TensorAnnotation(item[0], _shape_items(item[1]))
 
 
