@@ -1,7 +1,7 @@
 """Interpreter speed: tile.ir.interp on a vector add (2**20 f32), a 512^3 f16 GEMM and a 1024x1024 softmax.
 
-Target: each under 2 s on a 2-core CPU box, with the race and token-order checks on (the defaults). Kernels are built with
-tile.ir's builder in cuTile Python's calling convention; each is checked against numpy before timing.
+Target: each under 2 s on a 2-core CPU box, with the race and token-order checks on (the defaults). Kernels are
+built with tile.ir's builder in cuTile Python's calling convention; each is checked against numpy before timing.
 Writes benchmarks/results/interp.json. Run: python benchmarks/bench_interp.py
 """
 
