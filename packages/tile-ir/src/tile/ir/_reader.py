@@ -192,7 +192,10 @@ class _Reader:
         hints: OptimizationHints | None = None
         arg_attrs: ArrayAttr | None = None
         if tables.version >= V13_5:
+            # 13.5 always writes both; empty ones mean "none", as in files of older versions
             hints, arg_attrs = self._typed(r, tables, OptimizationHints), self._typed(r, tables, ArrayAttr)
+            hints = hints if hints.by_arch else None
+            arg_attrs = arg_attrs if arg_attrs.elements else None
         elif flags & 0x04:
             hints = self._typed(r, tables, OptimizationHints)
         body_len = r.count("function body length")
