@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -190,3 +191,15 @@ def test_errors_are_tile_errors_with_a_builtin_base_and_pickle(error: Exception)
     clone = pickle.loads(pickle.dumps(error))
     assert type(clone) is type(error)
     assert str(clone) == "x"
+
+
+def test_only_known_objects_pass_as_streams() -> None:
+    from tile.core._stream import _foreign_stream_handle
+
+    assert _foreign_stream_handle(0x1234) == 0x1234
+    assert _foreign_stream_handle(cu.CUstream(0x4321)) == 0x4321
+    assert _foreign_stream_handle(SimpleNamespace(__cuda_stream__=lambda: (0, 0x99))) == 0x99
+    with pytest.raises(TypeError, match="cannot use DeviceBuffer as a stream"):
+        _foreign_stream_handle(fake_buffer())
+    with pytest.raises(TypeError, match="cannot use float as a stream"):
+        _foreign_stream_handle(1.5)

@@ -183,19 +183,20 @@ def _foreign_stream_handle(obj: object) -> int:
     if protocol is not None:
         _version, handle = protocol() if callable(protocol) else protocol
         return int(handle)
-    for attribute in ("cuda_stream", "ptr"):
-        value = getattr(obj, attribute, None)
-        if isinstance(value, int):
-            return value
+    # Only the libraries whose stream objects are known: a stray ``.ptr`` (a buffer!) must not pass as a stream.
+    library = type(obj).__module__.split(".")[0]
+    attribute = {"torch": "cuda_stream", "cupy": "ptr", "cupy_backends": "ptr"}.get(library)
+    value = getattr(obj, attribute, None) if attribute else None
+    if isinstance(value, int):
+        return value
     if isinstance(obj, int) and not isinstance(obj, bool):
         return obj
-    try:
+    if library == "cuda" and hasattr(obj, "getPtr"):  # a cuda.bindings CUstream
         return int(obj)  # type: ignore[call-overload,no-any-return]  # cuda.bindings handles define __int__
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"cannot use {type(obj).__name__} as a stream: pass a tile.core.Stream, an object with __cuda_stream__, "
-            "a torch/cupy stream or an int CUstream"
-        ) from None
+    raise TypeError(
+        f"cannot use {type(obj).__name__} as a stream: pass a tile.core.Stream, an object with __cuda_stream__, "
+        "a torch/cupy stream or an int CUstream"
+    )
 
 
 def open_successor(stream: Stream) -> Stream:
