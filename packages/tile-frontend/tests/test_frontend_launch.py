@@ -148,3 +148,10 @@ def test_kernel_object_keeps_the_function(k: ModuleType) -> None:
     assert "add" in repr(k.add)
     assert "unchecked" in repr(k.add_unchecked)
     assert [p.kind for p in k.gemm.params] == ["mut", "tensor", "tensor", "const"]
+
+
+@pytest.mark.parametrize("dtype", [f32, f16, i32])
+def test_dtype_generic_is_bound_from_the_arguments(k: ModuleType, dtype: Any) -> None:
+    x = tile.arange(dtype, 300)
+    z, _ = k.copy_any(tile.zeros(dtype, [300]).partition([128]), x).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(300).astype(tile.numpy_dtype(dtype)))

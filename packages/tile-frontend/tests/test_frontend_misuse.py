@@ -425,3 +425,8 @@ def test_errors_are_tile_errors_and_pickle() -> None:
     for cls in (tile.AliasError, tile.BorrowError, tile.ArgumentError, tile.GridError, tile.BackendError):
         assert issubclass(cls, TileError)
         assert str(pickle.loads(pickle.dumps(cls("message")))) == "message"
+
+
+def test_dtype_generic_bound_twice_differently(k: ModuleType) -> None:
+    with pytest.raises(tile.ArgumentError, match="dtype generic T is f16 from the dtype of 'z' but f32"):
+        k.copy_any(tile.zeros(f16, [N]).partition([128]), _vec())

@@ -109,3 +109,8 @@ def gemm_bf16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[bf16, (-1, -1)], y: T
     for k in range(px.num_tiles[1]):
         acc = tile.mma(px.load((bm, k)), py.load((k, bn)), acc)
     z.store(acc)
+
+
+@tile.entry
+def copy_any(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
+    z.store(tile.load_tile_like(x, z))

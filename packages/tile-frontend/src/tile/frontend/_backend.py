@@ -42,8 +42,7 @@ def set_backend(name: str) -> None:
     if name == "gpu" and not gpu_available():
         raise BackendError("no CUDA GPU is visible here: use tile.set_backend('cpu') to run on the interpreter")
     _chosen = name
-    if name == "cpu":
-        tile.aio.set_default_device("host")
+    tile.aio.set_default_device("host" if name == "cpu" else "cuda")
 
 
 def backend() -> str:

@@ -56,7 +56,7 @@ def as_dtype(obj: object) -> DType:
     if isinstance(obj, DType):
         return obj
     if isinstance(obj, TensorAnnotation):
-        return obj.dtype
+        return as_dtype(obj.dtype)
     if isinstance(obj, str):
         name = obj if obj in DTYPES else _ALIASES.get(obj)
         if name is not None:

@@ -17,6 +17,7 @@ from typing import Any, overload
 
 from tile.compiler import ArraySpec, CompiledKernel, CompileOptions, ScalarSpec, Specialization, Target, compile_kernel
 from tile.compiler._spec import canonical_dtype
+from tile.compiler.lang import DType
 from tile.frontend import _backend, _ownership
 from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._launch import Launch
@@ -93,10 +94,11 @@ class Kernel:
         for p, value in zip(self.params, bound.values, strict=False):
             if isinstance(value, (Tensor, Partition)):
                 params[p.name] = _array_spec(p, value, self.options.max_divisibility)
-            elif p.kind in ("scalar", "ptr") and p.dtype is not None:
+            elif p.kind in ("scalar", "ptr") and isinstance(p.dtype, DType):
                 dt = canonical_dtype(p.dtype.name)
                 params[p.name] = ScalarSpec(f"ptr<{dt}>" if p.kind == "ptr" else dt)
-        return Specialization.make(params=params, consts=bound.consts, options=self.options)
+        dtypes = {name: canonical_dtype(dt.name) for name, dt in bound.dtypes.items()}
+        return Specialization.make(params=params, consts=bound.consts, dtypes=dtypes, options=self.options)
 
     def _compiled(self, spec: Specialization, target: Target) -> CompiledKernel:
         key = (spec, target)

@@ -34,7 +34,7 @@ class Param:
 
     name: str
     kind: str
-    dtype: DType | None = None
+    dtype: DType | str | None = None  # a str is a dtype generic, bound from the argument
     shape: tuple[int | str, ...] = ()
     const_kind: type | None = None
 
@@ -45,6 +45,7 @@ class Bound:
 
     values: list[Any]
     consts: dict[str, int | float | bool] = field(default_factory=dict)
+    dtypes: dict[str, DType] = field(default_factory=dict)
     grid: tuple[int, int, int] | None = None
 
 
@@ -98,19 +99,20 @@ def bind(
             f"{kernel}() got keyword(s) {sorted(unknown)} that are not const generics of its signature "
             f"(its generics: {sorted(generic_names(params)) or 'none'})"
         )
-    inferred: dict[str, tuple[int, str]] = {k: (int(v), "the keyword argument") for k, v in generics.items()}
+    inferred: dict[str, tuple[Any, str]] = {k: (int(v), "the keyword argument") for k, v in generics.items()}
     bound = Bound(list(args))
     for p, a in zip(params, args, strict=False):
         _CHECKS[p.kind](kernel, p, a, inferred, unchecked)
         if p.kind == "const":
             bound.consts[p.name] = a
-    missing = generic_names(params) - set(inferred)
+    missing = generic_names(params) - set(inferred) - {p.dtype for p in params if isinstance(p.dtype, str)}
     if missing:
         raise ArgumentError(
             f"{kernel}(): const generic(s) {sorted(missing)} cannot be inferred from the arguments; pass them as "
             f"keywords, e.g. {kernel}(..., {sorted(missing)[0]}=64)"
         )
-    bound.consts.update({k: v for k, (v, _) in inferred.items()})
+    bound.consts.update({k: v for k, (v, _) in inferred.items() if not isinstance(v, DType)})
+    bound.dtypes.update({k: v for k, (v, _) in inferred.items() if isinstance(v, DType)})
     bound.grid = _grid(kernel, params, args, grid)
     return bound
 
@@ -119,8 +121,17 @@ def _where(kernel: str, p: Param) -> str:
     return f"argument '{p.name}' of {kernel}()"
 
 
-def _check_dtype_rank(kernel: str, p: Param, dtype: DType, rank: int, what: str) -> None:
-    if dtype != p.dtype:
+def _check_dtype_rank(
+    kernel: str, p: Param, dtype: DType, rank: int, *, what: str, inferred: dict[str, tuple[Any, str]]
+) -> None:
+    if isinstance(p.dtype, str):
+        seen = inferred.setdefault(p.dtype, (dtype, f"the dtype of '{p.name}'"))
+        if seen[0] != dtype:
+            raise ArgumentError(
+                f"{kernel}(): dtype generic {p.dtype} is {seen[0].name} from {seen[1]} but {dtype.name} from "
+                f"the dtype of '{p.name}'; convert one of them"
+            )
+    elif dtype != p.dtype:
         raise ArgumentError(
             f"{_where(kernel, p)} has dtype {dtype.name} but the kernel declares {p.dtype.name if p.dtype else '?'}; "
             f"convert it (e.g. tile.from_numpy(x.to_numpy(), dtype=tile.{p.dtype.name if p.dtype else 'f32'}))"
@@ -131,7 +142,7 @@ def _check_dtype_rank(kernel: str, p: Param, dtype: DType, rank: int, what: str)
         )
 
 
-def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred: dict[str, tuple[int, str]]) -> None:
+def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred: dict[str, tuple[Any, str]]) -> None:
     for axis, (item, n) in enumerate(zip(p.shape, dims, strict=False)):
         source = f"{what} of '{p.name}' (axis {axis})"
         if isinstance(item, int) and item not in (-1, n):
@@ -144,7 +155,7 @@ def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred:
                 )
 
 
-def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
     if isinstance(a, Tensor):
         raise ArgumentError(
             f"{_where(kernel, p)} is a Mut output and needs a Partition, got a Tensor: pass "
@@ -153,11 +164,11 @@ def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str
     if not isinstance(a, Partition):
         raise ArgumentError(f"{_where(kernel, p)} is a Mut output and needs a Partition, got {type(a).__name__}")
     a._check()
-    _check_dtype_rank(kernel, p, a.dtype, len(a.tile_shape), "of its tiles")
+    _check_dtype_rank(kernel, p, a.dtype, len(a.tile_shape), what="of its tiles", inferred=inferred)
     _match_dims(kernel, p, a.tile_shape, "the tile shape", inferred)
 
 
-def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
     if isinstance(a, Partition):
         raise ArgumentError(
             f"{_where(kernel, p)} is a read-only input but got a Partition: pass a Tensor (call .unpartition())"
@@ -165,12 +176,12 @@ def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, 
     if not isinstance(a, Tensor):
         raise ArgumentError(f"{_where(kernel, p)} needs a tile Tensor, got {type(a).__name__}: use tile.from_numpy")
     a._check()
-    _check_dtype_rank(kernel, p, a.dtype, a.ndim, f"shape {list(a.shape)}")
+    _check_dtype_rank(kernel, p, a.dtype, a.ndim, what=f"shape {list(a.shape)}", inferred=inferred)
     _match_dims(kernel, p, a.shape, "the extent", inferred)
 
 
-def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
-    assert p.dtype is not None
+def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
+    assert isinstance(p.dtype, DType), "scalar annotations are concrete dtypes"
     ok = isinstance(a, (bool, np.bool_)) if p.dtype.kind == "b" else _is_number(a, int_only=p.dtype.kind in "iu")
     if not ok:
         raise ArgumentError(f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__} {a!r}")
@@ -191,14 +202,14 @@ def _is_number(a: Any, int_only: bool) -> bool:
     return isinstance(a, kinds)
 
 
-def _check_const(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+def _check_const(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
     kind = p.const_kind
     ok = type(a) is kind or (kind is float and type(a) is int)
     if not ok:
         raise ArgumentError(f"{_where(kernel, p)} is Const[{getattr(kind, '__name__', kind)}], got {a!r}")
 
 
-def _check_ptr(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str]], unchecked: bool) -> None:
+def _check_ptr(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
     if not unchecked:
         raise ArgumentError(
             f"{_where(kernel, p)} is a raw pointer, which only kernels marked @tile.entry(unchecked=True) may take"
@@ -207,7 +218,7 @@ def _check_ptr(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[int, str
         raise ArgumentError(f"{_where(kernel, p)} is a raw pointer: pass an int address (tensor.data_ptr())")
 
 
-_CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[int, str]], bool], None]] = {
+_CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[Any, str]], bool], None]] = {
     "mut": _check_mut,
     "tensor": _check_tensor,
     "scalar": _check_scalar,

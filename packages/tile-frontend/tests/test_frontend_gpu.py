@@ -1,0 +1,114 @@
+"""The GPU backend (lead's GPU batch): the same launches and rules as on the CPU, against device memory.
+
+Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-frontend -m gpu``; skipped where no GPU is visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile.frontend import bf16, f16, f32
+
+pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
+N = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _gpu_backend() -> Iterator[None]:
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+def _poisoned(n: int) -> tile.Partition:
+    return tile.full(f32, [n], np.nan).partition([1024])
+
+
+def test_tensors_live_on_the_device() -> None:
+    t = tile.arange(f32, 10)
+    assert t.device != "cpu"
+    assert t.__dlpack_device__()[0] == 2
+    assert t.__cuda_array_interface__["data"][0] == t.data_ptr()
+    np.testing.assert_array_equal(t[2:8:3].to_numpy(), np.arange(2, 8, 3, dtype=np.float32))
+    np.testing.assert_array_equal(t.reshape(2, 5).T.to_numpy(), np.arange(10, dtype=np.float32).reshape(2, 5).T)
+
+
+def test_add(k: ModuleType) -> None:
+    x, y = tile.randn(f32, [N + 5]), tile.randn(f32, [N + 5])
+    expected = x.to_numpy().astype(np.float64) + y.to_numpy()
+    z, _, _ = k.add(tile.full(f32, [N + 5], np.nan).partition([1024]), x, y).sync()
+    np.testing.assert_allclose(z.unpartition().to_numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("dtype", "kernel"), [(f16, "gemm"), (bf16, "gemm_bf16")])
+def test_gemm(k: ModuleType, dtype: Any, kernel: str) -> None:
+    a, b = tile.randn(dtype, [512, 256]), tile.randn(dtype, [256, 384])
+    expected = a.to_numpy().astype(np.float64) @ b.to_numpy().astype(np.float64)
+    c, _, _, _ = getattr(k, kernel)(tile.full(f32, [512, 384], np.nan).partition([64, 64]), a, b, BK=32).sync()
+    np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_views_and_edge_tiles(k: ModuleType) -> None:
+    src = np.random.default_rng(3).random((300, 200)).astype(np.float32)
+    x = tile.from_numpy(src)[10:250, 7:180]
+    z, _ = k.matrix_copy(tile.full(f32, [240, 173], np.nan).partition([32, 32]), x).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), src[10:250, 7:180])
+
+
+def test_ownership_errors_on_device_memory(k: ModuleType) -> None:
+    x, y, z = tile.ones(f32, [N]), tile.ones(f32, [N]), _poisoned(N)
+    k.add(z, x, y).sync()
+    with pytest.raises(tile.MovedError):
+        x.to_numpy()
+    t = tile.zeros(f32, [N])
+    view = t[5:10]
+    with pytest.raises(tile.BorrowError):
+        t.partition([1024])
+    del view
+    t.partition([1024])
+
+
+def test_foreign_device_memory_aliasing(k: ModuleType) -> None:
+    from tile import core
+
+    buffer = core.DeviceBuffer.allocate(N * 4)
+    out = tile.from_dlpack(buffer.view(np.float32, (N,))).partition([1024])
+    alias = tile.from_dlpack(buffer.view(np.float32, (N,)))
+    with pytest.raises(tile.AliasError):
+        k.add(out, alias, tile.ones(f32, [N]))
+
+
+def test_free_while_pending_is_stream_ordered(k: ModuleType) -> None:
+    x = tile.full(f32, [N], 3.0)
+    other = x[:]
+    op = k.add(_poisoned(N), x, tile.ones(f32, [N]))
+    other.free()
+    z, _, _ = op.sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 4.0, np.float32))
+
+
+def test_await_and_graph(k: ModuleType) -> None:
+    async def run() -> np.ndarray[Any, Any]:
+        z, _, _ = await k.add(_poisoned(N), tile.ones(f32, [N]), tile.ones(f32, [N]))
+        out: np.ndarray[Any, Any] = z.unpartition().to_numpy()
+        return out
+
+    np.testing.assert_array_equal(asyncio.run(run()), np.full(N, 2.0, np.float32))
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([1024]), tile.ones(f32, [N])).graph()
+    for _ in range(3):
+        graph.launch().sync()
+    graph.close()
+    z, _ = graph.output
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_cpu_tensors_cannot_join_a_gpu_launch(k: ModuleType) -> None:
+    with pytest.raises(tile.BackendError, match="different devices"):
+        k.add(_poisoned(N), tile.ones(f32, [N], device="cpu"), tile.ones(f32, [N]))
