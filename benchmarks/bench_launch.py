@@ -50,13 +50,22 @@ def assemble(arch: str) -> bytes:
     return out.read_bytes()
 
 
-def time_rounds(paths: dict[str, tuple[Callable[[], None], Callable[[], None]]]) -> dict[str, float]:
-    """Median microseconds per launch for each (launch, drain) pair, rounds interleaved across paths."""
+def time_rounds(
+    paths: dict[str, tuple[Callable[[], None], Callable[[], None]]], errors: dict[str, str]
+) -> dict[str, float]:
+    """Median microseconds per launch for each (launch, drain) pair, rounds interleaved across paths.
+
+    A path that fails during warm-up is dropped, with its error recorded in ``errors``.
+    """
+    for name, (launch_once, drain) in list(paths.items()):  # warm-up: JIT, lazy loading, caches
+        try:
+            for _ in range(50):
+                launch_once()
+            drain()
+        except Exception as exc:  # one broken peer must not cost the other measurements
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            del paths[name]
     samples: dict[str, list[float]] = {name: [] for name in paths}
-    for launch_once, drain in paths.values():  # warm-up: JIT, lazy loading, caches
-        for _ in range(50):
-            launch_once()
-        drain()
     for _ in range(ROUNDS):
         for name, (launch_once, drain) in paths.items():
             start = time.perf_counter()
@@ -199,13 +208,19 @@ def main() -> None:
     paths, function, keep = tile_paths(device, cubin)
     paths.update(cuda_core_path(function, keep))
     paths.update(raw_bindings_path(cubin, keep))
-    paths.update(cutile_and_torch_paths())
-    results = time_rounds(paths)
+    errors: dict[str, str] = {}
+    try:
+        paths.update(cutile_and_torch_paths())
+    except Exception as exc:  # a peer's setup failing must not cost Tile's own measurements
+        errors["cuTile Python / torch setup"] = f"{type(exc).__name__}: {exc}"
+    results = time_rounds(paths, errors)
     check_result(paths["tile.core prepared"][0], keep)
     baseline = results["cuda.core launch"]
     print(f"{device.name} ({device.arch}), {LAUNCHES} launches x {ROUNDS} rounds, median host time per launch:")
     for name, micros in results.items():
         print(f"  {name:32s} {micros:7.2f} us   {micros / baseline:5.2f}x cuda.core")
+    for name, error in errors.items():
+        print(f"  {name:32s} failed: {error}")
     ratio = results["tile.core prepared"] / baseline
     print(f"target tile.core prepared <= 1.10x cuda.core: {'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.2f}x)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -221,6 +236,7 @@ def main() -> None:
         "us_per_launch": results,
         "ratio_to_cuda_core": {name: micros / baseline for name, micros in results.items()},
         "target_met": ratio <= 1.10,
+        "errors": errors,
     }
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")
