@@ -12,9 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tile.ir import (
+    AtomicRMWMode,
     Builder,
     Function,
     FunctionType,
+    MemoryOrdering,
+    MemoryScope,
     Module,
     Padding,
     PartitionViewType,
@@ -104,3 +107,32 @@ def test_race_detector_flags_exactly_the_non_injective_tile_maps(dest: list[int]
     assert info.value.blocks == ((writers[0], 0, 0), (writers[1], 0, 0))
     assert info.value.element == f"arg0[{4 * duplicated[0]}]"
     assert info.value.count == 4 * len(duplicated)
+
+
+def _atomic_add_kernel() -> Module:
+    """counts[idx[i]] += 1 for the 16 indices of idx; old values go to olds[i]."""
+    fn = Function("atomic_hist", FunctionType((scalar(ptr(i32)),) * 3))
+    b = Builder(fn.body)
+    counts, idx_ptr, olds_ptr = fn.params
+    lanes = b.iota(result_type=tile((16,), i32))
+
+    def pointers(base: Any, offsets: Any) -> Any:
+        one = b.reshape(base, result_type=tile((1,), ptr(i32)))
+        return b.offset(b.broadcast(one, result_type=tile((16,), ptr(i32))), offsets)
+
+    idx, _ = b.load_ptr_tko(pointers(idx_ptr, lanes))
+    relaxed = {"memory_ordering_semantics": MemoryOrdering.RELAXED, "memory_scope": MemoryScope.DEVICE}
+    ones = b.constant(1, tile((16,), i32))
+    olds, _ = b.atomic_rmw_tko(pointers(counts, idx), ones, mode=AtomicRMWMode.ADD, **relaxed)
+    b.call("store_ptr_tko", pointers(olds_ptr, lanes), olds)
+    b.return_()
+    return Module([fn])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=16, max_size=16))
+def test_atomic_add_with_repeated_addresses_applies_in_order(indices: list[int]) -> None:
+    counts, olds = np.zeros(5, np.int32), np.zeros(16, np.int32)
+    interp.launch(_atomic_add_kernel(), 1, [counts, np.asarray(indices, np.int32), olds])
+    assert counts.tolist() == np.bincount(indices, minlength=5).tolist()
+    assert olds.tolist() == [indices[:i].count(d) for i, d in enumerate(indices)]

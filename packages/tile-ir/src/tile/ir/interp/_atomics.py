@@ -53,18 +53,21 @@ def _apply(
 ) -> Array:
     """Run ``new = update(old, positions)`` atomically per element; return the old values (flat, row-major).
 
-    `positions` are the flat indices of the updated elements, so `update` can pick their operands.
+    `positions` are the flat indices of the updated elements, so `update` can pick their operands. Elements that
+    share an address apply in row-major order: round k updates the k-th occurrence of every address at once.
     """
     flat = addresses.reshape(-1)
-    if np.unique(flat).size == flat.size:
-        old = memory.read(flat, dtype, on_access)
-        memory.write(flat, update(old, np.arange(flat.size)), None)
-        return old
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    starts = np.r_[True, ordered[1:] != ordered[:-1]]
+    rank = np.empty(flat.size, dtype=np.int64)
+    rank[order] = np.arange(flat.size) - np.maximum.accumulate(np.where(starts, np.arange(flat.size), 0))
     olds = np.empty(flat.shape, dtype=dtype)
-    for i in range(flat.size):
-        one = flat[i : i + 1]
-        olds[i : i + 1] = memory.read(one, dtype, on_access)
-        memory.write(one, update(olds[i : i + 1], np.asarray([i])), None)
+    for k in range(int(rank.max(initial=-1)) + 1):
+        pos = np.flatnonzero(rank == k)
+        old = memory.read(flat[pos], dtype, on_access)
+        memory.write(flat[pos], update(old, pos), None)
+        olds[pos] = old
     return olds
 
 
