@@ -60,6 +60,10 @@ KERNELS = textwrap.dedent(
         return x * SCALE
 
 
+    def scaled_add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, 256], a: float):
+        z.store(a * tl.load_tile_like(x, z))
+
+
     def calls_helper(x):
         return helper(x)
     """
@@ -186,6 +190,17 @@ def test_specialize_derives_the_facts_of_a_call(kernels: types.ModuleType) -> No
     gx = strided.param("x")
     assert isinstance(gx, ArraySpec)
     assert gx.stride_one == (True, False)
+
+
+def test_specialize_mirrors_a_launch_static_dims_scalars_and_wide_indices(kernels: types.ModuleType) -> None:
+    spec = tc.specialize(kernels.scaled_add, {"x": (256,), "z": (2**31 + 16,)}, consts={"B": 128})
+    x, z = spec.param("x"), spec.param("z")
+    assert isinstance(x, ArraySpec)
+    assert isinstance(z, ArraySpec)
+    assert x.static_shape == (256,)  # fixed in the annotation: compiled in
+    assert z.static_shape == (None,)  # outputs' extents stay dynamic
+    assert (x.index_dtype, z.index_dtype) == ("i32", "i64")
+    assert spec.param("a") == tc.ScalarSpec("f32")
 
 
 def test_specialize_rejects_parameters_that_are_not_tensors(kernels: types.ModuleType) -> None:

@@ -35,7 +35,6 @@ from tile.compiler._api import (
     compile_bytecode,
     compile_kernel,
     compile_module,
-    specialize,
 )
 from tile.compiler._cache import KEY_SCHEMA, CacheStats, DiskCache, MemoryCache, cache_stats
 from tile.compiler._diagnostics import CompileError
@@ -55,6 +54,7 @@ from tile.compiler._spec import (
     Specialization,
     Target,
 )
+from tile.compiler._specialize import specialize
 from tile.compiler._toolchain import (
     TileirasError,
     TileirasNotFoundError,

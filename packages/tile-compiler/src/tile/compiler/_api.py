@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,19 +25,16 @@ from ._fingerprint import frontend_key
 from ._knobs import Knobs, knobs
 from ._pipeline import Clock, Frontend, choose_version, finish_module, ir_text, run_backend, run_frontend
 from ._spec import (
-    DIV_CAP,
     AbiSlot,
-    ArraySpec,
     CompileOptions,
     KernelABI,
-    ScalarSpec,
     SpecError,
     Specialization,
     Target,
 )
 from ._toolchain import TileirasNotFoundError, Toolchain, toolchain
 
-__all__ = ["CompiledKernel", "clear_memory_cache", "compile_bytecode", "compile_kernel", "compile_module", "specialize"]
+__all__ = ["CompiledKernel", "clear_memory_cache", "compile_bytecode", "compile_kernel", "compile_module"]
 
 EMITS = ("ir", "bytecode", "cubin")
 
@@ -297,59 +294,6 @@ def _from_entry(entry: CacheEntry, key: str, target: Target, clock: Clock) -> Co
         )
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def specialize(
-    fn: Callable[..., object],
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    *,
-    strides: Mapping[str, Sequence[int]] | None = None,
-    pointers: Mapping[str, int] | None = None,
-    consts: Mapping[str, int | float | bool] | None = None,
-    dtypes: Mapping[str, str] | None = None,
-    options: CompileOptions | None = None,
-) -> Specialization:
-    """Derive the `Specialization` of a call of kernel ``fn`` from its tensors' shapes, strides and base addresses.
-
-    The launcher and ``tile compile --shape`` both use this, so a kernel compiled ahead of time for given shapes has
-    the key a launch with tensors of those shapes computes. Tensor parameters not in ``shapes`` are left to the
-    annotation's defaults.
-
-    Parameters
-    ----------
-    fn
-        The kernel.
-    shapes
-        Extents per tensor parameter (the whole tensor for ``Mut`` outputs).
-    strides
-        Strides in elements per tensor parameter (default: row-major contiguous).
-    pointers
-        Base addresses (default: 0, i.e. aligned as every allocation is).
-    consts, dtypes, options
-        As in `Specialization.make`.
-    """
-    from ._parse import parse
-    from ._resolve import resolve
-
-    info = {p.name: p for p in resolve(parse(fn)).params}
-    params: dict[str, ArraySpec | ScalarSpec] = {}
-    for name, shape in (shapes or {}).items():
-        param = info.get(name)
-        if param is None or param.kind not in ("tensor", "mut") or param.dtype is None:
-            raise SpecError(f"{getattr(fn, '__name__', fn)!r} has no tensor parameter {name!r}; it has {sorted(info)}")
-        given = (strides or {}).get(name) or _row_major(shape)
-        dtype = (dtypes or {}).get(name, param.dtype.name)
-        cap = options.max_divisibility if options else DIV_CAP
-        params[name] = ArraySpec.of(dtype, shape, given, (pointers or {}).get(name, 0), max_divisibility=cap)
-    return Specialization.make(params, consts, dtypes, options)
-
-
-def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
 
 
 def compile_module(

@@ -22,11 +22,12 @@ from typing import TextIO, TypeVar
 
 from tile.ir import TileError
 
-from ._api import CompiledKernel, compile_bytecode, compile_kernel, specialize
+from ._api import CompiledKernel, compile_bytecode, compile_kernel
 from ._cache import DiskCache
 from ._knobs import DUMP_STAGES, Knobs, knobs
 from ._pipeline import choose_version
 from ._spec import CompileOptions, Target
+from ._specialize import specialize
 
 __all__ = ["UsageError", "main"]
 
