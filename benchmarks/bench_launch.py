@@ -239,7 +239,7 @@ def main() -> None:
         "errors": errors,
     }
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    print(f"wrote {RESULTS}")
 
 
 if __name__ == "__main__":
