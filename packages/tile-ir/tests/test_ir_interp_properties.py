@@ -121,9 +121,11 @@ def _atomic_add_kernel() -> Module:
         return b.offset(b.broadcast(one, result_type=tile((16,), ptr(i32))), offsets)
 
     idx, _ = b.load_ptr_tko(pointers(idx_ptr, lanes))
-    relaxed = {"memory_ordering_semantics": MemoryOrdering.RELAXED, "memory_scope": MemoryScope.DEVICE}
-    ones = b.constant(1, tile((16,), i32))
-    olds, _ = b.atomic_rmw_tko(pointers(counts, idx), ones, mode=AtomicRMWMode.ADD, **relaxed)
+    ones, relaxed = b.constant(1, tile((16,), i32)), MemoryOrdering.RELAXED
+    add = AtomicRMWMode.ADD
+    olds, _ = b.atomic_rmw_tko(
+        pointers(counts, idx), ones, mode=add, memory_ordering_semantics=relaxed, memory_scope=MemoryScope.DEVICE
+    )
     b.call("store_ptr_tko", pointers(olds_ptr, lanes), olds)
     b.return_()
     return Module([fn])
