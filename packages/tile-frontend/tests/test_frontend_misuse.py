@@ -287,7 +287,10 @@ def test_malformed_grids(k: ModuleType, grid: Any) -> None:
         (lambda: (_out(), tile.ones(f16, [N]), _vec()), "dtype f16 but the kernel declares f32"),
         (lambda: (tile.zeros(i32, [N]).partition([128]), _vec(), _vec()), "dtype i32"),
         (lambda: (_out(), tile.ones(f32, [32, 32]), _vec()), "rank 2"),
-        (lambda: (tile.zeros(f32, [N]), _vec(), _vec()), r"needs a Partition, got a Tensor: pass z\.partition"),
+        (
+            lambda: (tile.zeros(f32, [N]), _vec(), _vec()),
+            r"needs a Partition, got a Tensor: pass z\.partition\(\(B,\)\)",
+        ),
         (lambda: (_out(), _out(), _vec()), "read-only input but got a Partition"),
         (lambda: (_out(), np.ones(N, np.float32), _vec()), "needs a tile Tensor, got ndarray"),
         (lambda: (_out(), _vec()), "takes 3 arguments but 2 were given"),
@@ -430,3 +433,12 @@ def test_errors_are_tile_errors_and_pickle() -> None:
 def test_dtype_generic_bound_twice_differently(k: ModuleType) -> None:
     with pytest.raises(tile.ArgumentError, match="dtype generic T is f16 from the dtype of 'z' but f32"):
         k.copy_any(tile.zeros(f16, [N]).partition([128]), _vec())
+
+
+def test_freed_storage_aliases_nothing() -> None:
+    stale = tile.from_dlpack(np.zeros(8, np.float32))  # a foreign borrow makes every partition scan all storages
+    freed = tile.zeros(f32, [N])
+    freed.free()
+    fresh = tile.zeros(f32, [N])  # may reuse the freed range
+    assert fresh.partition([128]).grid == (8,)
+    del stale, freed

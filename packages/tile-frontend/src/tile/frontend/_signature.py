@@ -159,7 +159,7 @@ def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str
     if isinstance(a, Tensor):
         raise ArgumentError(
             f"{_where(kernel, p)} is a Mut output and needs a Partition, got a Tensor: pass "
-            f"{p.name}.partition({list(p.shape)}) (each block may write only its own tile)"
+            f"{p.name}.partition(({', '.join(map(str, p.shape))},)) (each block may write only its own tile)"
         )
     if not isinstance(a, Partition):
         raise ArgumentError(f"{_where(kernel, p)} is a Mut output and needs a Partition, got {type(a).__name__}")

@@ -171,7 +171,8 @@ def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] 
     Only the storage's own handles can overlap unless foreign memory is borrowed somewhere: then every storage
     on the device is scanned, because a borrow may alias anything (including a re-imported export of ours).
     """
-    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device]
+    # A freed storage's range may already belong to a new allocation: its stale handles alias nothing.
+    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.freed_at]
     found: list[Handle] = []
     for pool in pools:
         for handle in pool.live():
