@@ -18,9 +18,10 @@ Devices and contexts
     ``.allocate(nbytes, stream=None)``; ``.memory_pool`` (``used_bytes``, ``reserved_bytes``, ``trim()``);
     ``.mem_info()`` ``(free, total)``. ``Device.count()``.
 Streams and events
-    ``Stream(device=None, priority=0)`` creates an owned non-blocking stream; ``Stream.borrow(obj)`` wraps a
-    foreign one (an int ``CUstream``, any ``__cuda_stream__`` object, ``cuda.core.Stream``, torch / cupy streams)
-    and keeps ``obj`` alive. ``.handle`` (int), ``.device``, ``.priority``, ``.owned``, ``.closed``,
+    ``Stream(device=None, priority=0)`` creates an owned non-blocking stream; ``Stream.borrow(obj, device=None,
+    allow_null=False)`` wraps a foreign one (an int ``CUstream``, any ``__cuda_stream__`` object,
+    ``cuda.core.Stream``, torch / cupy streams) and keeps ``obj`` alive (``.owner``); handle 0 (the legacy NULL
+    stream) is refused unless ``allow_null``. ``.handle`` (int), ``.device``, ``.priority``, ``.owned``, ``.closed``,
     ``.synchronize()`` (blocks), ``.query()`` (True when idle), ``.record(event=None) -> Event``,
     ``.wait(event_or_stream)``, ``.is_capturing()``, ``.close()``, ``__cuda_stream__``.
     ``Event(device=None, timing=False, blocking_sync=False)``: ``.handle``, ``.record(stream)``, ``.query()``,
@@ -31,22 +32,24 @@ Memory
     ``.nbytes``, ``.device``, ``.stream``, ``.closed``; ``.view(dtype, shape=None, offset=0) -> DeviceView``
     (bounds-checked); ``.copy_from(src)``, ``.copy_to(dst)``, ``.fill(value)``, ``.to_numpy(dtype, shape)``;
     ``.record_use(stream)`` (the free waits for it); ``.free()`` (exactly once; also ``with`` and GC).
-    ``DeviceView``: typed, strided window on device memory (``.ptr``, ``.dtype``, ``.shape``, ``.strides``,
-    ``.nbytes``, ``.device``, ``.owner``), same copy methods, exported through ``__cuda_array_interface__`` and
+    ``DeviceView``: typed, strided window on device memory (``.ptr``, ``.dtype``, ``.shape``, ``.strides`` in
+    bytes, ``.size``, ``.nbytes``, ``.is_contiguous``, ``.readonly``, ``.device``, ``.owner``, ``.buffer``), the
+    same copy methods (contiguous views only), exported through ``__cuda_array_interface__`` and
     ``__dlpack__`` / ``__dlpack_device__`` so torch / cupy view it without a copy.
-    ``borrow(obj)`` -> ``DeviceView`` of a foreign DLPack / ``__cuda_array_interface__`` producer (torch, cupy),
-    zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
+    ``borrow(obj, stream=None)`` -> ``DeviceView`` of a foreign DLPack / ``__cuda_array_interface__`` producer
+    (torch, cupy), zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
     ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view whose base keeps it
     alive), ``.record_use(stream)``; released by the garbage collector after its recorded uses complete.
     ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device.
 Modules and launches
     ``Module.from_cubin(data, device=None)`` / ``Module.load(path, device=None)`` (the cubin's arch is checked
     against the device first); ``module.function(name) -> Function`` (``.name``, ``.num_params``,
-    ``.attributes``). ``launch(function, grid, block, args, *, stream, shared_mem=0, signature=None)``;
-    ``prepare(function, grid, block, args, *, stream, shared_mem=0, signature=None) -> PreparedLaunch`` packs
+    ``.param_layout``, ``.attributes``). ``launch(function, grid, block, args, *, stream=None, shared_mem=0,
+    signature=None)``; ``prepare(...same...) -> PreparedLaunch`` packs
     and checks the arguments once, and ``prepared()`` relaunches with no per-call checks. Argument kinds
     (``signature``): ``"ptr"`` (DeviceBuffer, DeviceView or int address), ``"i32"``, ``"i64"``, ``"f16"``,
     ``"bf16"``, ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and buffers are pointers.
+    Building blocks: ``KINDS``, ``pack_args``, ``param_layout`` (CUDA parameter-block offsets), ``cubin_arch``.
 Errors (all derive from ``tile.bindings.TileError`` and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
     ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
