@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_kernels import FAMILIES, build_family
 from helpers_ir_samples import build_sample
 from helpers_ir_tools import compile_cubin, disassemble
-from tile.ir import SUPPORTED_VERSIONS, V13_3, V13_5, Version, read_bytecode, verify, write_bytecode
+from tile.ir import SUPPORTED_VERSIONS, V13_3, V13_5, Version, read_bytecode, verify, verify_problems, write_bytecode
 from tile.ir.ops import CATALOG
 
 pytestmark = pytest.mark.requires_tileiras
@@ -63,3 +63,23 @@ def test_debug_locations_are_accepted_and_printed() -> None:
     assert '"/src/softmax.py":12:5' in listing.stdout
     assert '"/src/softmax.py":4:9' in listing.stdout
     assert read_bytecode(data).functions[0].walk().__next__().loc == first.loc
+
+
+_RESTRICTED = [
+    (name, spec.name, value)
+    for name, opdef in sorted(CATALOG.items())
+    for spec in opdef.attrs
+    if spec.allowed is not None and spec.enum is not None
+    for value in spec.enum
+]
+
+
+@pytest.mark.parametrize(("name", "attr", "value"), _RESTRICTED, ids=[f"{n}-{a}-{v}" for n, a, v in _RESTRICTED])
+def test_restricted_enum_values_agree_with_tileirdisasm(name: str, attr: str, value: object) -> None:
+    module = build_sample(name, V13_5)
+    for op in module.functions[0].walk():
+        if op.name == name and attr in op.attributes:
+            op.attributes[attr] = value
+    ours = not any(attr in p for p in verify_problems(module, V13_5))
+    theirs = disassemble(write_bytecode(module, V13_5)).returncode == 0
+    assert ours == theirs

@@ -164,6 +164,9 @@ class _Checker:
                 continue
             if spec.enum is not None and not isinstance(value, spec.enum):
                 self.report(f"attribute '{spec.name}' must be a {spec.enum.__name__}, got {value!r}")
+            elif spec.allowed is not None and value not in spec.allowed:
+                choices = ", ".join(map(str, spec.allowed))
+                self.report(f"{spec.name} = {value} is not allowed on '{op.name}'; use one of {choices}")
             all_false = isinstance(value, tuple) and not any(value)
             if spec.since > self.version and value not in (spec.default, False) and not all_false:
                 self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")

@@ -17,6 +17,8 @@ from tile.ir.ops._spec import AttrKind, AttrSpec
 __all__ = [
     "FTZ",
     "HINTS",
+    "IEEE_ROUNDING",
+    "IEEE_ROUNDINGS",
     "MODE",
     "MULTIMEM",
     "ORDERING",
@@ -30,7 +32,10 @@ __all__ = [
 ]
 
 FTZ = AttrSpec("flush_to_zero", AttrKind.UNIT, default=False)
-ROUNDING = AttrSpec("rounding_mode", AttrKind.ENUM, RoundingMode, default=RoundingMode.NEAREST_EVEN)
+_R = RoundingMode
+IEEE_ROUNDINGS = (_R.NEAREST_EVEN, _R.ZERO, _R.NEGATIVE_INF, _R.POSITIVE_INF)
+ROUNDING = AttrSpec("rounding_mode", AttrKind.ENUM, RoundingMode, default=_R.NEAREST_EVEN)
+IEEE_ROUNDING = AttrSpec("rounding_mode", AttrKind.ENUM, RoundingMode, default=_R.NEAREST_EVEN, allowed=IEEE_ROUNDINGS)
 OVERFLOW = AttrSpec("overflow", AttrKind.ENUM, IntegerOverflow, default=IntegerOverflow.NONE)
 SIGNEDNESS = AttrSpec("signedness", AttrKind.ENUM, Signedness)
 ORDERING = AttrSpec("memory_ordering_semantics", AttrKind.ENUM, MemoryOrdering, default=MemoryOrdering.WEAK)
@@ -41,9 +46,9 @@ MODE = AttrSpec("mode", AttrKind.ENUM, AtomicRMWMode)
 MULTIMEM = AttrSpec("reduction", AttrKind.ENUM, MultimemReductionKind)
 
 
-def rounding(default: RoundingMode, since: Version) -> AttrSpec:
+def rounding(default: RoundingMode, since: Version, allowed: tuple[RoundingMode, ...] | None = None) -> AttrSpec:
     """A rounding_mode attribute added after its op (older versions can only express `default`)."""
-    return AttrSpec("rounding_mode", AttrKind.ENUM, RoundingMode, since=since, default=default)
+    return AttrSpec("rounding_mode", AttrKind.ENUM, RoundingMode, since=since, default=default, allowed=allowed)
 
 
 def inbounds(since: Version) -> AttrSpec:

@@ -89,6 +89,7 @@ class AttrSpec:
     optional: bool = False
     since: Version = V13_1
     default: object = None
+    allowed: tuple[IntEnum, ...] | None = None  # enum values NVIDIA's verifier accepts here (None: all)
 
 
 @dataclass(frozen=True)

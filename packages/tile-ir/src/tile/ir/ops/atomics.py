@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tile.ir._enums import MemoryOrdering
+from tile.ir._enums import MemoryOrdering, MemoryScope
 from tile.ir._version import V13_1, V13_3, V13_5
 from tile.ir.ops._common import MODE, MULTIMEM, ORDERING, SCOPE, SCOPE_OPT, inbounds
 from tile.ir.ops._spec import AttrKind, AttrSpec, OpDef, OperandLayout, opt, res, single, var
@@ -11,6 +11,33 @@ __all__ = ["OPS"]
 
 _ACQ_REL = AttrSpec("memory_ordering_semantics", AttrKind.ENUM, MemoryOrdering, default=MemoryOrdering.ACQ_REL)
 _RELAXED = AttrSpec("memory_ordering_semantics", AttrKind.ENUM, MemoryOrdering, default=MemoryOrdering.RELAXED)
+_ONLY_RELAXED = AttrSpec(
+    "memory_ordering_semantics",
+    AttrKind.ENUM,
+    MemoryOrdering,
+    default=MemoryOrdering.RELAXED,
+    allowed=(MemoryOrdering.RELAXED,),
+)
+_BLOCK_OR_DEVICE = AttrSpec(
+    "memory_scope", AttrKind.ENUM, MemoryScope, allowed=(MemoryScope.TL_BLK, MemoryScope.DEVICE)
+)
+_LOAD_REDUCE_ORDERING = AttrSpec(
+    "memory_ordering_semantics",
+    AttrKind.ENUM,
+    MemoryOrdering,
+    default=MemoryOrdering.RELAXED,
+    allowed=(MemoryOrdering.RELAXED, MemoryOrdering.ACQUIRE),
+)
+_REDUCE_ORDERING = AttrSpec(
+    "memory_ordering_semantics",
+    AttrKind.ENUM,
+    MemoryOrdering,
+    default=MemoryOrdering.RELAXED,
+    allowed=(MemoryOrdering.RELAXED, MemoryOrdering.RELEASE),
+)
+_DEVICE_OR_SYS = AttrSpec(
+    "memory_scope", AttrKind.ENUM, MemoryScope, optional=True, allowed=(MemoryScope.DEVICE, MemoryScope.SYS)
+)
 
 OPS: tuple[OpDef, ...] = (
     OpDef(
@@ -46,7 +73,7 @@ OPS: tuple[OpDef, ...] = (
         counted_results=True,
         operands=(*single("view"), var("index"), *single("value"), opt("token")),
         layout=OperandLayout.SEGMENTED,
-        attrs=(_RELAXED, SCOPE, MODE, inbounds(V13_5)),
+        attrs=(_ONLY_RELAXED, _BLOCK_OR_DEVICE, MODE, inbounds(V13_5)),
         flags=("token",),
         flags_since=V13_3,
         infer="token",
@@ -60,7 +87,7 @@ OPS: tuple[OpDef, ...] = (
         counted_results=True,
         operands=(*single("view"), var("index"), opt("token")),
         layout=OperandLayout.SEGMENTED,
-        attrs=(_RELAXED, SCOPE_OPT, MULTIMEM, inbounds(V13_5)),
+        attrs=(_LOAD_REDUCE_ORDERING, _DEVICE_OR_SYS, MULTIMEM, inbounds(V13_5)),
         flags=("memory_scope", "token"),
         flags_since=V13_5,
         infer="view_load",
@@ -74,7 +101,7 @@ OPS: tuple[OpDef, ...] = (
         counted_results=True,
         operands=(*single("view", "tile"), var("index"), opt("token")),
         layout=OperandLayout.SEGMENTED,
-        attrs=(_RELAXED, SCOPE, MULTIMEM, inbounds(V13_5)),
+        attrs=(_REDUCE_ORDERING, SCOPE, MULTIMEM, inbounds(V13_5)),
         flags=("token",),
         flags_since=V13_5,
         infer="token",

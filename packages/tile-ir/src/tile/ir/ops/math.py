@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from tile.ir._enums import RoundingMode
 from tile.ir._version import V13_1, V13_2, V13_3, V13_4, Version
-from tile.ir.ops._common import FTZ, ROUNDING, rounding
-from tile.ir.ops._spec import AttrSpec, OpDef, res, single
+from tile.ir.ops._common import FTZ, IEEE_ROUNDINGS, rounding
+from tile.ir.ops._spec import AttrKind, AttrSpec, OpDef, res, single
 
 __all__ = ["OPS"]
 
+_FAST_OR_FULL = (RoundingMode.APPROX, RoundingMode.FULL)
+_SQRT_ROUNDING = AttrSpec(
+    "rounding_mode",
+    AttrKind.ENUM,
+    RoundingMode,
+    default=RoundingMode.NEAREST_EVEN,
+    allowed=(*IEEE_ROUNDINGS, RoundingMode.APPROX),
+)
 _UNARY = {
     "ceil": 0x0D,
     "floor": 0x27,
@@ -42,11 +50,11 @@ def _op(
 
 OPS: tuple[OpDef, ...] = (
     *(_op(n, c, ("source",)) for n, c in _UNARY.items()),
-    _op("exp", 0x17, ("source",), (rounding(RoundingMode.FULL, V13_3),)),
+    _op("exp", 0x17, ("source",), (rounding(RoundingMode.FULL, V13_3, _FAST_OR_FULL),)),
     _op("exp2", 0x18, ("source",), (FTZ,)),
     _op("rsqrt", 0x5D, ("source",), (FTZ,)),
-    _op("sqrt", 0x64, ("source",), (ROUNDING, FTZ)),
-    _op("tanh", 0x6A, ("source",), (rounding(RoundingMode.FULL, V13_2),)),
+    _op("sqrt", 0x64, ("source",), (_SQRT_ROUNDING, FTZ)),
+    _op("tanh", 0x6A, ("source",), (rounding(RoundingMode.FULL, V13_2, _FAST_OR_FULL),)),
     _op("pow", 0x54, ("source", "exponent")),
     _op("fpowi", 0x79, ("source", "exponent"), since=V13_4),
     _op("atan2", 0x6E, ("x", "y"), since=V13_2),
