@@ -1,5 +1,6 @@
-"""Numerics of the corpus on CPU: each lowered kernel runs in tile.ir's reference interpreter on its inputs and
-must match its numpy reference (and touch nothing else: unwritten outputs keep their poison)."""
+"""Numerics of the corpus on CPU: each kernel, specialized for its inputs as a launch would be (so every ``assume``
+fact is checked by the interpreter), runs in tile.ir's reference interpreter and must match its numpy reference
+(and touch nothing else: unwritten outputs keep their poison)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tile.compiler import specialize
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
-from tile.compiler._spec import KernelABI, Specialization, Target
+from tile.compiler._spec import KernelABI, Target
 from tile.compiler._typecheck import typecheck
 
 interp = pytest.importorskip("tile.ir.interp")
@@ -25,17 +27,6 @@ if str(CORPUS) not in sys.path:
     sys.path.insert(0, str(CORPUS))
 MODULES = sorted(p.stem for p in CORPUS.glob("tc_corpus_*.py") if p.stem not in ("tc_corpus_case", "tc_corpus_lib"))
 CASES = [c for m in MODULES for c in importlib.import_module(m).CASES if c.reference is not None]
-
-
-def _spec(case: Any) -> Specialization:
-    from tile.compiler._spec import ArraySpec
-
-    params: dict[str, ArraySpec] = {}
-    for p in resolve(parse(case.kernel)).params:
-        if p.kind in ("tensor", "mut") and p.dtype is not None:
-            n = len(p.shape)
-            params[p.name] = ArraySpec(p.dtype.name, n, stride_one=tuple(i == n - 1 for i in range(n)))
-    return Specialization.make(params=params, consts=dict(case.consts))
 
 
 def _abi_args(abi: KernelABI, args: dict[str, Any]) -> list[Any]:
@@ -67,9 +58,11 @@ def test_corpus_matches_numpy_in_the_interpreter(case: Any) -> None:
     from tile.compiler._lower import lower
 
     target = Target("sm_90")
-    typed = typecheck(resolve(parse(case.kernel)), _spec(case), target)
-    module = lower(typed, target).module
     args = case.inputs(np.random.default_rng(7))
+    shapes = {k: v.shape for k, v in args.items() if isinstance(v, np.ndarray)}
+    spec = specialize(case.kernel, shapes, consts=dict(case.consts))
+    typed = typecheck(resolve(parse(case.kernel)), spec, target)
+    module = lower(typed, target).module
     expected = case.reference({k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
     interp.launch(module, _grid(case, args), _abi_args(typed.abi, args), stdout=io.StringIO())
     for name, want in expected.items():
