@@ -128,7 +128,7 @@ def _random_attrs(data: st.DataObject, name: str, version: Version) -> dict[str,
         if spec.kind is AttrKind.UNIT:
             attrs[spec.name] = data.draw(st.booleans())
         elif spec.enum is not None:
-            attrs[spec.name] = data.draw(st.sampled_from(list(spec.enum)))
+            attrs[spec.name] = data.draw(st.sampled_from(list(spec.allowed or spec.enum)))
     return attrs
 
 
