@@ -275,3 +275,14 @@ def test_a_loop_whose_load_skips_the_carried_token_is_reported() -> None:
         interp.launch(_counting_loop(False), 2, [z, 8, 1, 3])
     assert info.value.first == ("kernels.py:12:5", "write")
     assert info.value.second == ("kernels.py:10:9", "read")
+
+
+def test_race_in_a_byte_buffer_is_named_by_element() -> None:
+    """A runtime that maps raw byte storage still gets the racing element's index in units of the access."""
+    x = np.arange(16, dtype=np.float32)
+    storage = np.zeros(64, np.uint8)
+    memory = interp.Memory()
+    base = memory.map(storage, name="z")
+    with pytest.raises(interp.DataRaceError) as info:
+        interp.launch(_store_at(lambda b, bx: b.constant(1, I32)), 2, [x, 16, 1, base, 16, 1], memory)
+    assert info.value.element == "z element 4 (byte 16)"

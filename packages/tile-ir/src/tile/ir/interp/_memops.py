@@ -37,9 +37,9 @@ def recorder(op: Operation, c: Compiler, kind: str) -> Access | None:
         return callbacks[0] if callbacks else None
     first, second = callbacks
 
-    def both(region: Region, addresses: Array) -> None:
-        first(region, addresses)
-        second(region, addresses)
+    def both(region: Region, addresses: Array, itemsize: int) -> None:
+        first(region, addresses, itemsize)
+        second(region, addresses, itemsize)
 
     return both
 

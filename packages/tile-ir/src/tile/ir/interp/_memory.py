@@ -24,8 +24,8 @@ __all__ = ["Access", "Memory", "Region"]
 _ALIGN = 1 << 16
 _FIRST_BASE = 1 << 32
 
-Access = Callable[["Region", Array], None]
-"""Callback told of every region chunk an access touches: ``(region, byte addresses)``."""
+Access = Callable[["Region", Array, int], None]
+"""Callback told of every region chunk an access touches: ``(region, byte addresses, element size)``."""
 
 
 @dataclass(eq=False)
@@ -71,11 +71,18 @@ class Region:
             self._typed[key] = view
         return view
 
-    def describe(self, address: int) -> str:
-        """Name the element at `address`: ``x[2, 5]`` when it lies in the mapped array, else a byte offset."""
+    def describe(self, address: int, itemsize: int | None = None) -> str:
+        """Name the element at `address`: ``x[2, 5]`` when it lies in the mapped array, else an offset.
+
+        `itemsize` is the size of the accessed element; when it differs from the mapped array's (a byte buffer
+        holding f32 data, say), the element is named by its flat index in units of the access.
+        """
         offset = address - self.array_address
-        itemsize = self.array.itemsize
-        if self.array.ndim and offset >= 0 and offset % itemsize == 0:
+        size = self.array.itemsize
+        if itemsize is not None and itemsize != size:
+            if 0 <= offset < self.array.nbytes and offset % itemsize == 0:
+                return f"{self.name} element {offset // itemsize} (byte {offset})"
+        elif self.array.ndim and offset >= 0 and offset % size == 0:
             index = _unravel(offset, self.array.strides, self.array.shape)
             if index is not None:
                 return f"{self.name}[{', '.join(map(str, index))}]"
@@ -193,7 +200,7 @@ class Memory:
             else:
                 out[sel] = values
             if on_access is not None:
-                on_access(region, flat if sel is None else flat[sel])
+                on_access(region, flat if sel is None else flat[sel], dtype.itemsize)
         return out.reshape(addresses.shape)
 
     def write(self, addresses: Array, values: Array, on_access: Access | None = None) -> None:
@@ -205,7 +212,7 @@ class Memory:
                 raise MemoryAccessError(f"store into read-only array {region.name}; pass a writeable array for outputs")
             region.typed(vals.dtype)[index] = vals if sel is None else vals[sel]
             if on_access is not None:
-                on_access(region, flat if sel is None else flat[sel])
+                on_access(region, flat if sel is None else flat[sel], vals.dtype.itemsize)
 
     def _chunks(self, flat: Array, dtype: np.dtype[Any], what: str) -> list[tuple[Region, Array | None, Array]]:
         """Split addresses by region: ``(region, selection or None for all, element indices)``."""

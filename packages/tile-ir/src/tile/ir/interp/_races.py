@@ -73,6 +73,7 @@ class RaceDetector:
         self._grid = grid
         self._logs = {READ: _Log(), WRITE: _Log(), ATOMIC: _Log()}
         self._sites: list[str] = []
+        self._itemsize: dict[int, int] = {}
         self.block = 0
 
     def site(self, location: str) -> int:
@@ -84,7 +85,8 @@ class RaceDetector:
         """Return the callback a memory access of `kind` at `site` reports to."""
         log = self._logs[kind]
 
-        def record(region: Region, addresses: Array) -> None:
+        def record(region: Region, addresses: Array, itemsize: int) -> None:
+            self._itemsize[region.index] = itemsize
             log.regions.append(region.index)
             log.addresses.append(addresses)
             log.blocks.append(self.block)
@@ -147,7 +149,10 @@ class RaceDetector:
 
     def _raise(self, hit: _Hit, count: int) -> None:
         region = self._memory.region_at(hit.address)
-        element = region.describe(hit.address) if region is not None else f"address {hit.address:#x}"
+        if region is None:
+            element = f"address {hit.address:#x}"
+        else:
+            element = region.describe(hit.address, self._itemsize.get(region.index))
         first = (self._block_id(hit.block), self._sites[hit.site], hit.kind)
         second = (self._block_id(hit.other_block), self._sites[hit.other_site], hit.other_kind)
         if hit.other_block < hit.block:

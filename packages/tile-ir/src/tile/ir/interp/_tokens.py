@@ -30,6 +30,7 @@ class _Access:
     raw: Array
     kind: str
     location: str
+    itemsize: int
     _sorted: Array | None = None
 
     @property
@@ -73,8 +74,8 @@ class TokenFlow:
         if not self.check:
             return None
 
-        def record(region: Region, addresses: Array) -> None:
-            access = _Access(self.current, region, addresses.reshape(-1), kind, location)
+        def record(region: Region, addresses: Array, itemsize: int) -> None:
+            access = _Access(self.current, region, addresses.reshape(-1), kind, location, itemsize)
             self._check(access)
             self._all.append(access)
             if kind == "write":
@@ -94,7 +95,10 @@ class TokenFlow:
                 continue
             if not self._ordered(old.node, new.node):
                 raise TokenOrderError(
-                    self.block, old.region.describe(int(common[0])), (old.location, old.kind), (new.location, new.kind)
+                    self.block,
+                    old.region.describe(int(common[0]), new.itemsize),
+                    (old.location, old.kind),
+                    (new.location, new.kind),
                 )
             if old.kind == "write":
                 pending = np.setdiff1d(pending, common, assume_unique=True)
