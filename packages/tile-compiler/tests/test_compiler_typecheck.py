@@ -217,3 +217,13 @@ def test_missing_array_facts_default_to_row_major() -> None:
     t = check(k.carried_loop, B=64)
     views = [op.results[0].type for op in walk(t.ir.body) if op.name == "make_tensor_view"]
     assert all(isinstance(v, TensorViewType) and v.strides[-1] == 1 for v in views)
+
+
+def test_a_loop_body_whose_branches_all_exit_still_ends_in_a_terminator() -> None:
+    from tile import ir
+    from tile.compiler._lower import lower
+
+    t = check(k.both_branches_exit, B=64)
+    (loop,) = [op for op in t.ir.body.ops if op.name == "loop"]
+    assert loop.regions[0].ops[-1].name == "continue"
+    ir.verify(lower(t, Target("sm_90")).module)

@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, B007
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, B007, RET508
 # Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds.
 """Small kernels the unit tests of parse, resolve, typecheck and lower inspect (no numeric role)."""
 
@@ -82,3 +82,14 @@ def reduces(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, (-1, 16)]):
 
 def generic_dtype(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
     z.store(tile.load_tile_like(x, z) + tile.ones((B,), T))
+
+
+def both_branches_exit(z: Mut[Tensor[f32, "B"]], n: int):
+    acc = tile.zeros((B,), f32)
+    for i in range(n):
+        acc = acc + 1.0
+        if i > 2:
+            break
+        else:
+            continue
+    z.store(acc)

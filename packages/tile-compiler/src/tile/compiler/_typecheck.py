@@ -240,8 +240,8 @@ class Checker(ExprMixin):
         self.env.update(zip(names, results, strict=False))
         for n in [n for n in self._constant_merges(before, [b[2] for b in live]) if n not in names]:
             self.env[n] = live[0][2][n]
-        if not live:
-            return "break" if all(b[1] == "break" for b in branches) else "continue"
+        if not live:  # both branches left the loop body; what follows is unreachable but must still terminate
+            return None
         return "return" if all(b[1] == "return" for b in live) and len(live) == 2 else None
 
     def _merged_names(self, before: dict[str, object], envs: list[dict[str, object]]) -> list[str]:
