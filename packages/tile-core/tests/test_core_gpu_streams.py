@@ -28,6 +28,14 @@ def test_stream_lifecycle(device: tc.Device) -> None:
         tc.DeviceBuffer.allocate(16, device=device, stream=stream)
 
 
+def test_priorities_within_the_device_range(device: tc.Device) -> None:
+    lowest, highest = device.stream_priorities
+    assert highest <= lowest
+    urgent = device.create_stream(priority=highest)
+    assert urgent.priority == highest
+    urgent.close()
+
+
 def test_default_stream_is_protected(device: tc.Device) -> None:
     assert device.default_stream is device.default_stream
     with pytest.raises(tc.StateError):

@@ -93,6 +93,9 @@ class SimDriver:
         self.log.append(("set_current", threading.get_ident()))
         return (OK,)
 
+    def cuCtxGetStreamPriorityRange(self) -> tuple[Any, int, int]:
+        return OK, 0, -5
+
     def cuCtxSynchronize(self) -> tuple[Any]:
         return (OK,)
 
@@ -444,6 +447,7 @@ def test_alloc_launch_free_cycles_stay_flat(sim: SimDriver, vec_add: tc.Function
 
 
 def test_streams_events_and_borrowing(sim: SimDriver) -> None:
+    assert tc.Device(0).stream_priorities == (0, -5)
     stream = tc.Stream(priority=-1)
     assert stream.priority == -1
     start, end = tc.Event(timing=True), tc.Event(timing=True)

@@ -16,7 +16,7 @@ Devices and contexts
     ``.create_stream(priority=0)``, ``.create_event(timing=False, blocking_sync=False)``;
     ``.default_stream`` (a Tile-owned non-blocking stream, never the legacy NULL stream);
     ``.allocate(nbytes, stream=None)``; ``.memory_pool`` (``used_bytes``, ``reserved_bytes``, ``trim()``);
-    ``.mem_info()`` ``(free, total)``. ``Device.count()``.
+    ``.mem_info()`` ``(free, total)``; ``.stream_priorities`` ``(lowest, highest)``. ``Device.count()``.
 Streams and events
     ``Stream(device=None, priority=0)`` creates an owned non-blocking stream; ``Stream.borrow(obj, device=None,
     allow_null=False)`` wraps a foreign one (an int ``CUstream``, any ``__cuda_stream__`` object,

@@ -193,8 +193,20 @@ class Device:
                     self._default_stream = Stream._create(self, 0, protected=True)
         return self._default_stream
 
+    @property
+    def stream_priorities(self) -> tuple[int, int]:
+        """``(lowest, highest)`` stream priority values; numerically lower runs first, e.g. ``(0, -5)``."""
+
+        def query() -> tuple[int, int]:
+            self.make_current()
+            least, greatest = check(tb.driver().cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange")
+            return int(least), int(greatest)
+
+        priorities: tuple[int, int] = self._cached("priorities", query)
+        return priorities
+
     def create_stream(self, priority: int = 0) -> Stream:
-        """Create an owned non-blocking stream; lower ``priority`` numbers run first (see the device's range)."""
+        """Create an owned non-blocking stream; lower ``priority`` numbers run first (see ``stream_priorities``)."""
         from tile.core._stream import Stream
 
         return Stream._create(self, priority, protected=False)
