@@ -160,3 +160,20 @@ def test_cache_list_shows_every_entry(tmp_path: Path) -> None:
     lines = out.splitlines()
     assert lines[0].startswith(f"{tmp_path}: 2 entries")
     assert sorted(line.split()[:3] for line in lines[1:]) == [["cubin", "vadd", "sm_80"], ["kernel", "gemm", "sm_90"]]
+
+
+def test_bad_bytecode_version_is_a_usage_error(kernel_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run("compile", f"{kernel_file}::helper", "--bytecode-version", "13")[0] == 2
+    assert "--bytecode-version takes MAJOR.MINOR such as 13.3, not '13'" in capsys.readouterr().err
+
+
+@pytest.mark.requires_tileiras
+def test_a_version_tileiras_cannot_read_is_explained(kernel_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = kernel_file.parent / "cli_add.py"
+    source.write_text(ADD)
+    code, _ = _run("compile", f"{source}::add", "--const", "B=128", "--bytecode-version", "13.0", "--no-cache")
+    assert code == 1
+    assert (
+        "bytecode version 13.0 (TILE_BYTECODE_VERSION or --bytecode-version) is not one our writer"
+        in capsys.readouterr().err
+    )

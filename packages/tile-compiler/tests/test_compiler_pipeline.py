@@ -107,9 +107,12 @@ def test_version_is_the_highest_both_sides_read() -> None:
 
 
 def test_version_errors_say_what_to_do() -> None:
-    with pytest.raises(ToolchainError, match=r"not read by tileiras 13\.9\.0; use one of 13\.1"):
+    with pytest.raises(
+        ToolchainError,
+        match=r"13\.4 \(TILE_BYTECODE_VERSION or --bytecode-version\) is not read by tileiras 13\.9\.0; use one",
+    ):
         choose_version((13, 4), _toolchain((13, 1), (13, 3)))
-    with pytest.raises(tc.KnobError, match="a version our writer supports"):
+    with pytest.raises(tc.SpecError, match="is not one our writer supports"):
         choose_version((12, 0), _toolchain((12, 0)))
     with pytest.raises(ToolchainError, match="no common version"):
         choose_version(None, _toolchain((14, 0)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import re
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -62,13 +63,19 @@ def _parser() -> argparse.ArgumentParser:
     comp = commands.add_parser("compile", help="compile FILE.py::KERNEL (or FILE.tilebc) to IR, bytecode and cubin")
     comp.add_argument("source", help="FILE.py::KERNEL, or a Tile IR bytecode file")
     comp.add_argument("--arch", default="sm_90", help="GPU architecture (sm_80 ... sm_121) or 'cpu' (default sm_90)")
-    comp.add_argument("--emit", action="append", default=[], help="ir, bytecode, cubin or all; repeat or comma-join")
+    comp.add_argument(
+        "--emit", action="append", default=[], help="ir, bytecode, cubin or all (the default); repeat or comma-join"
+    )
     comp.add_argument(
         "--const", action="append", default=[], metavar="NAME=VALUE", help="a const generic / Const param"
     )
     comp.add_argument("--dtype", action="append", default=[], metavar="NAME=DTYPE", help="dtype of a parameter/generic")
     comp.add_argument(
-        "--shape", action="append", default=[], metavar="NAME=D0xD1", help="a tensor's extents (row-major): its facts"
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0xD1",
+        help="a tensor's extents, e.g. x=1024x512; give every tensor to get the key a launch computes",
     )
     comp.add_argument("-o", "--output", default=".", help="output folder (default: the current one)")
     comp.add_argument("-O", "--opt-level", type=int, choices=range(4), default=None, help="tileiras optimisation level")
@@ -95,8 +102,10 @@ def _settings(args: argparse.Namespace) -> Knobs:
     if getattr(args, "cache_dir", None):
         changes["cache_dir"] = Path(args.cache_dir)
     if getattr(args, "bytecode_version", None):
-        major, _, minor = args.bytecode_version.partition(".")
-        changes["bytecode_version"] = (int(major), int(minor or 0))
+        match = re.fullmatch(r"(\d+)\.(\d+)", args.bytecode_version.strip())
+        if match is None:
+            raise UsageError(f"--bytecode-version takes MAJOR.MINOR such as 13.3, not {args.bytecode_version!r}")
+        changes["bytecode_version"] = (int(match[1]), int(match[2]))
     if getattr(args, "dump", ""):
         changes["dump"] = knobs({"TILE_DUMP": args.dump}).dump
         changes["dump_dir"] = None

@@ -23,8 +23,7 @@ from tile.ir import SUPPORTED_VERSIONS, Module, Version
 from ._cache import DiskCache, count
 from ._dump import Dumper
 from ._fingerprint import cubin_key
-from ._knobs import KnobError
-from ._spec import CompileOptions, KernelABI, Specialization, Target
+from ._spec import CompileOptions, KernelABI, SpecError, Specialization, Target
 from ._toolchain import Toolchain, ToolchainError
 
 __all__ = [
@@ -76,14 +75,13 @@ def choose_version(requested: tuple[int, int] | None, tileiras: Toolchain | None
     theirs = set(tileiras.bytecode_versions) if tileiras is not None else ours
     listed = ", ".join(f"{a}.{b}" for a, b in sorted(ours & theirs))
     if requested is not None:
+        asked = "bytecode version {}.{} (TILE_BYTECODE_VERSION or --bytecode-version)".format(*requested)
         if requested not in ours:
-            raise KnobError(
-                "TILE_BYTECODE_VERSION", "{}.{}".format(*requested), f"a version our writer supports ({listed})"
-            )
+            raise SpecError(f"{asked} is not one our writer supports; use one of {listed}")
         if requested not in theirs:
             raise ToolchainError(
-                f"TILE_BYTECODE_VERSION={requested[0]}.{requested[1]} is not read by tileiras "
-                f"{tileiras.version if tileiras else ''}; use one of {listed} or upgrade tileiras"
+                f"{asked} is not read by tileiras {tileiras.version if tileiras else ''}; use one of {listed} or "
+                "upgrade nvidia-cuda-tileiras"
             )
         return requested
     if not ours & theirs:
