@@ -298,7 +298,10 @@ def sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimDriver]:
     for name, fake in make_core_fakes(driver).items():
         monkeypatch.setattr(cuda.core, name, fake)
     yield driver
-    gc.collect()  # buffers dropped by a test are freed here, while the simulator is still installed
+    # Devices and their default streams form cycles; collect them (and every buffer or stream a test dropped)
+    # now, while the simulator is installed, so no finalizer ever hands a simulated handle to a real driver.
+    tc.Device._instances.clear()
+    gc.collect()
 
 
 @pytest.fixture
