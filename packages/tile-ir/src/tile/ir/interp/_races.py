@@ -9,6 +9,10 @@ block is sequential), and atomic/atomic pairs are well defined.
 Invariants: the check is element-granular on the element's first byte address, vectorised with numpy (sort +
 searchsorted), and only looks at reads of buffers that some block writes, so read-only inputs cost nothing
 beyond keeping their address arrays until the launch ends.
+
+Limitation: release/acquire synchronisation between blocks is not modelled. A kernel that publishes plain
+stores with a release atomic and reads them in another block after an acquire (a "last block finishes" pattern)
+is well defined on the device but reported here; launch it with ``check_races=False``.
 """
 
 from __future__ import annotations
