@@ -433,3 +433,16 @@ def test_compile_errors_hide_compiler_frames_unless_tile_debug(
     assert bool(internal) == bool(debug)
     assert "undefined_name" in str(info.value)
     assert f"{source}:" in str(info.value)
+
+
+def test_tile_opt_level_applies_where_options_leave_the_default(
+    kernels: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    default = compile_kernel(kernels.add, ADD_SPEC, Target.cpu())
+    monkeypatch.setenv("TILE_OPT_LEVEL", "0")
+    lowered = compile_kernel(kernels.add, ADD_SPEC, Target.cpu())
+    assert lowered.key != default.key
+    explicit = Specialization.make(consts={"B": 128}, options=tc.CompileOptions(opt_level=2))
+    assert compile_kernel(kernels.add, explicit, Target.cpu()).key == frontend_key(
+        kernels.add, explicit, Target.cpu(), None
+    )

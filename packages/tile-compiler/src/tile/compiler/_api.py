@@ -149,7 +149,7 @@ def compile_kernel(
     """
     settings = settings or knobs()
     target = target if isinstance(target, Target) else Target(target)
-    spec = spec or Specialization()
+    spec = _with_default_opt_level(spec or Specialization(), settings.opt_level)
     key = frontend_key(fn, spec, target, settings.bytecode_version)
     try:
         if not cache:
@@ -165,6 +165,14 @@ def compile_kernel(
         return kernel
     count("memory_hits")
     return dataclasses.replace(kernel, origin="memory", timings={})
+
+
+def _with_default_opt_level(spec: Specialization, level: int) -> Specialization:
+    """Apply ``TILE_OPT_LEVEL`` to a specialization that left the level at its default (before keying it)."""
+    default = CompileOptions().opt_level
+    if level == default or spec.options.opt_level != default:
+        return spec
+    return dataclasses.replace(spec, options=dataclasses.replace(spec.options, opt_level=level))
 
 
 @dataclass
@@ -315,7 +323,7 @@ def compile_module(
     version = choose_version(settings.bytecode_version, tileiras)
     front = finish_module(module, abi or KernelABI(function.name, slots), version, job.dumper, job.clock)
     job.key = hashlib.sha256(front.bytecode).hexdigest()
-    return job.finish(front, options or CompileOptions())
+    return job.finish(front, options or CompileOptions(opt_level=settings.opt_level))
 
 
 def compile_bytecode(
@@ -340,7 +348,8 @@ def compile_bytecode(
     entry = _entry_name(bytecode)
     job = _Job.start(settings, target, hashlib.sha256(bytecode).hexdigest(), cache=cache, stem=name or entry)
     return job.finish(
-        Frontend(name or entry, Module(), KernelABI(entry), bytes(bytecode), version), options or CompileOptions()
+        Frontend(name or entry, Module(), KernelABI(entry), bytes(bytecode), version),
+        options or CompileOptions(opt_level=settings.opt_level),
     )
 
 

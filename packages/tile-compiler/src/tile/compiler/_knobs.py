@@ -13,7 +13,7 @@ variable                      meaning
 ``TILE_DUMP``                 comma-separated stages to dump: ast, resolved, typed, ir, bytecode, cubin, or all
 ``TILE_DUMP_DIR``             where dumps go (default: text to stderr, binaries to a temporary folder)
 ``TILE_BYTECODE_VERSION``     bytecode version to emit (``13.3``); default: the highest both sides support
-``TILE_OPT_LEVEL``            default ``tileiras`` optimisation level 0-3 (default 3)
+``TILE_OPT_LEVEL``            ``tileiras`` optimisation level 0-3 where the kernel's options leave the default 3
 ``TILE_COMPILE_TIMEOUT``      seconds one ``tileiras`` run may take (default 300)
 ``TILE_DEBUG``                ``1`` shows compiler frames in tracebacks and full tracebacks from the ``tile`` CLI
 ============================  ==========================================================================
