@@ -10,6 +10,7 @@ temporary file in the same folder and renamed into place, so readers in other pr
 new one, or none, never a partial one; two processes writing the same key both succeed. A hit refreshes the
 entry's mtime; when a write takes the store above its cap, the least recently used entries are removed down to
 80 % of it. The disk cache never fails a compile: every I/O error is logged and turns into a miss.
+The checksum gives integrity, not authenticity: whoever can write the folder can plant a cubin, so keep it private.
 """
 
 from __future__ import annotations
