@@ -62,7 +62,8 @@ def test_reader_decodes_and_verifier_accepts(exported: dict[str, bytes], case_id
     (fn,) = module.functions
     kernel = next(k for k, v in CASES if f"{k.name}-{v}" == case_id)
     assert fn.name.startswith(kernel.function_name + "_K")
-    assert fn.body.terminator is not None and fn.body.terminator.name == "return"
+    assert fn.body.terminator is not None
+    assert fn.body.terminator.name == "return"
     verify(module, read_version(data))
 
 

@@ -10,7 +10,8 @@ This module is imported only by the corpus tests (cuda-tile is a declared test d
 imported by tile.ir.
 """
 
-# ruff: noqa: N803, N806  -- cuTile spells compile-time tile sizes in capitals, as its own examples do.
+# ruff: noqa: N803, PLR0917, SIM108, PT009  -- kernels are cuTile code, in cuTile's idiom: capital tile sizes,
+# many positional parameters, `if` blocks kept as the control flow under test, `ct.assert_` is not unittest's.
 # mypy: ignore-errors
 # cuTile's stubs type tile expressions loosely (kernels are traced, never called), so these bodies are not
 # checked by mypy; the test modules that use them are.

@@ -1,0 +1,1 @@
+"""cuTile Python kernels exported as the tile-ir corpus (test data; see `cutile_corpus.kernels`)."""
