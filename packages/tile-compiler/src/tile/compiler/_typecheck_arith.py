@@ -106,6 +106,8 @@ def type_name(v: object) -> str:
         if isinstance(t, TileType):
             return f"{t.elem.name} scalar" if not t.shape else f"{t.elem.name} tile of shape {t.shape}"
         return str(t)
+    if is_const(v):
+        return f"{type(v).__name__} constant"
     kinds = {
         "TensorV": "tensor parameter",
         "PartitionV": "partition",

@@ -195,6 +195,11 @@ class ExprMixin(MemoryMixin):
             return self._tile_attr(base, base.type, name)
         if isinstance(base, TensorV):
             return self._tensor_attr(base, name)
+        if is_const(base):
+            return self.fail(
+                f"a {type(base).__name__} constant has no attribute '{name}'; make it a tile first, "
+                f"e.g. tile.full((), {base!r}, tile.f32)"
+            )
         if isinstance(base, PartitionV):
             if name == "num_tiles":
                 return tuple(self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile)))
