@@ -10,6 +10,7 @@ arch and the cause, with the input bytecode kept on disk for reproduction and a 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -152,60 +153,38 @@ class Toolchain:
     ) -> bytes:
         """Run tileiras on ``bytecode`` and return the cubin; raise `TileirasError` on any failure."""
         timeout = timeout or knobs().compile_timeout
+        fail = functools.partial(self._failure, bytecode, kernel, arch, (opt_level, lineinfo), keep_dir)
+        env = tileiras_environment(self.root)
         with tempfile.TemporaryDirectory(prefix="tile-tileiras-") as tmp:
             source, output = Path(tmp) / f"{_safe(kernel)}.tilebc", Path(tmp) / f"{_safe(kernel)}.cubin"
             source.write_bytes(bytecode)
             command = self.command(source, output, arch=arch, opt_level=opt_level, lineinfo=lineinfo)
             try:
-                done = subprocess.run(
-                    command,
-                    capture_output=True,
-                    text=True,
-                    env=tileiras_environment(self.root),
-                    timeout=timeout,
-                    check=False,
-                )
+                done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, check=False)
             except subprocess.TimeoutExpired as exc:
                 stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-                cause = f"timed out after {timeout:g} s; raise TILE_COMPILE_TIMEOUT if the kernel is that large"
-                raise self._failure(
-                    bytecode,
-                    kernel=kernel,
-                    arch=arch,
-                    options=(opt_level, lineinfo),
-                    rc=None,
-                    stderr=stderr,
-                    keep_dir=keep_dir,
-                    cause=cause,
+                raise fail(
+                    None, stderr, f"timed out after {timeout:g} s; raise TILE_COMPILE_TIMEOUT if need be"
                 ) from None
             if done.returncode != 0 or not output.is_file():
-                stderr = done.stderr + done.stdout
-                raise self._failure(
-                    bytecode,
-                    kernel=kernel,
-                    arch=arch,
-                    options=(opt_level, lineinfo),
-                    rc=done.returncode,
-                    stderr=stderr,
-                    keep_dir=keep_dir,
-                )
+                raise fail(done.returncode, done.stderr + done.stdout, "")
             return output.read_bytes()
 
-    def _failure(
+    def _failure(  # noqa: PLR0917 - bound once with functools.partial in compile(), then called with the outcome
         self,
         bytecode: bytes,
-        *,
         kernel: str,
         arch: str,
         options: tuple[int, bool],
+        keep_dir: Path | None,
         rc: int | None,
         stderr: str,
-        keep_dir: Path | None,
-        cause: str = "",
+        cause: str,
     ) -> TileirasError:
         kept = keep_failed_input(bytecode, kernel, arch, keep_dir)
         repro = self.command(kept, kept.with_suffix(".cubin"), arch=arch, opt_level=options[0], lineinfo=options[1])
-        command = "env -u CUDA_HOME " + " ".join(repro)
+        home = tileiras_environment(self.root, {}).get("CUDA_HOME")
+        command = f"env {'CUDA_HOME=' + home if home else '-u CUDA_HOME'} " + " ".join(repro)
         return TileirasError(kernel, arch, cause or _cause(rc, stderr), rc, stderr, str(kept), command)
 
 
