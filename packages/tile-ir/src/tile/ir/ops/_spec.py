@@ -111,7 +111,6 @@ class OpDef:
     regions: int = 0
     terminator: bool = False
     infer: str = "explicit"
-    doc: str = ""
 
     def attr(self, name: str) -> AttrSpec:
         """Return the attribute spec called `name` (KeyError if the op has none)."""
