@@ -106,12 +106,13 @@ class CudaContext(ExecutionContext):
         The stream; the context does not own it.
     """
 
-    __slots__ = ("_device", "_error", "_stream")
+    __slots__ = ("_device", "_error", "_raw", "_stream")
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self._device: Hashable = stream.device
         self._error: BaseException | None = None
+        self._raw: Any = None
 
     def __repr__(self) -> str:
         return f"CudaContext(stream={self._stream.handle:#x}, device={self._device!r})"
@@ -130,6 +131,13 @@ class CudaContext(ExecutionContext):
     @property
     def device(self) -> Hashable:
         return self._device
+
+    @property
+    def raw_stream(self) -> Any:
+        """The stream as a ``cuda.bindings`` ``CUstream`` (made once)."""
+        if self._raw is None:
+            self._raw = driver().CUstream(self._stream.handle)
+        return self._raw
 
     def enqueue(self, fn: Callable[[], object]) -> None:
         _launch_host_func(self, fn)
@@ -202,7 +210,7 @@ def _launch_host_func(ctx: CudaContext, fn: Callable[[], object]) -> None:
     _pending[key] = (ctx, fn)
     address = ctypes.cast(_c_trampoline, ctypes.c_void_p).value
     try:
-        check(d.cuLaunchHostFunc(d.CUstream(ctx.stream.handle), d.CUhostFn(address), key), "cuLaunchHostFunc")
+        check(d.cuLaunchHostFunc(ctx.raw_stream, d.CUhostFn(address), key), "cuLaunchHostFunc")
     except BaseException:
         del _pending[key]
         raise
@@ -221,7 +229,7 @@ class CudaRecorder(CudaContext):
         d = driver()
         self._device.make_current()  # type: ignore[attr-defined]  # a tile.core.Device
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        check(d.cuStreamBeginCapture(d.CUstream(self._stream.handle), mode), "cuStreamBeginCapture")
+        check(d.cuStreamBeginCapture(self.raw_stream, mode), "cuStreamBeginCapture")
 
     @property
     def capturing(self) -> bool:
@@ -245,7 +253,7 @@ class CudaRecorder(CudaContext):
     def finish(self) -> CudaGraphExec:
         """End the capture and instantiate the graph."""
         graph = self._end()
-        return CudaGraphExec(graph, self._device)
+        return CudaGraphExec(graph, self._device, self.raw_stream)
 
     def abort(self) -> None:
         """End the capture and throw the partial graph away."""
@@ -255,38 +263,42 @@ class CudaRecorder(CudaContext):
 
     def _end(self, ok: bool = True) -> Any:
         d = driver()
-        result = d.cuStreamEndCapture(d.CUstream(self._stream.handle))
+        result = d.cuStreamEndCapture(self.raw_stream)
         if not ok:
             return result[1] if result[0] == 0 and int(result[1]) != 0 else None
         return check(result, "cuStreamEndCapture")
 
 
 class CudaGraphExec:
-    """An instantiated CUDA graph (uploaded to the device), replayed on any stream of its device."""
+    """An instantiated CUDA graph, uploaded to the device, replayed on any stream of its device."""
 
-    __slots__ = ("_device", "_exec", "_graph")
+    __slots__ = ("_closed", "_device", "_driver", "_exec", "_graph")
 
     kind = "cuda"
 
-    def __init__(self, graph: Any, dev: Hashable) -> None:
-        d = driver()
+    def __init__(self, graph: Any, dev: Hashable, stream: Any) -> None:
+        d = self._driver = driver()  # kept: a graph destroyed late must reach the driver that made it
         self._graph = graph
         self._device = dev
+        self._closed = False
         try:
             self._exec = check(d.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         except BaseException:
             check(d.cuGraphDestroy(graph), "cuGraphDestroy")
             raise
+        check(d.cuGraphUpload(self._exec, stream), "cuGraphUpload")
 
     def replay(self, ctx: ExecutionContext) -> None:
         """Launch the graph on ``ctx`` (a CUDA context of the same device)."""
         if not isinstance(ctx, CudaContext) or ctx.device != self._device:
             raise ContextMismatchError("a CUDA graph launch", f"a CUDA stream of {self._device!r}", repr(ctx))
-        d = driver()
-        check(d.cuGraphLaunch(self._exec, d.CUstream(ctx.stream.handle)), "cuGraphLaunch")
+        check(self._driver.cuGraphLaunch(self._exec, ctx.raw_stream), "cuGraphLaunch")
 
     def close(self) -> None:
-        """Destroy the executable and the graph (no launch may be pending)."""
-        d = driver()
+        """Destroy the executable and the graph, once (no launch may be pending)."""
+        if self._closed:
+            return
+        self._closed = True
+        d = self._driver
         check(d.cuGraphExecDestroy(self._exec), "cuGraphExecDestroy")
         check(d.cuGraphDestroy(self._graph), "cuGraphDestroy")

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from tile.aio import _cuda
 from tile.aio._context import HOST, ExecutionContext
-from tile.aio._cuda import CudaContext, core
+from tile.aio._cuda import CudaContext
 from tile.aio._errors import ContextMismatchError, CopyError
 from tile.aio._op import DeviceOp
 
@@ -46,7 +47,7 @@ class _Launch(DeviceOp[tuple[Any, ...]]):
 
     def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         stream = _stream_of(ctx, self)
-        core().launch(
+        _cuda.core().launch(
             self._function,
             self._grid,
             self._block,
@@ -72,7 +73,7 @@ class _Copy(DeviceOp[D]):
     def _execute(self, ctx: ExecutionContext) -> D:
         dst, src = self._dst, self._src
         if isinstance(ctx, CudaContext):
-            core().copy(dst, src, stream=ctx.stream, sync=False)
+            _cuda.core().copy(dst, src, stream=ctx.stream, sync=False)
         elif ctx.device is HOST:
             target, source = _host_bytes(dst, "destination"), _host_bytes(src, "source")
             if target.nbytes != source.nbytes:
@@ -117,7 +118,7 @@ class _Alloc(DeviceOp[Any]):
 
     def _execute(self, ctx: ExecutionContext) -> Any:
         if isinstance(ctx, CudaContext):
-            return core().DeviceBuffer.allocate(self._nbytes, device=ctx.device, stream=ctx.stream)
+            return _cuda.core().DeviceBuffer.allocate(self._nbytes, device=ctx.device, stream=ctx.stream)
         if ctx.device is HOST:
             return bytearray(self._nbytes)
         raise ContextMismatchError(self._describe(), "a CUDA stream or a host stream", repr(ctx))

@@ -17,6 +17,7 @@ both cases no graph is made and :class:`CaptureError` says which op and why.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable, Hashable
@@ -114,7 +115,8 @@ class Graph(Generic[T]):
         self._last: ExecutionContext | None = None
         self._closed = False
         self._mutex = threading.Lock()
-        self._finalizer = weakref.finalize(self, replay.close)
+        self._finalizer = weakref.finalize(self, _close_quietly, replay)
+        self._finalizer.atexit = False  # at exit the driver tears everything down itself
 
     @property
     def output(self) -> T:
@@ -152,10 +154,13 @@ class Graph(Generic[T]):
             if last is not None:
                 last.record().wait()
         finally:
-            self._finalizer()
+            self._finalizer.detach()
             op, self._op = self._op, None
-            if op is not None:
-                op._release()
+            try:
+                self._replay.close()
+            finally:
+                if op is not None:
+                    op._release()
 
     def __enter__(self) -> Graph[T]:
         return self
@@ -176,6 +181,12 @@ class Graph(Generic[T]):
         self._enter(ctx)
         self._replay.replay(ctx)
         return self._output
+
+
+def _close_quietly(replay: _Replay) -> None:
+    """Finalizer of a graph nobody closed: free it; a failure here has nobody to be reported to."""
+    with contextlib.suppress(Exception):
+        replay.close()
 
 
 class _GraphLaunch(DeviceOp[T]):
