@@ -442,3 +442,8 @@ def test_freed_storage_aliases_nothing() -> None:
     fresh = tile.zeros(f32, [N])  # may reuse the freed range
     assert fresh.partition([128]).grid == (8,)
     del stale, freed
+
+
+def test_const_given_by_position_and_keyword(k: ModuleType) -> None:
+    with pytest.raises(tile.ArgumentError, match=r"multiple values for \['k'\]"):
+        k.with_const(_out(), _vec(), 2, k=2)

@@ -116,6 +116,9 @@ def _const_keywords(
 ) -> tuple[Sequence[Any], dict[str, Any]]:
     """Let trailing ``Const`` parameters be passed by keyword: ``gemm(z, x, y, BK=64)``."""
     by_name = {p.name: i for i, p in enumerate(params) if p.kind == "const"}
+    twice = sorted(k for k in kwargs if k in by_name and by_name[k] < len(args))
+    if twice:
+        raise ArgumentError(f"{name}() got multiple values for {twice}: pass a Const parameter by position or keyword")
     taken = {k: kwargs.pop(k) for k in list(kwargs) if k in by_name and by_name[k] >= len(args)}
     if not taken:
         return args, kwargs

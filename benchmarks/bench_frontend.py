@@ -1,0 +1,310 @@
+# ruff: noqa: F821, N803, UP037, PLR0917
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
+# and uppercase names follow cuTile's convention; keep the strings quoted.
+"""tile.frontend against cuTile Python and torch, in one process on one GPU.
+
+1. ``add`` f32 on 2^28 elements: GB/s (three 4-byte streams per element).
+2. GEMM f16 and bf16 at 8192^3 (f32 accumulation, output in the input dtype): TFLOP/s. Tile and cuTile Python use
+   the same tiles (128 x 128 x 64).
+3. Host time per safe launch of a small kernel (1024 elements): Tile's ownership-checked ``add(z, x, y).sync_on(s)``
+   against ``ct.launch(...); s.synchronize()`` (both wait for the kernel each time), and Tile's back-to-back
+   enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``.
+
+Each measurement is the median of ROUNDS rounds of REPS runs, rounds alternating between frameworks; every result
+is checked against numpy (float64) first. Results go to ``benchmarks/results/frontend.json`` with the device name
+and versions. Run on the GPU machine from the repository root: ``python benchmarks/bench_frontend.py``;
+``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here) to check the script itself.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tile.frontend as tile
+from tile.frontend import Const, Mut, Tensor, bf16, f16, f32
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "frontend.json"
+SMOKE = "--smoke" in sys.argv
+ADD_N = 1 << (12 if SMOKE else 28)
+GEMM = 128 if SMOKE else 8192
+TM, TN, TK = (32, 32, 32) if SMOKE else (128, 128, 64)
+SMALL_N, SMALL_TILE = 1024, 128
+ROUNDS, REPS = (3, 2) if SMOKE else (7, 10)
+LAUNCHES = 20 if SMOKE else 2000
+
+
+@tile.entry
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
+
+
+@tile.entry
+def gemm(z: Mut[Tensor["T", ("BM", "BN")]], x: Tensor["T", (-1, -1)], y: Tensor["T", (-1, -1)], BK: Const[int]):
+    bm, bn, _ = tile.block_id()
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(px.num_tiles[1]):
+        acc = tile.mma(px.load((bm, k)), py.load((k, bn)), acc)
+    z.store(acc.astype(z.dtype))
+
+
+def median_seconds(run: Callable[[], None], finish: Callable[[], None]) -> float:
+    """Median over ROUNDS of the wall time of REPS back-to-back runs (drained at the end), per run."""
+    samples = []
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(REPS):
+            run()
+        finish()
+        samples.append((time.perf_counter() - start) / REPS)
+    return statistics.median(samples)
+
+
+class TileLoop:
+    """Keeps a launch's arguments across repetitions: each run moves them in and takes them back."""
+
+    def __init__(self, kernel: Any, args: list[Any], stream: Any, **generics: int) -> None:
+        self.kernel, self.args, self.stream, self.generics = kernel, args, stream, generics
+        self.n = len(args)
+
+    def run(self) -> None:
+        self.args = list(self.kernel(*self.args, **self.generics).sync_on(self.stream))[: self.n]
+
+    def chain(self, n: int) -> None:
+        """Enqueue ``n`` launches back to back (each made by the previous one's ``then``), wait once."""
+        op = self.kernel(*self.args, **self.generics)
+        for _ in range(n - 1):
+            op = op.then(lambda out: self.kernel(*out[: self.n], **self.generics))
+        self.args = list(op.sync_on(self.stream))[: self.n]
+
+
+def tile_stream() -> Any:
+    if tile.backend() == "cpu":
+        from tile.aio import HostStream
+
+        return HostStream()
+    import tile.core as tc
+
+    return tc.Device(0).create_stream()
+
+
+def bench_add(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> None:
+    x, y = tile.rand(f32, [ADD_N]), tile.rand(f32, [ADD_N])
+    ref = x.to_numpy().astype(np.float64) + y.to_numpy()
+    loop = TileLoop(add, [tile.full(f32, [ADD_N], np.nan).partition([1024]), x, y], stream)
+    loop.run()
+    np.testing.assert_allclose(loop.args[0].unpartition().to_numpy(), ref, rtol=1e-6)
+    loop.args[0] = tile.empty(f32, [ADD_N]).partition([1024])
+    results = {"tile": median_seconds(loop.run, lambda: None)}
+    results |= peer_add(peers)
+    out["add_f32"] = {
+        "elements": ADD_N,
+        "ms": {k: v * 1e3 for k, v in results.items()},
+        "GB_per_s": {k: 12 * ADD_N / v / 1e9 for k, v in results.items()},
+        "tile_vs": {k: results[k] / results["tile"] for k in results if k != "tile"},
+    }
+
+
+def peer_add(peers: dict[str, Any]) -> dict[str, float]:
+    torch, ct = peers.get("torch"), peers.get("ct")
+    if torch is None:
+        return {}
+    x = torch.rand(ADD_N, device="cuda")
+    y = torch.rand(ADD_N, device="cuda")
+    z = torch.empty_like(x)
+    stream = torch.cuda.current_stream()
+    found = {"torch": median_seconds(lambda: torch.add(x, y, out=z), stream.synchronize)}
+    if ct is not None:
+        kernel = peers["ct_add"]
+        grid = (ADD_N // 1024, 1, 1)
+        ct.launch(stream, grid, kernel, (x, y, z, 1024))
+        stream.synchronize()
+        if not torch.allclose(z, x + y):
+            raise RuntimeError("cuTile Python add gave a wrong result")
+        found["cutile_python"] = median_seconds(
+            lambda: ct.launch(stream, grid, kernel, (x, y, z, 1024)), stream.synchronize
+        )
+    return found
+
+
+def bench_gemm(stream: Any, peers: dict[str, Any], dtype: Any, out: dict[str, Any]) -> None:
+    a, b = tile.randn(dtype, [GEMM, GEMM]), tile.randn(dtype, [GEMM, GEMM])
+    check = min(GEMM, 256)  # a corner against float64 numpy (the whole product is too slow on the host)
+    ref = a.to_numpy()[:check].astype(np.float64) @ b.to_numpy()[:, :check].astype(np.float64)
+    loop = TileLoop(gemm, [tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN]), a, b], stream, BK=TK)
+    loop.run()
+    got = loop.args[0].unpartition().to_numpy()[:check, :check].astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-1)
+    loop.args[0] = tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN])
+    results = {"tile": median_seconds(loop.run, lambda: None)}
+    results |= peer_gemm(peers, dtype)
+    flops = 2 * GEMM**3
+    out[f"gemm_{dtype.name}"] = {
+        "mnk": GEMM,
+        "tiles": [TM, TN, TK],
+        "ms": {k: v * 1e3 for k, v in results.items()},
+        "TFLOP_per_s": {k: flops / v / 1e12 for k, v in results.items()},
+        "tile_vs": {k: results[k] / results["tile"] for k in results if k != "tile"},
+    }
+
+
+def peer_gemm(peers: dict[str, Any], dtype: Any) -> dict[str, float]:
+    torch, ct = peers.get("torch"), peers.get("ct")
+    if torch is None:
+        return {}
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype.name]
+    a = torch.randn(GEMM, GEMM, device="cuda", dtype=tdt)
+    b = torch.randn(GEMM, GEMM, device="cuda", dtype=tdt)
+    c = torch.empty(GEMM, GEMM, device="cuda", dtype=tdt)
+    stream = torch.cuda.current_stream()
+    found = {"torch": median_seconds(lambda: torch.matmul(a, b, out=c), stream.synchronize)}
+    if ct is not None:
+        kernel, grid = peers["ct_gemm"], (GEMM // TM, GEMM // TN, 1)
+        ct.launch(stream, grid, kernel, (a, b, c, TM, TN, TK))
+        stream.synchronize()
+        if not torch.allclose(c[:256, :256].float(), (a[:256].float() @ b[:, :256].float()), rtol=2e-2, atol=2e-1):
+            raise RuntimeError("cuTile Python gemm gave a wrong result")
+        found["cutile_python"] = median_seconds(
+            lambda: ct.launch(stream, grid, kernel, (a, b, c, TM, TN, TK)), stream.synchronize
+        )
+    return found
+
+
+def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> None:
+    loop = TileLoop(
+        add,
+        [tile.zeros(f32, [SMALL_N]).partition([SMALL_TILE]), tile.ones(f32, [SMALL_N]), tile.ones(f32, [SMALL_N])],
+        stream,
+    )
+    for _ in range(20):
+        loop.run()
+    results = {"tile add(...).sync_on(s)": per_launch(loop.run)}
+    results["tile .then chain (enqueue)"] = per_launch(lambda: loop.chain(LAUNCHES), LAUNCHES)
+    torch, ct = peers.get("torch"), peers.get("ct")
+    if torch is not None and ct is not None:
+        x, y, z = (torch.ones(SMALL_N, device="cuda") for _ in range(3))
+        s = torch.cuda.current_stream()
+        kernel, grid = peers["ct_add"], (SMALL_N // SMALL_TILE, 1, 1)
+
+        def ct_sync() -> None:
+            ct.launch(s, grid, kernel, (x, y, z, SMALL_TILE))
+            s.synchronize()
+
+        def ct_burst() -> None:
+            for _ in range(LAUNCHES):
+                ct.launch(s, grid, kernel, (x, y, z, SMALL_TILE))
+            s.synchronize()
+
+        results["ct.launch + synchronize"] = per_launch(ct_sync)
+        results["ct.launch back to back"] = per_launch(ct_burst, LAUNCHES)
+    out["launch_us"] = {k: v * 1e6 for k, v in results.items()}
+
+
+def per_launch(run: Callable[[], None], launches: int = 1) -> float:
+    samples = []
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        for _ in range(LAUNCHES // launches):
+            run()
+        samples.append((time.perf_counter() - start) / (LAUNCHES // launches * launches))
+    return statistics.median(samples)
+
+
+def load_peers(errors: dict[str, str]) -> dict[str, Any]:
+    peers: dict[str, Any] = {}
+    if tile.backend() != "gpu":
+        errors["peers"] = "no GPU: cuTile Python and torch are not run"
+        return peers
+    try:
+        import torch
+
+        peers["torch"] = torch
+    except ImportError as exc:
+        errors["torch"] = str(exc)
+        return peers
+    try:
+        import cuda.tile as ct
+    except ImportError as exc:
+        errors["cutile_python"] = str(exc)
+        return peers
+
+    @ct.kernel  # type: ignore[untyped-decorator]  # cuda.tile ships no type information
+    def ct_add(a: Any, b: Any, c: Any, TILE: ct.Constant[int]) -> None:
+        bid = ct.bid(0)
+        ct.store(
+            c, index=(bid,), tile=ct.load(a, index=(bid,), shape=(TILE,)) + ct.load(b, index=(bid,), shape=(TILE,))
+        )
+
+    @ct.kernel  # type: ignore[untyped-decorator]  # cuda.tile ships no type information
+    def ct_gemm(A: Any, B: Any, C: Any, tm: ct.Constant[int], tn: ct.Constant[int], tk: ct.Constant[int]) -> None:
+        bidx, bidy = ct.bid(0), ct.bid(1)
+        acc = ct.full((tm, tn), 0, dtype=ct.float32)
+        for k in range(ct.num_tiles(A, axis=1, shape=(tm, tk))):
+            a = ct.load(A, index=(bidx, k), shape=(tm, tk), padding_mode=ct.PaddingMode.ZERO)
+            b = ct.load(B, index=(k, bidy), shape=(tk, tn), padding_mode=ct.PaddingMode.ZERO)
+            acc = ct.mma(a, b, acc)
+        ct.store(C, index=(bidx, bidy), tile=acc.astype(C.dtype))
+
+    peers |= {"ct": ct, "ct_add": ct_add, "ct_gemm": ct_gemm}
+    return peers
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("cuda-bindings", "cuda-core", "cuda-tile", "nvidia-cuda-tileiras", "torch", "numpy"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def device_name() -> str:
+    if tile.backend() == "cpu":
+        return "CPU interpreter"
+    import tile.bindings as tb
+
+    return tb.device_name(0)
+
+
+def main() -> None:
+    errors: dict[str, str] = {}
+    peers = load_peers(errors)
+    stream = tile_stream()
+    report: dict[str, Any] = {"benchmark": "frontend", "device": device_name(), "backend": tile.backend()}
+    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS}
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("add_f32", lambda: bench_add(stream, peers, report)),
+        ("gemm_f16", lambda: bench_gemm(stream, peers, f16, report)),
+        ("gemm_bf16", lambda: bench_gemm(stream, peers, bf16, report)),
+        ("launch", lambda: bench_launch(stream, peers, report)),
+    ]
+    for name, step in steps:
+        try:
+            step()
+        except Exception as exc:  # one failing measurement must not cost the others
+            errors[name] = f"{type(exc).__name__}: {exc}"
+        print(f"{name}: {json.dumps(report.get(name if name != 'launch' else 'launch_us'), indent=None)}")
+    report["errors"] = errors
+    for name, error in errors.items():
+        print(f"  {name}: {error}")
+    if not SMOKE:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
