@@ -26,11 +26,16 @@ from tile.bindings import check, driver
 __all__ = ["CudaCompletion", "CudaContext", "CudaRecorder", "device", "is_device", "new_context", "wrap_stream"]
 
 
+_core: list[ModuleType] = []
+
+
 def core() -> ModuleType:
     """Return ``tile.core`` (imported on first call)."""
-    import tile.core
+    if not _core:
+        import tile.core
 
-    return tile.core
+        _core.append(tile.core)
+    return _core[0]
 
 
 def device(ordinal: int) -> Hashable:

@@ -81,15 +81,15 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
 
 async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T:
     """Execute ``op`` on ``ctx`` and resolve when its work is done (see the module docstring)."""
-    loop = asyncio.get_running_loop()
     run = Run(op, ctx, verb, site)
     try:
-        if _poll(ctx, _knobs.spin_budget_ns()):
+        if ctx.query() or _poll(ctx, _knobs.spin_budget_ns()):
             return run.finish()
         completion = ctx.record()
     except Exception as exc:  # query() or record() reported a failure of the work
         run.fail(exc)
         return run.finish()
+    loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     completion.add_done_callback(lambda error: _deliver(loop, future, run, error))
     return await future
@@ -97,8 +97,6 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
 
 def _poll(ctx: ExecutionContext, budget_ns: int) -> bool:
     """Query ``ctx`` until it is idle or ``budget_ns`` passed; True when idle."""
-    if ctx.query():
-        return True
     deadline = time.perf_counter_ns() + budget_ns
     while time.perf_counter_ns() < deadline:
         if ctx.query():
