@@ -7,6 +7,8 @@ tensor_view<...>, dim_map=[1, 0]>``); `parse_type` accepts exactly what `type_te
 
 from __future__ import annotations
 
+import re
+
 from tile.ir._lexer import Lexer
 from tile.ir._types import (
     SCALARS,
@@ -223,10 +225,26 @@ def _view(lex: Lexer, kind: str) -> Type:
     return result
 
 
+_SIMPLE_TILE = re.compile(r"tile<[0-9x]*(?:[A-Za-z0-9]+|ptr<[A-Za-z0-9]+>)>")
+_SEEN: dict[str, Type] = {}
+
+
 def parse_type(lex: Lexer) -> Type:
     """Parse one type at the lexer's position."""
     lex.skip()
+    # Kernels repeat a handful of tile types thousands of times: remember the simple ones by their text.
+    m = _SIMPLE_TILE.match(lex.text, lex.pos)
+    if m is not None and (known := _SEEN.get(m.group(0))) is not None:
+        lex.pos = m.end()
+        return known
     start = lex.pos
+    parsed = _parse_type(lex, start)
+    if m is not None and lex.pos == m.end() and len(_SEEN) < 4096:
+        _SEEN[m.group(0)] = parsed
+    return parsed
+
+
+def _parse_type(lex: Lexer, start: int) -> Type:
     word = lex.peek_keyword()
     if word == "token":
         lex.keyword()

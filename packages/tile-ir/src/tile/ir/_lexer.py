@@ -15,6 +15,7 @@ from tile.ir._errors import TileError
 __all__ = ["AsmSyntaxError", "Lexer"]
 
 _BLANK = re.compile(r"(?:\s+|//[^\n]*)+")
+_BLANK_STARTS = frozenset(" \t\r\n\f\v/")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _VALUE = re.compile(r"%([A-Za-z0-9_$.-]+)(?:#(\d+))?")
 _SYMBOL = re.compile(r"@([A-Za-z_][A-Za-z0-9_$.]*|\"[^\"]*\")")
@@ -63,6 +64,8 @@ class Lexer:
 
     def skip(self) -> None:
         """Skip blanks and comments."""
+        if self.text[self.pos : self.pos + 1] not in _BLANK_STARTS:
+            return
         m = _BLANK.match(self.text, self.pos)
         if m:
             self.pos = m.end()
