@@ -451,3 +451,16 @@ def test_a_loop_waiting_for_another_block_is_stopped(monkeypatch: pytest.MonkeyP
     with pytest.raises(interp.InterpError, match="spin lock"):
         interp.launch(Module([fn]), 2, args(np.zeros(1, np.float32)))
     interp.launch(Module([fn]), 2, args(np.ones(1, np.float32)))
+
+
+def test_packed_four_bit_tensor_views_are_refused_clearly() -> None:
+    from tile.ir import f4E2M1FN
+
+    fn = Function("k", FunctionType((scalar(ptr(f4E2M1FN)), I32)))
+    b = Builder(fn.body)
+    b.call("make_tensor_view", fn.params[0], [fn.params[1]], [], result_type=TensorViewType(f4E2M1FN, (None,), (1,)),
+           loc=LOC)  # fmt: skip
+    b.return_()
+    with pytest.raises(interp.UnsupportedOpError, match="two elements packed per byte") as info:
+        interp.launch(Module([fn]), 1, [np.zeros(4, np.uint8), 8])
+    assert info.value.location == "k.py:7:3"

@@ -22,7 +22,7 @@ from tile.ir._types import GatherScatterViewType, PartitionViewType, ScalarType,
 
 from ._compile import Compiler, Env, Signal, Step, StepFactory, operand, operands
 from ._dtypes import Array, padding_value, storage
-from ._errors import MemoryAccessError
+from ._errors import MemoryAccessError, UnsupportedOpError
 
 __all__ = ["HANDLERS", "TensorView", "TileView"]
 
@@ -154,6 +154,12 @@ def _dims(static: tuple[int | None, ...], dynamic: list[Any]) -> tuple[int, ...]
 def _make_tensor_view(op: Operation, c: Compiler) -> Step:
     t = op.results[0].type
     assert isinstance(t, TensorViewType)
+    if t.element.bits < 8 and t.element.name != "i1":
+        raise UnsupportedOpError(
+            f"tensor views of {t.element} (two elements packed per byte) are not supported by the interpreter",
+            None,
+            c.location(op),
+        )
     base = c.slot(operand(op, "base"))  # type: ignore[arg-type]  # required operand
     shape_slots, stride_slots = c.slots(operands(op, "dynamicShape")), c.slots(operands(op, "dynamicStrides"))
     out = c.slot(op.results[0])
