@@ -226,7 +226,7 @@ def _print_assert(k: Kernel) -> None:
     t = k.load(x, [bid])
     ok = b.cmpi(bid, b.constant(0, I32), comparison_predicate="greater_than_or_equal", signedness="signed")
     b.assert_(ok, "block id is never negative")  # noqa: PT009 - builds a Tile IR assert op
-    b.print_tko("block %d first tile %f\n", [bid, t], k.token)
+    b.print_tko("block %d first tile %f\n", [bid, t], k.token if k.version >= Version(13, 2) else None)
 
 
 def _gather_scatter(k: Kernel) -> None:

@@ -14,7 +14,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_kernels import FAMILIES, build_family
 from helpers_ir_samples import build_sample
 from helpers_ir_tools import compile_cubin, disassemble
-from tile.ir import SUPPORTED_VERSIONS, V13_3, V13_5, Version, read_bytecode, verify, verify_problems, write_bytecode
+from tile.ir import (
+    SUPPORTED_VERSIONS,
+    V13_1,
+    V13_2,
+    V13_3,
+    V13_4,
+    V13_5,
+    Version,
+    read_bytecode,
+    verify,
+    verify_problems,
+    write_bytecode,
+)
 from tile.ir.ops import CATALOG
 
 pytestmark = pytest.mark.requires_tileiras
@@ -29,10 +41,12 @@ def test_tileirdisasm_accepts_op_sample(name: str, version: Version) -> None:
     assert f"@k_{name}" in proc.stdout
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100"])
+ARCH_VERSIONS = [("sm_80", V13_1), ("sm_80", V13_3), ("sm_90", V13_2), ("sm_90", V13_4), ("sm_100", V13_5)]
+
+
+@pytest.mark.parametrize(("arch", "version"), ARCH_VERSIONS, ids=[f"{a}-{v}" for a, v in ARCH_VERSIONS])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_tileiras_compiles_family_kernel(family: str, arch: str) -> None:
-    version = V13_3 if arch != "sm_100" else V13_5
+def test_tileiras_compiles_family_kernel(family: str, arch: str, version: Version) -> None:
     module = build_family(family, version)
     verify(module, version)
     proc, cubin = compile_cubin(write_bytecode(module, version), arch)

@@ -150,3 +150,12 @@ def test_version_strings_are_accepted_and_checked() -> None:
     assert write_bytecode(_kernel(), "13.3") == write_bytecode(_kernel(), V13_3)
     with pytest.raises(UnsupportedVersionError, match=r"13\.9"):
         write_bytecode(_kernel(), "13.9")
+
+
+def test_optional_operand_without_flags_is_refused() -> None:
+    fn = Function("k", FunctionType(()))
+    b = Builder(fn.body, version=V13_1)
+    b.print_tko("x", [], b.make_token())  # print_tko has no token operand before 13.2
+    b.return_()
+    with pytest.raises(UnsupportedVersionError, match=r"token needs bytecode 13\.2"):
+        write_bytecode(Module([fn]), V13_1)

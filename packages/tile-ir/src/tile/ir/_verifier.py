@@ -150,6 +150,9 @@ class _Checker:
                 self.report(f"operand '{spec.name}' takes one value, got {n}")
             if spec.kind is OperandKind.OPTIONAL and n > 1:
                 self.report(f"operand '{spec.name}' takes at most one value, got {n}")
+            flagged_since = opdef.flags_since if spec.name in opdef.flags else None
+            if n and flagged_since is not None and flagged_since > self.version:
+                self.report(f"operand '{spec.name}' needs bytecode {flagged_since}+ (target {self.version})")
 
     def attributes(self, op: Operation, opdef: OpDef) -> None:
         known = {a.name: a for a in opdef.attrs}

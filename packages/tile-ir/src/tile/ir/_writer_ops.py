@@ -90,8 +90,9 @@ class BodyWriter:
         for i, name in enumerate(opdef.flags):
             if self._present(opdef, op, name):
                 spec = next((a for a in opdef.attrs if a.name == name), None)
-                if spec is not None and spec.since > self.version:
-                    raise UnsupportedVersionError(f"'{op.name}' {name} needs bytecode {spec.since}+", self.where)
+                since = spec.since if spec is not None else opdef.flags_since
+                if since > self.version:
+                    raise UnsupportedVersionError(f"'{op.name}' {name} needs bytecode {since}+", self.where)
                 bits |= 1 << i
         if self.version >= opdef.flags_since:
             out.varint(bits)
