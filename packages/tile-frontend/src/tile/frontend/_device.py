@@ -38,7 +38,8 @@ def upload(array: np.ndarray[Any, Any], device: Any) -> Storage:
     """An owned device allocation holding a copy of the contiguous host ``array``."""
     from tile import core
 
-    buffer = core.DeviceBuffer.from_host(np.ascontiguousarray(array), device=device)
+    raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # bytes: ml_dtypes element types copy as they are
+    buffer = core.DeviceBuffer.from_host(raw, device=device)
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 

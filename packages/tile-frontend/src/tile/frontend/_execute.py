@@ -3,8 +3,9 @@
 Invariants: the kernel parameter list is exactly ``CompiledKernel.abi.slots`` in order (tile-compiler's
 INTERFACES.md "Entry ABI"): per tensor a base address, extents and element strides of the index dtype; per
 scalar its value; per raw pointer its address. The GPU path launches the cubin with block (1, 1, 1) on the op's
-stream and records the stream as a user of every owned buffer (so a free waits); the CPU path maps each host
-storage into one interpreter `Memory` and runs the Tile IR read back from the kernel's bytecode.
+stream, passing owned buffers as views so that tile.core orders the launch after their allocation and their free
+after the launch; the CPU path maps each host storage into one interpreter `Memory` and runs the Tile IR read back
+from the kernel's bytecode.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from tile.compiler import AbiSlot, CompiledKernel, KernelABI
 from tile.frontend._errors import ArgumentError
@@ -22,6 +25,7 @@ __all__ = ["run_cpu", "run_gpu"]
 
 _GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
 _GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
+_BYTE = np.dtype(np.uint8)
 _modules: dict[tuple[str, int], Any] = {}
 _modules_lock = threading.Lock()
 _programs: dict[str, Any] = {}
@@ -104,7 +108,7 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
     for slot in abi.slots:
         value = values[slot.param]
         if slot.role == "base":
-            args.append(_tensor(value)._address())
+            args.append(_pointer(_tensor(value)))
             kinds.append("ptr")
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, _tensor(value)))
@@ -118,15 +122,29 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
     return args, kinds
 
 
+def _pointer(t: Tensor) -> Any:
+    """An owned buffer's element 0 as a ``DeviceView`` (so tile.core orders the launch after the allocation and
+    makes the buffer's free wait for it); borrowed memory as its address."""
+    storage = t._storage
+    if not storage.owned:
+        return t._address()
+    from tile import core
+
+    return core.DeviceView(
+        t._address(),
+        _BYTE,
+        (1,),
+        (1,),
+        device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
+        owner=storage.buffer,
+        buffer=storage.buffer,
+    )
+
+
 def run_gpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any], stream: Any) -> None:
-    """Enqueue one launch of the cubin on ``stream`` and record the stream as a user of every owned buffer."""
+    """Enqueue one launch of the cubin on ``stream``."""
     from tile import core
 
     fn = _function(compiled, stream.device)
     args, kinds = gpu_args(compiled.abi, values)
     core.launch(fn, tuple(grid), (1, 1, 1), args, stream=stream, signature=kinds)
-    for value in values.values():
-        if isinstance(value, (Tensor, Partition)):
-            storage = _tensor(value)._storage
-            if storage.owned and storage.buffer is not None:
-                storage.buffer.record_use(stream)

@@ -10,8 +10,8 @@ Invariants:
   goes. An object exported through ``__dlpack__`` is tracked the same way, for as long as the consumer keeps it.
 - Overlap is decided by absolute byte ranges ``[lo, hi)`` on one device, never by object identity: two handles
   of different storages conflict when their ranges intersect (foreign memory makes that possible).
-- Memory is released only when no pending launch uses it: host storage defers ``free`` until ``pending`` is 0;
-  device buffers are freed stream-ordered by tile.core after every recorded use.
+- Memory is released only when no pending launch uses it: ``free`` is deferred until ``pending`` is 0, and a device
+  buffer's free is then stream-ordered by tile.core after every use the launches recorded.
 """
 
 from __future__ import annotations
@@ -149,14 +149,15 @@ class Storage:
             self._drop()
 
     def free(self, site: str) -> None:
-        """Free the memory now (or, on the host, when the last pending launch finishes)."""
+        """Free the memory now, or when the last pending launch is done (a launch that is not even enqueued yet
+        still counts: it holds the memory from the moment it was made)."""
         self.freed_at = site
-        if self.buffer is not None and self.owned:
-            self.buffer.free()  # stream-ordered by tile.core after every recorded use
         if self.pending == 0:
             self._drop()
 
     def _drop(self) -> None:
+        if self.buffer is not None and self.owned:
+            self.buffer.free()  # stream-ordered by tile.core after every use it recorded
         self.host, self.buffer, self.keepalive = None, None, None
 
 
