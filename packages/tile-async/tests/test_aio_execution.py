@@ -247,3 +247,45 @@ def test_threads_execute_concurrently_without_interference() -> None:
         t.join(timeout=10)
     assert errors == []
     assert sorted(results) == sorted(i * k for k in range(4) for i in range(50))
+
+
+class NoEvents(aio.HostStream):
+    """A worker stream whose record() fails once, as an event creation can fail on a device."""
+
+    def __init__(self) -> None:
+        super().__init__(worker=True)
+        self.fail_next = True
+
+    def record(self) -> aio.Completion:
+        if self.fail_next:
+            self.fail_next = False
+            raise MemoryError("no event available")
+        return super().record()
+
+
+def test_a_failed_record_still_waits_for_the_work_before_releasing(gate: threading.Event) -> None:
+    ctx = NoEvents()
+    res = Resource()
+    ref = weakref.ref(res)
+    log: list[str] = []
+
+    def work(_: Resource) -> None:
+        gate.wait()
+        log.append("work")
+
+    op = aio.host_call(work, res)
+    del res
+    threading.Timer(0.05, gate.set).start()
+
+    async def main() -> None:
+        with pytest.raises(MemoryError, match="no event available"):
+            await op.schedule(aio.SingleStream(ctx))
+        assert log == ["work"]  # the error came only after the work finished
+        gc.collect()
+        assert ref() is None
+
+    try:
+        asyncio.run(main())
+    finally:
+        gate.set()
+        ctx.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -46,15 +47,26 @@ def test_stream_pool_size_defaults_to_the_knob(monkeypatch: pytest.MonkeyPatch) 
         aio.stream_pool("host", size=0)
 
 
-@pytest.mark.parametrize(("name", "value"), [("TILE_AIO_POOL_SIZE", "0"), ("TILE_AIO_SPIN_US", "soon")])
-def test_bad_knobs_are_reported(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
-    monkeypatch.setenv(name, value)
-    with pytest.raises(aio.KnobError, match=f"{name}={value!r} is invalid"):
-        aio.stream_pool("host") if name == "TILE_AIO_POOL_SIZE" else asyncio.run(_await_value())
+def test_a_bad_pool_size_knob_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_AIO_POOL_SIZE", "0")
+    with pytest.raises(aio.KnobError, match="TILE_AIO_POOL_SIZE='0' is invalid: expected an integer >= 1"):
+        aio.stream_pool("host")
 
 
-async def _await_value() -> int:
-    return await aio.value(1)
+def test_a_bad_spin_knob_is_reported_after_the_work_completes(
+    monkeypatch: pytest.MonkeyPatch, worker: aio.HostStream, gate: threading.Event
+) -> None:
+    monkeypatch.setenv("TILE_AIO_SPIN_US", "soon")
+    log: list[str] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(0.02, gate.set)
+        op = aio.host_call(gate.wait).then(lambda _: aio.host_call(log.append, "work"))
+        with pytest.raises(aio.KnobError, match="TILE_AIO_SPIN_US='soon' is invalid"):
+            await op.schedule(aio.SingleStream(worker))
+        assert log == ["work"]
+
+    asyncio.run(main())
 
 
 def test_the_default_policy_is_made_once_per_device() -> None:

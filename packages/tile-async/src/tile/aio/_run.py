@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tile.aio import _knobs, _lock
 from tile.aio._context import ExecutionContext
+from tile.aio._errors import KnobError
 
 if TYPE_CHECKING:
     from tile.aio._op import DeviceOp, Site
@@ -83,16 +84,30 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
     """Execute ``op`` on ``ctx`` and resolve when its work is done (see the module docstring)."""
     run = Run(op, ctx, verb, site)
     try:
-        if ctx.query() or _poll(ctx, _knobs.spin_budget_ns()):
+        if ctx.query():
+            return run.finish()
+        try:
+            budget = _knobs.spin_budget_ns()
+        except KnobError as exc:  # reported once the work is done; meanwhile do not spin
+            run.fail(exc)
+            budget = 0
+        if _poll(ctx, budget):
             return run.finish()
         completion = ctx.record()
-    except Exception as exc:  # query() or record() reported a failure of the work
+    except Exception as exc:  # query() or record() failed: make sure the work is over before releasing
         run.fail(exc)
-        return run.finish()
+        return _finish_blocking(run, ctx)
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     completion.add_done_callback(lambda error: _deliver(loop, future, run, error))
     return await future
+
+
+def _finish_blocking(run: Run[T], ctx: ExecutionContext) -> T:
+    """Error path: wait for the context (blocking the loop, rarely) so no input is released early."""
+    with contextlib.suppress(Exception):  # the first error is already noted on the run
+        ctx.synchronize()
+    return run.finish()
 
 
 def _poll(ctx: ExecutionContext, budget_ns: int) -> bool:
