@@ -346,6 +346,25 @@ def test_a_corrupt_kernel_entry_is_evicted_and_recompiled(kernels: types.ModuleT
 
 
 @pytest.mark.requires_tileiras
+def test_the_cubin_is_stored_once_and_its_eviction_means_a_rebuild(kernels: types.ModuleType, tmp_path: Path) -> None:
+    first = compile_kernel(kernels.add, ADD_SPEC, "sm_90")
+    store = tc.DiskCache(tmp_path / "cache")
+    kinds = sorted(Path(e.path).parent.parent.name for e in store.entries())
+    assert kinds == ["cubin", "kernel"]
+    kernel_entry = next(e for e in store.entries() if "kernel" in e.path)
+    assert first.cubin is not None
+    assert Path(kernel_entry.path).stat().st_size < len(first.cubin)  # the kernel entry refers to the cubin
+    for entry in store.entries():
+        if Path(entry.path).parent.parent.name == "cubin":
+            Path(entry.path).unlink()
+    tc.clear_memory_cache()
+    cache_stats(reset=True)
+    again = compile_kernel(kernels.add, ADD_SPEC, "sm_90")
+    assert (again.origin, cache_stats().frontend_runs, cache_stats().tileiras_runs) == ("compiled", 1, 1)
+    assert again.cubin == first.cubin
+
+
+@pytest.mark.requires_tileiras
 def test_ahead_of_time_cache_serves_a_machine_without_tileiras(tmp_path: Path) -> None:
     source = tmp_path / "tile_test_kernels.py"
     source.write_text(KERNELS)

@@ -63,6 +63,8 @@ class CompiledKernel:
         ``"compiled"``, ``"disk"`` (disk cache hit) or ``"memory"``.
     timings
         Seconds per stage (`STAGES` names, plus ``cache`` for disk lookups) spent by this call.
+    cubin_key
+        The key of the cubin in the disk cache's bytecode-keyed store (None for the CPU target).
     """
 
     name: str
@@ -75,6 +77,7 @@ class CompiledKernel:
     tileiras_version: str | None = None
     origin: str = field(default="compiled", compare=False)
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
+    cubin_key: str | None = field(default=None, compare=False)
 
     @property
     def entry(self) -> str:
@@ -211,11 +214,11 @@ class _Job:
 
     def finish(self, front: Frontend, options: CompileOptions) -> CompiledKernel:
         """Run the back half on ``front`` and assemble the result."""
-        cubin, origin = None, "compiled"
+        cubin, origin, cubin_key = None, "compiled", None
         if self.tileiras is not None and not self.target.is_cpu:
             folder = self.settings.cache_dir
             keep = folder / "failed" if folder is not None else self.settings.dump_dir
-            cubin, hit = run_backend(
+            cubin, hit, cubin_key = run_backend(
                 front,
                 target=self.target,
                 options=options,
@@ -229,7 +232,17 @@ class _Job:
         version = self.tileiras.version if cubin is not None and self.tileiras else None
         timings = dict(self.clock.seconds)
         return CompiledKernel(
-            front.name, front.abi, self.target, front.bytecode, front.version, cubin, self.key, version, origin, timings
+            front.name,
+            front.abi,
+            self.target,
+            front.bytecode,
+            front.version,
+            cubin,
+            self.key,
+            version,
+            origin,
+            timings,
+            cubin_key,
         )
 
 
@@ -244,12 +257,13 @@ def _load_or_build(
     if job.disk is not None:
         with job.clock.stage("cache"):
             entry = job.disk.get("kernel", f"{key}-{job.suffix}") if job.suffix else job.disk.find("kernel", f"{key}-")
-        if entry is not None and (kernel := _from_entry(entry, key, target, job.clock)) is not None:
+            kernel = _from_entry(entry, key, job) if entry is not None else None
+        if kernel is not None:
             count("disk_hits")
             return kernel
     kernel = _build(fn, spec, job)
     if job.disk is not None:
-        job.disk.put("kernel", f"{key}-{job.suffix}", _entry_meta(kernel), _entry_blobs(kernel))
+        job.disk.put("kernel", f"{key}-{job.suffix}", _entry_meta(kernel), {"bytecode": kernel.bytecode})
     return kernel
 
 
@@ -275,30 +289,29 @@ def _entry_meta(kernel: CompiledKernel) -> dict[str, Any]:
         "arch": kernel.target.arch,
         "bytecode_version": list(kernel.bytecode_version),
         "tileiras": kernel.tileiras_version,
+        "cubin_key": kernel.cubin_key,
         "timings": dict(kernel.timings),
     }
 
 
-def _entry_blobs(kernel: CompiledKernel) -> dict[str, bytes]:
-    return {"bytecode": kernel.bytecode, **({"cubin": kernel.cubin} if kernel.cubin is not None else {})}
-
-
-def _from_entry(entry: CacheEntry, key: str, target: Target, clock: Clock) -> CompiledKernel | None:
+def _from_entry(entry: CacheEntry, key: str, job: _Job) -> CompiledKernel | None:
+    """The kernel of a frontend-keyed entry; its cubin lives once, in the bytecode-keyed store (None if evicted)."""
     meta = entry.meta
     try:
+        cubin_key = meta.get("cubin_key")
+        cubin = None
+        if cubin_key is not None:
+            found = job.disk.get("cubin", str(cubin_key)) if job.disk is not None else None
+            if found is None:
+                return None
+            cubin = found.blobs["cubin"]
         major, minor = meta["bytecode_version"]
         abi = KernelABI.from_json(meta["abi"])
+        version = (int(major), int(minor))
+        bytecode, made_by = entry.blobs["bytecode"], meta.get("tileiras")
+        timings = dict(job.clock.seconds)
         return CompiledKernel(
-            str(meta["name"]),
-            abi,
-            target,
-            entry.blobs["bytecode"],
-            (int(major), int(minor)),
-            entry.blobs.get("cubin"),
-            key,
-            meta.get("tileiras"),
-            "disk",
-            dict(clock.seconds),
+            str(meta["name"]), abi, job.target, bytecode, version, cubin, key, made_by, "disk", timings, cubin_key
         )
     except (KeyError, TypeError, ValueError):
         return None

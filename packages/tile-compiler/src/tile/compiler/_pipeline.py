@@ -199,8 +199,8 @@ def run_backend(
     dumper: Dumper,
     clock: Clock,
     keep_dir: Path | None = None,
-) -> tuple[bytes, bool]:
-    """Return ``(cubin, from_disk)`` for ``front.bytecode``: from the disk cache, or by running tileiras."""
+) -> tuple[bytes, bool, str]:
+    """Return ``(cubin, from_disk, key)`` for ``front.bytecode``: from the disk cache, or by running tileiras."""
     key = cubin_key(
         front.bytecode,
         version=front.version,
@@ -230,4 +230,4 @@ def run_backend(
             meta = {"kernel": front.name, "arch": target.arch, "tileiras": tileiras.version}
             disk.put("cubin", key, meta, {"cubin": cubin})
     dumper.binary("cubin", cubin)
-    return cubin, hit
+    return cubin, hit, key
