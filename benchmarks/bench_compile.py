@@ -8,7 +8,7 @@ Per corpus kernel (packages/tile-compiler/tests/corpus), for sm_90:
 - cuTile Python: export of its equivalent kernel (packages/tile-ir/tests/cutile_corpus) to bytecode (median of 3)
   and to a cubin (one run), where one exists and cuda-tile is installed.
 Targets: GEMM frontend ≤ 50 ms, disk hit ≤ 2 ms. Needs tileiras, no GPU. Writes benchmarks/results/compile.json.
-Run: python benchmarks/bench_compile.py [--quick]   (--quick: only the first 6 kernels plus any GEMM)
+Run: python benchmarks/bench_compile.py [--quick]   (--quick: the first 6 kernels plus the GEMMs, no results file)
 """
 
 from __future__ import annotations
@@ -194,14 +194,16 @@ def main() -> int:
             rows.append(row)
             print(f"  {case.name}: done", file=sys.stderr)
     summary = summarize(rows)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {"benchmark": "compile", **environment(), "targets_ms": TARGETS_MS, "summary": summary, "kernels": rows},
-            indent=2,
-        )
-        + "\n"
-    )
+    if not args.quick:  # a partial run must not replace the full results
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "benchmark": "compile",
+            **environment(),
+            "targets_ms": TARGETS_MS,
+            "summary": summary,
+            "kernels": rows,
+        }
+        RESULTS.write_text(json.dumps(record, indent=2) + "\n")
     print_table(rows, summary)
     return 0
 
