@@ -97,3 +97,10 @@ def test_restricted_enum_values_agree_with_tileirdisasm(name: str, attr: str, va
     ours = not any(attr in p for p in verify_problems(module, V13_5))
     theirs = disassemble(write_bytecode(module, V13_5)).returncode == 0
     assert ours == theirs
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_tileiras_compiles_every_op_sample_for_sm100(name: str) -> None:
+    proc, cubin = compile_cubin(write_bytecode(build_sample(name, V13_5), V13_5), "sm_100")
+    assert proc.returncode == 0, proc.stderr
+    assert cubin.startswith(b"\x7fELF")
