@@ -176,12 +176,14 @@ class MemoryMixin(ShapeMixin):
         z = self.tensor_arg(a["z"], "the second argument of tile.load_tile_like", mut=True)
         if x.rank != z.rank:
             self.fail(f"tile.load_tile_like needs tensors of one rank, got {x.rank} and {z.rank}")
-        return self.load_view(self.partition(x, z.tile), self.block_index(z.rank), {})
+        return self.load_view(self.partition(x, z.tile, "zero"), self.block_index(z.rank), {})
 
     def method_mut_load(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("latency", "allow_tma"), (None, None), args, kw)
         return self.load_view(
-            self.partition(recv, recv.tile), self.block_index(recv.rank), self._hints(a["latency"], a["allow_tma"])
+            self.partition(recv, recv.tile, "zero"),
+            self.block_index(recv.rank),
+            self._hints(a["latency"], a["allow_tma"]),
         )
 
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:

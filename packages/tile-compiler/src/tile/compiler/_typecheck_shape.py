@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, ArithMixin, is_const, signedness
-from tile.compiler._types import DTYPES, DType, TileType, is_pow2
+from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, is_pow2
 from tile.compiler.lang._ops import LangOp
 
 __all__ = ["ShapeMixin"]
@@ -179,12 +179,12 @@ class ShapeMixin(ArithMixin):
         ct = self.tile_of(cond, "condition")
         if ct.elem != I1:
             self.fail(f"the condition of tile.where must be a bool tile (a comparison), got {ct}")
-        x, y = (
-            self.coerce(a["x"], a["y"], "tile.where")
-            if not (is_const(a["x"]) and is_const(a["y"]))
-            else (self.materialize(a["x"]), self.materialize(a["y"]))
-        )
-        from tile.compiler._types import broadcast_shapes
+        if is_const(a["x"]) and is_const(a["y"]):
+            kinds = {type(a["x"]), type(a["y"])}
+            dt = F32 if float in kinds else I32 if int in kinds else I1
+            x, y = self.materialize(a["x"], dt), self.materialize(a["y"], dt)
+        else:
+            x, y = self.coerce(a["x"], a["y"], "tile.where")
 
         shape = broadcast_shapes(ct.shape, self.tile_of(x).shape)
         if shape is None:
