@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -183,3 +184,18 @@ def test_host_copy_refuses_bad_buffers(dst: Any, src: Any, message: str) -> None
 def test_launch_needs_a_cuda_context() -> None:
     with pytest.raises(aio.ContextMismatchError, match=r"launch of kernel 'k'.*needs a CUDA stream.*HostStream"):
         aio.launch("k", 1, ()).sync()
+
+
+def test_deep_pipelines_do_not_recurse() -> None:
+    depth = 5 * sys.getrecursionlimit()
+
+    def deep() -> aio.DeviceOp[int]:
+        op: aio.DeviceOp[int] = aio.value(0)
+        for i in range(depth):
+            op = op.then(lambda x: aio.value(x + 1)) if i % 2 else op.map(lambda x: x + 1)
+        return op
+
+    assert deep().sync() == depth
+    assert deep().graph(aio.HostStream()).launch().sync() == depth
+    graph = aio.collect([aio.host_call(int) for _ in range(depth)]).graph(aio.HostStream())
+    assert len(graph.launch().sync()) == depth

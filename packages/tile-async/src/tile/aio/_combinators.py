@@ -66,47 +66,75 @@ class Value(DeviceOp[T]):
         del self._value
 
 
-class Then(DeviceOp[U]):
-    """``first`` then the op ``fn(first's output)`` on the same context."""
+class _Link(DeviceOp[U]):
+    """A step applied to the output of one source op (``then`` and ``map``).
 
-    __slots__ = ("_first", "_fn", "_next", "_site")
+    Executing a link walks down the chain of links below it and then applies them bottom-up in a loop, so a
+    pipeline built as ``op.then(...).map(...).then(...)`` thousands of times deep does not recurse. Links
+    never refuse capture (they skip ``_run_in``); the ops they run go through it.
+    """
 
-    def __init__(self, first: DeviceOp[T], fn: Callable[[T], DeviceOp[U]], site: Site) -> None:
+    __slots__ = ("_src",)
+
+    def __init__(self, src: DeviceOp[Any]) -> None:
         super().__init__()
-        self._first = first
+        self._src = src
+
+    def _step(self, out: Any, ctx: ExecutionContext) -> U:
+        raise NotImplementedError
+
+    def _execute(self, ctx: ExecutionContext) -> U:
+        links: list[_Link[Any]] = [self]
+        while isinstance(links[-1]._src, _Link):
+            links.append(links[-1]._src)
+        out = links[-1]._src._run_in(ctx)
+        for link in reversed(links):
+            out = link._step(out, ctx)
+        result: U = out
+        return result
+
+    def _children(self) -> tuple[DeviceOp[Any], ...]:
+        return (self._src,)
+
+    def _drop(self) -> None:
+        del self._src
+
+
+class Then(_Link[U]):
+    """``src`` then the op ``fn(src's output)`` on the same context."""
+
+    __slots__ = ("_fn", "_next", "_site")
+
+    def __init__(self, src: DeviceOp[T], fn: Callable[[T], DeviceOp[U]], site: Site) -> None:
+        super().__init__(src)
         self._fn = fn
         self._site = site
         self._next: DeviceOp[U] | None = None
 
-    def _execute(self, ctx: ExecutionContext) -> U:
-        out = self._first._run_in(ctx)
+    def _step(self, out: Any, ctx: ExecutionContext) -> U:
         nxt: DeviceOp[U] = _as_op(self._fn(out), f"the function passed to .then() ({self._fn!r})")
         nxt._claim("returned by the .then() function", self._site)
         self._next = nxt
         return nxt._run_in(ctx)
 
     def _children(self) -> tuple[DeviceOp[Any], ...]:
-        return (self._first,) if self._next is None else (self._first, self._next)
+        return (self._src,) if self._next is None else (self._src, self._next)
 
     def _drop(self) -> None:
-        del self._first, self._fn, self._next
+        del self._src, self._fn, self._next
 
 
-class Map(DeviceOp[U]):
+class Map(_Link[U]):
     """``src`` with its output transformed by ``fn`` on the host."""
 
-    __slots__ = ("_fn", "_src")
+    __slots__ = ("_fn",)
 
     def __init__(self, src: DeviceOp[T], fn: Callable[[T], U]) -> None:
-        super().__init__()
-        self._src = src
+        super().__init__(src)
         self._fn = fn
 
-    def _execute(self, ctx: ExecutionContext) -> U:
-        return self._fn(self._src._run_in(ctx))
-
-    def _children(self) -> tuple[DeviceOp[Any], ...]:
-        return (self._src,)
+    def _step(self, out: Any, ctx: ExecutionContext) -> U:
+        return self._fn(out)
 
     def _drop(self) -> None:
         del self._src, self._fn
@@ -206,13 +234,12 @@ class Shared(DeviceOp[T]):
     def _drop(self) -> None:
         self._inner = None
 
-    def _release(self) -> None:
+    def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
         with self._mutex:
             if self._ran_on is None:
-                return  # released by a tree that never reached it: the inner op waits for the first run
+                return ()  # released by a tree that never reached it: the inner op waits for the first run
             inner, self._inner = self._inner, None
-        if inner is not None:
-            inner._release()
+        return () if inner is None else (inner,)
 
 
 def _first_run_in_capture() -> BaseException:

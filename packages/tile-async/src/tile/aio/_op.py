@@ -97,18 +97,28 @@ class DeviceOp(Generic[T_co]):
         self._fate = (verb, site)
 
     def _release(self) -> None:
-        """Hand everything back: drop children (recursively) and inputs. The work must be complete."""
-        for child in self._children():
-            child._release()
+        """Hand everything back: drop inputs and children, the whole tree. The work must be complete.
+
+        Iterative, like :meth:`_first_refusal`: a pipeline of thousands of chained ops is a deep tree.
+        """
+        stack: list[DeviceOp[Any]] = [self]
+        while stack:
+            stack.extend(stack.pop()._hand_off())
+
+    def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
+        """Drop this op's references and return its children, to be released next."""
+        children = self._children()
         self._drop()
+        return children
 
     def _first_refusal(self, ctx: ExecutionContext) -> tuple[DeviceOp[Any], str] | None:
         """The first op of this tree (as far as it is known before execution) that cannot be captured."""
-        if (reason := self._refusal(ctx)) is not None:
-            return self, reason
-        for child in self._children():
-            if (found := child._first_refusal(ctx)) is not None:
-                return found
+        stack: list[DeviceOp[Any]] = [self]
+        while stack:
+            op = stack.pop()
+            if (reason := op._refusal(ctx)) is not None:
+                return op, reason
+            stack.extend(reversed(op._children()))
         return None
 
     @property
