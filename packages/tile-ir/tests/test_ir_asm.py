@@ -6,10 +6,20 @@ import pickle
 
 import pytest
 
-from tile.ir import V13_3, DenseElementsAttr, FloatAttr, TileError, f32, read_bytecode, tile, verify, write_bytecode
-from tile.ir._asm import parse_module
-from tile.ir._lexer import AsmSyntaxError
-from tile.ir._printer import print_module
+from tile.ir import (
+    V13_3,
+    AsmSyntaxError,
+    DenseElementsAttr,
+    FloatAttr,
+    TileError,
+    f32,
+    parse_module,
+    print_module,
+    read_bytecode,
+    tile,
+    verify,
+    write_bytecode,
+)
 
 KERNEL = """\
 global  @table <f32: [1.000000e+00, 2.500000e+00]> : tile<2xf32>

@@ -10,9 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_samples import build_sample
-from tile.ir import V13_3, V13_5, read_bytecode, read_version, write_bytecode
+from tile.ir import V13_3, V13_5, print_module, read_bytecode, read_version, write_bytecode
 from tile.ir._cli import main
-from tile.ir._printer import print_module
 
 
 @pytest.fixture

@@ -19,9 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from cutile_corpus.kernels import CORPUS, V133, V135, cases, export
 from helpers_ir_tools import compile_cubin, disassemble
-from tile.ir import read_bytecode, read_version, verify, write_bytecode
-from tile.ir._asm import parse_module
-from tile.ir._printer import print_module
+from tile.ir import parse_module, print_module, read_bytecode, read_version, verify, write_bytecode
 
 CASES = cases()
 IDS = [f"{k.name}-{v}" for k, v in CASES]

@@ -21,11 +21,18 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_samples import build_sample
-from tile.ir import V13_1, V13_3, V13_5, BytecodeError, read_bytecode, write_bytecode
-from tile.ir._asm import parse_module
+from tile.ir import (
+    V13_1,
+    V13_3,
+    V13_5,
+    AsmSyntaxError,
+    BytecodeError,
+    parse_module,
+    print_module,
+    read_bytecode,
+    write_bytecode,
+)
 from tile.ir._decoding import ByteReader
-from tile.ir._lexer import AsmSyntaxError
-from tile.ir._printer import print_module
 
 SEEDS: list[bytes] = [
     write_bytecode(build_sample(name, version), version)

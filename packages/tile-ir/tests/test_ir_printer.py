@@ -34,14 +34,14 @@ from tile.ir import (
     f64,
     i1,
     i32,
+    parse_module,
+    print_module,
     scalar,
     tile,
     write_bytecode,
 )
-from tile.ir._asm import parse_module
 from tile.ir._asm_floats import float_text
 from tile.ir._floats import float_to_bits
-from tile.ir._printer import print_module
 from tile.ir.ops import CATALOG
 
 OP_CASES = [
@@ -177,6 +177,20 @@ def test_optional_syntax_variants_print_as_tileirdisasm(variant: str, monkeypatc
     assert proc.returncode == 0, proc.stderr
     assert print_module(module) == proc.stdout
     assert print_module(parse_module(proc.stdout)) == proc.stdout
+
+
+@pytest.mark.requires_tileiras
+def test_producer_and_several_functions_print_as_tileirdisasm() -> None:
+    module = samples.build_sample("addf", V13_3)
+    module.functions += samples.build_sample("mulf", V13_3).functions
+    module.producer = "tile 0.1"
+    proc = disassemble(write_bytecode(module, V13_3))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("// Producer: tile 0.1\nentry @k_addf(")
+    assert print_module(module) == proc.stdout
+    again = parse_module(proc.stdout)
+    assert again.producer == "tile 0.1"
+    assert [f.name for f in again.functions] == ["k_addf", "k_mulf"]
 
 
 @pytest.mark.requires_tileiras

@@ -9,6 +9,7 @@ every error is an `AsmSyntaxError` at the offending line and column. Write the r
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 from tile.ir._asm_attrs import parse_dense, parse_hints
@@ -26,6 +27,8 @@ from tile.ir._types import FunctionType, Type
 from tile.ir.ops import CATALOG
 
 __all__ = ["parse_module"]
+
+_PRODUCER = re.compile(r"\s*// Producer: ([^\n]*)")
 
 _TYPE_WORDS = frozenset(
     ["tile", "ptr", "token", "tensor_view", "partition_view", "strided_view", "gather_scatter_view"]
@@ -51,6 +54,10 @@ class _Parser:
 
     def module(self) -> Module:
         module = Module()
+        # tileirdisasm shows the producer section as a leading comment, which the lexer would skip
+        producer = _PRODUCER.match(self.lex.text)
+        if producer is not None:
+            module.producer = producer.group(1)
         if self.lex.accept("cuda_tile.module") or self.lex.accept("module"):
             self.lex.symbol()
             self.lex.expect("{")

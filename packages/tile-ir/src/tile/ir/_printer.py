@@ -37,7 +37,8 @@ MNEMONICS = {"pow": "fpowf"}
 
 def print_module(module: Module) -> str:
     """Return the text of `module` exactly as ``tileirdisasm`` prints it."""
-    return "".join(_global_text(g) for g in module.globals) + "".join(print_function(fn) for fn in module.functions)
+    producer = f"// Producer: {module.producer}\n" if module.producer else ""
+    return producer + "".join(map(_global_text, module.globals)) + "".join(map(print_function, module.functions))
 
 
 def print_function(fn: Function) -> str:
