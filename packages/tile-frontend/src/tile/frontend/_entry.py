@@ -52,6 +52,8 @@ class Kernel:
         self.fn, self.unchecked, self.options, self._grid = fn, unchecked, options or CompileOptions(), grid
         self.params: tuple[Param, ...] = read_params(fn)
         self._cache: dict[tuple[Specialization, Target], CompiledKernel] = {}
+        # Repeated launches with the same layouts skip building the Specialization (most of a call's host time).
+        self._by_layout: dict[tuple[Any, ...], CompiledKernel] = {}
         self._lock = threading.Lock()
         functools.update_wrapper(self, fn)
 
@@ -87,7 +89,11 @@ class Kernel:
                 f"launch it as {name}.grid((x, y, z))(...)"
             )
         device = _device_of(_ownership.check(name, self.params, args, self.unchecked))
-        return bound, self._compiled(self._specialize(bound), _target(device)), device
+        layout = _layout_key(device, bound)
+        compiled = self._by_layout.get(layout)
+        if compiled is None:
+            compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), _target(device))
+        return bound, compiled, device
 
     def _specialize(self, bound: Bound) -> Specialization:
         params: dict[str, ArraySpec | ScalarSpec] = {}
@@ -128,6 +134,17 @@ def _const_keywords(
             raise ArgumentError(f"{name}(): parameter '{p.name}' is missing (Const parameters after it were given)")
         extended.append(taken.pop(p.name))
     return extended, kwargs
+
+
+def _layout_key(device: object, bound: Bound) -> tuple[Any, ...]:
+    """Everything `Kernel._specialize` reads from the arguments: dtypes, extents, strides, base alignment, generics."""
+    layouts = tuple(
+        (t.dtype, t.shape, t.strides, t._address() & 15)
+        for t in (
+            v._tensor if isinstance(v, Partition) else v for v in bound.values if isinstance(v, (Tensor, Partition))
+        )
+    )
+    return (device, layouts, tuple(bound.consts.items()), tuple(bound.dtypes.items()))
 
 
 def _device_of(device: object) -> object:

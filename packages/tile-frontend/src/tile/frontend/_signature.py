@@ -144,15 +144,17 @@ def _check_dtype_rank(
 
 def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred: dict[str, tuple[Any, str]]) -> None:
     for axis, (item, n) in enumerate(zip(p.shape, dims, strict=False)):
-        source = f"{what} of '{p.name}' (axis {axis})"
-        if isinstance(item, int) and item not in (-1, n):
-            raise ArgumentError(f"{_where(kernel, p)}: {source} is {n} but the kernel declares {item}")
-        if isinstance(item, str):
-            seen = inferred.setdefault(item, (n, source))
-            if seen[0] != n:
-                raise ArgumentError(
-                    f"{kernel}(): const generic {item} is {seen[0]} from {seen[1]} but {n} from {source}"
-                )
+        if item.__class__ is int:
+            if item not in (-1, n):
+                source = f"{what} of '{p.name}' (axis {axis})"
+                raise ArgumentError(f"{_where(kernel, p)}: {source} is {n} but the kernel declares {item}")
+            continue
+        seen = inferred.get(item)  # type: ignore[arg-type]  # a const-generic name (str) here
+        if seen is None:
+            inferred[item] = (n, f"{what} of '{p.name}' (axis {axis})")  # type: ignore[index]  # a name
+        elif seen[0] != n:
+            source = f"{what} of '{p.name}' (axis {axis})"
+            raise ArgumentError(f"{kernel}(): const generic {item} is {seen[0]} from {seen[1]} but {n} from {source}")
 
 
 def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:

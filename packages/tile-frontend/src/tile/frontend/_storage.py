@@ -6,7 +6,7 @@ A `Storage` is one allocation: owned host memory (the CPU backend: a numpy byte 
 
 Invariants:
 - Every live handle (a tensor, a view, the tensor inside a partition, an op's in-flight argument) is in its
-  storage's ``handles`` weak set; a handle leaves it when moved, and CPython drops it when the last reference
+  storage's weak registry (`Storage.add`); a handle leaves it when moved, and CPython drops it when the last reference
   goes. An object exported through ``__dlpack__`` is tracked the same way, for as long as the consumer keeps it.
 - Overlap is decided by absolute byte ranges ``[lo, hi)`` on one device, never by object identity: two handles
   of different storages conflict when their ranges intersect (foreign memory makes that possible).
@@ -77,11 +77,11 @@ class Storage:
     __slots__ = (
         "__weakref__",
         "_exports",
+        "_handles",
         "address",
         "buffer",
         "device",
         "freed_at",
-        "handles",
         "host",
         "keepalive",
         "nbytes",
@@ -104,7 +104,7 @@ class Storage:
     ) -> None:
         self.device, self.address, self.nbytes = device, address, nbytes
         self.host, self.buffer, self.owned, self.readonly, self.keepalive = host, buffer, owned, readonly, keepalive
-        self.handles: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._handles: dict[int, weakref.ref[Any]] = {}
         self._exports: weakref.WeakSet[_Export] = weakref.WeakSet()
         self.pending = 0
         self.freed_at: str | None = None
@@ -131,9 +131,20 @@ class Storage:
         kind = "owned" if self.owned else "borrowed"
         return f"<Storage {kind} {self.nbytes} bytes on {self.device!r} at 0x{self.address:x}>"
 
+    def add(self, handle: Handle) -> None:
+        """Register a live handle (it leaves when collected or `discard` ed)."""
+        key, handles = id(handle), self._handles
+        handles[key] = weakref.ref(handle, lambda _: handles.pop(key, None))
+
+    def discard(self, handle: Handle) -> None:
+        """Unregister a handle (it was moved)."""
+        self._handles.pop(id(handle), None)
+
     def live(self) -> Iterator[Handle]:
         """Every live handle and export of this storage."""
-        yield from list(self.handles)
+        for ref in list(self._handles.values()):
+            if (handle := ref()) is not None:
+                yield handle
         yield from list(self._exports)
 
     def export(self, lo: int, hi: int, what: str, consumer_view: object) -> None:

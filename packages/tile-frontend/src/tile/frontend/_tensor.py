@@ -60,7 +60,8 @@ class Tensor:
         Element type.
     """
 
-    __slots__ = ("__weakref__", "_fate", "_offset", "_shape", "_site", "_storage", "_strides", "dtype")
+    __slots__ = ("__weakref__", "_fate", "_offset", "_range", "_shape", "_site", "_storage", "_strides", "dtype")
+    _range: tuple[int, int]
     _storage: Storage
     _shape: tuple[int, ...]
     _strides: tuple[int, ...]
@@ -90,7 +91,8 @@ class Tensor:
         self._storage, self.dtype, self._shape, self._offset = storage, dtype, tuple(shape), offset
         self._strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         self._site, self._fate = site or user_site(), None
-        storage.handles.add(self)
+        self._range = self._span()
+        storage.add(self)
         return self
 
     # -- state --------------------------------------------------------------------------------------------------
@@ -111,11 +113,18 @@ class Tensor:
     def _move(self, kind: str, where: str) -> Tensor:
         """Hand this handle's view to a new handle and mark this one moved (``kind`` picks the fix hint)."""
         storage = self._check()
-        new = Tensor._make(
-            storage, self.dtype, self._shape, strides=self._strides, offset=self._offset, site=self._site
+        new = object.__new__(Tensor)
+        new._storage, new.dtype, new._shape, new._offset, new._strides = (
+            storage,
+            self.dtype,
+            self._shape,
+            self._offset,
+            self._strides,
         )
+        new._site, new._fate, new._range = self._site, None, self._range
+        storage.add(new)
         self._fate = (kind, where)
-        storage.handles.discard(self)
+        storage.discard(self)
         return new
 
     @property
@@ -127,6 +136,10 @@ class Tensor:
         return f"Tensor({self.dtype.name}, {list(self._shape)}) created at {self._site}"
 
     def _byte_range(self) -> tuple[int, int]:
+        """The absolute bytes ``[lo, hi)`` the elements span (fixed for the handle's life)."""
+        return self._range
+
+    def _span(self) -> tuple[int, int]:
         item = self.dtype.itemsize
         lo = self._storage.address + self._offset * item
         if any(n == 0 for n in self._shape):
