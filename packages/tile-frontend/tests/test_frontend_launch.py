@@ -155,3 +155,15 @@ def test_dtype_generic_is_bound_from_the_arguments(k: ModuleType, dtype: Any) ->
     x = tile.arange(dtype, 300)
     z, _ = k.copy_any(tile.zeros(dtype, [300]).partition([128]), x).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(300).astype(tile.numpy_dtype(dtype)))
+
+
+def test_unchecked_kernel_reads_through_a_raw_pointer(k: ModuleType) -> None:
+    src = tile.arange(f32, 512)
+    z, _ = k.read_pointer(tile.empty(f32, [512]).partition([128]), src.data_ptr()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(512, dtype=np.float32))
+
+
+def test_unchecked_kernel_writes_through_atomics(k: ModuleType) -> None:
+    values = np.random.default_rng(5).integers(0, 16, 1024).astype(np.int32)
+    hist, _ = k.histogram.grid(8)(tile.zeros(i32, [16]), tile.from_numpy(values)).sync()
+    np.testing.assert_array_equal(hist.to_numpy(), np.bincount(values, minlength=16))

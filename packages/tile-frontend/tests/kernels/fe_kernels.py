@@ -114,3 +114,14 @@ def gemm_bf16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[bf16, (-1, -1)], y: T
 @tile.entry
 def copy_any(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
     z.store(tile.load_tile_like(x, z))
+
+
+@tile.entry(unchecked=True)
+def read_pointer(z: Mut[Tensor[f32, "B"]], p: Ptr[f32]):
+    z.store(tile.gather(p + tile.block_id()[0] * B + tile.arange(B)))
+
+
+@tile.entry(unchecked=True)
+def histogram(hist: Tensor[i32, -1], x: Tensor[i32, -1]):
+    t = x.partition((128,), padding="zero").load((tile.block_id()[0],))
+    tile.atomic_add(hist.ptr() + t, 1)
