@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tile.compiler import DiskCache, MemoryCache, cache_stats, compile_bytecode, knobs
 
@@ -242,3 +244,26 @@ def test_cubin_key_separates_archs_and_options(cache_env: Path) -> None:
     assert compile_bytecode(EMPTY_MODULE, "sm_80").origin == "compiled"
     assert compile_bytecode(EMPTY_MODULE, "sm_90", options=CompileOptions(opt_level=1)).origin == "compiled"
     assert compile_bytecode(EMPTY_MODULE, "sm_90").origin == "disk"
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    meta=st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=8), max_size=4),
+    blobs=st.dictionaries(st.text(min_size=1, max_size=8), st.binary(max_size=300), max_size=3),
+    flip=st.integers(min_value=0),
+)
+def test_a_damaged_entry_never_reads_back_as_data(
+    tmp_path: Path, meta: dict[str, object], blobs: dict[str, bytes], flip: int
+) -> None:
+    store = DiskCache(tmp_path / f"prop-{flip}")
+    key = "ab" * 32
+    assert store.put("cubin", key, meta, blobs)
+    entry = store.get("cubin", key)
+    assert entry is not None
+    assert (dict(entry.meta), dict(entry.blobs)) == (meta, blobs)
+    path = store.path("cubin", key)
+    data = bytearray(path.read_bytes())
+    data[flip % len(data)] ^= 1 << (flip % 8)
+    path.write_bytes(bytes(data))
+    assert store.get("cubin", key) is None
+    assert not path.exists()
