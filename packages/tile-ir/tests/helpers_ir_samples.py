@@ -23,11 +23,13 @@ from tile.ir import (
     Global,
     IntegerAttr,
     Module,
+    Padding,
     PartitionViewType,
     PointerAttr,
     PointerType,
     SameElements,
     StridedViewType,
+    SymbolVisibility,
     TensorViewType,
     TileType,
     Value,
@@ -73,6 +75,7 @@ class Env:
     pvi: Value
     fptrs: Value  # tile<16xptr<f32>>
     iptrs: Value  # tile<16xptr<i32>>
+    params: list[Value]
 
 
 def _prelude(b: Builder, fn: Function, version: Version) -> Env:
@@ -91,7 +94,7 @@ def _prelude(b: Builder, fn: Function, version: Version) -> Env:
     )
     iptr = ibase.type.element if isinstance(ibase.type, TileType) else ptr(i32)
     iptrs = b.offset(b.broadcast(b.reshape(ibase, result_type=tile((1,), iptr)), result_type=tile((N,), iptr)), xi)
-    return Env(b, version, tok, x, xi, zero, one, tv, pv, pvi, fptrs, iptrs)
+    return Env(b, version, tok, x, xi, zero, one, tv, pv, pvi, fptrs, iptrs, fn.params)
 
 
 def _pointer_tile(b: Builder, base: Value, offsets: Value) -> Value:
@@ -125,7 +128,11 @@ def build_sample(op_name: str, version: Version) -> Module:
         b.return_()
     module = Module([fn])
     if op_name == "get_global":
-        module.globals.append(Global("table", DenseElementsAttr.from_values(tile((4,), f32), [1.0, 2.0, 3.0, 4.0])))
+        table = DenseElementsAttr.from_values(tile((4,), f32), [1.0, 2.0, 3.0, 4.0])
+        modern = version >= Version(13, 3)
+        module.globals.append(
+            Global("table", table, 16, modern, SymbolVisibility.PRIVATE if modern else SymbolVisibility.PUBLIC)
+        )
     return module
 
 
@@ -142,7 +149,7 @@ def _ibinary(name: str, **attrs: object) -> Callable[[Env], object]:
 
 
 def _for(e: Env) -> None:
-    with e.b.for_(e.s, e.one, e.one, [e.x]) as loop:
+    with e.b.for_(e.s, e.one, e.one, [e.x], unsigned_cmp=e.version >= Version(13, 2)) as loop:
         e.b.continue_([e.b.addf(loop.args[0], e.x)])
 
 
@@ -221,6 +228,16 @@ def _print(e: Env) -> None:
 
 def _alloca(e: Env) -> None:
     e.b.alloca(num_elem=16, alignment=16, result_type=scalar(ptr(f32)))
+    e.b.alloca(num_elem=4, alignment=8, result_type=scalar(ptr(i32)), **{"global": True})
+
+
+def _matrix_views(e: Env) -> None:
+    """A 2-D view with a dynamic stride, a transposing dim_map and padding."""
+    base, size = e.params[:2]
+    tv_type = TensorViewType(f32, (DYNAMIC, DYNAMIC), (DYNAMIC, 1))
+    tv = e.b.make_tensor_view(base, [e.one, size], [size], result_type=tv_type)  # the buffer as a 1 x size matrix
+    pv = e.b.make_partition_view(tv, result_type=PartitionViewType((4, 8), tv_type, (1, 0), Padding.NAN))
+    e.b.load_view_tko(pv, [e.one, e.s], e.tok)  # tile dim 0 walks the columns; rows 1..7 are padding
 
 
 def _strided(e: Env) -> None:
@@ -276,7 +293,9 @@ SAMPLES: dict[str, Callable[[Env], object]] = {
     "cmpi": _ibinary("cmpi", comparison_predicate="not_equal", signedness="signed"),
     "select": lambda e: e.b.select(e.b.cmpf(e.x, e.x, comparison_predicate="equal"), e.x, e.x),
     "ftof": lambda e: e.b.ftof(e.x, result_type=tile((N,), f16)),
-    "ftoi": lambda e: e.b.ftoi(e.x, signedness="signed", result_type=tile((N,), i32)),
+    "ftoi": lambda e: e.b.ftoi(
+        e.x, signedness="unsigned", saturating=e.version >= Version(13, 4), result_type=tile((N,), i32)
+    ),
     "itof": lambda e: e.b.itof(e.xi, signedness="signed", result_type=tile((N,), f32)),
     "exti": lambda e: e.b.exti(
         e.b.trunci(e.xi, result_type=tile((N,), i16)), signedness="signed", result_type=tile((N,), i32)
@@ -304,8 +323,8 @@ SAMPLES: dict[str, Callable[[Env], object]] = {
     "if": _if,
     "yield": _if,
     "return": lambda e: e.b.return_(),
-    "make_tensor_view": lambda e: None,
-    "make_partition_view": lambda e: None,
+    "make_tensor_view": _matrix_views,
+    "make_partition_view": _matrix_views,
     "make_strided_view": _strided,
     "make_gather_scatter_view": _gather,
     "get_tensor_shape": lambda e: e.b.get_tensor_shape(e.tv, [scalar(i32)]),
