@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from tile import aio
+from tile.aio import _policy
 
 
 def test_round_robin_rotates_over_its_pool() -> None:
@@ -122,3 +123,21 @@ def test_use_device_is_scoped_and_per_task() -> None:
     assert seen == {"a": aio.HOST, "b": aio.HOST}
     with aio.use_device("host") as dev:
         assert dev is aio.HOST
+
+
+def test_a_process_wide_default_reaches_new_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_AIO_DEVICE", "cuda:0")
+    seen: list[object] = []
+    aio.set_default_device("host", process=True)
+    try:
+        thread = threading.Thread(target=lambda: seen.append(aio.with_context(lambda c: c.device).sync()))
+        thread.start()
+        thread.join(timeout=5)
+    finally:
+        aio.set_default_device(None, process=True)
+    assert seen == [aio.HOST]
+    fresh: list[object] = []
+    thread = threading.Thread(target=lambda: fresh.append(_policy._process_default[:]))
+    thread.start()
+    thread.join(timeout=5)
+    assert fresh == [[]]

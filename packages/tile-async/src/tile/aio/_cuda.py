@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import sys
+import weakref
 from collections.abc import Callable, Hashable
 from types import ModuleType
 from typing import Any
@@ -55,7 +56,7 @@ def new_context(dev: Hashable) -> CudaContext:
     return CudaContext(core().Stream(dev))
 
 
-_wrapped: dict[int, CudaContext] = {}
+_wrapped: weakref.WeakValueDictionary[int, CudaContext] = weakref.WeakValueDictionary()
 
 
 def wrap_stream(obj: object) -> CudaContext:
@@ -111,7 +112,7 @@ class CudaContext(ExecutionContext):
         The stream; the context does not own it.
     """
 
-    __slots__ = ("_device", "_error", "_raw", "_stream")
+    __slots__ = ("__weakref__", "_device", "_error", "_raw", "_stream")
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream

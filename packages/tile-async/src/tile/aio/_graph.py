@@ -266,7 +266,11 @@ def capture_on(op: DeviceOp[T], ctx: ExecutionContext, site: Site) -> Graph[T]:
             recorder.abort()
             op._release()
             raise
-        replay: _Replay = recorder.finish()
+        try:
+            replay: _Replay = recorder.finish()
+        except BaseException:  # instantiation failed: nothing was recorded that could run
+            op._release()
+            raise
     finally:
         _lock.release()
     return Graph(op, output, replay, ctx)

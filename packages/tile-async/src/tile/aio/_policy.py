@@ -4,7 +4,8 @@ A :class:`SchedulingPolicy` hands out contexts of one device. :class:`RoundRobin
 (each device's default policy is a round-robin pool of ``TILE_AIO_POOL_SIZE`` streams, 4 by default, made
 on first use); :class:`SingleStream` always gives the same context. The default device is a context
 variable (per thread and per asyncio task; set with :func:`use_device` / :func:`set_default_device`),
-falling back to ``TILE_AIO_DEVICE`` (``cuda:0`` unless set). Default policies are process-wide, one per
+then a process-wide default (``set_default_device(spec, process=True)``), then ``TILE_AIO_DEVICE``
+(``cuda:0`` unless set). Default policies are process-wide, one per
 device, replaceable with :func:`set_default_policy`.
 """
 
@@ -137,14 +138,18 @@ def device(spec: object = None) -> Hashable:
 
 
 _current: ContextVar[Hashable | None] = ContextVar("tile_aio_device", default=None)
+_process_default: list[Hashable] = []  # set_default_device(..., process=True); empty: use the environment
 _env_devices: dict[str, Hashable] = {}
 
 
 def default_device() -> Hashable:
-    """The device ops run on when no policy or stream is given."""
+    """The device ops run on when no policy or stream is given: the current thread's / task's choice, else
+    the process-wide one, else ``TILE_AIO_DEVICE`` (``cuda:0`` when unset)."""
     current = _current.get()
     if current is not None:
         return current
+    if _process_default:
+        return _process_default[0]
     spec = _knobs.default_device_spec()
     found = _env_devices.get(spec)
     if found is None:
@@ -152,9 +157,25 @@ def default_device() -> Hashable:
     return found
 
 
-def set_default_device(spec: object) -> None:
-    """Make ``spec`` (see :func:`device`) the default device of the current thread / asyncio task."""
-    _current.set(device(spec))
+def set_default_device(spec: object, *, process: bool = False) -> None:
+    """Make ``spec`` (see :func:`device`) the default device.
+
+    Parameters
+    ----------
+    spec : str, int, device or None
+        The device. With ``process=True``, None removes the process-wide default again.
+    process : bool
+        False (default): for the current thread / asyncio task only (a context variable; new threads do not
+        inherit it). True: for the whole process, wherever no thread or task chose one (e.g. a CPU backend
+        selected once for the program).
+    """
+    if not process:
+        _current.set(device(spec))
+        return
+    chosen = None if spec is None else device(spec)
+    _process_default.clear()
+    if chosen is not None:
+        _process_default.append(chosen)
 
 
 @contextmanager
