@@ -112,3 +112,29 @@ def test_await_and_graph(k: ModuleType) -> None:
 def test_cpu_tensors_cannot_join_a_gpu_launch(k: ModuleType) -> None:
     with pytest.raises(tile.BackendError, match="different devices"):
         k.add(_poisoned(N), tile.ones(f32, [N], device="cpu"), tile.ones(f32, [N]))
+
+
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_foreign_framework_memory(k: ModuleType, library: str) -> None:
+    lib = pytest.importorskip(library)
+    out = lib.zeros(N, device="cuda") if library == "torch" else lib.zeros(N, dtype=lib.float32)
+
+    def read(array: Any) -> np.ndarray[Any, Any]:
+        return np.asarray(array.cpu().numpy() if library == "torch" else lib.asnumpy(array))
+
+    if library == "torch":
+        lib.cuda.synchronize()  # the producer filled the memory on its own stream
+    else:
+        lib.cuda.runtime.deviceSynchronize()
+    z = tile.from_dlpack(out)
+    alias = tile.from_dlpack(out[N // 2 :])
+    with pytest.raises(tile.BorrowError):
+        z.partition([1024])
+    del alias
+    k.add(z.partition([1024]), tile.ones(f32, [N]), tile.full(f32, [N], 2.0)).sync()
+    np.testing.assert_array_equal(read(out), np.full(N, 3.0, np.float32))
+    back = tile.arange(f32, 16)
+    seen = lib.from_dlpack(back)
+    np.testing.assert_array_equal(read(seen), np.arange(16, dtype=np.float32))
+    with pytest.raises(tile.BorrowError, match="DLPack export"):
+        back.partition([16])

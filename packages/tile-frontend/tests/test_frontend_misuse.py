@@ -447,3 +447,14 @@ def test_freed_storage_aliases_nothing() -> None:
 def test_const_given_by_position_and_keyword(k: ModuleType) -> None:
     with pytest.raises(tile.ArgumentError, match=r"multiple values for \['k'\]"):
         k.with_const(_out(), _vec(), 2, k=2)
+
+
+def test_a_launch_dropped_unexecuted_lets_a_deferred_free_happen(k: ModuleType) -> None:
+    x = _vec()
+    alias = x[:]
+    op = k.add(_out(), x, _vec())
+    storage = op._storages[1]
+    alias.free()
+    assert storage.host is not None
+    del op
+    assert storage.host is None

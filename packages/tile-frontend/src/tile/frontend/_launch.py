@@ -98,6 +98,11 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         for s in storages:
             s.release()
 
+    def __del__(self) -> None:
+        # A launch dropped without ever running holds no device work: let deferred frees of its memory happen.
+        if self._storages and not self.consumed:
+            self._drop()
+
     # A launch runs on the device its tensors live on (a CPU launch on a host stream), whatever tile.aio's default
     # device is: there may be no GPU, or the default may point at another device.
     def _policy(self) -> SchedulingPolicy:
