@@ -177,3 +177,15 @@ def test_a_version_tileiras_cannot_read_is_explained(kernel_file: Path, capsys: 
         "bytecode version 13.0 (TILE_BYTECODE_VERSION or --bytecode-version) is not one our writer"
         in capsys.readouterr().err
     )
+
+
+@pytest.mark.requires_tileiras
+def test_several_archs_at_once_name_their_outputs(tmp_path: Path) -> None:
+    source = tmp_path / "cli_add.py"
+    source.write_text(ADD)
+    argv = ["compile", f"{source}::add", "--arch", "sm_80,sm_90", "--const", "B=128", "--emit", "cubin"]
+    code, out = _run(*argv, "--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "out"))
+    assert code == 0, out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["add.sm_80.cubin", "add.sm_90.cubin"]
+    assert "add for sm_80" in out
+    assert "add for sm_90" in out

@@ -90,15 +90,15 @@ class CompiledKernel:
 
         return ir_text(tile.ir.read_bytecode(self.bytecode))
 
-    def save(self, directory: str | Path, emit: tuple[str, ...] = EMITS) -> list[Path]:
-        """Write ``<name>.tileir`` / ``.tilebc`` / ``.cubin`` (those in ``emit``) into ``directory``."""
+    def save(self, directory: str | Path, emit: tuple[str, ...] = EMITS, *, stem: str | None = None) -> list[Path]:
+        """Write ``<stem>.tileir`` / ``.tilebc`` / ``.cubin`` (those in ``emit``; stem defaults to the name)."""
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for kind, suffix in (("ir", ".tileir"), ("bytecode", ".tilebc"), ("cubin", ".cubin")):
             if kind not in emit or (kind == "cubin" and self.cubin is None):
                 continue
-            path = folder / f"{self.name}{suffix}"
+            path = folder / f"{stem or self.name}{suffix}"
             path.write_bytes(
                 self.ir_text().encode() if kind == "ir" else self.bytecode if kind == "bytecode" else self.cubin or b""
             )

@@ -62,7 +62,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     comp = commands.add_parser("compile", help="compile FILE.py::KERNEL (or FILE.tilebc) to IR, bytecode and cubin")
     comp.add_argument("source", help="FILE.py::KERNEL, or a Tile IR bytecode file")
-    comp.add_argument("--arch", default="sm_90", help="GPU architecture (sm_80 ... sm_121) or 'cpu' (default sm_90)")
+    comp.add_argument(
+        "--arch",
+        default="sm_90",
+        help="GPU architecture (sm_80 ... sm_121), several comma-joined, or 'cpu' (default sm_90)",
+    )
     comp.add_argument(
         "--emit", action="append", default=[], help="ir, bytecode, cubin or all (the default); repeat or comma-join"
     )
@@ -119,13 +123,17 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     options = CompileOptions(
         opt_level=opt_level, lineinfo=not args.no_lineinfo, occupancy=args.occupancy, num_cta_in_cga=args.num_cta_in_cga
     )
-    target = Target(args.arch)
+    targets = [Target(arch) for arch in args.arch.split(",") if arch.strip()]
+    # One arch keeps plain file names; several get the arch in the name so their outputs do not collide.
+    stem = "{name}.{arch}" if len(targets) > 1 else "{name}"
     if "::" not in args.source:
-        data = Path(args.source).read_bytes()
-        kernel = compile_bytecode(
-            data, target, name=Path(args.source).stem, options=options, cache=not args.no_cache, settings=settings
-        )
-        return _report(kernel, [e for e in emit if e != "ir"], Path(args.output), out)
+        data, label = Path(args.source).read_bytes(), Path(args.source).stem
+        for target in targets:
+            kernel = compile_bytecode(
+                data, target, name=label, options=options, cache=not args.no_cache, settings=settings
+            )
+            _report(kernel, [e for e in emit if e != "ir"], Path(args.output), out, stem)
+        return 0
     file, _, name = args.source.rpartition("::")
     consts, dtypes, shapes = (
         dict(_pairs(args.const, _value)),
@@ -134,17 +142,18 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     )
     fn = _load_kernel(Path(file), name)  # after checking the arguments: loading runs the user's module
     spec = specialize(fn, dict(shapes), consts=consts, dtypes=dtypes, options=options)
-    kernel = compile_kernel(fn, spec, target, cache=not args.no_cache, settings=settings)
-    return _report(kernel, emit, Path(args.output), out)
+    for target in targets:
+        kernel = compile_kernel(fn, spec, target, cache=not args.no_cache, settings=settings)
+        _report(kernel, emit, Path(args.output), out, stem)
+    return 0
 
 
-def _report(kernel: CompiledKernel, emit: list[str], folder: Path, out: TextIO) -> int:
-    for path in kernel.save(folder, tuple(emit)):
+def _report(kernel: CompiledKernel, emit: list[str], folder: Path, out: TextIO, stem: str) -> None:
+    for path in kernel.save(folder, tuple(emit), stem=stem.format(name=kernel.name, arch=kernel.target.arch)):
         print(f"wrote {path}", file=out)
     version = "{}.{}".format(*kernel.bytecode_version)
     stages = "  ".join(f"{stage} {seconds * 1e3:.1f} ms" for stage, seconds in kernel.timings.items())
     print(f"{kernel.name} for {kernel.target}: bytecode {version}, {kernel.origin}; {stages}", file=out)
-    return 0
 
 
 def _emits(values: list[str]) -> list[str]:
