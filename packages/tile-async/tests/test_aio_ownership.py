@@ -183,3 +183,12 @@ def test_the_lock_is_per_thread(worker: aio.HostStream, gate: threading.Event) -
     assert aio.value(4).sync() == 4  # another thread executing is not a nested execution
     gate.set()
     thread.join(timeout=5)
+
+
+def test_sites_skip_frames_of_tile_packages() -> None:
+    namespace: dict[str, object] = {"__name__": "tile.frontend._fake"}
+    exec("def launcher_sync(op):\n    return op.sync()\n", namespace)  # a wrapper living in a Tile package
+    op = aio.value(1)
+    namespace["launcher_sync"](op)  # type: ignore[operator]  # defined by exec just above
+    with pytest.raises(aio.OpConsumedError, match=r"test_aio_ownership\.py:\d+"):
+        op.sync()

@@ -48,8 +48,14 @@ Site = tuple[str, int]
 
 
 def caller_site() -> Site:
-    """Return (file, line) of the code that called the public function calling this helper."""
+    """Return (file, line) of the user code that called the public function calling this helper.
+
+    Frames of Tile's own packages (modules named ``tile.*``, e.g. a frontend launcher overriding ``sync``)
+    are skipped, so messages point at the user's line.
+    """
     frame = sys._getframe(2)
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tile."):
+        frame = frame.f_back
     return frame.f_code.co_filename, frame.f_lineno
 
 
