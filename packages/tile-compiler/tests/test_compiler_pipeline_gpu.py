@@ -79,9 +79,10 @@ def test_compiled_add_runs_and_masks_the_partial_tile(device_arch: str, tmp_path
     hosts = {"x": rng.standard_normal(N).astype(np.float32), "y": rng.standard_normal(N).astype(np.float32)}
     hosts["z"] = np.full(N, np.nan, dtype=np.float32)
     arrays: dict[str, tuple[int, np.ndarray]] = {}
+    poison = np.full(N + B, np.nan, np.float32)  # kept alive: the driver copies from its address
     for name, host in hosts.items():  # every buffer is poisoned one tile past its end, to catch overruns
         pointer = int(_ok(driver.cuMemAlloc(host.nbytes + B * 4)))
-        _ok(driver.cuMemcpyHtoD(pointer, np.full(N + B, np.nan, np.float32).ctypes.data, host.nbytes + B * 4))
+        _ok(driver.cuMemcpyHtoD(pointer, poison.ctypes.data, poison.nbytes))
         _ok(driver.cuMemcpyHtoD(pointer, host.ctypes.data, host.nbytes))
         arrays[name] = (pointer, host)
     values = [_slot_value(slot, arrays) for slot in kernel.abi.slots]
