@@ -31,6 +31,7 @@ def allocate(nbytes: int, device: Any) -> Storage:
     from tile import core
 
     buffer = core.DeviceBuffer.allocate(max(nbytes, 1), device=device)
+    buffer.stream.synchronize()  # launches use plain addresses on other streams: the allocation must be done
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 

@@ -3,9 +3,10 @@
 Invariants: the kernel parameter list is exactly ``CompiledKernel.abi.slots`` in order (tile-compiler's
 INTERFACES.md "Entry ABI"): per tensor a base address, extents and element strides of the index dtype; per
 scalar its value; per raw pointer its address. The GPU path launches the cubin with block (1, 1, 1) on the op's
-stream, passing owned buffers as views so that tile.core orders the launch after their allocation and their free
-after the launch; the CPU path maps each host storage into one interpreter `Memory` and runs the Tile IR read back
-from the kernel's bytecode.
+stream with plain addresses: every allocation is complete before its tensor exists (`_device`), and a buffer is
+freed only after every launch holding it was released, that is after its work completed (``Storage.pending``), so
+no cross-stream ordering is needed, also not inside a graph capture. The CPU path maps each host storage into one
+interpreter `Memory` and runs the Tile IR read back from the kernel's bytecode.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from tile.compiler import AbiSlot, CompiledKernel, KernelABI
 from tile.frontend._errors import ArgumentError
@@ -25,7 +24,6 @@ __all__ = ["run_cpu", "run_gpu"]
 
 _GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
 _GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
-_BYTE = np.dtype(np.uint8)
 _modules: dict[tuple[str, int], Any] = {}
 _modules_lock = threading.Lock()
 _programs: dict[str, Any] = {}
@@ -108,7 +106,7 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
     for slot in abi.slots:
         value = values[slot.param]
         if slot.role == "base":
-            args.append(_pointer(_tensor(value)))
+            args.append(_tensor(value)._address())
             kinds.append("ptr")
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, _tensor(value)))
@@ -120,25 +118,6 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
             args.append(int(value) if slot.dtype in _GPU_KIND and slot.dtype[0] in "iu" else value)
             kinds.append(_GPU_KIND.get(slot.dtype, slot.dtype))
     return args, kinds
-
-
-def _pointer(t: Tensor) -> Any:
-    """An owned buffer's element 0 as a ``DeviceView`` (so tile.core orders the launch after the allocation and
-    makes the buffer's free wait for it); borrowed memory as its address."""
-    storage = t._storage
-    if not storage.owned:
-        return t._address()
-    from tile import core
-
-    return core.DeviceView(
-        t._address(),
-        _BYTE,
-        (1,),
-        (1,),
-        device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
-        owner=storage.buffer,
-        buffer=storage.buffer,
-    )
 
 
 def run_gpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any], stream: Any) -> None:
