@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -122,9 +123,12 @@ def test_clock_accumulates_per_stage() -> None:
     clock = Clock()
     for _ in range(2):
         with clock.stage("parse"):
-            pass
-    assert list(clock.seconds) == ["parse"]
-    assert clock.seconds["parse"] >= 0
+            time.sleep(0.002)
+    with clock.stage("lower"):
+        pass
+    assert list(clock.seconds) == ["parse", "lower"]
+    assert clock.seconds["parse"] >= 0.004
+    assert clock.seconds["lower"] < clock.seconds["parse"]
 
 
 def test_cpu_target_runs_the_frontend_only(kernels: types.ModuleType) -> None:
