@@ -167,3 +167,30 @@ def test_unchecked_kernel_writes_through_atomics(k: ModuleType) -> None:
     values = np.random.default_rng(5).integers(0, 16, 1024).astype(np.int32)
     hist, _ = k.histogram.grid(8)(tile.zeros(i32, [16]), tile.from_numpy(values)).sync()
     np.testing.assert_array_equal(hist.to_numpy(), np.bincount(values, minlength=16))
+
+
+def test_gpu_argument_packing_follows_the_entry_abi(k: ModuleType) -> None:
+    from tile.frontend._execute import gpu_args
+
+    x = tile.arange(f32, 64).reshape(8, 8)[1:, 2:]  # a strided view with an offset
+    z = tile.zeros(f32, [7, 6]).partition([4, 4])
+    compiled = k.matrix_copy.compile(z, x)
+    args, kinds = gpu_args(compiled.abi, {"z": z, "x": x})
+    roles = [(s.param, s.role, s.axis) for s in compiled.abi.slots]
+    assert roles[0] == ("z", "base", -1)
+    by_role = dict(zip(roles, args, strict=True))
+    assert by_role["x", "base", -1] == x.data_ptr()
+    assert [by_role["x", "shape", a] for a in (0, 1)] == [7, 6]
+    assert [by_role["x", "stride", a] for a in (0, 1)] == [8, 1]
+    assert [by_role["z", "shape", a] for a in (0, 1)] == [7, 6]
+    assert kinds[0] == "ptr"
+    assert set(kinds[1:]) <= {"ptr", "i32"}
+    assert len(args) == len(kinds) == len(compiled.abi.slots)
+
+
+def test_layout_changes_respecialize(k: ModuleType) -> None:
+    src = np.arange(64, dtype=np.float32).reshape(8, 8)
+    for view in (tile.from_numpy(src), tile.from_numpy(src).T, tile.from_numpy(src)[::2]):
+        expected = view.to_numpy()
+        z, _ = k.matrix_copy(tile.empty(f32, list(view.shape)).partition([4, 4]), view).sync()
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), expected)
