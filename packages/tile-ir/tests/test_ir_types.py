@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+import sys
 
 import pytest
 from hypothesis import given
@@ -130,3 +131,11 @@ def test_unrepresentable_floats_are_rejected(t: object, value: float) -> None:
 def test_float_attr_needs_float_type() -> None:
     with pytest.raises(IRTypeError, match="float type"):
         FloatAttr.of(i1, 1.0)
+
+
+def test_importing_tile_ir_loads_neither_numpy_nor_cuda() -> None:
+    import subprocess
+
+    code = "import sys, tile.ir; print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'cuda')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

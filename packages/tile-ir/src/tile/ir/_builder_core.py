@@ -23,7 +23,7 @@ from tile.ir._location import Location
 from tile.ir._normalize import normalize_attr
 from tile.ir._types import Type
 from tile.ir._version import LATEST, Version
-from tile.ir.ops import AttrKind, OpDef, OperandKind, lookup
+from tile.ir.ops import CATALOG, AttrKind, OpDef, OperandKind, lookup
 
 __all__ = ["BuilderBase", "OperandArg"]
 
@@ -98,10 +98,9 @@ class BuilderBase:
     def __getattr__(self, name: str) -> Callable[..., Value]:
         if name.startswith("_"):
             raise AttributeError(name)
-        try:
-            opdef = lookup(name)
-        except Exception:
-            raise AttributeError(f"Builder has no method or Tile IR op named {name!r}") from None
+        opdef = CATALOG.get(name)
+        if opdef is None:
+            raise AttributeError(f"Builder has no method or Tile IR op named {name!r}; see tile.ir.ops.CATALOG")
         return lambda *args, **kwargs: self._single(opdef, args, kwargs)
 
     def _single(self, opdef: OpDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Value:

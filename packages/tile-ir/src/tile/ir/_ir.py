@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tile.ir._attrs import ArrayAttr, DenseElementsAttr, OptimizationHints
 from tile.ir._enums import SymbolVisibility
+from tile.ir._errors import IRTypeError
 from tile.ir._location import Location
 from tile.ir._types import FunctionType, TileType, Type
 
@@ -71,7 +72,7 @@ class Operation:
     def result(self) -> Value:
         """The single result (raises if the op has not exactly one)."""
         if len(self.results) != 1:
-            raise ValueError(f"'{self.name}' has {len(self.results)} results; index .results instead")
+            raise IRTypeError(f"'{self.name}' has {len(self.results)} results; index .results instead")
         return self.results[0]
 
     def operand_group(self, index: int) -> list[Value]:
@@ -134,7 +135,7 @@ class Region:
     def block(self) -> Block:
         """The only block (raises if the region has none)."""
         if not self.blocks:
-            raise ValueError("region has no block")
+            raise IRTypeError("region has no block; add one with add_block()")
         return self.blocks[0]
 
 
