@@ -85,9 +85,6 @@ class Bench:
     def core_launch(self) -> None:
         self.tc.launch(self.fn, self.grid, 1, self.args, stream=self.stream, signature=SIGNATURE)
 
-    def reset(self, value: float = 0.0) -> None:
-        self.acc.copy_from(np.full(N, value, np.float32))
-
     def result(self) -> np.ndarray:
         return np.asarray(self.acc.to_numpy(np.float32, N))
 
@@ -240,6 +237,7 @@ def main() -> None:
     us = run_rounds(modes)
     for graph in graphs.values():
         graph.close()
+    b.loop.close()
     overhead = {
         "aio_sync": us["aio_sync"] - us["core_sync"],
         "aio_await": us["aio_await"] - us["core_sync"],
