@@ -30,13 +30,13 @@ from __future__ import annotations
 
 from tile.compiler import lang
 from tile.compiler._api import (
-    CompiledKernel,
     clear_memory_cache,
     compile_bytecode,
     compile_kernel,
     compile_module,
 )
 from tile.compiler._cache import KEY_SCHEMA, CacheStats, DiskCache, MemoryCache, cache_stats
+from tile.compiler._compiled import CompiledKernel
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._fingerprint import cubin_key, frontend_key
 from tile.compiler._knobs import KnobError, Knobs, knobs

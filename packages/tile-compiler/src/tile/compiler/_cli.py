@@ -23,8 +23,9 @@ from typing import TextIO, TypeVar
 
 from tile.ir import TileError
 
-from ._api import CompiledKernel, compile_bytecode, compile_kernel
+from ._api import compile_bytecode, compile_kernel
 from ._cache import DiskCache
+from ._compiled import CompiledKernel
 from ._knobs import DUMP_STAGES, Knobs, knobs
 from ._pipeline import choose_version
 from ._spec import CompileOptions, Target
