@@ -41,7 +41,7 @@ FIXTURE = ROOT / "packages" / "tile-core" / "tests" / "fixtures" / "vec_add.tile
 RESULTS = ROOT / "benchmarks" / "results" / "aio.json"
 N, TILE = 1024, 128
 SIGNATURE = ("ptr", "i32", "i32") * 3
-SINGLE_OPS, CHAIN_OPS, ROUNDS = 300, 1000, 11
+SINGLE_OPS, CHAIN_OPS, ROUNDS = 500, 1000, 21
 
 
 def assemble(arch: str) -> bytes:
