@@ -159,20 +159,18 @@ class _Job:
                 keep_dir=keep,
             )
             origin = "disk" if hit else origin
-        version = self.tileiras.version if cubin is not None and self.tileiras else None
-        timings = dict(self.clock.seconds)
         return CompiledKernel(
-            front.name,
-            front.abi,
-            self.target,
-            front.bytecode,
-            front.version,
-            cubin,
-            self.key,
-            version,
-            origin,
-            timings,
-            cubin_key,
+            name=front.name,
+            abi=front.abi,
+            target=self.target,
+            bytecode=front.bytecode,
+            bytecode_version=front.version,
+            cubin=cubin,
+            key=self.key,
+            tileiras_version=self.tileiras.version if cubin is not None and self.tileiras else None,
+            origin=origin,
+            timings=dict(self.clock.seconds),
+            cubin_key=cubin_key,
         )
 
 
@@ -236,12 +234,18 @@ def _from_entry(entry: CacheEntry, key: str, job: _Job) -> CompiledKernel | None
                 return None
             cubin = found.blobs["cubin"]
         major, minor = meta["bytecode_version"]
-        abi = KernelABI.from_json(meta["abi"])
-        version = (int(major), int(minor))
-        bytecode, made_by = entry.blobs["bytecode"], meta.get("tileiras")
-        timings = dict(job.clock.seconds)
         return CompiledKernel(
-            str(meta["name"]), abi, job.target, bytecode, version, cubin, key, made_by, "disk", timings, cubin_key
+            name=str(meta["name"]),
+            abi=KernelABI.from_json(meta["abi"]),
+            target=job.target,
+            bytecode=entry.blobs["bytecode"],
+            bytecode_version=(int(major), int(minor)),
+            cubin=cubin,
+            key=key,
+            tileiras_version=meta.get("tileiras"),
+            origin="disk",
+            timings=dict(job.clock.seconds),
+            cubin_key=cubin_key,
         )
     except (KeyError, TypeError, ValueError):
         return None
