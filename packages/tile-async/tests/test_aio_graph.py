@@ -215,3 +215,10 @@ def test_a_nested_capture_is_refused() -> None:
     op = aio.value(1).map(lambda _: aio.value(2).graph(aio.HostStream()))
     with pytest.raises(aio.ExecutionLockError, match=r"\.graph\(\)"):
         op.sync()
+
+
+def test_an_update_may_launch_its_own_graph() -> None:
+    log: list[str] = []
+    graph = aio.host_call(log.append, "replay").graph(aio.HostStream())
+    assert graph.update(graph.launch()).sync() == ("replay",)
+    assert log == ["replay"]

@@ -114,7 +114,7 @@ class Graph(Generic[T]):
         self._context = ctx
         self._last: ExecutionContext | None = None
         self._closed = False
-        self._mutex = threading.Lock()
+        self._mutex = threading.RLock()  # re-entrant: an update may itself launch this graph
         self._finalizer = weakref.finalize(self, _close_quietly, replay)
         self._finalizer.atexit = False  # at exit the driver tears everything down itself
 
@@ -168,17 +168,18 @@ class Graph(Generic[T]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _enter(self, ctx: ExecutionContext) -> None:
-        """Order work on ``ctx`` after the previous launch/update of this graph on another context."""
+    def _ordered(self, ctx: ExecutionContext, work: Callable[[], U]) -> U:
+        """Enqueue ``work`` on ``ctx`` after the previous launch/update of this graph (the lock is held while
+        enqueuing, so a launch from another thread cannot slip between the wait and the work)."""
         with self._mutex:
             if self._closed:
                 raise ClosedError("this graph", "capture the op again")
             last, self._last = self._last, ctx
-        if last is not None and last != ctx:
-            ctx.wait(last.record())
+            if last is not None and last != ctx:
+                ctx.wait(last.record())
+            return work()
 
-    def _run_replay(self, ctx: ExecutionContext) -> T:
-        self._enter(ctx)
+    def _replay_on(self, ctx: ExecutionContext) -> T:
         self._replay.replay(ctx)
         return self._output
 
@@ -197,7 +198,8 @@ class _GraphLaunch(DeviceOp[T]):
         self._graph = graph
 
     def _execute(self, ctx: ExecutionContext) -> T:
-        return self._graph._run_replay(ctx)
+        graph = self._graph
+        return graph._ordered(ctx, lambda: graph._replay_on(ctx))
 
     def _refusal(self, ctx: ExecutionContext) -> str | None:
         return "a graph launch cannot be recorded into another graph"
@@ -215,8 +217,8 @@ class _GraphUpdate(DeviceOp[U]):
         self._inner = inner
 
     def _execute(self, ctx: ExecutionContext) -> U:
-        self._graph._enter(ctx)
-        return self._inner._run_in(ctx)
+        inner = self._inner
+        return self._graph._ordered(ctx, lambda: inner._run_in(ctx))
 
     def _children(self) -> tuple[DeviceOp[Any], ...]:
         return (self._inner,)
