@@ -189,3 +189,19 @@ def test_several_archs_at_once_name_their_outputs(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["add.sm_80.cubin", "add.sm_90.cubin"]
     assert "add for sm_80" in out
     assert "add for sm_90" in out
+
+
+def test_ir_to_stdout_and_a_note_for_tensors_without_shapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "cli_add.py"
+    source.write_text(ADD)
+    argv = ["compile", f"{source}::add", "--arch", "cpu", "--const", "B=128", "--shape", "x=1024", "--no-cache"]
+    code, out = _run(*argv, "--emit", "ir", "-o", "-")
+    assert code == 0
+    assert out.startswith("entry @add(")
+    assert "note: no --shape for z, y: a launch would specialize on them" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
+
+
+def test_only_ir_goes_to_stdout(kernel_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run("compile", f"{kernel_file}::helper", "-o", "-")[0] == 2
+    assert "-o - prints the Tile IR text; add --emit ir" in capsys.readouterr().err

@@ -28,7 +28,7 @@ from ._cache import DiskCache
 from ._compiled import CompiledKernel
 from ._knobs import DUMP_STAGES, Knobs, knobs
 from ._pipeline import choose_version
-from ._spec import CompileOptions, Target
+from ._spec import CompileOptions, Specialization, Target
 from ._specialize import specialize
 
 __all__ = ["UsageError", "main"]
@@ -82,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=D0xD1",
         help="a tensor's extents, e.g. x=1024x512; give every tensor to get the key a launch computes",
     )
-    comp.add_argument("-o", "--output", default=".", help="output folder (default: the current one)")
+    comp.add_argument("-o", "--output", default=".", help="output folder (default: the current one); '-': IR to stdout")
     comp.add_argument("-O", "--opt-level", type=int, choices=range(4), default=None, help="tileiras optimisation level")
     comp.add_argument("--no-lineinfo", action="store_true", help="omit line information from the cubin")
     comp.add_argument("--occupancy", type=int, help="occupancy hint (1-32)")
@@ -119,6 +119,8 @@ def _settings(args: argparse.Namespace) -> Knobs:
 
 def _compile(args: argparse.Namespace, out: TextIO) -> int:
     emit = _emits(args.emit)
+    if args.output == "-" and emit != ["ir"]:
+        raise UsageError("-o - prints the Tile IR text; add --emit ir (bytecode and cubins go to a folder)")
     settings = _settings(args)
     opt_level = settings.opt_level if args.opt_level is None else args.opt_level
     options = CompileOptions(
@@ -143,13 +145,26 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     )
     fn = _load_kernel(Path(file), name)  # after checking the arguments: loading runs the user's module
     spec = specialize(fn, dict(shapes), consts=consts, dtypes=dtypes, options=options)
+    if shapes and (missing := _tensors_without_facts(fn, spec)):
+        print(f"note: no --shape for {', '.join(missing)}: a launch would specialize on them", file=sys.stderr)
     for target in targets:
         kernel = compile_kernel(fn, spec, target, cache=not args.no_cache, settings=settings)
         _report(kernel, emit, Path(args.output), out, stem)
     return 0
 
 
+def _tensors_without_facts(fn: Callable[..., object], spec: Specialization) -> list[str]:
+    from ._parse import parse
+    from ._resolve import resolve
+
+    params = resolve(parse(fn)).params
+    return [p.name for p in params if p.kind in ("tensor", "mut") and spec.param(p.name) is None]
+
+
 def _report(kernel: CompiledKernel, emit: list[str], folder: Path, out: TextIO, stem: str) -> None:
+    if str(folder) == "-":
+        out.write(kernel.ir_text())
+        return
     for path in kernel.save(folder, tuple(emit), stem=stem.format(name=kernel.name, arch=kernel.target.arch)):
         print(f"wrote {path}", file=out)
     version = "{}.{}".format(*kernel.bytecode_version)
