@@ -293,9 +293,7 @@ SAMPLES: dict[str, Callable[[Env], object]] = {
     "cmpi": _ibinary("cmpi", comparison_predicate="not_equal", signedness="signed"),
     "select": lambda e: e.b.select(e.b.cmpf(e.x, e.x, comparison_predicate="equal"), e.x, e.x),
     "ftof": lambda e: e.b.ftof(e.x, result_type=tile((N,), f16)),
-    "ftoi": lambda e: e.b.ftoi(
-        e.x, signedness="unsigned", saturating=e.version >= Version(13, 4), result_type=tile((N,), i32)
-    ),
+    "ftoi": lambda e: e.b.ftoi(e.x, signedness="unsigned", result_type=tile((N,), i32)),
     "itof": lambda e: e.b.itof(e.xi, signedness="signed", result_type=tile((N,), f32)),
     "exti": lambda e: e.b.exti(
         e.b.trunci(e.xi, result_type=tile((N,), i16)), signedness="signed", result_type=tile((N,), i32)

@@ -28,6 +28,7 @@ from tile.ir import (
     f16,
     f32,
     f64,
+    i32,
     ptr,
     read_bytecode,
     scalar,
@@ -159,3 +160,15 @@ def test_optional_operand_without_flags_is_refused() -> None:
     b.return_()
     with pytest.raises(UnsupportedVersionError, match=r"token needs bytecode 13\.2"):
         write_bytecode(Module([fn]), V13_1)
+
+
+def test_saturating_ftoi_round_trips_from_13_4() -> None:
+    fn = Function("k", FunctionType(()))
+    b = Builder(fn.body, version=V13_4)
+    b.ftoi(b.constant(1.5, T), signedness="signed", saturating=True, result_type=tile((16,), i32))
+    b.return_()
+    data = write_bytecode(Module([fn]), V13_4)
+    op = read_bytecode(data).functions[0].body.ops[1]
+    assert op.attributes["saturating"] is True
+    with pytest.raises(UnsupportedVersionError, match="saturating"):
+        write_bytecode(Module([fn]), V13_3)
