@@ -11,13 +11,17 @@ interpreter `Memory` and runs the Tile IR read back from the kernel's bytecode.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from tile.compiler import AbiSlot, CompiledKernel, KernelABI
 from tile.frontend._errors import ArgumentError
 from tile.frontend._partition import Partition
+from tile.frontend._storage import Storage
 from tile.frontend._tensor import Tensor
 
 __all__ = ["run_cpu", "run_gpu"]
@@ -53,36 +57,57 @@ def _program(compiled: CompiledKernel) -> Any:
     return program
 
 
+class _HostSpace:
+    """The interpreter's view of host memory: real address ranges that overlap (aliasing foreign borrows, which
+    only unchecked kernels may pass) are mapped as one region, so its race detector sees the aliasing too."""
+
+    def __init__(self, memory: Any, storages: list[Storage]) -> None:
+        self.memory = memory
+        self.spans: list[tuple[int, int, Any]] = []  # (real lo, real hi, a uint8 array over them)
+        for s in sorted((s for s in storages if s.host is not None), key=lambda s: s.address):
+            if self.spans and s.address < self.spans[-1][1]:
+                lo, hi = self.spans[-1][0], max(self.spans[-1][1], s.address + s.nbytes)
+                self.spans[-1] = (lo, hi, np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo)))
+            else:
+                self.spans.append((s.address, s.address + s.nbytes, s.host))
+
+    def address(self, real: int, name: str | None = None) -> int:
+        """The interpreter address of the real host address ``real``."""
+        for lo, hi, raw in self.spans:
+            if lo <= real < hi:
+                return int(self.memory.map(raw, name=name)) + real - lo
+        raise ArgumentError(f"raw pointer 0x{real:x} is not inside any host tensor passed to this launch")
+
+
 def run_cpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any]) -> None:
     """Interpret one launch over ``grid`` against the tensors' host memory."""
     from tile.ir import interp
 
-    memory = interp.Memory()
+    space = _HostSpace(interp.Memory(), _host_storages(values.values()))
     args: list[Any] = []
     for slot in compiled.abi.slots:
         value = values[slot.param]
         if slot.role == "base":
-            t = _tensor(value)
-            storage = t._storage
-            assert storage.host is not None, "a launch holds its storage until it is done"
-            args.append(memory.map(storage.host, name=slot.param) + t._address() - storage.address)
+            args.append(space.address(_tensor(value)._address(), name=slot.param))
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, _tensor(value)))
         elif slot.role == "pointer":
-            args.append(_host_pointer(memory, int(value)))
+            args.append(space.address(int(value)))
         else:
             args.append(value)
-    interp.launch(_program(compiled), tuple(grid), args, memory)
+    interp.launch(_program(compiled), tuple(grid), args, space.memory)
 
 
-def _host_pointer(memory: Any, address: int) -> int:
-    """Translate a real host address (``tensor.data_ptr()``) into the interpreter's address space."""
+def _host_storages(values: Any) -> list[Storage]:
+    """The storages of the launch's tensors, and for raw pointers every live host storage (they may point anywhere)."""
     from tile.frontend._storage import _ALL
 
-    for storage in list(_ALL):
-        if storage.host is not None and storage.address <= address < storage.address + storage.nbytes:
-            return int(memory.map(storage.host)) + address - storage.address
-    raise ArgumentError(f"raw pointer 0x{address:x} is not inside any live host tensor")
+    values = list(values)
+    if any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return [s for s in list(_ALL) if s.host is not None]
+    return list(
+        {id(s): s for s in (_tensor(v)._storage for v in values if isinstance(v, (Tensor, Partition)))}.values()
+    )
 
 
 def _function(compiled: CompiledKernel, device: Any) -> Any:
