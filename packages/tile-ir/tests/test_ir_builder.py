@@ -149,3 +149,13 @@ def verify_ok(fn: Function) -> None:
     from tile.ir import Module
 
     verify(Module([fn]))
+
+
+def test_package_docstring_example_runs() -> None:
+    import doctest
+
+    import tile.ir
+
+    result = doctest.testmod(tile.ir, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10
+    assert result.failed == 0

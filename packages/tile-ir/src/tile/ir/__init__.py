@@ -42,17 +42,26 @@ names follow the Tile IR dialect (``rounding_mode``, ``flush_to_zero``, ``memory
 
 Builder
 -------
+>>> from tile.ir import *
 >>> fn = Function("k", FunctionType((scalar(ptr(f32)), scalar(i32))))
 >>> b = Builder(fn.body)
 >>> x = b.constant(1.0, tile((128,), f32))
 >>> y = b.addf(x, x)                       # any single-result op: positional operands, keyword attributes
 >>> z = b.exp(y, rounding_mode="approx")   # enums accept members or their lowercase names
->>> with b.for_(lb, ub, step, [acc]) as loop:    # loop.iv, loop.args, then loop.results
-...     b.continue_([b.addf(loop.args[0], x)])
->>> with b.if_(cond, [t]) as br:
-...     with br.then_(): b.yield_([a])
-...     with br.else_(): b.yield_([c])
->>> b.return_()
+>>> zero, one = b.constant(0, scalar(i32)), b.constant(1, scalar(i32))
+>>> with b.for_(zero, fn.params[1], one, [z]) as loop:    # loop.iv, loop.args, then loop.results
+...     _ = b.continue_([b.addf(loop.args[0], x)])
+>>> cond = b.cmpi(zero, fn.params[1], comparison_predicate="less_than", signedness="signed")
+>>> with b.if_(cond, [x.type]) as br:
+...     with br.then_():
+...         _ = b.yield_([loop.results[0]])
+...     with br.else_():
+...         _ = b.yield_([x])
+>>> _ = b.return_()
+>>> verify(Module([fn]), "13.3")
+>>> data = write_bytecode(Module([fn]), "13.3")
+>>> [op.name for op in read_bytecode(data).functions[0].body.ops][-3:]
+['cmpi', 'if', 'return']
 
 Bytecode and verification
 -------------------------
