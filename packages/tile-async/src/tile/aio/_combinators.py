@@ -299,7 +299,18 @@ class HostCall(DeviceOp[tuple[Any, ...]]):
 
 
 def value(obj: T) -> DeviceOp[T]:
-    """Return an op with no work whose output is ``obj`` (e.g. to start a ``then`` chain)."""
+    """Return an op with no work whose output is ``obj`` (e.g. to start a ``then`` chain).
+
+    Parameters
+    ----------
+    obj : object
+        The output; the op owns it until executed and hands it back then.
+
+    Returns
+    -------
+    DeviceOp
+        The op.
+    """
     return Value(obj)
 
 
@@ -327,6 +338,18 @@ def host_call(fn: Callable[..., object], *args: Any) -> DeviceOp[tuple[Any, ...]
 
     On a host stream this is how work "runs on the device" (the CPU interpreter uses it). On a CUDA stream
     it is a host callback in stream order (``fn`` must not call CUDA) and cannot be graph-captured.
+
+    Parameters
+    ----------
+    fn : callable
+        The work; its return value is ignored; an exception it raises is raised by the execution.
+    *args : object
+        Its arguments, owned by the op until ``fn`` has run, then handed back.
+
+    Returns
+    -------
+    DeviceOp
+        The op producing ``args``.
     """
     return HostCall(fn, args)
 
@@ -342,7 +365,18 @@ def zip(a: DeviceOp[A], b: DeviceOp[B], c: DeviceOp[C], d: DeviceOp[D], /) -> De
 @overload
 def zip(*ops: DeviceOp[Any]) -> DeviceOp[tuple[Any, ...]]: ...
 def zip(*ops: DeviceOp[Any]) -> DeviceOp[tuple[Any, ...]]:
-    """Return an op running ``ops`` in order on one context; its output is the tuple of their outputs."""
+    """Return an op running ``ops`` in order on one context; its output is the tuple of their outputs.
+
+    Parameters
+    ----------
+    *ops : DeviceOp
+        The ops, moved into the result (using one of them again raises ``OpConsumedError``).
+
+    Returns
+    -------
+    DeviceOp
+        The op producing ``(out_0, out_1, ...)``.
+    """
     site = caller_site()
     for i, op in enumerate(ops):
         _as_op(op, f"argument {i} of zip()")._claim("moved into zip()", site)
@@ -350,7 +384,20 @@ def zip(*ops: DeviceOp[Any]) -> DeviceOp[tuple[Any, ...]]:
 
 
 def collect(ops: Iterable[DeviceOp[T]]) -> DeviceOp[list[T]]:
-    """Return an op running ``ops`` in order on one context; its output is the list of their outputs."""
+    """Return an op running ``ops`` in order on one context; its output is the list of their outputs.
+
+    The Python form of cuTile Rust's ``Vec<DeviceOp>``: any number of ops of one output type.
+
+    Parameters
+    ----------
+    ops : iterable of DeviceOp
+        The ops, moved into the result.
+
+    Returns
+    -------
+    DeviceOp
+        The op producing ``[out_0, out_1, ...]``.
+    """
     site = caller_site()
     taken = tuple(ops)
     for i, op in enumerate(taken):

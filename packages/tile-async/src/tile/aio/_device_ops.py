@@ -181,19 +181,50 @@ def launch(
 def copy(dst: D, src: Any) -> DeviceOp[D]:
     """Return an op copying ``src`` into ``dst`` in stream order; its output is ``dst``.
 
-    On a CUDA context: ``tile.core.copy`` (host<->device, device<->device) on that stream. On a host stream:
-    a byte copy between host buffers of equal size.
+    Parameters
+    ----------
+    dst : DeviceBuffer, DeviceView or host buffer
+        Destination. On a CUDA context anything ``tile.core.copy`` takes; on a host stream a writable,
+        contiguous host buffer.
+    src : object
+        Source of the same size; owned by the op until the copy is done.
+
+    Returns
+    -------
+    DeviceOp
+        The op producing ``dst``.
     """
     return _Copy(dst, src)
 
 
 def alloc(nbytes: int) -> DeviceOp[Any]:
-    """Return an op allocating ``nbytes`` on the context's device (a stream-ordered ``DeviceBuffer`` on CUDA,
-    a ``bytearray`` on the host). Refused inside a graph capture."""
+    """Return an op allocating memory on the context's device; refused inside a graph capture.
+
+    Parameters
+    ----------
+    nbytes : int
+        Size in bytes.
+
+    Returns
+    -------
+    DeviceOp
+        The op producing a stream-ordered ``tile.core.DeviceBuffer`` (CUDA) or a ``bytearray`` (host).
+    """
     return _Alloc(nbytes)
 
 
 def free(buffer: Any) -> DeviceOp[None]:
-    """Return an op freeing ``buffer`` after the context's earlier work (stream-ordered). Refused inside a
-    graph capture."""
+    """Return an op freeing a buffer after the context's earlier work; refused inside a graph capture.
+
+    Parameters
+    ----------
+    buffer : DeviceBuffer or host buffer
+        What to free: a ``DeviceBuffer`` is freed stream-ordered after this context's work; a host buffer is
+        dropped once the host stream reaches this point.
+
+    Returns
+    -------
+    DeviceOp
+        The op (output None).
+    """
     return _Free(buffer)

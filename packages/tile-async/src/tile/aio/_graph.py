@@ -134,12 +134,31 @@ class Graph(Generic[T]):
         return self._replay.kind
 
     def launch(self) -> DeviceOp[T]:
-        """Return an op that replays the graph; its output is :attr:`output`."""
+        """Return an op that replays the graph.
+
+        Returns
+        -------
+        DeviceOp
+            Replays on the context it is executed on (a CUDA stream of the graph's device for a CUDA graph,
+            any context for a host graph); its output is :attr:`output`.
+        """
         return _GraphLaunch(self)
 
     def update(self, op: DeviceOp[U]) -> DeviceOp[U]:
-        """Return an op that runs ``op`` (typically a copy into a captured buffer) ordered after the previous
-        launch or update of this graph and before the next one."""
+        """Return an op that runs ``op`` ordered after the previous launch or update of this graph and before
+        the next one.
+
+        Parameters
+        ----------
+        op : DeviceOp
+            Typically ``tile.aio.copy(captured_buffer, new_data)``: pointers are baked into the graph, so new
+            inputs go into the captured buffers. Moved into the result.
+
+        Returns
+        -------
+        DeviceOp
+            The ordered op; its output is ``op``'s.
+        """
         op._claim("moved into Graph.update()", caller_site())
         return _GraphUpdate(self, op)
 

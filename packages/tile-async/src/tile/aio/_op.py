@@ -146,6 +146,11 @@ class DeviceOp(Generic[T_co]):
         ----------
         fn : callable
             Receives this op's output (handles: pass them on, do not read them) and returns a DeviceOp.
+
+        Returns
+        -------
+        DeviceOp
+            The chained op; this op is moved into it.
         """
         site = caller_site()
         self._claim("moved into .then()", site)
@@ -154,14 +159,29 @@ class DeviceOp(Generic[T_co]):
     def map(self, fn: Callable[[T_co], U]) -> DeviceOp[U]:
         """Transform the output with ``fn`` on the host, at execution time (no device work of its own).
 
-        An exception raised by ``fn`` propagates from the execution, after the work already enqueued has
-        completed and the inputs were released.
+        Parameters
+        ----------
+        fn : callable
+            Receives this op's output; what it returns is the new output. An exception it raises propagates
+            from the execution, after the work already enqueued has completed and the inputs were released.
+
+        Returns
+        -------
+        DeviceOp
+            The mapped op; this op is moved into it.
         """
         self._claim("moved into .map()", caller_site())
         return _combinators.Map(self, fn)
 
     def shared(self) -> _combinators.Shared[T_co]:
-        """Return an op that runs this one once and gives its output to every use (any number of them)."""
+        """Return an op that runs this one once and gives its output to every use (any number of them).
+
+        Returns
+        -------
+        DeviceOp
+            The shared op: executable and combinable any number of times; uses on another context wait for
+            the first run's work. Its first execution cannot happen inside a graph capture.
+        """
         self._claim("moved into .shared()", caller_site())
         return _combinators.Shared(self)
 
@@ -176,20 +196,50 @@ class DeviceOp(Generic[T_co]):
     @overload
     def unzip(self: DeviceOp[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]: ...
     def unzip(self: DeviceOp[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]:
-        """Split an op whose output is an ``n``-tuple into ``n`` ops, one per element (the work runs once,
-        when the first of them executes)."""
+        """Split an op whose output is an ``n``-tuple into ``n`` ops, one per element.
+
+        Parameters
+        ----------
+        n : int
+            The tuple's length (checked when the work runs).
+
+        Returns
+        -------
+        tuple of DeviceOp
+            One op per element; the work runs once, when the first of them executes.
+        """
         self._claim("moved into .unzip()", caller_site())
         return _combinators.unzip_shared(_combinators.Shared(self), n)
 
     # -- execution ----------------------------------------------------------------------------------------
 
     def sync(self) -> T_co:
-        """Execute on the default device's policy, block until the work is done, and return the output."""
+        """Execute on the default device's policy, block until the work is done, and return the output.
+
+        Returns
+        -------
+        object
+            The output, handed back now that the work completed.
+
+        Raises
+        ------
+        OpConsumedError
+            When this op was already executed or moved.
+        ExecutionLockError
+            When called while this thread executes another op.
+        """
         _lock.check(".sync()")
         return _run.run_sync(self, _policy.default_policy().next_context(), ".sync()", caller_site())
 
     def sync_on(self, stream: object) -> T_co:
-        """Execute on ``stream`` (an ExecutionContext or a ``tile.core.Stream``), block, return the output."""
+        """Execute on ``stream``, block until the work is done, and return the output.
+
+        Parameters
+        ----------
+        stream : ExecutionContext or tile.core.Stream
+            Where to run (a CUDA stream is wrapped in a :class:`CudaContext`; so is anything
+            ``tile.core.Stream.borrow`` accepts, e.g. a torch stream).
+        """
         _lock.check(".sync_on()")
         return _run.run_sync(self, _policy.as_context(stream), ".sync_on()", caller_site())
 
@@ -201,14 +251,33 @@ class DeviceOp(Generic[T_co]):
         return _run.run_async(self, ctx, "await", caller_site()).__await__()
 
     def schedule(self, policy: SchedulingPolicy) -> Scheduled[T_co]:
-        """Bind this op to ``policy``: the result runs with ``.sync()`` or ``await`` on the policy's next
-        context (choose the device with ``tile.aio.default_policy(device)``)."""
+        """Bind this op to a scheduling policy.
+
+        Parameters
+        ----------
+        policy : SchedulingPolicy
+            Picks the context when the result is executed (``tile.aio.default_policy(device)`` chooses a
+            device).
+
+        Returns
+        -------
+        Scheduled
+            Run it with ``.sync()`` or ``await``.
+        """
         return Scheduled(self, policy)
 
     def graph(self, on: object = None) -> Graph[T_co]:
-        """Capture this op into a graph on ``on`` (a context or stream; default: the default policy's next).
+        """Capture this op into a graph (see :func:`tile.aio.capture`).
 
-        See :func:`tile.aio.capture`.
+        Parameters
+        ----------
+        on : ExecutionContext or tile.core.Stream, optional
+            Where to capture (default: the default policy's next context).
+
+        Returns
+        -------
+        Graph
+            The graph; it owns this op until closed.
         """
         _lock.check(".graph()")
         ctx = _policy.default_policy().next_context() if on is None else _policy.as_context(on)

@@ -117,8 +117,24 @@ class SingleStream(SchedulingPolicy):
 
 
 def device(spec: object = None) -> Hashable:
-    """Resolve a device: ``None`` (the default device), ``"host"`` / :data:`HOST`, ``"cuda"``,
-    ``"cuda:N"``, an ordinal ``N`` or a ``tile.core.Device``."""
+    """Resolve a device specification.
+
+    Parameters
+    ----------
+    spec : None, str, int or device
+        ``None`` (the default device), ``"host"`` / :data:`HOST`, ``"cuda"``, ``"cuda:N"``, an ordinal ``N`` or
+        a ``tile.core.Device``.
+
+    Returns
+    -------
+    Hashable
+        :data:`HOST` or the ``tile.core.Device``.
+
+    Raises
+    ------
+    OpTypeError
+        For anything else.
+    """
     if spec is None:
         return default_device()
     if isinstance(spec, HostDevice) or spec == "host":
@@ -180,7 +196,18 @@ def set_default_device(spec: object, *, process: bool = False) -> None:
 
 @contextmanager
 def use_device(spec: object) -> Iterator[Hashable]:
-    """``with use_device("host"): ...``: the default device inside the block."""
+    """Make ``spec`` the default device of this thread / task inside a ``with`` block.
+
+    Parameters
+    ----------
+    spec : str, int or device
+        See :func:`device`.
+
+    Yields
+    ------
+    Hashable
+        The resolved device.
+    """
     token = _current.set(device(spec))
     try:
         yield _current.get()
@@ -193,8 +220,18 @@ _policies_mutex = threading.Lock()
 
 
 def default_policy(spec: object = None) -> SchedulingPolicy:
-    """The default policy of a device (the default device when ``spec`` is None): a stream pool, made
-    on first use."""
+    """Return the default policy of a device: a round-robin stream pool, made on first use.
+
+    Parameters
+    ----------
+    spec : optional
+        The device (see :func:`device`); the default device when None.
+
+    Returns
+    -------
+    SchedulingPolicy
+        The policy (the same object on every call until :func:`set_default_policy` replaces it).
+    """
     dev = default_device() if spec is None else device(spec)
     policy = _policies.get(dev)
     if policy is not None:
@@ -207,7 +244,18 @@ def default_policy(spec: object = None) -> SchedulingPolicy:
 
 
 def set_default_policy(policy: SchedulingPolicy) -> SchedulingPolicy | None:
-    """Make ``policy`` the default of its device; return the one it replaces (None if there was none)."""
+    """Make ``policy`` the default of its device.
+
+    Parameters
+    ----------
+    policy : SchedulingPolicy
+        The new default for ``policy.device``.
+
+    Returns
+    -------
+    SchedulingPolicy or None
+        The policy it replaces (None if there was none).
+    """
     with _policies_mutex:
         previous = _policies.get(policy.device)
         _policies[policy.device] = policy
@@ -215,9 +263,19 @@ def set_default_policy(policy: SchedulingPolicy) -> SchedulingPolicy | None:
 
 
 def stream_pool(spec: object = None, size: int | None = None) -> RoundRobin:
-    """Make a new round-robin pool of ``size`` (default ``TILE_AIO_POOL_SIZE``) fresh streams on a device.
+    """Make a new round-robin pool of fresh streams on a device.
 
-    Host pools are inline :class:`HostStream` s; CUDA pools are new non-blocking streams.
+    Parameters
+    ----------
+    spec : optional
+        The device (see :func:`device`); the default device when None.
+    size : int, optional
+        Streams in the pool (default ``TILE_AIO_POOL_SIZE``, 4).
+
+    Returns
+    -------
+    RoundRobin
+        Over inline :class:`HostStream` s (host) or new non-blocking ``tile.core`` streams (CUDA).
     """
     dev = device(spec)
     n = _knobs.pool_size() if size is None else size
