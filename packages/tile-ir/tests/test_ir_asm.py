@@ -135,6 +135,23 @@ def test_values_are_scoped_to_their_region() -> None:
     assert err.line == 5
 
 
+def test_integer_and_boolean_identities_parse() -> None:
+    text = (
+        "entry @k() {\n"
+        "  %cst_i1 = constant <i1: [true, false]> : tile<2xi1>\n"
+        "  %reduce = reduce %cst_i1 dim=0 identities=[false : i1] : tile<2xi1> -> tile<i1> \n"
+        "  (%reduce_lhs: tile<i1>, %reduce_rhs: tile<i1>) {\n"
+        "    %0 = ori %reduce_lhs, %reduce_rhs : tile<i1>\n"
+        "    yield %0 : tile<i1>\n"
+        "  }\n"
+        "  return\n"
+        "}\n"
+    )
+    module = parse_module(text)
+    assert print_module(module) == text
+    verify(module, V13_3)
+
+
 def test_string_escapes_round_trip() -> None:
     text = (
         "entry @k(%arg0: tile<i1>) {\n"

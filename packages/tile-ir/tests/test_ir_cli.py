@@ -54,6 +54,20 @@ def test_verify_reports_ir_problems_with_exit_1(tmp_path: Path, capsys: pytest.C
     assert "addi" in err
 
 
+def test_asm_refuses_ir_that_does_not_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = tmp_path / "bad.tileir"
+    text.write_text("entry @k(%a: tile<f32>) {\n  %0 = addi %a, %a : tile<i32>\n  return\n}\n")
+    out = tmp_path / "k.tilebc"
+    assert main(["asm", str(text), "-o", str(out)]) == 1
+    assert "addi" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["asm", str(text), "-o", str(out), "--no-verify"]) == 0
+    assert main(["dis", str(out)]) == 1
+    assert main(["dis", str(out), "--no-verify"]) == 0
+    assert "%0 = addi %a, %a : tile<i32>" not in capsys.readouterr().out  # printed with its own names
+    assert "%0 = addi %arg0, %arg0 : tile<i32>" in print_module(read_bytecode(out.read_bytes()))
+
+
 def test_info_lists_version_sections_functions_and_ops(bytecode: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", str(bytecode)]) == 0
     out = capsys.readouterr().out

@@ -194,6 +194,17 @@ def test_producer_and_several_functions_print_as_tileirdisasm() -> None:
 
 
 @pytest.mark.requires_tileiras
+def test_symbols_that_are_not_identifiers_are_quoted() -> None:
+    module = samples.build_sample("addf", V13_3)
+    module.functions[0].name = 'k-1 "odd"'
+    proc = disassemble(write_bytecode(module, V13_3))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith('entry @"k-1 \\22odd\\22"(')
+    assert print_module(module) == proc.stdout
+    assert parse_module(proc.stdout).functions[0].name == 'k-1 "odd"'
+
+
+@pytest.mark.requires_tileiras
 def test_globals_print_as_tileirdisasm() -> None:
     from tile.ir import Global, SymbolVisibility
 

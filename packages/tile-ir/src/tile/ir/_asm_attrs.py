@@ -22,7 +22,7 @@ from tile.ir._attrs import (
     SameElements,
 )
 from tile.ir._lexer import Lexer
-from tile.ir._types import SCALARS, ScalarType, TileType, i32
+from tile.ir._types import SCALARS, ScalarType, TileType, i32, i64
 
 __all__ = [
     "dense_text",
@@ -31,6 +31,7 @@ __all__ = [
     "enum_word",
     "escape",
     "hints_text",
+    "number_element",
     "parse_dense",
     "parse_hints",
     "parse_identities",
@@ -83,9 +84,13 @@ def element_text(elem: ScalarType, raw: int) -> str:
     return str(_signed(raw, elem.bits))
 
 
+def number_element(t: TileType) -> ScalarType:
+    """The element type of a constant tile; a pointer element (invalid IR, printed best-effort) reads as i64."""
+    return t.element if isinstance(t.element, ScalarType) else i64
+
+
 def _elements(attr: DenseElementsAttr) -> list[int]:
-    elem = attr.type.element
-    assert isinstance(elem, ScalarType)
+    elem = number_element(attr.type)
     count = 1
     for d in attr.type.shape:
         count *= d
@@ -106,8 +111,7 @@ def _nested(values: list[str], shape: tuple[int, ...]) -> str:
 
 def dense_text(attr: DenseElementsAttr) -> str:
     """``<elem: value(s)> : type`` for a constant."""
-    elem = attr.type.element
-    assert isinstance(elem, ScalarType)
+    elem = number_element(attr.type)
     raws = _elements(attr)
     texts = [element_text(elem, r) for r in raws]
     body = texts[0] if len(texts) == 1 else _nested(texts, attr.type.shape)
@@ -235,7 +239,9 @@ def parse_identities(lex: Lexer) -> tuple[Attr, ...]:
             if elem.is_float:
                 out.append(FloatAttr(elem, float_bits_from_text(elem, text)))
             else:
-                out.append(IntegerAttr(elem, {"true": 1, "false": 0}.get(text) or int(text, 0)))
+                out.append(
+                    IntegerAttr(elem, {"true": 1, "false": 0}[text] if text in ("true", "false") else int(text, 0))
+                )
         except ValueError as exc:
             raise lex.error(f"invalid identity '{text}': {exc}", value_pos) from None
     return tuple(out)

@@ -18,10 +18,11 @@ import re
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from tile.ir._asm_attrs import number_element
 from tile.ir._attrs import DenseElementsAttr
 from tile.ir._floats import float_from_bits
 from tile.ir._ir import Block, Function, Operation, Region, Value
-from tile.ir._types import ScalarType, TileType
+from tile.ir._types import TileType
 from tile.ir.ops import CATALOG
 
 __all__ = ["Names", "name_function"]
@@ -61,10 +62,8 @@ class Names:
 def _constant_name(op: Operation) -> str:
     attr = op.attributes["value"]
     assert isinstance(attr, DenseElementsAttr)
-    t = op.results[0].type
-    assert isinstance(t, TileType)
-    assert isinstance(t.element, ScalarType)
-    elem = t.element
+    t = attr.type
+    elem = number_element(t)
     width = max(elem.bits // 8, 1)
     splat = len(attr.data) <= width
     if elem.name == "i1":

@@ -69,25 +69,36 @@ def _version(text: str) -> Version:
     raise argparse.ArgumentTypeError(f"unsupported bytecode version '{text}' (choose from {choices})")
 
 
+def _problems(path: str, module: Module, version: Version) -> bool:
+    """Print every verifier problem of `module`; True if there was one."""
+    problems = verify_problems(module, version)
+    for problem in problems:
+        print(f"{path}: error: {problem}", file=sys.stderr)
+    return bool(problems)
+
+
 def _cmd_dis(args: argparse.Namespace) -> int:
     data = _read(args.file)
-    _write(args.output, print_module(read_bytecode(data)).encode())
+    module = read_bytecode(data)
+    # like tileirdisasm, refuse to print IR that does not verify (unless asked to print it anyway)
+    if args.verify and _problems(args.file, module, read_version(data)):
+        return EXIT_INVALID
+    _write(args.output, print_module(module).encode())
     return 0
 
 
 def _cmd_asm(args: argparse.Namespace) -> int:
     text = _read(args.file).decode("utf-8", errors="replace")
     module = parse_module(text, args.file)
+    if args.verify and _problems(args.file, module, args.version):
+        return EXIT_INVALID
     _write(args.output, write_bytecode(module, args.version))
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     module, version = _load(args.file)
-    problems = verify_problems(module, version or args.version)
-    for problem in problems:
-        print(f"{args.file}: error: {problem}", file=sys.stderr)
-    if problems:
+    if _problems(args.file, module, version or args.version):
         return EXIT_INVALID
     print(f"{args.file}: ok ({len(module.functions)} function(s), version {version or args.version})")
     return 0
@@ -140,11 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     dis = sub.add_parser("dis", help="print bytecode as text (what tileirdisasm prints)")
     dis.add_argument("file", help="bytecode file ('-' for stdin)")
     dis.add_argument("-o", "--output", help="write the text here (default: stdout)")
+    dis.add_argument("--no-verify", dest="verify", action="store_false", help="print even if the IR does not verify")
     dis.set_defaults(run=_cmd_dis)
     asm = sub.add_parser("asm", help="assemble text into bytecode")
     asm.add_argument("file", help="text file ('-' for stdin)")
     asm.add_argument("-o", "--output", required=True, help="bytecode file to write ('-' for stdout)")
     asm.add_argument("--version", type=_version, default=LATEST, help=f"bytecode version (default {LATEST})")
+    asm.add_argument("--no-verify", dest="verify", action="store_false", help="write even if the IR does not verify")
     asm.set_defaults(run=_cmd_asm)
     ver = sub.add_parser("verify", help="check a bytecode or text file; exit 1 listing every problem")
     ver.add_argument("file")

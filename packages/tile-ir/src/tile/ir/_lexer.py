@@ -18,7 +18,7 @@ _BLANK = re.compile(r"(?:\s+|//[^\n]*)+")
 _BLANK_STARTS = frozenset(" \t\r\n\f\v/")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _VALUE = re.compile(r"%([A-Za-z0-9_$.-]+)(?:#(\d+))?")
-_SYMBOL = re.compile(r"@([A-Za-z_][A-Za-z0-9_$.]*|\"[^\"]*\")")
+_SYMBOL = re.compile(r"@([A-Za-z_][A-Za-z0-9_$.]*)")
 _NUMBER = re.compile(r"[-+]?(?:0x[0-9A-Fa-f]+|(?:\d+\.\d*|\d+)(?:[eE][-+]?\d+)?|inf|nan)")
 _INT = re.compile(r"[-+]?\d+")
 
@@ -136,8 +136,12 @@ class Lexer:
         return self.text.startswith("%", self.pos)
 
     def symbol(self) -> str:
-        """Consume ``@name``."""
-        return self._match(_SYMBOL, "a symbol such as @kernel").group(1).strip('"')
+        """Consume ``@name`` or ``@"quoted name"``."""
+        self.skip()
+        if self.text.startswith('@"', self.pos):
+            self.pos += 1
+            return self.string()
+        return self._match(_SYMBOL, "a symbol such as @kernel").group(1)
 
     def integer(self) -> int:
         """Consume a decimal integer (optionally signed)."""

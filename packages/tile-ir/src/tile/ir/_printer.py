@@ -8,6 +8,8 @@ format are printed by interpreting it (`tile.ir._asm_formats`); the rest by `til
 
 from __future__ import annotations
 
+import re
+
 from tile.ir._asm_attrs import dense_text, enum_word, escape, hints_text, predicate_text, typed_attr_text
 from tile.ir._asm_formats import (
     AttrDict,
@@ -31,6 +33,7 @@ from tile.ir.ops import CATALOG, AttrKind, OpDef, OperandKind
 __all__ = ["MNEMONICS", "print_function", "print_module"]
 
 _REGION_NAMES = {"then": 0, "else": 1, "body": 0}
+_BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 # Catalog names that tileirdisasm 13.5 spells differently.
 MNEMONICS = {"pow": "fpowf"}
 
@@ -51,7 +54,12 @@ def _global_text(g: Global) -> str:
     vis = "" if g.visibility == 0 else f"{g.visibility} "
     const = " constant" if g.constant else ""
     align = f" alignment = {g.alignment}" if g.alignment else ""
-    return f"global {vis}{const} @{g.name}{align} {dense_text(g.value)}\n"
+    return f"global {vis}{const} {symbol(g.name)}{align} {dense_text(g.value)}\n"
+
+
+def symbol(name: str) -> str:
+    """``@name``, quoted with MLIR escapes when `name` is not a bare identifier."""
+    return f"@{name}" if _BARE_SYMBOL.fullmatch(name) else "@" + escape(name)
 
 
 class _Printer:
@@ -61,7 +69,7 @@ class _Printer:
     def function(self, fn: Function) -> str:
         params = ", ".join(f"{self.names.ref(p)}: {type_text(p.type)}" for p in fn.params)
         hints = f" optimization_hints={hints_text(fn.hints)}" if fn.hints and fn.hints.by_arch else ""
-        return f"entry @{fn.name}({params}){hints} {self.block(fn.body, 0, elide=None)}"
+        return f"entry {symbol(fn.name)}({params}){hints} {self.block(fn.body, 0, elide=None)}"
 
     def block(self, block: Block, indent: int, elide: str | None) -> str:
         """``{`` newline, the ops one level deeper, ``}`` at `indent`; a bare `elide` terminator is implied."""
@@ -218,7 +226,7 @@ class _Render:
         if e.kind == "Predicate":
             return predicate_text(value)
         if e.kind == "Symbol":
-            return f"@{value}"
+            return symbol(str(value))
         raise ValueError(f"unknown directive custom<{e.kind}>")
 
 
