@@ -1,28 +1,24 @@
 """The op combinators and value constructors: ``value``, ``empty``, ``then``, ``map``, ``zip``, ``collect``,
-``shared``, ``unzip``, ``with_context``, ``host_call``.
+``with_context``, ``host_call`` (``shared`` and ``unzip`` are in ``_shared``).
 
 Invariants: every combinator claims (moves) the ops it is built from when it is built, enqueues them on
-the context it is executed on in the order given, and keeps them until it is released. ``Shared`` is the
-only op that may be executed (or be part of a tree) more than once: its first execution runs the inner op,
-later ones reuse the output and, on another context, make that context wait for the first run's work.
-Python needs no ``boxed``: every op already has the type ``DeviceOp[T]``; ``collect`` is the
+the context it is executed on in the order given, and keeps them until it is released. Python needs no
+``boxed``: every op already has the type ``DeviceOp[T]``; ``collect`` is the
 ``Vec<DeviceOp>`` of cuTile Rust.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar, overload
 
-from tile.aio._context import HOST, Completion, ExecutionContext
-from tile.aio._errors import CaptureError, OpTypeError
+from tile.aio._context import HOST, ExecutionContext
+from tile.aio._errors import OpTypeError
 from tile.aio._op import DeviceOp, Site, caller_site
 
 __all__ = [
     "Collect",
     "Map",
-    "Shared",
     "Then",
     "Value",
     "WithContext",
@@ -30,7 +26,6 @@ __all__ = [
     "collect",
     "empty",
     "host_call",
-    "unzip_shared",
     "value",
     "with_context",
     "zip",
@@ -176,76 +171,6 @@ class Collect(DeviceOp[list[T]]):
 
     def _drop(self) -> None:
         self._ops = ()
-
-
-class Shared(DeviceOp[T]):
-    """Runs its inner op once; every execution gets the same output (see the module docstring)."""
-
-    __slots__ = ("_done", "_error", "_inner", "_mutex", "_output", "_ran_on", "_ready")
-
-    def __init__(self, inner: DeviceOp[T]) -> None:
-        super().__init__()
-        self._inner: DeviceOp[T] | None = inner
-        self._mutex = threading.Lock()
-        self._ran_on: ExecutionContext | None = None
-        self._ready: Completion | None = None
-        self._output: T | None = None
-        self._error: BaseException | None = None
-
-    def _claim(self, verb: str, site: Site) -> None:
-        """A shared op may be used any number of times: only record the first use."""
-        if self._fate is None:
-            self._fate = (verb, site)
-
-    def _execute(self, ctx: ExecutionContext) -> T:
-        with self._mutex:
-            if self._ran_on is None:
-                return self._first_run(ctx)
-        if self._error is not None:
-            raise self._error
-        if ctx != self._ran_on:
-            ctx.wait(self._ready_completion())
-        return self._output  # type: ignore[return-value]  # set by the first run, which did not fail
-
-    def _first_run(self, ctx: ExecutionContext) -> T:
-        self._ran_on = ctx
-        if ctx.capturing:
-            self._error = _first_run_in_capture()
-            raise self._error
-        assert self._inner is not None
-        try:
-            self._output = self._inner._run_in(ctx)
-        except BaseException as exc:  # every later use reports the same failure
-            self._error = exc
-            raise
-        return self._output
-
-    def _ready_completion(self) -> Completion:
-        """Completion of the first run's work (recorded lazily: a later point on that context is also fine)."""
-        with self._mutex:
-            if self._ready is None:
-                assert self._ran_on is not None
-                self._ready = self._ran_on.record()
-            return self._ready
-
-    def _children(self) -> tuple[DeviceOp[Any], ...]:
-        return () if self._inner is None else (self._inner,)
-
-    def _drop(self) -> None:
-        self._inner = None
-
-    def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
-        with self._mutex:
-            if self._ran_on is None:
-                return ()  # released by a tree that never reached it: the inner op waits for the first run
-            inner, self._inner = self._inner, None
-        return () if inner is None else (inner,)
-
-
-def _first_run_in_capture() -> BaseException:
-    return CaptureError(
-        "a shared op", "its first execution would only be recorded, so its output would not exist for other uses"
-    )
 
 
 class WithContext(DeviceOp[T]):
@@ -403,24 +328,3 @@ def collect(ops: Iterable[DeviceOp[T]]) -> DeviceOp[list[T]]:
     for i, op in enumerate(taken):
         _as_op(op, f"item {i} given to collect()")._claim("moved into collect()", site)
     return Collect(taken)
-
-
-def unzip_shared(shared: Shared[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]:
-    """Split a shared tuple-valued op into ``n`` element ops (checking the arity when it runs)."""
-    return tuple(Map(shared, _Element(i, n)) for i in range(n))
-
-
-class _Element(Generic[U]):
-    """Picks element ``index`` of an ``n``-tuple, checking that the output really has ``n`` elements."""
-
-    __slots__ = ("index", "n")
-
-    def __init__(self, index: int, n: int) -> None:
-        self.index = index
-        self.n = n
-
-    def __call__(self, out: tuple[Any, ...]) -> Any:
-        if not isinstance(out, tuple) or len(out) != self.n:
-            got = f"a {len(out)}-tuple" if isinstance(out, tuple) else type(out).__name__
-            raise OpTypeError(f".unzip({self.n})", f"an op whose output is a {self.n}-tuple", got)
-        return out[self.index]

@@ -173,7 +173,7 @@ class DeviceOp(Generic[T_co]):
         self._claim("moved into .map()", caller_site())
         return _combinators.Map(self, fn)
 
-    def shared(self) -> _combinators.Shared[T_co]:
+    def shared(self) -> _shared.Shared[T_co]:
         """Return an op that runs this one once and gives its output to every use (any number of them).
 
         Returns
@@ -183,7 +183,7 @@ class DeviceOp(Generic[T_co]):
             the first run's work. Its first execution cannot happen inside a graph capture.
         """
         self._claim("moved into .shared()", caller_site())
-        return _combinators.Shared(self)
+        return _shared.Shared(self)
 
     @overload
     def unzip(self: DeviceOp[tuple[A, B]], n: Literal[2]) -> tuple[DeviceOp[A], DeviceOp[B]]: ...
@@ -209,7 +209,7 @@ class DeviceOp(Generic[T_co]):
             One op per element; the work runs once, when the first of them executes.
         """
         self._claim("moved into .unzip()", caller_site())
-        return _combinators.unzip_shared(_combinators.Shared(self), n)
+        return _shared.unzip_shared(_shared.Shared(self), n)
 
     # -- execution ----------------------------------------------------------------------------------------
 
@@ -310,4 +310,4 @@ class Scheduled(Generic[T]):
 
 
 # These modules subclass DeviceOp or call back into it, so they load after it is defined.
-from tile.aio import _combinators, _graph, _policy  # noqa: E402
+from tile.aio import _combinators, _graph, _policy, _shared  # noqa: E402
