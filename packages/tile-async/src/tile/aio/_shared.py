@@ -26,7 +26,7 @@ U = TypeVar("U")
 class Shared(DeviceOp[T]):
     """Runs its inner op once; every execution gets the same output (see the module docstring)."""
 
-    __slots__ = ("_done", "_error", "_inner", "_mutex", "_output", "_ran_on", "_ready")
+    __slots__ = ("_error", "_inner", "_mutex", "_output", "_ran_on", "_ready")
 
     def __init__(self, inner: DeviceOp[T]) -> None:
         super().__init__()
