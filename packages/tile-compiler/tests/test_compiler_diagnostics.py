@@ -111,6 +111,11 @@ CASES: list[tuple[Callable[..., object], str]] = [
     (bad.branch_kinds_differ, "holds a tensor parameter that differs between branches"),
     (bad.ptr_param_checked, "raw pointer parameter 'p' is only allowed"),
     (bad.bad_padding, "padding must be one of zero, neg_zero, nan, pos_inf, neg_inf"),
+    (bad.mixed_store_schemes, "'z' is accessed both at this block's own tile (z.store(t)) and at tiles from z.tiles()"),
+    (bad.forged_tile_index, "the index of 'z.store(..., at=idx)' must be the variable of a 'for idx in z.tiles()'"),
+    (bad.other_outputs_index, "must be the variable of a 'for idx in z.tiles()' loop over this same output"),
+    (bad.group_on_rank1, "group= takes a positive compile-time int, for rank-2 outputs"),
+    (bad.tile_index_escapes, "variable 'keep' changes type"),
     (bad.division_of_ints, "operator '/' is not defined for integer tiles; use // for integer division"),
 ]
 

@@ -91,8 +91,40 @@ def batched_gemm(z: Mut[Tensor[f32, (1, "BM", "BN")]], x: Tensor[f16, (-1, -1, "
     z.store(tile.mma(a, c, tile.zeros((1, BM, BN), f32)))
 
 
-@unchecked
 def gemm_swizzled(
+    z: Mut[Tensor[f32, ("BM", "BN")]],
+    x: Tensor[f16, (-1, -1)],
+    y: Tensor[f16, (-1, -1)],
+    BK: Const[int],
+    GROUP: Const[int],
+):
+    # Grouped ("swizzled") tile order: consecutive tile numbers walk GROUP rows of tiles before moving right, so
+    # blocks running together share input tiles in L2. z.tiles() hands each block distinct tiles: safe stores.
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    for idx in z.tiles(group=GROUP):
+        m, n = idx
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(px.num_tiles[1]):
+            acc = tile.mma(px.load((m, k)), py.load((k, n)), acc)
+        z.store(acc, at=idx)
+
+
+def gemm_persistent(
+    z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]
+):
+    # Persistent: launch fewer blocks than tiles (e.g. one per SM); each loops over the tiles z.tiles() gives it.
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    for idx in z.tiles():
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(px.num_tiles[1]):
+            acc = tile.mma(px.load((idx[0], k)), py.load((k, idx[1])), acc)
+        z.store(acc, at=idx)
+
+
+@unchecked
+def gemm_swizzled_scatter(
     c: Tensor[f32, (-1, -1)],
     a: Tensor[f16, (-1, -1)],
     b: Tensor[f16, (-1, -1)],
@@ -120,7 +152,7 @@ def gemm_swizzled(
 
 
 @unchecked
-def gemm_persistent(
+def gemm_persistent_scatter(
     c: Tensor[f32, (-1, -1)],
     a: Tensor[f16, (-1, -1)],
     b: Tensor[f16, (-1, -1)],
@@ -160,6 +192,14 @@ def _ref(a: dict[str, np.ndarray], out: str = "float32", name: str = "z") -> dic
     return {name: (a["x"].astype("float64") @ a["y"].astype("float64")).astype(out)}
 
 
+def _xyz(rng: np.random.Generator) -> dict[str, object]:
+    return {
+        "x": rand(rng, (M + 32, K), "float16"),
+        "y": rand(rng, (K, N + 64), "float16"),
+        "z": poison((M + 32, N + 64)),
+    }
+
+
 def _cab(rng: np.random.Generator) -> dict[str, object]:
     return {
         "a": rand(rng, (M + 32, K), "float16"),
@@ -193,13 +233,15 @@ CASES = [
         lambda a: {"z": a["x"].astype("float64") @ a["y"].astype("float64")},
         **LOOSE,
     ),
+    Case(gemm_swizzled, {**T, "GROUP": 2}, _xyz, _ref, **LOOSE),
+    Case(gemm_persistent, T, _xyz, _ref, grid=lambda a: (2, 2), **LOOSE),
     Case(
-        gemm_swizzled,
+        gemm_swizzled_scatter,
         {**T, "GROUP": 4},
         _cab,
         _cab_ref,
         grid=lambda a: (-(-a["c"].shape[0] // 64) * -(-a["c"].shape[1] // 64),),
         **LOOSE,
     ),
-    Case(gemm_persistent, T, _cab, _cab_ref, grid=lambda a: (5,), **LOOSE),
+    Case(gemm_persistent_scatter, T, _cab, _cab_ref, grid=lambda a: (5,), **LOOSE),
 ]

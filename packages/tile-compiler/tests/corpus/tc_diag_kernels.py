@@ -245,3 +245,30 @@ def bad_padding(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 
 def division_of_ints(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
     z.store(tile.load_tile_like(x, z) / 2)  # <-
+
+
+def mixed_store_schemes(z: Mut[Tensor[f32, ("B", "B")]]):
+    for idx in z.tiles():
+        z.store(tile.zeros((B, B), f32), at=idx)
+    z.store(tile.zeros((B, B), f32))  # <-
+
+
+def forged_tile_index(z: Mut[Tensor[f32, ("B", "B")]]):
+    z.store(tile.zeros((B, B), f32), at=(0, 1))  # <-
+
+
+def other_outputs_index(z: Mut[Tensor[f32, ("B", "B")]], w: Mut[Tensor[f32, ("B", "B")]]):
+    for idx in w.tiles():
+        z.store(tile.zeros((B, B), f32), at=idx)  # <-
+
+
+def group_on_rank1(z: Mut[Tensor[f32, "B"]]):
+    for idx in z.tiles(group=4):  # <-
+        z.store(tile.zeros((B,), f32), at=idx)
+
+
+def tile_index_escapes(z: Mut[Tensor[f32, ("B", "B")]]):
+    keep = 0
+    for idx in z.tiles():
+        keep = idx  # <-
+    z.store(tile.zeros((B, B), f32))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tile.compiler._diagnostics import CompileError, SourceLoc
@@ -23,7 +24,7 @@ from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_entry import build_entry
 from tile.compiler._typecheck_expr import ExprMixin
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN
-from tile.compiler._typecheck_values import Emitter, PartitionV, TensorV
+from tile.compiler._typecheck_values import Emitter, PartitionV, TensorV, TileIndex, TileIter
 from tile.compiler._types import DType, TileType, TokenType, Type
 from tile.compiler.lang._function import is_function
 
@@ -151,6 +152,8 @@ class Checker(ExprMixin):
 
     def assign(self, target: ast.expr, value: object) -> None:
         """Bind ``target`` (a name or a tuple of names) to ``value``."""
+        if isinstance(value, TileIndex) and not isinstance(target, ast.Name):
+            value = value.coords
         if isinstance(target, ast.Name):
             self.env[target.id] = value
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -350,10 +353,20 @@ class Checker(ExprMixin):
             self.fail(f"the range step must be positive, got {step}", it)
         return start, stop, step
 
+    def _iteration(self, node: ast.For) -> tuple[tuple[object, object, object], Callable[[Value], object] | None]:
+        it = node.iter
+        if isinstance(it, ast.Call) and self.expr(it.func) is builtins.range:
+            return self._range(node), None
+        source = self.expr(it)
+        if not isinstance(source, TileIter):
+            self.fail("kernel 'for' loops iterate over range(stop), range(start, stop[, step]) or out.tiles()", it)
+        self.at(node)
+        return self.tile_schedule(source)
+
     def stmt_for(self, node: ast.For) -> Exit:
         if not isinstance(node.target, ast.Name):
             self.fail("the loop variable must be a single name", node.target)
-        bounds = self._range(node)
+        bounds, bind = self._iteration(node)
         self.at(node)
         ivdt = I32
         for b in bounds:
@@ -366,13 +379,14 @@ class Checker(ExprMixin):
         names = self._loop_vars(node.body, node.target.id)
         inits, types = self._loop_inits(names)
         if self._uses_break(node.body):
-            return self._for_as_loop(node, (lb, ub, step), names, inits, types)
+            return self._for_as_loop(node, (lb, ub, step), names, inits, types, bind=bind)
         iv = self.em.value(TileType(ivdt))
         block = Block([iv] + [self.em.value(t) for t in types])
         outer = self.env
-        self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, block.args[1:], strict=False)))
+        self.env = dict(outer, **dict(zip(names, block.args[1:], strict=True)))
         self.loops.append(_Loop("for", names, types))
         with self.in_block(block):
+            self.env[node.target.id] = bind(iv) if bind else iv
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [self._carried(self.loops[-1])], [])
         self.loops.pop()
@@ -383,17 +397,25 @@ class Checker(ExprMixin):
         return None
 
     def _for_as_loop(
-        self, node: ast.For, bounds: tuple[Value, Value, Value], names: list[str], inits: list[Value], types: list[Type]
+        self,
+        node: ast.For,
+        bounds: tuple[Value, Value, Value],
+        names: list[str],
+        inits: list[Value],
+        types: list[Type],
+        *,
+        bind: Callable[[Value], object] | None,
     ) -> Exit:
         lb, ub, step = bounds
         ivt = lb.type
-        assert isinstance(node.target, ast.Name)  # checked by stmt_For
+        assert isinstance(node.target, ast.Name)  # checked by stmt_for
         block = Block([self.em.value(ivt)] + [self.em.value(t) for t in types])
         iv, carried = block.args[0], block.args[1:]
         outer = self.env
-        self.env = dict(outer, **{node.target.id: iv}, **dict(zip(names, carried, strict=False)))
+        self.env = dict(outer, **dict(zip(names, carried, strict=True)))
         with self.in_block(block):
             self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
+            self.env[node.target.id] = bind(iv) if bind else iv
             loop = _Loop("loop", names, types, self.elementwise(ast.Add, iv, step, "+"))
             self.loops.append(loop)
             if self.stmts(node.body) is None:

@@ -112,6 +112,8 @@ def type_name(v: object) -> str:
         "TensorV": "tensor parameter",
         "PartitionV": "partition",
         "BoundMethod": "method",
+        "TileIndex": "tile index",
+        "TileIter": "tile iterator",
         "LangOp": "tile function",
         "DType": "dtype",
         "tuple": "tuple",

@@ -19,7 +19,7 @@ from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_memory import MemoryMixin
-from tile.compiler._typecheck_values import BoundMethod, PartitionV, TensorV
+from tile.compiler._typecheck_values import BoundMethod, PartitionV, TensorV, TileIndex
 from tile.compiler._types import DType, TileType
 from tile.compiler.lang._function import is_function
 from tile.compiler.lang._ops import METHODS, OPS, LangOp
@@ -170,6 +170,8 @@ class ExprMixin(MemoryMixin):
     def expr_subscript(self, node: ast.Subscript) -> object:
         base = self.expr(node.value)
         index = self.expr(node.slice) if not isinstance(node.slice, ast.Slice) else None
+        if isinstance(base, TileIndex):
+            base = base.coords
         if isinstance(base, tuple):
             if isinstance(node.slice, ast.Slice):
                 lo, hi, step = (

@@ -9,14 +9,16 @@ checker carries through loops and branches like a variable.
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Callable
 from typing import Any, cast
 
 from tile.compiler._kir import Value
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_shape import ShapeMixin
-from tile.compiler._typecheck_values import PartitionV, TensorV
+from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
 from tile.compiler._types import PADDINGS, DType, PartitionViewType, PtrType, TileType, TokenType, broadcast_shapes
-from tile.compiler.lang._ops import LangOp
+from tile.compiler.lang._ops import OPS, LangOp
 
 __all__ = ["RAW_TOKEN", "MemoryMixin", "token_key"]
 
@@ -179,15 +181,76 @@ class MemoryMixin(ShapeMixin):
         return self.load_view(self.partition(x, z.tile, "zero"), self.block_index(z.rank), {})
 
     def method_mut_load(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
-        a = self.bind_simple("load", ("latency", "allow_tma"), (None, None), args, kw)
+        a = self.bind_simple("load", ("at", "latency", "allow_tma"), (None, None, None), args, kw)
         return self.load_view(
             self.partition(recv, recv.tile, "zero"),
-            self.block_index(recv.rank),
+            tuple(self._own_index(recv, a["at"], "load")),
             self._hints(a["latency"], a["allow_tma"]),
         )
 
+    def _own_index(self, recv: TensorV, at: object, verb: str) -> list[Value]:
+        """Where an output access goes: this block's tile, or a tile ``out.tiles()`` gave this block."""
+        mode = "own" if at is None else "tiles"
+        if at is not None and not (isinstance(at, TileIndex) and at.tensor is recv):
+            self.fail(
+                f"the index of '{recv.name}.{verb}(..., at=idx)' must be the variable of a "
+                f"'for idx in {recv.name}.tiles()' loop over this same output"
+            )
+        if recv.mode and recv.mode != mode:
+            self.fail(
+                f"'{recv.name}' is accessed both at this block's own tile ({recv.name}.{verb}(t)) and at tiles "
+                f"from {recv.name}.tiles(); use one scheme per output, so that no two blocks share a tile"
+            )
+        recv.mode = mode
+        return list(at.coords) if isinstance(at, TileIndex) else list(self.block_index(recv.rank))
+
+    def method_mut_tiles(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
+        a = self.bind_simple("tiles", ("group",), (None,), args, kw)
+        group = a["group"]
+        if group is not None and (type(group) is not int or group <= 0 or recv.rank != 2):
+            self.fail("group= takes a positive compile-time int, for rank-2 outputs (grouped tile order)")
+        return TileIter(recv, group)
+
+    def tile_schedule(self, it: TileIter) -> tuple[tuple[object, object, object], Callable[[Value], object]]:
+        """Bounds of the loop over the tiles this block owns, and how a tile number becomes a `TileIndex`.
+
+        Tile numbers ``t`` run from the linear block id to the tile count in steps of the block count, so every
+        tile goes to exactly one block whatever the grid (a bijection: no two blocks store one tile).
+        """
+        z = it.tensor
+        counts = [self.op_cdiv(OPS["cdiv"], {"a": e, "b": t}) for e, t in zip(z.extents, z.tile, strict=True)]
+        total: object = counts[0]
+        for c in counts[1:]:
+            total = self.binary(ast.Mult(), total, c)
+        bx, by, bz = self.em.emit("get_tile_block_id", [], [TileType(I32)] * 3)
+        gx, gy, gz = self.em.emit("get_num_tile_blocks", [], [TileType(I32)] * 3)
+        plane = self.binary(ast.Mult(), gx, gy)
+        first = self.binary(
+            ast.Add(), bx, self.binary(ast.Add(), self.binary(ast.Mult(), by, gx), self.binary(ast.Mult(), bz, plane))
+        )
+        step = self.binary(ast.Mult(), plane, gz)
+        return (first, total, step), lambda t: TileIndex(z, self._unravel(t, counts, it.group))
+
+    def _unravel(self, t: Value, counts: list[object], group: int | None) -> tuple[Value, ...]:
+        def op(kind: ast.operator, a: object, b: object) -> object:
+            return self.binary(kind, a, b)
+
+        if group is not None:
+            num_m, num_n = counts
+            per_group = op(ast.Mult(), group, num_n)
+            first_m = op(ast.Mult(), op(ast.FloorDiv(), t, per_group), group)
+            size_m = self.op_binary(OPS["minimum"], {"x": op(ast.Sub(), num_m, first_m), "y": group})
+            within = op(ast.Mod(), t, per_group)
+            coords = [op(ast.Add(), first_m, op(ast.Mod(), within, size_m)), op(ast.FloorDiv(), within, size_m)]
+        else:
+            coords, rest = [], cast(object, t)
+            for c in reversed(counts):
+                coords.insert(0, op(ast.Mod(), rest, c))
+                rest = op(ast.FloorDiv(), rest, c)
+        return tuple(self.scalar_index(c, "tile index") for c in coords)
+
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
-        a = self.bind_simple("store", ("tile", "latency", "allow_tma"), (None, None), args, kw)
+        a = self.bind_simple("store", ("tile", "at", "latency", "allow_tma"), (None, None, None), args, kw)
         value = a["tile"]
         if is_const(value):
             value = self.materialize(value, recv.dtype, recv.tile)
@@ -201,8 +264,8 @@ class MemoryMixin(ShapeMixin):
             if broadcast_shapes(t.shape, recv.tile) != recv.tile:
                 self.fail(f"'{recv.name}' stores tiles of shape {recv.tile}, got a tile of shape {t.shape}")
             value = self.broadcast(value, recv.tile)  # type: ignore[arg-type]  # checked Value
+        idx = self._own_index(recv, a["at"], "store")
         p = self.partition(recv, recv.tile)
-        idx = list(self.block_index(recv.rank))
         key = token_key(recv)
         (tok,) = self.em.emit(
             "store_view_tko",

@@ -16,7 +16,7 @@ from tile.compiler._diagnostics import SourceLoc
 from tile.compiler._kir import Block, Op, Value
 from tile.compiler._types import DType, PartitionViewType, TensorViewType, TileType, Type
 
-__all__ = ["BoundMethod", "Emitter", "PartitionV", "TensorV"]
+__all__ = ["BoundMethod", "Emitter", "PartitionV", "TensorV", "TileIndex", "TileIter"]
 
 
 @dataclass(eq=False)
@@ -31,6 +31,7 @@ class TensorV:
     mut: bool
     tile: tuple[int, ...] = ()
     base: Value | None = None
+    mode: str = ""  # how stores address tiles: "own" (z.store(t)) or "tiles" (z.store(t, at=idx)); one per kernel
 
     @property
     def rank(self) -> int:
@@ -50,6 +51,22 @@ class PartitionV:
     def tile(self) -> tuple[int, ...]:
         """The tile shape."""
         return self.view_type.tile
+
+
+@dataclass(eq=False)
+class TileIter:
+    """``out.tiles(group=...)``: the tiles of an output this block owns, for a ``for`` loop."""
+
+    tensor: TensorV
+    group: int | None = None
+
+
+@dataclass(eq=False)
+class TileIndex:
+    """A tile coordinate minted by ``for idx in out.tiles()``: the only index ``out.store(t, at=idx)`` accepts."""
+
+    tensor: TensorV
+    coords: tuple[Value, ...]
 
 
 @dataclass(frozen=True)

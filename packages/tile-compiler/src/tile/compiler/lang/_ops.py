@@ -174,6 +174,8 @@ METHODS: Mapping[str, Mapping[str, str]] = MappingProxyType(
         ),
         "tensor": MappingProxyType({"partition": "partition", "ptr": "ptr"}),
         "partition": MappingProxyType({"load": "partition_load"}),
-        "mut": MappingProxyType({"store": "mut_store", "load": "mut_load", "partition": "partition", "ptr": "ptr"}),
+        "mut": MappingProxyType(
+            {"store": "mut_store", "load": "mut_load", "tiles": "mut_tiles", "partition": "partition", "ptr": "ptr"}
+        ),
     }
 )
