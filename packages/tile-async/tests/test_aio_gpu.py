@@ -8,9 +8,9 @@ import math
 import os
 import subprocess
 import weakref
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -19,6 +19,7 @@ from tile import aio
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
+T = TypeVar("T")
 FIXTURE = Path(__file__).parents[2] / "tile-core" / "tests" / "fixtures" / "vec_add.tileirbc"
 SIGNATURE = ("ptr", "i32", "i32") * 3
 N = 1024
@@ -62,6 +63,15 @@ def cuda_default(device: Any) -> Iterator[None]:
         yield
 
 
+def run_bounded(coro: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run with a deadline: a lost wake-up fails the test instead of hanging the GPU batch."""
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(coro, timeout=60)
+
+    return asyncio.run(bounded())
+
+
 def add(fn: Any, z: Any, x: Any, y: Any, n: int = N) -> aio.DeviceOp[tuple[Any, ...]]:
     """z = x + y for n float32 values, as an op."""
     return aio.launch(fn, math.ceil(n / TILE), [x, n, 1, y, n, 1, z, n, 1], signature=SIGNATURE)
@@ -100,7 +110,7 @@ def test_sync_await_and_schedule_launch(tc: Any, ctx: aio.CudaContext, vec_add: 
     async def main() -> Any:
         return await add(vec_add, bz, by, by).schedule(aio.SingleStream(ctx))
 
-    asyncio.run(main())
+    run_bounded(main())
     np.testing.assert_allclose(host(bz), 2 * y, rtol=1e-6)
     add(vec_add, bz, bx, bx).sync()  # the default policy's CUDA pool
     np.testing.assert_allclose(host(bz), 2 * x, rtol=1e-6)
@@ -124,7 +134,7 @@ def test_a_1000_op_pipeline_agrees_in_sync_await_and_graph_modes(tc: Any, ctx: a
     async def main() -> None:
         await pipeline(vec_add, acc, b_ones, 1000).schedule(aio.SingleStream(ctx))
 
-    asyncio.run(main())
+    run_bounded(main())
     results["await"] = host(acc)
 
     acc.copy_from(start)
@@ -185,10 +195,10 @@ def test_cancelled_await_releases_inputs_only_after_the_kernels(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        while not idle_at_release:
+        while not idle_at_release:  # bounded by run_bounded's timeout
             await asyncio.sleep(0.001)
 
-    asyncio.run(main())
+    run_bounded(main())
     assert idle_at_release == [True]
     np.testing.assert_array_equal(host(acc, n), np.full(n, 500, np.float32))
 
@@ -219,7 +229,7 @@ def test_await_waits_through_the_waiter_thread(
     async def main() -> None:
         await pipeline(vec_add, acc, b_ones, 200).schedule(aio.SingleStream(ctx))
 
-    asyncio.run(main())
+    run_bounded(main())
     np.testing.assert_array_equal(host(acc, n), np.full(n, 200, np.float32))
 
 
