@@ -153,6 +153,13 @@ def measure_cutile(corpus: types.ModuleType, name: str) -> dict[str, Any]:
     }
 
 
+def _device_name() -> str:
+    """The GPU's name (compiling needs none: this only records where the numbers were taken)."""
+    import tile.bindings as tb
+
+    return tb.device_name(0) if tb.driver_available() and tb.device_count() > 0 else "none (CPU only)"
+
+
 def environment() -> dict[str, Any]:
     """Host and tool versions for the results file."""
     found = tc.toolchain()
@@ -161,7 +168,8 @@ def environment() -> dict[str, Any]:
     machine = platform.processor() or platform.machine()
     return {
         "host": platform.node(),
-        "cpu": machine,
+        "device": _device_name(),
+        "cpu": f"{machine} x{os.cpu_count()}",
         "python": platform.python_version(),
         "tileiras": found.version,
         "cuda_tile": cutile_version,
