@@ -137,6 +137,7 @@ def test_cpu_target_runs_the_frontend_only(kernels: types.ModuleType) -> None:
     assert kernel.bytecode[:8] == b"\x7fTileIR\x00"
     assert kernel.entry == "add"
     assert [s.role for s in kernel.abi.slots[:3]] == ["base", "shape", "stride"]
+    assert kernel.ir_text().startswith("entry @add(%arg0: tile<ptr<f32>>")
     assert list(kernel.timings)[-6:] == ["parse", "resolve", "typecheck", "lower", "verify", "bytecode"]
     again = compile_kernel(kernels.add, ADD_SPEC, Target.cpu())
     assert again.origin == "memory"
