@@ -8,7 +8,8 @@ default round-robin pool. Rounds alternate between modes; the median round is re
 - one op per execution (launch + wait for it): ``core_sync`` (tile.core launch + stream sync), ``aio_sync``
   (``op.sync_on``), ``aio_await`` (``await op`` in a running event loop), ``aio_sync_pool``, torch eager;
 - 1000 ops per execution (``aio.collect``), one wait: ``core_chain``, ``aio_chain_sync``, ``aio_chain_await``;
-- graphs: replay time per kernel for 100- and 1000-kernel graphs, aio vs ``torch.cuda.graph``.
+- graphs: replay time per kernel for 1-, 100- and 1000-kernel graphs (back-to-back replays, and one wait
+  per replay), aio vs ``torch.cuda.graph``.
 Host overhead per op is the difference to the tile.core baseline of the same shape. A 1000-op pipeline
 (``acc += 1`` a thousand times) must give the same result in sync, await and graph modes.
 Targets: graph replay <= 1 us per kernel (100-kernel graph); await within 10% of sync at one op.
@@ -229,7 +230,7 @@ def main() -> None:
 
     b = Bench()
     agreement = pipeline_agreement(b)
-    graphs = {k: b.chain(k).graph(b.ctx) for k in (100, 1000)}
+    graphs = {k: b.chain(k).graph(b.ctx) for k in (1, 100, 1000)}
     modes = single_and_chain_modes(b)
     modes.update(graph_modes(b, graphs))
     extra, torch_error = torch_modes()
@@ -243,6 +244,7 @@ def main() -> None:
         "aio_await": us["aio_await"] - us["core_sync"],
         "aio_chain_sync": us["aio_chain_sync"] - us["core_chain"],
         "aio_chain_await": us["aio_chain_await"] - us["core_chain"],
+        "aio_graph_1_each_sync": us["aio_graph_1_each_sync"] - us["core_sync"],
     }
     targets = {
         "graph_100_per_kernel_us_le_1": us["aio_graph_100"] <= 1.0,
