@@ -258,3 +258,15 @@ def test_get_global_must_name_a_global_and_types_must_exist() -> None:
 
     assert any("'missing', which is not a global" in p for p in _problems(body))
     assert any("f8E8M0FNU" in p and "13.2+" in p for p in _problems(body, V13_1))
+
+
+def test_value_defined_twice_is_reported() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        x = b.constant(1.0, T)
+        twin = b.negf(x)
+        again = b.negf(x).defining_op
+        assert again is not None
+        again.results = [twin]  # the same Value object as the result of two ops
+        b.return_()
+
+    assert any("defined twice" in p for p in _problems(body))

@@ -66,6 +66,7 @@ class _Checker:
         self.globals: dict[str, TileType] = {}
         self.problems: list[str] = []
         self.visible: set[Value] = set()
+        self.defined: set[Value] = set()
         self.where = ""
 
     def report(self, message: str) -> None:
@@ -81,6 +82,7 @@ class _Checker:
         if fn.hints is not None:
             self.hints(fn.hints, "entry")
         self.visible = set(fn.body.args)
+        self.defined = set(fn.body.args)
         self.block(fn.body, ("return",), f"@{fn.name}")
 
     def type_version(self, t: Type) -> None:
@@ -95,9 +97,19 @@ class _Checker:
         for problem in hint_problems(hints, kind, self.version):
             self.report(problem)
 
+    def define(self, values: list[Value], owner: Operation | Block) -> None:
+        """Record definitions; a value defined twice (or by the wrong owner) breaks value numbering."""
+        for index, value in enumerate(values):
+            if value in self.defined or value.owner is not owner or value.index != index:
+                self.report(f"value {value!r} is defined twice or does not belong to its definer")
+            self.defined.add(value)
+        self.visible.update(values)
+
     def block(self, block: Block, terminators: tuple[str, ...], path: str) -> None:
+        self.where = path
         added = [a for a in block.args if a not in self.visible]
-        self.visible.update(added)
+        if block.parent is not None:
+            self.define(block.args, block)
         if not block.ops or block.ops[-1].name not in terminators:
             last = block.ops[-1].name if block.ops else "nothing"
             self.where = path
@@ -106,7 +118,8 @@ class _Checker:
             self.where = f"{path}/op {index} '{op.name}'"
             self.op(op, is_last=index == len(block.ops) - 1, path=self.where)
             added += op.results
-            self.visible.update(op.results)
+            self.where = f"{path}/op {index} '{op.name}'"
+            self.define(op.results, op)
         self.visible.difference_update(added)
 
     def op(self, op: Operation, *, is_last: bool, path: str) -> None:
