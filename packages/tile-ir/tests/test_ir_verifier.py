@@ -30,6 +30,7 @@ from tile.ir import (
     f8E8M0FNU,
     f16,
     f32,
+    i8,
     i32,
     ptr,
     scalar,
@@ -270,3 +271,14 @@ def test_value_defined_twice_is_reported() -> None:
         b.return_()
 
     assert any("defined twice" in p for p in _problems(body))
+
+
+def test_pointer_casts_and_pack_sizes() -> None:
+    def body(b: Builder, fn: Function) -> None:
+        b.int_to_ptr(b.constant(0, tile((16,), i32)), result_type=tile((16,), ptr(f32)))
+        b.pack(b.constant(0.0, T), result_type=tile((16,), i8))
+        b.return_()
+
+    problems = _problems(body)
+    assert any("operand must be a tile of i64" in p for p in problems)
+    assert any("keeps the size in bytes" in p for p in problems)

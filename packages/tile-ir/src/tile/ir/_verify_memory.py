@@ -20,6 +20,7 @@ from tile.ir._types import (
     Type,
     i1,
     i32,
+    i64,
     scalar,
 )
 
@@ -166,7 +167,55 @@ def _assert(op: Operation) -> list[str]:
     return [] if ok else [f"assert condition must be an i1 tile, got {t}"]
 
 
+def _pointer_cast(op: Operation) -> list[str]:
+    src, dst = op.operands[0].type, op.results[0].type
+    if not isinstance(src, TileType) or not isinstance(dst, TileType) or src.shape != dst.shape:
+        return [f"{op.name} keeps the tile shape: {src} -> {dst}"]
+    want_src = "pointer" if op.name in ("ptr_to_int", "ptr_to_ptr") else "i64"
+    want_dst = "pointer" if op.name in ("int_to_ptr", "ptr_to_ptr") else "i64"
+    problems = []
+    for t, want, what in ((src, want_src, "operand"), (dst, want_dst, "result")):
+        ok = isinstance(t.element, PointerType) if want == "pointer" else t.element == i64
+        if not ok:
+            problems.append(f"{what} must be a tile of {'pointers' if want == 'pointer' else 'i64'}, got {t}")
+    return problems
+
+
+def _byte_size(t: TileType) -> int:
+    count = 1
+    for d in t.shape:
+        count *= d
+    bits = t.element.bits if isinstance(t.element, ScalarType) else 64
+    return count * bits // 8
+
+
+def _pack(op: Operation) -> list[str]:
+    src, dst = op.operands[0].type, op.results[0].type
+    if not isinstance(src, TileType) or not isinstance(dst, TileType):
+        return [f"{op.name} takes and yields tiles"]
+    if _byte_size(src) != _byte_size(dst):
+        return [f"{op.name} keeps the size in bytes: {src} ({_byte_size(src)}) -> {dst} ({_byte_size(dst)})"]
+    return []
+
+
+def _view_tile(op: Operation) -> list[str]:
+    view = op.operands[0].type
+    tile_values = [v for v in op.operands[1:] if isinstance(v.type, TileType) and v.type.rank > 0]
+    if not isinstance(view, PartitionViewType) or not tile_values:
+        return token_problems(op)
+    want = TileType(view.tile_shape, view.tensor_view.element)
+    bad = [v.type for v in tile_values if v.type != want]
+    return [f"tile type {t} does not match the view's tile {want}" for t in bad] + token_problems(op)
+
+
 MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
+    "int_to_ptr": _pointer_cast,
+    "ptr_to_int": _pointer_cast,
+    "ptr_to_ptr": _pointer_cast,
+    "pack": _pack,
+    "unpack": _pack,
+    "multimem_reduce_view_tko": _view_tile,
+    "multimem_store_view_tko": _view_tile,
     "make_tensor_view": _make_tensor_view,
     "make_partition_view": _make_view,
     "make_strided_view": _make_view,
@@ -183,7 +232,7 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "cat": _cat,
     "iota": _iota,
     "assert": _assert,
-    "atomic_red_view_tko": token_problems,
+    "atomic_red_view_tko": _view_tile,
     "gdc_launch_dependents_tko": token_problems,
     "gdc_wait_tko": token_problems,
 }
