@@ -145,34 +145,56 @@ def test_op_sample_prints_as_tileirdisasm(name: str, version: Version) -> None:
     assert print_module(module) == proc.stdout
 
 
-_VARIANTS: dict[str, tuple[str, Callable[[samples.Env], object]]] = {
-    "multimem_load_reduce_no_token_max": (
-        "multimem_load_reduce_view_tko",
-        lambda e: e.b.multimem_load_reduce_view_tko(
-            e.pvi, [e.s], None, memory_scope="device", reduction="max", memory_ordering_semantics="acquire",
-            inbounds=(True,),
-        ),
+# Optional syntax the op samples leave out, each built in place of the addf sample at 13.5.
+_VARIANTS: dict[str, Callable[[samples.Env], object]] = {
+    "addf_rounding_ftz": lambda e: e.b.addf(e.x, e.x, rounding_mode="zero", flush_to_zero=True),
+    "mulf_ftz": lambda e: e.b.mulf(e.x, e.x, flush_to_zero=True),
+    "sqrt_approx_ftz": lambda e: e.b.sqrt(e.x, rounding_mode="approx", flush_to_zero=True),
+    "negi_nsw": lambda e: e.b.negi(e.xi, overflow="nsw"),
+    "addi_nw": lambda e: e.b.addi(e.xi, e.xi, overflow="nw"),
+    "divi_ceil": lambda e: e.b.divi(e.xi, e.xi, signedness="signed", rounding="positive_inf"),
+    "ftoi_saturating": lambda e: e.b.ftoi(e.x, signedness="unsigned", saturating=True, result_type=tile((16,), i32)),
+    "ftof_zero": lambda e: e.b.ftof(e.x, rounding_mode="zero", result_type=tile((16,), f16)),
+    "cmpf_ordered": lambda e: e.b.cmpf(e.x, e.x, comparison_predicate="not_equal", comparison_ordering="ordered"),
+    "tanh_approx": lambda e: e.b.tanh(e.x, rounding_mode="approx"),
+    "exp2_ftz": lambda e: e.b.exp2(e.x, flush_to_zero=True),
+    "maxf_both_flags": lambda e: e.b.maxf(e.x, e.x, propagate_nan=True, flush_to_zero=True),
+    "shri_unsigned": lambda e: e.b.shri(e.xi, e.xi, signedness="unsigned"),
+    "join_three": lambda e: e.b.join_tokens([e.tok, e.tok, e.tok]),
+    "grid_size": lambda e: e.b.call("get_num_tile_blocks"),
+    "print_no_args": lambda e: e.b.print_tko("hello\n", [], None),
+    "store_ptr_hints": lambda e: e.b.store_ptr_tko(
+        e.fptrs, e.x, None, None, memory_ordering_semantics="release", memory_scope="sys",
+        optimization_hints={"sm_90": {"latency": 4}},
     ),
-    "multimem_reduce_umin": (
-        "multimem_reduce_view_tko",
-        lambda e: e.b.call("multimem_reduce_view_tko", e.pvi, e.xi, [e.s], None, memory_scope="sys", reduction="umin"),
+    "load_ptr_relaxed": lambda e: e.b.load_ptr_tko(
+        e.fptrs, None, None, None, memory_ordering_semantics="relaxed", memory_scope="device"
     ),
-    "multimem_store_inbounds": (
-        "multimem_store_view_tko",
-        lambda e: e.b.call(
-            "multimem_store_view_tko", e.pvi, e.xi, [e.s], e.tok, memory_ordering_semantics="relaxed",
-            memory_scope="device", inbounds=(True,),
-        ),
+    "rmw_mask_no_token": lambda e: e.b.atomic_rmw_tko(
+        e.iptrs, e.xi, e.b.cmpi(e.xi, e.xi, comparison_predicate="equal", signedness="signed"), None,
+        memory_scope="sys", mode="umax", memory_ordering_semantics="relaxed",
+    ),
+    "multimem_load_reduce_no_token_max": lambda e: e.b.multimem_load_reduce_view_tko(
+        e.pvi, [e.s], None, memory_scope="device", reduction="max", memory_ordering_semantics="acquire",
+        inbounds=(True,),
+    ),
+    "multimem_reduce_umin": lambda e: e.b.call(
+        "multimem_reduce_view_tko", e.pvi, e.xi, [e.s], None, memory_scope="sys", reduction="umin"
+    ),
+    "multimem_store_inbounds": lambda e: e.b.call(
+        "multimem_store_view_tko", e.pvi, e.xi, [e.s], e.tok, memory_ordering_semantics="relaxed",
+        memory_scope="device", inbounds=(True,),
     ),
 }  # fmt: skip
+_MULTICAST = {name for name in _VARIANTS if name.startswith("multimem")}
 
 
 @pytest.mark.requires_tileiras
 @pytest.mark.parametrize("variant", sorted(_VARIANTS))
 def test_optional_syntax_variants_print_as_tileirdisasm(variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    op_name, body = _VARIANTS[variant]
-    monkeypatch.setitem(samples.SAMPLES, op_name, body)
-    module = samples.build_sample(op_name, V13_5)
+    host = "multimem_store_view_tko" if variant in _MULTICAST else "addf"  # multimem needs a multicast base
+    monkeypatch.setitem(samples.SAMPLES, host, _VARIANTS[variant])
+    module = samples.build_sample(host, V13_5)
     proc = disassemble(write_bytecode(module, V13_5))
     assert proc.returncode == 0, proc.stderr
     assert print_module(module) == proc.stdout

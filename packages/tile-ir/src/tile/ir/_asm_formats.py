@@ -231,8 +231,8 @@ _FORMATS: dict[str, str] = {
     "`:` type($lhs) `->` type($result)",
     "select": "$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` type($result)",
     "ftof": "$source custom<Rounding>($rounding_mode) attr-dict `:` type($source) `->` type($result)",
-    "ftoi": "$source custom<Keyword>($signedness) custom<Rounding>($rounding_mode) attr-dict "
-    "`:` type($source) `->` type($result)",
+    "ftoi": "$source custom<Keyword>($signedness) custom<Rounding>($rounding_mode) (`saturating` $saturating^)? "
+    "attr-dict `:` type($source) `->` type($result)",
     "itof": "$source custom<Keyword>($signedness) custom<Rounding>($rounding_mode) attr-dict "
     "`:` type($source) `->` type($result)",
     "exti": "$source custom<Keyword>($signedness) attr-dict `:` type($source) `->` type($result)",
