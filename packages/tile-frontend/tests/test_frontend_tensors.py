@@ -155,3 +155,10 @@ def test_repr_and_device() -> None:
     assert repr(t) == "Tensor(f32, [4], moved)"
     assert p.device == "cpu"
     assert p.num_tiles == 2
+
+
+def test_len_and_no_host_iteration() -> None:
+    t = tile.zeros(f32, [3, 4])
+    assert len(t) == 3
+    with pytest.raises(TypeError, match="not iterable"):
+        list(t)

@@ -48,7 +48,8 @@ def borrow(obj: object) -> tuple[Storage, np.dtype[Any], tuple[int, ...], tuple[
     """Borrow a foreign device array: (storage, dtype, shape, element strides, element offset)."""
     from tile import core
 
-    dv = core.borrow(obj)
+    dv = core.borrow(obj)  # orders the producer's pending work before the device's default stream (DLPack protocol)
+    dv.device.default_stream.synchronize()  # launches run on other streams: the producer's writes must be done
     item = dv.dtype.itemsize
     if any(s < 0 for s in dv.strides):
         raise ValueError("negative strides are not supported; pass a contiguous copy")

@@ -68,6 +68,26 @@ class Kernel:
         return clone
 
     def __call__(self, *args: Any, **generics: int) -> Launch:
+        """Check the arguments and the ownership rules, compile if needed, and move the arguments into a launch.
+
+        Parameters
+        ----------
+        *args
+            One value per kernel parameter: a `Partition` for each ``Mut`` output, a `Tensor` for each input,
+            numbers for scalars and ``Const`` parameters (trailing ``Const`` parameters may be keywords).
+        **generics
+            Const generics that cannot be inferred (``BK=64``).
+
+        Returns
+        -------
+        Launch
+            A lazy ``tile.aio.DeviceOp`` whose output is the tuple of all arguments, handed back once done.
+
+        Raises
+        ------
+        ArgumentError, GridError, OwnershipError, BackendError, tile.compiler.CompileError
+            Before anything is moved: the caller's handles stay usable.
+        """
         site = user_site()
         bound, compiled, device = self._prepare(args, generics)
         values = _ownership.move(self.__name__, bound.values, site)

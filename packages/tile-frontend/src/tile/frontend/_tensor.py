@@ -285,6 +285,14 @@ class Tensor:
         """Alias of `to_numpy`."""
         return self.to_numpy()
 
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self) -> Any:
+        raise TypeError(f"{self!r} is not iterable on the host: read it with .to_numpy()")
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         out = self.to_numpy()
         return out if dtype is None else out.astype(dtype)
