@@ -150,6 +150,31 @@ def test_disk_cache_write_failure_is_not_fatal(tmp_path: Path) -> None:
     assert store.get("cubin", "aa" * 32) is None
 
 
+def test_building_lets_one_builder_of_a_key_in_at_a_time(store: DiskCache) -> None:
+    order: list[str] = []
+
+    def build(tag: str) -> None:
+        with store.building("ab" * 32):
+            order.append(f"{tag}-in")
+            time.sleep(0.05)
+            order.append(f"{tag}-out")
+
+    threads = [threading.Thread(target=build, args=(tag,)) for tag in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert order in (["a-in", "a-out", "b-in", "b-out"], ["b-in", "b-out", "a-in", "a-out"])
+
+
+def test_building_without_a_writable_folder_does_not_lock(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = DiskCache(blocker)
+    with store.building("ab" * 32), store.building("ab" * 32):  # would deadlock if it locked
+        pass
+
+
 def test_clear_removes_everything(store: DiskCache) -> None:
     for i in range(3):
         store.put("cubin", f"{i:02x}" * 32, {}, {"cubin": b"x"})

@@ -328,6 +328,10 @@ def test_two_processes_compiling_the_same_kernel_at_once_both_succeed(tmp_path: 
     source.write_text(KERNELS)
     results = [_result(p) for p in [_spawn(source, tmp_path / "c") for _ in range(3)]]
     assert len({str(r["cubin"]) for r in results}) == 1
+    # The build lock lets one process compile; the others wait for it and read its entry.
+    assert sum(int(str(r["frontend_runs"])) for r in results) == 1
+    assert sum(int(str(r["tileiras_runs"])) for r in results) == 1
+    assert sorted(str(r["origin"]) for r in results) == ["compiled", "disk", "disk"]
     assert _result(_spawn(source, tmp_path / "c"))["origin"] == "disk"
 
 

@@ -182,16 +182,28 @@ def _load_or_build(
     fn: Callable[..., object], spec: Specialization, target: Target, key: str, settings: Knobs
 ) -> CompiledKernel:
     job = _Job.start(settings, target, key, cache=True, stem=_stem(fn, key))
-    if job.disk is not None:
-        with job.clock.stage("cache"):
-            entry = job.disk.get("kernel", f"{key}-{job.suffix}") if job.suffix else job.disk.find("kernel", f"{key}-")
-            kernel = _from_entry(entry, key, job) if entry is not None else None
-        if kernel is not None:
-            count("disk_hits")
+    if job.disk is None:
+        return _build(fn, spec, job)
+    if (kernel := _lookup(job)) is not None:
+        return kernel
+    with job.disk.building(key):
+        if (kernel := _lookup(job)) is not None:  # another process built it while this one waited
             return kernel
-    kernel = _build(fn, spec, job)
-    if job.disk is not None:
+        kernel = _build(fn, spec, job)
         job.disk.put("kernel", f"{key}-{job.suffix}", _entry_meta(kernel), {"bytecode": kernel.bytecode})
+    return kernel
+
+
+def _lookup(job: _Job) -> CompiledKernel | None:
+    """The kernel from the disk cache (by frontend key, any tileiras when there is none here), or None."""
+    assert job.disk is not None
+    with job.clock.stage("cache"):
+        entry = (
+            job.disk.get("kernel", f"{job.key}-{job.suffix}") if job.suffix else job.disk.find("kernel", f"{job.key}-")
+        )
+        kernel = _from_entry(entry, job.key, job) if entry is not None else None
+    if kernel is not None:
+        count("disk_hits")
     return kernel
 
 

@@ -7,7 +7,9 @@ On disk (`DiskCache`, rooted at ``TILE_CACHE_DIR``): one file per entry under ``
 A file is ``header | metadata JSON | blobs``; the header holds the lengths and a SHA-256 over everything after
 it, so a torn, truncated or tampered entry is detected, deleted and treated as a miss. Entries are written to a
 temporary file in the same folder and renamed into place, so readers in other processes see the old entry, the
-new one, or none, never a partial one; two processes writing the same key both succeed. A hit refreshes the
+new one, or none, never a partial one; two processes writing the same key both succeed. `DiskCache.building`
+is an advisory cross-process lock (``flock`` on one of 256 stripe files) that lets one process build a key while
+the others wait for its entry. A hit refreshes the
 entry's mtime; when a write takes the store above its cap, the least recently used entries are removed down to
 80 % of it. The disk cache never fails a compile: every I/O error is logged and turns into a miss.
 The checksum gives integrity, not authenticity: whoever can write the folder can plant a cubin, so keep it private.
@@ -16,6 +18,7 @@ The checksum gives integrity, not authenticity: whoever can write the folder can
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -183,6 +186,26 @@ class DiskCache:
             return False
         self._enforce_cap()
         return True
+
+    @contextlib.contextmanager
+    def building(self, key: str) -> Iterator[None]:
+        """Hold, across processes, the right to build ``key`` (one of 256 lock stripes; never fatal).
+
+        Ranks of one job often start by compiling the same kernels: the first builds, the others wait here and
+        then find its entry. Without a writable folder (a carried read-only cache) this does not lock.
+        """
+        try:
+            self.base.mkdir(parents=True, exist_ok=True)
+            handle = open(self.base / f".build-{key[:2]}.lock", "a+b")  # noqa: SIM115 - held across the yield
+        except OSError:
+            yield
+            return
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def entries(self) -> Iterator[os.DirEntry[str]]:
         """Every entry file (for sizing, listing and eviction)."""
