@@ -19,11 +19,17 @@ def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
     z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
-def foreign(n: int):  # -> (a framework array, a function to read it back as numpy, the framework's name)
+def foreign(n: int):  # -> (a foreign array, a function reading it back as numpy, its library's name)
     try:
         import torch
     except ImportError:
-        return np.zeros(n, np.float32), np.asarray, "numpy (torch is not installed)"
+        if tile.backend() == "cpu":
+            return np.zeros(n, np.float32), np.asarray, "numpy (torch is not installed)"
+        import tile.core as tc  # any DLPack producer works; a raw tile.core buffer stands in for cupy here
+
+        view = tc.DeviceBuffer.allocate(4 * n).view(np.float32, (n,))
+        view.fill(0)
+        return view, lambda v: v.to_numpy(), "a tile.core device buffer (torch is not installed)"
     device = "cuda" if tile.backend() == "gpu" else "cpu"
     return torch.zeros(n, dtype=torch.float32, device=device), lambda t: t.cpu().numpy(), "torch"
 
