@@ -25,7 +25,7 @@ Scheduling
     :func:`default_policy`, :func:`set_default_policy`, :func:`device`, :func:`default_device`,
     :func:`set_default_device`, :func:`use_device`, :data:`HOST`.
 Contexts
-    :class:`ExecutionContext`, :class:`Completion`, :class:`HostStream`, :class:`CudaContext`.
+    :class:`ExecutionContext`, :class:`Completion` (``DoneCallback``), :class:`HostStream`, :class:`CudaContext`.
 Graphs
     :func:`capture`, :class:`Graph` (``launch``, ``update``, ``output``, ``close``).
 Errors (all derive from ``tile.bindings.TileError`` and a builtin)
@@ -46,7 +46,7 @@ Example
 """
 
 from tile.aio._combinators import collect, empty, host_call, value, with_context, zip
-from tile.aio._context import HOST, Completion, ExecutionContext, HostDevice
+from tile.aio._context import HOST, Completion, DoneCallback, ExecutionContext, HostDevice
 from tile.aio._cuda import CudaContext
 from tile.aio._device_ops import alloc, copy, free, launch
 from tile.aio._errors import (
@@ -84,6 +84,7 @@ __all__ = [
     "CopyError",
     "CudaContext",
     "DeviceOp",
+    "DoneCallback",
     "ExecutionContext",
     "ExecutionLockError",
     "Graph",
