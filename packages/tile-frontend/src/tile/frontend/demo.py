@@ -87,7 +87,7 @@ def _ownership(k: Any, big: bool) -> str:
     buffer = np.zeros(1024, np.float32)
     out = tile.from_dlpack(buffer).partition([128])
     try:
-        k.add(out, tile.from_dlpack(buffer), tile.ones(f32, [1024]))
+        k.add(out, tile.from_dlpack(buffer), tile.ones(f32, [1024], device="cpu"))  # all three on the host
     except tile.AliasError as err:
         print(f"  aliased output  -> AliasError: {str(err).split(' (')[0]}")
     return "ownership  both misuses rejected before anything ran"
