@@ -159,3 +159,16 @@ def test_the_host_device_is_a_picklable_singleton() -> None:
     assert aio.HostDevice() is aio.HOST
     assert pickle.loads(pickle.dumps(aio.HOST)) is aio.HOST
     assert repr(aio.HOST) == "HOST"
+
+
+def test_work_that_exits_does_not_kill_the_worker(worker: aio.HostStream) -> None:
+    def leave() -> None:
+        raise SystemExit(3)
+
+    worker.enqueue(leave)
+    with pytest.raises(SystemExit):
+        worker.synchronize()
+    log: list[int] = []
+    worker.enqueue(functools.partial(log.append, 1))
+    worker.synchronize()
+    assert log == [1]

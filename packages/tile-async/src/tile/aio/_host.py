@@ -152,8 +152,9 @@ class HostStream(ExecutionContext):
                 return
             self._closed = True
             thread = self._thread
+            if thread is not None:
+                self._queue.put(None)
         if thread is not None:
-            self._queue.put(None)
             thread.join()
 
     def _run(self, fn: Callable[[], object]) -> None:
@@ -169,14 +170,14 @@ class HostStream(ExecutionContext):
             _lock.set_held(previous)
 
     def _submit(self, item: _Item) -> None:
-        with self._mutex:
+        with self._mutex:  # put under the lock too, so close() cannot slip its stop marker in before this item
             if self._closed:
                 raise ClosedError(repr(self), "make a new HostStream")
             self._pending += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
                 self._thread.start()
-        self._queue.put(item)
+            self._queue.put(item)
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -185,6 +186,9 @@ class HostStream(ExecutionContext):
                     error, self._error = self._error, None
                 item.complete(error)
             else:
-                self._run(item)
+                try:
+                    self._run(item)
+                except BaseException as exc:  # SystemExit & co. from work: this thread has no caller to stop
+                    self._error = exc
             with self._mutex:
                 self._pending -= 1
