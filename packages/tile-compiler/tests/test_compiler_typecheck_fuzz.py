@@ -84,7 +84,8 @@ def _kernel(expr: str, xd: str) -> Any:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(("tile.where(x > 0.0, 3, 2.0)", "np.where(x > 0, 3, 2.0)"), "f32", 0)  # two constants of different kinds
-@example(("(x // 1.0) * 3 - x % 2.0 + v * 2", "(x // 1.0) * 3 - np.fmod(x, 2.0) + v * 2"), "f16", 1)
+@example(("(x // 1.0) * 3 - x % 2.0 + v * 2", "(x // 1.0) * 3 - np.mod(x, 2.0) + v * 2"), "f16", 1)
+@example(("x % -0.5 + (v // 0.5)", "np.mod(x, -0.5) + np.floor_divide(v, 0.5)"), "f32", 2)
 @given(expressions, st.sampled_from(["f32", "f16"]), st.integers(0, 2**32 - 1))
 def test_random_elementwise_kernels_match_numpy(expr: tuple[str, str], xd: str, seed: int) -> None:
     kernel = _kernel(expr[0], xd)

@@ -48,7 +48,7 @@ def cast_f16(z: Mut[Tensor[f16, "B"]], x: Tensor[f32, -1]):
 def int_arith(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1], y: Tensor[i32, -1]):
     a = tile.load_tile_like(x, z)
     b = tile.load_tile_like(y, z)
-    z.store((a * 3 + b) // 4 - (a >> 1) + (b << 2) + tile.maximum(a, b))
+    z.store((a * 3 + b) // 4 - (a >> 1) + (b << 2) + tile.maximum(a, b) + a % 7 - b % -5 + a % (tile.abs(b) + 1))
 
 
 def bitwise(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1], y: Tensor[i32, -1]):
@@ -76,6 +76,23 @@ def scalar_mix(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int, s: float):
     z.store(t * s + (bid + n).astype(f32))
 
 
+def nan_guard(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    magnitude = tile.bitcast(tile.bitcast(t, i32) & 0x7FFFFFFF, f32)
+    z.store(tile.where(tile.isnan(t), -5.0, tile.clamp(t, -0.5, 0.5) + magnitude))
+
+
+def _nan_inputs(rng: np.random.Generator) -> dict[str, object]:
+    x = rand(rng, (N,), lo=-2, hi=2)
+    x[::7] = np.nan
+    return {"x": x, "z": poison((N,))}
+
+
+def _nan_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x = a["x"]
+    return {"z": np.where(np.isnan(x), -5.0, np.clip(x, -0.5, 0.5) + np.abs(x))}
+
+
 def _f(rng: np.random.Generator, *names: str, n: int = N, lo: float = -1, hi: float = 1) -> dict[str, object]:
     out: dict[str, object] = {k: rand(rng, (n,), lo=lo, hi=hi) for k in names}
     out["z"] = poison((n,))
@@ -92,7 +109,8 @@ def _i(rng: np.random.Generator) -> dict[str, object]:
 
 def _int_arith_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     x, y = a["x"], a["y"]
-    return {"z": ((x * 3 + y) // 4 - (x >> 1) + (y << 2) + np.maximum(x, y)).astype("int32")}
+    python_mod = x % 7 - y % -5 + x % (np.abs(y) + 1)
+    return {"z": ((x * 3 + y) // 4 - (x >> 1) + (y << 2) + np.maximum(x, y) + python_mod).astype("int32")}
 
 
 def _unary_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -106,6 +124,7 @@ def _fma_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 CASES = [
+    Case(nan_guard, {"B": 128}, _nan_inputs, _nan_ref),
     Case(add, {"B": 128}, lambda r: _f(r, "x", "y"), lambda a: {"z": a["x"] + a["y"]}),
     Case(axpy, {"B": 256}, lambda r: {**_f(r, "x", "y"), "a": 1.5}, lambda a: {"z": a["a"] * a["x"] + a["y"]}),
     Case(unary_math, {"B": 128}, lambda r: _f(r, "x"), _unary_ref, rtol=1e-4, atol=1e-4),

@@ -270,7 +270,23 @@ class ArithMixin:
         out = self.em.one(name, [va, vb], t, **attrs)
         if op is ast.FloorDiv and dt.is_float:
             out = self.em.one("floor", [out], t)
+        if op is ast.Mod and dt.kind != "u":
+            out = self._floor_mod(out, vb)
         return out
+
+    def _floor_mod(self, rem: Value, divisor: Value) -> Value:
+        """Python's ``%`` from a truncating remainder: add the divisor when the signs differ (so ``a == (a // b) * b
+        + a % b`` holds with the flooring ``//``)."""
+        t = self.tile_of(rem)
+        zero = self.materialize(0.0 if t.dtype.is_float else 0, t.dtype, t.shape)
+        nonzero = self.compare_tiles(ast.NotEq, rem, zero)
+        signs_differ = self.compare_tiles(
+            ast.NotEq, self.compare_tiles(ast.Lt, rem, zero), self.compare_tiles(ast.Lt, divisor, zero)
+        )
+        fix = self.em.one("andi", [nonzero, signs_differ], self.tile_of(nonzero))
+        add = "addf" if t.dtype.is_float else "addi"
+        extra = {"rounding_mode": "nearest_even"} if t.dtype.is_float else {"overflow": "none"}
+        return self.em.one("select", [fix, self.em.one(add, [rem, divisor], t, **extra), rem], t)
 
     def compare(self, op: ast.cmpop, a: object, b: object) -> object:
         """``a <cmp> b``: folded for constants, an i1 tile otherwise."""

@@ -85,6 +85,23 @@ class MemoryMixin(ShapeMixin):
     def _floaty(self, v: object) -> object:
         return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
+    def op_clamp(self, op: LangOp, a: dict[str, Any]) -> object:
+        low = self.op_binary(OPS["maximum"], {"x": a["x"], "y": a["lo"]})
+        return self.op_binary(OPS["minimum"], {"x": low, "y": a["hi"]})
+
+    def op_isnan(self, op: LangOp, a: dict[str, Any]) -> object:
+        x = self.as_tile(a["x"], F32 if is_const(a["x"]) else None, "tile.isnan input")
+        if not self.tile_of(x).dtype.is_float:
+            self.fail(f"tile.isnan needs a float tile, got {self.tile_of(x).elem.name}")
+        return self.compare_tiles(ast.NotEq, x, x)
+
+    def op_bitcast(self, op: LangOp, a: dict[str, Any]) -> object:
+        t = self.tile_of(a["x"], "tile.bitcast input")
+        dt = self.dtype_arg(a["dtype"])
+        if not isinstance(t.elem, DType) or t.elem.bits != dt.bits or dt.kind == "b":
+            self.fail(f"tile.bitcast needs dtypes of one width, got {t.elem.name} and {dt.name}")
+        return self.em.one("bitcast", [a["x"]], t.with_elem(dt))
+
     def op_fma(self, op: LangOp, a: dict[str, Any]) -> object:
         x, y = self.coerce(self._floaty(a["x"]), self._floaty(a["y"]), "tile.fma")
         z, x = self.coerce(self._floaty(a["z"]), x, "tile.fma")

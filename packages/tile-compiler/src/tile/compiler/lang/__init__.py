@@ -60,6 +60,9 @@ pow: LangOp = OPS["pow"]
 atan2: LangOp = OPS["atan2"]
 fma: LangOp = OPS["fma"]
 where: LangOp = OPS["where"]
+clamp: LangOp = OPS["clamp"]
+isnan: LangOp = OPS["isnan"]
+bitcast: LangOp = OPS["bitcast"]
 astype: LangOp = OPS["astype"]
 full: LangOp = OPS["full"]
 zeros: LangOp = OPS["zeros"]
@@ -133,12 +136,14 @@ __all__ = [
     "atomic_xchg",
     "atomic_xor",
     "bf16",
+    "bitcast",
     "block_id",
     "bool_",
     "broadcast_to",
     "cat",
     "cdiv",
     "ceil",
+    "clamp",
     "cos",
     "cosh",
     "cumprod",
@@ -163,6 +168,7 @@ __all__ = [
     "i32",
     "i64",
     "is_function",
+    "isnan",
     "load_tile_like",
     "log",
     "log2",
