@@ -25,7 +25,8 @@ Scheduling
     :func:`default_policy`, :func:`set_default_policy`, :func:`device`, :func:`default_device`,
     :func:`set_default_device`, :func:`use_device`, :data:`HOST`.
 Contexts
-    :class:`ExecutionContext`, :class:`Completion` (``DoneCallback``), :class:`HostStream`, :class:`CudaContext`.
+    :class:`ExecutionContext`, :class:`Completion` (``DoneCallback``), :class:`HostStream`, :class:`CudaContext`,
+    :func:`as_context` (wraps a ``tile.core.Stream`` or a foreign stream).
 Graphs
     :func:`capture`, :class:`Graph` (``launch``, ``update``, ``output``, ``close``).
 Errors (all derive from ``tile.bindings.TileError`` and a builtin)
@@ -66,6 +67,7 @@ from tile.aio._policy import (
     RoundRobin,
     SchedulingPolicy,
     SingleStream,
+    as_context,
     default_device,
     default_policy,
     device,
@@ -98,6 +100,7 @@ __all__ = [
     "SchedulingPolicy",
     "SingleStream",
     "alloc",
+    "as_context",
     "capture",
     "collect",
     "copy",
