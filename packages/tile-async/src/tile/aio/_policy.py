@@ -287,8 +287,25 @@ def stream_pool(spec: object = None, size: int | None = None) -> RoundRobin:
 
 
 def as_context(obj: object) -> ExecutionContext:
-    """Return ``obj`` if it is an execution context; wrap a ``tile.core.Stream`` (or any object
-    ``tile.core.Stream.borrow`` accepts) in a CUDA context."""
+    """Return an execution context for ``obj``.
+
+    Parameters
+    ----------
+    obj : ExecutionContext, tile.core.Stream, int or stream-like
+        A context is returned as is; a ``tile.core.Stream``, a raw ``CUstream`` handle or an object with
+        ``__cuda_stream__`` (torch, cupy, cuda.core streams) is wrapped in a :class:`CudaContext` (the same
+        context for the same ``tile.core.Stream`` object while it is in use).
+
+    Returns
+    -------
+    ExecutionContext
+        The context.
+
+    Raises
+    ------
+    OpTypeError
+        For anything else.
+    """
     if isinstance(obj, ExecutionContext):
         return obj
     return _cuda.wrap_stream(obj)
