@@ -25,6 +25,7 @@ from tile.aio import _cuda, _lock, _policy
 
 OK = real.CUresult.CUDA_SUCCESS
 _handles = itertools.count(0x1000)
+CAPTURED: list[Any] = []  # node types recorded while a simulated stream captures
 
 
 class SimDevice:
@@ -110,6 +111,8 @@ class SimBuffer:
     @classmethod
     def allocate(cls, nbytes: int, *, device: SimDevice, stream: SimStream) -> SimBuffer:
         stream.log.append(("alloc", nbytes))
+        if stream.capturing:
+            CAPTURED.append(real.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_ALLOC)
         return cls(nbytes, device, stream)
 
     def record_use(self, stream: SimStream) -> None:
@@ -123,7 +126,9 @@ def sim_launch(
     fn: Any, grid: Any, block: Any, args: Any, *, stream: SimStream, shared_mem: int, signature: Any
 ) -> None:
     stream.log.append(("launch", fn, grid, block, tuple(args), shared_mem, signature))
-    if not stream.capturing:
+    if stream.capturing:
+        CAPTURED.append(real.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL)
+    else:
         fn(*args)
 
 
@@ -156,6 +161,7 @@ class SimDriver:
 
     def cuStreamBeginCapture(self, stream: Any, mode: Any) -> Any:  # noqa: N802  # the driver's name
         assert mode == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        CAPTURED.clear()
         self.stream(stream).capturing = True
         self.log.append(("begin_capture", int(stream)))
         return (OK,)
@@ -164,6 +170,13 @@ class SimDriver:
         self.stream(stream).capturing = False
         self.log.append(("end_capture", int(stream)))
         return (OK, real.CUgraph(0xABC))
+
+    def cuGraphGetNodes(self, graph: Any, count: int) -> Any:  # noqa: N802  # the driver's name
+        nodes = [real.CUgraphNode(i + 1) for i in range(len(CAPTURED))][:count]
+        return (OK, nodes, len(CAPTURED))
+
+    def cuGraphNodeGetType(self, node: Any) -> Any:  # noqa: N802  # the driver's name
+        return (OK, CAPTURED[int(node) - 1])
 
     def cuGraphInstantiate(self, graph: Any, flags: int) -> Any:  # noqa: N802  # the driver's name
         self.log.append(("instantiate", int(graph)))
@@ -312,6 +325,19 @@ def test_capture_replay_and_close_make_the_driver_calls_in_order(sim: SimDriver)
         ("exec_destroy", 0xDEF),
         ("graph_destroy", 0xABC),
     ]
+
+
+def test_allocations_that_bypass_the_ops_are_found_in_the_graph(sim: SimDriver) -> None:
+    ctx, stream = context(sim)
+
+    def sneaky(c: aio.ExecutionContext) -> None:
+        sim.core.DeviceBuffer.allocate(8, device=DEVICES[0], stream=stream)
+
+    op = aio.zip(aio.launch(lambda: None, 1, []), aio.with_context(sneaky, capturable=True))
+    with pytest.raises(aio.CaptureError, match=r"work enqueued during the capture.*allocates device memory"):
+        op.graph(ctx)
+    assert [entry[0] for entry in sim.log] == ["begin_capture", "end_capture", "graph_destroy"]
+    assert op.consumed
 
 
 def test_a_refusal_during_capture_ends_it_and_destroys_the_partial_graph(sim: SimDriver) -> None:

@@ -257,8 +257,13 @@ class CudaRecorder(CudaContext):
         raise CaptureError("querying", "a stream being captured cannot be queried")
 
     def finish(self) -> CudaGraphExec:
-        """End the capture and instantiate the graph."""
+        """End the capture, check the graph holds no allocation or free, and instantiate it."""
         graph = self._end()
+        try:
+            _refuse_memory_nodes(graph)
+        except BaseException:
+            check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
+            raise
         return CudaGraphExec(graph, self._device, self.raw_stream)
 
     def abort(self) -> None:
@@ -273,6 +278,22 @@ class CudaRecorder(CudaContext):
         if not ok:
             return result[1] if result[0] == 0 and int(result[1]) != 0 else None
         return check(result, "cuStreamEndCapture")
+
+
+def _refuse_memory_nodes(graph: Any) -> None:
+    """Raise CaptureError when work enqueued during the capture (by any path, e.g. a ``tile.core`` allocation
+    on the capture stream inside a ``with_context`` function) became an allocation or free node."""
+    d = driver()
+    _, count = check(d.cuGraphGetNodes(graph, 0), "cuGraphGetNodes")
+    if not count:
+        return
+    nodes, _ = check(d.cuGraphGetNodes(graph, count), "cuGraphGetNodes")
+    kinds = d.CUgraphNodeType
+    refused = {kinds.CU_GRAPH_NODE_TYPE_MEM_ALLOC: "allocates", kinds.CU_GRAPH_NODE_TYPE_MEM_FREE: "frees"}
+    for node in nodes:
+        verb = refused.get(check(d.cuGraphNodeGetType(node), "cuGraphNodeGetType"))
+        if verb is not None:
+            raise CaptureError("work enqueued during the capture", f"it {verb} device memory on the capture stream")
 
 
 class CudaGraphExec:
