@@ -241,3 +241,26 @@ def test_shared_output_across_two_streams(tc: Any, ctx: aio.CudaContext, device:
     first.sync_on(ctx)
     first.then(lambda out: add(vec_add, bw, out[6], out[6])).sync_on(other)  # w = 2z on another stream
     np.testing.assert_array_equal(host(bw), 4 * x)
+
+
+def test_capture_with_buffers_of_another_stream_is_right_or_refused_cleanly(
+    tc: Any, ctx: aio.CudaContext, device: Any, vec_add: Any
+) -> None:
+    """Probes REQUESTS.md item 8: buffers owned by another stream and first used inside the capture."""
+    import tile.bindings as tb
+
+    home = tc.Stream(device)
+    x = np.arange(N, dtype=np.float32)
+    bx, bz = (tc.DeviceBuffer.from_host(a, stream=home) for a in (x, np.zeros(N, np.float32)))
+    try:
+        graph = add(vec_add, bz, bx, bx).graph(ctx)
+    except (aio.CaptureError, tb.CudaError):
+        assert not ctx.stream.is_capturing()
+        add(vec_add, bz, bx, bx).sync_on(ctx)  # the stream is usable after the refusal
+    else:
+        graph.launch().sync_on(ctx)
+        graph.close()
+    np.testing.assert_array_equal(host(bz), 2 * x)
+    bx.free()
+    bz.free()
+    home.synchronize()
