@@ -1,0 +1,261 @@
+"""Loops of the kernel subset: ``for`` over ``range(...)`` or ``out.tiles()``, ``while``, ``break``, ``continue``.
+
+A loop carries every variable that exists before it and is reassigned inside it (and the memory tokens of outputs
+it may touch) as Tile IR loop values; their types may not change. A ``for`` containing ``break`` becomes a Tile IR
+``loop`` with an explicit induction variable, since Tile IR's ``for`` cannot be left early. Invariant: every loop
+body block ends with ``continue`` (or ``break``), whatever path the user's code takes.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tile.compiler._kir import Block, Value
+from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
+from tile.compiler._typecheck_expr import ExprMixin
+from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN
+from tile.compiler._typecheck_values import PartitionV, TensorV, TileIter
+from tile.compiler._types import DTYPES, DType, TileType, Type
+from tile.compiler.lang._function import is_function
+
+__all__ = ["Exit", "LoopFrame", "LoopMixin"]
+
+_MEMORY_CALLS = frozenset({"store", "load", "gather", "scatter", "load_tile_like"})
+_I64 = DTYPES["i64"]
+Exit = str | None  # None: falls through; "return" | "break" | "continue"
+
+
+@dataclass
+class LoopFrame:
+    kind: str  # "for" | "loop"
+    names: list[str]
+    types: list[Type]
+    next_iv: Value | None = None
+
+
+class LoopMixin(ExprMixin):
+    """Loop statements and the loop-carried variables they thread."""
+
+    loops: list[LoopFrame]
+
+    def stmts(self, body: list[ast.stmt]) -> Exit:
+        """Check a statement list (implemented by the checker)."""
+        raise NotImplementedError
+
+    def stmt_break(self, node: ast.Break) -> Exit:
+        loop = self._loop("break")
+        if loop.kind == "for":
+            raise AssertionError("for loops with break are checked as loop ops")  # _uses_break guarantees this
+        values = self._carried(loop)
+        self.em.emit("break", [[loop.next_iv, *values] if loop.next_iv is not None else values], [])
+        return "break"
+
+    def stmt_continue(self, node: ast.Continue) -> Exit:
+        loop = self._loop("continue")
+        values = self._carried(loop)
+        self.em.emit("continue", [[loop.next_iv, *values] if loop.next_iv is not None else values], [])
+        return "continue"
+
+    def _loop(self, what: str) -> LoopFrame:
+        if not self.loops:
+            self.fail(f"'{what}' outside a loop")
+        return self.loops[-1]
+
+    def _carried(self, loop: LoopFrame) -> list[Value]:
+        return [self.coerce_to(n, self.env.get(n), t) for n, t in zip(loop.names, loop.types, strict=True)]
+
+    def coerce_to(self, name: str, value: object, ty: Type) -> Value:
+        """``value`` as a runtime value of ``ty`` (constants materialize; anything else must match)."""
+        if isinstance(value, Value) and value.type == ty:
+            return value
+        if is_const(value) and isinstance(ty, TileType) and isinstance(ty.elem, DType):
+            return self.materialize(value, ty.elem, ty.shape)
+        shown = str(ty) if not name.startswith("$") else "a memory token"
+        return self.fail(
+            f"variable '{name}' changes type: it is {shown} at the start of the loop or branch but "
+            f"{type_name(value)} here; give it one type on every path (e.g. initialize with tile.zeros(...))"
+        )
+
+    # -- if -------------------------------------------------------------------------------------------------
+    def _loop_vars(self, body: list[ast.stmt], exclude: str = "") -> list[str]:
+        assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        names = sorted(n for n in assigned if n in self.env and n != exclude)
+        skip = {ENTRY_TOKEN} if self.unchecked else {ENTRY_TOKEN, RAW_TOKEN}
+        tokens = sorted(k for k in self.env if k.startswith("$tok:") and k not in skip)
+        return names + (tokens if self._touches_memory(body) else [])
+
+    def _reads_input(self, call: ast.Call) -> bool:
+        """``p.load(...)`` / ``tile.load_tile_like(x, z)`` reading a read-only input (no token chain needed)."""
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "load_tile_like" and call.args:
+            first = call.args[0]
+            recv = self.env.get(first.id) if isinstance(first, ast.Name) else None
+            return isinstance(recv, TensorV) and not recv.mut
+        if not isinstance(func, ast.Attribute) or func.attr != "load" or not isinstance(func.value, ast.Name):
+            return False
+        recv = self.env.get(func.value.id)
+        return isinstance(recv, PartitionV) and not recv.tensor.mut
+
+    def _touches_memory(self, body: list[ast.stmt]) -> bool:
+        """Whether a loop body may access outputs or raw memory (then their tokens are loop-carried)."""
+        for node in (n for s in body for n in ast.walk(s)):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if (name in _MEMORY_CALLS or name.startswith("atomic_")) and not self._reads_input(node):
+                return True
+            if isinstance(node.func, ast.Name) and is_function(self.resolved.names.get(node.func.id)):
+                return True
+            if isinstance(node.func, ast.Attribute) and not isinstance(node.func.value, ast.Name):
+                continue
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                owner = self.resolved.names.get(node.func.value.id)
+                if owner is not None and is_function(getattr(owner, node.func.attr, None)):
+                    return True
+        return False
+
+    def _loop_inits(self, names: list[str]) -> tuple[list[Value], list[Type]]:
+        inits: list[Value] = []
+        for n in names:
+            v = self.env[n]
+            if is_const(v):
+                v = self.materialize(v)
+            if not isinstance(v, Value):
+                self.fail(f"'{n}' holds a {type_name(v)} and cannot be reassigned inside a loop")
+            inits.append(v)
+        return inits, [v.type for v in inits]
+
+    def _uses_break(self, body: list[ast.stmt]) -> bool:
+        def visit(nodes: list[ast.stmt]) -> bool:
+            for s in nodes:
+                if isinstance(s, ast.Break):
+                    return True
+                if isinstance(s, ast.If) and (visit(s.body) or visit(s.orelse)):
+                    return True
+            return False
+
+        return visit(body)
+
+    def _range(self, node: ast.For) -> tuple[object, object, object]:
+        it = node.iter
+        fn = self.expr(it.func) if isinstance(it, ast.Call) else None
+        if fn is not builtins.range or not isinstance(it, ast.Call) or it.keywords or not 1 <= len(it.args) <= 3:
+            self.fail("kernel 'for' loops iterate over range(stop), range(start, stop) or range(start, stop, step)", it)
+        args = [self.expr(a) for a in it.args]
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+        if is_const(step) and step <= 0:  # type: ignore[operator]  # a number
+            self.fail(f"the range step must be positive, got {step}", it)
+        return start, stop, step
+
+    def _iteration(self, node: ast.For) -> tuple[tuple[object, object, object], Callable[[Value], object] | None]:
+        it = node.iter
+        if isinstance(it, ast.Call) and self.expr(it.func) is builtins.range:
+            return self._range(node), None
+        source = self.expr(it)
+        if not isinstance(source, TileIter):
+            self.fail("kernel 'for' loops iterate over range(stop), range(start, stop[, step]) or out.tiles()", it)
+        self.at(node)
+        return self.tile_schedule(source)
+
+    def stmt_for(self, node: ast.For) -> Exit:
+        if not isinstance(node.target, ast.Name):
+            self.fail("the loop variable must be a single name", node.target)
+        bounds, bind = self._iteration(node)
+        self.at(node)
+        ivdt = I32
+        for b in bounds:
+            if isinstance(b, Value) and isinstance(b.type, TileType) and b.type.elem == _I64:
+                ivdt = _I64
+        lb, ub, step = (
+            self.scalar_index(b, "range bound") if not is_const(b) else self.materialize(b, ivdt) for b in bounds
+        )
+        lb, ub, step = (self.convert(v, ivdt) for v in (lb, ub, step))
+        names = self._loop_vars(node.body, node.target.id)
+        inits, types = self._loop_inits(names)
+        if self._uses_break(node.body):
+            return self._for_as_loop(node, (lb, ub, step), names, inits, types, bind=bind)
+        iv = self.em.value(TileType(ivdt))
+        block = Block([iv] + [self.em.value(t) for t in types])
+        outer = self.env
+        self.env = dict(outer, **dict(zip(names, block.args[1:], strict=True)))
+        self.loops.append(LoopFrame("for", names, types))
+        with self.in_block(block):
+            self.env[node.target.id] = bind(iv) if bind else iv
+            if self.stmts(node.body) is None:
+                self.em.emit("continue", [self._carried(self.loops[-1])], [])
+        self.loops.pop()
+        self.env = outer
+        self.at(node)
+        results = self.em.emit("for", [lb, ub, step, inits], types, {}, [block])
+        self.env.update(zip(names, results, strict=False))
+        return None
+
+    def _for_as_loop(
+        self,
+        node: ast.For,
+        bounds: tuple[Value, Value, Value],
+        names: list[str],
+        inits: list[Value],
+        types: list[Type],
+        *,
+        bind: Callable[[Value], object] | None,
+    ) -> Exit:
+        lb, ub, step = bounds
+        ivt = lb.type
+        assert isinstance(node.target, ast.Name)  # checked by stmt_for
+        block = Block([self.em.value(ivt)] + [self.em.value(t) for t in types])
+        iv, carried = block.args[0], block.args[1:]
+        outer = self.env
+        self.env = dict(outer, **dict(zip(names, carried, strict=True)))
+        with self.in_block(block):
+            self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
+            self.env[node.target.id] = bind(iv) if bind else iv
+            loop = LoopFrame("loop", names, types, self.elementwise(ast.Add, iv, step, "+"))
+            self.loops.append(loop)
+            if self.stmts(node.body) is None:
+                self.em.emit("continue", [[loop.next_iv, *self._carried(loop)]], [])  # type: ignore[list-item]  # set above
+            self.loops.pop()
+        self.env = outer
+        self.at(node)
+        results = self.em.emit("loop", [[lb, *inits]], [ivt, *types], {}, [block])
+        self.env.update(zip(names, results[1:], strict=False))
+        return None
+
+    def _exit_unless(self, cond: Value, carried: list[Value]) -> None:
+        then, other = Block(), Block()
+        with self.in_block(then):
+            self.em.emit("yield", [[]], [])
+        with self.in_block(other):
+            self.em.emit("break", [carried], [])
+        self.em.emit("if", [cond], [], {}, [then, other])
+
+    def stmt_while(self, node: ast.While) -> Exit:
+        names = self._loop_vars(node.body)
+        inits, types = self._loop_inits(names)
+        block = Block([self.em.value(t) for t in types])
+        outer = self.env
+        self.env = dict(outer, **dict(zip(names, block.args, strict=False)))
+        with self.in_block(block):
+            cond = self.expr(node.test)
+            if is_const(cond) and not cond:
+                self.env = outer
+                return None
+            if not is_const(cond):
+                c = self.as_tile(cond, what="loop condition")
+                if self.tile_of(c).elem != I1 or self.tile_of(c).shape:
+                    self.fail(f"a 'while' condition must be a bool scalar, got {type_name(c)}", node.test)
+                self._exit_unless(c, list(block.args))
+            self.loops.append(LoopFrame("loop", names, types))
+            if self.stmts(node.body) is None:
+                self.em.emit("continue", [self._carried(self.loops[-1])], [])
+            self.loops.pop()
+        self.env = outer
+        self.at(node)
+        results = self.em.emit("loop", [inits], types, {}, [block])
+        self.env.update(zip(names, results, strict=False))
+        return None
+
+    # -- helpers --------------------------------------------------------------------------------------------
