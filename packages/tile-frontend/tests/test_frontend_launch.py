@@ -194,3 +194,19 @@ def test_layout_changes_respecialize(k: ModuleType) -> None:
         expected = view.to_numpy()
         z, _ = k.matrix_copy(tile.empty(f32, list(view.shape)).partition([4, 4]), view).sync()
         np.testing.assert_array_equal(z.unpartition().to_numpy(), expected)
+
+
+def test_a_shared_tensor_feeds_concurrent_launches(k: ModuleType) -> None:
+    w = tile.full(f32, [N], 3.0).share()
+
+    async def both() -> list[np.ndarray[Any, Any]]:
+        ops = [k.add(tile.zeros(f32, [N]).partition([128]), w, tile.full(f32, [N], float(i))) for i in range(2)]
+        assert w.users == 2
+        outs = await asyncio.gather(*ops)
+        return [z.unpartition().to_numpy() for z, _, _ in outs]
+
+    first, second = asyncio.run(both())
+    np.testing.assert_array_equal(first, np.full(N, 3.0, np.float32))
+    np.testing.assert_array_equal(second, np.full(N, 4.0, np.float32))
+    assert w.users == 0
+    assert w.unshare().partition([128]).grid == (8,)

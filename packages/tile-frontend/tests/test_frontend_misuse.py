@@ -471,3 +471,19 @@ def test_the_interpreter_catches_the_race_an_unchecked_kernel_allows(k: ModuleTy
     x = tile.from_dlpack(a[128:])  # block i reads the tile block i + 1 writes
     with pytest.raises(DataRaceError):
         k.add_unchecked(z, x, _vec()).sync()
+
+
+def test_shared_tensors_are_read_only_and_unshare_waits(k: ModuleType) -> None:
+    w = _vec().share()
+    with pytest.raises(tile.ArgumentError, match="Shared tensor, which is read-only"):
+        k.add(w, _vec(), _vec())
+    with pytest.raises(tile.BorrowError):  # the share is a live borrow of its memory
+        tile.from_dlpack(np.from_dlpack(w._tensor)).partition([128])
+    op = k.add(_out(), w, _vec())
+    with pytest.raises(tile.BorrowError, match="1 launch"):
+        w.unshare()
+    op.sync()
+    t = w.unshare()
+    with pytest.raises(tile.MovedError, match="unshared at"):
+        w.to_numpy()
+    assert t.to_numpy().sum() == N

@@ -1,11 +1,12 @@
 """tile.frontend: what users import (``import tile.frontend as tile``).
 
 Host side: `Tensor` handles (``zeros/ones/full/empty/arange/linspace/eye/rand/randn``, ``from_numpy``,
-``from_dlpack``; zero-copy views; DLPack and ``__cuda_array_interface__`` export) and `Partition` (disjoint output
-tiles). Ownership (DESIGN §3) is enforced on every launch: arguments are moved into the launch and handed back by
-``.sync()``/``await`` once the work is done; a partition needs exclusive memory; overlapping arguments are found by
-address range. Misuse raises a typed error (`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`,
-`GridError`, `FreedError`, `BackendError`, all ``tile.bindings.TileError``) before any memory is touched.
+``from_dlpack``; zero-copy views; DLPack and ``__cuda_array_interface__`` export), `Partition` (disjoint output
+tiles) and `Shared` (one read-only input for many launches in flight). Ownership (DESIGN §3) is enforced on every
+launch: arguments are moved into the launch and handed back by ``.sync()``/``await`` once the work is done; a
+partition needs exclusive memory; overlapping arguments are found by address range. Misuse raises a typed error
+(`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `BackendError`, all
+``tile.bindings.TileError``) before any memory is touched.
 
 Kernels: ``@tile.entry`` (``unchecked=True`` opts out of the checks and allows raw pointers) and ``@tile.function``
 helpers, written in the kernel language re-exported here from ``tile.compiler.lang`` (``Mut``, ``Const``, dtypes,
@@ -140,6 +141,7 @@ from tile.frontend._errors import (
 )
 from tile.frontend._launch import Launch
 from tile.frontend._partition import Partition
+from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
 __all__ = [
@@ -167,6 +169,7 @@ __all__ = [
     "Partition",
     "Ptr",
     "PtrAnnotation",
+    "Shared",
     "Tensor",
     "TensorAnnotation",
     "abs",

@@ -21,7 +21,7 @@ from tile.compiler.lang import DType
 from tile.frontend import _backend, _ownership
 from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._launch import Launch
-from tile.frontend._partition import Partition
+from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._signature import Bound, Param, bind, explicit_grid, read_params
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST
@@ -118,8 +118,8 @@ class Kernel:
     def _specialize(self, bound: Bound) -> Specialization:
         params: dict[str, ArraySpec | ScalarSpec] = {}
         for p, value in zip(self.params, bound.values, strict=False):
-            if isinstance(value, (Tensor, Partition)):
-                params[p.name] = _array_spec(p, value, self.options.max_divisibility)
+            if isinstance(value, HANDLES):
+                params[p.name] = _array_spec(p, tensor_of(value), self.options.max_divisibility)
             elif p.kind in ("scalar", "ptr") and isinstance(p.dtype, DType):
                 dt = canonical_dtype(p.dtype.name)
                 params[p.name] = ScalarSpec(f"ptr<{dt}>" if p.kind == "ptr" else dt)
@@ -160,9 +160,7 @@ def _layout_key(device: object, bound: Bound) -> tuple[Any, ...]:
     """Everything `Kernel._specialize` reads from the arguments: dtypes, extents, strides, base alignment, generics."""
     layouts = tuple(
         (t.dtype, t.shape, t.strides, t._address() & 15)
-        for t in (
-            v._tensor if isinstance(v, Partition) else v for v in bound.values if isinstance(v, (Tensor, Partition))
-        )
+        for t in (tensor_of(v) for v in bound.values if isinstance(v, HANDLES))
     )
     return (device, layouts, tuple(bound.consts.items()), tuple(bound.dtypes.items()))
 
@@ -184,8 +182,7 @@ def _target(device: object) -> Target:
     return Target(arch=device.arch)  # type: ignore[attr-defined]  # a tile.core.Device
 
 
-def _array_spec(p: Param, value: Tensor | Partition, max_div: int) -> ArraySpec:
-    t = value._tensor if isinstance(value, Partition) else value
+def _array_spec(p: Param, t: Tensor, max_div: int) -> ArraySpec:
     static = [i for i, item in enumerate(p.shape) if item != -1] if p.kind == "tensor" else []
     reach = sum((n - 1) * s for n, s in zip(t.shape, t.strides, strict=False))
     wide = max((*t.shape, *t.strides, reach), default=0) > _I32_MAX

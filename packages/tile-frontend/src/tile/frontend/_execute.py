@@ -20,7 +20,7 @@ import numpy as np
 
 from tile.compiler import AbiSlot, CompiledKernel, KernelABI
 from tile.frontend._errors import ArgumentError
-from tile.frontend._partition import Partition
+from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._storage import Storage
 from tile.frontend._tensor import Tensor
 
@@ -31,10 +31,6 @@ _GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
 _modules: dict[tuple[str, int], Any] = {}
 _modules_lock = threading.Lock()
 _programs: dict[str, Any] = {}
-
-
-def _tensor(value: Any) -> Tensor:
-    return value._tensor if isinstance(value, Partition) else value
 
 
 def _scalar(slot: AbiSlot, t: Tensor) -> int:
@@ -88,9 +84,9 @@ def run_cpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, 
     for slot in compiled.abi.slots:
         value = values[slot.param]
         if slot.role == "base":
-            args.append(space.address(_tensor(value)._address(), name=slot.param))
+            args.append(space.address(tensor_of(value)._address(), name=slot.param))
         elif slot.role in ("shape", "stride"):
-            args.append(_scalar(slot, _tensor(value)))
+            args.append(_scalar(slot, tensor_of(value)))
         elif slot.role == "pointer":
             args.append(space.address(int(value)))
         else:
@@ -105,9 +101,7 @@ def _host_storages(values: Any) -> list[Storage]:
     values = list(values)
     if any(isinstance(v, int) and not isinstance(v, bool) for v in values):
         return [s for s in list(_ALL) if s.host is not None]
-    return list(
-        {id(s): s for s in (_tensor(v)._storage for v in values if isinstance(v, (Tensor, Partition)))}.values()
-    )
+    return list({id(s): s for s in (tensor_of(v)._storage for v in values if isinstance(v, HANDLES))}.values())
 
 
 def _function(compiled: CompiledKernel, device: Any) -> Any:
@@ -131,10 +125,10 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
     for slot in abi.slots:
         value = values[slot.param]
         if slot.role == "base":
-            args.append(_tensor(value)._address())
+            args.append(tensor_of(value)._address())
             kinds.append("ptr")
         elif slot.role in ("shape", "stride"):
-            args.append(_scalar(slot, _tensor(value)))
+            args.append(_scalar(slot, tensor_of(value)))
             kinds.append(_GPU_KIND[slot.dtype])
         elif slot.role == "pointer":
             args.append(int(value))

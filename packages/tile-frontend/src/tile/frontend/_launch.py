@@ -17,6 +17,7 @@ from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
 from tile.frontend._execute import run_cpu, run_gpu
 from tile.frontend._ownership import storages
+from tile.frontend._shared import Shared
 from tile.frontend._signature import Param, explicit_grid
 from tile.frontend._storage import Storage
 
@@ -30,7 +31,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
     """
 
-    __slots__ = ("_compiled", "_device", "_grid", "_kernel", "_params", "_site", "_storages", "_values")
+    __slots__ = ("_compiled", "_device", "_grid", "_kernel", "_params", "_shares", "_site", "_storages", "_values")
 
     def __init__(
         self,
@@ -51,6 +52,9 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         self._storages: list[Storage] = storages(values)
         for s in self._storages:
             s.pending += 1
+        self._shares = [v for v in values if isinstance(v, Shared)]
+        for share in self._shares:
+            share.users += 1
 
     @property
     def on_host(self) -> bool:
@@ -97,6 +101,9 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         storages, self._storages = self._storages, []
         for s in storages:
             s.release()
+        shares, self._shares = self._shares, []
+        for share in shares:
+            share.users -= 1
 
     def __del__(self) -> None:
         # A launch dropped without ever running holds no device work: let deferred frees of its memory happen.

@@ -14,6 +14,7 @@ from typing import Any
 
 from tile.frontend._errors import AliasError, BackendError, BorrowError
 from tile.frontend._partition import Partition
+from tile.frontend._shared import HANDLES, Shared, tensor_of
 from tile.frontend._signature import Param
 from tile.frontend._storage import Storage, overlapping
 from tile.frontend._tensor import Tensor
@@ -21,16 +22,12 @@ from tile.frontend._tensor import Tensor
 __all__ = ["check", "move", "storages"]
 
 
-def _tensor_of(a: Any) -> Tensor:
-    return a._tensor if isinstance(a, Partition) else a
-
-
 def check(kernel: str, params: Sequence[Param], args: Sequence[Any], unchecked: bool) -> Any:
     """Check devices and aliasing of the handle arguments; return their common device (None if no tensors)."""
-    handles = [(p, a) for p, a in zip(params, args, strict=False) if isinstance(a, (Tensor, Partition))]
-    devices = {_tensor_of(a).device for _, a in handles}
+    handles = [(p, a) for p, a in zip(params, args, strict=False) if isinstance(a, HANDLES)]
+    devices = {tensor_of(a).device for _, a in handles}
     if len(devices) > 1:
-        listed = ", ".join(f"'{p.name}' on {_tensor_of(a).device}" for p, a in handles)
+        listed = ", ".join(f"'{p.name}' on {tensor_of(a).device}" for p, a in handles)
         raise BackendError(f"{kernel}(): arguments live on different devices ({listed}); move them to one device")
     if not unchecked:
         for p, a in handles:
@@ -45,7 +42,7 @@ def _check_output(kernel: str, p: Param, out: Partition, handles: list[tuple[Par
     for q, other in handles:
         if other is out and q is p:
             continue
-        a, b = _tensor_of(other)._byte_range()
+        a, b = tensor_of(other)._byte_range()
         if other is out or (a < hi and lo < b):
             role = "output" if isinstance(other, Partition) else "input"
             raise AliasError(
@@ -53,7 +50,7 @@ def _check_output(kernel: str, p: Param, out: Partition, handles: list[tuple[Par
                 f"([0x{lo:x}, 0x{hi:x}) and [0x{a:x}, 0x{b:x})); a block could read what another block writes. "
                 "Pass separate tensors (write into a new tile.empty(...) and swap), or copy the input with .copy()"
             )
-    arg_tensors = tuple(_tensor_of(a) for _, a in handles)
+    arg_tensors = tuple(tensor_of(a) for _, a in handles)
     others = overlapping(t._storage, lo, hi, exclude=arg_tensors)
     if others:
         listed = "; ".join(h._describe() for h in others[:4])
@@ -70,7 +67,9 @@ def move(kernel: str, args: Sequence[Any], site: str) -> list[Any]:
     fresh: dict[int, Any] = {}
     out = []
     for a in args:
-        if isinstance(a, (Tensor, Partition)):
+        if isinstance(a, Shared):
+            out.append(a)  # a share is not moved: the launch counts itself as one of its users
+        elif isinstance(a, (Tensor, Partition)):
             if id(a) not in fresh:
                 fresh[id(a)] = a._move("launch", where)
             out.append(fresh[id(a)])
@@ -83,7 +82,7 @@ def storages(values: Sequence[Any]) -> list[Storage]:
     """The distinct storages the handle values use."""
     found: dict[int, Storage] = {}
     for v in values:
-        if isinstance(v, (Tensor, Partition)):
-            s = _tensor_of(v)._storage
+        if isinstance(v, HANDLES):
+            s = tensor_of(v)._storage
             found.setdefault(id(s), s)
     return list(found.values())

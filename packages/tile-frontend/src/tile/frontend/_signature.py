@@ -20,6 +20,7 @@ from tile.compiler.lang import DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
 from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._partition import Partition
+from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Bound", "Param", "bind", "read_params"]
@@ -158,6 +159,11 @@ def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred:
 
 
 def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
+    if isinstance(a, Shared):
+        raise ArgumentError(
+            f"{_where(kernel, p)} is a Mut output but got a Shared tensor, which is read-only: .unshare() it once "
+            "its readers are done, then partition it"
+        )
     if isinstance(a, Tensor):
         raise ArgumentError(
             f"{_where(kernel, p)} is a Mut output and needs a Partition, got a Tensor: pass "
@@ -171,6 +177,8 @@ def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str
 
 
 def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
+    if isinstance(a, Shared):
+        a = a._check()
     if isinstance(a, Partition):
         raise ArgumentError(
             f"{_where(kernel, p)} is a read-only input but got a Partition: pass a Tensor (call .unpartition())"

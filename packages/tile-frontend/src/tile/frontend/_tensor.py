@@ -28,12 +28,13 @@ from tile.frontend._storage import HOST, Storage
 
 if TYPE_CHECKING:
     from tile.frontend._partition import Partition
+    from tile.frontend._shared import Shared
 
 __all__ = ["Tensor", "contiguous_strides"]
 
 _FIX = {
     "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
-    "partition": "use the Partition it returned, and `.unpartition()` to get the tensor back",
+    "partition": "use the handle it returned (`.unpartition()` / `.unshare()` give the tensor back)",
     "unpartition": "use the Tensor that .unpartition() returned",
 }
 
@@ -306,6 +307,12 @@ class Tensor:
     def free(self) -> None:
         """Free the storage now (every handle on it becomes unusable); a pending launch keeps it until done."""
         self._check().free(user_site())
+
+    def share(self) -> Shared:
+        """Move this tensor into a `Shared` handle that many launches may read at once (not moved by launches)."""
+        from tile.frontend._shared import share
+
+        return share(self, user_site())
 
     def partition(self, tile_shape: Sequence[int]) -> Partition:
         """Split this tensor into disjoint tiles for a kernel's ``Mut`` output; moves the tensor.

@@ -1,0 +1,116 @@
+"""`Shared`: a read-only tensor that any number of launches may use at once (cuTile Rust's ``Arc<Tensor>`` input).
+
+Invariants: ``tensor.share()`` moves the tensor into the share; the share is a live borrow of its memory for as
+long as it exists (no partition may overlap it), it can only be passed to read-only ``Tensor`` parameters, and a
+launch does not move it but counts itself as a user until its work is done. ``unshare()`` gives the tensor back only
+when no launch uses it any more (otherwise `BorrowError`), so a writer can never race a pending reader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tile.compiler.lang import DType
+from tile.frontend._errors import BorrowError, MovedError
+from tile.frontend._partition import Partition
+from tile.frontend._site import user_site
+from tile.frontend._tensor import _FIX, Tensor
+
+__all__ = ["HANDLES", "Shared", "share", "tensor_of"]
+
+
+class Shared:
+    """A tensor shared read-only between launches; make one with ``tensor.share()``.
+
+    Attributes
+    ----------
+    users : int
+        Launches holding it whose work is not done yet.
+    """
+
+    __slots__ = ("_fate", "_tensor", "users")
+    _tensor: Tensor
+    _fate: tuple[str, str] | None
+    users: int
+
+    def __init__(self) -> None:
+        raise TypeError("share a tensor with tensor.share()")
+
+    def _check(self) -> Tensor:
+        if self._fate is not None:
+            raise MovedError(self._describe(), self._fate[1], _FIX[self._fate[0]])
+        self._tensor._check()
+        return self._tensor
+
+    def _describe(self) -> str:
+        return f"Shared({self._tensor.dtype.name}, {list(self._tensor.shape)}) created at {self._tensor._site}"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Extents."""
+        return self._tensor.shape
+
+    @property
+    def dtype(self) -> DType:
+        """Element type."""
+        return self._tensor.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Rank."""
+        return self._tensor.ndim
+
+    @property
+    def device(self) -> object:
+        """Where the memory lives (see `Tensor.device`)."""
+        return self._tensor.device
+
+    @property
+    def moved(self) -> bool:
+        """True once unshared."""
+        return self._fate is not None or self._tensor.moved
+
+    def to_numpy(self) -> np.ndarray[Any, Any]:
+        """Copy the elements to a new numpy array (reading is always allowed)."""
+        return self._check().to_numpy()
+
+    def unshare(self) -> Tensor:
+        """Return the tensor once no launch uses the share any more.
+
+        Raises
+        ------
+        BorrowError
+            While launches holding it are pending: ``.sync()`` / ``await`` them first.
+        """
+        tensor = self._check()
+        site = user_site()
+        if self.users:
+            raise BorrowError(
+                f"cannot unshare {self._describe()} at {site}: {self.users} launch(es) holding it are not done; "
+                "sync or await them first"
+            )
+        self._fate = ("unpartition", f"unshared at {site}")
+        return tensor._move("unpartition", f"unshared at {site}")
+
+    def __repr__(self) -> str:
+        state = "unshared" if self.moved else f"{self.users} pending users"
+        return f"Shared({self.dtype.name}, {list(self.shape)}, {state})"
+
+
+def share(tensor: Tensor, site: str) -> Shared:
+    """Move ``tensor`` into a new `Shared` (see `Tensor.share`)."""
+    inner = tensor._move("partition", f"moved into .share() at {site}")
+    self = object.__new__(Shared)
+    self._tensor, self._fate, self.users = inner, None, 0
+    return self
+
+
+HANDLES = (Tensor, Partition, Shared)
+"""Every argument kind that refers to memory."""
+
+
+def tensor_of(value: Tensor | Partition | Shared) -> Tensor:
+    """The tensor handle behind any memory argument."""
+    return value if isinstance(value, Tensor) else value._tensor
