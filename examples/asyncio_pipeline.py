@@ -4,7 +4,8 @@
 """An asyncio pipeline: independent launches awaited concurrently, dependent ones in order.
 
 `await op` does not block the event loop; each launch hands its tensors back only once its work is done, so the
-next stage can only start from finished data.
+next stage can only start from finished data. The input both branches read is a `Shared` tensor: launches do not
+move it, so both can hold it at once, and `unshare()` gives it back once neither is pending.
 """
 
 import asyncio
@@ -25,14 +26,16 @@ def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
     z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
-async def branch(a: float, x: tile.Tensor, n: int) -> tile.Tensor:
+async def branch(a: float, x: tile.Shared, n: int) -> tile.Tensor:
     z, _, _ = await scale(tile.empty(f32, [n]).partition([256]), a, x)
     return z.unpartition()
 
 
 async def pipeline(n: int) -> np.ndarray:
-    left, right = await asyncio.gather(branch(2.0, tile.ones(f32, [n]), n), branch(3.0, tile.ones(f32, [n]), n))
+    x = tile.ones(f32, [n]).share()  # read by both branches while both are in flight
+    left, right = await asyncio.gather(branch(2.0, x, n), branch(3.0, x, n))
     z, _, _ = await add(tile.empty(f32, [n]).partition([256]), left, right)
+    x.unshare()  # no launch holds it any more
     return z.unpartition().to_numpy()
 
 
