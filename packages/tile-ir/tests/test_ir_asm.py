@@ -9,7 +9,13 @@ import pytest
 from tile.ir import (
     V13_3,
     AsmSyntaxError,
+    CallSite,
     DenseElementsAttr,
+    DICompileUnit,
+    DIFile,
+    DILoc,
+    DISubprogram,
+    FileLoc,
     FloatAttr,
     TileError,
     f32,
@@ -163,3 +169,42 @@ def test_string_escapes_round_trip() -> None:
     op = module.functions[0].body.ops[0]
     assert op.attributes["message"] == 'quote " backslash \\ tab \t café'
     assert print_module(module) == text
+
+
+DEBUG_TEXT = """\
+entry @k(%arg0: tile<i32>) {
+  %0 = make_token : token loc(#loc3)
+  %1 = addi %arg0, %arg0 : tile<i32> loc(#loc4)
+  %2 = muli %1, %1 : tile<i32> loc(unknown)
+  return loc(#loc1)
+} loc(#loc2)
+#di_file = #cuda_tile.di_file<"k.py" in "/src">
+#loc = loc("/src/k.py":3:0)
+#loc1 = loc("/src/k.py":9:4)
+#di_compile_unit = #cuda_tile.di_compile_unit<file = #di_file>
+#di_subprogram = #cuda_tile.di_subprogram<file = #di_file, line = 3, name = "k", linkageName = "k", compileUnit = #di_compile_unit, scopeLine = 3>
+#loc2 = #cuda_tile.di_loc<#loc in #di_subprogram>
+#loc3 = #cuda_tile.di_loc<#loc1 in #di_subprogram>
+#loc4 = loc(callsite(#loc3 at #loc2))
+"""  # noqa: E501  -- tileirdisasm -g prints subprograms on one line
+
+
+def test_debug_locations_are_read_from_the_alias_section() -> None:
+    module = parse_module(DEBUG_TEXT)
+    (fn,) = module.functions
+    sub = DISubprogram(DIFile("k.py", "/src"), 3, "k", "k", DICompileUnit(DIFile("k.py", "/src")), 3)
+    start, body = DILoc(sub, "/src/k.py", 3, 0), DILoc(sub, "/src/k.py", 9, 4)
+    assert fn.loc == start
+    make_token, addi, muli, ret = fn.body.ops
+    assert make_token.loc == body
+    assert addi.loc == CallSite(body, start)
+    assert muli.loc is None
+    assert ret.loc == FileLoc("/src/k.py", 9, 4)
+    verify(module, V13_3)
+    assert read_bytecode(write_bytecode(module, V13_3)).functions[0].body.ops[1].loc == CallSite(body, start)
+
+
+def test_undefined_location_alias_is_reported_where_it_is_used() -> None:
+    err = _error(DEBUG_TEXT.replace("loc(#loc4)", "loc(#loc9)"))
+    assert "undefined alias '#loc9'" in err.message
+    assert (err.line, err.col) == (3, 42)  # the "#"

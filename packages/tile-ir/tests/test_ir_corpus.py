@@ -92,6 +92,16 @@ def test_printer_equals_tileirdisasm(exported: dict[str, bytes], case_id: str) -
 
 @pytest.mark.requires_tileiras
 @pytest.mark.parametrize("case_id", IDS)
+def test_debug_text_reassembles_with_every_location(exported: dict[str, bytes], case_id: str) -> None:
+    data = exported[case_id]
+    text = disassemble(data, "-g").stdout
+    assert "loc(#loc" in text
+    ours = write_bytecode(parse_module(text, case_id), read_version(data))
+    assert disassemble(ours, "-g").stdout == text
+
+
+@pytest.mark.requires_tileiras
+@pytest.mark.parametrize("case_id", IDS)
 def test_assembled_tileirdisasm_text_compiles_for_sm90(exported: dict[str, bytes], case_id: str) -> None:
     data = exported[case_id]
     text = disassemble(data).stdout

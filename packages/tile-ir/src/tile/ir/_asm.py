@@ -15,6 +15,7 @@ from enum import IntEnum
 from tile.ir._asm_attrs import parse_dense, parse_hints
 from tile.ir._asm_custom import custom_ops, parse_custom
 from tile.ir._asm_formats import format_of
+from tile.ir._asm_locs import Locations, alias_section_start
 from tile.ir._asm_parse_ops import parse_declarative
 from tile.ir._asm_types import parse_type, type_text
 from tile.ir._attrs import OptimizationHints
@@ -38,15 +39,17 @@ _ALIASES = {"fpowf": "pow"}
 
 def parse_module(text: str, filename: str = "<input>") -> Module:
     """Parse Tile IR assembly `text` into a `Module` (raises `AsmSyntaxError` with line:col and a caret)."""
-    parser = _Parser(Lexer(text, filename))
+    end = alias_section_start(text)
+    parser = _Parser(Lexer(text[:end], filename), Locations(text, filename))
     return parser.module()
 
 
 class _Parser:
     """Recursive-descent parser; implements the `OpParser` protocol used by format and custom parsers."""
 
-    def __init__(self, lex: Lexer) -> None:
+    def __init__(self, lex: Lexer, locations: Locations) -> None:
         self.lex = lex
+        self.locations = locations
         self.scopes: list[dict[str, list[Value]]] = []
         self.block_stack: list[Block] = []
 
@@ -107,6 +110,7 @@ class _Parser:
             hints = parse_hints(lex)
         fn = Function(name, FunctionType(tuple(types)), hints=hints)
         self.region(fn.body, names, None)
+        fn.loc = self.locations.optional(lex)
         return fn
 
     # --- regions and ops ----------------------------------------------------------------------------
@@ -162,6 +166,7 @@ class _Parser:
                 raise
             raise lex.error(f"invalid '{word}': {exc}", start) from None
         self._bind_results(op, results, start)
+        op.loc = self.locations.optional(lex)
 
     def _declarative(self, name: str, start: int) -> Operation:
         fmt = format_of(name)
