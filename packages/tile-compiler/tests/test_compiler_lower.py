@@ -124,3 +124,31 @@ def test_vector_add_disassembles_to_cutiles_op_pattern(tmp_path: Path) -> None:
     assert "tensor_view<?xf32, strides=[1]>" in text
     assert "partition_view<tile=(128)" in text
     assert "addf" in ops
+
+
+def test_inlined_helper_ops_get_call_site_locations() -> None:
+    out = lowered(k.inlines, B=64)
+    fn = out.module.functions[0]
+    maxf = next(op for op in fn.walk() if op.name == "maxf")
+    loc = maxf.loc
+    assert isinstance(loc, ir.CallSite)  # lib.clamp's line, inlined at the kernel's call
+    inner = loc.callee
+    assert isinstance(inner, ir.DILoc)
+    assert inner.filename.endswith("tc_corpus_lib.py")
+    caller = loc.caller
+    assert isinstance(caller, ir.DILoc)
+    assert caller.filename == k.__file__
+    ir.verify(out.module)
+    assert bytes(ir.write_bytecode(out.module, ir.V13_3))[:8] == b"\x7fTileIR\x00"
+
+
+def test_nested_helpers_nest_call_sites() -> None:
+    helpers: Any = importlib.import_module("tc_corpus_helpers")
+    out = lowered(helpers.clamp_kernel, B=128, alpha=0.5)
+    depths = set()
+    for op in out.module.functions[0].walk():
+        depth, loc = 0, op.loc
+        while isinstance(loc, ir.CallSite):
+            depth, loc = depth + 1, loc.callee
+        depths.add(depth)
+    assert depths >= {0, 1, 2}  # kernel ops, unit_scale/scaled_clamp bodies, and clamp inside scaled_clamp

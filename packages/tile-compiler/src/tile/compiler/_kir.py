@@ -61,6 +61,7 @@ class Op:
     attrs: dict[str, Any]
     regions: list[Block] = field(default_factory=list)
     loc: SourceLoc | None = None
+    inlined_from: tuple[SourceLoc, ...] = ()  # call sites of the helpers this op was inlined through, innermost first
 
     def flat_operands(self) -> list[Value]:
         """All operand values in order."""

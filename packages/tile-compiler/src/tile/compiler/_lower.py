@@ -110,7 +110,7 @@ class _Lowerer:
             self.op(b, op)
 
     def op(self, b: ir.Builder, op: Op) -> None:
-        loc = self.loc(op.loc)
+        loc = self.loc(op.loc, op.inlined_from)
         types = [ir_type(r.type) for r in op.results]
         made = b.create(op.name, self.operands(op), self.attrs(op), types, loc)
         for mine, theirs in zip(op.results, made.results, strict=False):
@@ -122,10 +122,14 @@ class _Lowerer:
             with b.at(target):
                 self.block(b, block)
 
-    def loc(self, loc: SourceLoc | None) -> ir.Location | None:
+    def loc(self, loc: SourceLoc | None, inlined_from: tuple[SourceLoc, ...] = ()) -> ir.Location | None:
+        """A DILoc in the kernel's scope; inside inlined helpers, nested CallSites out to the kernel's line."""
         if loc is None:
             return None
-        return ir.DILoc(self.scope, loc.filename, loc.line, loc.col + 1)
+        out: ir.Location = ir.DILoc(self.scope, loc.filename, loc.line, loc.col + 1)
+        for site in inlined_from:
+            out = ir.CallSite(out, ir.DILoc(self.scope, site.filename, site.line, site.col + 1))
+        return out
 
 
 def _identity(value: int | float, t: Type) -> ir.Attr:

@@ -60,6 +60,7 @@ class ExprMixin(MemoryMixin):
         """Make ``node`` the current position (for diagnostics and op locations)."""
         self.node = node
         self.em.loc = self.kernel.loc(node)
+        self.em.inlined_from = self.call_sites
 
     def expr(self, node: ast.expr) -> object:
         """Evaluate ``node``."""

@@ -85,6 +85,7 @@ class Emitter:
     next_id: int = 0
     block: Block = field(default_factory=Block)
     loc: SourceLoc | None = None
+    inlined_from: tuple[SourceLoc, ...] = ()
 
     def value(self, ty: Type) -> Value:
         """A fresh value of type ``ty`` (for block arguments)."""
@@ -101,7 +102,7 @@ class Emitter:
     ) -> list[Value]:
         """Append op ``name`` to the current block and return its results."""
         results = [self.value(t) for t in result_types]
-        self.block.ops.append(Op(name, operands, results, attrs or {}, regions or [], self.loc))
+        self.block.ops.append(Op(name, operands, results, attrs or {}, regions or [], self.loc, self.inlined_from))
         return results
 
     def one(self, name: str, operands: list[Value | list[Value] | None], ty: Type, **attrs: Any) -> Value:
