@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from tile.ir._asm_attrs import hints_text, parse_hints
 from tile.ir._asm_types import type_text, types_text
+from tile.ir._attrs import OptimizationHints
 from tile.ir._enums import AtomicRMWMode, MemoryOrdering, MemoryScope, MultimemReductionKind
 from tile.ir._ir import Block, Operation, Value
 from tile.ir._lexer import Lexer
 from tile.ir._types import PointerType, TensorViewType, TileType, Type
+from tile.ir.ops import CATALOG, OpDef
 
 if TYPE_CHECKING:
     from tile.ir._printer import _Printer
@@ -171,7 +173,8 @@ def _optionals(p: _Printer, op: Operation, token_group: int) -> str:
         text += f" token = {p.ref(tok[0])}"
     hints = op.attributes.get("optimization_hints")
     if hints is not None:
-        text += f" optimization_hints = {hints_text(hints)}"  # type: ignore[arg-type]  # catalog: HINTS kind
+        assert isinstance(hints, OptimizationHints)
+        text += f" optimization_hints = {hints_text(hints)}"
     inbounds = op.attributes.get("inbounds")
     if isinstance(inbounds, tuple) and any(inbounds):
         text += f" inbounds = [{', '.join('true' if b else 'false' for b in inbounds)}]"
@@ -213,7 +216,7 @@ def _print_multimem(p: _Printer, op: Operation, indent: int) -> str:
     # the inbounds directive prints its blank even when it prints nothing
     text += f" inbounds = [{', '.join('true' if b else 'false' for b in flags)}]" if flags else " "
     reduction = op.attributes.get("reduction")
-    if reduction is not None and int(reduction) != 0:  # type: ignore[call-overload]  # an IntEnum member
+    if isinstance(reduction, MultimemReductionKind) and reduction != MultimemReductionKind(0):
         text += f" attributes {{reduction = #cuda_tile.multimem_reduction_kind<{reduction}>}}"
     types = [view.type, *(v.type for v in tile), *(v.type for v in index), *(v.type for v in tok)]
     results = types_text([r.type for r in op.results])
@@ -408,9 +411,7 @@ def _parse_shape_query(name: str) -> Callable[[OpParser], Operation]:
     return parse
 
 
-def _opdef(op: Operation):  # type: ignore[no-untyped-def]  # returns OpDef; imported lazily to avoid a cycle
-    from tile.ir.ops import CATALOG
-
+def _opdef(op: Operation) -> OpDef:
     return CATALOG[op.name]
 
 

@@ -130,7 +130,7 @@ class Locations:
                 field("linkageName", str),
                 field("compileUnit", DICompileUnit),
                 field("scopeLine", int),
-                int(f.get("flags", 0)),  # type: ignore[call-overload]  # an integer field when present
+                field("flags", int) if "flags" in f else 0,
             )
         if kind == "di_lexical_block":
             scope = f.get("scope")

@@ -9,6 +9,7 @@ The op is created as soon as a region directive needs it, so regions can refer t
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from tile.ir._asm_attrs import enum_from_word, parse_dense, parse_hints, parse_identities, parse_predicate
@@ -17,7 +18,7 @@ from tile.ir._attrs import ArrayAttr
 from tile.ir._enums import RoundingMode
 from tile.ir._ir import Operation, Value
 from tile.ir._types import Type
-from tile.ir.ops import CATALOG, AttrKind, OpDef, OperandKind
+from tile.ir.ops import CATALOG, AttrKind, AttrSpec, OpDef, OperandKind
 
 if TYPE_CHECKING:
     from tile.ir._asm import _Parser
@@ -47,8 +48,14 @@ class _OpText:
     def is_result(self, name: str) -> bool:
         return any(r.name == name for r in self.opdef.results)
 
-    def spec(self, name: str):  # type: ignore[no-untyped-def]  # AttrSpec
+    def spec(self, name: str) -> AttrSpec:
         return self.opdef.attr(name)
+
+    def enum(self, name: str) -> type[IntEnum]:
+        """The enum class of enum attribute `name` (the catalog gives one to every ENUM attribute)."""
+        enum = self.spec(name).enum
+        assert enum is not None, f"'{self.name}.{name}' has no enum class in the catalog"
+        return enum
 
     # --- elements -----------------------------------------------------------------------------------
 
@@ -83,8 +90,7 @@ class _OpText:
         if isinstance(e, Ref) and self.operand_kind(e.name) is not None:
             return lex.at_value()
         if isinstance(e, Custom) and e.kind == "Keyword":
-            enum = self.spec(e.name).enum
-            return lex.peek_keyword() in {str(m) for m in enum}
+            return lex.peek_keyword() in {str(m) for m in self.enum(e.name)}
         raise ValueError(f"cannot decide optional group starting with {e}")
 
     def ref(self, e: Ref) -> None:
@@ -105,7 +111,7 @@ class _OpText:
             lex.expect("<")
             start = lex.pos
             word = enum_from_word(lex.keyword(name.replace("_", " ")))
-            members = {str(m): m for m in spec.enum}
+            members = {str(m): m for m in self.enum(name)}
             if word not in members:
                 raise lex.error(f"unknown {name.replace('_', ' ')} '{word}'", start)
             self.attrs[name] = members[word]
@@ -150,14 +156,13 @@ class _OpText:
         if e.kind in ("IfRegion", "ArgumentRegion"):
             self.region(e)
             return
-        spec = self.spec(e.name)
         if e.kind == "Rounding":
             if lex.accept("rounding"):
                 lex.expect("<")
                 self.attrs[e.name] = self.p.keyword_enum(RoundingMode, "a rounding mode")
                 lex.expect(">")
         elif e.kind == "Keyword":
-            self.attrs[e.name] = self.p.keyword_enum(spec.enum, e.name.replace("_", " "))
+            self.attrs[e.name] = self.p.keyword_enum(self.enum(e.name), e.name.replace("_", " "))
         elif e.kind == "Dense":
             dense = parse_dense(lex)
             self.attrs[e.name] = dense
