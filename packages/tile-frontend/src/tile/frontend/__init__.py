@@ -8,6 +8,9 @@ partition needs exclusive memory; overlapping arguments are found by address ran
 (`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `BackendError`, all
 ``tile.bindings.TileError``) before any memory is touched.
 
+Names of the kernel language that shadow Python builtins (``print``, ``abs``, ``max``, ``min``, ``sum``, ``pow``)
+are attributes (``tile.print``) but not in ``__all__``, so ``from tile.frontend import *`` leaves the builtins alone.
+
 Kernels: ``@tile.entry`` (``unchecked=True`` opts out of the checks and allows raw pointers) and ``@tile.function``
 helpers, written in the kernel language re-exported here from ``tile.compiler.lang`` (``Mut``, ``Const``, dtypes,
 ``tile.exp``, ``tile.sum``, ``tile.mma``, ``tile.block_id``, ...). A launcher call returns a ``tile.aio.DeviceOp``.
@@ -18,6 +21,7 @@ Kernels run on the GPU, or on the CPU through the Tile IR interpreter (``TILE_IN
 from __future__ import annotations
 
 from tile.compiler import CompileError
+from tile.compiler import lang as _lang
 from tile.compiler.lang import (
     METHODS,
     OPS,
@@ -31,7 +35,6 @@ from tile.compiler.lang import (
     Ptr,
     PtrAnnotation,
     TensorAnnotation,
-    abs,
     argmax,
     argmin,
     assert_,
@@ -79,16 +82,12 @@ from tile.compiler.lang import (
     log,
     log2,
     matmul,
-    max,
     maximum,
-    min,
     minimum,
     mma,
     negative,
     num_blocks,
     permute,
-    pow,
-    print,
     printf,
     prod,
     reduce,
@@ -100,7 +99,6 @@ from tile.compiler.lang import (
     sinh,
     sqrt,
     static_assert,
-    sum,
     tan,
     tanh,
     tf32,
@@ -144,6 +142,14 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
+# Kernel-language names that shadow Python builtins: attributes (``tile.print``) kept out of ``__all__``.
+abs = _lang.abs
+max = _lang.max
+min = _lang.min
+pow = _lang.pow
+print = _lang.print
+sum = _lang.sum
+
 __all__ = [
     "METHODS",
     "OPS",
@@ -172,7 +178,6 @@ __all__ = [
     "Shared",
     "Tensor",
     "TensorAnnotation",
-    "abs",
     "arange",
     "argmax",
     "argmin",
@@ -232,9 +237,7 @@ __all__ = [
     "log2",
     "manual_seed",
     "matmul",
-    "max",
     "maximum",
-    "min",
     "minimum",
     "mma",
     "negative",
@@ -242,8 +245,6 @@ __all__ = [
     "numpy_dtype",
     "ones",
     "permute",
-    "pow",
-    "print",
     "printf",
     "prod",
     "rand",
@@ -258,7 +259,6 @@ __all__ = [
     "sinh",
     "sqrt",
     "static_assert",
-    "sum",
     "tan",
     "tanh",
     "tf32",
