@@ -162,3 +162,11 @@ def test_len_and_no_host_iteration() -> None:
     assert len(t) == 3
     with pytest.raises(TypeError, match="not iterable"):
         list(t)
+
+
+def test_star_import_keeps_the_builtins() -> None:
+    namespace: dict[str, Any] = {}
+    exec("from tile.frontend import *", namespace)  # the star import itself is what is tested
+    assert {"print", "max", "min", "sum", "abs", "pow"}.isdisjoint(namespace)
+    assert {"entry", "Tensor", "Mut", "f32", "exp", "block_id"} <= set(namespace)
+    assert isinstance(tile.print, LangOp)
