@@ -18,6 +18,7 @@ from tile.ir import (
     Function,
     FunctionType,
     Global,
+    MemoryScope,
     Module,
     PartitionViewType,
     PointerAttr,
@@ -172,3 +173,26 @@ def test_saturating_ftoi_round_trips_from_13_4() -> None:
     assert op.attributes["saturating"] is True
     with pytest.raises(UnsupportedVersionError, match="saturating"):
         write_bytecode(Module([fn]), V13_3)
+
+
+def test_enum_code_zero_in_an_optional_attribute_sets_its_flag() -> None:
+    fn = Function("k", FunctionType((scalar(ptr(f32)), scalar(i32))))
+    b = Builder(fn.body)
+    tv_type = TensorViewType(f32, (None,), (1,))
+    tv = b.make_tensor_view(fn.params[0], [fn.params[1]], [], result_type=tv_type)
+    view = b.make_partition_view(tv, result_type=PartitionViewType((16,), tv_type, (0,)))
+    ordering = {"memory_ordering_semantics": "relaxed", "memory_scope": "tl_blk"}  # tl_blk has code 0
+    b.store_view_tko(b.constant(0.0, T), view, [fn.params[1]], **ordering)
+    b.return_()
+    data = write_bytecode(Module([fn]), V13_5)
+    store = read_bytecode(data).functions[0].body.ops[-2]
+    assert store.attributes["memory_scope"] is MemoryScope.TL_BLK
+
+
+def test_a_zero_coded_enum_is_not_mistaken_for_a_default() -> None:
+    fn = Function("k", FunctionType(()))
+    b = Builder(fn.body, version=V13_1)
+    b.exp(b.constant(1.0, T), rounding_mode="nearest_even")  # exp has rounding only from 13.3 (default full)
+    b.return_()
+    with pytest.raises(UnsupportedVersionError, match="rounding_mode"):
+        write_bytecode(Module([fn]), V13_1)

@@ -6,7 +6,8 @@ match the catalog; attributes are known, present when required, of the right kin
 `version`; types exist in `version`; every operand is defined before use in the same or an enclosing block
 (values of a region never leak out); blocks end in the right terminator and only there; region arguments
 and terminator operands agree with the op's types; hint names and values are valid; memory orderings are
-allowed for the op; and the per-op typing rules of `_verify_types`.
+allowed for the op; and the per-op typing rules of `_verify_types`. One rule is stricter than bytecode: a
+constant's `DenseElementsAttr` type must equal its result type (bytecode stores only the result type).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tile.ir._verify_hints import hint_problems
 from tile.ir._verify_regions import region_problems
 from tile.ir._verify_types import type_problems
 from tile.ir._version import LATEST, Version
-from tile.ir.ops import CATALOG, AttrKind, OpDef, OperandKind
+from tile.ir.ops import CATALOG, AttrKind, AttrSpec, OpDef, OperandKind
 
 __all__ = ["verify", "verify_problems"]
 
@@ -183,8 +184,7 @@ class _Checker:
             elif spec.allowed is not None and value not in spec.allowed:
                 choices = ", ".join(map(str, spec.allowed))
                 self.report(f"{spec.name} = {value} is not allowed on '{op.name}'; use one of {choices}")
-            all_false = isinstance(value, tuple) and not any(value)
-            if spec.since > self.version and value not in (spec.default, False) and not all_false:
+            if spec.since > self.version and not _expressible_before(spec, value):
                 self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
         for value in op.attributes.values():
             for t in _attribute_types(value):
@@ -224,6 +224,15 @@ class _Checker:
             for block in region.blocks:
                 self.block(block, _terminators(op), f"{path}/region {r_index}")
         self.where = path
+
+
+def _expressible_before(spec: AttrSpec, value: object) -> bool:
+    """Whether a version older than `spec.since` can carry `value` (only the default can be implied)."""
+    if spec.kind is AttrKind.UNIT:
+        return value is False
+    if spec.kind is AttrKind.BOOL_LIST:
+        return isinstance(value, tuple) and not any(value)
+    return type(value) is type(spec.default) and value == spec.default
 
 
 def _scalar_element(t: TileType) -> ScalarType:

@@ -19,6 +19,7 @@ from tile.ir._types import (
     TokenType,
     Type,
     i1,
+    i8,
     i32,
     i64,
     scalar,
@@ -193,8 +194,34 @@ def _pack(op: Operation) -> list[str]:
     src, dst = op.operands[0].type, op.results[0].type
     if not isinstance(src, TileType) or not isinstance(dst, TileType):
         return [f"{op.name} takes and yields tiles"]
+    if src.rank != dst.rank:
+        return [f"{op.name} keeps the rank: {src} -> {dst}"]
     if _byte_size(src) != _byte_size(dst):
         return [f"{op.name} keeps the size in bytes: {src} ({_byte_size(src)}) -> {dst} ({_byte_size(dst)})"]
+    return []
+
+
+def _loaded_tile(op: Operation) -> list[str]:
+    view, tile_type = op.operands[0].type, op.results[0].type
+    if not isinstance(view, PartitionViewType):
+        return []
+    want = TileType(view.tile_shape, view.tensor_view.element)
+    return [] if tile_type == want else [f"loaded tile {tile_type} does not match the view's tile {want}"]
+
+
+def _bytes_side(op: Operation) -> list[str]:
+    side = op.results[0].type if op.name == "pack" else op.operands[0].type
+    ok = isinstance(side, TileType) and side.element == i8
+    return [] if ok else [f"{op.name} works on i8 byte tiles, got {side}"]
+
+
+def _addf_mode(op: Operation) -> list[str]:
+    from tile.ir._enums import AtomicRMWMode
+
+    value = _optional(op, "arg") or _optional(op, "value")
+    is_float = value is not None and isinstance(value.type, TileType) and getattr(value.type.element, "is_float", False)
+    if op.attributes.get("mode") is AtomicRMWMode.ADDF and not is_float:
+        return ["mode addf needs floating-point values (f16, bf16, f32, f64)"]
     return []
 
 
@@ -212,8 +239,9 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "int_to_ptr": _pointer_cast,
     "ptr_to_int": _pointer_cast,
     "ptr_to_ptr": _pointer_cast,
-    "pack": _pack,
-    "unpack": _pack,
+    "pack": lambda op: _pack(op) + _bytes_side(op),
+    "unpack": lambda op: _pack(op) + _bytes_side(op),
+    "multimem_load_reduce_view_tko": lambda op: _loaded_tile(op) + token_problems(op),
     "multimem_reduce_view_tko": _view_tile,
     "multimem_store_view_tko": _view_tile,
     "make_tensor_view": _make_tensor_view,
@@ -224,7 +252,7 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "get_num_tile_blocks": _i32x3,
     "load_ptr_tko": _ptr_access,
     "store_ptr_tko": _ptr_access,
-    "atomic_rmw_tko": _ptr_access,
+    "atomic_rmw_tko": lambda op: _ptr_access(op) + _addf_mode(op),
     "atomic_cas_tko": _ptr_access,
     "offset": _offset,
     "get_tensor_shape": _shape_query,
@@ -232,7 +260,7 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "cat": _cat,
     "iota": _iota,
     "assert": _assert,
-    "atomic_red_view_tko": _view_tile,
+    "atomic_red_view_tko": lambda op: _view_tile(op) + _addf_mode(op),
     "gdc_launch_dependents_tko": token_problems,
     "gdc_wait_tko": token_problems,
 }

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 
 from tile.ir._attrs import Bounded, DivBy, SameElements
+from tile.ir._enums import RoundingMode, Signedness
 from tile.ir._ir import Operation
 from tile.ir._types import ScalarType, TileType, Type
 
@@ -101,7 +102,77 @@ def _assume(op: Operation) -> list[str]:
     return [] if op.results[0].type == op.operands[0].type else ["assume yields its operand's type"]
 
 
+def _width_change(op: Operation) -> list[str]:
+    tiles = _tiles(op.operands[0].type, op.results[0].type)
+    if tiles is None:
+        return []
+    src, dst = (_bits(t) for t in tiles)
+    if op.name == "exti" and dst <= src:
+        return [f"exti must widen: {tiles[0]} -> {tiles[1]}"]
+    if op.name == "trunci" and dst >= src:
+        return [f"trunci must narrow: {tiles[0]} -> {tiles[1]}"]
+    return []
+
+
+def _alloca(op: Operation) -> list[str]:
+    t = op.results[0].type
+    ok = isinstance(t, TileType) and t.rank == 0 and not isinstance(t.element, ScalarType)
+    return [] if ok else [f"alloca yields a scalar pointer tile, got {t}"]
+
+
+def _mmaf_scaled(op: Operation) -> list[str]:
+    res, acc = op.results[0].type, op.operands[2].type
+    ok = isinstance(res, TileType) and getattr(res.element, "name", "") == "f32" and res == acc
+    return [] if ok else [f"mmaf_scaled accumulates in f32 and yields the accumulator type, got {res} for {acc}"]
+
+
+_R = RoundingMode
+_DIRECTED = {_R.NEAREST_EVEN, _R.ZERO, _R.NEGATIVE_INF, _R.POSITIVE_INF}
+# rounding modes tileirdisasm 13.5 accepts per ftof conversion (measured); pairs not listed are not checked
+_FTOF_BY_PAIR = {
+    ("f32", "f16"): {_R.NEAREST_EVEN, _R.ZERO},
+    ("f32", "bf16"): {_R.NEAREST_EVEN, _R.ZERO},
+    ("f32", "tf32"): {_R.NEAREST_EVEN, _R.ZERO, _R.NEAREST_AWAY},
+    ("f64", "f32"): _DIRECTED,
+}
+_FTOF_BY_TARGET = {
+    "f8E4M3FN": {_R.NEAREST_EVEN},
+    "f8E5M2": {_R.NEAREST_EVEN},
+    "f4E2M1FN": {_R.NEAREST_EVEN},
+    "f8E8M0FNU": {_R.ZERO, _R.POSITIVE_INF},
+}
+
+
+def _ftof_rounding(op: Operation) -> list[str]:
+    tiles = _tiles(op.operands[0].type, op.results[0].type)
+    mode = op.attributes.get("rounding_mode")
+    if tiles is None:
+        return []
+    src, dst = (getattr(t.element, "name", "") for t in tiles)
+    if src == dst:
+        return [f"ftof from {src} to {dst} is a no-op; drop it"]
+    allowed = _FTOF_BY_TARGET.get(dst) or _FTOF_BY_PAIR.get((src, dst))
+    if allowed is None and _bits(tiles[1]) > _bits(tiles[0]):
+        allowed = _DIRECTED | {_R.NEAREST_AWAY}
+    if allowed is not None and mode not in allowed:
+        choices = ", ".join(sorted(str(m) for m in allowed))
+        return [f"rounding_mode {mode} is not supported for {src} -> {dst}; use one of {choices}"]
+    return []
+
+
+def _divi(op: Operation) -> list[str]:
+    unsigned = op.attributes.get("signedness") is Signedness.UNSIGNED
+    if unsigned and op.attributes.get("rounding") is _R.NEGATIVE_INF:
+        return ["divi: rounding negative_inf is not allowed with unsigned operands (use zero)"]
+    return []
+
+
 MISC_RULES: dict[str, Callable[[Operation], list[str]]] = {
+    "ftof": _ftof_rounding,
+    "exti": _width_change,
+    "trunci": _width_change,
+    "alloca": _alloca,
+    "mmaf_scaled": _mmaf_scaled,
     "bitcast": _bitcast,
     "extract": _extract,
     "insert": _extract,
@@ -111,3 +182,4 @@ MISC_RULES: dict[str, Callable[[Operation], list[str]]] = {
 }
 MMA_ELEMENT_RULE = _mma_elements
 PRINT_RULE = _print
+DIVI_RULE = _divi

@@ -9,9 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tile.ir._ir import Operation
-from tile.ir._types import PartitionViewType, PointerType, ScalarType, TileType, TokenType, Type, i1
+from tile.ir._types import (
+    GatherScatterViewType,
+    PartitionViewType,
+    PointerType,
+    ScalarType,
+    StridedViewType,
+    TileType,
+    TokenType,
+    Type,
+    i1,
+)
 from tile.ir._verify_memory import MEMORY_RULES, token_problems
-from tile.ir._verify_misc import MISC_RULES, MMA_ELEMENT_RULE, PRINT_RULE
+from tile.ir._verify_misc import DIVI_RULE, MISC_RULES, MMA_ELEMENT_RULE, PRINT_RULE
+from tile.ir.ops import CATALOG
 
 __all__ = ["type_problems"]
 
@@ -170,15 +181,16 @@ _RULES: dict[str, Callable[[Operation], list[str]]] = {
     **MISC_RULES,
     **{name: _same_all("float") for name in _FLOAT_SAME.split()},
     **{name: _same_all("int") for name in _INT_SAME.split()},
+    "divi": lambda op: _same_all("int")(op) + DIVI_RULE(op),
     "cmpf": _compare("float"),
     "cmpi": _compare("int"),
     "select": _select,
     "fpowi": _fpowi,
-    "ftof": _convert(True, True),
+    "ftof": lambda op: _convert(True, True)(op) or MISC_RULES["ftof"](op),
     "ftoi": _convert(True, False),
     "itof": _convert(False, True),
-    "exti": _convert(False, False),
-    "trunci": _convert(False, False),
+    "exti": lambda op: _convert(False, False)(op) or MISC_RULES["exti"](op),
+    "trunci": lambda op: _convert(False, False)(op) or MISC_RULES["trunci"](op),
     "broadcast": _broadcast,
     "reshape": _reshape,
     "permute": _permute,
@@ -196,4 +208,27 @@ _RULES: dict[str, Callable[[Operation], list[str]]] = {
 def type_problems(op: Operation) -> list[str]:
     """Return the typing problems of `op` (empty when it is well typed or has no rule)."""
     rule = _RULES.get(op.name)
-    return rule(op) if rule is not None else []
+    return _token_results(op) + _view_operands(op) + (rule(op) if rule is not None else [])
+
+
+def _token_results(op: Operation) -> list[str]:
+    opdef = CATALOG[op.name]
+    tokens = [r.name for r in opdef.results if "token" in r.name] if not opdef.variadic_results else []
+    names = [r.name for r in opdef.results]
+    problems = []
+    for value, name in zip(op.results, names, strict=False):
+        wants_token = name in tokens or (opdef.infer == "token" and len(names) == 1)
+        if wants_token and not isinstance(value.type, TokenType):
+            problems.append(f"result '{name}' must be a token, got {value.type}")
+    return problems
+
+
+def _view_operands(op: Operation) -> list[str]:
+    opdef = CATALOG[op.name]
+    problems = []
+    for index, spec in enumerate(opdef.operands):
+        if spec.name == "view" and index < len(op.segments) and op.segments[index]:
+            t = op.operand_group(index)[0].type
+            if not isinstance(t, (PartitionViewType, StridedViewType, GatherScatterViewType)):
+                problems.append(f"operand 'view' must be a partition, strided or gather/scatter view, got {t}")
+    return problems

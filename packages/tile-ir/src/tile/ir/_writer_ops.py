@@ -81,7 +81,9 @@ class BodyWriter:
     def _present(self, opdef: OpDef, op: Operation, name: str) -> bool:
         if any(spec.name == name for spec in opdef.operands):
             return bool(op.segments[opdef.operand_index(name)])
-        return op.attributes.get(name) not in (None, False)
+        value = op.attributes.get(name)
+        # identity, not equality: an enum member with code 0 (memory_scope tl_blk) equals False
+        return value is not None and value is not False
 
     def _flags(self, opdef: OpDef, op: Operation, out: ByteWriter) -> None:
         if opdef.flags_since is None:
@@ -103,7 +105,8 @@ class BodyWriter:
         value = op.attributes.get(spec.name, spec.default)
         if spec.since > self.version:
             all_false = isinstance(value, tuple) and not any(value)
-            if value != spec.default and not (spec.kind is AttrKind.BOOL_LIST and all_false):
+            same = type(value) is type(spec.default) and value == spec.default
+            if not same and not (spec.kind is AttrKind.BOOL_LIST and all_false):
                 raise UnsupportedVersionError(
                     f"'{op.name}' attribute {spec.name}={value!r} needs bytecode {spec.since}+", self.where
                 )

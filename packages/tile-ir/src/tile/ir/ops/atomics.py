@@ -35,9 +35,6 @@ _REDUCE_ORDERING = AttrSpec(
     default=MemoryOrdering.RELAXED,
     allowed=(MemoryOrdering.RELAXED, MemoryOrdering.RELEASE),
 )
-_DEVICE_OR_SYS = AttrSpec(
-    "memory_scope", AttrKind.ENUM, MemoryScope, optional=True, allowed=(MemoryScope.DEVICE, MemoryScope.SYS)
-)
 
 OPS: tuple[OpDef, ...] = (
     OpDef(
@@ -87,7 +84,7 @@ OPS: tuple[OpDef, ...] = (
         counted_results=True,
         operands=(*single("view"), var("index"), opt("token")),
         layout=OperandLayout.SEGMENTED,
-        attrs=(_LOAD_REDUCE_ORDERING, _DEVICE_OR_SYS, MULTIMEM, inbounds(V13_5)),
+        attrs=(_LOAD_REDUCE_ORDERING, SCOPE_OPT, MULTIMEM, inbounds(V13_5)),
         flags=("memory_scope", "token"),
         flags_since=V13_5,
         infer="view_load",

@@ -10,7 +10,20 @@ from tile.ir.ops._spec import AttrKind, AttrSpec, OpDef, OperandLayout, res, sin
 __all__ = ["OPS"]
 
 _SATURATING = AttrSpec("saturating", AttrKind.UNIT, since=V13_4, default=False)
-_FTOI_ROUNDING = AttrSpec("rounding_mode", AttrKind.ENUM, RoundingMode, default=RoundingMode.NEAREST_INT_TO_ZERO)
+_FTOI_ROUNDING = AttrSpec(
+    "rounding_mode",
+    AttrKind.ENUM,
+    RoundingMode,
+    default=RoundingMode.NEAREST_INT_TO_ZERO,
+    allowed=(RoundingMode.NEAREST_INT_TO_ZERO,),
+)
+_ITOF_ROUNDING = AttrSpec(
+    "rounding_mode",
+    AttrKind.ENUM,
+    RoundingMode,
+    default=RoundingMode.NEAREST_EVEN,
+    allowed=(RoundingMode.NEAREST_EVEN,),
+)
 
 
 def _unary(
@@ -46,7 +59,7 @@ OPS: tuple[OpDef, ...] = (
         flags=("saturating",),
         flags_since=V13_4,
     ),
-    _unary("itof", 0x3B, "convert", (SIGNEDNESS, ROUNDING)),
+    _unary("itof", 0x3B, "convert", (SIGNEDNESS, _ITOF_ROUNDING)),
     _unary("exti", 0x25, "convert", (SIGNEDNESS,)),
     _unary("trunci", 0x6B, "convert", (OVERFLOW,)),
     _unary("bitcast", 0x09, "convert"),
