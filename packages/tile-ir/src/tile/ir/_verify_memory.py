@@ -227,12 +227,12 @@ def _addf_mode(op: Operation) -> list[str]:
 
 def _view_tile(op: Operation) -> list[str]:
     view = op.operands[0].type
-    tile_values = [v for v in op.operands[1:] if isinstance(v.type, TileType) and v.type.rank > 0]
-    if not isinstance(view, PartitionViewType) or not tile_values:
+    stored = _optional(op, "value") or _optional(op, "tile")
+    if not isinstance(view, PartitionViewType) or stored is None:
         return token_problems(op)
     want = TileType(view.tile_shape, view.tensor_view.element)
-    bad = [v.type for v in tile_values if v.type != want]
-    return [f"tile type {t} does not match the view's tile {want}" for t in bad] + token_problems(op)
+    bad = [] if stored.type == want else [f"tile type {stored.type} does not match the view's tile {want}"]
+    return bad + token_problems(op)
 
 
 MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
