@@ -1,6 +1,7 @@
 """Locating and running NVIDIA's tileirdisasm / tileiras (the oracles of the writer) for tile-ir tests.
 
-The tools come from the ``nvidia-cuda-tileiras`` pip package (``nvidia/cu13/bin``) or PATH. They run with
+The tools come from ``TILE_TILEIRAS`` (tileirdisasm is looked up beside it), the ``nvidia-cuda-tileiras`` pip
+package (``nvidia/cu13/bin``) or PATH, the discovery order of DESIGN §4. They run with
 CUDA_HOME removed: a foreign CUDA_HOME makes tileiras 13.5 fail.
 """
 
@@ -18,6 +19,10 @@ __all__ = ["compile_cubin", "disassemble", "tool_path"]
 
 def tool_path(name: str) -> Path | None:
     """Return the path of tileiras/tileirdisasm, or None when not installed."""
+    if configured := os.environ.get("TILE_TILEIRAS"):
+        candidate = Path(configured).with_name(name)
+        if candidate.is_file():
+            return candidate
     spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations or []) if spec else []:
         candidate = Path(root) / "cu13" / "bin" / name

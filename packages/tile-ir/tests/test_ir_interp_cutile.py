@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+# Test helpers live beside the tests; --import-mode=importlib does not put this folder on sys.path.
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_ir_tools import compile_cubin
 from tile.ir import Module, interp, read_bytecode
 
 ct = pytest.importorskip("cuda.tile")
@@ -331,26 +335,17 @@ def _flatten(values: list[Any], pointers: dict[int, int] | None = None) -> list[
     return out
 
 
-def _tileiras_cubin(bytecode: bytes, arch: str, workdir: Path) -> bytes:
-    import os
-    import subprocess
-
-    spec = importlib.util.find_spec("nvidia")  # the nvidia-cuda-tileiras wheel's namespace package
-    assert spec is not None
-    assert spec.submodule_search_locations is not None
-    tool = Path(next(iter(spec.submodule_search_locations))) / "cu13" / "bin" / "tileiras"
-    src, dst = workdir / "kernel.tilebc", workdir / "kernel.cubin"
-    src.write_bytes(bytecode)
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}  # see DESIGN.md section 4
-    subprocess.run([str(tool), f"--gpu-name={arch}", "-o", str(dst), str(src)], check=True, env=env)
-    return dst.read_bytes()
+def _tileiras_cubin(bytecode: bytes, arch: str) -> bytes:
+    proc, cubin = compile_cubin(bytecode, arch)
+    assert proc.returncode == 0, proc.stderr
+    return cubin
 
 
 @pytest.mark.requires_tileiras
 def test_device_cases_compile_with_tileiras(cutile_bytecode: dict[str, bytes], tmp_path: Path) -> None:
     """The CPU half of the device comparison: every kernel it launches compiles for sm_90."""
     for name, (_, values, _) in _device_cases(np.random.default_rng(0)).items():
-        assert _tileiras_cubin(cutile_bytecode[name], "sm_90", tmp_path)[:4] == b"\x7fELF", name
+        assert _tileiras_cubin(cutile_bytecode[name], "sm_90")[:4] == b"\x7fELF", name
         fake = {i: 0x1000 * (i + 1) for i, v in enumerate(values) if isinstance(v, np.ndarray)}
         packed = _pack(values, fake)
         params = read_bytecode(cutile_bytecode[name]).functions[0].params
@@ -416,7 +411,7 @@ def test_interpreter_matches_the_device(cutile_bytecode: dict[str, bytes], tmp_p
             module = read_bytecode(cutile_bytecode[name])
             on_cpu = [v.copy() if isinstance(v, np.ndarray) else v for v in values]
             interp.launch(module, grid, _flatten(on_cpu))
-            cubin = _tileiras_cubin(cutile_bytecode[name], f"sm_{major}{minor}", tmp_path)
+            cubin = _tileiras_cubin(cutile_bytecode[name], f"sm_{major}{minor}")
             _run_on_device(cubin, module.functions[0].name, grid, values, outputs)
             for i in outputs:
                 np.testing.assert_allclose(values[i], on_cpu[i], rtol=2e-5, atol=2e-5, err_msg=name)
