@@ -116,8 +116,8 @@ def test_sync_await_and_schedule_launch(tc: Any, ctx: aio.CudaContext, vec_add: 
     np.testing.assert_allclose(host(bz), 2 * x, rtol=1e-6)
 
 
-def pipeline(fn: Any, acc: Any, ones: Any, n_ops: int) -> aio.DeviceOp[list[tuple[Any, ...]]]:
-    return aio.collect(add(fn, acc, acc, ones) for _ in range(n_ops))
+def pipeline(fn: Any, acc: Any, ones: Any, n_ops: int, n: int = N) -> aio.DeviceOp[list[tuple[Any, ...]]]:
+    return aio.collect(add(fn, acc, acc, ones, n) for _ in range(n_ops))
 
 
 def test_a_1000_op_pipeline_agrees_in_sync_await_and_graph_modes(tc: Any, ctx: aio.CudaContext, vec_add: Any) -> None:
@@ -227,7 +227,7 @@ def test_await_waits_through_the_waiter_thread(
     b_ones, acc = buffers(tc, ctx, np.ones(n, np.float32), np.zeros(n, np.float32))
 
     async def main() -> None:
-        await pipeline(vec_add, acc, b_ones, 200).schedule(aio.SingleStream(ctx))
+        await pipeline(vec_add, acc, b_ones, 200, n).schedule(aio.SingleStream(ctx))
 
     run_bounded(main())
     np.testing.assert_array_equal(host(acc, n), np.full(n, 200, np.float32))
