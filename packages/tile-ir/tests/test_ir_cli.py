@@ -26,6 +26,14 @@ def test_dis_prints_the_text(bytecode: Path, capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().out == print_module(read_bytecode(bytecode.read_bytes()))
 
 
+def test_dis_g_prints_locations(bytecode: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dis", "-g", str(bytecode)]) == 0
+    out = capsys.readouterr().out
+    assert out == print_module(read_bytecode(bytecode.read_bytes()), debug=True)
+    assert out.endswith("#loc = loc(unknown)\n")  # the sample carries no locations
+    assert "return loc(#loc)\n" in out
+
+
 def test_asm_then_dis_round_trips_at_the_requested_version(bytecode: Path, tmp_path: Path) -> None:
     text = tmp_path / "k.tileir"
     assert main(["dis", str(bytecode), "-o", str(text)]) == 0

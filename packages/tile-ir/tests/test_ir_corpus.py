@@ -71,14 +71,15 @@ def test_rewriting_reproduces_the_bytes(exported: dict[str, bytes], case_id: str
     assert write_bytecode(read_bytecode(data), read_version(data)) == data
 
 
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
 @pytest.mark.parametrize("case_id", IDS)
-def test_text_round_trips_through_the_assembler(exported: dict[str, bytes], case_id: str) -> None:
+def test_text_round_trips_through_the_assembler(exported: dict[str, bytes], case_id: str, debug: bool) -> None:
     data = exported[case_id]
-    text = print_module(read_bytecode(data))
+    text = print_module(read_bytecode(data), debug=debug)
     module = parse_module(text, case_id)
-    assert print_module(module) == text
+    assert print_module(module, debug=debug) == text
     rewritten = write_bytecode(module, read_version(data))
-    assert print_module(read_bytecode(rewritten)) == text
+    assert print_module(read_bytecode(rewritten), debug=debug) == text
 
 
 @pytest.mark.requires_tileiras
@@ -96,6 +97,7 @@ def test_debug_text_reassembles_with_every_location(exported: dict[str, bytes], 
     data = exported[case_id]
     text = disassemble(data, "-g").stdout
     assert "loc(#loc" in text
+    assert print_module(read_bytecode(data), debug=True) == text
     ours = write_bytecode(parse_module(text, case_id), read_version(data))
     assert disassemble(ours, "-g").stdout == text
 

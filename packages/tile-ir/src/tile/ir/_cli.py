@@ -83,7 +83,7 @@ def _cmd_dis(args: argparse.Namespace) -> int:
     # like tileirdisasm, refuse to print IR that does not verify (unless asked to print it anyway)
     if args.verify and _problems(args.file, module, read_version(data)):
         return EXIT_INVALID
-    _write(args.output, print_module(module).encode())
+    _write(args.output, print_module(module, debug=args.debug).encode())
     return 0
 
 
@@ -152,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     dis.add_argument("file", help="bytecode file ('-' for stdin)")
     dis.add_argument("-o", "--output", help="write the text here (default: stdout)")
     dis.add_argument("--no-verify", dest="verify", action="store_false", help="print even if the IR does not verify")
+    dis.add_argument("-g", "--debug", action="store_true", help="print locations (as tileirdisasm -g)")
     dis.set_defaults(run=_cmd_dis)
     asm = sub.add_parser("asm", help="assemble text into bytecode")
     asm.add_argument("file", help="text file ('-' for stdin)")

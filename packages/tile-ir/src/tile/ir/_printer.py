@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from tile.ir._asm_attrs import dense_text, enum_word, escape, hints_text, predicate_text, typed_attr_text
+from tile.ir._asm_debug import LocationAliases
 from tile.ir._asm_formats import (
     AttrDict,
     Custom,
@@ -38,23 +39,36 @@ _BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 MNEMONICS = {"pow": "fpowf"}
 
 
-def print_module(module: Module) -> str:
-    """Return the text of `module` exactly as ``tileirdisasm`` prints it."""
+def print_module(module: Module, *, debug: bool = False) -> str:
+    """Return the text of `module` exactly as ``tileirdisasm`` prints it.
+
+    Parameters
+    ----------
+    module
+        The module to print (it should verify; invalid IR is printed best-effort).
+    debug
+        Also print locations, as ``tileirdisasm -g`` does: ``loc(#alias)`` after each op and function, and
+        the alias definitions at the end.
+    """
+    locs = LocationAliases(module) if debug else None
     producer = f"// Producer: {module.producer}\n" if module.producer else ""
-    return producer + "".join(map(_global_text, module.globals)) + "".join(map(print_function, module.functions))
+    globals_ = "".join(_global_text(g, locs) for g in module.globals)
+    functions = "".join(_Printer(name_function(fn), locs).function(fn) + "\n" for fn in module.functions)
+    return producer + globals_ + functions + (locs.definitions() if locs else "")
 
 
 def print_function(fn: Function) -> str:
     """Return the text of one entry function (with a trailing newline)."""
-    return _Printer(name_function(fn)).function(fn) + "\n"
+    return _Printer(name_function(fn), None).function(fn) + "\n"
 
 
-def _global_text(g: Global) -> str:
+def _global_text(g: Global, locs: LocationAliases | None) -> str:
     # The visibility directive prints "private " (with its own blank) or nothing, after the usual blank.
     vis = "" if g.visibility == 0 else f"{g.visibility} "
     const = " constant" if g.constant else ""
     align = f" alignment = {g.alignment}" if g.alignment else ""
-    return f"global {vis}{const} {symbol(g.name)}{align} {dense_text(g.value)}\n"
+    loc = f" {locs.ref(None)}" if locs else ""
+    return f"global {vis}{const} {symbol(g.name)}{align} {dense_text(g.value)}{loc}\n"
 
 
 def symbol(name: str) -> str:
@@ -63,13 +77,15 @@ def symbol(name: str) -> str:
 
 
 class _Printer:
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, locs: LocationAliases | None) -> None:
         self.names = names
+        self.locs = locs
 
     def function(self, fn: Function) -> str:
         params = ", ".join(f"{self.names.ref(p)}: {type_text(p.type)}" for p in fn.params)
         hints = f" optimization_hints={hints_text(fn.hints)}" if fn.hints and fn.hints.by_arch else ""
-        return f"entry {symbol(fn.name)}({params}){hints} {self.block(fn.body, 0, elide=None)}"
+        loc = f" {self.locs.ref(fn.loc)}" if self.locs else ""
+        return f"entry {symbol(fn.name)}({params}){hints} {self.block(fn.body, 0, elide=None)}{loc}"
 
     def block(self, block: Block, indent: int, elide: str | None) -> str:
         """``{`` newline, the ops one level deeper, ``}`` at `indent`; a bare `elide` terminator is implied."""
@@ -82,7 +98,8 @@ class _Printer:
 
     def op_line(self, op: Operation, indent: int) -> str:
         head = f"{self.names.results(op)} = " if op in self.names.groups else ""
-        return " " * indent + head + MNEMONICS.get(op.name, op.name) + self.rest(op, indent)
+        loc = f" {self.locs.ref(op.loc)}" if self.locs else ""
+        return " " * indent + head + MNEMONICS.get(op.name, op.name) + self.rest(op, indent) + loc
 
     def rest(self, op: Operation, indent: int) -> str:
         fmt = format_of(op.name)
