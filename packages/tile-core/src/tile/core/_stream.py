@@ -164,8 +164,12 @@ class Stream:
     def __del__(self) -> None:
         if getattr(self, "owned", False) and not self._closed:
             self._closed = True
-            with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+            # At interpreter shutdown module globals (contextlib, tb) may already be None, so no helper
+            # from them can be trusted here; a failed destroy then only leaks what the process exit frees.
+            try:  # noqa: SIM105 - contextlib itself may be None this late
                 tb.driver().cuStreamDestroy(self._raw)
+            except Exception:  # a finalizer must not raise
+                pass
 
     def _cuda_core(self) -> Any:
         """The ``cuda.core.Stream`` view of this stream, for the Cython launcher."""
