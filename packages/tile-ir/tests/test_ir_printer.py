@@ -238,3 +238,6 @@ def test_globals_print_as_tileirdisasm() -> None:
     assert proc.returncode == 0, proc.stderr
     assert print_module(module) == proc.stdout
     assert print_module(parse_module(proc.stdout)) == proc.stdout
+    debug = disassemble(write_bytecode(module, V13_3), "-g").stdout
+    assert print_module(module, debug=True) == debug
+    assert print_module(parse_module(debug), debug=True) == debug

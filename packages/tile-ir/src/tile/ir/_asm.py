@@ -90,7 +90,9 @@ class _Parser:
         if lex.accept("alignment"):
             lex.expect("=")
             alignment = lex.integer()
-        return Global(name, parse_dense(lex), alignment, constant, visibility)
+        value = parse_dense(lex)
+        self.locations.optional(lex)  # globals carry no location in bytecode (tileirdisasm -g shows unknown)
+        return Global(name, value, alignment, constant, visibility)
 
     def function(self) -> Function:
         lex = self.lex
