@@ -50,6 +50,17 @@ def read_version(data: bytes) -> Version:
 def read_bytecode(data: bytes | bytearray | memoryview) -> Module:
     """Decode Tile IR bytecode into a `Module`.
 
+    Parameters
+    ----------
+    data
+        The whole file.
+
+    Returns
+    -------
+    Module
+        The decoded module; op locations come from the Debug section, and ``module.layout`` lets
+        `write_bytecode` reproduce `data` at its own version.
+
     Raises
     ------
     BytecodeError

@@ -35,7 +35,20 @@ _MAX_REPORTED = 20
 
 
 def verify(module: Module, version: Version | str = LATEST) -> None:
-    """Raise `VerifyError` unless `module` is valid Tile IR for bytecode `version`."""
+    """Raise `VerifyError` unless `module` is valid Tile IR for bytecode `version`.
+
+    Parameters
+    ----------
+    module
+        The module to check.
+    version
+        The bytecode version it will be written at (ops, fields and types must exist there).
+
+    Raises
+    ------
+    VerifyError
+        Listing every problem found (up to 20 shown), each prefixed with where it is.
+    """
     problems = verify_problems(module, version)
     if problems:
         shown = problems[:_MAX_REPORTED]

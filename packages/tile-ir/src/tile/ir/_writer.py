@@ -36,6 +36,18 @@ _FLAG_HINTS = 0x04
 def write_bytecode(module: Module, version: Version | str) -> bytes:
     """Encode `module` as Tile IR bytecode of `version` ("13.1" ... "13.5").
 
+    Parameters
+    ----------
+    module
+        The module to encode; it should pass `verify` for the same version.
+    version
+        Target bytecode version (a `Version` or its "13.x" spelling).
+
+    Returns
+    -------
+    bytes
+        The file contents; identical for identical inputs.
+
     Raises
     ------
     UnsupportedVersionError
