@@ -3,8 +3,8 @@
 `parse_module` accepts what `print_module` and ``tileirdisasm`` print: globals and ``entry`` functions whose
 ops use each op's format (`tile.ir._asm_formats`, interpreted here in reverse) or hand-written syntax
 (`tile.ir._asm_custom`). Value names are resolved in nested scopes (a region sees its parents' names);
-every error is an `AsmSyntaxError` at the offending line and column. Write the result with
-``write_bytecode(module, version)``.
+every error is an `AsmSyntaxError` at the offending line and column. Text printed with ``-g`` keeps its
+locations (`tile.ir._asm_locs`). Write the result with ``write_bytecode(module, version)``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Invariants: the output is byte-for-byte what ``tileirdisasm FILE`` prints (no locations), including value
 names (`tile.ir._asm_names`), blank placement (MLIR's declarative-format rules in `FormatState`), float
 spelling (`tile.ir._asm_floats`) and two-space indentation per region level. Ops with a declarative
-format are printed by interpreting it (`tile.ir._asm_formats`); the rest by `tile.ir._asm_custom`.
+format are printed by interpreting it (`tile.ir._asm_formats`); the rest by `tile.ir._asm_custom`. With
+``debug=True`` the output is ``tileirdisasm -g``'s instead: location aliases from `tile.ir._asm_debug`.
 """
 
 from __future__ import annotations
