@@ -30,6 +30,7 @@ from tile.ir import (
     f8E8M0FNU,
     f16,
     f32,
+    i1,
     i8,
     i32,
     ptr,
@@ -282,3 +283,17 @@ def test_pointer_casts_and_pack_sizes() -> None:
     problems = _problems(body)
     assert any("operand must be a tile of i64" in p for p in problems)
     assert any("keeps the size in bytes" in p for p in problems)
+
+
+def test_constant_buffer_size() -> None:
+    from tile.ir import DenseElementsAttr
+
+    def body(b: Builder, fn: Function) -> None:
+        b.constant(DenseElementsAttr(tile((4,), f32), b"\x00" * 6))
+        b.constant(DenseElementsAttr(tile((4,), f32), b"\x00" * 16))
+        b.constant(DenseElementsAttr(tile((16,), i1), b"\x00\xff"))
+        b.return_()
+
+    problems = _problems(body)
+    assert len(problems) == 1
+    assert "needs 16 bytes (or one element), got 6" in problems[0]

@@ -152,6 +152,21 @@ def _constant(op: Operation) -> list[str]:
     res = op.results[0].type
     if getattr(value, "type", None) != res:
         return [f"constant value type {getattr(value, 'type', None)} differs from result type {res}"]
+    return dense_size_problems(res, getattr(value, "data", b""))
+
+
+def dense_size_problems(t: Type, data: bytes) -> list[str]:
+    """A dense buffer holds one element (a splat) or every element (i1 bit-packed, tf32 in 3 bytes)."""
+    if not isinstance(t, TileType) or not isinstance(t.element, ScalarType):
+        return [f"a dense constant needs a tile of numbers, got {t}"]
+    count = 1
+    for d in t.shape:
+        count *= d
+    bits = t.element.bits
+    width = 3 if t.element.name == "tf32" else max(bits // 8, 1)
+    full = (count + 7) // 8 if bits == 1 else count * width
+    if len(data) not in (1 if bits == 1 else width, full):
+        return [f"constant of {t} needs {full} bytes (or one element), got {len(data)}"]
     return []
 
 
