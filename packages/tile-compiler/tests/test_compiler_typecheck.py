@@ -227,3 +227,41 @@ def test_a_loop_body_whose_branches_all_exit_still_ends_in_a_terminator() -> Non
     (loop,) = [op for op in t.ir.body.ops if op.name == "loop"]
     assert loop.regions[0].ops[-1].name == "continue"
     ir.verify(lower(t, Target("sm_90")).module)
+
+
+def _asserts(t: TypedKernel) -> list[tuple[int, str]]:
+    def visit(block: Block, depth: int) -> Iterator[tuple[int, str]]:
+        for op in block.ops:
+            if op.name == "assert":
+                yield depth, op.attrs["message"]
+            for region in op.regions:
+                yield from visit(region, depth + 1)
+
+    return list(visit(t.ir.body, 0))
+
+
+def test_partition_indices_are_guarded_unless_proven_and_hoisted_when_invariant() -> None:
+    guards = _asserts(check(k.k_loop, B=16))
+    assert len(guards) == 1
+    depth, message = guards[0]
+    assert depth == 0  # the block-id coordinate is checked once, before the loop; k is proven by its range
+    assert message.startswith("tile index out of range for x.partition((16, 16)) at ")
+    assert _asserts(check(k.carried_loop, B=16)) != []  # load_tile_like(x, z): x may be smaller than z
+
+
+def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
+    import numpy as np
+
+    from tile.compiler._lower import lower
+
+    interp = pytest.importorskip("tile.ir.interp")
+    module = lower(check(k.reads_past_the_end, B=16), Target("sm_90")).module
+    x = np.arange(64, dtype=np.float32)
+    z = np.zeros(64, np.float32)
+    with pytest.raises(interp.KernelAssertionError, match=r"tile index out of range for x.partition\(\(16,\)\)"):
+        interp.launch(module, (4,), [z, 64, 1, x, 64, 1])
+    k.reads_past_the_end.__tile_unchecked__ = True
+    try:
+        assert _asserts(check(k.reads_past_the_end, B=16)) == []
+    finally:
+        del k.reads_past_the_end.__tile_unchecked__

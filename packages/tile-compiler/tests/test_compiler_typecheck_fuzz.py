@@ -100,4 +100,5 @@ def test_random_elementwise_kernels_match_numpy(expr: tuple[str, str], xd: str, 
     interp.launch(module, (ROWS // BM, COLS // BN), args)
     x, v = xs.astype("float64"), vs.astype("float64")[None, :]
     want = np.broadcast_to(eval(expr[1], {"np": np, "x": x, "v": v}), z.shape)  # the numpy twin of the generated kernel
-    np.testing.assert_allclose(z, want, rtol=2e-3 if xd == "f16" else 1e-4, atol=2e-3 if xd == "f16" else 1e-4)
+    tol = 2e-2 if xd == "f16" else 1e-4  # f16 arithmetic (weak constants keep f16) against a float64 reference
+    np.testing.assert_allclose(z, want, rtol=tol, atol=tol)

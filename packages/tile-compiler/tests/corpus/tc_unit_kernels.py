@@ -93,3 +93,15 @@ def both_branches_exit(z: Mut[Tensor[f32, "B"]], n: int):
         else:
             continue
     z.store(acc)
+
+
+def reads_past_the_end(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(x.partition((B,)).load((tile.block_id()[0] + 1,)))
+
+
+def k_loop(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
+    px = x.partition((B, B))
+    acc = tile.zeros((B, B), f32)
+    for k in range(px.num_tiles[1]):
+        acc = acc + px.load((tile.block_id()[0], k))
+    z.store(acc)

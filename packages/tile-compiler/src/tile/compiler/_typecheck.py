@@ -64,6 +64,11 @@ class Checker(LoopMixin):
         self.node = None
         self.call_sites: tuple[SourceLoc, ...] = ()
         self.em = Emitter()
+        self.in_range = {}
+        self.entry_block = self.em.block
+        self.grid_values = {}
+        self.index_constants = {}
+        self.tile_counts = {}
         self.unchecked = resolved.unchecked
         self.arch = "default" if target.is_cpu else target.arch
 

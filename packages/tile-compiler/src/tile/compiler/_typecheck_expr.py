@@ -205,7 +205,10 @@ class ExprMixin(MemoryMixin):
             )
         if isinstance(base, PartitionV):
             if name == "num_tiles":
-                return tuple(self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile)))
+                counts = self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile))
+                for d, c in enumerate(counts):
+                    self.tile_counts[c.id] = (base.tensor.name, base.tile, d)
+                return tuple(counts)
             if name == "tile_shape":
                 return base.tile
             return self._method(base, "partition", name)

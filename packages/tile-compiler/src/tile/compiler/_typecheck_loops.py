@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_expr import ExprMixin
-from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN
+from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN, TileDim
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIter
 from tile.compiler._types import DTYPES, DType, TileType, Type
 from tile.compiler.lang._function import is_function
@@ -160,6 +161,29 @@ class LoopMixin(ExprMixin):
         self.at(node)
         return self.tile_schedule(source)
 
+    @contextmanager
+    def in_loop_body(self, block: Block) -> Iterator[Block]:
+        """Fill a loop body one loop level deeper (values defined outside stay hoistable, see `guard_indices`)."""
+        em = self.em
+        em.hoist.append(em.block)
+        em.depth += 1
+        em.birth.update((a.id, em.depth) for a in block.args)
+        try:
+            with self.in_block(block):
+                yield block
+        finally:
+            em.depth -= 1
+            em.hoist.pop()
+
+    def _counts_tiles(self, bounds: tuple[object, object, object], ub: Value) -> TileDim | None:
+        """The partition dim a ``range(lo, p.num_tiles[d], step)`` loop stays inside."""
+        return self.tile_counts.get(ub.id) if self._nonnegative(bounds) else None
+
+    def _nonnegative(self, bounds: tuple[object, object, object]) -> bool:
+        """``range(lo, ub, step)`` with constants ``lo >= 0`` and ``step > 0``: its variable stays in [0, ub)."""
+        lo, _, step = bounds
+        return type(lo) is int and lo >= 0 and type(step) is int and step > 0
+
     def stmt_for(self, node: ast.For) -> Exit:
         if not isinstance(node.target, ast.Name):
             self.fail("the loop variable must be a single name", node.target)
@@ -173,16 +197,22 @@ class LoopMixin(ExprMixin):
             self.scalar_index(b, "range bound") if not is_const(b) else self.materialize(b, ivdt) for b in bounds
         )
         lb, ub, step = (self.convert(v, ivdt) for v in (lb, ub, step))
+        counted = self._counts_tiles(bounds, ub) if bind is None else None
+        # Without break, the variable of range(lo >= 0, ub, step > 0) stays in [0, ub): checking "ub <= tile count"
+        # once before the loop covers every partition access it indexes.
+        bounded = bind is None and self._nonnegative(bounds)
         names = self._loop_vars(node.body, node.target.id)
         inits, types = self._loop_inits(names)
         if self._uses_break(node.body):
-            return self._for_as_loop(node, (lb, ub, step), names, inits, types, bind=bind)
+            return self._for_as_loop(node, (lb, ub, step), names, inits, types, bind=bind, counted=counted)
         iv = self.em.value(TileType(ivdt))
+        if counted is not None or bounded:
+            self.in_range[iv.id] = (counted, ub)
         block = Block([iv] + [self.em.value(t) for t in types])
         outer = self.env
         self.env = dict(outer, **dict(zip(names, block.args[1:], strict=True)))
         self.loops.append(LoopFrame("for", names, types))
-        with self.in_block(block):
+        with self.in_loop_body(block):
             self.env[node.target.id] = bind(iv) if bind else iv
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [self._carried(self.loops[-1])], [])
@@ -202,15 +232,18 @@ class LoopMixin(ExprMixin):
         types: list[Type],
         *,
         bind: Callable[[Value], object] | None,
+        counted: TileDim | None,
     ) -> Exit:
         lb, ub, step = bounds
         ivt = lb.type
         assert isinstance(node.target, ast.Name)  # checked by stmt_for
         block = Block([self.em.value(ivt)] + [self.em.value(t) for t in types])
         iv, carried = block.args[0], block.args[1:]
+        if counted is not None:
+            self.in_range[iv.id] = (counted, ub)
         outer = self.env
         self.env = dict(outer, **dict(zip(names, carried, strict=True)))
-        with self.in_block(block):
+        with self.in_loop_body(block):
             self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
             self.env[node.target.id] = bind(iv) if bind else iv
             loop = LoopFrame("loop", names, types, self.elementwise(ast.Add, iv, step, "+"))
@@ -238,7 +271,7 @@ class LoopMixin(ExprMixin):
         block = Block([self.em.value(t) for t in types])
         outer = self.env
         self.env = dict(outer, **dict(zip(names, block.args, strict=False)))
-        with self.in_block(block):
+        with self.in_loop_body(block):
             cond = self.expr(node.test)
             if is_const(cond) and not cond:
                 self.env = outer

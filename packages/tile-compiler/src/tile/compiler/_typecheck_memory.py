@@ -20,9 +20,10 @@ from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, Tile
 from tile.compiler._types import PADDINGS, DType, PartitionViewType, PtrType, TileType, TokenType, broadcast_shapes
 from tile.compiler.lang._ops import OPS, LangOp
 
-__all__ = ["RAW_TOKEN", "MemoryMixin", "token_key"]
+__all__ = ["RAW_TOKEN", "MemoryMixin", "TileDim", "token_key"]
 
 RAW_TOKEN = "$tok:$raw"
+TileDim = tuple[str, tuple[int, ...], int]  # (tensor parameter, partition tile shape, dim)
 ENTRY_TOKEN = "$tok:$entry"
 _ATOMIC_MODES = {
     "add": ("add", "add", "addf"),
@@ -47,6 +48,11 @@ class MemoryMixin(ShapeMixin):
     env: dict[str, object]
     unchecked: bool
     arch: str
+    # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), and values that *are*
+    # such a tile count. A partition access whose index is not covered gets an in-kernel assert (safe kernels only).
+    grid_values: dict[str, tuple[Value, ...]]
+    in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
+    tile_counts: dict[int, TileDim]
 
     # -- elementwise math -----------------------------------------------------------------------------------
     def op_unary_float(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -123,7 +129,13 @@ class MemoryMixin(ShapeMixin):
 
     # -- grid -------------------------------------------------------------------------------------------------
     def op_grid(self, op: LangOp, a: dict[str, Any]) -> object:
-        return tuple(self.em.emit(op.ir[0], [], [TileType(I32)] * 3))
+        return self.grid(op.ir[0])
+
+    def grid(self, name: str) -> tuple[Value, ...]:
+        """The block id or grid size, computed once at the kernel's entry (loop-invariant by construction)."""
+        if name not in self.grid_values:
+            self.grid_values[name] = self.at_entry(lambda: tuple(self.em.emit(name, [], [TileType(I32)] * 3)))
+        return self.grid_values[name]
 
     # -- views, loads, stores -------------------------------------------------------------------------------
     def tensor_arg(self, v: object, what: str, *, mut: bool | None = None) -> TensorV:
@@ -161,10 +173,14 @@ class MemoryMixin(ShapeMixin):
             inner["allow_tma"] = allow_tma
         return {"optimization_hints": {self.arch: inner}} if inner else {}
 
-    def load_view(self, p: PartitionV, index: tuple[object, ...], hints: dict[str, Any]) -> Value:
+    def load_view(
+        self, p: PartitionV, index: tuple[object, ...], hints: dict[str, Any], *, trusted: bool = False
+    ) -> Value:
         if len(index) != len(p.tile):
             self.fail(f"the load index needs {len(p.tile)} coordinates (one per dim), got {len(index)}")
         idx = [self.scalar_index(i, "tile index") for i in index]
+        if not trusted:
+            self.guard_indices(p, idx)
         key = token_key(p.tensor)
         tok = cast(Value, self.env[key])
         tile, new = self.em.emit(
@@ -180,6 +196,53 @@ class MemoryMixin(ShapeMixin):
             self.env[key] = new
         return tile
 
+    def guard_indices(self, p: PartitionV, idx: list[Value]) -> None:
+        """Trap (``assert``) unless every index lies in the partition's index space, which Tile IR requires.
+
+        Indices proven in range (loop variables over ``range(p.num_tiles[d])``, tiles from ``out.tiles()``) need no
+        check; unchecked kernels get none.
+        """
+        if self.unchecked:
+            return
+        em = self.em
+        by_depth: dict[int, list[tuple[int, Value, bool]]] = {}
+        for d, v in enumerate(idx):
+            key, bound = self.in_range.get(v.id, (None, None))
+            if key == (p.tensor.name, p.tile, d):
+                continue
+            # A loop variable in [0, count of another partition) only needs "that count <= this one", which is
+            # loop-invariant; any other coordinate is checked as is. Invariant checks move before the loops.
+            subject, is_bound = (bound, True) if bound is not None else (v, False)
+            depth = max(em.birth.get(p.view.id, 0), em.birth.get(subject.id, 0))
+            by_depth.setdefault(depth, []).append((d, subject, is_bound))
+        for depth, checks in sorted(by_depth.items()):
+            if depth == em.depth:
+                self._emit_guard(p, checks)
+                continue
+            saved = em.depth
+            em.depth = depth
+            try:
+                with self.in_block(em.hoist[depth]):
+                    self._emit_guard(p, checks)
+            finally:
+                em.depth = saved
+
+    def _emit_guard(self, p: PartitionV, checks: list[tuple[int, Value, bool]]) -> None:
+        counts = self.em.emit("get_index_space_shape", [p.view], [TileType(I32)] * len(p.tile))
+        ok: Value | None = None
+        for d, v, is_bound in checks:
+            dt = self.tile_of(v).dtype
+            count = self.convert(counts[d], dt)
+            if is_bound:
+                inside = self.compare_tiles(ast.LtE, v, count)
+            else:
+                low = self.compare_tiles(ast.GtE, v, self.materialize(0, dt))
+                inside = self.em.one("andi", [low, self.compare_tiles(ast.Lt, v, count)], TileType(I1))
+            ok = inside if ok is None else self.em.one("andi", [ok, inside], TileType(I1))
+        where = f" at {self.em.loc}" if self.em.loc else ""
+        message = f"tile index out of range for {p.tensor.name}.partition({p.tile}){where}"
+        self.em.emit("assert", [ok], [], {"message": message})
+
     def method_partition_load(self, recv: PartitionV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)
         index = a["index"] if isinstance(a["index"], tuple) else (a["index"],)
@@ -188,7 +251,7 @@ class MemoryMixin(ShapeMixin):
     def block_index(self, rank: int) -> tuple[Value, ...]:
         if rank > 3:
             self.fail(f"a Mut output of rank {rank} cannot be indexed by the 3-D block grid; use rank <= 3")
-        return tuple(self.em.emit("get_tile_block_id", [], [TileType(I32)] * 3))[:rank]
+        return self.grid("get_tile_block_id")[:rank]
 
     def op_load_tile_like(self, op: LangOp, a: dict[str, Any]) -> object:
         x = self.tensor_arg(a["x"], "the first argument of tile.load_tile_like")
@@ -203,6 +266,7 @@ class MemoryMixin(ShapeMixin):
             self.partition(recv, recv.tile, "zero"),
             tuple(self._own_index(recv, a["at"], "load")),
             self._hints(a["latency"], a["allow_tma"]),
+            trusted=True,
         )
 
     def _own_index(self, recv: TensorV, at: object, verb: str) -> list[Value]:
@@ -239,16 +303,18 @@ class MemoryMixin(ShapeMixin):
         total: object = counts[0]
         for c in counts[1:]:
             total = self.binary(ast.Mult(), total, c)
-        bx, by, bz = self.em.emit("get_tile_block_id", [], [TileType(I32)] * 3)
-        gx, gy, gz = self.em.emit("get_num_tile_blocks", [], [TileType(I32)] * 3)
+        bx, by, bz = self.grid("get_tile_block_id")
+        gx, gy, gz = self.grid("get_num_tile_blocks")
         plane = self.binary(ast.Mult(), gx, gy)
         first = self.binary(
             ast.Add(), bx, self.binary(ast.Add(), self.binary(ast.Mult(), by, gx), self.binary(ast.Mult(), bz, plane))
         )
         step = self.binary(ast.Mult(), plane, gz)
-        return (first, total, step), lambda t: TileIndex(z, self._unravel(t, counts, it.group))
+        return (first, total, step), lambda t: TileIndex(z, self._unravel(it, t, counts))
 
-    def _unravel(self, t: Value, counts: list[object], group: int | None) -> tuple[Value, ...]:
+    def _unravel(self, it: TileIter, t: Value, counts: list[object]) -> tuple[Value, ...]:
+        group = it.group
+
         def op(kind: ast.operator, a: object, b: object) -> object:
             return self.binary(kind, a, b)
 
@@ -264,7 +330,10 @@ class MemoryMixin(ShapeMixin):
             for c in reversed(counts):
                 coords.insert(0, op(ast.Mod(), rest, c))
                 rest = op(ast.FloorDiv(), rest, c)
-        return tuple(self.scalar_index(c, "tile index") for c in coords)
+        out = tuple(self.scalar_index(c, "tile index") for c in coords)
+        for d, c in enumerate(out):
+            self.in_range[c.id] = ((it.tensor.name, it.tensor.tile, d), None)
+        return out
 
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("store", ("tile", "at", "latency", "allow_tma"), (None, None, None), args, kw)

@@ -11,7 +11,7 @@ import ast
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, ArithMixin, is_const, signedness
@@ -19,6 +19,8 @@ from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, is_p
 from tile.compiler.lang._ops import LangOp
 
 __all__ = ["ShapeMixin"]
+
+T = TypeVar("T")
 
 _MMA_FLOAT: dict[str, tuple[str, ...]] = {
     "f16": ("f16", "f32"),
@@ -43,6 +45,20 @@ def _identity(kind: str, dt: DType) -> int | float:
 
 class ShapeMixin(ArithMixin):
     """Shape, factory, conversion, reduction, scan and matrix-multiply rules."""
+
+    entry_block: Block
+    index_constants: dict[int, Value]
+
+    def at_entry(self, build: Callable[[], T]) -> T:
+        """Run ``build`` emitting at the end of the kernel's entry block (outside every loop and branch)."""
+        em = self.em
+        saved = em.depth
+        em.depth = 0
+        try:
+            with self.in_block(self.entry_block):
+                return build()
+        finally:
+            em.depth = saved
 
     def call_helper(self, fn: Any, args: list[object], kwargs: dict[str, object]) -> object:
         """Inline a ``@tile.function`` (implemented by the checker)."""
@@ -86,7 +102,9 @@ class ShapeMixin(ArithMixin):
         if isinstance(v, (bool, float)):
             self.fail(f"{what} must be an integer, got {v!r}")
         if isinstance(v, int):
-            return self.materialize(v, I32)
+            if v not in self.index_constants:  # one definition at the entry, so guards using it can be hoisted
+                self.index_constants[v] = self.at_entry(lambda: self.materialize(v, I32))
+            return self.index_constants[v]
         t = self.tile_of(v, what)
         if t.shape or not isinstance(t.elem, DType) or not t.elem.is_int:
             self.fail(f"{what} must be an integer scalar, got a {t}")

@@ -86,10 +86,14 @@ class Emitter:
     block: Block = field(default_factory=Block)
     loc: SourceLoc | None = None
     inlined_from: tuple[SourceLoc, ...] = ()
+    depth: int = 0  # loop nesting of the block being filled
+    birth: dict[int, int] = field(default_factory=dict)  # value id -> loop depth where it was defined
+    hoist: list[Block] = field(default_factory=list)  # hoist[d]: the block at depth d that will hold loop d+1
 
     def value(self, ty: Type) -> Value:
         """A fresh value of type ``ty`` (for block arguments)."""
         self.next_id += 1
+        self.birth[self.next_id] = self.depth
         return Value(self.next_id, ty)
 
     def emit(
