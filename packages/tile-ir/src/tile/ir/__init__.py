@@ -7,7 +7,7 @@ Types (`_types`, immutable, structural equality, ``str()`` = tileirdisasm spelli
     `PointerType` (``ptr(f32)``); `TileType` (``tile((128, 64), f16)``, ``scalar(i32)`` = rank 0);
     `TokenType` (``token``); `TensorViewType(element, shape, strides)` with ``None`` = dynamic (`DYNAMIC`);
     `PartitionViewType(tile_shape, tensor_view, dim_map, padding)`; `StridedViewType`;
-    `GatherScatterViewType`; `FunctionType(inputs, results)`; `Padding` enum.
+    `GatherScatterViewType`; `FunctionType(inputs, results)`; `Padding` and `PointerAttr` enums.
 Attributes (`_attrs`): `IntegerAttr(type, value)`, `FloatAttr(type, bits)` (``FloatAttr.of(f32, 1.5)``),
     `BoolAttr`, `TypeAttr`, `StringAttr`, `ArrayAttr(elements)`, `DenseElementsAttr(tile_type, raw_bytes)`
     (``.splat(type, v)``, ``.from_values(type, vs)``), `DictAttr(items)`, `OptimizationHints(by_arch)`
@@ -19,7 +19,7 @@ Enums (`_enums`, IntEnum with the bytecode codes): `Signedness`, `IntegerOverflo
 IR (`_ir`): `Module(functions, globals, producer)`; `Global(name, value, alignment, constant, visibility)`;
     `Function(name, FunctionType, entry=True, hints=None, arg_attrs=None, loc=None)` whose ``body`` is a
     `Block` with the parameters as arguments (``fn.params``); `Block(args, ops)`; `Region(blocks)`;
-    `Value(type, owner, index)`; `Operation(name, operands, result_types, attributes, num_regions,
+    `Value(type, owner, index)`; `Operation(name, operands, result_types, *, attributes, num_regions,
     segments, loc)`.
     An `Operation` is generic: ``op.name`` keys the catalog entry ``tile.ir.ops.CATALOG[op.name]`` (an
     `OpDef`); ``op.operands`` is flat and ``op.segments`` holds one count per operand group of the entry
@@ -37,8 +37,10 @@ Op catalog (``tile.ir.ops``)
 One `OpDef` per opcode (``ops/arith.py``, ``math.py``, ``shape.py``, ``control.py``, ``memory.py``,
 ``atomics.py``, ``reduce.py``, ``misc.py``): name, opcode, since-version, results, operand groups
 (`OperandKind` SINGLE/OPTIONAL/VARIADIC) and their `OperandLayout`, attributes (`AttrSpec`: name, `AttrKind`,
-enum, optional, since, default), flag bits, regions, terminator, result-inference rule. Op and attribute
+enum, optional, since, default, allowed values), flag bits, regions, terminator, result-inference rule. Op
+and attribute
 names follow the Tile IR dialect (``rounding_mode``, ``flush_to_zero``, ``memory_ordering_semantics``...).
+Not cataloged: ``module``/``entry``/``global`` (bytecode sections, not ops) and the 13.5 preview ``call``.
 
 Builder
 -------
@@ -77,7 +79,7 @@ Text (IR-B: `_printer`, `_asm`)
 with ``message, filename, line, col, source_line``). ``python -m tile.ir`` / ``tile-ir`` is the CLI
 (dis / asm / verify / info).
 
-Multi-result / structural ops have explicit methods: `Builder.load_view_tko` (→ tile, token),
+Builder details: multi-result / structural ops have explicit methods: `Builder.load_view_tko` (→ tile, token),
 ``get_tile_block_id``, ``load_ptr_tko``, ``atomic_rmw_tko``, ``atomic_cas_tko``, ``print_tko``, ``assert_``,
 ``return_``/``yield_``/``continue_``/``break_``, ``for_``, ``loop``, ``if_``, ``reduce``, ``scan``; anything
 else via ``b.call(name, *groups, **attrs) -> Operation`` or ``b.create(name, groups, attrs, result_types)``.
