@@ -82,13 +82,17 @@ def export(name: str, version: str) -> bytes:
     """Export kernel `name` as Tile IR bytecode of `version` with cuTile Python."""
     from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
-    if version == "13.5":
-        import cuda.tile._compile as cutile_compile
+    import cuda.tile._compile as cutile_compile
 
-        # cuTile 1.7.0 gates 13.5 behind its developer-features switch; its 13.5 writer is complete.
-        cutile_compile.dev_features_enabled = lambda: True
     kernel, params = KERNELS[name]
     signature = KernelSignature([_array(d, n) for d, n in params], CallingConvention.cutile_python_v2())
     buf = io.BytesIO()
-    export_kernel(kernel, [signature], buf, output_format="tileir_bytecode", bytecode_version=version)
+    saved = cutile_compile.dev_features_enabled
+    if version == "13.5":
+        # cuTile 1.7.0 gates 13.5 behind its developer-features switch; its 13.5 writer is complete
+        cutile_compile.dev_features_enabled = lambda: True
+    try:
+        export_kernel(kernel, [signature], buf, output_format="tileir_bytecode", bytecode_version=version)
+    finally:
+        cutile_compile.dev_features_enabled = saved
     return buf.getvalue()
