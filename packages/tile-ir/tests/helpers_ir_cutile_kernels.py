@@ -80,9 +80,8 @@ KERNELS: dict[str, tuple[Any, list[tuple[Any, int]]]] = {
 
 def export(name: str, version: str) -> bytes:
     """Export kernel `name` as Tile IR bytecode of `version` with cuTile Python."""
-    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
-
     import cuda.tile._compile as cutile_compile
+    from cuda.tile.compilation import CallingConvention, KernelSignature, export_kernel
 
     kernel, params = KERNELS[name]
     signature = KernelSignature([_array(d, n) for d, n in params], CallingConvention.cutile_python_v2())
