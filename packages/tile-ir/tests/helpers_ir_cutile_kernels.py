@@ -91,7 +91,11 @@ def export(name: str, version: str) -> bytes:
         # cuTile 1.7.0 gates 13.5 behind its developer-features switch; its 13.5 writer is complete
         cutile_compile.dev_features_enabled = lambda: True
     try:
-        export_kernel(kernel, [signature], buf, output_format="tileir_bytecode", bytecode_version=version)
+        # cuTile exports architecture-independent bytecode only from 13.3; older versions name a target
+        target = "sm_90" if version in ("13.1", "13.2") else None
+        export_kernel(
+            kernel, [signature], buf, gpu_code=target, output_format="tileir_bytecode", bytecode_version=version
+        )
     finally:
         cutile_compile.dev_features_enabled = saved
     return buf.getvalue()

@@ -96,7 +96,7 @@ def test_writer_is_deterministic() -> None:
         )
 
 
-@pytest.mark.parametrize("version", ["13.3", "13.4", "13.5"])
+@pytest.mark.parametrize("version", ["13.1", "13.2", "13.3", "13.4", "13.5"])
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_cutile_export_round_trips_exactly(kernel: str, version: str) -> None:
     data = export(kernel, version)
