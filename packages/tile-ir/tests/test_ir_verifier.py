@@ -297,3 +297,14 @@ def test_constant_buffer_size() -> None:
     problems = _problems(body)
     assert len(problems) == 1
     assert "needs 16 bytes (or one element), got 6" in problems[0]
+
+
+def test_problems_name_the_source_location() -> None:
+    from tile.ir import FileLoc
+
+    def body(b: Builder, fn: Function) -> None:
+        with b.location(FileLoc("kernel.py", 7, 3)):
+            b.addf(b.constant(1.0, T), b.constant(1.0, tile((16,), f16)), result_type=T)
+        b.return_()
+
+    assert any("(kernel.py:7:3)" in p and "same type" in p for p in _problems(body))

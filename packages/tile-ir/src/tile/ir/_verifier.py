@@ -16,6 +16,7 @@ from tile.ir._attrs import ArrayAttr, DenseElementsAttr, FloatAttr, IntegerAttr,
 from tile.ir._enums import MemoryOrdering
 from tile.ir._errors import VerifyError
 from tile.ir._ir import Block, Function, Module, Operation, Value
+from tile.ir._location import CallSite, DILoc, FileLoc, Location
 from tile.ir._types import FunctionType, PointerType, ScalarType, TileType, Type, scalar, type_since
 from tile.ir._verify_hints import hint_problems
 from tile.ir._verify_regions import region_problems
@@ -129,10 +130,11 @@ class _Checker:
             self.where = path
             self.report(f"block must end with {' or '.join(terminators)}, but ends with {last}")
         for index, op in enumerate(block.ops):
-            self.where = f"{path}/op {index} '{op.name}'"
-            self.op(op, is_last=index == len(block.ops) - 1, path=self.where)
+            op_path = f"{path}/op {index} '{op.name}'"
+            self.where = op_path + _source(op.loc)
+            self.op(op, is_last=index == len(block.ops) - 1, path=op_path)
             added += op.results
-            self.where = f"{path}/op {index} '{op.name}'"
+            self.where = op_path + _source(op.loc)
             self.define(op.results, op)
         self.visible.difference_update(added)
 
@@ -237,6 +239,15 @@ class _Checker:
             for block in region.blocks:
                 self.block(block, _terminators(op), f"{path}/region {r_index}")
         self.where = path
+
+
+def _source(loc: Location | None) -> str:
+    """`` (file:line:col)`` of an op location, so problems point at the user's source when it is known."""
+    while isinstance(loc, CallSite):
+        loc = loc.callee
+    if isinstance(loc, (DILoc, FileLoc)):
+        return f" ({loc.filename}:{loc.line}:{loc.column})"
+    return ""
 
 
 def _expressible_before(spec: AttrSpec, value: object) -> bool:
