@@ -109,3 +109,15 @@ def test_corpus_compiles_to_cubin(case: Case, arch: str) -> None:
     compiled = compile_kernel(case.kernel, spec_for(case), Target(arch), cache=False)
     assert compiled.cubin is not None
     assert compiled.cubin[:4] == b"\x7fELF"
+
+
+def test_every_kernel_language_function_appears_in_the_corpus() -> None:
+    import re
+
+    from tile.compiler.lang import METHODS, OPS
+
+    source = "".join(p.read_text() for p in CORPUS.glob("tc_corpus_*.py"))
+    unused = [n for n in OPS if not re.search(rf"(\btile|\w)\.{n}\(", source)]
+    assert unused == []
+    methods = {m for table in METHODS.values() for m in table}
+    assert [m for m in sorted(methods) if not re.search(rf"\.{m}\(", source)] == []

@@ -93,6 +93,18 @@ def _nan_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"z": np.where(np.isnan(x), -5.0, np.clip(x, -0.5, 0.5) + np.abs(x))}
 
 
+def math_misc(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    tile.static_assert(B % 2 == 0, "B must be even")
+    a = tile.load_tile_like(x, z)
+    b = tile.load_tile_like(y, z)
+    z.store(tile.tan(a * 0.5) + tile.sinh(a) - tile.cosh(b) + tile.ceil(a * 3.0) + tile.negative(b) + tile.atan2(a, b))
+
+
+def _math_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x, y = a["x"].astype("float64"), a["y"].astype("float64")
+    return {"z": np.tan(x * 0.5) + np.sinh(x) - np.cosh(y) + np.ceil(x * 3) - y + np.arctan2(x, y)}
+
+
 def _f(rng: np.random.Generator, *names: str, n: int = N, lo: float = -1, hi: float = 1) -> dict[str, object]:
     out: dict[str, object] = {k: rand(rng, (n,), lo=lo, hi=hi) for k in names}
     out["z"] = poison((n,))
@@ -125,6 +137,7 @@ def _fma_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 CASES = [
     Case(nan_guard, {"B": 128}, _nan_inputs, _nan_ref),
+    Case(math_misc, {"B": 128}, lambda r: _f(r, "x", "y"), _math_ref, rtol=1e-4, atol=1e-4),
     Case(add, {"B": 128}, lambda r: _f(r, "x", "y"), lambda a: {"z": a["x"] + a["y"]}),
     Case(axpy, {"B": 256}, lambda r: {**_f(r, "x", "y"), "a": 1.5}, lambda a: {"z": a["a"] * a["x"] + a["y"]}),
     Case(unary_math, {"B": 128}, lambda r: _f(r, "x"), _unary_ref, rtol=1e-4, atol=1e-4),

@@ -54,6 +54,9 @@ def atomic_flags(flags: Tensor[i32, -1]):
     tile.atomic_max(flags.ptr() + 1, bid)
     tile.atomic_min(flags.ptr() + 2, bid)
     tile.atomic_xchg(flags.ptr() + 3, 7)
+    tile.atomic_or(flags.ptr() + 4, 1 << bid)
+    tile.atomic_and(flags.ptr() + 5, ~(1 << bid))
+    tile.atomic_xor(flags.ptr() + 6, 1)
 
 
 def debug_print(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
@@ -77,7 +80,7 @@ def read_modify_write(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], rounds: int)
 
 
 def _flags_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {"flags": np.array([1, 7, 0, 7], "int32")}
+    return {"flags": np.array([1, 7, 0, 7, 255, 0x7FFFFF00, 0], "int32")}
 
 
 CASES = [
@@ -105,7 +108,13 @@ CASES = [
         lambda a: {"hist": np.bincount(a["x"], minlength=16).astype("int32")},
         grid=lambda a: (N // 128,),
     ),
-    Case(atomic_flags, {}, lambda r: {"flags": np.array([0, 0, 0, 0], "int32")}, _flags_ref, grid=lambda a: (8,)),
+    Case(
+        atomic_flags,
+        {},
+        lambda r: {"flags": np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0], "int32")},
+        _flags_ref,
+        grid=lambda a: (8,),
+    ),
     Case(debug_print, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
     Case(checked_assert, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
     Case(

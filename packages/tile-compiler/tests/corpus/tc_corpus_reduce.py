@@ -65,6 +65,11 @@ def row_running_max(z: Mut[Tensor[f32, ("BM", "N")]], x: Tensor[f32, (-1, "N")])
     z.store(tile.scan(t, 1, running_max, -1e30))
 
 
+def row_cumprod(z: Mut[Tensor[f32, ("BM", "N")]], x: Tensor[f32, (-1, "N")]):
+    t = x.partition((BM, N)).load((tile.block_id()[0], 0))
+    z.store(tile.cumprod(t, axis=1))
+
+
 def total_sum(z: Mut[Tensor[f32, 1]], x: Tensor[f32, "N"]):
     s = tile.sum(x.partition((N,)).load((0,)))
     z.store(s.reshape((1,)))
@@ -78,6 +83,13 @@ def _x(rng: np.random.Generator, out_cols: int | None = None, dtype: str = "floa
 
 G = {"BM": 16, "N": COLS}
 CASES = [
+    Case(
+        row_cumprod,
+        G,
+        lambda r: {"x": rand(r, (ROWS, COLS), lo=0.99, hi=1.01), "z": poison((ROWS, COLS))},
+        lambda a: {"z": a["x"].astype("float64").cumprod(1)},
+        rtol=1e-4,
+    ),
     Case(row_sum, G, _x, lambda a: {"z": a["x"].sum(1)}, rtol=1e-4, atol=1e-4),
     Case(row_range, G, _x, lambda a: {"z": a["x"].max(1) - a["x"].min(1)}),
     Case(

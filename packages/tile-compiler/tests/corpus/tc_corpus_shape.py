@@ -37,6 +37,11 @@ def transpose(z: Mut[Tensor[f32, ("BN", "BM")]], x: Tensor[f32, (-1, -1)]):
     z.store(t.T)
 
 
+def transpose_fn(z: Mut[Tensor[f32, ("BN", "BM")]], x: Tensor[f32, (-1, -1)]):
+    bn, bm, _ = tile.block_id()
+    z.store(tile.transpose(x.partition((BM, BN)).load((bm, bn))))
+
+
 def permute3(z: Mut[Tensor[f32, ("BN", "BM")]], x: Tensor[f32, (-1, -1)]):
     bn, bm, _ = tile.block_id()
     t = tile.expand_dims(x.partition((BM, BN)).load((bm, bn)), 0)
@@ -74,6 +79,12 @@ def _extract_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 CASES = [
+    Case(
+        transpose_fn,
+        {"BM": 32, "BN": 16},
+        lambda r: {"x": rand(r, M2), "z": poison(M2[::-1])},
+        lambda a: {"z": a["x"].T},
+    ),
     Case(iota_fill, {"B": 128}, lambda r: {"z": poison((N,), "int32")}, lambda a: {"z": np.arange(N, dtype="int32")}),
     Case(full_fill, {"B": 256}, lambda r: {"z": poison((N,)), "v": 2.5}, lambda a: {"z": np.full(N, 3.5, "float32")}),
     Case(
