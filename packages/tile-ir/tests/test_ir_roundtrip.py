@@ -25,6 +25,8 @@ from tile.ir import (
     Function,
     FunctionType,
     Module,
+    RoundingMode,
+    Signedness,
     Value,
     Version,
     f32,
@@ -129,6 +131,8 @@ def _random_attrs(data: st.DataObject, name: str, version: Version) -> dict[str,
             attrs[spec.name] = data.draw(st.booleans())
         elif spec.enum is not None:
             attrs[spec.name] = data.draw(st.sampled_from(list(spec.allowed or spec.enum)))
+    if attrs.get("signedness") is Signedness.UNSIGNED and attrs.get("rounding") is RoundingMode.NEGATIVE_INF:
+        attrs["rounding"] = RoundingMode.ZERO  # floor division is only defined for signed divi
     return attrs
 
 
