@@ -1,0 +1,236 @@
+"""The GPU backend's code path (device storage, entry-ABI packing, module loading, launch on a stream) run on this
+machine against a stand-in for the tile.core calls it makes: "device memory" is host memory at real addresses, and
+the stand-in ``launch`` interprets the kernel's own Tile IR against it. The stand-ins mirror tile.core's signatures
+(keyword-only arguments included), so a call the real API would reject fails here too; the real thing runs in
+test_frontend_gpu.py on a GPU. Needs tileiras: the launcher compiles a real sm_90 cubin for the stand-in device."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.compiler as tile_compiler
+import tile.core as tile_core
+import tile.frontend as tile
+import tile.ir as tile_ir
+from tile.aio import Completion, ExecutionContext
+from tile.frontend import _entry as entry_module
+from tile.frontend import f16, f32
+
+pytestmark = pytest.mark.requires_tileiras
+_BYTECODE: dict[bytes, bytes] = {}  # cubin -> the Tile IR bytecode it was made from
+
+
+class FakeDevice:
+    ordinal, arch, name = 0, "sm_90", "stand-in GPU"
+
+
+DEVICE = FakeDevice()
+
+
+class FakeStream:
+    device = DEVICE
+
+    def synchronize(self) -> None:
+        pass
+
+
+FakeDevice.default_stream = FakeStream()  # type: ignore[attr-defined]  # set once both classes exist
+
+
+class FakeBuffer:
+    raw: np.ndarray[Any, Any]
+    ptr: int
+    nbytes: int
+    device: Any
+    stream: FakeStream
+    closed: bool
+
+    def __init__(self) -> None:
+        raise TypeError("use allocate/from_host")
+
+    @classmethod
+    def allocate(cls, nbytes: int, *, device: Any = None, stream: object = None) -> FakeBuffer:
+        self = object.__new__(cls)
+        self.raw = np.zeros(nbytes, np.uint8)
+        self.ptr, self.nbytes, self.device, self.stream, self.closed = (
+            self.raw.ctypes.data,
+            nbytes,
+            device,
+            FakeStream(),
+            False,
+        )
+        return self
+
+    @classmethod
+    def from_host(cls, array: Any, *, device: Any = None, stream: object = None, sync: bool = True) -> FakeBuffer:
+        self = cls.allocate(max(array.nbytes, 1), device=device)
+        self.raw[: array.nbytes] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        return self
+
+    def free(self) -> None:
+        assert not self.closed, "double free"
+        self.closed = True
+
+
+class FakeView:
+    def __init__(
+        self,
+        ptr: int,
+        dtype: Any,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        *,
+        device: Any,
+        owner: object,
+        buffer: Any = None,
+        readonly: bool = False,
+    ) -> None:
+        self.ptr, self.dtype, self.shape, self.strides = ptr, np.dtype(dtype), shape, strides
+        self.device, self.owner, self.buffer, self.readonly = device, owner, buffer, readonly
+
+    def _array(self) -> np.ndarray[Any, Any]:
+        span = sum((n - 1) * s for n, s in zip(self.shape, self.strides, strict=True)) + self.dtype.itemsize
+        raw = np.ctypeslib.as_array((ctypes.c_uint8 * span).from_address(self.ptr))
+        return np.lib.stride_tricks.as_strided(
+            raw.view(self.dtype) if raw.size % self.dtype.itemsize == 0 else raw, self.shape, self.strides
+        )
+
+    def to_numpy(self, *, stream: object = None) -> np.ndarray[Any, Any]:
+        return np.array(self._array(), copy=True)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, self.readonly), "version": 3}
+
+
+class FakeModule:
+    def __init__(self, cubin: bytes) -> None:
+        self.program = tile_ir.read_bytecode(_BYTECODE[cubin])
+
+    @classmethod
+    def from_cubin(cls, data: bytes, *, device: Any = None, name: str = "") -> FakeModule:
+        assert data[:4] == b"\x7fELF", "a cubin is an ELF image"
+        return cls(data)
+
+    def function(self, name: str) -> Any:
+        assert any(f.name == name for f in self.program.functions), f"no entry {name}"
+        return self
+
+
+def fake_launch(
+    function: Any,
+    grid: Any,
+    block: Any,
+    args: Any,
+    *,
+    stream: object = None,
+    shared_mem: int = 0,
+    signature: Any = None,
+) -> None:
+    from tile.ir import interp
+
+    assert tuple(block) == (1, 1, 1)
+    assert signature is not None
+    assert len(signature) == len(args)
+    memory, mapped = interp.Memory(), []
+    for kind, value in zip(signature, args, strict=True):
+        if kind == "ptr":  # a real host address standing for a device address: map the page-free span behind it
+            span = np.ctypeslib.as_array((ctypes.c_uint8 * (1 << 22)).from_address(value & ~4095))
+            mapped.append(memory.map(span) + (value & 4095))
+        else:
+            mapped.append(value)
+    interp.launch(function.program, tuple(grid), mapped, memory, check_races=False)
+
+
+class FakeCudaContext(ExecutionContext):
+    stream = FakeStream()
+
+    @property
+    def device(self) -> Any:
+        return DEVICE
+
+    def enqueue(self, fn: Callable[[], object]) -> None:
+        fn()
+
+    def record(self) -> Completion:
+        raise NotImplementedError
+
+    def wait(self, completion: Completion) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tile_core, "DeviceBuffer", FakeBuffer)
+    monkeypatch.setattr(tile_core, "DeviceView", FakeView)
+    monkeypatch.setattr(tile_core, "Module", FakeModule)
+    monkeypatch.setattr(tile_core, "launch", fake_launch)
+    monkeypatch.setattr(tile_core, "Device", lambda ordinal=0: DEVICE)
+
+    def compile_and_remember(fn: Any, spec: Any, target: Any) -> Any:
+        compiled = tile_compiler.compile_kernel(fn, spec, target)
+        if compiled.cubin is not None:
+            _BYTECODE[compiled.cubin] = compiled.bytecode
+        return compiled
+
+    monkeypatch.setattr(entry_module, "compile_kernel", compile_and_remember)
+
+
+def _gpu(make: Callable[..., tile.Tensor], *args: Any) -> tile.Tensor:
+    return make(*args, device=DEVICE)
+
+
+def test_device_tensors_round_trip(fake_gpu: None) -> None:
+    t = _gpu(tile.arange, f32, 24).reshape(4, 6)
+    assert t.device is DEVICE
+    np.testing.assert_array_equal(t.T[1:, ::2].to_numpy(), np.arange(24, dtype=np.float32).reshape(4, 6).T[1:, ::2])
+    assert t.__cuda_array_interface__["data"][0] == t.data_ptr()
+
+
+def test_launch_on_a_cuda_context(fake_gpu: None, k: ModuleType) -> None:
+    x = _gpu(tile.from_numpy, np.arange(1000, dtype=np.float32))
+    y = _gpu(tile.full, f32, [1000], 0.5)
+    op = k.add(_gpu(tile.zeros, f32, [1000]).partition([128]), x, y)
+    assert op.compile().target.arch == "sm_90"
+    assert op.compile().cubin
+    z, x, _ = op.sync_on(FakeCudaContext())
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(1000, dtype=np.float32) + 0.5)
+
+
+def test_gemm_with_strided_device_views(fake_gpu: None, k: ModuleType) -> None:
+    a = _gpu(tile.randn, f16, [64, 96])
+    b = _gpu(tile.randn, f16, [48, 96]).T  # a transposed view: strides (1, 96)
+    expected = a.to_numpy().astype(np.float64) @ b.to_numpy().astype(np.float64)
+    c, _, _, _ = k.gemm(_gpu(tile.empty, f32, [64, 48]).partition([32, 16]), a, b, BK=32).sync_on(FakeCudaContext())
+    np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-3, atol=1e-3)
+
+
+def test_device_free_waits_for_the_launch(fake_gpu: None, k: ModuleType) -> None:
+    x = _gpu(tile.ones, f32, [256])
+    alias = x[:]
+    op = k.add(_gpu(tile.zeros, f32, [256]).partition([128]), x, _gpu(tile.ones, f32, [256]))
+    buffer = op._storages[1].buffer
+    alias.free()
+    assert not buffer.closed  # the launch holds it, even before it is enqueued
+    op.sync_on(FakeCudaContext())
+    assert buffer.closed
+
+
+def test_a_gpu_launch_refuses_a_host_stream(fake_gpu: None, k: ModuleType) -> None:
+    from tile.aio import HostStream
+
+    op = k.add(_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
+    with pytest.raises(tile.BackendError, match="host stream"):
+        op.sync_on(HostStream())
