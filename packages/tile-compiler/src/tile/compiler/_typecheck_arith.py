@@ -237,6 +237,8 @@ class ArithMixin:
         """``a <op> b`` for constants (folded) and tiles."""
         sym = _SYMBOL.get(type(op), type(op).__name__)
         if is_const(a) and is_const(b):
+            if type(op) not in _FOLD:
+                self.fail(f"operator '{sym}' needs tiles, got two constants")
             try:
                 return _FOLD[type(op)](a, b)
             except (ArithmeticError, ValueError, TypeError) as exc:

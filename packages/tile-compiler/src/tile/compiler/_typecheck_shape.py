@@ -124,6 +124,8 @@ class ShapeMixin(ArithMixin):
         return self.broadcast(v, shape)
 
     def op_arange(self, op: LangOp, a: dict[str, Any]) -> object:
+        if type(a["n"]) is not int:
+            self.fail(f"tile.arange takes one compile-time int length, got {a['n']!r}")
         (n,) = self.shape_arg(a["n"], "length")
         out = self.em.one("iota", [], TileType(I32, (n,)))
         return self.convert(out, self.dtype_arg(a["dtype"])) if a["dtype"] is not None else out
