@@ -159,7 +159,13 @@ def _cat(op: Operation) -> list[str]:
 def _iota(op: Operation) -> list[str]:
     t = op.results[0].type
     ok = isinstance(t, TileType) and t.rank == 1 and isinstance(t.element, ScalarType) and t.element.is_int
-    return [] if ok else [f"iota yields a 1-D integer tile, got {t}"]
+    if not ok:
+        return [f"iota yields a 1-D integer tile, got {t}"]
+    assert isinstance(t, TileType)
+    assert isinstance(t.element, ScalarType)
+    if t.shape[0] > 2**t.element.bits:
+        return [f"iota of {t.shape[0]} elements does not fit {t.element}"]
+    return []
 
 
 def _assert(op: Operation) -> list[str]:
