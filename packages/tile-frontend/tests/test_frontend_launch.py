@@ -210,3 +210,29 @@ def test_a_shared_tensor_feeds_concurrent_launches(k: ModuleType) -> None:
     np.testing.assert_array_equal(second, np.full(N, 4.0, np.float32))
     assert w.users == 0
     assert w.unshare().partition([128]).grid == (8,)
+
+
+@pytest.mark.parametrize("case", ["add", "axpy", "gemm", "view"])
+def test_launch_specialization_matches_the_compile_only_api(k: ModuleType, case: str) -> None:
+    """A kernel compiled ahead of time with ``tile compile`` / `specialize` must hit the launcher's cache key."""
+    from tile.compiler import specialize
+
+    x = tile.ones(f32, [64, 64])[3:, 1:] if case == "view" else tile.ones(f16 if case == "gemm" else f32, [N])
+    args: dict[str, list[Any]] = {
+        "add": [tile.zeros(f32, [N]).partition([128]), x, tile.ones(f32, [N])],
+        "axpy": [tile.zeros(f32, [N]).partition([128]), 2.0, x, tile.ones(f32, [N])],
+        "gemm": [tile.zeros(f32, [64, 64]).partition([32, 32]), tile.ones(f16, [64, 64]), tile.ones(f16, [64, 64]), 16],
+        "view": [tile.zeros(f32, [61, 63]).partition([16, 16]), x],
+    }
+    kernel = {"add": k.add, "axpy": k.axpy, "gemm": k.gemm, "view": k.matrix_copy}[case]
+    bound, _, _ = kernel._prepare(args[case], {})
+    handles = {p.name: v for p, v in zip(kernel.params, args[case], strict=True) if hasattr(v, "shape")}
+    tensors = {n: v._tensor if isinstance(v, tile.Partition) else v for n, v in handles.items()}
+    expected = specialize(
+        kernel.fn,
+        {n: t.shape for n, t in tensors.items()},
+        strides={n: t.strides for n, t in tensors.items()},
+        pointers={n: t.data_ptr() for n, t in tensors.items()},
+        consts=bound.consts,
+    )
+    assert kernel._specialize(bound) == expected

@@ -170,3 +170,11 @@ def test_star_import_keeps_the_builtins() -> None:
     assert {"print", "max", "min", "sum", "abs", "pow"}.isdisjoint(namespace)
     assert {"entry", "Tensor", "Mut", "f32", "exp", "block_id"} <= set(namespace)
     assert isinstance(tile.print, LangOp)
+
+
+def test_every_kernel_language_name_is_reachable() -> None:
+    from tile.compiler import lang
+
+    host_too = {"Tensor", "zeros", "ones", "full", "arange"}  # host objects that also serve the kernel language
+    assert [n for n in lang.__all__ if n not in host_too and getattr(tile, n, None) is not getattr(lang, n)] == []
+    assert all(hasattr(tile, n) for n in host_too)

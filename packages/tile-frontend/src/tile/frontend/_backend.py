@@ -3,8 +3,8 @@
 Invariants: the choice is made once per process, lazily: ``tile.set_backend`` wins, then ``TILE_INTERPRET`` /
 ``TILE_BACKEND``, then auto-detection (GPU when a CUDA device is visible, else CPU with a one-line notice on
 stderr). New tensors are allocated on the chosen backend; a launch runs where its arguments live. Choosing the CPU
-backend also makes the host the default device of ``tile.aio`` (in this thread and the tasks it starts), so
-``.sync()`` and ``await`` on any op need no GPU.
+backend also makes the host ``tile.aio``'s process-wide default device, so ``.sync()`` and ``await`` on any op
+(combinators included, from any thread) need no GPU.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def set_backend(name: str) -> None:
     if name == "gpu" and not gpu_available():
         raise BackendError("no CUDA GPU is visible here: use tile.set_backend('cpu') to run on the interpreter")
     _chosen = name
-    tile.aio.set_default_device("host" if name == "cpu" else "cuda")
+    tile.aio.set_default_device("host" if name == "cpu" else "cuda", process=True)
 
 
 def backend() -> str:
