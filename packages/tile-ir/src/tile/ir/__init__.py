@@ -62,8 +62,8 @@ Builder
 >>> _ = b.return_()
 >>> verify(Module([fn]), "13.3")
 >>> data = write_bytecode(Module([fn]), "13.3")
->>> [op.name for op in read_bytecode(data).functions[0].body.ops][-3:]
-['cmpi', 'if', 'return']
+>>> " ".join(op.name for op in read_bytecode(data).functions[0].body.ops)
+'constant addf exp constant constant for cmpi if return'
 
 Bytecode and verification
 -------------------------
