@@ -125,3 +125,16 @@ def read_pointer(z: Mut[Tensor[f32, "B"]], p: Ptr[f32]):
 def histogram(hist: Tensor[i32, -1], x: Tensor[i32, -1]):
     t = x.partition((128,), padding="zero").load((tile.block_id()[0],))
     tile.atomic_add(hist.ptr() + t, 1)
+
+
+@tile.entry
+def gemm_persistent(
+    z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]
+):
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    for idx in z.tiles():
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(px.num_tiles[1]):
+            acc = tile.mma(px.load((idx[0], k)), py.load((k, idx[1])), acc)
+        z.store(acc, at=idx)

@@ -8,7 +8,10 @@ parameter and the fix. It moves nothing and touches no memory, so a failed call 
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import inspect
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +41,7 @@ class Param:
     dtype: DType | str | None = None  # a str is a dtype generic, bound from the argument
     shape: tuple[int | str, ...] = ()
     const_kind: type | None = None
+    tiled: bool = False  # a Mut output the kernel walks with ``z.tiles()``: any grid covers it race-free
 
 
 @dataclass
@@ -56,7 +60,25 @@ def read_params(fn: Callable[..., Any]) -> tuple[Param, ...]:
         annotations = inspect.get_annotations(fn, eval_str=True)
     except Exception as exc:  # any failure while evaluating a user's annotation string
         raise ArgumentError(f"cannot evaluate the annotations of kernel '{fn.__name__}': {exc}") from None
-    return tuple(_param(name, annotations.get(name)) for name in inspect.signature(fn).parameters)
+    tiled = _tiled_outputs(fn)
+    params = (_param(name, annotations.get(name)) for name in inspect.signature(fn).parameters)
+    return tuple(dataclasses.replace(p, tiled=p.kind == "mut" and p.name in tiled) for p in params)
+
+
+def _tiled_outputs(fn: Callable[..., Any]) -> set[str]:
+    """Names ``z`` for which the body calls ``z.tiles(...)`` (the compiler hands each block distinct tiles)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):  # no source: the compiler will say so when it compiles
+        return set()
+    return {
+        node.func.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "tiles"
+        and isinstance(node.func.value, ast.Name)
+    }
 
 
 def _param(name: str, ann: object) -> Param:
@@ -239,18 +261,20 @@ _CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[Any, str]], boo
 
 def _grid(kernel: str, params: Sequence[Param], args: Sequence[Any], explicit: tuple[int, ...] | None) -> Any:
     grids = [(p.name, a.grid) for p, a in zip(params, args, strict=False) if p.kind == "mut"]
-    distinct = {g for _, g in grids}
-    if len(distinct) > 1:
+    # Outputs stored with z.store(t) fix the grid (one tile per block); outputs walked with z.tiles() take any grid.
+    exact = [(p.name, a.grid) for p, a in zip(params, args, strict=False) if p.kind == "mut" and not p.tiled]
+    if len({g for _, g in (exact if explicit is not None else grids)}) > 1:
         listed = ", ".join(f"'{n}' {list(g)}" for n, g in grids)
         raise GridError(
             f"{kernel}(): the Mut outputs' partitions disagree about the launch grid ({listed}); partition them so "
             "every output has the same number of tiles per axis"
         )
     if explicit is not None:
-        if grids and _pad(grids[0][1]) != _pad(explicit):
+        if exact and _pad(exact[0][1]) != _pad(explicit):
             raise GridError(
-                f"{kernel}(): the explicit grid {list(explicit)} differs from the grid {list(grids[0][1])} of "
-                f"output '{grids[0][0]}'; drop .grid(...) or repartition the output"
+                f"{kernel}(): the explicit grid {list(explicit)} differs from the grid {list(exact[0][1])} of "
+                f"output '{exact[0][0]}', whose blocks each store their own tile; drop .grid(...), repartition the "
+                "output, or walk its tiles with `for idx in z.tiles()` to launch any grid"
             )
         return _checked(kernel, _pad(explicit))
     if grids:
