@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import platform
 import statistics
 import sys
@@ -127,7 +128,7 @@ def main() -> int:
     ratio = None
     if rows["cuTile Python build+write"]:
         ratio = rows["tile.ir build+write"] / rows["cuTile Python build+write"]  # type: ignore[operator]  # both set
-    print(f"tile-ir throughput, {N_OPS} ops, bytecode 13.3, median of {ROUNDS} (ops/s)")
+    print(f"tile-ir throughput, {N_OPS} ops, bytecode 13.3, median of {ROUNDS} (ops/s), load {os.getloadavg()[0]:.1f}")
     for name, rate in rows.items():
         print(f"  {name:<28} {'n/a' if rate is None else f'{rate:>12,.0f}'}")
     if ratio is not None:
@@ -145,7 +146,13 @@ def main() -> int:
             "tile-ir": _version("tile-ir"),
             "cuda-tile": _version("cuda-tile"),
         },
-        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine()},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            # recorded because other work on this 2-core machine slows the rows (compare runs at similar load)
+            "load_average_1m": os.getloadavg()[0],
+        },
         "bytes": len(data),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
