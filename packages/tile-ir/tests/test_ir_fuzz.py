@@ -30,6 +30,8 @@ from tile.ir import (
     parse_module,
     print_module,
     read_bytecode,
+    read_version,
+    verify_problems,
     write_bytecode,
 )
 from tile.ir._decoding import ByteReader
@@ -151,3 +153,20 @@ def test_seeds_are_valid() -> None:
     for seed, text in zip(SEEDS, TEXTS, strict=True):
         assert print_module(parse_module(text)) == text
         assert _sections(seed)
+
+
+@FUZZ
+@given(st.sampled_from(SEEDS), st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 7)), min_size=1, max_size=3))
+def test_damaged_but_valid_modules_print_and_parse_back(seed: bytes, flips: list[tuple[int, int]]) -> None:
+    data = bytearray(seed)
+    for pos, bit in flips:
+        data[12 + pos % (len(data) - 12)] ^= 1 << bit
+    with _no_hang():
+        try:
+            module = read_bytecode(bytes(data))
+        except BytecodeError:
+            return
+        if verify_problems(module, read_version(bytes(data))):
+            return
+        text = print_module(module)
+        assert print_module(parse_module(text)) == text
