@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from tile.ir._attrs import ArrayAttr, DenseElementsAttr, OptimizationHints
 from tile.ir._enums import SymbolVisibility
 from tile.ir._errors import IRTypeError
+from tile.ir._layout import Layout
 from tile.ir._location import Location
 from tile.ir._types import FunctionType, TileType, Type
 
@@ -215,7 +216,7 @@ class Module:
     globals: list[Global] = field(default_factory=list)
     producer: str | None = None
     name: str = "kernels"
-    layout: object = None
+    layout: Layout | None = None
 
     def function(self, name: str) -> Function:
         """Return the function called `name` (KeyError if absent)."""

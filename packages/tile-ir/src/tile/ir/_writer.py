@@ -56,7 +56,7 @@ def write_bytecode(module: Module, version: Version | str) -> bytes:
         The module is malformed (e.g. an operand used before its definition).
     """
     version = Version.parse(version)
-    layout = module.layout if isinstance(module.layout, Layout) and module.layout.version == version else None
+    layout = module.layout if module.layout is not None and module.layout.version == version else None
     tables = TableSet(version)
     if layout is not None:
         tables.strings.seed(layout.strings)
