@@ -1,4 +1,4 @@
-# ruff: noqa: F821, N803, UP037, PLR0917
+# ruff: noqa: F821, N803, UP037
 # Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
 # and uppercase names follow cuTile's convention; keep the strings quoted.
 """tile.frontend against cuTile Python and torch, in one process on one GPU.
@@ -257,26 +257,10 @@ def load_peers(errors: dict[str, str]) -> dict[str, Any]:
         errors["torch"] = f"{exc} (cuTile Python then reads Tile's own GPU tensors)"
     try:
         import cuda.tile as ct
+        from cutile_peers import ct_add, ct_gemm
     except ImportError as exc:
         errors["cutile_python"] = str(exc)
         return peers
-
-    @ct.kernel  # type: ignore[untyped-decorator]  # cuda.tile ships no type information
-    def ct_add(a: Any, b: Any, c: Any, TILE: ct.Constant[int]) -> None:
-        bid = ct.bid(0)
-        ct.store(
-            c, index=(bid,), tile=ct.load(a, index=(bid,), shape=(TILE,)) + ct.load(b, index=(bid,), shape=(TILE,))
-        )
-
-    @ct.kernel  # type: ignore[untyped-decorator]  # cuda.tile ships no type information
-    def ct_gemm(A: Any, B: Any, C: Any, tm: ct.Constant[int], tn: ct.Constant[int], tk: ct.Constant[int]) -> None:
-        bidx, bidy = ct.bid(0), ct.bid(1)
-        acc = ct.full((tm, tn), 0, dtype=ct.float32)
-        for k in range(ct.num_tiles(A, axis=1, shape=(tm, tk))):
-            a = ct.load(A, index=(bidx, k), shape=(tm, tk), padding_mode=ct.PaddingMode.ZERO)
-            b = ct.load(B, index=(k, bidy), shape=(tk, tn), padding_mode=ct.PaddingMode.ZERO)
-            acc = ct.mma(a, b, acc)
-        ct.store(C, index=(bidx, bidy), tile=acc.astype(C.dtype))
 
     peers |= {"ct": ct, "ct_add": ct_add, "ct_gemm": ct_gemm}
     return peers
