@@ -108,6 +108,17 @@ class FakeView:
     def __cuda_array_interface__(self) -> dict[str, Any]:
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.ptr, self.readonly), "version": 3}
 
+    def __dlpack__(self, *, stream: int | None = None, **kwargs: Any) -> FakeCapsule:
+        # tile.core's capsule keeps the buffer alive when the view has one, else the view itself
+        return FakeCapsule(self.buffer if self.buffer is not None else self)
+
+
+class FakeCapsule:
+    """What a consumer (torch, cupy) holds while it uses an export: a reference to the capsule's owner."""
+
+    def __init__(self, owner: object) -> None:
+        self.owner = owner
+
 
 class FakeModule:
     def __init__(self, cubin: bytes) -> None:
@@ -148,6 +159,23 @@ def fake_launch(
     interp.launch(function.program, tuple(grid), mapped, memory, check_races=False)
 
 
+def fake_prepare(
+    function: Any,
+    grid: Any,
+    block: Any,
+    args: Any,
+    *,
+    stream: object = None,
+    shared_mem: int = 0,
+    signature: Any = None,
+) -> Callable[[], None]:
+    """tile.core.prepare: check once, return the relaunchable call (here: interpret the kernel each time)."""
+    assert signature is not None
+    assert len(signature) == len(args)
+    args = tuple(args)
+    return lambda: fake_launch(function, grid, block, args, stream=stream, shared_mem=shared_mem, signature=signature)
+
+
 class FakeCudaContext(ExecutionContext):
     stream = FakeStream()
 
@@ -177,6 +205,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tile_core, "DeviceView", FakeView)
     monkeypatch.setattr(tile_core, "Module", FakeModule)
     monkeypatch.setattr(tile_core, "launch", fake_launch)
+    monkeypatch.setattr(tile_core, "prepare", fake_prepare)
     monkeypatch.setattr(tile_core, "Device", lambda ordinal=0: DEVICE)
 
     def compile_and_remember(fn: Any, spec: Any, target: Any) -> Any:
@@ -225,6 +254,18 @@ def test_device_free_waits_for_the_launch(fake_gpu: None, k: ModuleType) -> None
     alias.free()
     assert not buffer.closed  # the launch holds it, even before it is enqueued
     op.sync_on(FakeCudaContext())
+    assert buffer.closed
+
+
+def test_a_device_dlpack_export_is_a_live_borrow(fake_gpu: None) -> None:
+    back = _gpu(tile.arange, f32, 16)
+    buffer = back._storage.buffer
+    consumer = back.__dlpack__()
+    with pytest.raises(tile.BorrowError, match="DLPack export"):
+        back.partition([16])
+    back.free()
+    assert not buffer.closed  # the consumer still reads the memory: the free waits for it
+    del consumer
     assert buffer.closed
 
 

@@ -58,8 +58,14 @@ def borrow(obj: object) -> tuple[Storage, np.dtype[Any], tuple[int, ...], tuple[
     return storage, dv.dtype, tuple(dv.shape), tuple(s // item for s in dv.strides), 0
 
 
-def view(tensor: Tensor) -> Any:
-    """A ``tile.core.DeviceView`` of the tensor's elements (zero-copy)."""
+def view(tensor: Tensor, *, export: bool = False) -> Any:
+    """A ``tile.core.DeviceView`` of the tensor's elements (zero-copy).
+
+    With ``export``, the view is not tied to the buffer (it only keeps it referenced), so a DLPack capsule made from
+    it owns the *view* until the consumer is done: the frontend watches that view to know how long the export lives
+    (a buffer-tied view hands the capsule the buffer, and the view would die at once). Ordering the consumer's stream
+    is not needed: a handle exists only once the work writing its memory is complete (`_execute`, `_launch`).
+    """
     from tile import core
 
     storage = tensor._check()
@@ -72,7 +78,7 @@ def view(tensor: Tensor) -> Any:
         tuple(s * item for s in tensor.strides),
         device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
         owner=owner,
-        buffer=storage.buffer if storage.owned else None,
+        buffer=storage.buffer if storage.owned and not export else None,
     )
 
 

@@ -21,8 +21,9 @@ from tile.compiler.lang import DType
 from tile.frontend import _backend, _ownership
 from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._launch import Launch
+from tile.frontend._plan import Plan, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
-from tile.frontend._signature import Bound, Param, bind, explicit_grid, read_params
+from tile.frontend._signature import CHECKS, Bound, Param, bind, explicit_grid, read_params
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST
 from tile.frontend._tensor import Tensor
@@ -30,6 +31,7 @@ from tile.frontend._tensor import Tensor
 __all__ = ["Kernel", "entry"]
 
 _I32_MAX = 2**31 - 1
+_PLAN_CAP = 256
 
 
 class Kernel:
@@ -54,6 +56,8 @@ class Kernel:
         self._cache: dict[tuple[Specialization, Target], CompiledKernel] = {}
         # Repeated launches with the same layouts skip building the Specialization (most of a call's host time).
         self._by_layout: dict[tuple[Any, ...], CompiledKernel] = {}
+        # The steady-state launch path: a call layout already checked once (see _plan) skips bind and specialize.
+        self._plans: dict[Any, Plan] = {}
         self._lock = threading.Lock()
         functools.update_wrapper(self, fn)
 
@@ -89,11 +93,36 @@ class Kernel:
             Before anything is moved: the caller's handles stay usable.
         """
         site = user_site()
-        bound, compiled, device = self._prepare(args, generics)
-        values = _ownership.move(self.__name__, bound.values, site)
+        key = layout_key(self.params, args, generics, self._grid)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is not None and (values := plan.try_launch(args, self._check_scalar, self.unchecked)) is not None:
+            return self._launch(plan, values, site)
+        bound, compiled, device = self._prepare(args, dict(generics))
         grid = bound.grid
         assert grid is not None, "_prepare raises GridError when there is no grid"
-        return Launch(self.__name__, compiled, params=self.params, values=values, grid=grid, site=site, device=device)
+        plan = Plan(compiled, self.params, bound.values, given=len(args), grid=grid, device=device)
+        if key is not None:
+            if len(self._plans) >= _PLAN_CAP:  # ever-new layouts (say, a growing size) must not grow it unbounded
+                self._plans.clear()
+            self._plans[key] = plan
+        return self._launch(plan, bound.values, site)
+
+    def _launch(self, plan: Plan, args: Sequence[Any], site: str) -> Launch:
+        values = _ownership.move(self.__name__, args, site)
+        packing = (plan.slots, plan.signature) if plan.slots is not None and plan.signature is not None else None
+        return Launch(
+            self.__name__,
+            plan.compiled,
+            params=self.params,
+            values=values,
+            grid=plan.grid,
+            site=site,
+            device=plan.device,
+            packing=packing,
+        )
+
+    def _check_scalar(self, p: Param, value: Any) -> None:
+        CHECKS[p.kind](self.__name__, p, value, {}, self.unchecked)
 
     def compile(self, *args: Any, **generics: int) -> CompiledKernel:
         """Check and compile for these arguments without launching or moving them (a warm-up)."""

@@ -24,13 +24,15 @@ from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._storage import Storage
 from tile.frontend._tensor import Tensor
 
-__all__ = ["run_cpu", "run_gpu"]
+__all__ = ["GPU_KIND", "gpu_args", "launch_packed", "run_cpu", "run_gpu"]
 
-_GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
-_GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
+GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
+GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
 _modules: dict[tuple[str, int], Any] = {}
 _modules_lock = threading.Lock()
 _programs: dict[str, Any] = {}
+_prepared: dict[tuple[Any, ...], Any] = {}
+_PREPARED_CAP = 256
 
 
 def _scalar(slot: AbiSlot, t: Tensor) -> int:
@@ -129,20 +131,36 @@ def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list
             kinds.append("ptr")
         elif slot.role in ("shape", "stride"):
             args.append(_scalar(slot, tensor_of(value)))
-            kinds.append(_GPU_KIND[slot.dtype])
+            kinds.append(GPU_KIND[slot.dtype])
         elif slot.role == "pointer":
             args.append(int(value))
             kinds.append("ptr")
         else:
-            args.append(int(value) if slot.dtype in _GPU_KIND and slot.dtype[0] in "iu" else value)
-            kinds.append(_GPU_KIND.get(slot.dtype, slot.dtype))
+            args.append(int(value) if slot.dtype in GPU_KIND and slot.dtype[0] in "iu" else value)
+            kinds.append(GPU_KIND.get(slot.dtype, slot.dtype))
     return args, kinds
 
 
 def run_gpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any], stream: Any) -> None:
-    """Enqueue one launch of the cubin on ``stream``."""
-    from tile import core
-
-    fn = _function(compiled, stream.device)
+    """Enqueue one launch of the cubin on ``stream``, packing the ABI from named values."""
     args, kinds = gpu_args(compiled.abi, values)
-    core.launch(fn, tuple(grid), (1, 1, 1), args, stream=stream, signature=kinds)
+    launch_packed(compiled, tuple(grid), tuple(args), tuple(kinds), stream)
+
+
+def launch_packed(
+    compiled: CompiledKernel, grid: tuple[int, ...], args: tuple[Any, ...], kinds: tuple[str, ...], stream: Any
+) -> None:
+    """Enqueue the cubin with packed arguments, reusing tile.core's checked `PreparedLaunch` for a repeated
+    (function, grid, stream, arguments): the arguments are plain numbers and addresses, so an identical launch
+    needs no new packing or checks (tile.core re-validates a prepared launch after any free or stream close)."""
+    fn = _function(compiled, stream.device)
+    key = (fn, grid, stream, args)
+    prepared = _prepared.get(key)
+    if prepared is None:
+        from tile import core
+
+        prepared = core.prepare(fn, grid, (1, 1, 1), args, stream=stream, signature=kinds)
+        if len(_prepared) >= _PREPARED_CAP:  # launches with ever-new addresses must not grow it without bound
+            _prepared.clear()
+        _prepared[key] = prepared
+    prepared()

@@ -15,8 +15,9 @@ import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
-from tile.frontend._execute import run_cpu, run_gpu
+from tile.frontend._execute import launch_packed, run_cpu, run_gpu
 from tile.frontend._ownership import storages
+from tile.frontend._plan import Slot, pack
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param, explicit_grid
 from tile.frontend._storage import Storage
@@ -31,7 +32,18 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
     """
 
-    __slots__ = ("_compiled", "_device", "_grid", "_kernel", "_params", "_shares", "_site", "_storages", "_values")
+    __slots__ = (
+        "_compiled",
+        "_device",
+        "_grid",
+        "_kernel",
+        "_packing",
+        "_params",
+        "_shares",
+        "_site",
+        "_storages",
+        "_values",
+    )
 
     def __init__(
         self,
@@ -43,16 +55,17 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         grid: tuple[int, int, int],
         site: str,
         device: object = None,
+        packing: tuple[Sequence[Slot], tuple[str, ...]] | None = None,
     ) -> None:
         super().__init__()
-        self._device = device
+        self._device, self._packing = device, packing
         self._kernel, self._compiled, self._params, self._site = kernel, compiled, tuple(params), site
         self._values: list[Any] | None = values
         self._grid = grid
         self._storages: list[Storage] = storages(values)
         for s in self._storages:
             s.pending += 1
-        self._shares = [v for v in values if isinstance(v, Shared)]
+        self._shares = [v for v in values if v.__class__ is Shared]
         for share in self._shares:
             share.users += 1
 
@@ -83,17 +96,22 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         values = self._values
         assert values is not None
-        named = {p.name: v for p, v in zip(self._params, values, strict=False)}
         if self.on_host:
             compiled, grid = self._compiled, self._grid
+            named = {p.name: v for p, v in zip(self._params, values, strict=False)}
             ctx.enqueue(lambda: run_cpu(compiled, grid, named))
+            return tuple(values)
+        if ctx.device is tile.aio.HOST:
+            raise BackendError(
+                f"{self._describe()} uses GPU tensors but was executed on a host stream; use .sync() or a CUDA stream"
+            )
+        stream = ctx.stream  # type: ignore[attr-defined]  # a CudaContext
+        if self._packing is not None:
+            slots, kinds = self._packing
+            launch_packed(self._compiled, self._grid, pack(slots, values), kinds, stream)
         else:
-            if ctx.device is tile.aio.HOST:
-                raise BackendError(
-                    f"{self._describe()} uses GPU tensors but was executed on a host stream; use .sync() or a CUDA "
-                    "stream"
-                )
-            run_gpu(self._compiled, self._grid, named, ctx.stream)  # type: ignore[attr-defined]  # a CudaContext
+            named = {p.name: v for p, v in zip(self._params, values, strict=False)}
+            run_gpu(self._compiled, self._grid, named, stream)
         return tuple(values)
 
     def _drop(self) -> None:

@@ -26,7 +26,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
-__all__ = ["Bound", "Param", "bind", "read_params"]
+__all__ = ["CHECKS", "Bound", "Param", "bind", "read_params"]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -125,7 +125,7 @@ def bind(
     inferred: dict[str, tuple[Any, str]] = {k: (int(v), "the keyword argument") for k, v in generics.items()}
     bound = Bound(list(args))
     for p, a in zip(params, args, strict=False):
-        _CHECKS[p.kind](kernel, p, a, inferred, unchecked)
+        CHECKS[p.kind](kernel, p, a, inferred, unchecked)
         if p.kind == "const":
             bound.consts[p.name] = a
     missing = generic_names(params) - set(inferred) - {p.dtype for p in params if isinstance(p.dtype, str)}
@@ -250,7 +250,7 @@ def _check_ptr(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str
         raise ArgumentError(f"{_where(kernel, p)} is a raw pointer: pass an int address (tensor.data_ptr())")
 
 
-_CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[Any, str]], bool], None]] = {
+CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[Any, str]], bool], None]] = {
     "mut": _check_mut,
     "tensor": _check_tensor,
     "scalar": _check_scalar,

@@ -10,8 +10,9 @@ Invariants:
   goes. An object exported through ``__dlpack__`` is tracked the same way, for as long as the consumer keeps it.
 - Overlap is decided by absolute byte ranges ``[lo, hi)`` on one device, never by object identity: two handles
   of different storages conflict when their ranges intersect (foreign memory makes that possible).
-- Memory is released only when no pending launch uses it: ``free`` is deferred until ``pending`` is 0, and a device
-  buffer's free is then stream-ordered by tile.core after every use the launches recorded.
+- Memory is released only when no pending launch uses it and no DLPack consumer views it: ``free`` is deferred until
+  ``pending`` is 0 and (device buffers) the last export is gone; a device buffer's free is then stream-ordered by
+  tile.core after every use the launches recorded.
 """
 
 from __future__ import annotations
@@ -151,7 +152,13 @@ class Storage:
         """Track a buffer exported to another library as a borrow until ``consumer_view`` is collected."""
         token = _Export(lo, hi, what)
         self._exports.add(token)
-        weakref.finalize(consumer_view, _keep, token)  # the finalizer holds the token as long as the view lives
+        # The finalizer holds the token (and this storage) as long as the view lives, then runs a deferred free.
+        weakref.finalize(consumer_view, self._export_gone, token)
+
+    def _export_gone(self, token: _Export) -> None:
+        self._exports.discard(token)
+        if self.freed_at is not None and self.pending == 0:
+            self._drop()
 
     def release(self) -> None:
         """A pending launch finished with this storage: perform a deferred free when it was the last."""
@@ -167,14 +174,11 @@ class Storage:
             self._drop()
 
     def _drop(self) -> None:
+        if self.buffer is not None and self.owned and len(self._exports):
+            return  # another library still views the memory: the last export's finalizer frees it
         if self.buffer is not None and self.owned:
             self.buffer.free()  # stream-ordered by tile.core after every use it recorded
         self.host, self.buffer, self.keepalive = None, None, None
-
-
-def _keep(token: _Export) -> None:
-    """Finalizer body: referencing ``token`` here is what keeps the export alive until the consumer goes."""
-    del token
 
 
 def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] = ()) -> list[Handle]:

@@ -347,7 +347,7 @@ class Tensor:
         else:
             from tile.frontend import _device
 
-            view = _device.view(self)
+            view = _device.view(self, export=True)
             capsule = view.__dlpack__(stream=stream, **kwargs)
         storage.export(*self._byte_range(), f"a DLPack export of {self._describe()}", view)
         return capsule
