@@ -1,7 +1,8 @@
 """Launch plans: what a kernel call with a known argument layout needs, computed once and reused per launch.
 
 A call's checks (kinds, dtypes, ranks, static extents, generic inference, the grid, devices) and its compiled kernel
-depend only on the argument *layout*: each handle's class, dtype, extents, strides, base alignment class and device,
+depend only on the argument *layout*: each handle's class, dtype, extents, strides, base alignment class and device
+(``Tensor._layout``, fixed per handle),
 which arguments are the same object, the scalar classes, the ``Const`` values and the keyword generics. `layout_key`
 builds that key cheaply (no `Specialization`, no compiler call); a `Plan` stored under it holds the compiled kernel,
 the grid and the entry-ABI packing with extents and strides already resolved.
@@ -49,7 +50,7 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
             t = a if cls is Tensor else a._tensor
             tile_shape = a.tile_shape if cls is Partition else None
             first = seen.setdefault(id(a), i)
-            parts.append((cls, t.dtype.name, t._shape, t._strides, t._range[0] & 15, t._storage.device, tile_shape, first))
+            parts.append((cls, t._layout, tile_shape, first))
             handles = True
         elif p.kind == "const":
             parts.append((cls, a))

@@ -146,7 +146,8 @@ class Storage:
         for ref in list(self._handles.values()):
             if (handle := ref()) is not None:
                 yield handle
-        yield from list(self._exports)
+        if self._exports:  # checked first: iterating a WeakSet is slow and exports are rare
+            yield from list(self._exports)
 
     def export(self, lo: int, hi: int, what: str, consumer_view: object) -> None:
         """Track a buffer exported to another library as a borrow until ``consumer_view`` is collected."""
@@ -189,10 +190,13 @@ def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] 
     """
     # A freed storage's range may already belong to a new allocation: its stale handles alias nothing.
     pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.freed_at]
+    skip = {id(e) for e in exclude}  # the excluded objects are alive (``exclude`` holds them): ids are unique
+    if not _FOREIGN and not storage._exports and storage._handles.keys() <= skip:
+        return []  # the common launch: the storage's only handles are the launch's own arguments
     found: list[Handle] = []
     for pool in pools:
         for handle in pool.live():
-            if any(handle is e for e in exclude):
+            if id(handle) in skip:
                 continue
             a, b = handle._byte_range()
             if a < hi and lo < b:

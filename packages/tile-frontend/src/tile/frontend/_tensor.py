@@ -61,8 +61,20 @@ class Tensor:
         Element type.
     """
 
-    __slots__ = ("__weakref__", "_fate", "_offset", "_range", "_shape", "_site", "_storage", "_strides", "dtype")
+    __slots__ = (
+        "__weakref__",
+        "_fate",
+        "_layout",
+        "_offset",
+        "_range",
+        "_shape",
+        "_site",
+        "_storage",
+        "_strides",
+        "dtype",
+    )
     _range: tuple[int, int]
+    _layout: tuple[Any, ...]
     _storage: Storage
     _shape: tuple[int, ...]
     _strides: tuple[int, ...]
@@ -93,6 +105,8 @@ class Tensor:
         self._strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         self._site, self._fate = site or user_site(), None
         self._range = self._span()
+        # What a launch's layout key reads from this view (see _plan): fixed for the handle's life, like _range.
+        self._layout = (dtype.name, self._shape, self._strides, self._range[0] & 15, storage.device)
         storage.add(self)
         return self
 
@@ -122,7 +136,7 @@ class Tensor:
             self._offset,
             self._strides,
         )
-        new._site, new._fate, new._range = self._site, None, self._range
+        new._site, new._fate, new._range, new._layout = self._site, None, self._range, self._layout
         storage.add(new)
         self._fate = (kind, where)
         storage.discard(self)
