@@ -230,10 +230,16 @@ def test_a_loop_body_whose_branches_all_exit_still_ends_in_a_terminator() -> Non
 
 
 def _asserts(t: TypedKernel) -> list[tuple[int, str]]:
+    """The index guards of ``t`` with their loop depth: asserts (CPU target) or faulting branches (GPU targets)."""
+
+    def faults(op: Op) -> bool:
+        return op.name == "if" and any(inner.name == "store_ptr_tko" for inner in op.regions[1].ops)
+
     def visit(block: Block, depth: int) -> Iterator[tuple[int, str]]:
         for op in block.ops:
-            if op.name == "assert":
-                yield depth, op.attrs["message"]
+            if op.name == "assert" or faults(op):
+                yield depth, op.attrs.get("message", "")
+                continue
             for region in op.regions:
                 yield from visit(region, depth + 1)
 
@@ -241,12 +247,25 @@ def _asserts(t: TypedKernel) -> list[tuple[int, str]]:
 
 
 def test_partition_indices_are_guarded_unless_proven_and_hoisted_when_invariant() -> None:
-    guards = _asserts(check(k.k_loop, B=16))
-    assert len(guards) == 1
-    depth, message = guards[0]
-    assert depth == 0  # the block-id coordinate is checked once, before the loop; k is proven by its range
-    assert message.startswith("tile index out of range for x.partition((16, 16)) at ")
+    for target in ("sm_90", "cpu"):
+        guards = _asserts(check(k.k_loop, target, B=16))
+        assert len(guards) == 1
+        depth, message = guards[0]
+        assert depth == 0  # the block-id coordinate is checked once, before the loop; k is proven by its range
+        if target == "cpu":
+            assert message.startswith("tile index out of range for x.partition((16, 16)) at ")
     assert _asserts(check(k.carried_loop, B=16)) != []  # load_tile_like(x, z): x may be smaller than z
+
+
+def test_gpu_guards_fault_without_a_printf_call() -> None:
+    # assert lowers to a vprintf call on the GPU, which slowed a Hopper GEMM 1.5x even outside its K loop.
+    ops = [op.name for op in walk(check(k.k_loop, B=16).ir.body)]
+    assert "assert" not in ops
+    assert "store_ptr_tko" in ops
+    from tile import ir
+    from tile.compiler._lower import lower
+
+    ir.verify(lower(check(k.k_loop, B=16), Target("sm_90")).module)
 
 
 def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
@@ -255,10 +274,13 @@ def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
     from tile.compiler._lower import lower
 
     interp = pytest.importorskip("tile.ir.interp")
-    module = lower(check(k.reads_past_the_end, B=16), Target("sm_90")).module
     x = np.arange(64, dtype=np.float32)
     z = np.zeros(64, np.float32)
+    module = lower(check(k.reads_past_the_end, "cpu", B=16), Target.cpu()).module
     with pytest.raises(interp.KernelAssertionError, match=r"tile index out of range for x.partition\(\(16,\)\)"):
+        interp.launch(module, (4,), [z, 64, 1, x, 64, 1])
+    module = lower(check(k.reads_past_the_end, B=16), Target("sm_90")).module
+    with pytest.raises(interp.MemoryAccessError):  # GPU code faults instead (no vprintf call in the kernel)
         interp.launch(module, (4,), [z, 64, 1, x, 64, 1])
     k.reads_past_the_end.__tile_unchecked__ = True
     try:

@@ -13,11 +13,20 @@ import ast
 from collections.abc import Callable
 from typing import Any, cast
 
-from tile.compiler._kir import Value
+from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_shape import ShapeMixin
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
-from tile.compiler._types import PADDINGS, DType, PartitionViewType, PtrType, TileType, TokenType, broadcast_shapes
+from tile.compiler._types import (
+    DTYPES,
+    PADDINGS,
+    DType,
+    PartitionViewType,
+    PtrType,
+    TileType,
+    TokenType,
+    broadcast_shapes,
+)
 from tile.compiler.lang._ops import OPS, LangOp
 
 __all__ = ["RAW_TOKEN", "MemoryMixin", "TileDim", "token_key"]
@@ -34,6 +43,9 @@ _ATOMIC_MODES = {
     "or": ("or", "or", ""),
     "xor": ("xor", "xor", ""),
 }
+# Inside the first page, which CUDA never maps: a store there always faults (see MemoryMixin._fault_unless).
+_FAULT_ADDRESS = 16
+I64 = DTYPES["i64"]
 _PRINTF = {"b": "%d", "i": "%d", "u": "%u", "f": "%f"}
 
 
@@ -49,7 +61,7 @@ class MemoryMixin(ShapeMixin):
     unchecked: bool
     arch: str
     # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), and values that *are*
-    # such a tile count. A partition access whose index is not covered gets an in-kernel assert (safe kernels only).
+    # such a tile count. A partition access whose index is not covered gets an in-kernel guard (safe kernels only).
     grid_values: dict[str, tuple[Value, ...]]
     in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
     tile_counts: dict[int, TileDim]
@@ -216,16 +228,7 @@ class MemoryMixin(ShapeMixin):
             depth = max(em.birth.get(p.view.id, 0), em.birth.get(subject.id, 0))
             by_depth.setdefault(depth, []).append((d, subject, is_bound))
         for depth, checks in sorted(by_depth.items()):
-            if depth == em.depth:
-                self._emit_guard(p, checks)
-                continue
-            saved = em.depth
-            em.depth = depth
-            try:
-                with self.in_block(em.hoist[depth]):
-                    self._emit_guard(p, checks)
-            finally:
-                em.depth = saved
+            self.at_depth(depth, lambda: self._emit_guard(p, checks))  # noqa: B023 - called at once
 
     def _emit_guard(self, p: PartitionV, checks: list[tuple[int, Value, bool]]) -> None:
         counts = self.em.emit("get_index_space_shape", [p.view], [TileType(I32)] * len(p.tile))
@@ -241,7 +244,33 @@ class MemoryMixin(ShapeMixin):
             ok = inside if ok is None else self.em.one("andi", [ok, inside], TileType(I1))
         where = f" at {self.em.loc}" if self.em.loc else ""
         message = f"tile index out of range for {p.tensor.name}.partition({p.tile}){where}"
-        self.em.emit("assert", [ok], [], {"message": message})
+        assert ok is not None  # guard_indices passes at least one check
+        if self.arch == "default":  # the CPU interpreter: an assert reports the message and costs nothing
+            self.em.emit("assert", [ok], [], {"message": message})
+        else:
+            self._fault_unless(ok)
+
+    def _fault_unless(self, ok: Value) -> None:
+        """Stop the kernel with a memory fault unless ``ok``: a store to an address that is never mapped.
+
+        On a GPU ``assert`` lowers to a ``vprintf`` call, and the call alone (wherever it sits) changes how ptxas
+        compiles the whole kernel: a Hopper GEMM ran 1.5x slower with its two index guards hoisted before the K
+        loop. A plain store in a branch costs nothing measurable. A failed guard still ends the launch with a sticky
+        error (CUDA's "illegal memory access" instead of "device-side assert"), but prints no message. The fault is
+        raised asynchronously, so the block may still issue the loads after the guard; view loads only read inside
+        their tensor, so that can read no memory outside the kernel's arguments.
+        """
+        em, fail, fine = self.em, Block(), Block()
+        with self.in_block(fine):
+            em.emit("yield", [[]], [])
+        with self.in_block(fail):
+            address = em.constant(_FAULT_ADDRESS, TileType(I64))
+            pointer = em.one("int_to_ptr", [address], TileType(PtrType(I32)))
+            token = em.emit("make_token", [], [TokenType()])[0]
+            em.emit("store_ptr_tko", [pointer, em.constant(0, TileType(I32)), None, token], [TokenType()],
+                    {"memory_ordering_semantics": "weak"})  # fmt: skip
+            em.emit("yield", [[]], [])
+        em.emit("if", [ok], [], {}, [fine, fail])
 
     def method_partition_load(self, recv: PartitionV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)

@@ -60,6 +60,19 @@ class ShapeMixin(ArithMixin):
         finally:
             em.depth = saved
 
+    def at_depth(self, depth: int, build: Callable[[], T]) -> T:
+        """Run ``build`` emitting at loop depth ``depth`` (at most the current one), just before the loop it holds."""
+        em = self.em
+        if depth >= em.depth:
+            return build()
+        saved = em.depth
+        em.depth = depth
+        try:
+            with self.in_block(em.hoist[depth]):
+                return build()
+        finally:
+            em.depth = saved
+
     def call_helper(self, fn: Any, args: list[object], kwargs: dict[str, object]) -> object:
         """Inline a ``@tile.function`` (implemented by the checker)."""
         raise NotImplementedError
