@@ -9,7 +9,11 @@ default round-robin pool. Rounds alternate between modes; the median round is re
   (``op.sync_on``), ``aio_await`` (``await op`` in a running event loop), ``aio_sync_pool``, torch eager;
 - 1000 ops per execution (``aio.collect``), one wait: ``core_chain``, ``aio_chain_sync``, ``aio_chain_await``;
 - graphs: replay time per kernel for 1-, 100- and 1000-kernel graphs (back-to-back replays, and one wait
-  per replay), aio vs ``torch.cuda.graph``.
+  per replay), aio vs ``torch.cuda.graph``; the same for a ``noop`` Tile kernel (built here with tile.ir's
+  builder: no parameters, returns at once), and torch graphs of the same Tile kernels (launched by tile.core on
+  torch's capture stream), so the graph's own per-kernel cost is told apart from the kernel's duration. The
+  report gives each captured graph's node kinds and edges (``cuGraphGetNodes``), also for a capture on a
+  stream that is not the buffers' home.
 Host overhead per op is the difference to the tile.core baseline of the same shape. A 1000-op pipeline
 (``acc += 1`` a thousand times) must give the same result in sync, await and graph modes.
 Targets: graph replay <= 1 us per kernel (100-kernel graph); await within 10% of sync at one op.
@@ -45,16 +49,28 @@ SIGNATURE = ("ptr", "i32", "i32") * 3
 SINGLE_OPS, CHAIN_OPS, ROUNDS = 500, 1000, 21
 
 
-def assemble(arch: str) -> bytes:
+def assemble(arch: str, bytecode: Path = FIXTURE) -> bytes:
     import tile.bindings as tb
 
     found = tb.find_tileiras()
     if found is None:
         sys.exit("tileiras not found: pip install nvidia-cuda-tileiras or set TILE_TILEIRAS")
-    out = Path(tempfile.mkdtemp()) / "vec_add.cubin"
+    out = Path(tempfile.mkdtemp()) / f"{bytecode.stem}.cubin"
     env = {k: v for k, v in os.environ.items() if k != "CUDA_HOME"}
-    subprocess.run([str(found.path), f"--gpu-name={arch}", "-o", str(out), str(FIXTURE)], check=True, env=env)
+    subprocess.run([str(found.path), f"--gpu-name={arch}", "-o", str(out), str(bytecode)], check=True, env=env)
     return out.read_bytes()
+
+
+def noop_bytecode() -> Path:
+    """Tile IR bytecode of ``entry @noop()`` (no parameters, returns at once), built with tile.ir's builder:
+    the shortest kernel tileiras makes, to separate the graph's per-kernel cost from the kernel's duration."""
+    from tile.ir import Builder, Function, FunctionType, Module, write_bytecode
+
+    fn = Function("noop", FunctionType(()))
+    Builder(fn.body).return_()
+    path = Path(tempfile.mkdtemp()) / "noop.tileirbc"
+    path.write_bytes(write_bytecode(Module([fn]), "13.3"))
+    return path
 
 
 class Bench:
@@ -67,6 +83,8 @@ class Bench:
         self.tc, self.aio = tc, aio
         self.device = tc.Device(0)
         self.fn = tc.Module.from_cubin(assemble(self.device.arch), device=self.device).function("vec_add")
+        noop_cubin = assemble(self.device.arch, noop_bytecode())
+        self.noop = tc.Module.from_cubin(noop_cubin, device=self.device).function("noop")
         self.stream = tc.Stream(self.device)
         self.ctx = aio.CudaContext(self.stream)
         self.policy = aio.SingleStream(self.ctx)
@@ -80,8 +98,11 @@ class Bench:
     def op(self) -> Any:
         return self.aio.launch(self.fn, self.grid, self.args, signature=SIGNATURE)
 
-    def chain(self, n: int) -> Any:
-        return self.aio.collect(self.op() for _ in range(n))
+    def noop_op(self) -> Any:
+        return self.aio.launch(self.noop, 1, [], signature=())
+
+    def chain(self, n: int, make: Callable[[], Any] | None = None) -> Any:
+        return self.aio.collect((make or self.op)() for _ in range(n))
 
     def core_launch(self) -> None:
         self.tc.launch(self.fn, self.grid, 1, self.args, stream=self.stream, signature=SIGNATURE)
@@ -144,10 +165,11 @@ def single_and_chain_modes(b: Bench) -> dict[str, tuple[int, Callable[[], float]
     }
 
 
-def graph_modes(b: Bench, graphs: dict[int, Any]) -> dict[str, tuple[int, Callable[[], float]]]:
-    """Per kernel: ``replays`` back-to-back replays and one wait, and one replay per wait."""
+def graph_modes(b: Bench, graphs: dict[str, tuple[int, Any]]) -> dict[str, tuple[int, Callable[[], float]]]:
+    """Per kernel: ``replays`` back-to-back replays and one wait, and one replay per wait; for the 100-kernel
+    graphs also the bare driver loop (``cuGraphLaunch`` on the same executable, no tile.aio op per replay)."""
     modes: dict[str, tuple[int, Callable[[], float]]] = {}
-    for kernels, graph in graphs.items():
+    for name, (kernels, graph) in graphs.items():
         replays = max(1, 2000 // kernels)
 
         def batch(graph: Any = graph, replays: int = replays) -> float:
@@ -156,45 +178,121 @@ def graph_modes(b: Bench, graphs: dict[int, Any]) -> dict[str, tuple[int, Callab
         def each(graph: Any = graph, replays: int = replays) -> float:
             return timed(replays, lambda: graph.launch().sync_on(b.ctx))
 
-        modes[f"aio_graph_{kernels}"] = (kernels * replays, batch)
-        modes[f"aio_graph_{kernels}_each_sync"] = (kernels * replays, each)
+        def bare(graph: Any = graph, replays: int = replays) -> float:
+            start = time.perf_counter()
+            for _ in range(replays):
+                graph._replay.replay(b.ctx)
+            b.stream.synchronize()
+            return time.perf_counter() - start
+
+        modes[name] = (kernels * replays, batch)
+        modes[f"{name}_each_sync"] = (kernels * replays, each)
+        if kernels == 100:
+            modes[f"{name}_driver_loop"] = (kernels * replays, bare)
     return modes
 
 
-def torch_modes() -> tuple[dict[str, tuple[int, Callable[[], float]]], str | None]:
+def graph_shape(handle: Any) -> dict[str, Any]:
+    """Node kinds and edge count of a ``CUgraph`` (the template the executable was instantiated from)."""
+    from tile.bindings import check, driver
+
+    d = driver()
+    _, count = check(d.cuGraphGetNodes(handle, 0), "cuGraphGetNodes")
+    nodes, _ = check(d.cuGraphGetNodes(handle, count), "cuGraphGetNodes") if count else ([], 0)
+    kinds: dict[str, int] = {}
+    for node in nodes:
+        kind = check(d.cuGraphNodeGetType(node), "cuGraphNodeGetType").name.removeprefix("CU_GRAPH_NODE_TYPE_")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    edges = check(d.cuGraphGetEdges(handle, 0), "cuGraphGetEdges")
+    return {"nodes": int(count), "kinds": kinds, "edges": int(edges[-1] if isinstance(edges, tuple) else edges)}
+
+
+def foreign_capture_shape(b: Bench) -> dict[str, Any]:
+    """Shape of a 10-launch graph captured on a stream that is not the buffers' home (tile.core then orders
+    the stream after the allocation and records an event per launch): extra nodes or a refusal show up here.
+    Runs last, on buffers of its own, so the timed buffers never see a capture-time event."""
+    tc, aio = b.tc, b.aio
+    other = aio.CudaContext(tc.Stream(b.device))
+    acc = tc.DeviceBuffer.from_host(np.zeros(N, np.float32), stream=b.stream)
+    args = [acc, N, 1, b.ones, N, 1, acc, N, 1]
+    try:
+        op = aio.collect(aio.launch(b.fn, b.grid, args, signature=SIGNATURE) for _ in range(10))
+        with op.graph(other) as graph:
+            shape = graph_shape(graph._replay._graph)
+            graph.launch().sync_on(other)
+        shape["result_ok"] = bool(np.array_equal(acc.to_numpy(np.float32, N), np.full(N, 10, np.float32)))
+        return shape
+    except Exception as exc:  # reported, not fatal: the timed numbers do not depend on it
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def torch_modes(b: Bench) -> tuple[dict[str, tuple[int, Callable[[], float]]], dict[str, Any], str | None]:
+    """torch eager and ``torch.cuda.graph`` timings: of torch's ``add_`` and, to separate graph machinery
+    from kernel duration, of the same Tile kernels (vec_add, noop) launched by tile.core on torch's capture
+    stream (raw pointers into torch memory, so tile.core records nothing but the launch)."""
     try:
         import torch
     except ImportError as exc:
-        return {}, f"torch unavailable: {exc}"
+        return {}, {}, f"torch unavailable: {exc}"
     x = torch.ones(N, device="cuda")
     acc = torch.zeros(N, device="cuda")
     stream = torch.cuda.Stream()
+    tile_stream = b.tc.Stream.borrow(stream.cuda_stream, device=b.device)
+    vec_args = [acc.data_ptr(), N, 1, x.data_ptr(), N, 1, acc.data_ptr(), N, 1]
+    kernels_of = {
+        "torch_graph": lambda: acc.add_(x),
+        "torch_graph_tile_vec_add": b.tc.prepare(b.fn, b.grid, 1, vec_args, stream=tile_stream, signature=SIGNATURE),
+        "torch_graph_tile_noop": b.tc.prepare(b.noop, 1, 1, [], stream=tile_stream, signature=()),
+    }
     modes: dict[str, tuple[int, Callable[[], float]]] = {}
+    shapes: dict[str, Any] = {}
 
     def eager() -> None:
         acc.add_(x)
         torch.cuda.current_stream().synchronize()
 
     modes["torch_sync"] = (SINGLE_OPS, lambda: timed(SINGLE_OPS, eager))
-    for kernels in (100, 1000):
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream):
-            acc.add_(x)  # warm-up on the side stream, as torch's capture rules ask
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph, stream=stream):
-                for _ in range(kernels):
-                    acc.add_(x)
-        replays = max(1, 2000 // kernels)
+    for prefix, body in kernels_of.items():
+        for kernels in (100, 1000):
+            graph, shape = _torch_graph(torch, stream, body, kernels)
+            if shape is not None:
+                shapes[f"{prefix}_{kernels}"] = shape
+            replays = max(1, 2000 // kernels)
 
-        def replay(graph: Any = graph, replays: int = replays) -> float:
-            start = time.perf_counter()
-            for _ in range(replays):
-                graph.replay()
-            torch.cuda.synchronize()
-            return time.perf_counter() - start
+            def replay(graph: Any = graph, replays: int = replays) -> float:
+                start = time.perf_counter()
+                for _ in range(replays):
+                    graph.replay()
+                torch.cuda.synchronize()
+                return time.perf_counter() - start
 
-        modes[f"torch_graph_{kernels}"] = (kernels * replays, replay)
-    return modes, None
+            modes[f"{prefix}_{kernels}"] = (kernels * replays, replay)
+    return modes, shapes, None
+
+
+def _torch_graph(torch: Any, stream: Any, body: Callable[[], object], kernels: int) -> tuple[Any, Any]:
+    """Capture ``kernels`` calls of ``body``; with recent torch keep the template and count its nodes."""
+    try:
+        graph = _torch_capture(torch, stream, body, kernels, torch.cuda.CUDAGraph(keep_graph=True))
+        from tile.bindings import driver
+
+        shape: Any = graph_shape(driver().CUgraph(int(graph.raw_cuda_graph())))
+        graph.replay()  # instantiates a kept graph; proves it replays before it is timed
+        torch.cuda.synchronize()
+        return graph, shape
+    except Exception as exc:  # older torch: no keep_graph / raw_cuda_graph(); the timing does not need them
+        note = f"{type(exc).__name__}: {exc}"
+    return _torch_capture(torch, stream, body, kernels, torch.cuda.CUDAGraph()), {"error": note}
+
+
+def _torch_capture(torch: Any, stream: Any, body: Callable[[], object], kernels: int, graph: Any) -> Any:
+    with torch.cuda.stream(stream):
+        body()  # warm-up on the side stream, as torch's capture rules ask
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(kernels):
+                body()
+    return graph
 
 
 def pipeline_agreement(b: Bench) -> dict[str, Any]:
@@ -230,14 +328,18 @@ def main() -> None:
 
     b = Bench()
     agreement = pipeline_agreement(b)
-    graphs = {k: b.chain(k).graph(b.ctx) for k in (1, 100, 1000)}
+    graphs = {f"aio_graph_{k}": (k, b.chain(k).graph(b.ctx)) for k in (1, 100, 1000)}
+    graphs.update({f"aio_noop_graph_{k}": (k, b.chain(k, b.noop_op).graph(b.ctx)) for k in (100, 1000)})
+    shapes = {name: graph_shape(graph._replay._graph) for name, (_, graph) in graphs.items()}
     modes = single_and_chain_modes(b)
     modes.update(graph_modes(b, graphs))
-    extra, torch_error = torch_modes()
+    extra, torch_shapes, torch_error = torch_modes(b)
     modes.update(extra)
+    shapes.update(torch_shapes)
     us = run_rounds(modes)
-    for graph in graphs.values():
+    for _, graph in graphs.values():
         graph.close()
+    shapes["aio_graph_10_foreign_stream"] = foreign_capture_shape(b)
     b.loop.close()
     overhead = {
         "aio_sync": us["aio_sync"] - us["core_sync"],
@@ -263,6 +365,12 @@ def main() -> None:
         "await_over_sync_one_op": round(us["aio_await"] / us["aio_sync"], 3),
         "pipeline_1000_ops_agree": agreement,
         "targets_met": targets,
+        "graph_shapes": shapes,
+        "graph_nodes_per_kernel": {name: round(shapes[name]["nodes"] / k, 3) for name, (k, _) in graphs.items()},
+        "graph_per_kernel_us_over_torch_same_kernel": {
+            "vec_add_100": round(us["aio_graph_100"] - us.get("torch_graph_tile_vec_add_100", math.nan), 3),
+            "noop_100": round(us["aio_noop_graph_100"] - us.get("torch_graph_tile_noop_100", math.nan), 3),
+        },
         "notes": {"torch": torch_error} if torch_error else {},
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +378,9 @@ def main() -> None:
     width = max(map(len, us))
     for name, value in us.items():
         print(f"{name:<{width}}  {value:9.3f} us/op")
-    print(json.dumps({"overhead": report["host_overhead_us_per_op_vs_tile_core"], "targets": targets}, indent=2))
+    summary = {k: report[k] for k in ("host_overhead_us_per_op_vs_tile_core", "targets_met", "graph_shapes")}
+    summary["over_torch"] = report["graph_per_kernel_us_over_torch_same_kernel"]
+    print(json.dumps(summary, indent=2))
     print(f"wrote {RESULTS}")
 
 
