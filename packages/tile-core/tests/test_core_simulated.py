@@ -226,7 +226,18 @@ class SimDriver:
         return (OK,)
 
     def cuEventSynchronize(self, event: Any) -> tuple[Any]:
+        if self.capturing and self.mode() != real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED:
+            return (real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)  # what the H200 answers
+        self.log.append(("event_sync", int(event)))
         return (OK,)
+
+    def mode(self) -> Any:
+        """This thread's capture interaction mode (global until exchanged, as in the driver)."""
+        return getattr(self.current, "mode", real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+
+    def cuThreadExchangeStreamCaptureMode(self, mode: Any) -> tuple[Any, Any]:
+        previous, self.current.mode = self.mode(), mode
+        return OK, previous
 
     def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[Any, float]:
         return OK, 1.5
@@ -437,6 +448,39 @@ def test_cross_stream_launch_is_ordered_and_tracked(sim: SimDriver, vec_add: tc.
     z.free()
     assert ("wait", z.stream.handle) in [w[:2] for w in sim.kinds("wait")[waits_before:]]
     assert sim.kinds("launch")[-1][1] == other.handle
+
+
+def test_cross_stream_launch_during_a_capture_records_no_event(sim: SimDriver, vec_add: tc.Function) -> None:
+    z = tc.DeviceBuffer.allocate(512)
+    other = tc.Stream()
+    step = tc.prepare(vec_add, 1, 1, [z, 128, 1, z, 128, 1, z, 128, 1], signature=SIGNATURE, stream=other)
+    records_before = len(sim.kinds("record"))
+    sim.capturing.add(other.handle)
+    for _ in range(12):  # more than the 8 events after which tracking queries old ones
+        step()
+    tc.copy(z, np.zeros(128, np.float32), stream=other, sync=False)
+    sim.capturing.clear()
+    assert len(sim.kinds("record")) == records_before
+    assert z._uses.events == []
+    step()  # outside the capture the launch is tracked again
+    assert len(z._uses.events) == 1
+    z.free()
+
+
+def test_first_use_inside_a_capture_waits_for_the_allocation_on_the_host(sim: SimDriver, vec_add: tc.Function) -> None:
+    z = tc.DeviceBuffer.allocate(512)
+    other = tc.Stream()
+    sim.capturing.add(other.handle)
+    waits_before = len(sim.kinds("wait"))
+    step = tc.prepare(vec_add, 1, 1, [z, 128, 1, z, 128, 1, z, 128, 1], signature=SIGNATURE, stream=other)
+    sim.capturing.clear()
+    assert len(sim.kinds("wait")) == waits_before  # a wait would tie the capture to uncaptured work
+    home_records = [r[1] for r in sim.kinds("record") if r[2] == z.stream.handle]
+    assert ("event_sync", home_records[-1]) in sim.log
+    assert sim.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL  # restored after the wait
+    step()
+    assert len(sim.kinds("wait")) == waits_before  # ordered once per stream
+    z.free()
 
 
 def test_alloc_launch_free_cycles_stay_flat(sim: SimDriver, vec_add: tc.Function) -> None:

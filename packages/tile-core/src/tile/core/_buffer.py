@@ -81,6 +81,23 @@ def _wait_foreign(home: Stream, handle: int) -> None:
     home.wait(event)
 
 
+def _wait_during_capture(event: Event) -> None:
+    """Block the host until ``event`` (recorded outside the capture) is done, while this thread captures.
+
+    A capture may not depend on another stream's uncaptured work (``CUDA_ERROR_STREAM_CAPTURE_ISOLATION``), so the
+    host waits instead and the capture and every replay come after it. A thread-local capture forbids the event
+    wait itself (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), though this event has nothing to do with the graph: the
+    thread is switched to relaxed mode for the wait only (what ``cuThreadExchangeStreamCaptureMode`` is for).
+    """
+    d = tb.driver()
+    relaxed = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    previous = check(d.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
+    try:
+        event.synchronize()
+    finally:
+        check(d.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
+
+
 class Uses:
     """Events recorded on streams other than the home stream, pruned as they complete."""
 
@@ -169,17 +186,22 @@ class DeviceBuffer:
         if stream.handle not in self._ordered:
             if self._freed:
                 raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
-            stream.wait(self.stream)
+            if stream.is_capturing():
+                _wait_during_capture(self.stream.record())
+            else:
+                stream.wait(self.stream)
             self._ordered.add(stream.handle)
 
     def record_use(self, stream: Stream) -> None:
         """Note that work queued on ``stream`` uses the buffer: the free will wait for it.
 
         Tile's own copies and launches call this; call it yourself after queueing foreign work on the memory.
+        Work captured into a graph is not recorded (an event recorded in a capture can never be waited on, and
+        the capture ran nothing): whoever replays the graph keeps the buffer alive until the replays are done.
         """
         if self._freed:
             raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
-        if stream is not self.stream:
+        if stream is not self.stream and not stream.is_capturing():
             self._uses.add(stream)
 
     def free(self) -> None:

@@ -5,7 +5,10 @@ live buffers, open stream, grid and block extents) and orders the stream after t
 :class:`PreparedLaunch` then relaunches with one guard - a process-wide invalidation epoch bumped by every buffer
 free and stream close - so a freed buffer or closed stream is caught before the driver while the common path stays
 a single comparison. Launches on a buffer's home stream need no tracking; on another stream, one event per launch
-is recorded so the buffer's free waits for it.
+is recorded so the buffer's free waits for it - except while that stream captures a graph: an event recorded in a
+capture cannot be queried or waited on afterwards (``CUDA_ERROR_CAPTURED_EVENT``) and guards nothing, since the
+capture runs no work; whoever replays the graph keeps its buffers alive until the replays are done (tile.aio's
+``Graph`` holds them until it is closed, and closing waits for the last launch).
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ class PreparedLaunch:
         if self._epoch != invalidation[0]:
             self._revalidate()
         self._core_launch(self._stream_cc, self._config, self._kernel, *self._args)
-        if self._shared:
+        if self._shared and not self.stream.is_capturing():
             event = self.stream.record()
             for buffer in self._shared:
                 buffer._uses.add_event(event)
