@@ -96,7 +96,7 @@ class Kernel:
         key = layout_key(self.params, args, generics, self._grid)
         plan = self._plans.get(key) if key is not None else None
         if plan is not None and (values := plan.try_launch(args, self._check_scalar, self.unchecked)) is not None:
-            return self._launch(plan, values, site)
+            return self._launch(plan, values, site, checked=plan.distinct)
         bound, compiled, device = self._prepare(args, dict(generics))
         grid = bound.grid
         assert grid is not None, "_prepare raises GridError when there is no grid"
@@ -107,8 +107,10 @@ class Kernel:
             self._plans[key] = plan
         return self._launch(plan, bound.values, site)
 
-    def _launch(self, plan: Plan, args: Sequence[Any], site: str) -> Launch:
-        values = _ownership.move(self.__name__, args, site)
+    def _launch(self, plan: Plan, args: Sequence[Any], site: str, *, checked: bool = False) -> Launch:
+        """Move the arguments into a launch (``checked``: their states were just checked and no handle repeats)."""
+        name = self.__name__
+        values = _ownership.hand_over(name, args, site) if checked else _ownership.move(name, args, site)
         packing = (plan.slots, plan.signature) if plan.slots is not None and plan.signature is not None else None
         return Launch(
             self.__name__,

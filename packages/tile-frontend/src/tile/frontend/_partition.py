@@ -58,8 +58,13 @@ class Partition:
         return f"Partition({self.dtype.name}, {list(self.shape)} in tiles of {list(self.tile_shape)})"
 
     def _move(self, kind: str, where: str) -> Partition:
-        new = Partition._make(self._check()._move(kind, where), self.tile_shape)
-        self._fate = (kind, where)
+        self._check()
+        return self._hand_over((kind, where))
+
+    def _hand_over(self, fate: tuple[str, str]) -> Partition:
+        """`_move` for a partition whose state was just checked."""
+        new = Partition._make(self._tensor._hand_over(fate), self.tile_shape)
+        self._fate = fate
         return new
 
     @property

@@ -62,7 +62,18 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
 class Plan:
     """A checked call layout: the compiled kernel, grid, device and how to pack the entry ABI."""
 
-    __slots__ = ("compiled", "device", "grid", "handles", "outputs", "scalars", "signature", "slots", "tail")
+    __slots__ = (
+        "compiled",
+        "device",
+        "distinct",
+        "grid",
+        "handles",
+        "outputs",
+        "scalars",
+        "signature",
+        "slots",
+        "tail",
+    )
 
     def __init__(
         self,
@@ -77,6 +88,8 @@ class Plan:
         self.compiled, self.grid, self.device = compiled, grid, device
         self.tail = tuple(args[given:])  # trailing Const values that were passed as keywords
         self.handles = tuple(i for i, a in enumerate(args) if isinstance(a, _HANDLE_CLASSES))
+        # No handle passed twice (the key fixes the identity pattern): each can be handed over without a lookup.
+        self.distinct = len({id(args[i]) for i in self.handles}) == len(self.handles)
         self.outputs = tuple(i for i in self.handles if isinstance(args[i], Partition))
         self.scalars = tuple((i, p) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
         self.slots, self.signature = _slots(compiled, params, args)

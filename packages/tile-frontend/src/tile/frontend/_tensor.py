@@ -127,7 +127,12 @@ class Tensor:
 
     def _move(self, kind: str, where: str) -> Tensor:
         """Hand this handle's view to a new handle and mark this one moved (``kind`` picks the fix hint)."""
-        storage = self._check()
+        self._check()
+        return self._hand_over((kind, where))
+
+    def _hand_over(self, fate: tuple[str, str]) -> Tensor:
+        """`_move` for a handle whose state was just checked (the launch fast path checks all arguments first)."""
+        storage = self._storage
         new = object.__new__(Tensor)
         new._storage, new.dtype, new._shape, new._offset, new._strides = (
             storage,
@@ -138,7 +143,7 @@ class Tensor:
         )
         new._site, new._fate, new._range, new._layout = self._site, None, self._range, self._layout
         storage.add(new)
-        self._fate = (kind, where)
+        self._fate = fate
         storage.discard(self)
         return new
 
