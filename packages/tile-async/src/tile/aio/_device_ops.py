@@ -25,6 +25,8 @@ D = TypeVar("D")
 
 
 def _stream_of(ctx: ExecutionContext, op: DeviceOp[Any]) -> Any:
+    if type(ctx) is CudaContext:  # the common case, without the ABC-backed isinstance below
+        return ctx.stream
     if not isinstance(ctx, CudaContext):
         raise ContextMismatchError(op._describe(), "a CUDA stream", repr(ctx))
     return ctx.stream

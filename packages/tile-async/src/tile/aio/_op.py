@@ -107,7 +107,10 @@ class DeviceOp(Generic[T_co]):
 
         Iterative, like :meth:`_first_refusal`: a pipeline of thousands of chained ops is a deep tree.
         """
-        stack: list[DeviceOp[Any]] = [self]
+        children = self._hand_off()
+        if not children:  # a single launch or copy: the common case of .sync() needs no stack
+            return
+        stack = list(children)
         while stack:
             stack.extend(stack.pop()._hand_off())
 
@@ -241,7 +244,8 @@ class DeviceOp(Generic[T_co]):
             ``tile.core.Stream.borrow`` accepts, e.g. a torch stream).
         """
         _lock.check(".sync_on()")
-        return _run.run_sync(self, _policy.as_context(stream), ".sync_on()", caller_site())
+        ctx = stream if type(stream) is _cuda.CudaContext else _policy.as_context(stream)  # skip the ABC check
+        return _run.run_sync(self, ctx, ".sync_on()", caller_site())
 
     def __await__(self) -> Generator[Any, None, T_co]:
         """``await op``: execute on the default policy; resolve when the work is done, without blocking the
@@ -310,4 +314,4 @@ class Scheduled(Generic[T]):
 
 
 # These modules subclass DeviceOp or call back into it, so they load after it is defined.
-from tile.aio import _combinators, _graph, _policy, _shared  # noqa: E402
+from tile.aio import _combinators, _cuda, _graph, _policy, _shared  # noqa: E402
