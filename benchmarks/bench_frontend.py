@@ -13,7 +13,8 @@
 Each measurement is the median of ROUNDS rounds of REPS runs, rounds alternating between frameworks; every result
 is checked against numpy (float64) first. Results go to ``benchmarks/results/frontend.json`` with the device name
 and versions. Run on the GPU machine from the repository root: ``python benchmarks/bench_frontend.py``;
-``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here) to check the script itself.
+``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here) to check the script itself;
+``--launch-only`` runs only measurement 3 and writes ``frontend_launch.json``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tile.frontend import Const, Mut, Tensor, bf16, f16, f32
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "frontend.json"
 SMOKE = "--smoke" in sys.argv
+LAUNCH_ONLY = "--launch-only" in sys.argv  # only the host-time-per-launch measurement (no 2^28 add, no GEMMs)
 ADD_N = 1 << (12 if SMOKE else 28)
 GEMM = 128 if SMOKE else 8192
 TM, TN, TK = (32, 32, 32) if SMOKE else (128, 128, 64)
@@ -296,6 +298,8 @@ def main() -> None:
         ("gemm_bf16", lambda: bench_gemm(stream, peers, bf16, report)),
         ("launch", lambda: bench_launch(stream, peers, report)),
     ]
+    if LAUNCH_ONLY:
+        steps = steps[-1:]
     for name, step in steps:
         try:
             step()
@@ -306,9 +310,10 @@ def main() -> None:
     for name, error in errors.items():
         print(f"  {name}: {error}")
     if not SMOKE:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {RESULTS}")
+        path = RESULTS.with_name("frontend_launch.json") if LAUNCH_ONLY else RESULTS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":
