@@ -268,6 +268,13 @@ def test_gpu_guards_fault_without_a_printf_call() -> None:
     ir.verify(lower(check(k.k_loop, B=16), Target("sm_90")).module)
 
 
+def test_guards_of_grouped_tiles_are_hoisted_out_of_the_tile_loop() -> None:
+    # z.tiles() coordinates are bounded by z's tile counts: "z's count <= x's count" is checked once, before any loop.
+    guards = _asserts(check(k.grouped_tiles, B=16))
+    assert len(guards) == 1
+    assert guards[0][0] == 0
+
+
 def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
     import numpy as np
 

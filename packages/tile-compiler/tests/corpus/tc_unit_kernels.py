@@ -105,3 +105,13 @@ def k_loop(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
     for k in range(px.num_tiles[1]):
         acc = acc + px.load((tile.block_id()[0], k))
     z.store(acc)
+
+
+def grouped_tiles(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
+    px = x.partition((B, B))
+    for idx in z.tiles(group=2):
+        m = idx[0]
+        acc = tile.zeros((B, B), f32)
+        for k in range(px.num_tiles[1]):
+            acc = acc + px.load((m, k))
+        z.store(acc, at=idx)

@@ -205,7 +205,11 @@ class ExprMixin(MemoryMixin):
             )
         if isinstance(base, PartitionV):
             if name == "num_tiles":
-                counts = self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile))
+                # Queried where the view is made, not in the loop at hand: guards comparing counts stay loop-invariant.
+                counts = self.at_depth(
+                    self.em.birth.get(base.view.id, 0),
+                    lambda: self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile)),
+                )
                 for d, c in enumerate(counts):
                     self.tile_counts[c.id] = (base.tensor.name, base.tile, d)
                 return tuple(counts)

@@ -361,7 +361,10 @@ class MemoryMixin(ShapeMixin):
                 rest = op(ast.FloorDiv(), rest, c)
         out = tuple(self.scalar_index(c, "tile index") for c in coords)
         for d, c in enumerate(out):
-            self.in_range[c.id] = ((it.tensor.name, it.tensor.tile, d), None)
+            # The output's tile count bounds the coordinate: a guard of another partition then only needs "that count
+            # <= mine", which is loop-invariant and moves before the tile loop (a guard inside it slows the K loop).
+            count = counts[d]
+            self.in_range[c.id] = ((it.tensor.name, it.tensor.tile, d), count if isinstance(count, Value) else None)
         return out
 
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
