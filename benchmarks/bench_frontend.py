@@ -5,16 +5,19 @@
 
 1. ``add`` f32 on 2^28 elements: GB/s (three 4-byte streams per element).
 2. GEMM f16 and bf16 at 8192^3 (f32 accumulation, output in the input dtype): TFLOP/s. Tile and cuTile Python use
-   the same tiles (128 x 128 x 64).
+   the same tiles (128 x 128 x 64) and the same row-major tile order; ``tile grouped 8`` is Tile's same K loop over
+   the output tiles in grouped (L2-friendly) order through ``z.tiles(group=8)``, the order cuBLAS uses.
 3. Host time per safe launch of a small kernel (1024 elements): Tile's ownership-checked ``add(z, x, y).sync_on(s)``
    against ``ct.launch(...); s.synchronize()`` (both wait for the kernel each time), and Tile's back-to-back
    enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``.
 
-Each measurement is the median of ROUNDS rounds of REPS runs, rounds alternating between frameworks; every result
-is checked against numpy (float64) first. Results go to ``benchmarks/results/frontend.json`` with the device name
-and versions. Run on the GPU machine from the repository root: ``python benchmarks/bench_frontend.py``;
-``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here) to check the script itself;
-``--launch-only`` runs only measurement 3 and writes ``frontend_launch.json``.
+Each measurement is the median of ROUNDS rounds of REPS back-to-back runs waited for once (Tile's through a
+``.then`` chain), rounds alternating between frameworks; ``tile (sync each launch)`` also waits after every launch
+(``sync_on``), which adds the host's round trip to each run. Every result is checked against numpy (float64) first.
+Results go to ``benchmarks/results/frontend.json`` with the device name and versions. Run on the GPU machine from the
+repository root: ``python benchmarks/bench_frontend.py``; ``--smoke`` runs tiny sizes on whatever backend is available
+(the CPU interpreter here) to check the script itself; ``--launch-only`` runs only measurement 3 and writes
+``frontend_launch.json``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ LAUNCH_ONLY = "--launch-only" in sys.argv  # only the host-time-per-launch measu
 ADD_N = 1 << (12 if SMOKE else 28)
 GEMM = 128 if SMOKE else 8192
 TM, TN, TK = (32, 32, 32) if SMOKE else (128, 128, 64)
+GROUP = 2 if SMOKE else 8  # rows of output tiles per group in gemm_grouped's tile order
 SMALL_N, SMALL_TILE = 1024, 128
 ROUNDS, REPS = (3, 2) if SMOKE else (7, 10)
 LAUNCHES = 20 if SMOKE else 2000
@@ -60,6 +64,26 @@ def gemm(z: Mut[Tensor["T", ("BM", "BN")]], x: Tensor["T", (-1, -1)], y: Tensor[
     for k in range(px.num_tiles[1]):
         acc = tile.mma(px.load((bm, k)), py.load((k, bn)), acc)
     z.store(acc.astype(z.dtype))
+
+
+@tile.entry
+def gemm_grouped(
+    z: Mut[Tensor["T", ("BM", "BN")]],
+    x: Tensor["T", (-1, -1)],
+    y: Tensor["T", (-1, -1)],
+    BK: Const[int],
+    GROUP: Const[int],
+):
+    # The same K loop over output tiles in grouped order: consecutive blocks walk GROUP rows of tiles before moving
+    # right, so the blocks running together share input tiles in L2 (cuBLAS orders its tiles likewise).
+    px = x.partition((BM, BK), padding="zero")
+    py = y.partition((BK, BN), padding="zero")
+    for idx in z.tiles(group=GROUP):
+        m, n = idx
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(px.num_tiles[1]):
+            acc = tile.mma(px.load((m, k)), py.load((k, n)), acc)
+        z.store(acc.astype(z.dtype), at=idx)
 
 
 def median_seconds(run: Callable[[], None], finish: Callable[[], None]) -> float:
@@ -91,6 +115,16 @@ class TileLoop:
             op = op.then(lambda out: self.kernel(*out[: self.n], **self.generics))
         self.args = list(op.sync_on(self.stream))[: self.n]
 
+    def seconds(self) -> float:
+        """Median per-launch time of REPS back-to-back launches waited for once, as cuTile and torch are timed."""
+        self.chain(REPS)
+        samples = []
+        for _ in range(ROUNDS):
+            start = time.perf_counter()
+            self.chain(REPS)
+            samples.append((time.perf_counter() - start) / REPS)
+        return statistics.median(samples)
+
 
 def tile_stream() -> Any:
     if tile.backend() == "cpu":
@@ -109,7 +143,7 @@ def bench_add(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> None:
     loop.run()
     np.testing.assert_allclose(loop.args[0].unpartition().to_numpy(), ref, rtol=1e-6)
     loop.args[0] = tile.empty(f32, [ADD_N]).partition([1024])
-    results = {"tile": median_seconds(loop.run, lambda: None)}
+    results = {"tile": loop.seconds(), "tile (sync each launch)": median_seconds(loop.run, lambda: None)}
     results |= peer_add(peers)
     out["add_f32"] = {
         "elements": ADD_N,
@@ -172,7 +206,13 @@ def bench_gemm(stream: Any, peers: dict[str, Any], dtype: Any, out: dict[str, An
     got = loop.args[0].unpartition().to_numpy()[:check, :check].astype(np.float64)
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-1)
     loop.args[0] = tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN])
-    results = {"tile": median_seconds(loop.run, lambda: None)}
+    results = {"tile": loop.seconds(), "tile (sync each launch)": median_seconds(loop.run, lambda: None)}
+    grouped = TileLoop(gemm_grouped, loop.args, stream, BK=TK, GROUP=GROUP)
+    grouped.run()
+    got = grouped.args[0].unpartition().to_numpy()[:check, :check].astype(np.float64)
+    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-1)
+    grouped.args[0] = tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN])
+    results[f"tile grouped {GROUP}"] = grouped.seconds()
     results |= peer_gemm(peers, dtype)
     flops = 2 * GEMM**3
     out[f"gemm_{dtype.name}"] = {
