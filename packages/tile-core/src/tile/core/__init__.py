@@ -64,8 +64,10 @@ family with ``sync=True`` (the default; waits for that stream), ``to_numpy``, ``
 ``Event.synchronize``, ``Device.synchronize``.
 ``stream=None`` always means the buffer's own stream (``DeviceBuffer.stream``) or the device's
 ``default_stream``, never the legacy NULL stream. A free is never enqueued on a stream that is capturing a
-graph: it is deferred until the capture ends. Closing a stream records a final event; buffers whose home stream
-was closed are freed on the default stream after it.
+graph: it is deferred until the capture ends. Work captured on a stream records no use of its buffers (the capture
+runs nothing; whoever replays keeps them alive), and a buffer's first use inside a capture waits for its allocation
+on the host. Closing a stream records a final event; buffers whose home stream was closed are freed on the default
+stream after it.
 
 Ownership across libraries
 --------------------------
