@@ -5,7 +5,9 @@ rules, then compiles the specialization (cached per kernel by `Specialization` a
 the arguments into the returned `Launch`, so every failure leaves the caller's handles usable. The target follows
 the arguments: host tensors compile for ``Target.cpu()`` and run on the interpreter, device tensors for the
 device's arch. ``unchecked=True`` skips the aliasing checks and allows raw ``Ptr`` parameters; handles are still
-moved and handed back after completion.
+moved and handed back after completion. A call whose argument layout passed these checks before takes the kernel's
+`Plan` (see `_plan`): it re-checks only what can change (handle states, scalar values, aliasing) and otherwise
+runs the full path above, so both paths accept and reject exactly the same calls.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ _modules: dict[tuple[str, int], Any] = {}
 _modules_lock = threading.Lock()
 _programs: dict[str, Any] = {}
 _prepared: dict[tuple[Any, ...], Any] = {}
-_PREPARED_CAP = 256
+_PREPARED_CAP = 64  # each entry keeps its stream alive until evicted: keep the cache small
 
 
 def _scalar(slot: AbiSlot, t: Tensor) -> int:
@@ -152,7 +152,8 @@ def launch_packed(
 ) -> None:
     """Enqueue the cubin with packed arguments, reusing tile.core's checked `PreparedLaunch` for a repeated
     (function, grid, stream, arguments): the arguments are plain numbers and addresses, so an identical launch
-    needs no new packing or checks (tile.core re-validates a prepared launch after any free or stream close)."""
+    needs no new packing or checks (tile.core re-validates a prepared launch after any free or stream close).
+    The cache holds at most ``_PREPARED_CAP`` launches, and so delays the collection of at most that many streams."""
     fn = _function(compiled, stream.device)
     key = (fn, grid, stream, args)
     prepared = _prepared.get(key)
