@@ -13,6 +13,7 @@ import asyncio
 import gc
 import itertools
 import threading
+import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -412,3 +413,16 @@ def test_streams_are_wrapped_once(sim: SimDriver) -> None:
     assert first is second
     assert isinstance(first, aio.CudaContext)
     assert first.stream is stream
+
+
+def test_a_stream_keeps_its_context_between_launches_and_the_cache_is_bounded(sim: SimDriver) -> None:
+    from tile.aio import _cuda
+
+    stream = sim.core.Stream(DEVICES[0])
+    ctx = weakref.ref(aio.as_context(stream))
+    assert ctx() is not None  # nobody else holds the context: the recent-streams cache keeps it for the next launch
+    assert aio.as_context(stream) is ctx()
+    for _ in range(40):  # later streams evict it: the cache must not keep every stream ever used alive
+        aio.as_context(sim.core.Stream(DEVICES[0]))
+    assert _cuda.wrapped(stream) is None
+    assert len(_cuda._recent) <= _cuda._RECENT_CAP

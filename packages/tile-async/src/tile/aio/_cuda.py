@@ -24,7 +24,16 @@ from tile.aio._context import Completion, DoneCallback, ExecutionContext, call_b
 from tile.aio._errors import CaptureError, ContextMismatchError, OpTypeError
 from tile.bindings import check, driver
 
-__all__ = ["CudaCompletion", "CudaContext", "CudaRecorder", "device", "is_device", "new_context", "wrap_stream"]
+__all__ = [
+    "CudaCompletion",
+    "CudaContext",
+    "CudaRecorder",
+    "device",
+    "is_device",
+    "new_context",
+    "wrap_stream",
+    "wrapped",
+]
 
 
 _core: list[ModuleType] = []
@@ -57,6 +66,16 @@ def new_context(dev: Hashable) -> CudaContext:
 
 
 _wrapped: weakref.WeakValueDictionary[int, CudaContext] = weakref.WeakValueDictionary()
+# The contexts of the streams wrapped last, held strongly: a context nobody else holds would otherwise die after each
+# ``op.sync_on(stream)`` and be rebuilt by the next. Each entry keeps its stream alive until evicted, so it stays small.
+_recent: dict[int, CudaContext] = {}
+_RECENT_CAP = 16
+
+
+def wrapped(obj: object) -> CudaContext | None:
+    """The context of ``obj`` when it is a ``tile.core.Stream`` wrapped lately (no type checks), else None."""
+    ctx = _recent.get(id(obj))
+    return ctx if ctx is not None and ctx._stream is obj else None
 
 
 def wrap_stream(obj: object) -> CudaContext:
@@ -69,6 +88,9 @@ def wrap_stream(obj: object) -> CudaContext:
     ctx = _wrapped.get(id(stream))
     if ctx is None or ctx.stream is not stream:
         ctx = _wrapped[id(stream)] = CudaContext(stream)
+    if len(_recent) >= _RECENT_CAP:  # ever-new streams must not stay alive without bound
+        _recent.clear()
+    _recent[id(stream)] = ctx  # the stream is alive (ctx holds it): its id names it until evicted
     return ctx
 
 

@@ -306,6 +306,9 @@ def as_context(obj: object) -> ExecutionContext:
     OpTypeError
         For anything else.
     """
+    ctx = _cuda.wrapped(obj)  # the steady state of ``op.sync_on(stream)``: one dict lookup, no ABC check
+    if ctx is not None:
+        return ctx
     if isinstance(obj, ExecutionContext):
         return obj
     return _cuda.wrap_stream(obj)
