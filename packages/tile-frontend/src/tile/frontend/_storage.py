@@ -52,7 +52,8 @@ class _Export:
         return self.what
 
 
-_FOREIGN: weakref.WeakSet[Storage] = weakref.WeakSet()
+# Live borrowed storages by id (a dict, not a WeakSet: a launch tests its truth, and WeakSet.__len__ is Python code).
+_FOREIGN: dict[int, weakref.ref[Storage]] = {}
 _ALL: weakref.WeakSet[Storage] = weakref.WeakSet()
 
 
@@ -106,12 +107,13 @@ class Storage:
         self.device, self.address, self.nbytes = device, address, nbytes
         self.host, self.buffer, self.owned, self.readonly, self.keepalive = host, buffer, owned, readonly, keepalive
         self._handles: dict[int, weakref.ref[Any]] = {}
-        self._exports: weakref.WeakSet[_Export] = weakref.WeakSet()
+        self._exports: set[_Export] = set()  # each leaves through its finalizer, which holds it until then
         self.pending = 0
         self.freed_at: str | None = None
         _ALL.add(self)
         if not owned:
-            _FOREIGN.add(self)
+            key = id(self)
+            _FOREIGN[key] = weakref.ref(self, lambda _: _FOREIGN.pop(key, None))
 
     @classmethod
     def host_owned(cls, nbytes: int) -> Storage:
@@ -133,21 +135,23 @@ class Storage:
         return f"<Storage {kind} {self.nbytes} bytes on {self.device!r} at 0x{self.address:x}>"
 
     def add(self, handle: Handle) -> None:
-        """Register a live handle (it leaves when collected or `discard` ed)."""
+        """Register a live handle (it leaves when collected, or when moved: `replace`)."""
         key, handles = id(handle), self._handles
         handles[key] = weakref.ref(handle, lambda _: handles.pop(key, None))
 
-    def discard(self, handle: Handle) -> None:
-        """Unregister a handle (it was moved)."""
-        self._handles.pop(id(handle), None)
+    def replace(self, old: Handle, new: Handle) -> None:
+        """Unregister ``old`` and register ``new`` (a move: one call per handle per launch)."""
+        handles = self._handles
+        handles.pop(id(old), None)
+        key = id(new)
+        handles[key] = weakref.ref(new, lambda _: handles.pop(key, None))
 
     def live(self) -> Iterator[Handle]:
         """Every live handle and export of this storage."""
         for ref in list(self._handles.values()):
             if (handle := ref()) is not None:
                 yield handle
-        if self._exports:  # checked first: iterating a WeakSet is slow and exports are rare
-            yield from list(self._exports)
+        yield from list(self._exports)
 
     def export(self, lo: int, hi: int, what: str, consumer_view: object) -> None:
         """Track a buffer exported to another library as a borrow until ``consumer_view`` is collected."""
@@ -189,10 +193,10 @@ def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] 
     on the device is scanned, because a borrow may alias anything (including a re-imported export of ours).
     """
     # A freed storage's range may already belong to a new allocation: its stale handles alias nothing.
-    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.freed_at]
     skip = {id(e) for e in exclude}  # the excluded objects are alive (``exclude`` holds them): ids are unique
     if not _FOREIGN and not storage._exports and storage._handles.keys() <= skip:
         return []  # the common launch: the storage's only handles are the launch's own arguments
+    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.freed_at]
     found: list[Handle] = []
     for pool in pools:
         for handle in pool.live():

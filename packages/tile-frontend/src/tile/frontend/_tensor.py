@@ -134,17 +134,18 @@ class Tensor:
         """`_move` for a handle whose state was just checked (the launch fast path checks all arguments first)."""
         storage = self._storage
         new = object.__new__(Tensor)
-        new._storage, new.dtype, new._shape, new._offset, new._strides = (
-            storage,
-            self.dtype,
-            self._shape,
-            self._offset,
-            self._strides,
-        )
-        new._site, new._fate, new._range, new._layout = self._site, None, self._range, self._layout
-        storage.add(new)
+        # One attribute store each (a tuple assignment would build and unpack a tuple): this runs per handle per launch.
+        new._storage = storage
+        new.dtype = self.dtype
+        new._shape = self._shape
+        new._offset = self._offset
+        new._strides = self._strides
+        new._site = self._site
+        new._fate = None
+        new._range = self._range
+        new._layout = self._layout
+        storage.replace(self, new)
         self._fate = fate
-        storage.discard(self)
         return new
 
     @property
