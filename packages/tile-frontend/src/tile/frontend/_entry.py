@@ -95,10 +95,13 @@ class Kernel:
             Before anything is moved: the caller's handles stay usable.
         """
         site = user_site()
-        key = layout_key(self.params, args, generics, self._grid)
+        tensors: list[Tensor] = []
+        key = layout_key(self.params, args, generics, self._grid, tensors)
         plan = self._plans.get(key) if key is not None else None
-        if plan is not None and (values := plan.try_launch(args, self._check_scalar, self.unchecked)) is not None:
-            return self._launch(plan, values, site, checked=plan.distinct)
+        if plan is not None:
+            values = plan.try_launch(args, tensors, self._check_scalar, self.unchecked)
+            if values is not None:
+                return self._launch(plan, values, site, checked=plan.distinct)
         bound, compiled, device = self._prepare(args, dict(generics))
         grid = bound.grid
         assert grid is not None, "_prepare raises GridError when there is no grid"
@@ -113,16 +116,15 @@ class Kernel:
         """Move the arguments into a launch (``checked``: their states were just checked and no handle repeats)."""
         name = self.__name__
         values = _ownership.hand_over(name, args, site) if checked else _ownership.move(name, args, site)
-        packing = (plan.slots, plan.signature) if plan.slots is not None and plan.signature is not None else None
         return Launch(
-            self.__name__,
+            name,
             plan.compiled,
             params=self.params,
             values=values,
             grid=plan.grid,
             site=site,
             device=plan.device,
-            packing=packing,
+            packing=plan.packing,
         )
 
     def _check_scalar(self, p: Param, value: Any) -> None:

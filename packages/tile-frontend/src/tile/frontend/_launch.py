@@ -57,7 +57,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         device: object = None,
         packing: tuple[Sequence[Slot], tuple[str, ...]] | None = None,
     ) -> None:
-        super().__init__()
+        self._fate = None  # DeviceOp.__init__, inlined: this runs once per launch
         self._device, self._packing = device, packing
         self._kernel, self._compiled, self._params, self._site = kernel, compiled, tuple(params), site
         self._values: list[Any] | None = values

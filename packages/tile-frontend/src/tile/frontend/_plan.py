@@ -2,16 +2,15 @@
 
 A call's checks (kinds, dtypes, ranks, static extents, generic inference, the grid, devices) and its compiled kernel
 depend only on the argument *layout*: each handle's class, dtype, extents, strides, base alignment class and device
-(``Tensor._layout``, fixed per handle),
-which arguments are the same object, the scalar classes, the ``Const`` values and the keyword generics. `layout_key`
-builds that key cheaply (no `Specialization`, no compiler call); a `Plan` stored under it holds the compiled kernel,
-the grid and the entry-ABI packing with extents and strides already resolved.
+(``Tensor._layout``, fixed per handle), which arguments are the same object, the scalar classes, the ``Const`` values
+and the keyword generics. `layout_key` builds that key cheaply (no `Specialization`, no compiler call); a `Plan`
+stored under it holds the compiled kernel, the grid and the entry-ABI packing with extents and strides resolved.
 
 Invariants: a plan is stored only after the full checks of a call passed, so a hit proves every static check again.
-`Plan.try_launch` re-checks everything that can change between calls with the same layout - handle states (moved,
-freed), scalar values, byte-range aliasing between the arguments and with every other live handle - and on any
-anomaly returns None, so the caller runs the full path, which raises the precise error. The fast path therefore
-accepts exactly the calls the full path accepts and never raises an ownership error itself.
+`layout_key` (handle states: moved, freed) and `Plan.try_launch` (scalar values, byte-range aliasing between the
+arguments and with every other live handle) re-check everything that can change between calls with the same layout,
+and on any anomaly return None, so the caller runs the full path, which raises the precise error. The fast path
+therefore accepts exactly the calls the full path accepts and never raises an ownership error itself.
 """
 
 from __future__ import annotations
@@ -34,29 +33,39 @@ Slot = tuple[int, int, Any]  # (mode, argument index, constant): see `pack`
 _CONST, _BASE, _INT, _RAW = 0, 1, 2, 3
 
 
-def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str, Any], grid: object) -> Any:
-    """The layout of a call (see the module docstring), or None when the call has no handle or too many arguments.
+def layout_key(
+    params: Sequence[Param], args: Sequence[Any], generics: dict[str, Any], grid: object, tensors: list[Tensor]
+) -> Any:
+    """The layout of a call (see the module docstring), or None when the call has no handle, too many arguments or a
+    handle that is not live (moved, freed: the full path raises the precise error). Appends each handle's tensor to
+    ``tensors``, in argument order.
 
     Trailing ``Const`` parameters given as keywords are in ``generics``, so fewer arguments than parameters is fine.
     """
     if len(args) > len(params):
         return None
-    parts: list[Any] = [grid, tuple(generics.items())]
+    parts: list[Any] = [grid, tuple(generics.items()) if generics else ()]
     seen: dict[int, int] = {}
-    handles = False
     for i, (p, a) in enumerate(zip(params, args, strict=False)):
         cls = a.__class__
-        if cls in _HANDLE_CLASSES:
-            t = a if cls is Tensor else a._tensor
+        if cls is Tensor:
+            t, tile_shape = a, None
+        elif cls is Partition or cls is Shared:
+            t = a._tensor
             tile_shape = a.tile_shape if cls is Partition else None
-            first = seen.setdefault(id(a), i)
-            parts.append((cls, t._layout, tile_shape, first))
-            handles = True
+            if a._fate is not None:
+                return None
         elif p.kind == "const":
             parts.append((cls, a))
+            continue
         else:
             parts.append(cls)
-    return tuple(parts) if handles else None
+            continue
+        if t._fate is not None or t._storage.freed_at is not None:
+            return None
+        parts.append((cls, t._layout, tile_shape, seen.setdefault(id(a), i)))
+        tensors.append(t)
+    return tuple(parts) if tensors else None
 
 
 class Plan:
@@ -69,6 +78,7 @@ class Plan:
         "grid",
         "handles",
         "outputs",
+        "packing",
         "scalars",
         "signature",
         "slots",
@@ -93,19 +103,14 @@ class Plan:
         self.outputs = tuple(i for i in self.handles if isinstance(args[i], Partition))
         self.scalars = tuple((i, p) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
         self.slots, self.signature = _slots(compiled, params, args)
+        self.packing = (self.slots, self.signature) if self.slots is not None and self.signature is not None else None
 
     def try_launch(
-        self, args: Sequence[Any], check: Callable[[Param, Any], None], unchecked: bool
+        self, args: Sequence[Any], tensors: list[Tensor], check: Callable[[Param, Any], None], unchecked: bool
     ) -> Sequence[Any] | None:
-        """Re-check what may differ from the call that made the plan; return all the call's values (keyword
-        ``Const`` values appended), or None when the full path must run."""
-        tensors: list[Tensor] = []
-        for i in self.handles:
-            a = args[i]
-            t = a if a.__class__ is Tensor else a._tensor
-            if a._fate is not None or t._fate is not None or t._storage.freed_at is not None:
-                return None
-            tensors.append(t)
+        """Re-check what may differ from the call that made the plan (``layout_key`` already found every handle live
+        and collected their ``tensors``); return all the call's values (keyword ``Const`` values appended), or None
+        when the full path must run."""
         try:
             for i, p in self.scalars:
                 check(p, args[i])
