@@ -17,7 +17,7 @@ from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
 from tile.frontend._execute import launch_packed, run_cpu, run_gpu
 from tile.frontend._ownership import storages
-from tile.frontend._plan import Slot, pack
+from tile.frontend._plan import Packing, pack
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param, explicit_grid
 from tile.frontend._storage import Storage
@@ -55,7 +55,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         grid: tuple[int, int, int],
         site: str,
         device: object = None,
-        packing: tuple[Sequence[Slot], tuple[str, ...]] | None = None,
+        packing: Packing | None = None,
     ) -> None:
         self._fate = None  # DeviceOp.__init__, inlined: this runs once per launch
         self._device, self._packing = device, packing
@@ -107,8 +107,8 @@ class Launch(DeviceOp[tuple[Any, ...]]):
             )
         stream = ctx.stream  # type: ignore[attr-defined]  # a CudaContext
         if self._packing is not None:
-            slots, kinds = self._packing
-            launch_packed(self._compiled, self._grid, pack(slots, values), kinds, stream)
+            template, slots, kinds = self._packing
+            launch_packed(self._compiled, self._grid, pack(template, slots, values), kinds, stream)
         else:
             named = {p.name: v for p, v in zip(self._params, values, strict=False)}
             run_gpu(self._compiled, self._grid, named, stream)

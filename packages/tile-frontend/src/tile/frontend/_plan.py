@@ -25,12 +25,13 @@ from tile.frontend._signature import Param
 from tile.frontend._storage import overlapping
 from tile.frontend._tensor import Tensor
 
-__all__ = ["Plan", "layout_key", "pack"]
+__all__ = ["Packing", "Plan", "layout_key", "pack"]
 
 _HANDLE_CLASSES = (Tensor, Partition, Shared)
 _INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "u32", "i64", "u64"})
-Slot = tuple[int, int, Any]  # (mode, argument index, constant): see `pack`
-_CONST, _BASE, _INT, _RAW = 0, 1, 2, 3
+Slot = tuple[int, int, int]  # (kernel-argument position, mode, call-argument index): see `pack`
+Packing = tuple[tuple[Any, ...], tuple[Slot, ...], tuple[str, ...]]  # (constants template, slots to fill, kinds)
+_BASE, _INT, _RAW = 1, 2, 3
 
 
 def layout_key(
@@ -80,8 +81,6 @@ class Plan:
         "outputs",
         "packing",
         "scalars",
-        "signature",
-        "slots",
         "tail",
     )
 
@@ -102,8 +101,7 @@ class Plan:
         self.distinct = len({id(args[i]) for i in self.handles}) == len(self.handles)
         self.outputs = tuple(i for i in self.handles if isinstance(args[i], Partition))
         self.scalars = tuple((i, p) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
-        self.slots, self.signature = _slots(compiled, params, args)
-        self.packing = (self.slots, self.signature) if self.slots is not None and self.signature is not None else None
+        self.packing = _packing(compiled, params, args)
 
     def try_launch(
         self, args: Sequence[Any], tensors: list[Tensor], check: Callable[[Param, Any], None], unchecked: bool
@@ -136,47 +134,46 @@ def _aliased(plan: Plan, args: Sequence[Any], tensors: tuple[Tensor, ...]) -> bo
     return False
 
 
-def _slots(
-    compiled: CompiledKernel, params: Sequence[Param], args: Sequence[Any]
-) -> tuple[tuple[Slot, ...] | None, tuple[str, ...] | None]:
+def _packing(compiled: CompiledKernel, params: Sequence[Param], args: Sequence[Any]) -> Packing | None:
     """The GPU entry-ABI packing with extents and strides resolved (fixed by the layout); None on the host."""
     if compiled.target.arch == "cpu":
-        return None, None
+        return None
     from tile.frontend._execute import GPU_KIND
 
     index = {p.name: i for i, p in enumerate(params)}
+    template: list[Any] = []
     slots: list[Slot] = []
     kinds: list[str] = []
-    for slot in compiled.abi.slots:
+    for pos, slot in enumerate(compiled.abi.slots):
         i = index[slot.param]
         a = args[i]
+        template.append(None)
         if slot.role == "base":
-            slots.append((_BASE, i, None))
+            slots.append((pos, _BASE, i))
             kinds.append("ptr")
         elif slot.role in ("shape", "stride"):
             t = a if isinstance(a, Tensor) else a._tensor
-            slots.append((_CONST, i, (t.shape if slot.role == "shape" else t.strides)[slot.axis]))
+            template[pos] = (t.shape if slot.role == "shape" else t.strides)[slot.axis]
             kinds.append(GPU_KIND[slot.dtype])
         elif slot.role == "pointer":
-            slots.append((_INT, i, None))
+            slots.append((pos, _INT, i))
             kinds.append("ptr")
         else:
-            slots.append((_INT if slot.dtype in _INT_KINDS else _RAW, i, None))
+            slots.append((pos, _INT if slot.dtype in _INT_KINDS else _RAW, i))
             kinds.append(GPU_KIND.get(slot.dtype, slot.dtype))
-    return tuple(slots), tuple(kinds)
+    return tuple(template), tuple(slots), tuple(kinds)
 
 
-def pack(slots: Sequence[Slot], values: Sequence[Any]) -> tuple[Any, ...]:
-    """The kernel arguments of one launch: constants, base addresses of the handles, scalar values."""
-    out: list[Any] = []
-    for mode, i, const in slots:
-        if mode == _CONST:
-            out.append(const)
-        elif mode == _BASE:
-            v = values[i]
-            out.append((v if v.__class__ is Tensor else v._tensor)._range[0])
+def pack(template: tuple[Any, ...], slots: Sequence[Slot], values: Sequence[Any]) -> tuple[Any, ...]:
+    """The kernel arguments of one launch: the layout's constants with the handles' base addresses and the scalar
+    values filled in."""
+    out = list(template)
+    for pos, mode, i in slots:
+        v = values[i]
+        if mode == _BASE:
+            out[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
         elif mode == _INT:
-            out.append(int(values[i]))
+            out[pos] = int(v)
         else:
-            out.append(values[i])
+            out[pos] = v
     return tuple(out)
