@@ -107,7 +107,9 @@ class Then(_Link[U]):
         self._next: DeviceOp[U] | None = None
 
     def _step(self, out: Any, ctx: ExecutionContext) -> U:
-        nxt: DeviceOp[U] = _as_op(self._fn(out), f"the function passed to .then() ({self._fn!r})")
+        nxt = self._fn(out)
+        if not isinstance(nxt, DeviceOp):  # described only on error: repr() of the function costs more than a step
+            raise OpTypeError(f"the function passed to .then() ({self._fn!r})", "a DeviceOp", type(nxt).__name__)
         nxt._claim("returned by the .then() function", self._site)
         self._next = nxt
         return nxt._run_in(ctx)
