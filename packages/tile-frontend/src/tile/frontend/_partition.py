@@ -63,7 +63,8 @@ class Partition:
 
     def _hand_over(self, fate: tuple[str, str]) -> Partition:
         """`_move` for a partition whose state was just checked."""
-        new = Partition._make(self._tensor._hand_over(fate), self.tile_shape)
+        new = object.__new__(Partition)  # Partition._make, inlined: this runs per output per launch
+        new._tensor, new.tile_shape, new._fate = self._tensor._hand_over(fate), self.tile_shape, None
         self._fate = fate
         return new
 
