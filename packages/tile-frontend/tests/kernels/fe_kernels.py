@@ -138,3 +138,25 @@ def gemm_persistent(
         for k in range(px.num_tiles[1]):
             acc = tile.mma(px.load((idx[0], k)), py.load((k, idx[1])), acc)
         z.store(acc, at=idx)
+
+
+# The permute-heads race of the cuTile Rust paper, written where safe Tile cannot stop it: an unchecked kernel
+# scattering through a raw pointer, with the paper's slip (the head offset h * D is missing from the address), so
+# the blocks of every head write the same elements. Only the interpreter's race detector catches it.
+@tile.entry(unchecked=True)
+def permute_heads_unchecked(out: Tensor[f32, (-1, -1, "D")], x: Tensor[f32, (-1, -1, "D")], BS: Const[int]):
+    s, h, _ = tile.block_id()
+    t = tile.reshape(x.partition((1, BS, D)).load((h, s, 0)), (BS, D))
+    rows = tile.reshape(s * BS + tile.arange(BS), (BS, 1))
+    cols = tile.reshape(tile.arange(D), (1, D))
+    tile.scatter(out.ptr() + (rows * (x.shape[0] * D) + cols), t)
+
+
+# The same scatter with the head offset in place: every element is written by exactly one block.
+@tile.entry(unchecked=True)
+def permute_heads_unchecked_fixed(out: Tensor[f32, (-1, -1, "D")], x: Tensor[f32, (-1, -1, "D")], BS: Const[int]):
+    s, h, _ = tile.block_id()
+    t = tile.reshape(x.partition((1, BS, D)).load((h, s, 0)), (BS, D))
+    rows = tile.reshape(s * BS + tile.arange(BS), (BS, 1))
+    cols = tile.reshape(tile.arange(D), (1, D))
+    tile.scatter(out.ptr() + (rows * (x.shape[0] * D) + h * D + cols), t)
