@@ -96,7 +96,8 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         values = self._values
         assert values is not None
-        if self.on_host:
+        packing = self._packing
+        if packing is None and self.on_host:  # a GPU launch made by a plan always has its packing
             compiled, grid = self._compiled, self._grid
             named = {p.name: v for p, v in zip(self._params, values, strict=False)}
             ctx.enqueue(lambda: run_cpu(compiled, grid, named))
@@ -106,8 +107,8 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 f"{self._describe()} uses GPU tensors but was executed on a host stream; use .sync() or a CUDA stream"
             )
         stream = ctx.stream  # type: ignore[attr-defined]  # a CudaContext
-        if self._packing is not None:
-            template, slots, kinds = self._packing
+        if packing is not None:
+            template, slots, kinds = packing
             launch_packed(self._compiled, self._grid, pack(template, slots, values), kinds, stream)
         else:
             named = {p.name: v for p, v in zip(self._params, values, strict=False)}
