@@ -15,7 +15,7 @@ What to compile for
 Toolchain and caches
     `toolchain` / `find_tileiras` / `Toolchain`; `choose_version`; `DiskCache`, `MemoryCache`, `cache_stats`;
     `frontend_key`, `cubin_key`. Settings: every ``TILE_*`` variable, parsed by `knobs` into `Knobs`.
-Errors (all `tile.ir.TileError`)
+Errors (all `tile.compiler.TileError`, which is both `tile.ir.TileError` and `tile.bindings.TileError`)
     `CompileError` (user code, with the source line), `TileirasError` (names kernel, arch, cause and the kept
     bytecode), `TileirasNotFoundError`, `ToolchainError`, `SpecError`, `KnobError`.
 
@@ -38,6 +38,7 @@ from tile.compiler._api import (
 from tile.compiler._cache import KEY_SCHEMA, CacheStats, DiskCache, MemoryCache, cache_stats
 from tile.compiler._compiled import CompiledKernel
 from tile.compiler._diagnostics import CompileError
+from tile.compiler._errors import TileError
 from tile.compiler._fingerprint import cubin_key, frontend_key
 from tile.compiler._knobs import KnobError, Knobs, knobs
 from tile.compiler._lower import lower
@@ -83,6 +84,7 @@ __all__ = [
     "SpecError",
     "Specialization",
     "Target",
+    "TileError",
     "TileirasError",
     "TileirasNotFoundError",
     "Toolchain",

@@ -11,7 +11,7 @@ import ast
 import linecache
 from dataclasses import dataclass
 
-from tile.ir import TileError
+from tile.compiler._errors import TileError
 
 __all__ = ["CompileError", "SourceLoc"]
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tile.ir import TileError
+from tile.compiler._errors import TileError
 
 __all__ = ["DUMP_STAGES", "KnobError", "Knobs", "knobs", "tileiras_environment"]
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from tile.ir import TileError
+from tile.compiler._errors import TileError
 
 __all__ = [
     "ARCHS",

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tile.ir import TileError
+from tile.compiler._errors import TileError
 
 from ._knobs import Knobs, knobs, tileiras_environment
 
