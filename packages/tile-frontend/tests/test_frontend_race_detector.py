@@ -38,3 +38,12 @@ def test_the_corrected_unchecked_permute_runs_clean_and_is_right(k: ModuleType) 
     expected = x.to_numpy().transpose(1, 0, 2)
     out = k.permute_heads_unchecked_fixed.grid(GRID)(tile.zeros(f32, [SEQ, HEADS, DIM]), x, BS=BS).sync()[0]
     np.testing.assert_array_equal(out.to_numpy(), expected)
+
+
+def test_one_root_catches_compile_errors_and_kernel_faults(k: ModuleType) -> None:
+    x = tile.randn(f32, [HEADS, SEQ, DIM])
+    with pytest.raises(tile.TileError) as caught:
+        k.permute_heads_unchecked.grid(GRID)(tile.zeros(f32, [SEQ, HEADS, DIM]), x, BS=BS).sync()
+    assert isinstance(caught.value, tile.KernelFaultError)
+    assert isinstance(caught.value, DataRaceError)
+    assert issubclass(tile.CompileError, tile.TileError)

@@ -5,8 +5,10 @@ Host side: `Tensor` handles (``zeros/ones/full/empty/arange/linspace/eye/rand/ra
 tiles) and `Shared` (one read-only input for many launches in flight). Ownership (DESIGN §3) is enforced on every
 launch: arguments are moved into the launch and handed back by ``.sync()``/``await`` once the work is done; a
 partition needs exclusive memory; overlapping arguments are found by address range. Misuse raises a typed error
-(`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `BackendError`, all
-``tile.bindings.TileError``) before any memory is touched.
+(`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `BackendError`) before any
+memory is touched. `TileError` catches everything Tile raises here: those, ``CompileError`` and the toolchain's
+errors, CUDA errors, and `KernelFaultError` (what the CPU interpreter finds in a running kernel: data races between
+blocks, failed ``assert_``, out-of-bounds accesses).
 
 Names of the kernel language that shadow Python builtins (``print``, ``abs``, ``max``, ``min``, ``sum``, ``pow``)
 are attributes (``tile.print``) but not in ``__all__``, so ``from tile.frontend import *`` leaves the builtins alone.
@@ -137,8 +139,10 @@ from tile.frontend._errors import (
     BorrowError,
     FreedError,
     GridError,
+    KernelFaultError,
     MovedError,
     OwnershipError,
+    TileError,
 )
 from tile.frontend._launch import Launch
 from tile.frontend._partition import Partition
@@ -168,6 +172,7 @@ __all__ = [
     "GridError",
     "HostOrKernelOp",
     "Kernel",
+    "KernelFaultError",
     "LangOp",
     "Launch",
     "MovedError",
@@ -181,6 +186,7 @@ __all__ = [
     "Shared",
     "Tensor",
     "TensorAnnotation",
+    "TileError",
     "arange",
     "argmax",
     "argmin",

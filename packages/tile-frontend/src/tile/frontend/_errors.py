@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tile.ir
 from tile.bindings import TileError
 
 __all__ = [
@@ -19,8 +20,11 @@ __all__ = [
     "BorrowError",
     "FreedError",
     "GridError",
+    "KernelFaultError",
     "MovedError",
     "OwnershipError",
+    "TileError",
+    "as_kernel_fault",
 ]
 
 
@@ -71,3 +75,31 @@ class GridError(TileError, ValueError):
 
 class BackendError(TileError, RuntimeError):
     """The requested backend cannot run here, or arguments live on a different device than the launch."""
+
+
+class KernelFaultError(TileError, RuntimeError):
+    """A kernel went wrong while the CPU interpreter ran it: a data race between blocks, a failed ``assert_``, an
+    access outside its tensors, an unordered read-modify-write.
+
+    The instance raised is also the interpreter's own error (``tile.ir.interp.DataRaceError``,
+    ``KernelAssertionError``, ...), with its fields (both block ids, the element, the source location), so it can
+    be caught as either.
+    """
+
+
+_FAULTS: dict[type[tile.ir.TileError], type[tile.ir.TileError]] = {}
+
+
+def as_kernel_fault(exc: tile.ir.TileError) -> tile.ir.TileError:
+    """Make the interpreter's ``exc`` also a `KernelFaultError`, so ``tile.frontend.TileError`` catches it.
+
+    The interpreter lives in tile-ir, which cannot know the runtime stack's root; the frontend, which promises
+    one root to its users, re-classes the error in place (same instance, fields, message and traceback) to a
+    subclass of both its own class and `KernelFaultError`.
+    """
+    cls = type(exc)
+    fault = _FAULTS.get(cls)
+    if fault is None:
+        fault = _FAULTS[cls] = type(cls.__name__, (cls, KernelFaultError), {"__module__": cls.__module__})
+    exc.__class__ = fault
+    return exc

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tile.compiler import AbiSlot, CompiledKernel, KernelABI
-from tile.frontend._errors import ArgumentError
+from tile.frontend._errors import ArgumentError, as_kernel_fault
 from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._storage import Storage
 from tile.frontend._tensor import Tensor
@@ -93,7 +93,10 @@ def run_cpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, 
             args.append(space.address(int(value)))
         else:
             args.append(value)
-    interp.launch(_program(compiled), tuple(grid), args, space.memory)
+    try:
+        interp.launch(_program(compiled), tuple(grid), args, space.memory)
+    except interp.InterpError as exc:
+        raise as_kernel_fault(exc) from None
 
 
 def _host_storages(values: Any) -> list[Storage]:
