@@ -76,3 +76,9 @@ def test_driver_not_found_says_what_to_do() -> None:
     text = str(tb.DriverNotFoundError("no libcuda"))
     assert "no libcuda" in text
     assert "python -m tile.bindings" in text
+
+
+def test_an_illegal_address_points_at_the_interpreter_for_tile_guards() -> None:
+    error = tb.error_for(int(cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS), "cuStreamSynchronize")
+    assert "tile-index guard" in str(error)
+    assert "TILE_INTERPRET=1" in str(error)
