@@ -21,10 +21,10 @@ _HINTS: dict[str, str] = {
     "CUDA_ERROR_INVALID_IMAGE": "the image is not a valid cubin for this driver: rebuild it with a matching toolchain",
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "the code needs a newer driver than the one installed",
     # Tile's safe kernels also end this way when a tile-index guard fails (GPU guards fault instead of asserting,
-    # because an assert's vprintf slows the whole kernel); the interpreter reports the index and the line.
+    # because an assert's vprintf slows the whole kernel); the interpreter reports the access, its line and block.
     "CUDA_ERROR_ILLEGAL_ADDRESS": (
         "a kernel accessed memory out of bounds, or a Tile kernel's tile-index guard failed; the context is lost: "
-        "restart, and rerun with TILE_INTERPRET=1 to see the failing index and source line"
+        "restart, and rerun with TILE_INTERPRET=1 to see which partition access failed, where and in which block"
     ),
     "CUDA_ERROR_LAUNCH_FAILED": "a kernel faulted; the context is unusable: restart the process",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "reduce the block size or the registers/shared memory the kernel uses",
