@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tile.bindings._tileiras as tileiras_discovery
 import tile.compiler._toolchain as toolchain_module
 from tile.compiler import TileirasError, TileirasNotFoundError, find_tileiras, knobs, toolchain
 from tile.compiler._knobs import tileiras_environment
@@ -80,7 +81,7 @@ def test_a_tile_tileiras_that_does_not_exist_is_an_error(monkeypatch: pytest.Mon
 def test_discovery_order_after_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     on_path = _fake_tileiras(tmp_path / "path-kit")
     in_home = _fake_tileiras(tmp_path / "home-kit")
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)  # hide the pip package
+    monkeypatch.setattr(tileiras_discovery, "_pip_candidate", lambda: None)  # hide the pip package
     env = {"PATH": str(on_path.parent), "CUDA_HOME": str(in_home.parents[1])}
     assert find_tileiras(knobs(env)) == (on_path.resolve(), "PATH")
     assert find_tileiras(knobs({"CUDA_HOME": env["CUDA_HOME"], "PATH": ""})) == (in_home.resolve(), "CUDA_HOME")

@@ -9,29 +9,30 @@ Values are read at call time so tests and long-lived processes see changes.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["cuda_home", "search_path", "tileiras_override", "tool_environment"]
 
 
-def _path(name: str) -> Path | None:
-    value = os.environ.get(name, "").strip()
+def _path(name: str, environ: Mapping[str, str] | None) -> Path | None:
+    value = (os.environ if environ is None else environ).get(name, "").strip()
     return Path(value).expanduser() if value else None
 
 
-def tileiras_override() -> Path | None:
-    """Return ``TILE_TILEIRAS`` as a path, or None when unset or empty."""
-    return _path("TILE_TILEIRAS")
+def tileiras_override(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Return ``TILE_TILEIRAS`` as a path, or None when unset or empty (``environ`` defaults to ours)."""
+    return _path("TILE_TILEIRAS", environ)
 
 
-def cuda_home() -> Path | None:
-    """Return ``CUDA_HOME`` as a path, or None when unset or empty."""
-    return _path("CUDA_HOME")
+def cuda_home(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Return ``CUDA_HOME`` as a path, or None when unset or empty (``environ`` defaults to ours)."""
+    return _path("CUDA_HOME", environ)
 
 
-def search_path() -> str | None:
-    """Return ``PATH`` (None when unset), for ``shutil.which``."""
-    return os.environ.get("PATH")
+def search_path(environ: Mapping[str, str] | None = None) -> str | None:
+    """Return ``PATH`` (None when unset), for ``shutil.which`` (``environ`` defaults to ours)."""
+    return (os.environ if environ is None else environ).get("PATH")
 
 
 def tool_environment() -> dict[str, str]:

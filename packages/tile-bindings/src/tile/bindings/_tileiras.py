@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,22 +77,27 @@ def _probe_version(path: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def tileiras_candidates(*, probe_versions: bool = False) -> list[TileirasLocation]:
+def tileiras_candidates(
+    *, probe_versions: bool = False, environ: Mapping[str, str] | None = None
+) -> list[TileirasLocation]:
     """Return every place looked at, in search order (usable or not).
 
     Parameters
     ----------
     probe_versions : bool
         Run ``tileiras --version`` on usable candidates whose version the pip metadata does not give.
+    environ : Mapping[str, str], optional
+        Where ``TILE_TILEIRAS``, ``PATH`` and ``CUDA_HOME`` are read; this process's environment by default
+        (tile-compiler passes the settings it was given).
     """
     raw: list[tuple[Path, str, str | None]] = []
-    if override := _knobs.tileiras_override():
+    if override := _knobs.tileiras_override(environ):
         raw.append((override, "TILE_TILEIRAS", None))
     if pip := _pip_candidate():
         raw.append((pip[0], _PIP_DISTRIBUTION, pip[1]))
-    if on_path := shutil.which("tileiras", path=_knobs.search_path()):
+    if on_path := shutil.which("tileiras", path=_knobs.search_path(environ)):
         raw.append((Path(on_path), "PATH", None))
-    if home := _knobs.cuda_home():
+    if home := _knobs.cuda_home(environ):
         raw.append((home / "bin" / "tileiras", "CUDA_HOME", None))
     found = []
     for path, source, known in raw:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -24,6 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import tile.bindings as tb
 from tile.compiler._errors import TileError
 
 from ._knobs import Knobs, knobs, tileiras_environment
@@ -225,15 +224,9 @@ def keep_failed_input(bytecode: bytes, kernel: str, arch: str, keep_dir: Path | 
 
 
 def _candidates(settings: Knobs) -> list[tuple[Path, str]]:
-    found: list[tuple[Path, str]] = []
-    spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        found.append((Path(root) / "cu13" / "bin" / "tileiras", "nvidia-cuda-tileiras"))
-    if on_path := shutil.which("tileiras", path=settings.path):
-        found.append((Path(on_path), "PATH"))
-    if settings.cuda_home is not None:
-        found.append((settings.cuda_home / "bin" / "tileiras", "CUDA_HOME"))
-    return found
+    """The usable places after ``TILE_TILEIRAS``, in tile-bindings' order (DESIGN §4), under ``settings``."""
+    environ = {"PATH": settings.path} | ({"CUDA_HOME": str(settings.cuda_home)} if settings.cuda_home else {})
+    return [(c.path, c.source) for c in tb.tileiras_candidates(environ=environ) if c.usable]
 
 
 def find_tileiras(settings: Knobs | None = None) -> tuple[Path, str]:
@@ -245,9 +238,9 @@ def find_tileiras(settings: Knobs | None = None) -> tuple[Path, str]:
         raise TileirasNotFoundError(
             f"TILE_TILEIRAS={settings.tileiras} is not a file; point it at tileiras or unset it"
         )
-    for path, how in _candidates(settings):
-        if path.is_file():
-            return path.resolve(), how
+    if found := _candidates(settings):
+        path, how = found[0]
+        return path.resolve(), how
     raise TileirasNotFoundError(
         f"tileiras was not found (looked in the pip package, PATH and $CUDA_HOME/bin); {_INSTALL_HINT}"
     )
