@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,10 +12,11 @@ from typing import Any
 import pytest
 
 from tile.compiler._diagnostics import CompileError
+from tile.compiler._guards import Bound
 from tile.compiler._kir import AssumeBounded, AssumeDivBy, Block, Op
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
-from tile.compiler._spec import AbiSlot, ArraySpec, CompileOptions, ScalarSpec, Specialization, Target
+from tile.compiler._spec import AbiSlot, ArraySpec, CompileOptions, KernelABI, ScalarSpec, Specialization, Target
 from tile.compiler._typecheck import TypedKernel, typecheck
 from tile.compiler._types import PtrType, TensorViewType, TileType
 
@@ -246,33 +248,47 @@ def _asserts(t: TypedKernel) -> list[tuple[int, str]]:
     return list(visit(t.ir.body, 0))
 
 
-def test_partition_indices_are_guarded_unless_proven_and_hoisted_when_invariant() -> None:
+def test_host_known_indices_leave_their_guard_to_the_launcher() -> None:
+    # A block id is below the grid size, which the launcher knows: "grid.x <= x's tile count" becomes a HostGuard and
+    # the kernel carries no check (a guard branch makes tileiras drop its warp-specialised GEMM pipeline).
     for target in ("sm_90", "cpu"):
-        guards = _asserts(check(k.k_loop, target, B=16))
-        assert len(guards) == 1
-        depth, message = guards[0]
-        assert depth == 0  # the block-id coordinate is checked once, before the loop; k is proven by its range
+        t = check(k.k_loop, target, B=16)
+        assert _asserts(t) == []
+        (guard,) = t.abi.guards
+        assert (guard.bound, guard.param, guard.tile, guard.dim) == (Bound("grid", dim=0), "x", (16, 16), 0)
+        assert guard.where.endswith("tc_unit_kernels.py:106:21")  # the load's line and column
+    (guard,) = check(k.carried_loop, B=16).abi.guards  # load_tile_like(x, z): x may be smaller than z
+    assert (guard.bound, guard.param) == (Bound("grid", dim=0), "x")
+
+
+def test_indices_computed_at_run_time_keep_an_in_kernel_guard() -> None:
+    for target in ("sm_90", "cpu"):
+        t = check(k.reads_past_the_end, target, B=16)  # block_id + 1: the host cannot bound it
+        assert t.abi.guards == ()
+        ((depth, message),) = _asserts(t)
+        assert depth == 0
         if target == "cpu":
-            assert message.startswith("tile index out of range for x.partition((16, 16)) at ")
-    assert _asserts(check(k.carried_loop, B=16)) != []  # load_tile_like(x, z): x may be smaller than z
+            assert message.startswith("tile index out of range for x.partition((16,)) at ")
 
 
 def test_gpu_guards_fault_without_a_printf_call() -> None:
     # assert lowers to a vprintf call on the GPU, which slowed a Hopper GEMM 1.5x even outside its K loop.
-    ops = [op.name for op in walk(check(k.k_loop, B=16).ir.body)]
+    ops = [op.name for op in walk(check(k.reads_past_the_end, B=16).ir.body)]
     assert "assert" not in ops
     assert "store_ptr_tko" in ops
     from tile import ir
     from tile.compiler._lower import lower
 
-    ir.verify(lower(check(k.k_loop, B=16), Target("sm_90")).module)
+    ir.verify(lower(check(k.reads_past_the_end, B=16), Target("sm_90")).module)
 
 
-def test_guards_of_grouped_tiles_are_hoisted_out_of_the_tile_loop() -> None:
-    # z.tiles() coordinates are bounded by z's tile counts: "z's count <= x's count" is checked once, before any loop.
-    guards = _asserts(check(k.grouped_tiles, B=16))
-    assert len(guards) == 1
-    assert guards[0][0] == 0
+def test_grouped_tiles_need_no_guard_in_the_tile_loop() -> None:
+    # z.tiles() coordinates are below z's tile counts: "z's count <= x's count" is left to the launcher.
+    t = check(k.grouped_tiles, B=16)
+    assert _asserts(t) == []
+    (guard,) = t.abi.guards
+    assert (guard.bound, guard.param, guard.dim) == (Bound("count", "z", (16, 16), 0), "x", 0)
+    assert KernelABI.from_json(json.loads(json.dumps(t.abi.to_json()))) == t.abi  # survives the disk cache
 
 
 def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:

@@ -275,6 +275,32 @@ def test_explicit_grid_contradicting_the_outputs(k: ModuleType) -> None:
         k.add.grid((4,))(_out(), _vec(), _vec())
 
 
+def test_input_shorter_than_the_output_grid(k: ModuleType) -> None:
+    x, y, z = _vec(N // 2), _vec(), _out()
+    with pytest.raises(tile.GridError, match=r"x\.partition\(\(128,\)\) along dim 0 at .*fe_kernels\.py:\d+") as info:
+        k.add(z, x, y)
+    assert "the launch grid has 8 block(s) along x" in str(info.value)
+    assert "x of shape (512,) has only 4 tile(s)" in str(info.value)
+    assert [x.moved, y.moved, z.moved] == [False] * 3  # checked before anything moved
+
+
+def test_explicit_grid_past_the_input(k: ModuleType) -> None:
+    x = _vec()
+    with pytest.raises(tile.GridError, match=r"tile indices up to 15 \(the launch grid has 16 block\(s\) along x\)"):
+        k.no_output.grid((16,))(x)
+    k.no_output.grid((8,))(x).sync()
+
+
+def test_gemm_inner_dimensions_disagree(k: ModuleType) -> None:
+    x, y = tile.ones(f16, [64, 128]), tile.ones(f16, [64, 64])
+    z = tile.zeros(f32, [64, 64]).partition([32, 32])
+    with pytest.raises(tile.ArgumentError, match=r"y\.partition\(\(32, 32\)\) along dim 0") as info:
+        k.gemm(z, x, y, BK=32)
+    assert "(x.partition((32, 32)) has 4 tile(s) along dim 1)" in str(info.value)
+    assert "y of shape (64, 64) has only 2 tile(s) along dim 0" in str(info.value)
+    assert [x.moved, y.moved, z.moved] == [False] * 3
+
+
 @pytest.mark.parametrize("grid", [(0,), (1, 2, 3, 4), "8", (2.0,), (1, 70000)])
 def test_malformed_grids(k: ModuleType, grid: Any) -> None:
     with pytest.raises(tile.GridError):

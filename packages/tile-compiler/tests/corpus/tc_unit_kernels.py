@@ -115,3 +115,21 @@ def grouped_tiles(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
         for k in range(px.num_tiles[1]):
             acc = acc + px.load((m, k))
         z.store(acc, at=idx)
+
+
+def const_index(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(x.partition((B,)).load((3,)))
+
+
+def loop_to_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    acc = tile.zeros((B,), f32)
+    for i in range(4):
+        acc = acc + x.partition((B,)).load((i,))
+    z.store(acc)
+
+
+def loop_to_scalar(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int):
+    acc = tile.zeros((B,), f32)
+    for i in range(n):
+        acc = acc + x.partition((B,)).load((i,))
+    z.store(acc)

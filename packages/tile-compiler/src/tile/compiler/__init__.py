@@ -6,6 +6,8 @@ resolved,typed,ir,bytecode,cubin`` dumps them. The kernel language is `tile.comp
 Compile-only API
     `compile_kernel` runs the stages behind an in-memory cache (single flight per key) and a disk cache
     (``TILE_CACHE_DIR``) and returns a `CompiledKernel` (cubin, entry symbol, parameter ABI `KernelABI`).
+    A launcher must check the ABI's `HostGuard` list (`failed_guard`) before each launch: index checks whose
+    subject the host knows (extents, grid) are left to it, so the kernel carries none.
     `compile_module` / `compile_bytecode` run only the back half on a built `tile.ir.Module` or on bytecode.
 What to compile for
     `Specialization` (dtypes, const generics, per-tensor `ArraySpec` facts, `CompileOptions`) and `Target`
@@ -40,6 +42,7 @@ from tile.compiler._compiled import CompiledKernel
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._errors import TileError
 from tile.compiler._fingerprint import cubin_key, frontend_key
+from tile.compiler._guards import Bound, HostGuard, failed_guard
 from tile.compiler._knobs import KnobError, Knobs, knobs
 from tile.compiler._lower import lower
 from tile.compiler._parse import parse
@@ -71,11 +74,13 @@ __all__ = [
     "STAGES",
     "AbiSlot",
     "ArraySpec",
+    "Bound",
     "CacheStats",
     "CompileError",
     "CompileOptions",
     "CompiledKernel",
     "DiskCache",
+    "HostGuard",
     "KernelABI",
     "KnobError",
     "Knobs",
@@ -96,6 +101,7 @@ __all__ = [
     "compile_kernel",
     "compile_module",
     "cubin_key",
+    "failed_guard",
     "find_tileiras",
     "frontend_key",
     "knobs",

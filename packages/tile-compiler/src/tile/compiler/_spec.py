@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from tile.compiler._errors import TileError
+from tile.compiler._guards import HostGuard
 
 __all__ = [
     "ARCHS",
@@ -315,12 +316,20 @@ class KernelABI:
 
     entry: str
     slots: tuple[AbiSlot, ...] = ()
+    # Index checks the kernel leaves to the launcher (see `tile.compiler.HostGuard`): a launch whose extents or grid
+    # fail one would index outside a partition, so a launcher must check them (`failed_guard`) before launching.
+    guards: tuple[HostGuard, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready description (inverse of `from_json`)."""
-        return {"entry": self.entry, "slots": [[getattr(s, f.name) for f in fields(AbiSlot)] for s in self.slots]}
+        return {
+            "entry": self.entry,
+            "slots": [[getattr(s, f.name) for f in fields(AbiSlot)] for s in self.slots],
+            "guards": [g.to_json() for g in self.guards],
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelABI:
         """Rebuild an ABI written by `to_json`."""
-        return cls(str(data["entry"]), tuple(AbiSlot(str(p), str(r), int(a), str(d)) for p, r, a, d in data["slots"]))
+        slots = tuple(AbiSlot(str(p), str(r), int(a), str(d)) for p, r, a, d in data["slots"])
+        return cls(str(data["entry"]), slots, tuple(HostGuard.from_json(g) for g in data.get("guards", ())))

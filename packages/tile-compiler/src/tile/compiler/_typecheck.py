@@ -69,6 +69,9 @@ class Checker(LoopMixin):
         self.grid_values = {}
         self.index_constants = {}
         self.tile_counts = {}
+        self.host_values = {}
+        self.index_bounds = {}
+        self.host_guards = {}
         self.unchecked = resolved.unchecked
         self.arch = "default" if target.is_cpu else target.arch
 
@@ -307,7 +310,7 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in resolved.name)
     hints = _entry_hints(spec, ch.arch)
     ir = KernelIR(name, params, ch.em.block, hints)
-    return TypedKernel(name, ir, KernelABI(name, tuple(slots)), spec, target)
+    return TypedKernel(name, ir, KernelABI(name, tuple(slots), tuple(ch.host_guards)), spec, target)
 
 
 def _entry_hints(spec: Specialization, arch: str) -> dict[str, dict[str, int]]:

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any, NoReturn, cast
 
 from tile.compiler._diagnostics import CompileError, SourceLoc
+from tile.compiler._guards import Bound
 from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
@@ -212,6 +213,7 @@ class ExprMixin(MemoryMixin):
                 )
                 for d, c in enumerate(counts):
                     self.tile_counts[c.id] = (base.tensor.name, base.tile, d)
+                    self.host_values[c.id] = Bound("count", base.tensor.name, base.tile, d)
                 return tuple(counts)
             if name == "tile_shape":
                 return base.tile

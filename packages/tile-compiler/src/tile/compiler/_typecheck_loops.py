@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_expr import ExprMixin
@@ -208,6 +209,10 @@ class LoopMixin(ExprMixin):
         iv = self.em.value(TileType(ivdt))
         if counted is not None or bounded:
             self.in_range[iv.id] = (counted, ub)
+            top = bounds[1]
+            host = Bound("const", value=top) if type(top) is int else self.host_values.get(getattr(top, "id", -1))
+            if host is not None:  # [0, a host-known bound): guards on it are the launcher's
+                self.index_bounds[iv.id] = host
         block = Block([iv] + [self.em.value(t) for t in types])
         outer = self.env
         self.env = dict(outer, **dict(zip(names, block.args[1:], strict=True)))

@@ -13,6 +13,7 @@ import ast
 from collections.abc import Callable
 from typing import Any, cast
 
+from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_shape import ShapeMixin
@@ -65,6 +66,7 @@ class MemoryMixin(ShapeMixin):
     grid_values: dict[str, tuple[Value, ...]]
     in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
     tile_counts: dict[int, TileDim]
+    host_guards: dict[HostGuard, None]  # guards left to the launcher (their subject is host-known); an ordered set
 
     # -- elementwise math -----------------------------------------------------------------------------------
     def op_unary_float(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -146,7 +148,10 @@ class MemoryMixin(ShapeMixin):
     def grid(self, name: str) -> tuple[Value, ...]:
         """The block id or grid size, computed once at the kernel's entry (loop-invariant by construction)."""
         if name not in self.grid_values:
-            self.grid_values[name] = self.at_entry(lambda: tuple(self.em.emit(name, [], [TileType(I32)] * 3)))
+            values = self.at_entry(lambda: tuple(self.em.emit(name, [], [TileType(I32)] * 3)))
+            facts = self.index_bounds if name == "get_tile_block_id" else self.host_values
+            facts.update((v.id, Bound("grid", dim=axis)) for axis, v in enumerate(values))
+            self.grid_values[name] = values
         return self.grid_values[name]
 
     # -- views, loads, stores -------------------------------------------------------------------------------
@@ -209,10 +214,11 @@ class MemoryMixin(ShapeMixin):
         return tile
 
     def guard_indices(self, p: PartitionV, idx: list[Value]) -> None:
-        """Trap (``assert``) unless every index lies in the partition's index space, which Tile IR requires.
+        """Check that every index lies in the partition's index space, which Tile IR requires.
 
         Indices proven in range (loop variables over ``range(p.num_tiles[d])``, tiles from ``out.tiles()``) need no
-        check; unchecked kernels get none.
+        check; indices below a host-known bound (block ids, loops up to a tile count or constant, constants) get a
+        `HostGuard` the launcher checks; any other index is checked in the kernel. Unchecked kernels get none.
         """
         if self.unchecked:
             return
@@ -221,6 +227,12 @@ class MemoryMixin(ShapeMixin):
         for d, v in enumerate(idx):
             key, bound = self.in_range.get(v.id, (None, None))
             if key == (p.tensor.name, p.tile, d):
+                continue
+            host = self.index_bounds.get(v.id)
+            if host is not None:  # the launcher checks it: no branch in the kernel
+                if host != Bound("count", p.tensor.name, p.tile, d):
+                    where = f" at {self.em.loc}" if self.em.loc else ""
+                    self.host_guards[HostGuard(host, p.tensor.name, p.tile, d, where)] = None
                 continue
             # A loop variable in [0, count of another partition) only needs "that count <= this one", which is
             # loop-invariant; any other coordinate is checked as is. Invariant checks move before the loops.
@@ -362,9 +374,12 @@ class MemoryMixin(ShapeMixin):
         out = tuple(self.scalar_index(c, "tile index") for c in coords)
         for d, c in enumerate(out):
             # The output's tile count bounds the coordinate: a guard of another partition then only needs "that count
-            # <= mine", which is loop-invariant and moves before the tile loop (a guard inside it slows the K loop).
+            # <= mine", which the launcher checks (host-known extents), so no guard sits in the tile loop.
             count = counts[d]
             self.in_range[c.id] = ((it.tensor.name, it.tensor.tile, d), count if isinstance(count, Value) else None)
+            self.index_bounds[c.id] = Bound("count", it.tensor.name, it.tensor.tile, d)
+            if isinstance(count, Value):
+                self.host_values[count.id] = self.index_bounds[c.id]
         return out
 
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:

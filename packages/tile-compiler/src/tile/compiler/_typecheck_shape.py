@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
+from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, ArithMixin, is_const, signedness
 from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, is_pow2
@@ -48,6 +49,10 @@ class ShapeMixin(ArithMixin):
 
     entry_block: Block
     index_constants: dict[int, Value]
+    # Host-known facts for index guards (see `tile.compiler._guards`): values equal to a host-computable `Bound`, and
+    # non-negative index values below one.
+    host_values: dict[int, Bound]
+    index_bounds: dict[int, Bound]
 
     def at_entry(self, build: Callable[[], T]) -> T:
         """Run ``build`` emitting at the end of the kernel's entry block (outside every loop and branch)."""
@@ -116,7 +121,10 @@ class ShapeMixin(ArithMixin):
             self.fail(f"{what} must be an integer, got {v!r}")
         if isinstance(v, int):
             if v not in self.index_constants:  # one definition at the entry, so guards using it can be hoisted
-                self.index_constants[v] = self.at_entry(lambda: self.materialize(v, I32))
+                c = self.index_constants[v] = self.at_entry(lambda: self.materialize(v, I32))
+                self.host_values[c.id] = Bound("const", value=v)
+                if v >= 0:
+                    self.index_bounds[c.id] = Bound("const", value=v + 1)
             return self.index_constants[v]
         t = self.tile_of(v, what)
         if t.shape or not isinstance(t.elem, DType) or not t.elem.is_int:

@@ -17,7 +17,16 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
-from tile.compiler import ArraySpec, CompiledKernel, CompileOptions, ScalarSpec, Specialization, Target, compile_kernel
+from tile.compiler import (
+    ArraySpec,
+    CompiledKernel,
+    CompileOptions,
+    ScalarSpec,
+    Specialization,
+    Target,
+    compile_kernel,
+    failed_guard,
+)
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _backend, _ownership
@@ -148,6 +157,7 @@ class Kernel:
         compiled = self._by_layout.get(layout)
         if compiled is None:
             compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), _target(device))
+        _check_guards(name, self.params, bound, compiled)
         return bound, compiled, device
 
     def _specialize(self, bound: Bound) -> Specialization:
@@ -198,6 +208,18 @@ def _layout_key(device: object, bound: Bound) -> tuple[Any, ...]:
         for t in (tensor_of(v) for v in bound.values if isinstance(v, HANDLES))
     )
     return (device, layouts, tuple(bound.consts.items()), tuple(bound.dtypes.items()))
+
+
+def _check_guards(name: str, params: Sequence[Param], bound: Bound, compiled: CompiledKernel) -> None:
+    """Raise unless the index checks the compiler left to the launcher hold for these extents and this grid."""
+    if not compiled.abi.guards:
+        return
+    shapes = {p.name: tensor_of(v).shape for p, v in zip(params, bound.values, strict=False) if isinstance(v, HANDLES)}
+    grid = bound.grid or (1, 1, 1)
+    guard = failed_guard(compiled.abi.guards, shapes, grid)
+    if guard is not None:
+        error = GridError if guard.bound.kind == "grid" else ArgumentError
+        raise error(f"{name}(): {guard.explain(shapes, grid)}")
 
 
 def _device_of(device: object) -> object:
