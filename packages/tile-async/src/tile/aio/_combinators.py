@@ -101,7 +101,8 @@ class Then(_Link[U]):
     __slots__ = ("_fn", "_next", "_site")
 
     def __init__(self, src: DeviceOp[T], fn: Callable[[T], DeviceOp[U]], site: Site) -> None:
-        super().__init__(src)
+        self._fate = None  # DeviceOp and _Link's __init__, inlined: a pipeline makes one Then per step
+        self._src = src
         self._fn = fn
         self._site = site
         self._next: DeviceOp[U] | None = None

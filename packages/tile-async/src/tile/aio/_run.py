@@ -38,7 +38,7 @@ class Run(Generic[T]):
     def __init__(self, op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> None:
         _lock.acquire(verb)
         try:
-            op._claim(f"executed by {verb}", site)
+            op._claim(_executed_by(verb), site)
         except BaseException:
             _lock.release()
             raise
@@ -71,13 +71,45 @@ class Run(Generic[T]):
 
 
 def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T:
-    """Execute ``op`` on ``ctx``, block until its work is done, return its output."""
-    run = Run(op, ctx, verb, site)
+    """Execute ``op`` on ``ctx``, block until its work is done, return its output.
+
+    `Run`'s steps without the record (the run ends here, so nothing needs to hold it): per launch this is the hot
+    path of ``.sync()`` and ``.sync_on()``.
+    """
+    _lock.acquire(verb)
+    try:
+        op._claim(_executed_by(verb), site)
+    except BaseException:
+        _lock.release()
+        raise
+    error: BaseException | None = None
+    output: T | None = None
+    try:
+        output = op._run_in(ctx)
+    except BaseException as exc:  # the work enqueued so far still runs: report after it completes
+        error = exc
+    finally:
+        _lock.release()
     try:
         ctx.synchronize()
-    except Exception as exc:  # a failure of the work: raised by finish() after releasing the tree
-        run.fail(exc)
-    return run.finish()
+    except Exception as exc:  # a failure of the work (the first error wins)
+        if error is None:
+            error = exc
+    op._release()
+    if error is not None:
+        raise error
+    return output  # type: ignore[return-value]  # None only when an error was raised above
+
+
+_VERBS: dict[str, str] = {}
+
+
+def _executed_by(verb: str) -> str:
+    """``"executed by <verb>"``, formatted once per verb (the verbs are a handful of literals)."""
+    found = _VERBS.get(verb)
+    if found is None:
+        found = _VERBS[verb] = f"executed by {verb}"
+    return found
 
 
 async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T:

@@ -32,7 +32,7 @@ from tile.compiler.lang import DType
 from tile.frontend import _backend, _ownership
 from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._launch import Launch
-from tile.frontend._plan import Plan, layout_key
+from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._signature import CHECKS, Bound, Param, bind, explicit_grid, read_params
 from tile.frontend._site import user_site
@@ -53,6 +53,7 @@ class Kernel:
     """
 
     __name__: str
+    _last: Plan | None = None  # the plan of the latest call (of distinct handles): tried first, without a key
 
     def __init__(
         self,
@@ -103,6 +104,9 @@ class Kernel:
         ArgumentError, GridError, OwnershipError, BackendError, tile.compiler.CompileError
             Before anything is moved: the caller's handles stay usable.
         """
+        plan = self._last
+        if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
+            return launch
         site = user_site()
         tensors: list[Tensor] = []
         key = layout_key(self.params, args, generics, self._grid, tensors)
@@ -110,31 +114,35 @@ class Kernel:
         if plan is not None:
             values = plan.try_launch(args, tensors, self._check_scalar, self.unchecked)
             if values is not None:
+                if plan.distinct:
+                    self._last = plan
                 return self._launch(plan, values, site, checked=plan.distinct)
         bound, compiled, device = self._prepare(args, dict(generics))
         grid = bound.grid
         assert grid is not None, "_prepare raises GridError when there is no grid"
-        plan = Plan(compiled, self.params, bound.values, given=len(args), grid=grid, device=device)
+        plan = Plan(
+            compiled,
+            self.params,
+            bound.values,
+            given=len(args),
+            grid=grid,
+            device=device,
+            explicit=self._grid,
+            generics=generics,
+        )
         if key is not None:
             if len(self._plans) >= _PLAN_CAP:  # ever-new layouts (say, a growing size) must not grow it unbounded
                 self._plans.clear()
             self._plans[key] = plan
+            if plan.distinct:
+                self._last = plan
         return self._launch(plan, bound.values, site)
 
     def _launch(self, plan: Plan, args: Sequence[Any], site: str, *, checked: bool = False) -> Launch:
         """Move the arguments into a launch (``checked``: their states were just checked and no handle repeats)."""
         name = self.__name__
         values = _ownership.hand_over(name, args, site) if checked else _ownership.move(name, args, site)
-        return Launch(
-            name,
-            plan.compiled,
-            params=self.params,
-            values=values,
-            grid=plan.grid,
-            site=site,
-            device=plan.device,
-            packing=plan.packing,
-        )
+        return Launch(name, plan, tuple(values), _ownership.storages(values), site)
 
     def _check_scalar(self, p: Param, value: Any) -> None:
         CHECKS[p.kind](self.__name__, p, value, {}, self.unchecked)

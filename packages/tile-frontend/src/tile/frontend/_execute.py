@@ -24,7 +24,7 @@ from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._storage import Storage
 from tile.frontend._tensor import Tensor
 
-__all__ = ["GPU_KIND", "gpu_args", "launch_packed", "run_cpu", "run_gpu"]
+__all__ = ["GPU_KIND", "gpu_args", "launch_packed", "prepared_launch", "run_cpu", "run_gpu"]
 
 GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
 GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
@@ -153,10 +153,17 @@ def run_gpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, 
 def launch_packed(
     compiled: CompiledKernel, grid: tuple[int, ...], args: tuple[Any, ...], kinds: tuple[str, ...], stream: Any
 ) -> None:
-    """Enqueue the cubin with packed arguments, reusing tile.core's checked `PreparedLaunch` for a repeated
-    (function, grid, stream, arguments): the arguments are plain numbers and addresses, so an identical launch
-    needs no new packing or checks (tile.core re-validates a prepared launch after any free or stream close).
-    The cache holds at most ``_PREPARED_CAP`` launches, and so delays the collection of at most that many streams."""
+    """Enqueue the cubin with packed arguments (see `prepared_launch`)."""
+    prepared_launch(compiled, grid, args, kinds, stream)()
+
+
+def prepared_launch(
+    compiled: CompiledKernel, grid: tuple[int, ...], args: tuple[Any, ...], kinds: tuple[str, ...], stream: Any
+) -> Any:
+    """tile.core's checked `PreparedLaunch` of the cubin with packed arguments, reused for a repeated (function, grid,
+    stream, arguments): the arguments are plain numbers and addresses, so an identical launch needs no new packing
+    or checks (tile.core re-validates a prepared launch after any free or stream close). The cache holds at most
+    ``_PREPARED_CAP`` launches, and so delays the collection of at most that many streams."""
     fn = _function(compiled, stream.device)
     key = (fn, grid, stream, args)
     prepared = _prepared.get(key)
@@ -167,4 +174,4 @@ def launch_packed(
         if len(_prepared) >= _PREPARED_CAP:  # launches with ever-new addresses must not grow it without bound
             _prepared.clear()
         _prepared[key] = prepared
-    prepared()
+    return prepared

@@ -9,20 +9,22 @@ done. Every storage it uses counts the launch as pending until then, so a ``free
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
-from tile.frontend._execute import launch_packed, run_cpu, run_gpu
-from tile.frontend._ownership import storages
-from tile.frontend._plan import Packing, pack
-from tile.frontend._shared import Shared
-from tile.frontend._signature import Param, explicit_grid
+from tile.frontend._execute import run_cpu
+from tile.frontend._signature import explicit_grid
 from tile.frontend._storage import Storage
 
+if TYPE_CHECKING:
+    from tile.frontend._plan import Plan
+
 __all__ = ["Launch"]
+
+_NONE: tuple[Any, ...] = ()
 
 
 class Launch(DeviceOp[tuple[Any, ...]]):
@@ -32,47 +34,32 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
     """
 
-    __slots__ = (
-        "_compiled",
-        "_device",
-        "_grid",
-        "_kernel",
-        "_packing",
-        "_params",
-        "_shares",
-        "_site",
-        "_storages",
-        "_values",
-    )
+    __slots__ = ("_grid", "_kernel", "_plan", "_shares", "_site", "_storages", "_values")
 
     def __init__(
         self,
         kernel: str,
-        compiled: CompiledKernel,
-        *,
-        params: Sequence[Param],
-        values: list[Any],
-        grid: tuple[int, int, int],
+        plan: Plan,
+        values: tuple[Any, ...],
+        storages: list[Storage],
         site: str,
-        device: object = None,
-        packing: Packing | None = None,
     ) -> None:
         self._fate = None  # DeviceOp.__init__, inlined: this runs once per launch
-        self._device, self._packing = device, packing
-        self._kernel, self._compiled, self._params, self._site = kernel, compiled, tuple(params), site
-        self._values: list[Any] | None = values
-        self._grid = grid
-        self._storages: list[Storage] = storages(values)
-        for s in self._storages:
+        self._kernel, self._plan, self._site = kernel, plan, site
+        self._values: tuple[Any, ...] | None = values
+        self._grid = plan.grid
+        # One count per handle (not per storage): released the same way, so no storage needs deduplicating.
+        self._storages: Sequence[Storage] = storages
+        for s in storages:
             s.pending += 1
-        self._shares = [v for v in values if v.__class__ is Shared]
+        self._shares: tuple[Any, ...] = tuple(values[i] for i in plan.shares) if plan.shares else _NONE
         for share in self._shares:
             share.users += 1
 
     @property
     def on_host(self) -> bool:
         """True when the launch runs on the CPU interpreter."""
-        return self._compiled.target.arch == "cpu"
+        return self._plan.packing is None
 
     @property
     def launch_grid(self) -> tuple[int, int, int]:
@@ -81,13 +68,13 @@ class Launch(DeviceOp[tuple[Any, ...]]):
 
     def compile(self) -> CompiledKernel:
         """The compiled kernel of this launch (cubin or bytecode, entry, ABI); runs nothing."""
-        return self._compiled
+        return self._plan.compiled
 
     def grid(self, grid: object) -> Launch:
         """Check ``grid`` against the outputs' grid; return this launch."""
         from tile.frontend._signature import _grid
 
-        self._grid = _grid(self._kernel, self._params, self._values or [], explicit_grid(grid))
+        self._grid = _grid(self._kernel, self._plan.params, list(self._values or ()), explicit_grid(grid))
         return self
 
     def _describe(self) -> str:
@@ -95,44 +82,41 @@ class Launch(DeviceOp[tuple[Any, ...]]):
 
     def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         values = self._values
-        assert values is not None
-        packing = self._packing
-        if packing is None and self.on_host:  # a GPU launch made by a plan always has its packing
-            compiled, grid = self._compiled, self._grid
-            named = {p.name: v for p, v in zip(self._params, values, strict=False)}
+        assert values is not None, "a launch executes once, before it is released"
+        plan = self._plan
+        if plan.packing is None:
+            compiled, grid = plan.compiled, self._grid
+            named = {p.name: v for p, v in zip(self._plan.params, values, strict=False)}
             ctx.enqueue(lambda: run_cpu(compiled, grid, named))
-            return tuple(values)
+            return values
         if ctx.device is tile.aio.HOST:
             raise BackendError(
                 f"{self._describe()} uses GPU tensors but was executed on a host stream; use .sync() or a CUDA stream"
             )
-        stream = ctx.stream  # type: ignore[attr-defined]  # a CudaContext
-        if packing is not None:
-            template, slots, kinds = packing
-            launch_packed(self._compiled, self._grid, pack(template, slots, values), kinds, stream)
-        else:
-            named = {p.name: v for p, v in zip(self._params, values, strict=False)}
-            run_gpu(self._compiled, self._grid, named, stream)
-        return tuple(values)
+        plan.enqueue(values, self._grid, ctx.stream)  # type: ignore[attr-defined]  # a CudaContext
+        return values
 
     def _drop(self) -> None:
         self._values = None
-        storages, self._storages = self._storages, []
+        storages, self._storages = self._storages, _NONE
         for s in storages:
-            s.release()
-        shares, self._shares = self._shares, []
+            if s.freed_at is None:
+                s.pending -= 1
+            else:
+                s.release()  # may perform the deferred free
+        shares, self._shares = self._shares, _NONE
         for share in shares:
             share.users -= 1
 
     def __del__(self) -> None:
         # A launch dropped without ever running holds no device work: let deferred frees of its memory happen.
-        if self._storages and not self.consumed:
+        if self._storages and self._fate is None:
             self._drop()
 
     # A launch runs on the device its tensors live on (a CPU launch on a host stream), whatever tile.aio's default
     # device is: there may be no GPU, or the default may point at another device.
     def _policy(self) -> SchedulingPolicy:
-        return tile.aio.default_policy("host" if self.on_host else self._device)
+        return tile.aio.default_policy("host" if self.on_host else self._plan.device)
 
     def sync(self) -> tuple[Any, ...]:
         """Execute on a stream of the arguments' device, block until done, and return all arguments."""

@@ -11,27 +11,67 @@ Invariants: a plan is stored only after the full checks of a call passed, so a h
 arguments and with every other live handle) re-check everything that can change between calls with the same layout,
 and on any anomaly return None, so the caller runs the full path, which raises the precise error. The fast path
 therefore accepts exactly the calls the full path accepts and never raises an ownership error itself.
+
+`Plan.admit` is the same test for a kernel's most recent plan without building the key: it compares each argument
+with the plan's own layout (class, ``_layout``, tile shape, ``Const`` value, scalar class, which handles are the same
+object), so it accepts a call only when `layout_key` would give this plan's key and `Plan.try_launch` would pass.
+`Plan.hand_over` then moves the arguments (distinct handles only), and `Plan.enqueue` relaunches the last prepared
+GPU launch when the stream, grid and packed arguments repeat.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from tile.compiler import CompiledKernel
+from tile.frontend._execute import GPU_KIND, prepared_launch
+from tile.frontend._launch import Launch
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param
-from tile.frontend._storage import overlapping
+from tile.frontend._site import OURS
+from tile.frontend._storage import _FOREIGN, Storage, overlapping
 from tile.frontend._tensor import Tensor
 
-__all__ = ["Packing", "Plan", "layout_key", "pack"]
+__all__ = ["Packing", "Plan", "launch_again", "layout_key", "pack"]
 
 _HANDLE_CLASSES = (Tensor, Partition, Shared)
 _INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "u32", "i64", "u64"})
 Slot = tuple[int, int, int]  # (kernel-argument position, mode, call-argument index): see `pack`
 Packing = tuple[tuple[Any, ...], tuple[Slot, ...], tuple[str, ...]]  # (constants template, slots to fill, kinds)
 _BASE, _INT, _RAW = 1, 2, 3
+
+
+class Caller(Protocol):
+    """What `launch_again` reads from the `Kernel` being called."""
+
+    __name__: str
+    unchecked: bool
+
+    @property
+    def _grid(self) -> object: ...
+
+    def _check_scalar(self, p: Param, value: Any) -> None: ...
+
+
+def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: dict[str, Any]) -> Launch | None:
+    """The launch of a call with ``plan``'s layout that passes every re-check (`Plan.admit`), its handles moved in;
+    None when the keyed path must decide. Called by ``Kernel.__call__`` only: the user's frame is two up."""
+    values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
+    if values is None:
+        return None
+    frame = sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
+        frame = frame.f_back
+    code, line = frame.f_code, frame.f_lineno
+    site = plan.site
+    if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
+        where = f"{code.co_filename}:{line}"
+        site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
+    moved, storages = plan.hand_over(values, site[3])
+    return Launch(kernel.__name__, plan, moved, storages, site[2])
 
 
 def layout_key(
@@ -73,15 +113,27 @@ class Plan:
     """A checked call layout: the compiled kernel, grid, device and how to pack the entry ABI."""
 
     __slots__ = (
+        "alias",
         "compiled",
         "device",
         "distinct",
+        "explicit",
+        "generics",
+        "given",
         "grid",
         "handles",
+        "others",
         "outputs",
         "packing",
+        "pairs",
+        "params",
+        "prepared",
         "scalars",
+        "shares",
+        "site",
         "tail",
+        "tensors",
+        "wrapped",
     )
 
     def __init__(
@@ -93,8 +145,10 @@ class Plan:
         given: int,
         grid: tuple[int, int, int],
         device: object,
+        explicit: object = None,
+        generics: dict[str, Any] | None = None,
     ) -> None:
-        self.compiled, self.grid, self.device = compiled, grid, device
+        self.compiled, self.grid, self.device, self.params = compiled, grid, device, tuple(params)
         self.tail = tuple(args[given:])  # trailing Const values that were passed as keywords
         self.handles = tuple(i for i, a in enumerate(args) if isinstance(a, _HANDLE_CLASSES))
         # No handle passed twice (the key fixes the identity pattern): each can be handed over without a lookup.
@@ -102,6 +156,32 @@ class Plan:
         self.outputs = tuple(i for i in self.handles if isinstance(args[i], Partition))
         self.scalars = tuple((i, p) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
         self.packing = _packing(compiled, params, args)
+        self.prepared: tuple[Any, ...] | None = None  # (stream, grid, packed arguments, the prepared launch)
+        self.site: tuple[Any, ...] = (None, 0, "", ("", ""))  # (code, line, "file:line", fate) of the last call site
+        self._layout(params, args, given, explicit, generics or {})
+
+    def _layout(
+        self, params: Sequence[Param], args: Sequence[Any], given: int, explicit: object, generics: dict[str, Any]
+    ) -> None:
+        """What `admit` compares a call with: this plan's `layout_key`, spread by argument kind."""
+        self.given, self.explicit, self.generics = given, explicit, dict(generics)
+        self.tensors = tuple((i, args[i]._layout) for i in self.handles if args[i].__class__ is Tensor)
+        self.wrapped: tuple[tuple[int, type[Any], Any, tuple[int, ...] | None], ...] = tuple(
+            (i, a.__class__, a._tensor._layout, a.tile_shape if isinstance(a, Partition) else None)
+            for i, a in enumerate(args)
+            if a.__class__ is Partition or a.__class__ is Shared
+        )
+        self.shares = tuple(i for i, _, _, tile in self.wrapped if tile is None)
+        # Scalars by class, Const values by class and value (`layout_key` keys them so).
+        self.others = tuple(
+            (i, args[i].__class__, p.kind == "const", args[i])
+            for i, p in enumerate(params[:given])
+            if i not in self.handles
+        )
+        self.pairs = tuple(
+            (i, j) for i in self.handles for j in self.handles if i < j and args[i].__class__ is args[j].__class__
+        )
+        self.alias = tuple((o, tuple(j for j in self.handles if j != o)) for o in self.outputs)
 
     def try_launch(
         self, args: Sequence[Any], tensors: list[Tensor], check: Callable[[Param, Any], None], unchecked: bool
@@ -117,6 +197,105 @@ class Plan:
         if not unchecked and self.outputs and _aliased(self, args, tuple(tensors)):
             return None
         return (*args, *self.tail) if self.tail else args
+
+    def admit(
+        self,
+        args: tuple[Any, ...],
+        generics: dict[str, Any],
+        explicit: object,
+        check: Callable[[Param, Any], None],
+        unchecked: bool,
+    ) -> tuple[Any, ...] | None:
+        """`layout_key` and `try_launch` in one pass for a call that should have this plan's layout: all the call's
+        values when it has exactly this layout and passes every re-check, else None (then the keyed path runs)."""
+        if len(args) != self.given or explicit is not self.explicit or generics != self.generics:
+            return None
+        if not self._matches(args):
+            return None
+        try:
+            for i, p in self.scalars:
+                check(p, args[i])
+        except Exception:  # the full path reports it, in argument order
+            return None
+        if self.alias and not unchecked and _overlaps(self, args):
+            return None
+        return (*args, *self.tail) if self.tail else args
+
+    def _matches(self, args: tuple[Any, ...]) -> bool:
+        """True when the arguments have this plan's layout (as `layout_key` sees it) and every handle is live."""
+        for i, layout in self.tensors:
+            t = args[i]
+            if (
+                t.__class__ is not Tensor
+                or t._fate is not None
+                or t._storage.freed_at is not None
+                or (t._layout is not layout and t._layout != layout)
+            ):
+                return False
+        for i, cls, layout, tile in self.wrapped:
+            a = args[i]
+            if a.__class__ is not cls or a._fate is not None or (tile is not None and a.tile_shape != tile):
+                return False
+            t = a._tensor
+            own = t._layout
+            if t._fate is not None or t._storage.freed_at is not None or (own is not layout and own != layout):
+                return False
+        for i, j in self.pairs:
+            if args[i] is args[j]:
+                return False
+        for i, cls, const, value in self.others:
+            if args[i].__class__ is not cls or (const and args[i] != value):
+                return False
+        return True
+
+    def hand_over(self, values: tuple[Any, ...], fate: tuple[str, str]) -> tuple[tuple[Any, ...], list[Storage]]:
+        """Move the (distinct, just checked) handles into a launch: the values it hands back, and the storage of each
+        handle (repeated per handle: a launch counts itself pending once per handle it holds)."""
+        out = list(values)
+        storages = []
+        for i in self.handles:
+            a = values[i]
+            cls = a.__class__
+            if cls is Tensor:
+                out[i] = a._hand_over(fate)
+                storages.append(a._storage)
+            else:
+                if cls is Partition:
+                    out[i] = a._hand_over(fate)
+                storages.append(a._tensor._storage)
+        return tuple(out), storages
+
+    def enqueue(self, values: tuple[Any, ...], grid: tuple[int, int, int], stream: Any) -> None:
+        """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
+        assert self.packing is not None, "only GPU plans are enqueued"
+        template, slots, kinds = self.packing
+        args = pack(template, slots, values)
+        last = self.prepared
+        if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
+            last[3]()
+            return
+        prepared = prepared_launch(self.compiled, grid, args, kinds, stream)
+        self.prepared = (stream, grid, args, prepared)
+        prepared()
+
+
+def _overlaps(plan: Plan, args: tuple[Any, ...]) -> bool:
+    """`_aliased` for `Plan.admit`: the common case (an output whose storage holds no other handle) needs no set."""
+    for o, others in plan.alias:
+        t = args[o]._tensor
+        lo, hi = t._range
+        for j in others:
+            a = args[j]
+            other_lo, other_hi = (a if a.__class__ is Tensor else a._tensor)._range
+            if other_lo < hi and lo < other_hi:
+                return True
+        storage = t._storage
+        if len(storage._handles) == 1 and not _FOREIGN and not storage._exports:
+            continue  # the one registered handle is the live output itself
+        tensors = tuple(args[j] if args[j].__class__ is Tensor else args[j]._tensor for j in plan.handles)
+        if overlapping(storage, lo, hi, exclude=tensors):
+            return True
+    return False
 
 
 def _aliased(plan: Plan, args: Sequence[Any], tensors: tuple[Tensor, ...]) -> bool:
@@ -138,8 +317,6 @@ def _packing(compiled: CompiledKernel, params: Sequence[Param], args: Sequence[A
     """The GPU entry-ABI packing with extents and strides resolved (fixed by the layout); None on the host."""
     if compiled.target.arch == "cpu":
         return None
-    from tile.frontend._execute import GPU_KIND
-
     index = {p.name: i for i, p in enumerate(params)}
     template: list[Any] = []
     slots: list[Slot] = []

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import tile.aio
 
-__all__ = ["user_site"]
+__all__ = ["OURS", "user_site"]
 
-_OURS = (str(Path(__file__).resolve().parent), str(Path(tile.aio.__file__ or ".").resolve().parent))
+OURS = (str(Path(__file__).resolve().parent), str(Path(tile.aio.__file__ or ".").resolve().parent))
 
 
 def user_site() -> str:
     """Return ``"file:line"`` of the innermost caller outside tile.frontend and tile.aio."""
     frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_OURS):
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"

@@ -6,8 +6,9 @@ A `Storage` is one allocation: owned host memory (the CPU backend: a numpy byte 
 
 Invariants:
 - Every live handle (a tensor, a view, the tensor inside a partition, an op's in-flight argument) is in its
-  storage's weak registry (`Storage.add`); a handle leaves it when moved, and CPython drops it when the last reference
-  goes. An object exported through ``__dlpack__`` is tracked the same way, for as long as the consumer keeps it.
+  storage's weak registry (`Storage.add`); a handle leaves it when moved, and an entry whose handle was collected
+  counts as absent (`live` skips it; `sweep` removes it). An object exported through ``__dlpack__`` is tracked the
+  same way, for as long as the consumer keeps it.
 - Overlap is decided by absolute byte ranges ``[lo, hi)`` on one device, never by object identity: two handles
   of different storages conflict when their ranges intersect (foreign memory makes that possible).
 - Memory is released only when no pending launch uses it and no DLPack consumer views it: ``free`` is deferred until
@@ -55,6 +56,9 @@ class _Export:
 # Live borrowed storages by id (a dict, not a WeakSet: a launch tests its truth, and WeakSet.__len__ is Python code).
 _FOREIGN: dict[int, weakref.ref[Storage]] = {}
 _ALL: weakref.WeakSet[Storage] = weakref.WeakSet()
+# A registry entry is a weak reference without a callback (a callback closure per handle per launch would triple the
+# objects a launch allocates): entries of collected handles stay until a sweep, run when the registry has doubled.
+_SWEEP_SLACK = 8
 
 
 class Storage:
@@ -80,6 +84,7 @@ class Storage:
         "__weakref__",
         "_exports",
         "_handles",
+        "_sweep_at",
         "address",
         "buffer",
         "device",
@@ -107,6 +112,7 @@ class Storage:
         self.device, self.address, self.nbytes = device, address, nbytes
         self.host, self.buffer, self.owned, self.readonly, self.keepalive = host, buffer, owned, readonly, keepalive
         self._handles: dict[int, weakref.ref[Any]] = {}
+        self._sweep_at = _SWEEP_SLACK
         self._exports: set[_Export] = set()  # each leaves through its finalizer, which holds it until then
         self.pending = 0
         self.freed_at: str | None = None
@@ -135,16 +141,19 @@ class Storage:
         return f"<Storage {kind} {self.nbytes} bytes on {self.device!r} at 0x{self.address:x}>"
 
     def add(self, handle: Handle) -> None:
-        """Register a live handle (it leaves when collected, or when moved: `replace`)."""
-        key, handles = id(handle), self._handles
-        handles[key] = weakref.ref(handle, lambda _: handles.pop(key, None))
-
-    def replace(self, old: Handle, new: Handle) -> None:
-        """Unregister ``old`` and register ``new`` (a move: one call per handle per launch)."""
+        """Register a live handle (a move re-keys its entry to the new handle, ``Tensor._hand_over``; the entry of a
+        collected handle is swept out lazily)."""
         handles = self._handles
-        handles.pop(id(old), None)
-        key = id(new)
-        handles[key] = weakref.ref(new, lambda _: handles.pop(key, None))
+        handles[id(handle)] = weakref.ref(handle)
+        if len(handles) > self._sweep_at:
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Drop the entries of collected handles (amortized: the next sweep waits until the registry doubles)."""
+        handles = self._handles
+        for key in [key for key, ref in handles.items() if ref() is None]:
+            del handles[key]
+        self._sweep_at = 2 * len(handles) + _SWEEP_SLACK
 
     def live(self) -> Iterator[Handle]:
         """Every live handle and export of this storage."""
@@ -194,8 +203,10 @@ def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] 
     """
     # A freed storage's range may already belong to a new allocation: its stale handles alias nothing.
     skip = {id(e) for e in exclude}  # the excluded objects are alive (``exclude`` holds them): ids are unique
-    if not _FOREIGN and not storage._exports and storage._handles.keys() <= skip:
-        return []  # the common launch: the storage's only handles are the launch's own arguments
+    if not _FOREIGN and not storage._exports:
+        if storage._handles.keys() <= skip:
+            return []  # the common launch: the storage's only handles are the launch's own arguments
+        storage.sweep()  # entries of collected handles would keep failing the test above
     pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.freed_at]
     found: list[Handle] = []
     for pool in pools:

@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -144,7 +145,9 @@ class Tensor:
         new._fate = None
         new._range = self._range
         new._layout = self._layout
-        storage.replace(self, new)
+        handles = storage._handles  # Storage.replace, inlined: this runs per handle per launch
+        handles.pop(id(self), None)
+        handles[id(new)] = weakref.ref(new)
         self._fate = fate
         return new
 
