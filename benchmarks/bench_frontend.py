@@ -4,15 +4,17 @@
 """tile.frontend against cuTile Python and torch, in one process on one GPU.
 
 1. ``add`` f32 on 2^28 elements: GB/s (three 4-byte streams per element).
-2. GEMM f16 and bf16 at 8192^3 (f32 accumulation, output in the input dtype): TFLOP/s. Tile and cuTile Python use
-   the same tiles (128 x 128 x 64) and the same row-major tile order; ``tile grouped 8`` is Tile's same K loop over
-   the output tiles in grouped (L2-friendly) order through ``z.tiles(group=8)``, the order cuBLAS uses.
+2. GEMM f16 and bf16 at 8192^3 (f32 accumulation, output in the input dtype): TFLOP/s. ``tile`` and cuTile Python
+   use the same kernel (128 x 128 x 64 tiles, one block per output tile, row-major order); ``tile persistent grouped
+   4`` is Tile's fast configuration: the same K loop in a persistent kernel (one block per SM, occupancy 1) walking
+   the output tiles in grouped (L2-friendly) order through ``z.tiles(group=4)``, as cuBLAS does. cuBLAS via torch.
 3. Host time per safe launch of a small kernel (1024 elements): Tile's ownership-checked ``add(z, x, y).sync_on(s)``
    against ``ct.launch(...); s.synchronize()`` (both wait for the kernel each time), and Tile's back-to-back
    enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``.
 
 Each measurement is the median of ROUNDS rounds of REPS back-to-back runs waited for once (Tile's through a
-``.then`` chain), rounds alternating between frameworks; ``tile (sync each launch)`` also waits after every launch
+``.then`` chain); GEMM rounds interleave the contenders, so GPU clock drift affects them alike (it moved cuBLAS by
+15% within one run); ``tile (sync each launch)`` also waits after every launch
 (``sync_on``), which adds the host's round trip to each run. Every result is checked against numpy (float64) first.
 Results go to ``benchmarks/results/frontend.json`` with the device name and versions. Run on the GPU machine from the
 repository root: ``python benchmarks/bench_frontend.py``; ``--smoke`` runs tiny sizes on whatever backend is available
@@ -44,7 +46,7 @@ LAUNCH_ONLY = "--launch-only" in sys.argv  # only the host-time-per-launch measu
 ADD_N = 1 << (12 if SMOKE else 28)
 GEMM = 128 if SMOKE else 8192
 TM, TN, TK = (32, 32, 32) if SMOKE else (128, 128, 64)
-GROUP = 2 if SMOKE else 8  # rows of output tiles per group in gemm_grouped's tile order
+GROUP = 2 if SMOKE else 4  # rows of output tiles per group in gemm_grouped's tile order
 SMALL_N, SMALL_TILE = 1024, 128
 ROUNDS, REPS = (3, 2) if SMOKE else (7, 10)
 LAUNCHES = 20 if SMOKE else 2000
@@ -84,6 +86,12 @@ def gemm_grouped(
         for k in range(px.num_tiles[1]):
             acc = tile.mma(px.load((m, k)), py.load((k, n)), acc)
         z.store(acc.astype(z.dtype), at=idx)
+
+
+# The fast configuration: gemm_grouped launched persistently (one block per SM, each walking output tiles in grouped
+# order), at occupancy 1 so each block gets a whole SM's registers and shared memory for its pipeline.
+PERSISTENT = tile.entry(occupancy=1)(gemm_grouped.fn)
+PERSISTENT_LABEL = f"tile persistent grouped {GROUP}"
 
 
 def median_seconds(run: Callable[[], None], finish: Callable[[], None]) -> float:
@@ -198,50 +206,97 @@ def peer_add(peers: dict[str, Any]) -> dict[str, float]:
 
 
 def bench_gemm(stream: Any, peers: dict[str, Any], dtype: Any, out: dict[str, Any]) -> None:
-    a, b = tile.randn(dtype, [GEMM, GEMM]), tile.randn(dtype, [GEMM, GEMM])
-    check = min(GEMM, 256)  # a corner against float64 numpy (the whole product is too slow on the host)
-    ref = a.to_numpy()[:check].astype(np.float64) @ b.to_numpy()[:, :check].astype(np.float64)
-    loop = TileLoop(gemm, [tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN]), a, b], stream, BK=TK)
-    loop.run()
-    got = loop.args[0].unpartition().to_numpy()[:check, :check].astype(np.float64)
-    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-1)
-    loop.args[0] = tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN])
-    results = {"tile": loop.seconds(), "tile (sync each launch)": median_seconds(loop.run, lambda: None)}
-    grouped = TileLoop(gemm_grouped, loop.args, stream, BK=TK, GROUP=GROUP)
-    grouped.run()
-    got = grouped.args[0].unpartition().to_numpy()[:check, :check].astype(np.float64)
-    np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-1)
-    grouped.args[0] = tile.empty(dtype, [GEMM, GEMM]).partition([TM, TN])
-    results[f"tile grouped {GROUP}"] = grouped.seconds()
-    results |= peer_gemm(peers, dtype)
+    """Tile's plain and persistent GEMMs, cuBLAS (torch) and cuTile Python, timed in interleaved rounds."""
+    plain = TileLoop(gemm, gemm_operands(dtype), stream, BK=TK)
+    persistent = TileLoop(PERSISTENT.grid((sm_count(),)), gemm_operands(dtype), stream, BK=TK, GROUP=GROUP)
+    for loop in (plain, persistent):
+        check_gemm(loop)
+    contenders = {"tile": lambda: plain.chain(REPS), PERSISTENT_LABEL: lambda: persistent.chain(REPS)}
+    contenders |= peer_gemm(peers, dtype)
+    results = interleaved(contenders)
     flops = 2 * GEMM**3
     out[f"gemm_{dtype.name}"] = {
         "mnk": GEMM,
         "tiles": [TM, TN, TK],
+        "persistent": {"grid": sm_count(), "group": GROUP, "occupancy": 1},
         "ms": {k: v * 1e3 for k, v in results.items()},
         "TFLOP_per_s": {k: flops / v / 1e12 for k, v in results.items()},
         "tile_vs": {k: results[k] / results["tile"] for k in results if k != "tile"},
+        "persistent_vs": {k: results[k] / results[PERSISTENT_LABEL] for k in results if k != PERSISTENT_LABEL},
     }
 
 
-def peer_gemm(peers: dict[str, Any], dtype: Any) -> dict[str, float]:
+def gemm_operands(dtype: Any) -> list[Any]:
+    """A NaN-poisoned output partition and two random inputs."""
+    z = tile.full(dtype, [GEMM, GEMM], np.nan).partition([TM, TN])
+    return [z, tile.randn(dtype, [GEMM, GEMM]), tile.randn(dtype, [GEMM, GEMM])]
+
+
+def check_gemm(loop: TileLoop) -> None:
+    """One run, checked on the output's first and last corners against float64 numpy."""
+    loop.run()
+    z, x, y = loop.args
+    got = z.unpartition()
+    out, xs, ys = got.to_numpy(), x.to_numpy(), y.to_numpy()
+    c = min(GEMM, 256)  # the whole product in float64 is too slow on the host
+    for rows, cols in ((slice(0, c), slice(0, c)), (slice(-c, None), slice(-c, None))):
+        want = xs[rows].astype(np.float64) @ ys[:, cols].astype(np.float64)
+        np.testing.assert_allclose(out[rows, cols].astype(np.float64), want, rtol=2e-2, atol=2e-1)
+    loop.args[0] = got.partition([TM, TN])
+
+
+def interleaved(contenders: dict[str, Callable[[], None]]) -> dict[str, float]:
+    """Median seconds per run of each contender (REPS runs, waited for, per sample), sampled in interleaved rounds so
+    that GPU clock drift during the benchmark affects every contender alike."""
+    for run in contenders.values():
+        run()
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(ROUNDS):
+        for name, run in contenders.items():
+            start = time.perf_counter()
+            run()
+            samples[name].append((time.perf_counter() - start) / REPS)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def sm_count() -> int:
+    """The persistent GEMM's grid: one block per SM (4 on the CPU interpreter)."""
+    if tile.backend() != "gpu":
+        return 4
+    import tile.core as tc
+
+    return tc.Device(0).sm_count
+
+
+def peer_gemm(peers: dict[str, Any], dtype: Any) -> dict[str, Callable[[], None]]:
+    """cuBLAS through torch and cuTile Python on the same sizes, checked, as callables running REPS and waiting."""
     torch, ct, found = peers.get("torch"), peers.get("ct"), {}
     if torch is not None:
         tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype.name]
         a, b = (torch.randn(GEMM, GEMM, device="cuda", dtype=tdt) for _ in range(2))
         c, stream = torch.empty(GEMM, GEMM, device="cuda", dtype=tdt), torch.cuda.current_stream()
-        found["torch"] = median_seconds(lambda: torch.matmul(a, b, out=c), stream.synchronize)
+
+        def torch_run() -> None:
+            for _ in range(REPS):
+                torch.matmul(a, b, out=c)
+            stream.synchronize()
+
+        found["torch"] = torch_run
     if ct is not None:
         ops = Operands(torch)
-        a, b, c = (ops.randn((GEMM, GEMM), dtype) for _ in range(3))
-        kernel, grid, stream = peers["ct_gemm"], (GEMM // TM, GEMM // TN, 1), ops.stream
-        ct.launch(stream, grid, kernel, (a, b, c, TM, TN, TK))
-        stream.synchronize()
-        corner = ops.numpy(a)[:256] @ ops.numpy(b)[:, :256]
-        np.testing.assert_allclose(ops.numpy(c)[:256, :256], corner, rtol=2e-2, atol=2e-1)
-        found["cutile_python"] = median_seconds(
-            lambda: ct.launch(stream, grid, kernel, (a, b, c, TM, TN, TK)), stream.synchronize
-        )
+        ca, cb, cc = (ops.randn((GEMM, GEMM), dtype) for _ in range(3))
+        kernel, grid, cstream = peers["ct_gemm"], (GEMM // TM, GEMM // TN, 1), ops.stream
+        ct.launch(cstream, grid, kernel, (ca, cb, cc, TM, TN, TK))
+        cstream.synchronize()
+        corner = ops.numpy(ca)[:256] @ ops.numpy(cb)[:, :256]
+        np.testing.assert_allclose(ops.numpy(cc)[:256, :256], corner, rtol=2e-2, atol=2e-1)
+
+        def ct_run() -> None:
+            for _ in range(REPS):
+                ct.launch(cstream, grid, kernel, (ca, cb, cc, TM, TN, TK))
+            cstream.synchronize()
+
+        found["cutile_python"] = ct_run
     return found
 
 
