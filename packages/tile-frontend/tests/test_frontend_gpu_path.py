@@ -249,8 +249,8 @@ def test_gemm_with_strided_device_views(fake_gpu: None, k: ModuleType) -> None:
 def test_device_free_waits_for_the_launch(fake_gpu: None, k: ModuleType) -> None:
     x = _gpu(tile.ones, f32, [256])
     alias = x[:]
+    buffer = x._storage.buffer
     op = k.add(_gpu(tile.zeros, f32, [256]).partition([128]), x, _gpu(tile.ones, f32, [256]))
-    buffer = op._storages[1].buffer
     alias.free()
     assert not buffer.closed  # the launch holds it, even before it is enqueued
     op.sync_on(FakeCudaContext())

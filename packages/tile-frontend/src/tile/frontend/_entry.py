@@ -142,7 +142,7 @@ class Kernel:
         """Move the arguments into a launch (``checked``: their states were just checked and no handle repeats)."""
         name = self.__name__
         values = _ownership.hand_over(name, args, site) if checked else _ownership.move(name, args, site)
-        return Launch(name, plan, tuple(values), _ownership.storages(values), site)
+        return Launch(name, plan, tuple(values), site)
 
     def _check_scalar(self, p: Param, value: Any) -> None:
         CHECKS[p.kind](self.__name__, p, value, {}, self.unchecked)

@@ -8,7 +8,7 @@ done. Every storage it uses counts the launch as pending until then, so a ``free
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import tile.aio
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Launch"]
 
-_NONE: tuple[Any, ...] = ()
-
 
 class Launch(DeviceOp[tuple[Any, ...]]):
     """One kernel launch, not yet executed: ``.sync()``, ``.sync_on(stream)``, ``await``, ``.graph()``.
@@ -34,27 +32,20 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
     """
 
-    __slots__ = ("_grid", "_kernel", "_plan", "_shares", "_site", "_storages", "_values")
+    __slots__ = ("_grid", "_kernel", "_plan", "_site", "_values")
 
-    def __init__(
-        self,
-        kernel: str,
-        plan: Plan,
-        values: tuple[Any, ...],
-        storages: list[Storage],
-        site: str,
-    ) -> None:
+    def __init__(self, kernel: str, plan: Plan, values: tuple[Any, ...], site: str) -> None:
         self._fate = None  # DeviceOp.__init__, inlined: this runs once per launch
         self._kernel, self._plan, self._site = kernel, plan, site
         self._values: tuple[Any, ...] | None = values
         self._grid = plan.grid
-        # One count per handle (not per storage): released the same way, so no storage needs deduplicating.
-        self._storages: Sequence[Storage] = storages
-        for s in storages:
-            s.pending += 1
-        self._shares: tuple[Any, ...] = tuple(values[i] for i in plan.shares) if plan.shares else _NONE
-        for share in self._shares:
-            share.users += 1
+        # One pending count per handle argument (a storage passed twice counts twice, and is released twice).
+        for i in plan.bare:
+            values[i]._storage.pending += 1
+        for i in plan.inner:
+            values[i]._tensor._storage.pending += 1
+        for i in plan.shares:
+            values[i].users += 1
 
     @property
     def on_host(self) -> bool:
@@ -97,20 +88,20 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         return values
 
     def _drop(self) -> None:
-        self._values = None
-        storages, self._storages = self._storages, _NONE
-        for s in storages:
-            if s.freed_at is None:
-                s.pending -= 1
-            else:
-                s.release()  # may perform the deferred free
-        shares, self._shares = self._shares, _NONE
-        for share in shares:
-            share.users -= 1
+        values, self._values = self._values, None
+        if values is None:
+            return
+        plan = self._plan
+        for i in plan.bare:
+            _release(values[i]._storage)
+        for i in plan.inner:
+            _release(values[i]._tensor._storage)
+        for i in plan.shares:
+            values[i].users -= 1
 
     def __del__(self) -> None:
         # A launch dropped without ever running holds no device work: let deferred frees of its memory happen.
-        if self._storages and self._fate is None:
+        if self._values is not None and self._fate is None:
             self._drop()
 
     # A launch runs on the device its tensors live on (a CPU launch on a host stream), whatever tile.aio's default
@@ -128,3 +119,11 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def graph(self, on: object = None) -> Any:
         """Capture this launch into a replayable graph (see ``tile.aio.DeviceOp.graph``)."""
         return super().graph(on if on is not None else self._policy().next_context())
+
+
+def _release(storage: Storage) -> None:
+    """A launch is done with one handle on ``storage``."""
+    if storage.freed_at is None:
+        storage.pending -= 1
+    else:
+        storage.release()  # may perform the deferred free

@@ -16,10 +16,10 @@ from tile.frontend._errors import AliasError, BackendError, BorrowError
 from tile.frontend._partition import Partition
 from tile.frontend._shared import HANDLES, Shared, tensor_of
 from tile.frontend._signature import Param
-from tile.frontend._storage import Storage, overlapping
+from tile.frontend._storage import overlapping
 from tile.frontend._tensor import Tensor
 
-__all__ = ["check", "hand_over", "move", "storages"]
+__all__ = ["check", "hand_over", "move"]
 
 
 def check(kernel: str, params: Sequence[Param], args: Sequence[Any], unchecked: bool) -> Any:
@@ -82,18 +82,3 @@ def hand_over(kernel: str, args: Sequence[Any], site: str) -> list[Any]:
     """`move` for distinct handle arguments whose states were just checked (`Plan.try_launch`)."""
     fate = ("launch", f"moved into the launch of {kernel} at {site}")
     return [a._hand_over(fate) if a.__class__ is Tensor or a.__class__ is Partition else a for a in args]
-
-
-def storages(values: Sequence[Any]) -> list[Storage]:
-    """The distinct storages the handle values use."""
-    found: dict[int, Storage] = {}
-    for v in values:
-        cls = v.__class__
-        if cls is Tensor:
-            s = v._storage
-        elif cls is Partition or cls is Shared:
-            s = v._tensor._storage
-        else:
-            continue
-        found.setdefault(id(s), s)
-    return list(found.values())

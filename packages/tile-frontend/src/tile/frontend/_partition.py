@@ -6,7 +6,9 @@ Invariants:
   memory can never be partitioned.
 - Tile extents are powers of two (Tile IR tiles are); the grid is ``ceil(extent / tile)`` per axis, so shapes need
   not divide: blocks of edge tiles load padding and their stores are masked.
-- A partition is a move-only handle like a tensor: `unpartition` moves the tensor back out.
+- A partition is a move-only handle like a tensor: `unpartition` moves the tensor back out. Moving a partition (into
+  a launch) moves the wrapper only: the new partition takes over the same tensor, which a moved partition never
+  reaches again (each of its uses checks its own state first).
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ class Partition:
         return self._hand_over((kind, where))
 
     def _hand_over(self, fate: tuple[str, str]) -> Partition:
-        """`_move` for a partition whose state was just checked."""
+        """`_move` for a partition whose state was just checked: the new partition wraps the same tensor, which
+        stays registered (live, now in flight); every use of the moved partition stops at its own ``_fate``."""
         new = object.__new__(Partition)  # Partition._make, inlined: this runs per output per launch
-        new._tensor, new.tile_shape, new._fate = self._tensor._hand_over(fate), self.tile_shape, None
+        new._tensor, new.tile_shape, new._fate = self._tensor, self.tile_shape, None
         self._fate = fate
         return new
 

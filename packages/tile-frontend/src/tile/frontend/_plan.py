@@ -32,7 +32,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param
 from tile.frontend._site import OURS
-from tile.frontend._storage import _FOREIGN, Storage, overlapping
+from tile.frontend._storage import _FOREIGN, overlapping
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Packing", "Plan", "launch_again", "layout_key", "pack"]
@@ -70,8 +70,7 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
         where = f"{code.co_filename}:{line}"
         site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
-    moved, storages = plan.hand_over(values, site[3])
-    return Launch(kernel.__name__, plan, moved, storages, site[2])
+    return Launch(kernel.__name__, plan, plan.hand_over(values, site[3]), site[2])
 
 
 def layout_key(
@@ -114,6 +113,7 @@ class Plan:
 
     __slots__ = (
         "alias",
+        "bare",
         "compiled",
         "device",
         "distinct",
@@ -122,6 +122,7 @@ class Plan:
         "given",
         "grid",
         "handles",
+        "inner",
         "others",
         "outputs",
         "packing",
@@ -172,6 +173,8 @@ class Plan:
             if a.__class__ is Partition or a.__class__ is Shared
         )
         self.shares = tuple(i for i, _, _, tile in self.wrapped if tile is None)
+        self.bare = tuple(i for i, _ in self.tensors)
+        self.inner = tuple(i for i, *_ in self.wrapped)
         # Scalars by class, Const values by class and value (`layout_key` keys them so).
         self.others = tuple(
             (i, args[i].__class__, p.kind == "const", args[i])
@@ -248,22 +251,15 @@ class Plan:
                 return False
         return True
 
-    def hand_over(self, values: tuple[Any, ...], fate: tuple[str, str]) -> tuple[tuple[Any, ...], list[Storage]]:
-        """Move the (distinct, just checked) handles into a launch: the values it hands back, and the storage of each
-        handle (repeated per handle: a launch counts itself pending once per handle it holds)."""
+    def hand_over(self, values: tuple[Any, ...], fate: tuple[str, str]) -> tuple[Any, ...]:
+        """Move the (distinct, just checked) handles into a launch: the values it hands back once done."""
         out = list(values)
-        storages = []
-        for i in self.handles:
-            a = values[i]
-            cls = a.__class__
-            if cls is Tensor:
-                out[i] = a._hand_over(fate)
-                storages.append(a._storage)
-            else:
-                if cls is Partition:
-                    out[i] = a._hand_over(fate)
-                storages.append(a._tensor._storage)
-        return tuple(out), storages
+        for i in self.bare:
+            out[i] = values[i]._hand_over(fate)
+        for i in self.inner:
+            if values[i].__class__ is Partition:  # a share is not moved
+                out[i] = values[i]._hand_over(fate)
+        return tuple(out)
 
     def enqueue(self, values: tuple[Any, ...], grid: tuple[int, int, int], stream: Any) -> None:
         """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
