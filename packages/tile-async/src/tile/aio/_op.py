@@ -56,7 +56,22 @@ def caller_site() -> Site:
     frame = sys._getframe(2)
     while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tile."):
         frame = frame.f_back
-    return frame.f_code.co_filename, frame.f_lineno
+    return _interned((frame.f_code.co_filename, frame.f_lineno))
+
+
+# Sites and fates recur (one per call site and verb): each op stores the interned tuple, so a pipeline of thousands of
+# pending ops does not hold (and make the cyclic GC traverse) thousands of equal tuples.
+_INTERNED: dict[Any, Any] = {}
+_INTERNED_CAP = 4096
+
+
+def _interned(value: T) -> T:
+    found: T | None = _INTERNED.get(value)
+    if found is None:
+        if len(_INTERNED) >= _INTERNED_CAP:  # generated code could make ever-new sites: stay bounded
+            _INTERNED.clear()
+        found = _INTERNED[value] = value
+    return found
 
 
 class DeviceOp(Generic[T_co]):
@@ -100,7 +115,7 @@ class DeviceOp(Generic[T_co]):
         if self._fate is not None:
             verb_before, (file, line) = self._fate
             raise OpConsumedError(self._describe(), f"{verb_before} at {file}:{line}")
-        self._fate = (verb, site)
+        self._fate = _interned((verb, site))
 
     def _release(self) -> None:
         """Hand everything back: drop inputs and children, the whole tree. The work must be complete.
