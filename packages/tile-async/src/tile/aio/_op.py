@@ -56,7 +56,8 @@ def caller_site() -> Site:
     frame = sys._getframe(2)
     while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tile."):
         frame = frame.f_back
-    return _interned((frame.f_code.co_filename, frame.f_lineno))
+    site = (frame.f_code.co_filename, frame.f_lineno)
+    return _INTERNED.get(site) or _interned(site)
 
 
 # Sites and fates recur (one per call site and verb): each op stores the interned tuple, so a pipeline of thousands of
@@ -66,12 +67,11 @@ _INTERNED_CAP = 4096
 
 
 def _interned(value: T) -> T:
-    found: T | None = _INTERNED.get(value)
-    if found is None:
-        if len(_INTERNED) >= _INTERNED_CAP:  # generated code could make ever-new sites: stay bounded
-            _INTERNED.clear()
-        found = _INTERNED[value] = value
-    return found
+    """``value`` itself, kept as the one copy handed out from now on (callers try ``_INTERNED.get`` first)."""
+    if len(_INTERNED) >= _INTERNED_CAP:  # generated code could make ever-new sites: stay bounded
+        _INTERNED.clear()
+    _INTERNED[value] = value
+    return value
 
 
 class DeviceOp(Generic[T_co]):
@@ -115,7 +115,8 @@ class DeviceOp(Generic[T_co]):
         if self._fate is not None:
             verb_before, (file, line) = self._fate
             raise OpConsumedError(self._describe(), f"{verb_before} at {file}:{line}")
-        self._fate = _interned((verb, site))
+        fate = (verb, site)
+        self._fate = _INTERNED.get(fate) or _interned(fate)
 
     def _release(self) -> None:
         """Hand everything back: drop inputs and children, the whole tree. The work must be complete.

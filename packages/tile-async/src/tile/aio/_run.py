@@ -78,7 +78,7 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     """
     _lock.acquire(verb)
     try:
-        op._claim(_executed_by(verb), site)
+        op._claim(_VERBS.get(verb) or _executed_by(verb), site)
     except BaseException:
         _lock.release()
         raise
@@ -106,9 +106,7 @@ _VERBS: dict[str, str] = {}
 
 def _executed_by(verb: str) -> str:
     """``"executed by <verb>"``, formatted once per verb (the verbs are a handful of literals)."""
-    found = _VERBS.get(verb)
-    if found is None:
-        found = _VERBS[verb] = f"executed by {verb}"
+    found = _VERBS[verb] = f"executed by {verb}"
     return found
 
 

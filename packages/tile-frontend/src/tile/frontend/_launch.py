@@ -17,7 +17,6 @@ from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
 from tile.frontend._execute import run_cpu
 from tile.frontend._signature import explicit_grid
-from tile.frontend._storage import Storage
 
 if TYPE_CHECKING:
     from tile.frontend._plan import Plan
@@ -40,10 +39,8 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         self._values: tuple[Any, ...] | None = values
         self._grid = plan.grid
         # One pending count per handle argument (a storage passed twice counts twice, and is released twice).
-        for i in plan.bare:
-            values[i]._storage.pending += 1
-        for i in plan.inner:
-            values[i]._tensor._storage.pending += 1
+        for i, inner in plan.held:
+            (values[i]._tensor if inner else values[i])._storage.pending += 1
         for i in plan.shares:
             values[i].users += 1
 
@@ -92,12 +89,21 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         if values is None:
             return
         plan = self._plan
-        for i in plan.bare:
-            _release(values[i]._storage)
-        for i in plan.inner:
-            _release(values[i]._tensor._storage)
+        for i, inner in plan.held:
+            storage = values[i]._tensor._storage if inner else values[i]._storage
+            if storage.freed_at is None:
+                storage.pending -= 1
+            else:
+                storage.release()  # may perform the deferred free
         for i in plan.shares:
             values[i].users -= 1
+
+    # A launch never refuses a capture and has no children: skip the framework's generic steps (hot per launch).
+    def _run_in(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+        return self._execute(ctx)
+
+    def _release(self) -> None:
+        self._drop()
 
     def __del__(self) -> None:
         # A launch dropped without ever running holds no device work: let deferred frees of its memory happen.
@@ -119,11 +125,3 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def graph(self, on: object = None) -> Any:
         """Capture this launch into a replayable graph (see ``tile.aio.DeviceOp.graph``)."""
         return super().graph(on if on is not None else self._policy().next_context())
-
-
-def _release(storage: Storage) -> None:
-    """A launch is done with one handle on ``storage``."""
-    if storage.freed_at is None:
-        storage.pending -= 1
-    else:
-        storage.release()  # may perform the deferred free

@@ -122,6 +122,7 @@ class Plan:
         "given",
         "grid",
         "handles",
+        "held",
         "inner",
         "others",
         "outputs",
@@ -175,6 +176,7 @@ class Plan:
         self.shares = tuple(i for i, _, _, tile in self.wrapped if tile is None)
         self.bare = tuple(i for i, _ in self.tensors)
         self.inner = tuple(i for i, *_ in self.wrapped)
+        self.held = tuple((i, i in self.inner) for i in self.handles)  # (position, is the tensor inside a wrapper)
         # Scalars by class, Const values by class and value (`layout_key` keys them so).
         self.others = tuple(
             (i, args[i].__class__, p.kind == "const", args[i])
@@ -265,7 +267,14 @@ class Plan:
         """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
         assert self.packing is not None, "only GPU plans are enqueued"
         template, slots, kinds = self.packing
-        args = pack(template, slots, values)
+        packed = list(template)  # `pack`, inlined
+        for pos, mode, i in slots:
+            v = values[i]
+            if mode == _BASE:
+                packed[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
+            else:
+                packed[pos] = int(v) if mode == _INT else v
+        args = tuple(packed)
         last = self.prepared
         if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
             last[3]()
