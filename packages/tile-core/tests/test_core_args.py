@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import ml_dtypes
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tile.core as tc
-from tile.core._args import infer_kind
+from tile.core._args import infer_kind, kernel_params
 
 # The nine parameters of the vec_add fixture: (ptr, i32 extent, i32 stride) per 1-D array.
 VEC_ADD = ("ptr", "i32", "i32") * 3
@@ -111,3 +112,26 @@ def test_signature_problems_are_reported() -> None:
         tc.pack_args([1], ["u32"])
     with pytest.raises(tc.LaunchArgumentError, match="2 kinds but 1 arguments"):
         tc.pack_args([1], ["i32", "i32"])
+
+
+def test_kernel_params_point_at_each_value_in_its_c_layout() -> None:
+    kinds = ("ptr", "i32", "i64", "f16", "bf16", "f32", "f64")
+    values = [0x7F0000001000, -7, -(2**40), 1.5, 1.0 / 3.0, 0.25, 0.1]
+    keep, address = kernel_params(tc.pack_args(values, kinds))
+    cells = (ctypes.c_void_p * len(kinds)).from_address(address)
+    read: list[Any] = [
+        ctypes.c_uint64,
+        ctypes.c_int32,
+        ctypes.c_int64,
+        ctypes.c_uint16,
+        ctypes.c_uint16,
+        ctypes.c_float,
+    ]
+    got = [kind.from_address(cell).value for kind, cell in zip(read, cells, strict=False)]
+    assert got[:3] == values[:3]
+    assert got[3] == int(np.float16(1.5).view(np.uint16))
+    assert got[4] == int(np.array(1.0 / 3.0, ml_dtypes.bfloat16).view(np.uint16))
+    assert got[5] == 0.25
+    assert ctypes.c_double.from_address(int(cells[6] or 0)).value == 0.1
+    assert keep is not None
+    assert kernel_params(tc.pack_args([], []))[1] != 0  # no parameters: still a valid (empty) array

@@ -1,10 +1,11 @@
 # ruff: noqa: N802 - the simulator mirrors the CUDA driver's function names (cuInit, cuMemFreeAsync, ...)
 """tile.core's GPU code paths run end to end against a simulated driver (no GPU needed).
 
-The simulator stands in for ``cuda.bindings.driver`` (and for the three ``cuda.core`` entry points tile.core
-uses: ``ObjectCode``, ``Stream.from_handle`` and ``launch``). Device memory is host memory, so copies, fills and
-the vec_add kernel really move bytes; every driver call is logged, so tests can assert what the real driver would
-see: each allocation freed exactly once, frees ordered after recorded uses, nothing freed on a capturing stream.
+The simulator stands in for ``cuda.bindings.driver`` (and for the ``cuda.core`` entry points tile.core uses:
+``ObjectCode`` and ``Stream.from_handle``). Device memory is host memory, so copies, fills and the vec_add kernel
+(launched through ``cuLaunchKernel``, its parameters read back from the ``kernelParams`` array) really move bytes;
+every driver call is logged, so tests can assert what the real driver would see: each allocation freed exactly
+once, frees ordered after recorded uses, nothing freed on a capturing stream.
 Work executes immediately, so the log order is the stream order. The same behaviour is checked on the H100 by the
 ``gpu``-marked tests; this tier catches logic errors before a GPU is involved.
 """
@@ -245,11 +246,29 @@ class SimDriver:
     def cuEventDestroy(self, event: Any) -> tuple[Any]:
         return (OK,)
 
+    def cuLaunchKernel(  # noqa: PLR0917  # the driver's positional signature
+        self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any, params: int, _: Any
+    ) -> tuple[Any]:
+        """vec_add(x, nx, sx, y, ny, sy, z, nz, sz): each block adds 128 elements (its kernel handle is checked)."""
+        assert int(f) == SimKernel.handle
+        cells = (ctypes.c_void_p * 9).from_address(params)
+        read = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32] * 3
+        x, _, _, y, _, _, z, nz, _ = (kind.from_address(cell).value for kind, cell in zip(read, cells, strict=True))
+        n = min(nz, gx * 128)
+        views = []
+        for ptr in (x, y, z):
+            self.device_range(ptr, 4 * n)
+            views.append(np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr)))
+        views[2][:] = views[0] + views[1]
+        self.log.append(("launch", int(stream), (gx, gy, gz)))
+        return (OK,)
+
     def kinds(self, kind: str) -> list[tuple[Any, ...]]:
         return [entry for entry in self.log if entry[0] == kind]
 
 
 class SimKernel:
+    handle = 0x4B00  # the CUkernel the launches name
     arguments_info: ClassVar[list[Any]] = [SimpleNamespace(offset=o, size=s) for o, s in tc.param_layout(SIGNATURE)]
     attributes = SimpleNamespace(
         num_regs=24, max_threads_per_block=1024, shared_size_bytes=0, local_size_bytes=0, const_size_bytes=0
@@ -257,7 +276,7 @@ class SimKernel:
 
 
 def make_core_fakes(sim: SimDriver) -> dict[str, Any]:
-    """``cuda.core`` stand-ins: a cubin with one kernel, stream views, and a launcher that runs vec_add."""
+    """``cuda.core`` stand-ins: a cubin with one kernel, and stream views."""
 
     class ObjectCode:
         @staticmethod
@@ -274,18 +293,7 @@ def make_core_fakes(sim: SimDriver) -> dict[str, Any]:
         def from_handle(handle: int) -> Any:
             return SimpleNamespace(handle=handle)
 
-    def launch(stream: Any, config: Any, kernel: Any, *args: Any) -> None:
-        x, nx, _, y, ny, _, z, nz, _ = args
-        assert all(type(n) is np.int32 for n in (nx, ny, nz))
-        n = min(int(nz), config.grid[0] * 128)
-        views = []
-        for ptr in (x, y, z):
-            sim.device_range(ptr, 4 * n)
-            views.append(np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr)))
-        views[2][:] = views[0] + views[1]
-        sim.log.append(("launch", int(stream.handle), config.grid))
-
-    return {"ObjectCode": ObjectCode, "Stream": Stream, "launch": launch}
+    return {"ObjectCode": ObjectCode, "Stream": Stream}
 
 
 def sm90_cubin() -> bytes:

@@ -8,6 +8,7 @@ kernel's parameter count and sizes before anything is launched. Pure numpy: test
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from tile.core._view import DeviceView
 if TYPE_CHECKING:
     from tile.core._context import Device
 
-__all__ = ["KINDS", "ArgKind", "PackedArgs", "infer_kind", "pack_args", "param_layout"]
+__all__ = ["KINDS", "ArgKind", "PackedArgs", "infer_kind", "kernel_params", "pack_args", "param_layout"]
 
 
 def _integer(bits: int, carrier: type[np.integer[Any]]) -> Callable[[Any], Any]:
@@ -52,7 +53,7 @@ def _floating(carrier: Any, name: str) -> Callable[[Any], Any]:
 
 
 def _bf16(value: Any) -> Any:
-    # cuda.core's launcher has no bfloat16 scalar; the same 2 bytes travel as a uint16 bit pattern.
+    # numpy has no bfloat16 scalar of its own: the same 2 bytes travel as a uint16 bit pattern.
     return _floating(ml_dtypes.bfloat16, "bf16")(value).view(np.uint16)
 
 
@@ -195,3 +196,24 @@ def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...])
                 f"argument {index} is {kinds[index]} ({got} bytes) but the kernel's parameter {index} has {want} "
                 "bytes: fix the signature"
             )
+
+
+# What the driver copies for each kind (``size`` bytes from each cell's address): the packed value as that C type.
+# 16-bit floats travel as their bit pattern (bf16 is packed as its uint16 view already).
+_CELLS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+    "ptr": (ctypes.c_uint64, int),
+    "i32": (ctypes.c_int32, int),
+    "i64": (ctypes.c_int64, int),
+    "f16": (ctypes.c_uint16, lambda value: int(np.float16(value).view(np.uint16))),
+    "bf16": (ctypes.c_uint16, int),
+    "f32": (ctypes.c_float, float),
+    "f64": (ctypes.c_double, float),
+}
+
+
+def kernel_params(packed: PackedArgs) -> tuple[object, int]:
+    """``cuLaunchKernel``'s ``kernelParams`` for packed arguments: the address of a ``void*`` array pointing at one
+    C cell per argument, and the object that keeps the cells and the array alive (hold it as long as the address)."""
+    cells = [_CELLS[kind][0](_CELLS[kind][1](value)) for kind, value in zip(packed.kinds, packed.values, strict=True)]
+    array = (ctypes.c_void_p * len(cells))(*(ctypes.addressof(cell) for cell in cells))
+    return (cells, array), ctypes.addressof(array)

@@ -1,4 +1,4 @@
-"""Kernel launches through cuda.core's Cython launcher, with arguments packed and checked once.
+"""Kernel launches with arguments packed and checked once, then relaunched by one ``cuLaunchKernel`` call.
 
 Invariants: :func:`prepare` does every check (argument count and sizes against the kernel, pointer devices,
 live buffers, open stream, grid and block extents) and orders the stream after the buffers' allocations;
@@ -9,6 +9,10 @@ is recorded so the buffer's free waits for it - except while that stream capture
 capture cannot be queried or waited on afterwards (``CUDA_ERROR_CAPTURED_EVENT``) and guards nothing, since the
 capture runs no work; whoever replays the graph keeps its buffers alive until the replays are done (tile.aio's
 ``Graph`` holds them until it is closed, and closing waits for the last launch).
+
+A prepared launch keeps the driver's whole argument list: the kernel (a ``CUkernel``, which the driver resolves in
+the stream's context), grid, block, the raw stream and a ``kernelParams`` array built once from the packed values
+(:func:`~tile.core._args.kernel_params`), so a relaunch converts nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tile.core._args import pack_args
+import tile.bindings as tb
+from tile.bindings import check
+from tile.core._args import kernel_params, pack_args
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
 from tile.core._module import Function
 from tile.core._stream import Stream, as_stream, invalidation
@@ -32,33 +38,15 @@ def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     return (x, y, z)
 
 
-_CONFIGS: dict[tuple[Any, ...], Any] = {}
-
-
-def _config(grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int) -> Any:
-    """A ``cuda.core.LaunchConfig``, shared between launches of the same shape (it is immutable in use)."""
-    key = (grid, block, shared_mem)
-    config = _CONFIGS.get(key)
-    if config is None:
-        from cuda.core import LaunchConfig
-
-        if len(_CONFIGS) > 1024:
-            _CONFIGS.clear()
-        config = _CONFIGS[key] = LaunchConfig(grid=grid, block=block, shmem_size=shared_mem)
-    return config
-
-
 class PreparedLaunch:
     """A checked, packed launch; call it to enqueue the kernel again with the same arguments."""
 
     __slots__ = (
-        "_args",
-        "_config",
-        "_core_launch",
+        "_call",
         "_epoch",
-        "_kernel",
+        "_launch",
+        "_params",
         "_shared",
-        "_stream_cc",
         "block",
         "buffers",
         "function",
@@ -69,13 +57,13 @@ class PreparedLaunch:
     def __init__(
         self, function: Function, grid: Any, block: Any, packed: Any, *, stream: Stream, shared_mem: int
     ) -> None:
-        from cuda.core import launch
-
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
-        self._kernel, self._args = function.kernel, packed.values
-        self._config = _config(self.grid, self.block, shared_mem)
-        self._stream_cc, self._core_launch = stream._cuda_core(), launch
+        self._params, address = kernel_params(packed)
+        d = tb.driver()
+        kernel = d.CUfunction(int(function.kernel.handle))  # a CUkernel: launched in the stream's context
+        self._launch = d.cuLaunchKernel
+        self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
         self._shared = tuple(b for b in self.buffers if b.stream is not stream)
         self._epoch = invalidation[0]
 
@@ -86,7 +74,9 @@ class PreparedLaunch:
         """Enqueue the kernel on the prepared stream."""
         if self._epoch != invalidation[0]:
             self._revalidate()
-        self._core_launch(self._stream_cc, self._config, self._kernel, *self._args)
+        result = self._launch(*self._call)
+        if result[0] != 0:
+            check(result, "cuLaunchKernel")
         if self._shared and not self.stream.is_capturing():
             event = self.stream.record()
             for buffer in self._shared:

@@ -172,7 +172,7 @@ class Stream:
                 pass
 
     def _cuda_core(self) -> Any:
-        """The ``cuda.core.Stream`` view of this stream, for the Cython launcher."""
+        """The ``cuda.core.Stream`` view of this stream (for cuda.core APIs; benchmarks launch through it)."""
         cc = self._cc
         if cc is None:
             self._check_open()
