@@ -9,6 +9,7 @@ kernel's parameter count and sizes before anything is launched. Pure numpy: test
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -198,22 +199,23 @@ def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...])
             )
 
 
-# What the driver copies for each kind (``size`` bytes from each cell's address): the packed value as that C type.
-# 16-bit floats travel as their bit pattern (bf16 is packed as its uint16 view already).
-_CELLS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
-    "ptr": (ctypes.c_uint64, int),
-    "i32": (ctypes.c_int32, int),
-    "i64": (ctypes.c_int64, int),
-    "f16": (ctypes.c_uint16, lambda value: int(np.float16(value).view(np.uint16))),
-    "bf16": (ctypes.c_uint16, int),
-    "f32": (ctypes.c_float, float),
-    "f64": (ctypes.c_double, float),
-}
+# Each argument sits in its own 8-byte cell of one block, as the C value the driver copies (``size`` bytes from the
+# cell's address): the struct code per kind, padded to 8 bytes; 16-bit floats as IEEE half ('e') or as their bits.
+_CELL = {"ptr": "Q", "i32": "i4x", "i64": "q", "f16": "e6x", "bf16": "H6x", "f32": "f4x", "f64": "d"}
+_BLOCKS: dict[tuple[str, ...], tuple[Any, str, str]] = {}
 
 
 def kernel_params(packed: PackedArgs) -> tuple[object, int]:
     """``cuLaunchKernel``'s ``kernelParams`` for packed arguments: the address of a ``void*`` array pointing at one
-    C cell per argument, and the object that keeps the cells and the array alive (hold it as long as the address)."""
-    cells = [_CELLS[kind][0](_CELLS[kind][1](value)) for kind, value in zip(packed.kinds, packed.values, strict=True)]
-    array = (ctypes.c_void_p * len(cells))(*(ctypes.addressof(cell) for cell in cells))
-    return (cells, array), ctypes.addressof(array)
+    cell per argument, and the block that holds both (keep it alive as long as the address is used)."""
+    n = len(packed.kinds)
+    layout = _BLOCKS.get(packed.kinds)
+    if layout is None:
+        cells = "<" + "".join(_CELL[kind] for kind in packed.kinds)
+        layout = _BLOCKS[packed.kinds] = (ctypes.c_uint64 * (2 * n or 1), cells, f"<{n}Q")
+    block_type, cells, pointers = layout
+    block = block_type()
+    base = ctypes.addressof(block)
+    struct.pack_into(cells, block, 0, *packed.values)
+    struct.pack_into(pointers, block, 8 * n, *range(base, base + 8 * n, 8))
+    return block, base + 8 * n
