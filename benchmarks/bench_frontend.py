@@ -10,7 +10,8 @@
    the output tiles in grouped (L2-friendly) order through ``z.tiles(group=4)``, as cuBLAS does. cuBLAS via torch.
 3. Host time per safe launch of a small kernel (1024 elements): Tile's ownership-checked ``add(z, x, y).sync_on(s)``
    against ``ct.launch(...); s.synchronize()`` (both wait for the kernel each time), and Tile's back-to-back
-   enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``.
+   enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``; the four
+   measurements' rounds interleave, and ``launch_tile_vs_ct`` gives Tile's time over cuTile Python's.
 
 Each measurement is the median of ROUNDS rounds of REPS back-to-back runs waited for once (Tile's through a
 ``.then`` chain); GEMM rounds interleave the contenders, so GPU clock drift affects them alike (it moved cuBLAS by
@@ -306,10 +307,10 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
         [tile.zeros(f32, [SMALL_N]).partition([SMALL_TILE]), tile.ones(f32, [SMALL_N]), tile.ones(f32, [SMALL_N])],
         stream,
     )
-    for _ in range(20):
-        loop.run()
-    results = {"tile add(...).sync_on(s)": per_launch(loop.run)}
-    results["tile .then chain (enqueue)"] = per_launch(lambda: loop.chain(LAUNCHES), LAUNCHES)
+    paths: dict[str, tuple[Callable[[], None], int]] = {
+        "tile add(...).sync_on(s)": (loop.run, 1),
+        "tile .then chain (enqueue)": (lambda: loop.chain(LAUNCHES), LAUNCHES),
+    }
     ct = peers.get("ct")
     if ct is not None:
         ops = Operands(peers.get("torch"))
@@ -326,19 +327,31 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
                 ct.launch(s, grid, kernel, (x, y, z, SMALL_TILE))
             s.synchronize()
 
-        results["ct.launch + synchronize"] = per_launch(ct_sync)
-        results["ct.launch back to back"] = per_launch(ct_burst, LAUNCHES)
+        paths |= {"ct.launch + synchronize": (ct_sync, 1), "ct.launch back to back": (ct_burst, LAUNCHES)}
+    results = per_launch(paths)
     out["launch_us"] = {k: v * 1e6 for k, v in results.items()}
+    if ct is not None:
+        out["launch_tile_vs_ct"] = {
+            "sync each launch": results["tile add(...).sync_on(s)"] / results["ct.launch + synchronize"],
+            "back to back": results["tile .then chain (enqueue)"] / results["ct.launch back to back"],
+        }
 
 
-def per_launch(run: Callable[[], None], launches: int = 1) -> float:
-    samples = []
-    for _ in range(ROUNDS):
-        start = time.perf_counter()
-        for _ in range(LAUNCHES // launches):
+def per_launch(paths: dict[str, tuple[Callable[[], None], int]]) -> dict[str, float]:
+    """Median seconds per launch of each path (a run and the launches one run makes), over ROUNDS samples of LAUNCHES
+    launches each; the paths' samples interleave, so drift of the GPU or the host during the run hits all alike."""
+    for run, _ in paths.values():
+        for _ in range(20):  # warm-up: compilation, plans, prepared launches, allocator pools
             run()
-        samples.append((time.perf_counter() - start) / (LAUNCHES // launches * launches))
-    return statistics.median(samples)
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(ROUNDS):
+        for name, (run, launches) in paths.items():
+            calls = max(LAUNCHES // launches, 1)
+            start = time.perf_counter()
+            for _ in range(calls):
+                run()
+            samples[name].append((time.perf_counter() - start) / (calls * launches))
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def load_peers(errors: dict[str, str]) -> dict[str, Any]:
@@ -401,6 +414,8 @@ def main() -> None:
         except Exception as exc:  # one failing measurement must not cost the others
             errors[name] = f"{type(exc).__name__}: {exc}"
         print(f"{name}: {json.dumps(report.get(name if name != 'launch' else 'launch_us'), indent=None)}")
+    if "launch_tile_vs_ct" in report:
+        print(f"launch, Tile / cuTile Python: {json.dumps(report['launch_tile_vs_ct'])}")
     report["errors"] = errors
     for name, error in errors.items():
         print(f"  {name}: {error}")
