@@ -4,6 +4,7 @@ different addresses, outside views) gets the same typed error as the first call.
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -88,3 +89,73 @@ def test_aliasing_with_the_same_layout_is_still_caught(k: ModuleType) -> None:
     np.testing.assert_array_equal(host_out, np.full(N, 2.0, np.float32))
     z, x, y = k.add(z, x, y).sync()
     assert not z.moved
+
+
+def _line_of(marker: str) -> int:
+    """The line of this file holding ``marker`` (a comment on a launch line)."""
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.endswith(marker) and "_line_of" not in line)
+
+
+def test_the_last_plan_names_each_call_site_in_moved_errors(k: ModuleType, binds: list[str]) -> None:
+    z, x, y = _warm(k.add, tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    warm = len(binds)
+    for _ in range(2):  # the second pass takes the plan's cached site
+        first = k.add(z, x, y)  # site A
+        with pytest.raises(tile.MovedError, match=rf"{Path(__file__).name}:{_line_of('# site A')}"):
+            x.to_numpy()
+        z, x, y = first.sync()
+        second = k.add(z, x, y)  # site B
+        with pytest.raises(tile.MovedError, match=rf"{Path(__file__).name}:{_line_of('# site B')}"):
+            k.add(z, x, y)
+        z, x, y = second.sync()
+    assert len(binds) == warm + 2  # only the two refused calls ran the full path (which raised)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2.0, np.float32))
+
+
+def test_the_last_plan_refuses_what_its_key_would_not_match(k: ModuleType) -> None:
+    z, x, y = _warm(k.add, tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    z, x1, x2 = k.add(z, x, x).sync()  # one tensor twice: the distinct plan must not take it
+    assert x1 is x2
+    z, x, y = k.add(z, x1, y).sync()
+    z, x, y = k.add(z, x, y).sync()
+    longer = tile.ones(f32, [2 * N])  # another layout of the same classes
+    z2, _, _ = k.add(tile.zeros(f32, [2 * N]).partition([128]), longer, tile.full(f32, [2 * N], 2.0)).sync()
+    np.testing.assert_array_equal(z2.unpartition().to_numpy(), np.full(2 * N, 3.0, np.float32))
+    with pytest.raises(tile.GridError):  # a clone with an explicit grid re-checks it (the outputs give 8 blocks)
+        k.add.grid((4, 1, 1))(z, x, y)
+    z, x, y = k.add(z, x, y).sync()
+    assert not z.moved
+    assert not x.moved
+    assert not y.moved
+
+
+def test_the_last_plan_rechecks_scalars_consts_and_keywords(k: ModuleType) -> None:
+    z, x, n = _warm(k.scale_int, tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), 3)
+    z, x, n = k.scale_int(z, x, 4).sync()
+    with pytest.raises(tile.ArgumentError):
+        k.scale_int(z, x, 2.5)  # another scalar class: the full path reports it
+    with pytest.raises(tile.ArgumentError, match="does not fit in i32"):
+        k.scale_int(z, x, -(2**40))
+    z, x, n = k.scale_int(z, x, 2).sync()
+    assert n == 2
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2.0, np.float32))
+    z, x, c = _warm(k.with_const, tile.zeros(f32, [N]).partition([128]), x, 2)
+    z, x, c = k.with_const(z, x, 3).sync()  # another Const value: another plan
+    assert c == 3
+    z, x, c = k.with_const(z, x, k=3).sync()  # the same Const as a keyword
+    assert c == 3
+
+
+def test_the_last_plan_sees_a_borrow_made_after_it(k: ModuleType) -> None:
+    host = np.zeros(N, np.float32)
+    out = tile.from_dlpack(host).partition([128])
+    x, y = tile.ones(f32, [N]), tile.ones(f32, [N])
+    out, x, y = k.add(out, x, y).sync()
+    bystander = tile.from_dlpack(host[8:16])
+    with pytest.raises(tile.BorrowError, match="output 'z' overlaps other live handles"):
+        k.add(out, x, y)
+    del bystander
+    view = x[:8]  # a live view of an input is fine: inputs are shared reads
+    out, x, y = k.add(out, x, y).sync()
+    assert view.to_numpy().tolist() == [1.0] * 8

@@ -183,7 +183,8 @@ class CudaContext(ExecutionContext):
 
     def synchronize(self) -> None:
         self._stream.synchronize()
-        self.raise_host_error()
+        if self._error is not None:
+            self.raise_host_error()
 
     def query(self) -> bool:
         if not self._stream.query():

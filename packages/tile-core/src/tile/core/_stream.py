@@ -115,8 +115,11 @@ class Stream:
 
     def synchronize(self) -> None:
         """Block the calling thread until all work queued on the stream is done."""
-        self._check_open()
-        check(tb.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
+        if self._closed:
+            self._check_open()
+        result = tb.driver().cuStreamSynchronize(self._raw)
+        if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
+            check(result, "cuStreamSynchronize")
 
     def query(self) -> bool:
         """Return True when all queued work is done, False while some runs; raises on a sticky fault."""
