@@ -19,10 +19,11 @@ from tile.ir._ir import Block, Function, Module, Operation, Value
 from tile.ir._location import CallSite, DILoc, FileLoc, Location
 from tile.ir._types import FunctionType, PointerType, ScalarType, TileType, Type, scalar, type_since
 from tile.ir._verify_hints import hint_problems
+from tile.ir._verify_preview import NON_ENTRY, unknown_element_problems
 from tile.ir._verify_regions import region_problems
 from tile.ir._verify_types import type_problems
 from tile.ir._version import LATEST, Version
-from tile.ir.ops import CATALOG, AttrKind, AttrSpec, OpDef, OperandKind
+from tile.ir.ops import CATALOG, PREVIEW, AttrKind, AttrSpec, OpDef, OperandKind
 
 __all__ = ["verify", "verify_problems"]
 
@@ -89,6 +90,8 @@ class _Checker:
 
     def function(self, fn: Function) -> None:
         self.where = f"@{fn.name}"
+        if not fn.entry:
+            self.report(NON_ENTRY)
         if not isinstance(fn.type, FunctionType) or fn.type.results:
             self.report("an entry's signature must be a function type without results")
         elif [a.type for a in fn.body.args] != list(fn.type.inputs):
@@ -101,8 +104,11 @@ class _Checker:
         self.block(fn.body, ("return",), f"@{fn.name}")
 
     def type_version(self, t: Type) -> None:
+        unknown = unknown_element_problems(t)
+        for problem in unknown:
+            self.report(problem)
         since = type_since(t)
-        if since > self.version:
+        if since > self.version and not unknown:
             self.report(f"type {t} needs bytecode {since}+")
 
     def hints(self, hints: object, kind: str) -> None:
@@ -141,7 +147,7 @@ class _Checker:
     def op(self, op: Operation, *, is_last: bool, path: str) -> None:
         opdef = CATALOG.get(op.name)
         if opdef is None:
-            self.report(f"unknown op '{op.name}'")
+            self.report(f"op '{op.name}' {PREVIEW[op.name]}" if op.name in PREVIEW else f"unknown op '{op.name}'")
             return
         if opdef.terminator and not is_last:
             self.report("a terminator must be the last op of its block")

@@ -1,6 +1,7 @@
-"""Typing rules of the verifier for views, pointers, memory and atomic ops, tokens and shape queries.
+"""Typing rules of the verifier for tensor views, pointers, memory and atomic ops, tokens and shape queries.
 
-Each rule returns a list of problems; `_verify_types.type_problems` dispatches to them by op name.
+Each rule returns a list of problems; `_verify_types.type_problems` dispatches to them by op name (views and
+accesses through them are in `_verify_views`).
 """
 
 from __future__ import annotations
@@ -9,11 +10,8 @@ from collections.abc import Callable
 
 from tile.ir._ir import Operation, Value
 from tile.ir._types import (
-    GatherScatterViewType,
-    PartitionViewType,
     PointerType,
     ScalarType,
-    StridedViewType,
     TensorViewType,
     TileType,
     TokenType,
@@ -68,20 +66,6 @@ def _make_tensor_view(op: Operation) -> list[str]:
         problems.append("dynamic sizes and strides must be scalar integer tiles")
     if any(d is not None and d <= 0 for d in tv.shape + tv.strides):
         problems.append(f"static sizes and strides must be positive, got {tv}")
-    return problems
-
-
-def _make_view(op: Operation) -> list[str]:
-    view = op.results[0].type
-    if not isinstance(view, (PartitionViewType, StridedViewType, GatherScatterViewType)):
-        return [f"result must be a view type, got {view}"]
-    problems = [] if op.operands[0].type == view.tensor_view else [f"operand must be {view.tensor_view}"]
-    if any(d <= 0 or d & (d - 1) for d in view.tile_shape):
-        problems.append(f"view tile dims must be powers of two, got {view.tile_shape}")
-    if not isinstance(view, GatherScatterViewType):
-        rank = view.tensor_view.rank
-        if len(view.tile_shape) != rank or sorted(view.dim_map) != list(range(rank)):
-            problems.append(f"tile shape and dim_map must cover the {rank} dims of the tensor view")
     return problems
 
 
@@ -207,14 +191,6 @@ def _pack(op: Operation) -> list[str]:
     return []
 
 
-def _loaded_tile(op: Operation) -> list[str]:
-    view, tile_type = op.operands[0].type, op.results[0].type
-    if not isinstance(view, PartitionViewType):
-        return []
-    want = TileType(view.tile_shape, view.tensor_view.element)
-    return [] if tile_type == want else [f"loaded tile {tile_type} does not match the view's tile {want}"]
-
-
 def _bytes_side(op: Operation) -> list[str]:
     side = op.results[0].type if op.name == "pack" else op.operands[0].type
     ok = isinstance(side, TileType) and side.element == i8
@@ -231,29 +207,16 @@ def _addf_mode(op: Operation) -> list[str]:
     return []
 
 
-def _view_tile(op: Operation) -> list[str]:
-    view = op.operands[0].type
-    stored = _optional(op, "value") or _optional(op, "tile")
-    if not isinstance(view, PartitionViewType) or stored is None:
-        return token_problems(op)
-    want = TileType(view.tile_shape, view.tensor_view.element)
-    bad = [] if stored.type == want else [f"tile type {stored.type} does not match the view's tile {want}"]
-    return bad + token_problems(op)
-
-
 MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "int_to_ptr": _pointer_cast,
     "ptr_to_int": _pointer_cast,
     "ptr_to_ptr": _pointer_cast,
     "pack": lambda op: _pack(op) + _bytes_side(op),
     "unpack": lambda op: _pack(op) + _bytes_side(op),
-    "multimem_load_reduce_view_tko": lambda op: _loaded_tile(op) + token_problems(op),
-    "multimem_reduce_view_tko": _view_tile,
-    "multimem_store_view_tko": _view_tile,
+    "multimem_load_reduce_view_tko": token_problems,
+    "multimem_reduce_view_tko": token_problems,
+    "multimem_store_view_tko": token_problems,
     "make_tensor_view": _make_tensor_view,
-    "make_partition_view": _make_view,
-    "make_strided_view": _make_view,
-    "make_gather_scatter_view": _make_view,
     "get_tile_block_id": _i32x3,
     "get_num_tile_blocks": _i32x3,
     "load_ptr_tko": _ptr_access,
@@ -266,7 +229,7 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "cat": _cat,
     "iota": _iota,
     "assert": _assert,
-    "atomic_red_view_tko": lambda op: _view_tile(op) + _addf_mode(op),
+    "atomic_red_view_tko": lambda op: token_problems(op) + _addf_mode(op),
     "gdc_launch_dependents_tko": token_problems,
     "gdc_wait_tko": token_problems,
 }

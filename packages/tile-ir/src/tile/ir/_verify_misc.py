@@ -1,5 +1,5 @@
-"""Typing rules of the verifier for bit casts, extract/insert, matrix multiply element types, reductions,
-print formats and assume predicates; `_verify_types.type_problems` dispatches to them by op name."""
+"""Typing rules of the verifier for bit casts, extract/insert, integer widths, reductions, print formats and
+assume predicates (ftof rounding is `_verify_convert`'s); `_verify_types.type_problems` dispatches by op name."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from tile.ir._attrs import Bounded, DivBy, SameElements
 from tile.ir._enums import RoundingMode, Signedness
 from tile.ir._ir import Operation
 from tile.ir._types import ScalarType, TileType, Type
+from tile.ir._verify_convert import ftof_problems
 
 __all__ = ["MISC_RULES"]
 
 _PRINTF = re.compile(r"%%|%[-+ #0]*(\d+|\*)?(\.(\d+|\*))?(hh|h|ll|l|z|j|t)?[diouxXeEfFgGaAcsp]")
-_MMA_ACC = {"f8E4M3FN": {"f16", "f32"}, "f8E5M2": {"f16", "f32"}, "f16": {"f16", "f32"}, "bf16": {"f32"}}
-_MMA_ACC |= {"tf32": {"f32"}, "f32": {"f32"}, "f64": {"f64"}}
 
 
 def _tiles(*types: Type) -> list[TileType] | None:
@@ -52,20 +51,6 @@ def _extract(op: Operation) -> list[str]:
     if op.name == "insert" and op.results[0].type != big:
         return [f"insert yields the destination type {big}"]
     return []
-
-
-def _mma_elements(op: Operation) -> list[str]:
-    tiles = _tiles(*(v.type for v in op.operands[:3]))
-    if tiles is None:
-        return []
-    a, b, acc = (t.element for t in tiles)
-    names = tuple(getattr(e, "name", str(e)) for e in (a, b, acc))
-    if op.name == "mmai":
-        ok = names[0] == names[1] == "i8" and names[2] == "i32"
-    else:
-        same = names[0] == names[1] or {names[0], names[1]} <= {"f8E4M3FN", "f8E5M2"}
-        ok = same and names[2] in _MMA_ACC.get(names[0], set())
-    return [] if ok else [f"unsupported element types {names[0]} x {names[1]} -> {names[2]}"]
 
 
 def _reduce_results(op: Operation) -> list[str]:
@@ -120,44 +105,7 @@ def _alloca(op: Operation) -> list[str]:
     return [] if ok else [f"alloca yields a scalar pointer tile, got {t}"]
 
 
-def _mmaf_scaled(op: Operation) -> list[str]:
-    res, acc = op.results[0].type, op.operands[2].type
-    ok = isinstance(res, TileType) and getattr(res.element, "name", "") == "f32" and res == acc
-    return [] if ok else [f"mmaf_scaled accumulates in f32 and yields the accumulator type, got {res} for {acc}"]
-
-
 _R = RoundingMode
-_DIRECTED = {_R.NEAREST_EVEN, _R.ZERO, _R.NEGATIVE_INF, _R.POSITIVE_INF}
-# rounding modes tileirdisasm 13.5 accepts per ftof conversion (measured); pairs not listed are not checked
-_FTOF_BY_PAIR = {
-    ("f32", "f16"): {_R.NEAREST_EVEN, _R.ZERO},
-    ("f32", "bf16"): {_R.NEAREST_EVEN, _R.ZERO},
-    ("f32", "tf32"): {_R.NEAREST_EVEN, _R.ZERO, _R.NEAREST_AWAY},
-    ("f64", "f32"): _DIRECTED,
-}
-_FTOF_BY_TARGET = {
-    "f8E4M3FN": {_R.NEAREST_EVEN},
-    "f8E5M2": {_R.NEAREST_EVEN},
-    "f4E2M1FN": {_R.NEAREST_EVEN},
-    "f8E8M0FNU": {_R.ZERO, _R.POSITIVE_INF},
-}
-
-
-def _ftof_rounding(op: Operation) -> list[str]:
-    tiles = _tiles(op.operands[0].type, op.results[0].type)
-    mode = op.attributes.get("rounding_mode")
-    if tiles is None:
-        return []
-    src, dst = (getattr(t.element, "name", "") for t in tiles)
-    if src == dst:
-        return [f"ftof from {src} to {dst} is a no-op; drop it"]
-    allowed = _FTOF_BY_TARGET.get(dst) or _FTOF_BY_PAIR.get((src, dst))
-    if allowed is None and _bits(tiles[1]) > _bits(tiles[0]):
-        allowed = _DIRECTED | {_R.NEAREST_AWAY}
-    if allowed is not None and mode not in allowed:
-        choices = ", ".join(sorted(str(m) for m in allowed))
-        return [f"rounding_mode {mode} is not supported for {src} -> {dst}; use one of {choices}"]
-    return []
 
 
 def _divi(op: Operation) -> list[str]:
@@ -168,11 +116,10 @@ def _divi(op: Operation) -> list[str]:
 
 
 MISC_RULES: dict[str, Callable[[Operation], list[str]]] = {
-    "ftof": _ftof_rounding,
+    "ftof": ftof_problems,
     "exti": _width_change,
     "trunci": _width_change,
     "alloca": _alloca,
-    "mmaf_scaled": _mmaf_scaled,
     "bitcast": _bitcast,
     "extract": _extract,
     "insert": _extract,
@@ -180,6 +127,5 @@ MISC_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "scan": _reduce_results,
     "assume": _assume,
 }
-MMA_ELEMENT_RULE = _mma_elements
 PRINT_RULE = _print
 DIVI_RULE = _divi

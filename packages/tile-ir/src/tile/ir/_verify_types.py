@@ -21,7 +21,9 @@ from tile.ir._types import (
     i1,
 )
 from tile.ir._verify_memory import MEMORY_RULES, token_problems
-from tile.ir._verify_misc import DIVI_RULE, MISC_RULES, MMA_ELEMENT_RULE, PRINT_RULE
+from tile.ir._verify_misc import DIVI_RULE, MISC_RULES, PRINT_RULE
+from tile.ir._verify_mma import MMA_RULES
+from tile.ir._verify_views import VIEW_ACCESS, VIEW_RULES
 from tile.ir.ops import CATALOG
 
 __all__ = ["type_problems"]
@@ -130,23 +132,6 @@ def _permute(op: Operation) -> list[str]:
     return [] if dst == want else [f"permute result must be {want}, got {dst}"]
 
 
-def _mma(op: Operation) -> list[str]:
-    a, b, acc = (v.type for v in op.operands[:3])
-    res = op.results[0].type
-    if not all(isinstance(t, TileType) for t in (a, b, acc)) or res != acc:
-        return [f"mma result must have the accumulator's type, got {res} for acc {acc}"]
-    assert isinstance(a, TileType)
-    assert isinstance(b, TileType)
-    assert isinstance(acc, TileType)
-    if a.rank not in (2, 3) or a.rank != b.rank or a.rank != acc.rank:
-        return ["mma operands must all be 2-D (MxK, KxN, MxN) or all 3-D (batched)"]
-    m, k = a.shape[-2:]
-    k2, n = b.shape[-2:]
-    if k != k2 or acc.shape[-2:] != (m, n) or a.shape[:-2] != b.shape[:-2] or acc.shape[:-2] != a.shape[:-2]:
-        return [f"mma shapes do not chain: {a} x {b} -> {acc}"]
-    return []
-
-
 def _constant(op: Operation) -> list[str]:
     value = op.attributes.get("value")
     res = op.results[0].type
@@ -175,20 +160,8 @@ def _tokens(op: Operation) -> list[str]:
     return [f"expects token operands, got {bad[0].type}"] if bad else []
 
 
-def _view_access(op: Operation) -> list[str]:
-    view = op.operand_group(0)[0].type if op.name == "load_view_tko" else op.operand_group(1)[0].type
-    if not isinstance(view, PartitionViewType):
-        return []  # strided and gather/scatter views have their own index rules; tileiras checks them
-    index = op.operand_group(1 if op.name == "load_view_tko" else 2)
-    tile = op.results[0].type if op.name == "load_view_tko" else op.operands[0].type
-    want = TileType(view.tile_shape, view.tensor_view.element)
-    problems = [] if tile == want else [f"tile type {tile} does not match the view's tile {want}"]
-    if len(index) != len(view.tile_shape):
-        problems.append(f"view of rank {len(view.tile_shape)} needs {len(view.tile_shape)} indices, got {len(index)}")
-    inbounds = op.attributes.get("inbounds", ())
-    if isinstance(inbounds, tuple) and inbounds and len(inbounds) != len(index):
-        problems.append(f"inbounds needs one flag per index ({len(index)}), got {len(inbounds)}")
-    return problems + token_problems(op)
+def _with_view_rule(rule: Callable[[Operation], list[str]]) -> Callable[[Operation], list[str]]:
+    return lambda op: VIEW_RULES[op.name](op) + rule(op)
 
 
 _RULES: dict[str, Callable[[Operation], list[str]]] = {
@@ -209,14 +182,13 @@ _RULES: dict[str, Callable[[Operation], list[str]]] = {
     "broadcast": _broadcast,
     "reshape": _reshape,
     "permute": _permute,
-    "mmaf": lambda op: _mma(op) or MMA_ELEMENT_RULE(op),
-    "mmai": lambda op: _mma(op) or MMA_ELEMENT_RULE(op),
     "print_tko": lambda op: token_problems(op) + PRINT_RULE(op),
     "constant": _constant,
     "join_tokens": _tokens,
     "memory_fence_alias_tko": _tokens,
-    "load_view_tko": _view_access,
-    "store_view_tko": _view_access,
+    **MMA_RULES,
+    **VIEW_RULES,
+    **{name: _with_view_rule(MEMORY_RULES.get(name, token_problems)) for name in VIEW_ACCESS},
 }
 
 

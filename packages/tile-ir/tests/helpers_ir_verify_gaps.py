@@ -1,0 +1,143 @@
+"""One-op kernels that break (or just satisfy) a verifier rule, for the verifier-vs-tileiras agreement tests.
+
+Each `Case` holds a module, the architecture tileiras compiles it for, and the message fragment the verifier
+must report (None: the module is valid and tileiras compiles it). Builders: `scaled` (mmaf_scaled), `view`
+(a load/store/atomic reduction through a partition, strided or gather/scatter view), `multimem` and `ftof`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tile.ir import (
+    DYNAMIC,
+    Builder,
+    Function,
+    FunctionType,
+    GatherScatterViewType,
+    Module,
+    PartitionViewType,
+    PointerAttr,
+    PointerType,
+    ScalarType,
+    StridedViewType,
+    TensorViewType,
+    TileType,
+    Value,
+    f32,
+    i32,
+    ptr,
+    scalar,
+    tile,
+    token,
+)
+
+__all__ = ["Case", "ftof", "kernel", "multimem", "scaled", "view"]
+
+View = PartitionViewType | StridedViewType | GatherScatterViewType
+
+
+@dataclass(frozen=True)
+class Case:
+    """A module, the arch tileiras compiles it for, and the verifier message it must get (None: valid)."""
+
+    module: Module
+    message: str | None
+    arch: str = "sm_100"
+
+
+def kernel(body: Callable[[Builder, Function], None], params: Sequence[TileType] = ()) -> Module:
+    """An entry ``k`` with `params` (default: ``tile<ptr<f32>>, tile<i32>``) whose body `body` builds."""
+    fn = Function("k", FunctionType(tuple(params) or (scalar(ptr(f32)), scalar(i32))))
+    b = Builder(fn.body)
+    body(b, fn)
+    b.return_()
+    return Module([fn])
+
+
+def _const(b: Builder, t: TileType) -> Value:
+    return b.constant(1.0 if isinstance(t.element, ScalarType) and t.element.is_float else 0, t)
+
+
+def scaled(operands: tuple[ScalarType, ScalarType], scales: tuple[ScalarType, ScalarType], shapes: str) -> Module:
+    """mmaf_scaled of lhs/rhs element `operands`, scale elements `scales` and shapes ``"a b acc sa sb"``.
+
+    A shape is ``MxK`` written with ``x``; e.g. ``"16x32 32x16 16x16 16x1 1x16"``.
+    """
+    a, b_, acc, sa, sb = (tuple(int(d) for d in s.split("x")) for s in shapes.split())
+
+    def body(b: Builder, fn: Function) -> None:
+        lhs, rhs = _const(b, tile(a, operands[0])), _const(b, tile(b_, operands[1]))
+        lhs_scale, rhs_scale = _const(b, tile(sa, scales[0])), _const(b, tile(sb, scales[1]))
+        b.mmaf_scaled(lhs, rhs, _const(b, tile(acc, f32)), lhs_scale, rhs_scale)
+
+    return kernel(body)
+
+
+def _make(b: Builder, tv_value: Value, vt: View) -> Value:
+    if isinstance(vt, PartitionViewType):
+        return b.make_partition_view(tv_value, result_type=vt)
+    if isinstance(vt, StridedViewType):
+        return b.make_strided_view(tv_value, result_type=vt)
+    return b.make_gather_scatter_view(tv_value, result_type=vt)
+
+
+def _tensor_view(b: Builder, fn: Function, tv: TensorViewType) -> Value:
+    size = fn.params[1]
+    shape = [size] * sum(d is DYNAMIC for d in tv.shape)
+    return b.make_tensor_view(fn.params[0], shape, [size] * sum(s is DYNAMIC for s in tv.strides), result_type=tv)
+
+
+def view(vt: View, indices: Sequence[TileType], op: str = "load", value: TileType | None = None) -> Module:
+    """`op` (``load``, ``store`` or an atomic_red_view mode such as ``addf``) through view type `vt`."""
+    tv = vt.tensor_view
+    accessed = value or tile(vt.tile_shape, tv.element)
+
+    def body(b: Builder, fn: Function) -> None:
+        v = _make(b, _tensor_view(b, fn, tv), vt)
+        index = [_const(b, t) for t in indices]
+        if op == "load":
+            b.load_view_tko(v, index, result_types=[accessed, token])
+        elif op == "store":
+            b.store_view_tko(_const(b, accessed), v, index)
+        else:
+            b.atomic_red_view_tko(
+                v, index, _const(b, accessed), memory_ordering_semantics="relaxed", memory_scope="device", mode=op
+            )
+
+    return kernel(body, (scalar(ptr(tv.element)), scalar(i32)))
+
+
+def multimem(vt: View, indices: Sequence[TileType], op: str = "multimem_store_view_tko") -> Module:
+    """A multimem op through `vt`, whose tensor view must have a multicast pointer (13.5)."""
+    tv = vt.tensor_view
+
+    def body(b: Builder, fn: Function) -> None:
+        v = _make(b, _tensor_view(b, fn, tv), vt)
+        index = [_const(b, t) for t in indices]
+        accessed = tile(vt.tile_shape, tv.element)
+        if op == "multimem_load_reduce_view_tko":
+            b.multimem_load_reduce_view_tko(v, index, memory_scope="sys", reduction="add")
+        elif op == "multimem_reduce_view_tko":
+            b.call(op, v, _const(b, accessed), index, memory_scope="sys", reduction="add")
+        else:
+            b.call(op, v, _const(b, accessed), index, memory_ordering_semantics="weak")
+
+    return kernel(body, (scalar(PointerType(tv.element, ptr_attr=PointerAttr.MULTICAST)), scalar(i32)))
+
+
+def ftof(src: ScalarType, dst: ScalarType, mode: str) -> Module:
+    """Load ``tile<16xsrc>``, ftof it to `dst` with `mode`, widen to f32 and store it (so nothing is dead)."""
+
+    def pointers(b: Builder, base: Value, elem: ScalarType) -> Value:
+        one = b.reshape(base, result_type=tile((1,), ptr(elem)))
+        return b.broadcast(one, result_type=tile((16,), ptr(elem)))
+
+    def body(b: Builder, fn: Function) -> None:
+        x, _ = b.load_ptr_tko(pointers(b, fn.params[0], src), result_types=[tile((16,), src), token])
+        y = b.ftof(x, result_type=tile((16,), dst), rounding_mode=mode)
+        z = y if dst == f32 else b.ftof(y, result_type=tile((16,), f32), rounding_mode="nearest_even")
+        b.store_ptr_tko(pointers(b, fn.params[2], f32), z)
+
+    return kernel(body, (scalar(ptr(src)), scalar(i32), scalar(ptr(f32))))

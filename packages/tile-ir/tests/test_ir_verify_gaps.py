@@ -1,0 +1,237 @@
+"""Verifier rules for mmaf_scaled scales, view indices, multimem/atomic views, ftof rounding and preview features.
+
+Every rule has a rejected case (its message asserted) and an accepted neighbour; where tileiras is installed,
+the same modules go through tileiras, which must reject exactly the rejected ones and compile the others.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tile.ir import (
+    DYNAMIC,
+    V13_4,
+    V13_5,
+    Builder,
+    Function,
+    FunctionType,
+    GatherScatterViewType,
+    Module,
+    Operation,
+    Padding,
+    PartitionViewType,
+    PointerAttr,
+    ScalarType,
+    StridedViewType,
+    TensorViewType,
+    VerifyError,
+    bf16,
+    f4E2M1FN,
+    f8E4M3FN,
+    f8E5M2,
+    f8E8M0FNU,
+    f16,
+    f32,
+    f64,
+    i1,
+    i32,
+    i64,
+    scalar,
+    tf32,
+    tile,
+    verify_problems,
+    write_bytecode,
+)
+from tile.ir.ops import lookup
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_ir_tools import compile_cubin
+from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, scaled, view
+
+E4, E5, E8, F4 = f8E4M3FN, f8E5M2, f8E8M0FNU, f4E2M1FN
+S, S64 = scalar(i32), scalar(i64)
+TV = TensorViewType(f32, (DYNAMIC, DYNAMIC), (DYNAMIC, 1))
+TVI = TensorViewType(i32, (DYNAMIC, DYNAMIC), (DYNAMIC, 1))
+PV, SV = PartitionViewType((8, 16), TV, (0, 1)), StridedViewType((8, 16), (4, 16), TV, (0, 1))
+GV = GatherScatterViewType((8, 16), TV, 0)
+G8 = tile((8,), i32)
+
+
+def _f4(strides: tuple[int | None, ...]) -> TensorViewType:
+    return TensorViewType(F4, (DYNAMIC, DYNAMIC), strides)
+
+
+def _mc(elem: ScalarType, strides: tuple[int | None, ...] = (DYNAMIC, 1)) -> TensorViewType:
+    return TensorViewType(elem, (DYNAMIC, DYNAMIC), strides, ptr_attr=PointerAttr.MULTICAST)
+
+
+def _mmaf(lhs: ScalarType, rhs: ScalarType) -> Module:
+    def body(b: Builder, fn: Function) -> None:
+        b.mmaf(
+            b.constant(1.0, tile((16, 32), lhs)),
+            b.constant(1.0, tile((32, 16), rhs)),
+            b.constant(0.0, tile((16, 16), f32)),
+        )
+
+    return kernel(body)
+
+
+MMA = "16x32 32x16 16x16"
+CASES: dict[str, Case] = {
+    # mmaf_scaled: element types, scale shapes and block sizes
+    "scaled-f8-block32": Case(scaled((E4, E4), (E8, E8), f"{MMA} 16x1 1x16"), None),
+    "scaled-f8-block16": Case(scaled((E4, E4), (E8, E8), f"{MMA} 16x2 2x16"), "must cover 32 f8E4M3FN elements"),
+    "scaled-f4-e4m3-16": Case(scaled((F4, F4), (E4, E4), "16x64 64x16 16x16 16x4 4x16"), None),
+    "scaled-f4-e4m3-32": Case(scaled((F4, F4), (E4, E4), "16x64 64x16 16x16 16x2 2x16"), "must cover 16 f4E2M1FN"),
+    "scaled-f4-e8m0-64": Case(scaled((F4, F4), (E8, E8), "16x64 64x16 16x16 16x1 1x16"), "cover 16 or 32"),
+    "scaled-f8-e4m3-scale": Case(scaled((E4, E4), (E4, E4), f"{MMA} 16x1 1x16"), "f8E4M3FN scaled by f8E4M3FN"),
+    "scaled-f16": Case(scaled((f16, f16), (E8, E8), f"{MMA} 16x1 1x16"), "f16 scaled by f8E8M0FNU"),
+    "scaled-mixed-operands": Case(scaled((E4, E5), (E8, E8), f"{MMA} 16x1 1x16"), "lhs and rhs must share"),
+    "scaled-mixed-scales": Case(scaled((F4, F4), (E8, E4), "16x64 64x16 16x16 16x4 4x16"), "must share one element"),
+    "scaled-m-mismatch": Case(scaled((E4, E4), (E8, E8), f"{MMA} 8x1 1x16"), "scale shapes must be 16 x K/V"),
+    "scaled-k-mismatch": Case(scaled((E5, E5), (E8, E8), "16x64 64x16 16x16 16x2 1x16"), "one K/V for both"),
+    "scaled-rank": Case(scaled((E4, E4), (E8, E8), f"{MMA} 16 16"), "must share one rank"),
+    "scaled-batched": Case(scaled((E4, E4), (E8, E8), "2x16x32 2x32x16 2x16x16 2x16x1 2x1x16"), None),
+    "scaled-batch-mismatch": Case(scaled((E4, E4), (E8, E8), "2x16x32 2x32x16 2x16x16 1x16x1 2x1x16"), "batch"),
+    # view indices: count, integer scalars of one type; gather: a 1-D index tile at sparse_dim
+    "pv-i64-indices": Case(view(PV, [S64, S64]), None),
+    "pv-mixed-indices": Case(view(PV, [S, S64]), "scalar indices must share one type"),
+    "pv-tile-index": Case(view(PV, [G8, S]), "index 0 must be a scalar tile"),
+    "pv-float-index": Case(view(PV, [scalar(f32), S]), "index 0 must be a tile of i1, i8, i16, i32 or i64"),
+    "pv-i1-indices": Case(view(PV, [scalar(i1), scalar(i1)]), None),
+    "sv-load": Case(view(SV, [S, S]), None),
+    "sv-one-index": Case(view(SV, [S]), "view of rank 2 needs 2 indices, got 1"),
+    "sv-wrong-tile": Case(view(SV, [S, S], value=tile((16, 8), f32)), "does not match the view's tile"),
+    "sv-store-tile-index": Case(view(SV, [S, tile((16,), i32)], "store"), "index 1 must be a scalar tile"),
+    "gv-load": Case(view(GV, [G8, S]), None),
+    "gv-store-i64-gather": Case(view(GV, [tile((8,), i64), S], "store"), None),
+    "gv-scalar-sparse": Case(view(GV, [S, S]), "must be a 1-D index tile of 8 elements"),
+    "gv-long-sparse": Case(view(GV, [tile((16,), i32), S]), "must be a 1-D index tile of 8 elements"),
+    "gv-tile-other": Case(view(GV, [G8, tile((16,), i32)]), "index 1 must be a scalar tile"),
+    "gv-one-index": Case(view(GV, [G8]), "view of rank 2 needs 2 indices, got 1"),
+    # view types: strided traversal strides, gather rank and sparse_dim, float-only paddings
+    "sv-stride-count": Case(view(StridedViewType((8, 16), (4,), TV, (0, 1)), [S, S]), "one positive traversal"),
+    "sv-zero-stride": Case(view(StridedViewType((8, 16), (0, 16), TV, (0, 1)), [S, S]), "one positive traversal"),
+    "gv-sparse-dim": Case(view(GatherScatterViewType((8, 16), TV, 2), [S, S]), "sparse_dim 2 is outside"),
+    "gv-rank": Case(view(GatherScatterViewType((8,), TV, 0), [G8]), "needs the tensor view's rank 2"),
+    "pv-int-nan-padding": Case(view(PartitionViewType((8, 16), TVI, (0, 1), Padding.NAN), [S, S]), "needs a float"),
+    "pv-int-zero-padding": Case(view(PartitionViewType((8, 16), TVI, (0, 1), Padding.ZERO), [S, S]), None),
+    # f4 views: exactly one static unit stride (the packing dim), never gathered along
+    "f4-unit-stride": Case(view(PartitionViewType((8, 16), _f4((DYNAMIC, 1)), (0, 1)), [S, S]), None),
+    "f4-no-unit": Case(view(PartitionViewType((8, 16), _f4((DYNAMIC, DYNAMIC)), (0, 1)), [S, S]), "got 0"),
+    "f4-two-units": Case(view(StridedViewType((8, 16), (8, 16), _f4((1, 1)), (0, 1)), [S, S], "store"), "got 2"),
+    "f4-gather-rows": Case(view(GatherScatterViewType((8, 16), _f4((DYNAMIC, 1)), 0), [G8, S]), None),
+    "f4-gather-packed": Case(
+        view(GatherScatterViewType((8, 16), _f4((DYNAMIC, 1)), 1), [S, tile((16,), i32)]), "packing dim 1"
+    ),
+    # atomic_red_view_tko: no gather views; scalar integer indices (of any mix of types)
+    "red-sv-mixed": Case(view(SV, [S64, S], "addf"), None),
+    "red-gv": Case(view(GV, [G8, S], "addf"), "does not take a gather_scatter_view"),
+    "red-tile-index": Case(view(PV, [G8, S], "addf"), "index 0 must be a scalar tile"),
+    "red-wrong-tile": Case(view(SV, [S, S], "addf", tile((16, 8), f32)), "does not match the view's tile"),
+    # multimem: partition views only; f16/bf16 need one static unit stride
+    "mm-pv": Case(multimem(PartitionViewType((8, 16), _mc(f16), (0, 1)), [S, S]), None),
+    "mm-sv": Case(multimem(StridedViewType((8, 16), (8, 16), _mc(i32), (0, 1)), [S, S]), "take a strided_view"),
+    "mm-f16-dyn": Case(
+        multimem(PartitionViewType((8, 16), _mc(bf16, (DYNAMIC, DYNAMIC)), (0, 1)), [S, S]), "f16/bf16 multimem"
+    ),
+    "mm-i32-dyn": Case(multimem(PartitionViewType((8, 16), _mc(i32, (DYNAMIC, DYNAMIC)), (0, 1)), [S, S]), None),
+    "mm-mixed": Case(
+        multimem(PartitionViewType((8, 16), _mc(i32), (0, 1)), [S64, S], "multimem_load_reduce_view_tko"), "share"
+    ),
+    # ftof rounding modes per conversion (tileiras's verifier), and the widenings tileiras crashes on
+    "ftof-narrow-zero": Case(ftof(f32, bf16, "zero"), None),
+    "ftof-narrow-up": Case(ftof(f16, bf16, "positive_inf"), "narrowing conversions take nearest_even, zero"),
+    "ftof-f64-f32-down": Case(ftof(f64, f32, "negative_inf"), None),
+    "ftof-f64-tf32-down": Case(ftof(f64, tf32, "negative_inf"), "narrowing"),
+    "ftof-e8m0-f32-up": Case(ftof(E8, f32, "positive_inf"), "narrowing"),
+    "ftof-e8m0-f64-up": Case(ftof(E8, f64, "positive_inf"), None),
+    "ftof-widen-away": Case(ftof(f16, f32, "nearest_away"), None),
+    "ftof-widen-approx": Case(ftof(bf16, f32, "approx"), "widening (exact) conversions take"),
+    "ftof-to-e5m2-zero": Case(ftof(f32, E5, "zero"), "conversions to f8E5M2 take nearest_even"),
+    "ftof-tf32-crash": Case(ftof(f16, tf32, "negative_inf"), "tileiras 13.5 crashes"),
+    "ftof-tf32-zero": Case(ftof(f16, tf32, "zero"), None),
+    "ftof-bf16-crash": Case(ftof(E4, bf16, "nearest_away"), "tileiras 13.5 crashes"),
+    "ftof-bf16-zero": Case(ftof(E4, bf16, "zero"), None),
+    # mmaf: lhs and rhs of one element type
+    "mmaf-same-f8": Case(_mmaf(E5, E5), None),
+    "mmaf-mixed-f8": Case(_mmaf(E4, E5), "lhs and rhs must share one element type"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_verifier_rule(name: str) -> None:
+    case = CASES[name]
+    problems = verify_problems(case.module, V13_5)
+    if case.message is None:
+        assert problems == []
+    else:
+        assert any(case.message in p for p in problems), problems
+
+
+@pytest.mark.requires_tileiras
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_tileiras_agrees(name: str) -> None:
+    case = CASES[name]
+    proc, cubin = compile_cubin(write_bytecode(case.module, V13_5), case.arch)
+    if case.message is None:
+        assert proc.returncode == 0, proc.stderr
+        assert cubin.startswith(b"\x7fELF")
+    else:
+        assert proc.returncode != 0, f"tileiras compiled what the verifier rejects ({case.message})"
+
+
+def _returning(fn: Function) -> Function:
+    Builder(fn.body).return_()
+    return fn
+
+
+NON_ENTRY = Module([_returning(Function("helper", FunctionType((scalar(i32),)), entry=False))])
+E5M3 = ScalarType("fnv8E5M3FNU", 130, 8, True, V13_4)  # what tileirdisasm reads from type tag 130
+
+
+def test_non_entry_functions_are_the_simt_preview() -> None:
+    problems = verify_problems(NON_ENTRY, V13_5)
+    assert any("'simt' preview" in p and "--preview=simt" in p and "@helper" in p for p in problems)
+    assert verify_problems(Module([_returning(Function("k", FunctionType((scalar(i32),))))]), V13_5) == []
+
+
+def test_preview_call_is_named_not_unknown() -> None:
+    with pytest.raises(VerifyError, match=r"preview\$call.*--preview=simt"):
+        lookup("call")
+    with pytest.raises(VerifyError, match="unknown Tile IR op 'calls'"):
+        lookup("calls")
+
+    def body(b: Builder, fn: Function) -> None:
+        fn.body.append(Operation("call"))
+
+    assert any("'call' is a 13.5 preview op" in p for p in verify_problems(kernel(body), V13_5))
+
+
+def test_unmodelled_element_types_are_named() -> None:
+    problems = verify_problems(ftof(f32, E5M3, "nearest_even"), V13_5)
+    assert len(problems) == 1  # reported where the type is defined: the result of the ftof
+    assert all("f8E5M3FNU" in p and "only for sm_107" in p for p in problems)
+    odd = ScalarType("f7", 99, 7, True)
+    assert any("f7 (tag 99) is not a Tile IR type" in p for p in verify_problems(ftof(f32, odd, "zero"), V13_5))
+
+
+@pytest.mark.requires_tileiras
+def test_tileiras_rejects_non_entry_functions_without_the_preview_flag() -> None:
+    proc, _ = compile_cubin(write_bytecode(NON_ENTRY, V13_5), "sm_100")
+    assert proc.returncode != 0
+    assert "uses preview feature 'simt', which is not enabled" in proc.stderr
+
+
+@pytest.mark.requires_tileiras
+def test_tileiras_compiles_f8e5m3fnu_only_for_sm_107() -> None:
+    data = write_bytecode(ftof(f32, E5M3, "nearest_even"), V13_5)
+    rejected, _ = compile_cubin(data, "sm_100")
+    assert rejected.returncode != 0
+    assert "unsupported type 'fnv8E5M3FNU'" in rejected.stderr
+    accepted, cubin = compile_cubin(data, "sm_107")
+    assert accepted.returncode == 0, accepted.stderr
+    assert cubin.startswith(b"\x7fELF")
