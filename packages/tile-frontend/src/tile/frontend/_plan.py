@@ -35,11 +35,13 @@ from tile.frontend._site import OURS
 from tile.frontend._storage import _FOREIGN, overlapping
 from tile.frontend._tensor import Tensor
 
-__all__ = ["Packing", "Plan", "launch_again", "layout_key", "pack"]
+__all__ = ["Packing", "Plan", "launch_again", "layout_key"]
 
 _HANDLE_CLASSES = (Tensor, Partition, Shared)
 _INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "u32", "i64", "u64"})
-Slot = tuple[int, int, int]  # (kernel-argument position, mode, call-argument index): see `pack`
+# (kernel-argument position, mode, call-argument index): per launch `Plan.enqueue` fills the position with the handle's
+# base address (_BASE), the scalar as an int (_INT) or the value as is (_RAW).
+Slot = tuple[int, int, int]
 Packing = tuple[tuple[Any, ...], tuple[Slot, ...], tuple[str, ...]]  # (constants template, slots to fill, kinds)
 _BASE, _INT, _RAW = 1, 2, 3
 
@@ -267,7 +269,7 @@ class Plan:
         """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
         assert self.packing is not None, "only GPU plans are enqueued"
         template, slots, kinds = self.packing
-        packed = list(template)  # `pack`, inlined
+        packed = list(template)
         for pos, mode, i in slots:
             v = values[i]
             if mode == _BASE:
@@ -345,17 +347,3 @@ def _packing(compiled: CompiledKernel, params: Sequence[Param], args: Sequence[A
             kinds.append(GPU_KIND.get(slot.dtype, slot.dtype))
     return tuple(template), tuple(slots), tuple(kinds)
 
-
-def pack(template: tuple[Any, ...], slots: Sequence[Slot], values: Sequence[Any]) -> tuple[Any, ...]:
-    """The kernel arguments of one launch: the layout's constants with the handles' base addresses and the scalar
-    values filled in."""
-    out = list(template)
-    for pos, mode, i in slots:
-        v = values[i]
-        if mode == _BASE:
-            out[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
-        elif mode == _INT:
-            out[pos] = int(v)
-        else:
-            out[pos] = v
-    return tuple(out)
