@@ -346,4 +346,3 @@ def _packing(compiled: CompiledKernel, params: Sequence[Param], args: Sequence[A
             slots.append((pos, _INT if slot.dtype in _INT_KINDS else _RAW, i))
             kinds.append(GPU_KIND.get(slot.dtype, slot.dtype))
     return tuple(template), tuple(slots), tuple(kinds)
-
