@@ -3,8 +3,10 @@
 Each element is one atomic transaction; within one op the elements apply in row-major order, so an address
 that appears several times in a pointer tile is updated once per appearance and each appearance returns the
 value it found (that order is one the device may pick). Masked-out elements do not touch memory: a CAS returns
-its ``cmp`` there, an RMW the poison value. Atomics of different blocks never race with each other; against a
-plain access of another block they do (see `_races`). The 13.5 multimem (NVLink multicast) ops run as on a
+its ``cmp`` there, an RMW the poison value. Atomics of different blocks at device or sys scope never race with
+each other; against a plain access of another block they do unless one happens before the other (see `_races`),
+which an acquire or release atomic can establish: each op tells `_hb` which elements it read and which it wrote
+(a CAS that failed wrote nothing). The 13.5 multimem (NVLink multicast) ops run as on a
 multicast group with one member: a load-reduce is a load, a reduce is an atomic reduction, a store a store.
 """
 
@@ -20,7 +22,7 @@ from tile.ir._types import PointerType, ScalarType, TileType
 
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr, operand, operands
 from ._dtypes import Array, from_wide, poison_value, storage, unsigned_view
-from ._memops import Ordering, recorder
+from ._memops import Ordering, recorder, semantics
 from ._memory import Access, Memory
 from ._races import ATOMIC
 
@@ -71,6 +73,23 @@ def _apply(
     return olds
 
 
+Sync = Callable[[Array, Array], None]
+"""Tells the happens-before tracker of an atomic's run: ``(flat addresses, whether each element was written)``."""
+
+
+def _sync(op: Operation, c: Compiler) -> Sync | None:
+    """The release/acquire hook of an atomic op, or None when it synchronises nothing (relaxed, tl_blk, no check)."""
+    sem, races = semantics(op), c.state.races
+    if races is None or not (sem.acquires or sem.releases):
+        return None
+    hb, acquire, release = races.hb, sem.acquires, sem.releases
+
+    def sync(addresses: Array, wrote: Array) -> None:
+        hb.rmw(addresses, wrote, acquire, release)
+
+    return sync
+
+
 def _pointee(op: Operation) -> ScalarType:
     t = op.operands[0].type
     assert isinstance(t, TileType)
@@ -88,6 +107,7 @@ def _rmw_like(op: Operation, c: Compiler, cas: bool) -> Step:
     dtype, memory, on_access = storage(elem), c.state.memory, recorder(op, c, ATOMIC)
     bits = np.dtype(f"u{dtype.itemsize}")
     combine = None if cas else _mode(attr(op, "mode"), elem)
+    sync = _sync(op, c)
 
     def step(env: Env) -> Signal | None:
         order.begin(env)
@@ -109,8 +129,12 @@ def _rmw_like(op: Operation, c: Compiler, cas: bool) -> Step:
                 return combine(old, arg[pos])
 
             result = np.full(addresses.shape, poison_value(elem)).astype(dtype)
-        result[m] = _apply(memory, addresses[m], update, dtype, on_access)
+        olds = _apply(memory, addresses[m], update, dtype, on_access)
+        result[m] = olds
         env[out] = result
+        if sync is not None:
+            wrote = np.ones(olds.size, bool) if combine is not None else olds.view(bits) == picked[0].view(bits)
+            sync(addresses[m].reshape(-1), wrote.reshape(-1))
         order.end(env)
         return None
 
@@ -125,6 +149,7 @@ def _red_view(op: Operation, c: Compiler) -> Step:
     assert isinstance(vt.element, ScalarType)
     elem = vt.element
     update, memory, on_access = _mode(attr(op, "mode"), elem), c.state.memory, recorder(op, c, ATOMIC)
+    sync = _sync(op, c)
 
     def step(env: Env) -> Signal | None:
         order.begin(env)
@@ -134,6 +159,8 @@ def _red_view(op: Operation, c: Compiler) -> Step:
         if mask is not None:
             addresses, vals = addresses[mask], vals[mask]
         _apply(memory, addresses, lambda old, pos: update(old, vals.reshape(-1)[pos]), storage(elem), on_access)
+        if sync is not None:
+            sync(addresses.reshape(-1), np.ones(addresses.size, bool))
         order.end(env)
         return None
 
@@ -151,6 +178,7 @@ def _multimem_reduce(op: Operation, c: Compiler) -> Step:
     kind = str(attr(op, "reduction"))
     mode = "addf" if kind == "add" and elem.is_float else kind
     update, memory, on_access = _mode(mode, elem), c.state.memory, recorder(op, c, ATOMIC)
+    sync = _sync(op, c)
 
     def step(env: Env) -> Signal | None:
         order.begin(env)
@@ -160,6 +188,8 @@ def _multimem_reduce(op: Operation, c: Compiler) -> Step:
             addresses, vals = addresses[mask], vals[mask]
         flat = vals.reshape(-1)
         _apply(memory, addresses, lambda old, pos: update(old, flat[pos]), storage(elem), on_access)
+        if sync is not None:
+            sync(addresses.reshape(-1), np.ones(addresses.size, bool))
         order.end(env)
         return None
 

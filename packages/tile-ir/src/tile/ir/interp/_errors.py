@@ -69,9 +69,13 @@ class DataRaceError(InterpError):
     element
         The element both accessed: ``buffer[index]`` with the index into the host array when known.
     first, second
-        ``(block, location, access)`` of the two conflicting accesses; access is "read", "write" or "atomic".
+        ``(block, location, access)`` of the two conflicting accesses, the block that ran first first; access is
+        "read", "write", "atomic" (a read-modify-write), "atomic read" or "atomic write" (a load or store with an
+        ordering other than weak).
     count
         How many distinct elements race in this launch (the first is reported).
+    hint
+        What to do about it (default: the usual fixes).
     """
 
     def __init__(
@@ -80,17 +84,19 @@ class DataRaceError(InterpError):
         first: tuple[BlockId, str, str],
         second: tuple[BlockId, str, str],
         count: int = 1,
+        hint: str | None = None,
     ) -> None:
         self.element = element
         self.first = first
         self.second = second
         self.count = count
+        self.hint = hint
         (b1, loc1, kind1), (b2, loc2, kind2) = first, second
         more = f"; {count - 1} more element(s) race as well" if count > 1 else ""
         message = (
             f"data race on {element}: tile block {b1} {_verb(kind1)} it at {loc1} and tile block {b2} "
-            f"{_verb(kind2)} it at {loc2}{more}. Give every block its own output tile (partition the output), "
-            "or make both accesses atomic"
+            f"{_verb(kind2)} it at {loc2}, and neither access happens before the other{more}. "
+            f"{hint if hint is not None else _RACE_HINT}"
         )
         RuntimeError.__init__(self, message)
         self.message = message
@@ -103,7 +109,7 @@ class DataRaceError(InterpError):
         return (self.first[0], self.second[0])
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.element, self.first, self.second, self.count))
+        return (type(self), (self.element, self.first, self.second, self.count, self.hint))
 
 
 class TokenOrderError(InterpError):
@@ -139,5 +145,19 @@ class TokenOrderError(InterpError):
         return (type(self), (self.block, self.element, self.first, self.second))
 
 
+_RACE_HINT = (
+    "Give every block its own output tile (partition the output), or make both accesses atomic, or order them: "
+    "a release atomic (device scope) token-ordered after the first access, and in the second block an acquire "
+    "atomic that reads the value it wrote, token-ordered before the second access"
+)
+_VERBS = {
+    "read": "reads",
+    "write": "writes",
+    "atomic": "atomically updates",
+    "atomic read": "atomically reads",
+    "atomic write": "atomically writes",
+}
+
+
 def _verb(kind: str) -> str:
-    return {"read": "reads", "write": "writes", "atomic": "atomically updates"}.get(kind, kind)
+    return _VERBS.get(kind, kind)

@@ -106,8 +106,8 @@ def launch(
     fn, module = _entry(kernel, function)
     dims = _grid(grid)
     memory = memory if memory is not None else Memory()
-    races = RaceDetector(memory, dims) if check_races else None
     tokens = TokenFlow(memory, check_tokens)
+    races = RaceDetector(memory, dims, tokens) if check_races else None
     state = State(memory, dims, races, tokens, stdout)
     compiler = Compiler(fn, module, state, _TABLE)
     body = compiler.block(fn.body, _HOISTABLE)
@@ -119,7 +119,7 @@ def launch(
         for linear, block in enumerate(_blocks(dims)):
             state.block, state.block_values = block, (np.int32(block[0]), np.int32(block[1]), np.int32(block[2]))
             if races is not None:
-                races.block = linear
+                races.begin_block(linear)
             tokens.begin_block(block)
             try:
                 body.run(list(template))

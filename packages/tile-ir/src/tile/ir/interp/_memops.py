@@ -2,8 +2,8 @@
 
 Memory ops run in program order, which is one of the orders the token graph allows; a token's runtime value is
 its node in the launch's token graph (`_tokens`). Every access reports its addresses to the race detector and
-the token check: weak accesses as plain reads/writes, ordered ones (relaxed/acquire/release) as synchronising,
-like atomics.
+the token check: weak accesses as plain reads/writes, ordered ones (relaxed/acquire/release) as atomic. The race
+detector also sees their ordering and scope: an acquire load or a release store synchronises tile blocks (`_hb`).
 """
 
 from __future__ import annotations
@@ -19,19 +19,24 @@ from ._compile import Compiler, Env, Signal, State, Step, StepFactory, attr, ope
 from ._dtypes import Array, poison_value, storage
 from ._errors import InterpError, MemoryAccessError
 from ._memory import Access, Region
-from ._races import ATOMIC, READ, WRITE
+from ._races import ATOMIC, READ, WRITE, Semantics
 from ._shape import decode_dense
 
-__all__ = ["HANDLERS", "Ordering", "recorder"]
+__all__ = ["HANDLERS", "Ordering", "recorder", "semantics"]
+
+
+def semantics(op: Operation) -> Semantics:
+    """The memory ordering and scope `op` declares."""
+    scope = attr(op, "memory_scope")
+    return Semantics(str(attr(op, "memory_ordering_semantics", "weak")), None if scope is None else str(scope))
 
 
 def recorder(op: Operation, c: Compiler, kind: str) -> Access | None:
     """The callback told of every access of `kind` by `op`: the race detector's and the token check's."""
-    if kind != ATOMIC and attr(op, "memory_ordering_semantics", "weak") != "weak":
-        kind = ATOMIC
-    races, location = c.state.races, c.location(op)
-    callbacks = [races.recorder(kind, races.site(location))] if races is not None else []
-    token_check = c.state.tokens.recorder(kind, location)
+    sem, races, location = semantics(op), c.state.races, c.location(op)
+    callbacks = [races.recorder(kind, location, sem)] if races is not None else []
+    # Within a block every scope reaches, so any ordered access is atomic to the token check.
+    token_check = c.state.tokens.recorder(ATOMIC if sem.ordering != "weak" else kind, location)
     callbacks += [token_check] if token_check is not None else []
     if len(callbacks) < 2:
         return callbacks[0] if callbacks else None

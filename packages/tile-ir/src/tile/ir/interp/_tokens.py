@@ -20,7 +20,27 @@ from ._dtypes import Array
 from ._errors import BlockId, TokenOrderError
 from ._memory import Access, Memory, Region
 
-__all__ = ["TokenFlow"]
+__all__ = ["EMPTY", "Clock", "TokenFlow", "join"]
+
+Clock = dict[int, int]
+"""Releases that happen before a point: linear block id -> bit mask of that block's releases (bit k: its k-th).
+
+Clocks are shared between nodes and never mutated once made; `join` builds a new one when it must.
+"""
+
+EMPTY: Clock = {}
+
+
+def join(a: Clock | None, b: Clock | None) -> Clock:
+    """The least clock covering both (one of them, unchanged, when it already covers the other)."""
+    if not b or a is b:
+        return a or EMPTY
+    if not a:
+        return b
+    out = dict(a)
+    for block, mask in b.items():
+        out[block] = out.get(block, 0) | mask
+    return a if out == a else out
 
 
 @dataclass
@@ -55,14 +75,53 @@ class TokenFlow:
         self._preds: list[tuple[int, ...]] = []
         self._all: list[_Access] = []
         self._writes: list[_Access] = []
+        self._clocks: dict[int, Clock] = {}
         self.check = check
         self.current = -1
         self.block: BlockId = (0, 0, 0)
 
     def node(self, preds: Iterable[object] = ()) -> int:
         """A new token node ordered after the token values in `preds` (None entries are absent tokens)."""
-        self._preds.append(tuple(p for p in preds if isinstance(p, int)))
-        return len(self._preds) - 1
+        edges = tuple(p for p in preds if isinstance(p, int))
+        self._preds.append(edges)
+        n = len(self._preds) - 1
+        if self._clocks:  # empty until some block acquires, so launches without synchronisation pay nothing here
+            clock: Clock = EMPTY
+            for p in edges:
+                clock = join(clock, self._clocks.get(p))
+            if clock:
+                self._clocks[n] = clock
+        return n
+
+    @property
+    def count(self) -> int:
+        """How many nodes exist; the next node gets this id."""
+        return len(self._preds)
+
+    def clock(self, node: int) -> Clock:
+        """The releases of other blocks that happen before `node`."""
+        return self._clocks.get(node, EMPTY)
+
+    def acquire(self, node: int, clock: Clock) -> None:
+        """Widen `node`'s clock by an acquire that synchronised with `clock` (nodes made later inherit it)."""
+        if clock:
+            self._clocks[node] = join(self._clocks.get(node), clock)
+
+    def reaching(self, start: int, marks: dict[int, int]) -> dict[int, int]:
+        """For every node from `start` on: the OR of the `marks` of the nodes it reaches (itself included).
+
+        One backward sweep in reverse creation order (a reverse topological order); nodes reaching no mark are left
+        out of the result.
+        """
+        out = dict(marks)
+        preds = self._preds
+        for n in range(len(preds) - 1, start - 1, -1):
+            mask = out.get(n)
+            if mask:
+                for p in preds[n]:
+                    if p >= start:
+                        out[p] = out.get(p, 0) | mask
+        return out
 
     def begin_block(self, block: BlockId) -> None:
         """Forget the previous block's accesses (blocks are checked against each other by the race detector)."""

@@ -1,0 +1,419 @@
+"""Release/acquire ordering between tile blocks: correctly synchronised kernels (a lock, a publication) run
+clean under the race detector, and every way the synchronisation can fail to cover an access is still a race:
+relaxed atomics, an acquire of another element, a tl_blk scope, a store that ends the release sequence, a failed
+compare-and-swap, an access outside the token chain of the release or acquire."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tile.ir import (
+    AtomicRMWMode,
+    Builder,
+    FileLoc,
+    Function,
+    FunctionType,
+    MemoryOrdering,
+    MemoryScope,
+    Module,
+    TokenType,
+    Value,
+    i32,
+    interp,
+    ptr,
+    scalar,
+)
+from tile.ir.interp import _control
+from tile.ir.interp._races import _SEGMENT_PAIRS, SR, SW, R, W, candidate_pairs
+
+I32 = scalar(i32)
+Arr = npt.NDArray[Any]
+DATA_STORE = FileLoc("sync.py", 10, 5)
+DATA_LOAD = FileLoc("sync.py", 20, 9)
+Ordering = MemoryOrdering
+DEVICE, TL_BLK = MemoryScope.DEVICE, MemoryScope.TL_BLK
+
+
+class K:
+    """Builds one kernel over i32 pointer parameters, one op at a time, threading a token chain."""
+
+    def __init__(self, n_ptrs: int) -> None:
+        self.fn = Function("sync", FunctionType((scalar(ptr(i32)),) * n_ptrs))
+        self.b = Builder(self.fn.body)
+        self.ptrs = list(self.fn.params)
+        self.bx, _, _ = self.b.get_tile_block_id()
+
+    def c(self, value: int) -> Value:
+        return self.b.constant(value, I32)
+
+    def at(self, p: int, index: int = 0) -> Value:
+        return self.b.offset(self.ptrs[p], self.c(index)) if index else self.ptrs[p]
+
+    @staticmethod
+    def _ordering(sem: Any, scope: Any) -> dict[str, Any]:
+        """Attributes of a load/store: an ordered one gets `scope` (device when omitted)."""
+        if sem == Ordering.WEAK:
+            return {"memory_ordering_semantics": sem}
+        return {"memory_ordering_semantics": sem, "memory_scope": DEVICE if scope is None else scope}
+
+    def store(self, p: int, value: Value | int, tok: Value | None, sem: Any = Ordering.WEAK, *, scope: Any = None,
+              loc: FileLoc | None = None, index: int = 0) -> Value:  # fmt: skip
+        v = self.c(value) if isinstance(value, int) else value
+        attrs = self._ordering(sem, scope)
+        return self.b.call("store_ptr_tko", self.at(p, index), v, None, tok, loc=loc, **attrs).results[0]
+
+    def load(self, p: int, tok: Value | None, sem: Any = Ordering.WEAK, *, scope: Any = None,
+             loc: FileLoc | None = None, index: int = 0) -> tuple[Value, Value]:  # fmt: skip
+        return self.b.load_ptr_tko(self.at(p, index), token=tok, loc=loc, **self._ordering(sem, scope))
+
+    def rmw(self, p: int, mode: Any, value: int, tok: Value | None, sem: Any, *, scope: Any = DEVICE,
+            index: int = 0) -> tuple[Value, Value]:  # fmt: skip
+        return self.b.atomic_rmw_tko(self.at(p, index), self.c(value), token=tok, mode=mode,
+                                     memory_ordering_semantics=sem, memory_scope=scope)  # fmt: skip
+
+    def cas(self, p: int, cmp: int, val: int, tok: Value | None, sem: Any, *,
+            scope: Any = DEVICE) -> tuple[Value, Value]:  # fmt: skip
+        return self.b.atomic_cas_tko(self.at(p), self.c(cmp), self.c(val), token=tok, memory_ordering_semantics=sem,
+                                     memory_scope=scope)  # fmt: skip
+
+    def spin_until(self, p: int, expected: int, sem: Any, *, rmw: bool = False) -> Value:
+        """Loop until element 0 of pointer `p` holds `expected` (an atomic add of 0 when `rmw`); returns the token."""
+        with self.b.loop([self.b.make_token()], [TokenType()]) as spin:
+            if rmw:
+                seen, got = self.rmw(p, AtomicRMWMode.ADD, 0, spin.args[0], sem)
+            else:
+                seen, got = self.load(p, spin.args[0], sem)
+            self._exit_if(self.eq(seen, expected), got)
+        return spin.results[0]
+
+    def eq(self, value: Value, expected: int | Value) -> Value:
+        other = self.c(expected) if isinstance(expected, int) else expected
+        return self.b.cmpi(value, other, comparison_predicate="equal", signedness="signed")
+
+    def _exit_if(self, cond: Value, tok: Value) -> None:
+        with self.b.if_(cond) as br:
+            with br.then_():
+                self.b.break_([tok])
+            with br.else_():
+                self.b.yield_()
+        self.b.continue_([tok])
+
+    def when(self, block: int, role: Callable[[], object]) -> None:
+        """Run `role` in tile block `block` only."""
+        with self.b.if_(self.eq(self.bx, block)) as br, br.then_():
+            role()
+            self.b.yield_()
+
+    def module(self) -> Module:
+        self.b.return_()
+        return Module([self.fn])
+
+
+def _launch(kernel: Module, grid: int, *arrays: Arr) -> None:
+    interp.launch(kernel, grid, list(arrays))
+
+
+# -- a lock ----------------------------------------------------------------------------------------------------
+
+
+def _locked_increment(take: Any, drop: Any, scope: Any = DEVICE, *, unlock_by_store: bool = False) -> Module:
+    """Every block takes a CAS spin lock, increments data[0] with plain accesses, and drops the lock."""
+    k = K(2)
+    with k.b.loop([k.b.make_token()], [TokenType()]) as spin:
+        old, got = k.cas(0, 0, 1, spin.args[0], take, scope=scope)
+        k._exit_if(k.eq(old, 0), got)
+    value, loaded = k.load(1, spin.results[0], loc=DATA_LOAD)
+    stored = k.store(1, k.b.addi(value, k.c(1)), loaded, loc=DATA_STORE)
+    if unlock_by_store:
+        k.store(0, 0, stored, drop, scope=scope)
+    else:
+        k.rmw(0, AtomicRMWMode.XCHG, 0, stored, drop, scope=scope)
+    return k.module()
+
+
+@pytest.mark.parametrize(
+    ("take", "drop", "by_store"),
+    [(Ordering.ACQUIRE, Ordering.RELEASE, False), (Ordering.ACQ_REL, Ordering.ACQ_REL, False),
+     (Ordering.ACQUIRE, Ordering.RELEASE, True)],
+)  # fmt: skip
+def test_a_lock_protected_counter_is_race_free(take: Any, drop: Any, by_store: bool) -> None:
+    lock, data = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    _launch(_locked_increment(take, drop, unlock_by_store=by_store), 6, lock, data)
+    assert (lock[0], data[0]) == (0, 6)
+
+
+def test_a_lock_of_relaxed_atomics_protects_nothing() -> None:
+    lock, data = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    with pytest.raises(interp.DataRaceError) as info:
+        _launch(_locked_increment(Ordering.RELAXED, Ordering.RELAXED), 3, lock, data)
+    err = info.value
+    assert err.element == "arg1[0]"
+    assert err.blocks == ((0, 0, 0), (1, 0, 0))
+    assert err.first[1:] == ("sync.py:10:5", "write")
+    assert err.second[1] in ("sync.py:10:5", "sync.py:20:9")
+    assert "neither access happens before the other" in str(err)
+
+
+def test_a_lock_of_tl_blk_atomics_races_between_blocks() -> None:
+    lock, data = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    with pytest.raises(interp.DataRaceError) as info:
+        _launch(_locked_increment(Ordering.ACQUIRE, Ordering.RELEASE, TL_BLK), 3, lock, data)
+    err = info.value
+    assert err.element == "arg0[0]", "the lock itself: tl_blk atomics of two blocks are not atomic to each other"
+    assert (err.first[2], err.second[2]) == ("atomic", "atomic")
+    assert "memory_scope device" in str(err)
+    assert err.hint is not None
+    assert "tl_blk" in err.hint
+
+
+def test_one_block_may_use_a_tl_blk_lock() -> None:
+    lock, data = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    _launch(_locked_increment(Ordering.ACQUIRE, Ordering.RELEASE, TL_BLK), 1, lock, data)
+    assert data[0] == 1
+
+
+# -- publication: block 0 writes data and raises a flag, the other blocks wait for it and read the data ---------
+
+
+def _publish(
+    *,
+    release: Any = Ordering.RELEASE,
+    acquire: Any = Ordering.ACQUIRE,
+    flag_rmw: bool = False,
+    wait_rmw: bool = False,
+    wait_on: int = 0,
+    chained: bool = True,
+) -> Module:
+    """Pointers: data (4), flags (2), out (one per block). Block 0 publishes; the others copy data[bx % 4]."""
+    k = K(3)
+
+    def producer() -> None:
+        tok = k.b.make_token()
+        for i in range(4):
+            tok = k.store(0, 10 + i, tok, loc=DATA_STORE, index=i)
+        raised_after = tok if chained else k.b.make_token()
+        if flag_rmw:
+            k.rmw(1, AtomicRMWMode.XCHG, 1, raised_after, release)
+        else:
+            k.store(1, 1, raised_after, release)
+
+    k.when(0, producer)
+    with k.b.if_(k.b.cmpi(k.bx, k.c(0), comparison_predicate="not_equal", signedness="signed")) as br, br.then_():
+        ready = k.spin_until(1, 1, acquire, rmw=wait_rmw) if wait_on == 0 else _wait_other_flag(k, acquire)
+        value, got = k.load(0, ready, loc=DATA_LOAD, index=0)
+        out = k.b.offset(k.ptrs[2], k.bx)
+        k.b.call("store_ptr_tko", out, value, None, got)
+        k.b.yield_()
+    return k.module()
+
+
+def _wait_other_flag(k: K, acquire: Any) -> Value:
+    _, got = k.load(1, None, acquire, index=1)
+    return got
+
+
+def _run_publication(kernel: Module, grid: int = 4, other_flag: int = 0) -> Arr:
+    data, flags, out = np.zeros(4, np.int32), np.array([0, other_flag], np.int32), np.zeros(grid, np.int32)
+    _launch(kernel, grid, data, flags, out)
+    return out
+
+
+@pytest.mark.parametrize("flag_rmw", [False, True])
+@pytest.mark.parametrize("wait_rmw", [False, True])
+def test_release_acquire_publication_is_race_free(flag_rmw: bool, wait_rmw: bool) -> None:
+    out = _run_publication(_publish(flag_rmw=flag_rmw, wait_rmw=wait_rmw), 5)
+    assert out.tolist() == [0, 10, 10, 10, 10]
+
+
+@pytest.mark.parametrize(
+    ("release", "acquire"), [(Ordering.RELAXED, Ordering.ACQUIRE), (Ordering.RELEASE, Ordering.RELAXED)]
+)
+def test_publication_through_a_relaxed_side_is_a_race(release: Any, acquire: Any) -> None:
+    with pytest.raises(interp.DataRaceError) as info:
+        _run_publication(_publish(release=release, acquire=acquire))
+    err = info.value
+    assert err.element == "arg0[0]"
+    assert err.blocks == ((0, 0, 0), (1, 0, 0))
+    assert (err.first[1:], err.second[1:]) == (("sync.py:10:5", "write"), ("sync.py:20:9", "read"))
+
+
+def test_an_acquire_of_another_flag_orders_nothing() -> None:
+    """The consumers' flag is already set, so they run on; they never read the producer's release."""
+    with pytest.raises(interp.DataRaceError) as info:
+        _run_publication(_publish(wait_on=1), other_flag=1)
+    assert info.value.blocks == ((0, 0, 0), (1, 0, 0))
+    assert info.value.element == "arg0[0]"
+
+
+def test_a_release_does_not_cover_stores_outside_its_token_chain() -> None:
+    """Tile IR orders a block's memory ops by tokens only: the release must come after the data stores' tokens."""
+    with pytest.raises(interp.DataRaceError) as info:
+        _run_publication(_publish(chained=False))
+    assert info.value.first[1:] == ("sync.py:10:5", "write")
+
+
+# -- release sequences, failed CAS, transitivity -------------------------------------------------------------------
+
+
+def _relay(middle: Callable[[K], object], last_acquires: bool = True) -> Module:
+    """Block 0 writes data[0] and release-stores flag 1; block 1 runs `middle`; block 2 reads data[0]."""
+    k = K(3)
+    k.when(0, lambda: k.store(1, 1, k.store(0, 7, k.b.make_token(), loc=DATA_STORE), Ordering.RELEASE))
+    k.when(1, lambda: middle(k))
+
+    def reader() -> None:
+        ready = k.load(1, None, Ordering.ACQUIRE, index=1)[1] if last_acquires else k.b.make_token()
+        value, got = k.load(0, ready, loc=DATA_LOAD)
+        k.store(2, value, got)
+
+    k.when(2, reader)
+    return k.module()
+
+
+def _forward(k: K, chained: bool) -> None:
+    """Acquire flag 0 (written by block 0) and release flag 1, the release after the acquire only when chained."""
+    _, got = k.load(1, None, Ordering.ACQUIRE)
+    k.store(1, 1, got if chained else k.b.make_token(), Ordering.RELEASE, index=1)
+
+
+def _relay_run(kernel: Module) -> Arr:
+    data, flags, out = np.zeros(1, np.int32), np.zeros(2, np.int32), np.zeros(1, np.int32)
+    _launch(kernel, 3, data, flags, out)
+    return out
+
+
+def test_synchronisation_is_transitive_through_a_third_block() -> None:
+    assert _relay_run(_relay(lambda k: _forward(k, chained=True))).tolist() == [7]
+
+
+def test_a_relay_whose_release_skips_the_acquire_token_orders_nothing() -> None:
+    with pytest.raises(interp.DataRaceError) as info:
+        _relay_run(_relay(lambda k: _forward(k, chained=False)))
+    assert info.value.blocks == ((0, 0, 0), (2, 0, 0))
+    assert info.value.count == 1
+
+
+def test_a_block_that_never_acquires_races_with_the_publisher() -> None:
+    """Block 1 synchronises with block 0, block 2 does not: only the pair (0, 2) races."""
+    with pytest.raises(interp.DataRaceError) as info:
+        _relay_run(_relay(lambda k: _forward(k, chained=True), last_acquires=False))
+    assert info.value.blocks == ((0, 0, 0), (2, 0, 0))
+    assert info.value.first[1:] == ("sync.py:10:5", "write")
+    assert info.value.second[1:] == ("sync.py:20:9", "read")
+
+
+def _flag_to_flag1(k: K, via: str) -> None:
+    """Block 1 touches flag 0 after block 0's release, then copies it into flag 1 for block 2 with a release."""
+    if via == "rmw":  # a relaxed read-modify-write continues block 0's release sequence
+        k.rmw(1, AtomicRMWMode.ADD, 0, None, Ordering.RELAXED)
+    else:  # a store starts a new value with no release behind it
+        k.store(1, 1, None, Ordering.RELAXED)
+
+
+@pytest.mark.parametrize(("via", "races"), [("rmw", False), ("store", True)])
+def test_an_acquire_syncs_through_a_release_sequence_but_not_past_a_store(via: str, races: bool) -> None:
+    """Block 2 acquires flag 0 after block 1 touched it: through a RMW it still reads block 0's release."""
+    k = K(3)
+    k.when(0, lambda: k.store(1, 1, k.store(0, 7, k.b.make_token(), loc=DATA_STORE), Ordering.RELEASE))
+    k.when(1, lambda: _flag_to_flag1(k, via))
+
+    def reader() -> None:
+        _, ready = k.load(1, None, Ordering.ACQUIRE)
+        value, got = k.load(0, ready, loc=DATA_LOAD)
+        k.store(2, value, got)
+
+    k.when(2, reader)
+    kernel = k.module()
+    if races:
+        with pytest.raises(interp.DataRaceError) as info:
+            _relay_run(kernel)
+        assert info.value.blocks == ((0, 0, 0), (2, 0, 0))
+    else:
+        assert _relay_run(kernel).tolist() == [7]
+
+
+@pytest.mark.parametrize("flag_taken_first", [False, True])
+def test_a_failed_compare_and_swap_releases_nothing(flag_taken_first: bool) -> None:
+    """Block 1 writes data, then tries to take a flag with an acq_rel CAS; block 2 acquires the flag and reads."""
+    k = K(3)
+    k.when(0, lambda: k.cas(1, 0, 1, None, Ordering.ACQ_REL) if flag_taken_first else None)
+    k.when(1, lambda: k.cas(1, 0, 1, k.store(0, 7, k.b.make_token(), loc=DATA_STORE), Ordering.ACQ_REL))
+
+    def reader() -> None:
+        _, ready = k.load(1, None, Ordering.ACQUIRE)
+        value, got = k.load(0, ready, loc=DATA_LOAD)
+        k.store(2, value, got)
+
+    k.when(2, reader)
+    kernel = k.module()
+    if flag_taken_first:
+        with pytest.raises(interp.DataRaceError) as info:
+            _relay_run(kernel)
+        assert info.value.blocks == ((1, 0, 0), (2, 0, 0))
+    else:
+        assert _relay_run(kernel).tolist() == [7]
+
+
+def test_strong_reads_do_not_race_with_plain_reads_and_strong_pairs_never_race() -> None:
+    """Block 0 reads x plainly, block 1 with a relaxed load; both store relaxed into y, block 2 adds to it."""
+    k = K(2)
+    k.when(0, lambda: k.store(1, k.load(0, None)[0], None, Ordering.RELAXED))
+    k.when(1, lambda: k.store(1, k.load(0, None, Ordering.RELAXED)[0], None, Ordering.RELAXED))
+    k.when(2, lambda: k.rmw(1, AtomicRMWMode.ADD, 1, None, Ordering.RELAXED))
+    x, y = np.full(1, 5, np.int32), np.zeros(1, np.int32)
+    _launch(k.module(), 3, x, y)
+    assert y[0] == 6
+
+
+def test_a_spin_on_a_later_block_stops_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks run in order, so block 0 waiting for block 1's flag cannot finish here (it would on a device)."""
+    monkeypatch.setattr(_control, "MAX_LOOP_ITERATIONS", 40)
+    k = K(1)
+    k.when(0, lambda: k.spin_until(0, 1, Ordering.ACQUIRE))
+    k.when(1, lambda: k.store(0, 1, None, Ordering.RELEASE))
+    with pytest.raises(interp.InterpError, match="spin lock") as info:
+        _launch(k.module(), 2, np.zeros(1, np.int32))
+    assert info.value.block == (0, 0, 0)
+
+
+# -- the pair selection against brute force -------------------------------------------------------------------
+
+_CONFLICT = {(a, b) for a in (R, SR, W, SW) for b in (R, SR, W, SW)
+             if (a in (W, SW) or b in (W, SW)) and not (a in (SR, SW) and b in (SR, SW))}  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.sampled_from([R, SR, W, SW]), st.booleans()), min_size=1, max_size=14),
+    st.lists(st.tuples(st.integers(0, 13), st.integers(0, 13)), max_size=6),
+)
+def test_candidate_pairs_find_every_racing_element(events: list[tuple[int, int, bool]],
+                                                   edges: list[tuple[int, int]]) -> None:  # fmt: skip
+    """Whatever transitive happens-before the blocks have, an element races iff some selected pair is unordered."""
+    n = len(events)
+    block = np.cumsum([int(new) for _, _, new in events])  # blocks run one after another
+    hb = np.zeros((n, n), bool)
+    for i in range(n):
+        hb[i, i + 1 :] = block[i + 1 :] == block[i]  # a block's accesses are ordered (token order, assumed)
+    for a, c in edges:
+        if a < c < n:
+            hb[a, c] = True
+    for m in range(n):  # transitive closure
+        hb |= hb[:, m : m + 1] & hb[m : m + 1, :]
+    addr = np.asarray([e[0] for e in events])
+    cls = np.asarray([e[1] for e in events])
+    truth = {int(addr[a]) for a in range(n) for c in range(a + 1, n)
+             if addr[a] == addr[c] and (cls[a], cls[c]) in _CONFLICT and not hb[a, c]}  # fmt: skip
+    order = np.lexsort((np.arange(n), addr))
+    j, k = candidate_pairs(addr[order], cls[order])
+    found = {int(addr[order][x]) for x, y in zip(j.tolist(), k.tolist(), strict=True)
+             if (cls[order][x], cls[order][y]) in _CONFLICT and not hb[order[x], order[y]]}  # fmt: skip
+    assert found == truth
+    assert all((a, b) in _CONFLICT for a, b in _SEGMENT_PAIRS)
