@@ -7,7 +7,8 @@ the arguments: host tensors compile for ``Target.cpu()`` and run on the interpre
 device's arch. ``unchecked=True`` skips the aliasing checks and allows raw ``Ptr`` parameters; handles are still
 moved and handed back after completion. A call whose argument layout passed these checks before takes the kernel's
 `Plan` (see `_plan`): it re-checks only what can change (handle states, scalar values, aliasing) and otherwise
-runs the full path above, so both paths accept and reject exactly the same calls.
+runs the full path above, so both paths accept and reject exactly the same calls. The plan of the kernel's latest
+call is tried first, argument by argument, without building the key (`Plan.admit`, the steady state of a loop).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ therefore accepts exactly the calls the full path accepts and never raises an ow
 with the plan's own layout (class, ``_layout``, tile shape, ``Const`` value, scalar class, which handles are the same
 object), so it accepts a call only when `layout_key` would give this plan's key and `Plan.try_launch` would pass.
 `Plan.hand_over` then moves the arguments (distinct handles only), and `Plan.enqueue` relaunches the last prepared
-GPU launch when the stream, grid and packed arguments repeat.
+GPU launch when the stream, grid and packed arguments repeat (so a plan keeps its last stream alive until a launch on
+another stream replaces it, as the prepared-launch cache of `_execute` does).
 """
 
 from __future__ import annotations
