@@ -381,6 +381,7 @@ def test_a_spin_on_a_later_block_stops_with_a_clear_error(monkeypatch: pytest.Mo
     with pytest.raises(interp.InterpError, match="spin lock") as info:
         _launch(k.module(), 2, np.zeros(1, np.int32))
     assert info.value.block == (0, 0, 0)
+    assert "waits for a later block" in str(info.value)
 
 
 # -- the pair selection against brute force -------------------------------------------------------------------

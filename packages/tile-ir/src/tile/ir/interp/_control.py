@@ -97,8 +97,10 @@ def _loop(op: Operation, c: Compiler) -> Step:
                 break
         else:
             raise InterpError(
-                f"a 'loop' ran {MAX_LOOP_ITERATIONS} iterations without 'break'; tile blocks run one at a time here, "
-                "so a loop that waits for another block (a spin lock) never ends: the kernel needs a device"
+                f"a 'loop' ran {MAX_LOOP_ITERATIONS} iterations without 'break'. Tile blocks run one at a time here, "
+                "in launch order (x fastest), so a loop that waits for another block (a spin lock, a flag) ends only "
+                "if a block that ran before it did the releasing; this one waits for a later block (or for something "
+                "no block does), which never comes in the interpreter: run the kernel on a device"
             )
         for slot, value in zip(outs, values, strict=True):
             env[slot] = value

@@ -3,9 +3,11 @@
 `launch` binds the arguments (pointer parameters take numpy arrays, mapped into a `Memory`, or addresses
 from `Memory.map`; scalar parameters take Python or numpy numbers), compiles the entry once, then runs the
 blocks one after another in row-major order of (z, y, x) with x fastest, checking each block's token order,
-and finally checks the launch for inter-block data races. Blocks never run concurrently here, so a kernel that
-waits for another block to signal it (a spin lock) cannot finish; everything else behaves as one of the
-schedules a device may pick.
+and finally checks the launch for inter-block data races, taking release/acquire synchronisation between blocks
+into account. Blocks never run concurrently here: a block may wait for an earlier block (a lock it released, a
+flag it raised: that already happened), but a loop that waits for a later block never ends, and the loop guard
+(`_control.MAX_LOOP_ITERATIONS` iterations) stops it with an `InterpError` saying so; such a kernel needs a device.
+Everything else behaves as one of the schedules a device may pick.
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ def launch(
     function
         Name of the entry to run when the module has several.
     check_races
-        Record every access and raise `DataRaceError` if two blocks conflict (default on).
+        Record every access and raise `DataRaceError` if two blocks conflict on an element, at least one writing
+        it, the two not both atomic at device/sys scope, and neither happening before the other through
+        release/acquire synchronisation (default on).
     check_tokens
         Raise `TokenOrderError` if two memory ops of one block touch an element, one writes it, and no token
         chain orders them (default on).

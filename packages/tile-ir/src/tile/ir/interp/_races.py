@@ -116,7 +116,7 @@ class RaceDetector:
     def begin_block(self, block: int) -> None:
         """Record the following accesses for tile block `block` (linear id)."""
         self.block = block
-        self.hb.begin_block(block)
+        self.hb.begin_block()
 
     def recorder(self, kind: str, location: str, sem: Semantics) -> Access:
         """Return the callback a load (`READ`), store (`WRITE`) or `ATOMIC` op at `location` reports to."""
@@ -143,7 +143,6 @@ class RaceDetector:
 
     def check(self) -> None:
         """Raise `DataRaceError` for the first racing element, if any."""
-        self.hb.end_block()
         w, sw, r = (self._logs[c] for c in (W, SW, R))
         written, strong_written = set(w.regions), set(sw.regions)
         hits: list[_Hit] = []
@@ -151,7 +150,7 @@ class RaceDetector:
         if written:
             others = [self._logs[c].arrays(written) for c in _RACES_WITH[W]]
             self._against(w.arrays(written), others, hits, racing)
-        if strong_written:
+        if strong_written & set(r.regions):  # atomics alone never race: skip sorting them
             self._against(sw.arrays(strong_written), [r.arrays(strong_written)], hits, racing)
         if not hits:
             return
@@ -199,13 +198,13 @@ class RaceDetector:
         logs = [self._logs[c].arrays(regions, nodes=True) for c in range(4)]
         addr, block, site, node = (np.concatenate([log[k] for log in logs]) for k in range(4))
         cls = np.concatenate([np.full(log[0].size, c) for c, log in enumerate(logs)])
-        keep = candidates[np.minimum(np.searchsorted(candidates, addr), candidates.size - 1)] == addr
-        order = np.lexsort((node[keep], addr[keep]))
-        addr, block, site, node, cls = (a[keep][order] for a in (addr, block, site, node, cls))
+        picked = np.flatnonzero(candidates[np.minimum(np.searchsorted(candidates, addr), candidates.size - 1)] == addr)
+        picked = picked[np.lexsort((node[picked], addr[picked]))]
+        addr, block, site, node, cls = (a[picked] for a in (addr, block, site, node, cls))
         j, k = candidate_pairs(addr, cls)
         other = block[j] != block[k]
         j, k = j[other], k[other]
-        race = ~self.hb.ordered(block[j], node[j], node[k])
+        race = ~self.hb.ordered(node[j], node[k])
         j, k = j[race], k[race]
         if j.size == 0:
             return [], 0

@@ -7,6 +7,12 @@ allowed orders; `TokenFlow` records the token graph as it runs (one node per dyn
 predecessors being the nodes of its input token) and, as each access happens, looks for an earlier access of the
 same block to one of its elements, one of the two a plain write, that no chain orders: on the device their order,
 and so the result, is undefined. Two atomics never conflict; reads never conflict with reads.
+
+The same graph carries happens-before between blocks (`_hb`): an acquire that reads what a release of another block
+wrote gets a *synchronisation edge* from the release's node. Token order, not program order, is what a release or
+acquire orders within its block (Tile IR's memory model), so happens-before is reachability over token and
+synchronisation edges together (`reach`). Invariant: nodes are numbered in creation order and every edge goes
+from an older node to a newer one, so increasing ids are a topological order (and the order the ops ran in).
 """
 
 from __future__ import annotations
@@ -20,27 +26,9 @@ from ._dtypes import Array
 from ._errors import BlockId, TokenOrderError
 from ._memory import Access, Memory, Region
 
-__all__ = ["EMPTY", "Clock", "TokenFlow", "join"]
+__all__ = ["TokenFlow"]
 
-Clock = dict[int, int]
-"""Releases that happen before a point: linear block id -> bit mask of that block's releases (bit k: its k-th).
-
-Clocks are shared between nodes and never mutated once made; `join` builds a new one when it must.
-"""
-
-EMPTY: Clock = {}
-
-
-def join(a: Clock | None, b: Clock | None) -> Clock:
-    """The least clock covering both (one of them, unchanged, when it already covers the other)."""
-    if not b or a is b:
-        return a or EMPTY
-    if not a:
-        return b
-    out = dict(a)
-    for block, mask in b.items():
-        out[block] = out.get(block, 0) | mask
-    return a if out == a else out
+_REACH_CHUNK = 1 << 14  # sources per forward sweep: bounds the width of the per-node bit masks
 
 
 @dataclass
@@ -75,53 +63,59 @@ class TokenFlow:
         self._preds: list[tuple[int, ...]] = []
         self._all: list[_Access] = []
         self._writes: list[_Access] = []
-        self._clocks: dict[int, Clock] = {}
+        self._synced: dict[int, tuple[int, ...]] = {}  # acquire node -> release nodes it synchronised with
         self.check = check
         self.current = -1
         self.block: BlockId = (0, 0, 0)
 
     def node(self, preds: Iterable[object] = ()) -> int:
         """A new token node ordered after the token values in `preds` (None entries are absent tokens)."""
-        edges = tuple(p for p in preds if isinstance(p, int))
-        self._preds.append(edges)
-        n = len(self._preds) - 1
-        if self._clocks:  # empty until some block acquires, so launches without synchronisation pay nothing here
-            clock: Clock = EMPTY
-            for p in edges:
-                clock = join(clock, self._clocks.get(p))
-            if clock:
-                self._clocks[n] = clock
-        return n
+        self._preds.append(tuple(p for p in preds if isinstance(p, int)))
+        return len(self._preds) - 1
 
     @property
     def count(self) -> int:
         """How many nodes exist; the next node gets this id."""
         return len(self._preds)
 
-    def clock(self, node: int) -> Clock:
-        """The releases of other blocks that happen before `node`."""
-        return self._clocks.get(node, EMPTY)
+    def synchronise(self, node: int, releases: Iterable[int]) -> None:
+        """Record that the acquire running as `node` read what the ops at `releases` released."""
+        new = tuple(r for r in releases if r != node)
+        if new:
+            self._synced[node] = self._synced.get(node, ()) + new
 
-    def acquire(self, node: int, clock: Clock) -> None:
-        """Widen `node`'s clock by an acquire that synchronised with `clock` (nodes made later inherit it)."""
-        if clock:
-            self._clocks[node] = join(self._clocks.get(node), clock)
+    def precedes(self, a: int, b: int) -> bool:
+        """True when node `a` is token-ordered before node `b` (or is `b`)."""
+        return a == b or (a < b and self._ordered(a, b))
 
-    def reaching(self, start: int, marks: dict[int, int]) -> dict[int, int]:
-        """For every node from `start` on: the OR of the `marks` of the nodes it reaches (itself included).
+    def reach(self, sources: Array, targets: Array) -> Array:
+        """Per pair, whether a path of token and synchronisation edges leads from ``sources[i]`` to ``targets[i]``.
 
-        One backward sweep in reverse creation order (a reverse topological order); nodes reaching no mark are left
-        out of the result.
+        A forward sweep in id order from the oldest source carries, per node, the bit mask of the sources reaching
+        it, so the cost is one pass over the nodes in between whatever the number of pairs.
         """
-        out = dict(marks)
-        preds = self._preds
-        for n in range(len(preds) - 1, start - 1, -1):
-            mask = out.get(n)
+        result = np.zeros(sources.size, dtype=bool)
+        distinct = np.unique(sources)
+        for start in range(0, distinct.size, _REACH_CHUNK):
+            chunk = distinct[start : start + _REACH_CHUNK]
+            picked = np.flatnonzero((sources >= chunk[0]) & (sources <= chunk[-1]))
+            masks = self._sweep(chunk.tolist(), int(targets[picked].max()))
+            bits = np.searchsorted(chunk, sources[picked]).tolist()
+            ends = targets[picked].tolist()
+            result[picked] = [masks.get(t, 0) >> b & 1 == 1 for t, b in zip(ends, bits, strict=True)]
+        return result
+
+    def _sweep(self, sources: list[int], last: int) -> dict[int, int]:
+        """Bit mask of the `sources` (ascending) that reach each node up to `last` (nodes reaching none left out)."""
+        masks = {n: 1 << i for i, n in enumerate(sources)}
+        preds, synced = self._preds, self._synced
+        for n in range(sources[0] + 1, last + 1):
+            mask = masks.get(n, 0)
+            for p in preds[n] + synced.get(n, ()):
+                mask |= masks.get(p, 0)
             if mask:
-                for p in preds[n]:
-                    if p >= start:
-                        out[p] = out.get(p, 0) | mask
-        return out
+                masks[n] = mask
+        return masks
 
     def begin_block(self, block: BlockId) -> None:
         """Forget the previous block's accesses (blocks are checked against each other by the race detector)."""
