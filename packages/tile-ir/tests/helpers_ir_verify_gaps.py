@@ -33,7 +33,7 @@ from tile.ir import (
     token,
 )
 
-__all__ = ["Case", "ftof", "kernel", "multimem", "scaled", "view"]
+__all__ = ["Case", "ftof", "kernel", "multimem", "pointer_atomic", "scaled", "view"]
 
 View = PartitionViewType | StridedViewType | GatherScatterViewType
 
@@ -109,8 +109,10 @@ def view(vt: View, indices: Sequence[TileType], op: str = "load", value: TileTyp
     return kernel(body, (scalar(ptr(tv.element)), scalar(i32)))
 
 
-def multimem(vt: View, indices: Sequence[TileType], op: str = "multimem_store_view_tko") -> Module:
-    """A multimem op through `vt`, whose tensor view must have a multicast pointer (13.5)."""
+def multimem(
+    vt: View, indices: Sequence[TileType], op: str = "multimem_store_view_tko", reduction: str = "add"
+) -> Module:
+    """A multimem op through `vt` (`reduction` for the reducing ones); its tensor view must be multicast (13.5)."""
     tv = vt.tensor_view
 
     def body(b: Builder, fn: Function) -> None:
@@ -118,26 +120,41 @@ def multimem(vt: View, indices: Sequence[TileType], op: str = "multimem_store_vi
         index = [_const(b, t) for t in indices]
         accessed = tile(vt.tile_shape, tv.element)
         if op == "multimem_load_reduce_view_tko":
-            b.multimem_load_reduce_view_tko(v, index, memory_scope="sys", reduction="add")
+            b.multimem_load_reduce_view_tko(v, index, memory_scope="sys", reduction=reduction)
         elif op == "multimem_reduce_view_tko":
-            b.call(op, v, _const(b, accessed), index, memory_scope="sys", reduction="add")
+            b.call(op, v, _const(b, accessed), index, memory_scope="sys", reduction=reduction)
         else:
             b.call(op, v, _const(b, accessed), index, memory_ordering_semantics="weak")
 
     return kernel(body, (scalar(PointerType(tv.element, ptr_attr=PointerAttr.MULTICAST)), scalar(i32)))
 
 
-def ftof(src: ScalarType, dst: ScalarType, mode: str) -> Module:
-    """Load ``tile<16xsrc>``, ftof it to `dst` with `mode`, widen to f32 and store it (so nothing is dead)."""
+def pointer_atomic(elem: ScalarType, mode: str | None) -> Module:
+    """``atomic_rmw_tko`` with `mode` on 16 ``ptr<elem>`` (``atomic_cas_tko`` when `mode` is None)."""
+
+    def body(b: Builder, fn: Function) -> None:
+        one = b.reshape(fn.params[0], result_type=tile((1,), ptr(elem)))
+        pointers = b.broadcast(one, result_type=tile((16,), ptr(elem)))
+        value = _const(b, tile((16,), elem))
+        if mode is None:
+            b.atomic_cas_tko(pointers, value, value, memory_scope="device", memory_ordering_semantics="relaxed")
+        else:
+            b.atomic_rmw_tko(pointers, value, memory_scope="device", memory_ordering_semantics="relaxed", mode=mode)
+
+    return kernel(body, (scalar(ptr(elem)), scalar(i32)))
+
+
+def ftof(src: ScalarType, dst: ScalarType, mode: str, n: int = 16) -> Module:
+    """Load ``tile<n x src>``, ftof it to `dst` with `mode`, widen to f32 and store it (so nothing is dead)."""
 
     def pointers(b: Builder, base: Value, elem: ScalarType) -> Value:
         one = b.reshape(base, result_type=tile((1,), ptr(elem)))
-        return b.broadcast(one, result_type=tile((16,), ptr(elem)))
+        return one if n == 1 else b.broadcast(one, result_type=tile((n,), ptr(elem)))
 
     def body(b: Builder, fn: Function) -> None:
-        x, _ = b.load_ptr_tko(pointers(b, fn.params[0], src), result_types=[tile((16,), src), token])
-        y = b.ftof(x, result_type=tile((16,), dst), rounding_mode=mode)
-        z = y if dst == f32 else b.ftof(y, result_type=tile((16,), f32), rounding_mode="nearest_even")
+        x, _ = b.load_ptr_tko(pointers(b, fn.params[0], src), result_types=[tile((n,), src), token])
+        y = b.ftof(x, result_type=tile((n,), dst), rounding_mode=mode)
+        z = y if dst == f32 else b.ftof(y, result_type=tile((n,), f32), rounding_mode="nearest_even")
         b.store_ptr_tko(pointers(b, fn.params[2], f32), z)
 
     return kernel(body, (scalar(ptr(src)), scalar(i32), scalar(ptr(f32))))

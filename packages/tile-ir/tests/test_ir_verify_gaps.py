@@ -37,6 +37,8 @@ from tile.ir import (
     f32,
     f64,
     i1,
+    i8,
+    i16,
     i32,
     i64,
     scalar,
@@ -49,7 +51,7 @@ from tile.ir.ops import lookup
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_tools import compile_cubin
-from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, scaled, view
+from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, pointer_atomic, scaled, view
 
 E4, E5, E8, F4 = f8E4M3FN, f8E5M2, f8E8M0FNU, f4E2M1FN
 S, S64 = scalar(i32), scalar(i64)
@@ -62,6 +64,10 @@ G8 = tile((8,), i32)
 
 def _f4(strides: tuple[int | None, ...]) -> TensorViewType:
     return TensorViewType(F4, (DYNAMIC, DYNAMIC), strides)
+
+
+def _mc1(elem: ScalarType) -> TensorViewType:
+    return TensorViewType(elem, (DYNAMIC,), (1,), ptr_attr=PointerAttr.MULTICAST)
 
 
 def _mc(elem: ScalarType, strides: tuple[int | None, ...] = (DYNAMIC, 1)) -> TensorViewType:
@@ -112,6 +118,8 @@ CASES: dict[str, Case] = {
     "gv-long-sparse": Case(view(GV, [tile((16,), i32), S]), "must be a 1-D index tile of 8 elements"),
     "gv-tile-other": Case(view(GV, [G8, tile((16,), i32)]), "index 1 must be a scalar tile"),
     "gv-one-index": Case(view(GV, [G8]), "view of rank 2 needs 2 indices, got 1"),
+    "gv-i16-gather": Case(view(GV, [tile((8,), i16), S]), "must hold i32 or i64"),
+    "gv-i16-scalar": Case(view(GV, [G8, scalar(i16)]), None),
     # view types: strided traversal strides, gather rank and sparse_dim, float-only paddings
     "sv-stride-count": Case(view(StridedViewType((8, 16), (4,), TV, (0, 1)), [S, S]), "one positive traversal"),
     "sv-zero-stride": Case(view(StridedViewType((8, 16), (0, 16), TV, (0, 1)), [S, S]), "one positive traversal"),
@@ -132,6 +140,30 @@ CASES: dict[str, Case] = {
     "red-gv": Case(view(GV, [G8, S], "addf"), "does not take a gather_scatter_view"),
     "red-tile-index": Case(view(PV, [G8, S], "addf"), "index 0 must be a scalar tile"),
     "red-wrong-tile": Case(view(SV, [S, S], "addf", tile((16, 8), f32)), "does not match the view's tile"),
+    # element types by atomic mode / multimem reduction
+    "rmw-add-f32": Case(pointer_atomic(f32, "add"), "mode add works only on i32, i64 elements, got f32"),
+    "rmw-addf-bf16": Case(pointer_atomic(bf16, "addf"), None),
+    "rmw-xchg-f64": Case(pointer_atomic(f64, "xchg"), None),
+    "rmw-max-i16": Case(pointer_atomic(i16, "max"), "got i16"),
+    "cas-f16": Case(pointer_atomic(f16, None), "atomic_cas_tko works only on f32, f64, i32, i64"),
+    "cas-i64": Case(pointer_atomic(i64, None), None),
+    "red-xchg": Case(view(SV, [S, S], "xchg"), "mode = xchg is not allowed"),
+    "red-addf-i32": Case(view(PartitionViewType((8, 16), TVI, (0, 1)), [S, S], "addf"), "mode addf works only"),
+    "mm-max-f32": Case(
+        multimem(PartitionViewType((16,), _mc1(f32), (0,)), [S], "multimem_load_reduce_view_tko", "max"),
+        "reduction max of multimem_load_reduce_view_tko works only on bf16, f16, i32, i64",
+    ),
+    "mm-max-bf16": Case(
+        multimem(PartitionViewType((16,), _mc1(bf16), (0,)), [S], "multimem_load_reduce_view_tko", "max"), None
+    ),
+    "mm-reduce-max-f16": Case(
+        multimem(PartitionViewType((16,), _mc1(f16), (0,)), [S], "multimem_reduce_view_tko", "max"), "got f16"
+    ),
+    "mm-store-i8": Case(multimem(PartitionViewType((16,), _mc1(i8), (0,)), [S]), "works only on bf16, f16, f32"),
+    # tile types: power-of-two dims, f4 tiles of an even element count
+    "f4-odd-tile": Case(ftof(f32, F4, "nearest_even", 1), "f4E2M1FN tiles hold an even number of elements"),
+    "f4-even-tile": Case(ftof(f32, F4, "nearest_even", 2), None),
+    "tile-not-pow2": Case(ftof(f32, f16, "nearest_even", 12), "tile dims must be positive powers of two"),
     # multimem: partition views only; f16/bf16 need one static unit stride
     "mm-pv": Case(multimem(PartitionViewType((8, 16), _mc(f16), (0, 1)), [S, S]), None),
     "mm-sv": Case(multimem(StridedViewType((8, 16), (8, 16), _mc(i32), (0, 1)), [S, S]), "take a strided_view"),

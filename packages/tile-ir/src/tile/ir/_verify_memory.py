@@ -197,16 +197,6 @@ def _bytes_side(op: Operation) -> list[str]:
     return [] if ok else [f"{op.name} works on i8 byte tiles, got {side}"]
 
 
-def _addf_mode(op: Operation) -> list[str]:
-    from tile.ir._enums import AtomicRMWMode
-
-    value = _optional(op, "arg") or _optional(op, "value")
-    is_float = value is not None and isinstance(value.type, TileType) and getattr(value.type.element, "is_float", False)
-    if op.attributes.get("mode") is AtomicRMWMode.ADDF and not is_float:
-        return ["mode addf needs floating-point values (f16, bf16, f32, f64)"]
-    return []
-
-
 MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "int_to_ptr": _pointer_cast,
     "ptr_to_int": _pointer_cast,
@@ -221,7 +211,7 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "get_num_tile_blocks": _i32x3,
     "load_ptr_tko": _ptr_access,
     "store_ptr_tko": _ptr_access,
-    "atomic_rmw_tko": lambda op: _ptr_access(op) + _addf_mode(op),
+    "atomic_rmw_tko": _ptr_access,
     "atomic_cas_tko": _ptr_access,
     "offset": _offset,
     "get_tensor_shape": _shape_query,
@@ -229,7 +219,7 @@ MEMORY_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "cat": _cat,
     "iota": _iota,
     "assert": _assert,
-    "atomic_red_view_tko": lambda op: token_problems(op) + _addf_mode(op),
+    "atomic_red_view_tko": token_problems,
     "gdc_launch_dependents_tko": token_problems,
     "gdc_wait_tko": token_problems,
 }

@@ -20,6 +20,7 @@ from tile.ir._types import (
     Type,
     i1,
 )
+from tile.ir._verify_atomics import ATOMIC_RULES
 from tile.ir._verify_memory import MEMORY_RULES, token_problems
 from tile.ir._verify_misc import DIVI_RULE, MISC_RULES, PRINT_RULE
 from tile.ir._verify_mma import MMA_RULES
@@ -160,8 +161,11 @@ def _tokens(op: Operation) -> list[str]:
     return [f"expects token operands, got {bad[0].type}"] if bad else []
 
 
-def _with_view_rule(rule: Callable[[Operation], list[str]]) -> Callable[[Operation], list[str]]:
-    return lambda op: VIEW_RULES[op.name](op) + rule(op)
+_Rule = Callable[[Operation], list[str]]
+
+
+def _chain(first: _Rule, then: _Rule) -> _Rule:
+    return lambda op: first(op) + then(op)
 
 
 _RULES: dict[str, Callable[[Operation], list[str]]] = {
@@ -188,8 +192,9 @@ _RULES: dict[str, Callable[[Operation], list[str]]] = {
     "memory_fence_alias_tko": _tokens,
     **MMA_RULES,
     **VIEW_RULES,
-    **{name: _with_view_rule(MEMORY_RULES.get(name, token_problems)) for name in VIEW_ACCESS},
 }
+for _name, _rule in [*ATOMIC_RULES.items(), *((name, VIEW_RULES[name]) for name in VIEW_ACCESS)]:
+    _RULES[_name] = _chain(_RULES.get(_name, token_problems), _rule)
 
 
 def type_problems(op: Operation) -> list[str]:

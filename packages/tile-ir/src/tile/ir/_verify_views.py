@@ -5,8 +5,8 @@ scalar indices must share one type; one rule (`_access`) checks every row. The r
 
 - a view of tile rank R takes R integer indices (i1/i8/i16/i32/i64 tiles); the accessed tile is
   ``tile<tile_shape x element>``; ``inbounds`` has one flag per index;
-- partition and strided views take scalar indices; a gather/scatter view takes, at ``sparse_dim``, a 1-D index
-  tile as long as the tile's ``sparse_dim`` extent, and scalars elsewhere;
+- partition and strided views take scalar indices; a gather/scatter view takes, at ``sparse_dim``, a 1-D i32
+  or i64 index tile as long as the tile's ``sparse_dim`` extent, and scalars elsewhere;
 - f4E2M1FN views need exactly one static unit stride (the packing dimension), and a gather/scatter view may
   not gather along it; f16/bf16 multimem views need exactly one static unit stride too;
 - a strided view has one positive traversal stride per dim; a gather/scatter view has the tensor's rank and a
@@ -40,6 +40,7 @@ from tile.ir._types import (
 __all__ = ["VIEW_RULES"]
 
 _INDEX_ELEMENTS = (i1, i8, i16, i32, i64)
+_GATHER_ELEMENTS = (i32, i64)  # narrower index tiles pass tileirdisasm but tileiras 13.5 cannot compile them
 _FLOAT_PADDING = (Padding.NEG_ZERO, Padding.NAN, Padding.POS_INF, Padding.NEG_INF)
 _ALL_VIEWS = (PartitionViewType, StridedViewType, GatherScatterViewType)
 _KIND_NAMES = {PartitionViewType: "partition_view", StridedViewType: "strided_view"}
@@ -110,6 +111,11 @@ def _index_problems(view: _View, types: list[Type], *, uniform: bool) -> list[st
                 f"index {i} (the gather/scatter view's sparse_dim) must be a 1-D index tile of "
                 f"{view.tile_shape[i]} elements (the tile's extent there), got {t}"
             )
+        elif i == sparse and t.element not in _GATHER_ELEMENTS:
+            problems.append(
+                f"index {i} (the gather/scatter index tile) must hold i32 or i64: tileiras 13.5 fails to compile "
+                f'{t} ("failed to compile Tile IR program", no detail)'
+            )
         elif i != sparse and t.rank:
             problems.append(f"index {i} must be a scalar tile, got {t}")
     scalars = [t for i, t in enumerate(types) if i != sparse]
@@ -141,8 +147,6 @@ def _make_view(op: Operation) -> list[str]:
         return [f"result must be a view type, got {view}"]
     problems = [] if op.operands[0].type == view.tensor_view else [f"operand must be {view.tensor_view}"]
     rank = view.tensor_view.rank
-    if any(d <= 0 or d & (d - 1) for d in view.tile_shape):
-        problems.append(f"view tile dims must be powers of two, got {view.tile_shape}")
     if isinstance(view, GatherScatterViewType):
         if len(view.tile_shape) != rank or not rank:
             problems.append(f"a gather/scatter view's tile needs the tensor view's rank {rank}, got {view.tile_shape}")

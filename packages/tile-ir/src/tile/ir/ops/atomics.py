@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tile.ir._enums import MemoryOrdering, MemoryScope
+from tile.ir._enums import AtomicRMWMode, MemoryOrdering, MemoryScope
 from tile.ir._version import V13_1, V13_3, V13_5
 from tile.ir.ops._common import MODE, MULTIMEM, ORDERING, SCOPE, SCOPE_OPT, inbounds
 from tile.ir.ops._spec import AttrKind, AttrSpec, OpDef, OperandLayout, opt, res, single, var
@@ -20,6 +20,10 @@ _ONLY_RELAXED = AttrSpec(
 )
 _BLOCK_OR_DEVICE = AttrSpec(
     "memory_scope", AttrKind.ENUM, MemoryScope, allowed=(MemoryScope.TL_BLK, MemoryScope.DEVICE)
+)
+# "atomic_red_view_tko op cannot use xchg operation" (a reduction needs a combining mode)
+_NO_XCHG = AttrSpec(
+    "mode", AttrKind.ENUM, AtomicRMWMode, allowed=tuple(m for m in AtomicRMWMode if m is not AtomicRMWMode.XCHG)
 )
 _LOAD_REDUCE_ORDERING = AttrSpec(
     "memory_ordering_semantics",
@@ -70,7 +74,7 @@ OPS: tuple[OpDef, ...] = (
         counted_results=True,
         operands=(*single("view"), var("index"), *single("value"), opt("token")),
         layout=OperandLayout.SEGMENTED,
-        attrs=(_ONLY_RELAXED, _BLOCK_OR_DEVICE, MODE, inbounds(V13_5)),
+        attrs=(_ONLY_RELAXED, _BLOCK_OR_DEVICE, _NO_XCHG, inbounds(V13_5)),
         flags=("token",),
         flags_since=V13_3,
         infer="token",
