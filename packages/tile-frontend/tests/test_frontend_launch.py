@@ -4,6 +4,7 @@ generics, the DeviceOp terminals (sync, sync_on, await, then, graph) and compile
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from types import ModuleType
 from typing import Any
 
@@ -169,13 +170,27 @@ def test_unchecked_kernel_writes_through_atomics(k: ModuleType) -> None:
     np.testing.assert_array_equal(hist.to_numpy(), np.bincount(values, minlength=16))
 
 
-def test_gpu_argument_packing_follows_the_entry_abi(k: ModuleType) -> None:
-    from tile.frontend._execute import gpu_args
+def test_gpu_argument_packing_follows_the_entry_abi(k: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tile.compiler import Target
+    from tile.frontend import _plan
 
     x = tile.arange(f32, 64).reshape(8, 8)[1:, 2:]  # a strided view with an offset
     z = tile.zeros(f32, [7, 6]).partition([4, 4])
-    compiled = k.matrix_copy.compile(z, x)
-    args, kinds = gpu_args(compiled.abi, {"z": z, "x": x})
+    compiled = dataclasses.replace(k.matrix_copy.compile(z, x), target=Target("sm_90"))  # the same entry ABI
+    prepared: list[tuple[Any, ...]] = []
+
+    def prepare(*launch: Any) -> Any:
+        prepared.append(launch)
+        return lambda: None
+
+    monkeypatch.setattr(_plan, "prepared_launch", prepare)
+    plan = _plan.Plan(compiled, k.matrix_copy.params, [z, x], given=2, grid=(2, 2, 1), device=None)
+    stream = object()
+    for _ in range(2):  # the second launch reuses the first one's prepared launch
+        plan.enqueue((z, x), (2, 2, 1), stream)
+    assert len(prepared) == 1
+    _, grid, args, kinds, used = prepared[0]
+    assert (grid, used) == ((2, 2, 1), stream)
     roles = [(s.param, s.role, s.axis) for s in compiled.abi.slots]
     assert roles[0] == ("z", "base", -1)
     by_role = dict(zip(roles, args, strict=True))

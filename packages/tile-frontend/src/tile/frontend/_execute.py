@@ -1,12 +1,12 @@
-"""Running one compiled launch: the entry ABI packed from the bound arguments, on the GPU or the interpreter.
+"""Running one compiled launch: the interpreter for host launches, tile.core's prepared launch for the GPU.
 
 Invariants: the kernel parameter list is exactly ``CompiledKernel.abi.slots`` in order (tile-compiler's
 INTERFACES.md "Entry ABI"): per tensor a base address, extents and element strides of the index dtype; per
-scalar its value; per raw pointer its address. The GPU path launches the cubin with block (1, 1, 1) on the op's
-stream with plain addresses: every allocation is complete before its tensor exists (`_device`), and a buffer is
-freed only after every launch holding it was released, that is after its work completed (``Storage.pending``), so
-no cross-stream ordering is needed, also not inside a graph capture. The CPU path maps each host storage into one
-interpreter `Memory` and runs the Tile IR read back from the kernel's bytecode.
+scalar its value; per raw pointer its address (`_plan` packs GPU launches). The GPU path launches the cubin with
+block (1, 1, 1) on the op's stream with plain addresses: every allocation is complete before its tensor exists
+(`_device`), and a buffer is freed only after every launch holding it was released, that is after its work
+completed (``Storage.pending``), so no cross-stream ordering is needed, also not inside a graph capture. The CPU
+path maps each host storage into one interpreter `Memory` and runs the Tile IR read back from the kernel's bytecode.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from tile.compiler import AbiSlot, CompiledKernel, KernelABI
+from tile.compiler import AbiSlot, CompiledKernel
 from tile.frontend._errors import ArgumentError, as_kernel_fault
 from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._storage import Storage
 from tile.frontend._tensor import Tensor
 
-__all__ = ["GPU_KIND", "gpu_args", "launch_packed", "prepared_launch", "run_cpu", "run_gpu"]
+__all__ = ["GPU_KIND", "prepared_launch", "run_cpu"]
 
 GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "u32": "i32", "i64": "i64", "u64": "i64"}
 GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
@@ -121,40 +121,6 @@ def _function(compiled: CompiledKernel, device: Any) -> Any:
                 module = core.Module.from_cubin(compiled.cubin, device=device, name=compiled.name)
                 fn = _modules[key] = module.function(compiled.entry)
     return fn
-
-
-def gpu_args(abi: KernelABI, values: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
-    """The kernel arguments and their tile.core signature kinds."""
-    args: list[Any] = []
-    kinds: list[str] = []
-    for slot in abi.slots:
-        value = values[slot.param]
-        if slot.role == "base":
-            args.append(tensor_of(value)._address())
-            kinds.append("ptr")
-        elif slot.role in ("shape", "stride"):
-            args.append(_scalar(slot, tensor_of(value)))
-            kinds.append(GPU_KIND[slot.dtype])
-        elif slot.role == "pointer":
-            args.append(int(value))
-            kinds.append("ptr")
-        else:
-            args.append(int(value) if slot.dtype in GPU_KIND and slot.dtype[0] in "iu" else value)
-            kinds.append(GPU_KIND.get(slot.dtype, slot.dtype))
-    return args, kinds
-
-
-def run_gpu(compiled: CompiledKernel, grid: Sequence[int], values: Mapping[str, Any], stream: Any) -> None:
-    """Enqueue one launch of the cubin on ``stream``, packing the ABI from named values."""
-    args, kinds = gpu_args(compiled.abi, values)
-    launch_packed(compiled, tuple(grid), tuple(args), tuple(kinds), stream)
-
-
-def launch_packed(
-    compiled: CompiledKernel, grid: tuple[int, ...], args: tuple[Any, ...], kinds: tuple[str, ...], stream: Any
-) -> None:
-    """Enqueue the cubin with packed arguments (see `prepared_launch`)."""
-    prepared_launch(compiled, grid, args, kinds, stream)()
 
 
 def prepared_launch(
