@@ -1,7 +1,8 @@
 """A safe CUDA API for Python: devices, streams, events, owned buffers, modules and launches.
 
 tile.core sits on ``tile.bindings`` (checked driver calls) and on cuda-python's ``cuda.core`` where that serves
-(its Cython launcher, streams, events, kernels). What it adds is ownership: every handle knows whether it owns
+(streams, events, kernels); a prepared launch calls ``cuLaunchKernel`` directly on an argument block built once,
+which is cheaper than cuda.core's launcher. What it adds is ownership: every handle knows whether it owns
 what it wraps, owned device memory is freed exactly once and stream-ordered after every recorded use, and misuse
 (use after free, double free, out-of-bounds copy, wrong device, destroyed stream, wrong arch, wrong argument
 count) raises a typed error with a fix hint *before* anything is changed. Importing tile.core touches no driver.
