@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tile.ir import (
@@ -79,9 +79,9 @@ class K:
                                      memory_ordering_semantics=sem, memory_scope=scope)  # fmt: skip
 
     def cas(self, p: int, cmp: int, val: int, tok: Value | None, sem: Any, *,
-            scope: Any = DEVICE) -> tuple[Value, Value]:  # fmt: skip
-        return self.b.atomic_cas_tko(self.at(p), self.c(cmp), self.c(val), token=tok, memory_ordering_semantics=sem,
-                                     memory_scope=scope)  # fmt: skip
+            scope: Any = DEVICE, index: int = 0) -> tuple[Value, Value]:  # fmt: skip
+        return self.b.atomic_cas_tko(self.at(p, index), self.c(cmp), self.c(val), token=tok,
+                                     memory_ordering_semantics=sem, memory_scope=scope)  # fmt: skip
 
     def spin_until(self, p: int, expected: int, sem: Any, *, rmw: bool = False) -> Value:
         """Loop until element 0 of pointer `p` holds `expected` (an atomic add of 0 when `rmw`); returns the token."""
@@ -418,3 +418,146 @@ def test_candidate_pairs_find_every_racing_element(events: list[tuple[int, int, 
              if (cls[order][x], cls[order][y]) in _CONFLICT and not hb[order[x], order[y]]}  # fmt: skip
     assert found == truth
     assert all((a, b) in _CONFLICT for a, b in _SEGMENT_PAIRS)
+
+
+# -- whole launches against a brute-force memory model ----------------------------------------------------------
+
+_ORDERINGS = {
+    "load": (Ordering.WEAK, Ordering.RELAXED, Ordering.ACQUIRE),
+    "store": (Ordering.WEAK, Ordering.RELAXED, Ordering.RELEASE),
+    "rmw": (Ordering.RELAXED, Ordering.ACQUIRE, Ordering.RELEASE, Ordering.ACQ_REL),
+    "cas": (Ordering.RELAXED, Ordering.ACQUIRE, Ordering.RELEASE, Ordering.ACQ_REL),
+}
+Op = tuple[str, int, Any, bool, int, int]  # kind, element, ordering, tl_blk scope, value, cas compare value
+_any_op = st.sampled_from(sorted(_ORDERINGS)).flatmap(
+    lambda kind: st.tuples(
+        st.just(kind),
+        st.integers(0, 2),
+        st.sampled_from(_ORDERINGS[kind]),
+        st.booleans(),
+        st.integers(0, 2),
+        st.integers(0, 2),
+    )
+)
+# Block programs mostly shaped like real synchronisation: plain accesses to element 0 (data) after an ordered op
+# on element 1 (a flag) or before one, with orderings and scopes that may or may not synchronise.
+_data = st.lists(st.tuples(st.sampled_from(["load", "store"]), st.just(0), st.just(Ordering.WEAK), st.just(False),
+                           st.integers(0, 2), st.just(0)), min_size=1, max_size=2)  # fmt: skip
+
+
+def _flag_op(kinds: list[str], strong: int) -> st.SearchStrategy[Op]:
+    """An op on a flag (mostly element 1); `strong` picks the orderings that release or acquire more often."""
+    return st.sampled_from(kinds).flatmap(
+        lambda kind: st.tuples(
+            st.just(kind),
+            st.sampled_from([1, 1, 1, 2]),
+            st.sampled_from([*_ORDERINGS[kind][1:], *_ORDERINGS[kind][strong:] * 3]),
+            st.sampled_from([False] * 7 + [True]),
+            st.integers(0, 1),
+            st.integers(0, 1),
+        )
+    )
+
+
+_release, _acquire = _flag_op(["store", "rmw", "cas"], 2), _flag_op(["load", "rmw", "cas"], 1)
+_publisher = st.tuples(_data, _release).map(lambda t: [*t[0], t[1]])
+_followers = st.one_of(
+    st.tuples(_acquire, _data).map(lambda t: [t[0], *t[1]]),  # consume
+    st.tuples(_acquire, _data, _release).map(lambda t: [t[0], *t[1], t[2]]),  # a critical section
+    st.tuples(_acquire, _release).map(list),  # relay
+)
+_programs = st.one_of(
+    st.tuples(_publisher, st.lists(_followers, min_size=1, max_size=3)).map(lambda t: [t[0], *t[1]]),
+    st.lists(st.one_of(_publisher, _followers, st.lists(_any_op, max_size=4)), min_size=1, max_size=4),
+)
+
+
+def _build(programs: list[list[Op]]) -> Module:
+    """Block b runs programs[b], its ops on one token chain, over a 3-element i32 array."""
+    k = K(1)
+    for block, program in enumerate(programs):
+
+        def role(program: list[Op] = program) -> None:
+            tok = k.b.make_token()
+            for kind, elem, sem, local, value, cmp in program:
+                scope = TL_BLK if local else DEVICE
+                if kind == "load":
+                    tok = k.load(0, tok, sem, scope=scope, index=elem)[1]
+                elif kind == "store":
+                    tok = k.store(0, value, tok, sem, scope=scope, index=elem)
+                elif kind == "rmw":
+                    tok = k.rmw(0, AtomicRMWMode.ADD, 1, tok, sem, scope=scope, index=elem)[1]
+                else:
+                    tok = k.cas(0, cmp, value, tok, sem, scope=scope, index=elem)[1]
+
+        k.when(block, role)
+    return k.module()
+
+
+def _model_races(programs: list[list[Op]]) -> dict[int, set[tuple[int, int]]]:
+    """The racing block pairs per element, from the memory model applied to the sequential run, by brute force.
+
+    A CAS is an atomic update, so it conflicts like a write even when it fails, but only a successful one stores
+    (and so releases, or ends a release sequence).
+    """
+    memory = [0, 0, 0]
+    order: list[list[tuple[int, bool, bool]]] = [[], [], []]  # per element, its stores: (event, is RMW, releases)
+    events: list[tuple[int, int, bool, bool]] = []  # block, element, writes, strong
+    sync: list[tuple[int, int]] = []
+    for block, program in enumerate(programs):
+        for kind, elem, sem, local, value, cmp in program:
+            me, strong = len(events), sem != Ordering.WEAK and not local
+            if kind != "store" and strong and sem in (Ordering.ACQUIRE, Ordering.ACQ_REL):
+                for earlier, rmw, release in reversed(order[elem]):  # the release sequences the value read is in
+                    sync += [(earlier, me)] if release else []
+                    if not rmw:
+                        break
+            stores = kind in ("store", "rmw") or (kind == "cas" and memory[elem] == cmp)
+            if stores:
+                memory[elem] = value if kind != "rmw" else memory[elem] + 1
+                release = strong and sem in (Ordering.RELEASE, Ordering.ACQ_REL)
+                order[elem].append((me, kind != "store", release))
+            events.append((block, elem, kind != "load", strong))
+    n = len(events)
+    hb = np.zeros((n, n), bool)
+    for i in range(n):
+        hb[i, i + 1 :] = [events[j][0] == events[i][0] for j in range(i + 1, n)]
+    for a, c in sync:
+        hb[a, c] = True
+    for m in range(n):
+        hb |= hb[:, m : m + 1] & hb[m : m + 1, :]
+    races: dict[int, set[tuple[int, int]]] = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            (bi, ei, wi, si), (bj, ej, wj, sj) = events[i], events[j]
+            if bi != bj and ei == ej and (wi or wj) and not (si and sj) and not hb[i, j]:
+                races.setdefault(ei, set()).add((bi, bj))
+    return races
+
+
+_W, _REL, _ACQ, _RLX = Ordering.WEAK, Ordering.RELEASE, Ordering.ACQUIRE, Ordering.RELAXED
+
+
+@settings(max_examples=200, deadline=None)
+@given(_programs)
+@example([[("store", 0, _W, False, 1, 0), ("store", 1, _REL, False, 1, 0)],  # block 1 ends block 0's sequence
+          [("load", 1, _ACQ, False, 0, 0), ("store", 1, _RLX, False, 1, 0)],
+          [("load", 1, _ACQ, False, 0, 0), ("load", 0, _W, False, 0, 0)]])  # fmt: skip
+@example([[("store", 0, _W, False, 1, 0), ("cas", 1, Ordering.ACQ_REL, False, 1, 1)],  # the CAS fails
+          [("rmw", 1, _ACQ, False, 0, 0), ("store", 0, _W, False, 0, 0)]])  # fmt: skip
+@example([[("cas", 1, _ACQ, False, 1, 0), ("store", 0, _W, False, 1, 0), ("rmw", 1, _REL, False, 0, 0)]] * 3)
+@example([[("load", 0, _W, False, 0, 0), ("store", 1, _REL, False, 1, 0)],  # block 1 joins block 0's sequence
+          [("load", 0, _W, False, 0, 0), ("rmw", 1, _REL, False, 0, 0)],
+          [("load", 1, _ACQ, False, 0, 0), ("store", 0, _W, False, 2, 0)]])  # fmt: skip
+def test_launches_race_exactly_when_the_memory_model_says(programs: list[list[Op]]) -> None:
+    races = _model_races(programs)
+    cells = np.zeros(3, np.int32)
+    if not races:
+        _launch(_build(programs), len(programs), cells)
+        return
+    with pytest.raises(interp.DataRaceError) as info:
+        _launch(_build(programs), len(programs), cells)
+    err = info.value
+    element = int(err.element.removeprefix("arg0[").rstrip("]"))
+    assert (err.first[0][0], err.second[0][0]) in races[element]
+    assert err.count == len(races)
