@@ -5,6 +5,7 @@ compare-and-swap, an access outside the token chain of the release or acquire.""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -171,6 +172,7 @@ def test_a_lock_of_tl_blk_atomics_races_between_blocks() -> None:
     assert "memory_scope device" in str(err)
     assert err.hint is not None
     assert "tl_blk" in err.hint
+    assert pickle.loads(pickle.dumps(err)).hint == err.hint
 
 
 def test_one_block_may_use_a_tl_blk_lock() -> None:

@@ -5,7 +5,8 @@ acquire (an ``acquire``/``acq_rel`` atomic, or an ``acquire`` load) of another b
 token-ordered before the release happen before everything token-ordered after the acquire. Only ``device`` and
 ``sys`` scope synchronise blocks: ``tl_blk`` scope covers one block, and ``relaxed`` orders nothing. An acquire
 also synchronises with a release whose value later read-modify-writes (of any ordering) carried on to the value it
-read (a release sequence); any other store ends the sequence.
+read (a release sequence); any other store ends the sequence. A compare-and-swap that fails stores nothing, so it
+neither releases nor ends a sequence (the race check still counts it as an atomic update).
 
 How it is tracked: every element written by a release keeps, in a per-byte table of its region, the id of the set
 of release nodes its value carries (`_sources`); an acquire adds a synchronisation edge from each of them to its
@@ -13,8 +14,9 @@ own token node (`TokenFlow.synchronise`). Happens-before is then reachability in
 computed only for the access pairs the race check asks about. A releasing read-modify-write replaces the set by
 itself alone when it is token-ordered after an acquire of that same set (an ``acq_rel`` one always is: it acquired
 the old set itself), since whatever acquires from it then reaches those releases through it; so a lock handed
-from block to block keeps a one-release set. Blocks run one after another, so only an earlier block's release can
-ever be read.
+from block to block keeps a one-release set (release-only read-modify-writes from many blocks with no acquire
+between them do grow it, one release per block). Blocks run one after another, so only an earlier block's release
+can ever be read.
 
 Approximation: the elements of one tile op are separate memory-model operations, yet the op has one token node, so
 an atomic that acquires on one element and releases on another orders the first before the second here.

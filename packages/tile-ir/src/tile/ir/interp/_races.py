@@ -36,7 +36,10 @@ _RACES_WITH = {W: (W, SW, R, SR), SW: (R,)}  # a class of writes -> the classes 
 # For `candidate_pairs`: since the last weak write, each earlier access of the first class against each later one
 # of the second (any access is also tested against that last weak write itself).
 _SEGMENT_PAIRS = ((SW, R), (SW, W), (R, W), (R, SW), (SR, W))
-_TL_BLK_HINT = "a tl_blk-scoped atomic orders nothing between tile blocks: give it memory_scope device"
+_TL_BLK_HINT = (
+    "An op with memory_scope tl_blk is atomic and ordered only within its own tile block, so towards another block "
+    "it is a plain access: give it memory_scope device"
+)
 
 
 @dataclass(frozen=True)
