@@ -363,6 +363,30 @@ def test_a_failed_compare_and_swap_releases_nothing(flag_taken_first: bool) -> N
         assert _relay_run(kernel).tolist() == [7]
 
 
+def test_only_the_elements_read_outside_the_acquire_are_counted() -> None:
+    """Block 0 writes data[0..3] and releases; block 1 reads data[2], data[3] before its acquire, the rest after."""
+    k = K(2)
+
+    def producer() -> None:
+        tok = k.b.make_token()
+        for i in range(4):
+            tok = k.store(0, i, tok, index=i)
+        k.store(1, 1, tok, Ordering.RELEASE)
+
+    def consumer() -> None:
+        early = [k.load(0, None, loc=DATA_LOAD, index=i)[1] for i in (2, 3)]
+        _, ready = k.load(1, k.b.call("join_tokens", early).results[0], Ordering.ACQUIRE)
+        for i in (0, 1):
+            k.load(0, ready, index=i)
+
+    k.when(0, producer)
+    k.when(1, consumer)
+    with pytest.raises(interp.DataRaceError) as info:
+        _launch(k.module(), 2, np.zeros(4, np.int32), np.zeros(1, np.int32))
+    assert (info.value.element, info.value.count) == ("arg0[2]", 2)
+    assert info.value.second[1:] == ("sync.py:20:9", "read")
+
+
 def test_strong_reads_do_not_race_with_plain_reads_and_strong_pairs_never_race() -> None:
     """Block 0 reads x plainly, block 1 with a relaxed load; both store relaxed into y, block 2 adds to it."""
     k = K(2)

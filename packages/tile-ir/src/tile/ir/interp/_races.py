@@ -197,13 +197,19 @@ class RaceDetector:
             hits.append(_Hit(int(addr[i]), int(w_block[j]), int(w_site[j]), int(block[i]), int(site[i])))
 
     def _exact(self, candidates: Array, regions: set[int]) -> tuple[list[_Hit], int]:
-        """The races among the accesses to `candidates` once happens-before is taken into account."""
+        """The races among the accesses to `candidates` once happens-before is taken into account.
+
+        Elements with the same history (the same ops touching them in the same order, as when one tile is
+        published to many blocks) race alike, so one element per distinct history is examined.
+        """
         logs = [self._logs[c].arrays(regions, nodes=True) for c in range(4)]
         addr, block, site, node = (np.concatenate([log[k] for log in logs]) for k in range(4))
         cls = np.concatenate([np.full(log[0].size, c) for c, log in enumerate(logs)])
         picked = np.flatnonzero(candidates[np.minimum(np.searchsorted(candidates, addr), candidates.size - 1)] == addr)
         picked = picked[np.lexsort((node[picked], addr[picked]))]
         addr, block, site, node, cls = (a[picked] for a in (addr, block, site, node, cls))
+        elements, history, shown = _histories(addr, node * 4 + cls)
+        addr, block, site, node, cls = (a[shown] for a in (addr, block, site, node, cls))
         j, k = candidate_pairs(addr, cls)
         other = block[j] != block[k]
         j, k = j[other], k[other]
@@ -211,10 +217,14 @@ class RaceDetector:
         j, k = j[race], k[race]
         if j.size == 0:
             return [], 0
-        first = int(np.lexsort((block[j], addr[j]))[0])
-        a, b = int(j[first]), int(k[first])
-        hit = _Hit(int(addr[a]), int(block[a]), int(site[a]), int(block[b]), int(site[b]))
-        return [hit], int(np.unique(addr[j]).size)
+        racing_histories = history[np.searchsorted(elements, addr[j])]
+        racing = elements[np.isin(history, racing_histories)]
+        # The lowest racing element, reported through the pair of its history's example with the earliest block.
+        first = int(racing.min())
+        same = np.flatnonzero(racing_histories == history[np.searchsorted(elements, first)])
+        a, b = int(j[same[np.argmin(block[j[same]])]]), int(k[same[np.argmin(block[j[same]])]])
+        hit = _Hit(first, int(block[a]), int(site[a]), int(block[b]), int(site[b]))
+        return [hit], int(racing.size)
 
     def _raise(self, hit: _Hit, count: int) -> None:
         region = self._memory.region_at(hit.address)
@@ -266,3 +276,25 @@ def candidate_pairs(addr: Array, cls: Array) -> tuple[Array, Array]:
             js.append(j_pos[np.repeat(lo, count) + offsets])
             ks.append(np.repeat(k_pos, count))
     return np.concatenate(js), np.concatenate(ks)
+
+
+def _histories(addr: Array, token: Array) -> tuple[Array, Array, Array]:
+    """Group the elements of events sorted by (address, run order) by their history, the sequence of `token`.
+
+    Returns the distinct addresses, a history id per address (equal ids: identical sequences), and the positions
+    of the events of one example address per history, in order.
+    """
+    starts = np.flatnonzero(np.r_[True, addr[1:] != addr[:-1]])
+    lengths = np.diff(np.r_[starts, addr.size])
+    history = np.empty(starts.size, dtype=np.int64)
+    examples: list[Array] = []
+    for length in np.unique(lengths).tolist():
+        groups = np.flatnonzero(lengths == length)
+        rows = token[starts[groups][:, None] + np.arange(length)]
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        history[groups] = len(examples) + inverse.reshape(-1)
+        examples.extend(starts[groups[first]])
+    shown = np.sort(np.asarray(examples, dtype=np.int64))
+    spans = lengths[np.searchsorted(starts, shown)]
+    positions = np.repeat(shown, spans) + np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans)
+    return addr[starts], history, positions
