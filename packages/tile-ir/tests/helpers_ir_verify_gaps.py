@@ -26,6 +26,7 @@ from tile.ir import (
     TileType,
     Value,
     f32,
+    i8,
     i32,
     ptr,
     scalar,
@@ -33,7 +34,7 @@ from tile.ir import (
     token,
 )
 
-__all__ = ["Case", "ftof", "kernel", "multimem", "pointer_atomic", "scaled", "view"]
+__all__ = ["Case", "ftof", "kernel", "multimem", "pointer_atomic", "scaled", "through", "view"]
 
 View = PartitionViewType | StridedViewType | GatherScatterViewType
 
@@ -158,3 +159,35 @@ def ftof(src: ScalarType, dst: ScalarType, mode: str, n: int = 16) -> Module:
         b.store_ptr_tko(pointers(b, fn.params[2], f32), z)
 
     return kernel(body, (scalar(ptr(src)), scalar(i32), scalar(ptr(f32))))
+
+
+def through(elem: ScalarType, build: Callable[[Builder, Value], Value]) -> Module:
+    """Load ``tile<16xf32>``, convert it to `elem`, apply `build`, convert the result back to f32 and store it.
+
+    i4 goes through i8 (``ftoi`` then ``trunci``, ``exti`` back): i4 exists only in registers.
+    """
+
+    def convert(b: Builder, v: Value, to: ScalarType) -> Value:
+        src = v.type.element if isinstance(v.type, TileType) else f32
+        assert isinstance(src, ScalarType)
+        if src == to:
+            return v
+        if src.name == "i4":
+            return convert(b, b.exti(v, result_type=tile((16,), i8), signedness="signed"), to)
+        if to.name == "i4":
+            return b.trunci(convert(b, v, i8), result_type=tile((16,), to))
+        if src.is_float and to.is_float:
+            return b.ftof(
+                v, result_type=tile((16,), to), rounding_mode="zero" if to.name == "f8E8M0FNU" else "nearest_even"
+            )
+        if src.is_float:
+            return b.ftoi(v, result_type=tile((16,), to), signedness="signed")
+        return b.itof(v, result_type=tile((16,), to), signedness="signed")
+
+    def body(b: Builder, fn: Function) -> None:
+        one = b.reshape(fn.params[0], result_type=tile((1,), ptr(f32)))
+        pointers = b.broadcast(one, result_type=tile((16,), ptr(f32)))
+        x, _ = b.load_ptr_tko(pointers, result_types=[tile((16,), f32), token])
+        b.store_ptr_tko(pointers, convert(b, build(b, convert(b, x, elem)), f32))
+
+    return kernel(body)

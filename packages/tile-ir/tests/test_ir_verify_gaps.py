@@ -27,6 +27,8 @@ from tile.ir import (
     ScalarType,
     StridedViewType,
     TensorViewType,
+    TileType,
+    Value,
     VerifyError,
     bf16,
     f4E2M1FN,
@@ -37,10 +39,12 @@ from tile.ir import (
     f32,
     f64,
     i1,
+    i4,
     i8,
     i16,
     i32,
     i64,
+    ptr,
     scalar,
     tf32,
     tile,
@@ -51,7 +55,7 @@ from tile.ir.ops import lookup
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_tools import compile_cubin
-from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, pointer_atomic, scaled, view
+from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, pointer_atomic, scaled, through, view
 
 E4, E5, E8, F4 = f8E4M3FN, f8E5M2, f8E8M0FNU, f4E2M1FN
 S, S64 = scalar(i32), scalar(i64)
@@ -72,6 +76,15 @@ def _mc1(elem: ScalarType) -> TensorViewType:
 
 def _mc(elem: ScalarType, strides: tuple[int | None, ...] = (DYNAMIC, 1)) -> TensorViewType:
     return TensorViewType(elem, (DYNAMIC, DYNAMIC), strides, ptr_attr=PointerAttr.MULTICAST)
+
+
+def _select(b: Builder, cond: Value, v: Value) -> Value:
+    return b.select(cond, v, v)
+
+
+def _transpose(b: Builder, v: Value) -> Value:
+    assert isinstance(v.type, TileType)
+    return b.permute(v, permutation=(1, 0), result_type=v.type.with_shape(v.type.shape[::-1]))
 
 
 def _mmaf(lhs: ScalarType, rhs: ScalarType) -> Module:
@@ -164,6 +177,38 @@ CASES: dict[str, Case] = {
     "f4-odd-tile": Case(ftof(f32, F4, "nearest_even", 1), "f4E2M1FN tiles hold an even number of elements"),
     "f4-even-tile": Case(ftof(f32, F4, "nearest_even", 2), None),
     "tile-not-pow2": Case(ftof(f32, f16, "nearest_even", 12), "tile dims must be positive powers of two"),
+    # element types: arithmetic on f16/bf16/f32/f64 or i1..i64; i4 only in storage and shuffles
+    "addf-bf16": Case(through(bf16, lambda b, v: b.addf(v, v)), None),
+    "addf-tf32": Case(through(tf32, lambda b, v: b.addf(v, v)), "expects float tiles of f16, bf16, f32, f64"),
+    "cos-f8": Case(through(E5, lambda b, v: b.cos(v)), "expects float tiles"),
+    "cmpf-tf32": Case(
+        through(tf32, lambda b, v: _select(b, b.cmpf(v, v, comparison_predicate="equal"), v)), "expects float"
+    ),
+    "addi-i4": Case(through(i4, lambda b, v: b.addi(v, v)), "expects int tiles of i1, i8, i16, i32, i64"),
+    "select-i4": Case(through(i4, lambda b, v: _select(b, b.constant(1, tile((16,), i1)), v)), None),
+    "select-f4": Case(through(F4, lambda b, v: _select(b, b.constant(1, tile((16,), i1)), v)), "f4E2M1FN is sub-byte"),
+    "permute-i4": Case(
+        through(
+            i4,
+            lambda b, v: b.reshape(
+                _transpose(b, b.reshape(v, result_type=tile((4, 4), i4))), result_type=tile((16,), i4)
+            ),
+        ),
+        None,
+    ),
+    "itof-e8m0": Case(
+        through(
+            E8,
+            lambda b, v: b.itof(
+                b.ftoi(v, result_type=tile((16,), i32), signedness="signed"), result_type=v.type, signedness="signed"
+            ),
+        ),
+        "does not take a f8E8M0FNU result",
+    ),
+    "constant-i4": Case(through(i4, lambda b, v: b.constant(1, tile((16,), i4))), "does not take a i4 result"),
+    "pointer-i4": Case(
+        kernel(lambda b, fn: None, (scalar(ptr(i4)), scalar(i32))), "no pointer or tensor view can address i4"
+    ),
     # multimem: partition views only; f16/bf16 need one static unit stride
     "mm-pv": Case(multimem(PartitionViewType((8, 16), _mc(f16), (0, 1)), [S, S]), None),
     "mm-sv": Case(multimem(StridedViewType((8, 16), (8, 16), _mc(i32), (0, 1)), [S, S]), "take a strided_view"),

@@ -1,8 +1,10 @@
 """Validity of a type on its own, checked wherever the verifier meets a type (signatures, results, attributes).
 
 Tile (and view tile) dims are positive powers of two; f4E2M1FN tiles hold an even number of elements (two per
-byte); element types are the `SCALARS` of `tile.ir._types`. ``f8E5M3FNU`` (tag 130, bytecode 13.4+) exists in
-tileiras 13.5 but compiles only for sm_107, so tile.ir does not model it and says so.
+byte); element types are the `SCALARS` of `tile.ir._types`; nothing in memory is i4 (``ptr<i4>`` fails
+tileirdisasm 13.5's pointee check, so i4 lives only in tiles, made by ``trunci`` or ``unpack``).
+``f8E5M3FNU`` (tag 130, bytecode 13.4+) exists in tileiras 13.5 but compiles only for sm_107, so tile.ir does
+not model it and says so.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tile.ir._types import (
     TileType,
     Type,
     f4E2M1FN,
+    i4,
 )
 
 __all__ = ["typedef_problems"]
@@ -53,6 +56,8 @@ def typedef_problems(t: Type) -> list[str]:
         if scalar is not None and scalar not in SCALARS:
             unknown = f"element type {scalar.name} (tag {scalar.tag}) is not a Tile IR type; use one of {_KNOWN}"
             problems.append(_UNMODELLED.get(scalar.name, unknown))
+        if (isinstance(elem, PointerType) and elem.pointee == i4) or (isinstance(t, TensorViewType) and elem == i4):
+            problems.append(f"i4 is a register-only type: no pointer or tensor view can address i4 elements ({t})")
         if shape is not None and any(d <= 0 or d & (d - 1) for d in shape):
             problems.append(f"tile dims must be positive powers of two, got {list(shape)} in {t}")
         elif shape is not None and elem == f4E2M1FN and prod(shape) % 2:

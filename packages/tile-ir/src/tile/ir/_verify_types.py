@@ -21,6 +21,7 @@ from tile.ir._types import (
     i1,
 )
 from tile.ir._verify_atomics import ATOMIC_RULES
+from tile.ir._verify_elements import ELEMENT_RULES, FLOATS, INTS
 from tile.ir._verify_memory import MEMORY_RULES, token_problems
 from tile.ir._verify_misc import DIVI_RULE, MISC_RULES, PRINT_RULE
 from tile.ir._verify_mma import MMA_RULES
@@ -40,8 +41,9 @@ def _elem(t: Type) -> ScalarType | PointerType | None:
 
 def _kind_problem(t: Type, kind: str) -> list[str]:
     elem = _elem(t)
-    if not isinstance(elem, ScalarType) or (elem.is_float if kind == "int" else elem.is_int):
-        return [f"expects {kind} tiles, got {t}"]
+    allowed = INTS if kind == "int" else FLOATS
+    if not isinstance(elem, ScalarType) or elem.name not in allowed:
+        return [f"expects {kind} tiles of {', '.join(allowed)}, got {t}"]
     return []
 
 
@@ -193,7 +195,11 @@ _RULES: dict[str, Callable[[Operation], list[str]]] = {
     **MMA_RULES,
     **VIEW_RULES,
 }
-for _name, _rule in [*ATOMIC_RULES.items(), *((name, VIEW_RULES[name]) for name in VIEW_ACCESS)]:
+for _name, _rule in [
+    *ATOMIC_RULES.items(),
+    *ELEMENT_RULES.items(),
+    *((name, VIEW_RULES[name]) for name in VIEW_ACCESS),
+]:
     _RULES[_name] = _chain(_RULES.get(_name, token_problems), _rule)
 
 
