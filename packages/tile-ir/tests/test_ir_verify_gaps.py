@@ -209,6 +209,14 @@ CASES: dict[str, Case] = {
     "pointer-i4": Case(
         kernel(lambda b, fn: None, (scalar(ptr(i4)), scalar(i32))), "no pointer or tensor view can address i4"
     ),
+    # f32-only modifiers: flush_to_zero everywhere, approx (and full on divf)
+    "addf-f32-ftz": Case(through(f32, lambda b, v: b.addf(v, v, flush_to_zero=True)), None),
+    "addf-f16-ftz": Case(
+        through(f16, lambda b, v: b.addf(v, v, flush_to_zero=True)), "flush_to_zero works only on f32"
+    ),
+    "exp-f32-approx": Case(through(f32, lambda b, v: b.exp(v, rounding_mode="approx")), None),
+    "exp-bf16-approx": Case(through(bf16, lambda b, v: b.exp(v, rounding_mode="approx")), "approx works only on f32"),
+    "divf-f64-full": Case(through(f64, lambda b, v: b.divf(v, v, rounding_mode="full")), "full works only on f32"),
     # multimem: partition views only; f16/bf16 need one static unit stride
     "mm-pv": Case(multimem(PartitionViewType((8, 16), _mc(f16), (0, 1)), [S, S]), None),
     "mm-sv": Case(multimem(StridedViewType((8, 16), (8, 16), _mc(i32), (0, 1)), [S, S]), "take a strided_view"),

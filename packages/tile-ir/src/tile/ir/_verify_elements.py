@@ -7,14 +7,19 @@ whose sets differ, each measured with tileirdisasm 13.5 over every element type:
   ``extract``, ``broadcast`` and ``pack``/``unpack`` take it. Constants, bitcasts, ``itof`` sources and
   ``ftoi`` results do not, and neither do pointers (`_verify_typedefs`);
 - ``select`` cannot operate on f4E2M1FN (a sub-byte type); ``itof`` cannot produce f8E8M0FNU.
+
+`F32_ROUNDINGS` lists the rounding modes that are f32-only modifiers per op (``approx``, and ``full`` for
+``divf``); ``flush_to_zero`` is f32-only on every op that has it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tile.ir._enums import RoundingMode
 from tile.ir._ir import Operation
 from tile.ir._types import SCALARS, ScalarType, TileType
+from tile.ir.ops import CATALOG
 
 __all__ = ["ELEMENTS", "ELEMENT_RULES", "FLOATS", "INTS"]
 
@@ -38,6 +43,30 @@ ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
 }
 
 
+_R = RoundingMode
+F32_ROUNDINGS: dict[str, frozenset[RoundingMode]] = {
+    "divf": frozenset({_R.APPROX, _R.FULL}),
+    "sqrt": frozenset({_R.APPROX}),
+    "exp": frozenset({_R.APPROX}),
+    "tanh": frozenset({_R.APPROX}),
+}
+
+
+def _f32_modifiers(op: Operation) -> list[str]:
+    """``flush_to_zero`` and the approx/full roundings exist only for f32 results."""
+    t = op.results[0].type if op.results else None
+    elem = t.element if isinstance(t, TileType) else None
+    if not isinstance(elem, ScalarType) or elem.name == "f32":
+        return []
+    problems = []
+    if op.attributes.get("flush_to_zero") is True:
+        problems.append(f"flush_to_zero works only on f32, got {elem.name}; drop it")
+    mode = op.attributes.get("rounding_mode")
+    if mode in F32_ROUNDINGS.get(op.name, frozenset()):
+        problems.append(f"rounding_mode {mode} works only on f32, got {elem.name}; use the default rounding")
+    return problems
+
+
 def _elements(op: Operation) -> list[str]:
     problems = []
     for side, (allowed, hint) in ELEMENTS[op.name].items():
@@ -51,3 +80,5 @@ def _elements(op: Operation) -> list[str]:
 
 
 ELEMENT_RULES: dict[str, Callable[[Operation], list[str]]] = dict.fromkeys(ELEMENTS, _elements)
+_FTZ_OPS = {name for name, opdef in CATALOG.items() if any(a.name == "flush_to_zero" for a in opdef.attrs)}
+ELEMENT_RULES |= dict.fromkeys(_FTZ_OPS | set(F32_ROUNDINGS), _f32_modifiers)
