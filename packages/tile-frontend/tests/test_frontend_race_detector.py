@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
-from tile.frontend import f32
+from tile.frontend import f32, i32
 from tile.ir.interp import DataRaceError
 
 HEADS, SEQ, DIM, BS = 4, 64, 32, 16
@@ -47,3 +47,12 @@ def test_one_root_catches_compile_errors_and_kernel_faults(k: ModuleType) -> Non
     assert isinstance(caught.value, tile.KernelFaultError)
     assert isinstance(caught.value, DataRaceError)
     assert issubclass(tile.CompileError, tile.TileError)
+
+
+def test_an_atomic_orders_partition_accesses_around_it(k: ModuleType) -> None:
+    # acq_rel atomics join every token chain: block 0's store is released by its flag, block 1's load acquired.
+    z, flag = k.publish_then_read(tile.zeros(f32, [32]).partition([16]), tile.zeros(i32, [1])).sync()
+    np.testing.assert_array_equal(flag.to_numpy(), [1])
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), [7.0] * 16 + [8.0] * 16)
+    with pytest.raises(DataRaceError, match=r"tile block \(0, 0, 0\).*tile block \(1, 0, 0\)"):
+        k.read_then_take(tile.zeros(f32, [32]).partition([16]), tile.zeros(i32, [1])).sync()

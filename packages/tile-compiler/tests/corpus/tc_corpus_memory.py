@@ -59,6 +59,14 @@ def atomic_flags(flags: Tensor[i32, -1]):
     tile.atomic_xor(flags.ptr() + 6, 1)
 
 
+@unchecked
+def count_between_stores(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], count: Tensor[i32, -1]):
+    # The atomic joins z's token chain with the pointer chain (release) and both continue from it (acquire).
+    z.store(tile.load_tile_like(x, z))
+    tile.atomic_add(count.ptr() + tile.arange(1), 1)
+    z.store(z.load() * 2.0)
+
+
 def debug_print(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     t = tile.load_tile_like(x, z)
     bid = tile.block_id()[0]
@@ -114,6 +122,12 @@ CASES = [
         lambda r: {"flags": np.array([0, 0, 0, 0, 0, 0x7FFFFFFF, 0], "int32")},
         _flags_ref,
         grid=lambda a: (8,),
+    ),
+    Case(
+        count_between_stores,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N,)), "z": poison((N,)), "count": np.zeros(1, "int32")},
+        lambda a: {"z": a["x"] * 2, "count": np.array([N // 128], "int32")},
     ),
     Case(debug_print, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),
     Case(checked_assert, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,))}, lambda a: {"z": a["x"]}),

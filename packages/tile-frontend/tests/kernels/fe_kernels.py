@@ -160,3 +160,28 @@ def permute_heads_unchecked_fixed(out: Tensor[f32, (-1, -1, "D")], x: Tensor[f32
     rows = tile.reshape(s * BS + tile.arange(BS), (BS, 1))
     cols = tile.reshape(tile.arange(D), (1, D))
     tile.scatter(out.ptr() + (rows * (x.shape[0] * D) + h * D + cols), t)
+
+
+# Block 0 writes its tile, then raises a flag (an acq_rel atomic); block 1 takes the flag and then reads block 0's
+# tile through a partition. The atomic orders the partition store and load of its own block (every token chain
+# goes through it), so the two blocks do not race when block 1 sees the flag raised.
+@tile.entry(unchecked=True)
+def publish_then_read(z: Mut[Tensor[f32, "B"]], flag: Tensor[i32, -1]):
+    if tile.block_id()[0] == 0:
+        z.store(tile.full((B,), 7.0, f32))
+        tile.atomic_xchg(flag.ptr() + tile.arange(1), 1)
+    else:
+        tile.atomic_add(flag.ptr() + tile.arange(1), 0)
+        z.store(z.partition((B,)).load((0,)) + 1.0)
+
+
+# The same read moved before taking the flag: nothing orders it after block 0's store.
+@tile.entry(unchecked=True)
+def read_then_take(z: Mut[Tensor[f32, "B"]], flag: Tensor[i32, -1]):
+    if tile.block_id()[0] == 0:
+        z.store(tile.full((B,), 7.0, f32))
+        tile.atomic_xchg(flag.ptr() + tile.arange(1), 1)
+    else:
+        t = z.partition((B,)).load((0,))
+        tile.atomic_add(flag.ptr() + tile.arange(1), 0)
+        z.store(t + 1.0)

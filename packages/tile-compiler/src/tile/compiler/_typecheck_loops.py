@@ -85,7 +85,9 @@ class LoopMixin(ExprMixin):
     def _loop_vars(self, body: list[ast.stmt], exclude: str = "") -> list[str]:
         assigned = {n.id for s in body for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         names = sorted(n for n in assigned if n in self.env and n != exclude)
-        skip = {ENTRY_TOKEN} if self.unchecked else {ENTRY_TOKEN, RAW_TOKEN}
+        # Safe kernels have no raw-pointer ops, so nothing advances those chains; an atomic (unchecked kernels only)
+        # advances every chain, the entry's included.
+        skip = set() if self.unchecked else {ENTRY_TOKEN, RAW_TOKEN}
         tokens = sorted(k for k in self.env if k.startswith("$tok:") and k not in skip)
         return names + (tokens if self._touches_memory(body) else [])
 

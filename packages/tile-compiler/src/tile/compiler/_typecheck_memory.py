@@ -493,11 +493,11 @@ class MemoryMixin(ShapeMixin):
         val = self._value_for(a["value"], t, dt)
         out, tok = self.em.emit(
             "atomic_rmw_tko",
-            [a["ptrs"], val, self._mask(a["mask"], t.shape), self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
+            [a["ptrs"], val, self._mask(a["mask"], t.shape), self._release_token()],
             [t.with_elem(dt), TokenType()],
             {"memory_ordering_semantics": "acq_rel", "memory_scope": "device", "mode": mode},
         )
-        self.env[RAW_TOKEN] = tok
+        self._acquired(tok)
         return out
 
     def op_atomic_cas(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -505,12 +505,27 @@ class MemoryMixin(ShapeMixin):
         cmp, val = self._value_for(a["expected"], t, dt), self._value_for(a["value"], t, dt)
         out, tok = self.em.emit(
             "atomic_cas_tko",
-            [a["ptrs"], cmp, val, self._mask(a["mask"], t.shape), self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
+            [a["ptrs"], cmp, val, self._mask(a["mask"], t.shape), self._release_token()],
             [t.with_elem(dt), TokenType()],
             {"memory_ordering_semantics": "acq_rel", "memory_scope": "device"},
         )
-        self.env[RAW_TOKEN] = tok
+        self._acquired(tok)
         return out
+
+    # Atomics are acq_rel at device scope, which orders a block's memory ops only along token chains: the release
+    # half covers what its input token follows, the acquire half what follows its output token. One chain per
+    # output (and one for raw pointers) would leave a partition store before a flag, or a load after it, unordered.
+    def _release_token(self) -> Value:
+        """A token after every memory op so far: the join of all chains (the release half of an atomic)."""
+        chains = list({id(v): v for k, v in self.env.items() if k.startswith("$tok:")}.values())
+        if len(chains) == 1:
+            return cast(Value, chains[0])
+        return self.em.one("join_tokens", [cast(list[Value], chains)], TokenType())
+
+    def _acquired(self, token: Value) -> None:
+        """Every chain continues from ``token`` (the acquire half: later memory ops stay after the atomic)."""
+        for k in [k for k in self.env if k.startswith("$tok:")]:
+            self.env[k] = token
 
     # -- debugging --------------------------------------------------------------------------------------------
     def _print(self, fmt: str, values: list[Value]) -> None:
