@@ -16,9 +16,11 @@ from tile.ir import (
     V13_4,
     V13_5,
     Builder,
+    FloatAttr,
     Function,
     FunctionType,
     GatherScatterViewType,
+    IntegerAttr,
     Module,
     Operation,
     Padding,
@@ -80,6 +82,28 @@ def _mc(elem: ScalarType, strides: tuple[int | None, ...] = (DYNAMIC, 1)) -> Ten
 
 def _select(b: Builder, cond: Value, v: Value) -> Value:
     return b.select(cond, v, v)
+
+
+def _identity(e: ScalarType) -> FloatAttr | IntegerAttr:
+    return FloatAttr.of(e, 0.0) if e.is_float else IntegerAttr(e, 0)
+
+
+def _reduce(b: Builder, v: Value) -> Value:
+    """Sum-free reduction (keeps one element) back to the input's shape, to test element types alone."""
+    assert isinstance(v.type, TileType)
+    assert isinstance(v.type.element, ScalarType)
+    e = v.type.element
+    with b.reduce([v], 0, [_identity(e)], result_types=[scalar(e)]) as r:
+        b.yield_([r.args[0]])
+    return b.broadcast(b.reshape(r.op.results[0], result_type=tile((1,), e)), result_type=v.type)
+
+
+def _scan(b: Builder, v: Value) -> Value:
+    assert isinstance(v.type, TileType)
+    assert isinstance(v.type.element, ScalarType)
+    with b.scan([v], 0, [_identity(v.type.element)]) as r:
+        b.yield_([r.args[0]])
+    return r.op.results[0]
 
 
 def _transpose(b: Builder, v: Value) -> Value:
@@ -209,6 +233,11 @@ CASES: dict[str, Case] = {
     "pointer-i4": Case(
         kernel(lambda b, fn: None, (scalar(ptr(i4)), scalar(i32))), "no pointer or tensor view can address i4"
     ),
+    "reduce-f16": Case(through(f16, _reduce), None),
+    "reduce-tf32": Case(through(tf32, _reduce), "reduce does not take a tf32 operand"),
+    "scan-f8": Case(through(E4, _scan), "scan does not take a f8E4M3FN operand"),
+    "scan-f4": Case(through(F4, _scan), "f4E2M1FN tiles hold an even number"),
+    "f4-pointer-tile": Case(ftof(F4, f32, "nearest_even"), "tiles of ptr<f4E2M1FN> must be scalars"),
     # f32-only modifiers: flush_to_zero everywhere, approx (and full on divf)
     "addf-f32-ftz": Case(through(f32, lambda b, v: b.addf(v, v, flush_to_zero=True)), None),
     "addf-f16-ftz": Case(

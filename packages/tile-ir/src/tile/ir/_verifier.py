@@ -136,6 +136,8 @@ class _Checker:
         added = [a for a in block.args if a not in self.visible]
         if block.parent is not None:
             self.define(block.args, block)
+            for arg in block.args:
+                self.type_version(arg.type)
         if not block.ops or block.ops[-1].name not in terminators:
             last = block.ops[-1].name if block.ops else "nothing"
             self.where = path

@@ -6,7 +6,8 @@ whose sets differ, each measured with tileirdisasm 13.5 over every element type:
 - i4 exists for storage and shuffling only: ``trunci``/``exti``, ``select``, ``reshape``, ``permute``, ``cat``,
   ``extract``, ``broadcast`` and ``pack``/``unpack`` take it. Constants, bitcasts, ``itof`` sources and
   ``ftoi`` results do not, and neither do pointers (`_verify_typedefs`);
-- ``select`` cannot operate on f4E2M1FN (a sub-byte type); ``itof`` cannot produce f8E8M0FNU.
+- ``select`` cannot operate on f4E2M1FN (a sub-byte type); ``itof`` cannot produce f8E8M0FNU;
+- ``reduce``/``scan`` over i4, tf32 or 8-bit floats pass tileirdisasm but tileiras cannot compile them.
 
 `F32_ROUNDINGS` lists the rounding modes that are f32-only modifiers per op (``approx``, and ``full`` for
 ``divf``); ``flush_to_zero`` is f32-only on every op that has it.
@@ -27,6 +28,8 @@ INTS = ("i1", "i8", "i16", "i32", "i64")
 FLOATS = ("f16", "bf16", "f32", "f64")
 _ALL = frozenset(s.name for s in SCALARS)
 _NO_I4 = _ALL - {"i4"}
+_COMBINABLE = frozenset(INTS + FLOATS)
+_NO_COMBINE = "tileiras 13.5 fails to compile it, with no detail; convert to f32 (or i8) first"
 ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
     # op: {side: (allowed element names, why the others are refused)}
     "constant": {"results": (_NO_I4, "i4 is a storage type; build the constant as i8 and trunci it")},
@@ -40,6 +43,9 @@ ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
     },
     "ftoi": {"results": (frozenset(INTS), "convert to i8, then trunci to i4")},
     "select": {"results": (_ALL - {"f4E2M1FN"}, "f4E2M1FN is sub-byte; select on a wider type and convert")},
+    # tileirdisasm accepts the others, but tileiras 13.5 fails to compile them ("failed to compile Tile IR program")
+    "reduce": {"operands": (_COMBINABLE, _NO_COMBINE)},
+    "scan": {"operands": (_COMBINABLE, _NO_COMBINE)},
 }
 
 

@@ -58,6 +58,8 @@ def typedef_problems(t: Type) -> list[str]:
             problems.append(_UNMODELLED.get(scalar.name, unknown))
         if (isinstance(elem, PointerType) and elem.pointee == i4) or (isinstance(t, TensorViewType) and elem == i4):
             problems.append(f"i4 is a register-only type: no pointer or tensor view can address i4 elements ({t})")
+        if shape and isinstance(elem, PointerType) and elem.pointee == f4E2M1FN:
+            problems.append(f"tiles of ptr<f4E2M1FN> must be scalars, got {t}; reach f4 memory through a tile view")
         if shape is not None and any(d <= 0 or d & (d - 1) for d in shape):
             problems.append(f"tile dims must be positive powers of two, got {list(shape)} in {t}")
         elif shape is not None and elem == f4E2M1FN and prod(shape) % 2:
