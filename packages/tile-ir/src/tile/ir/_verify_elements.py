@@ -6,7 +6,8 @@ whose sets differ, each measured with tileirdisasm 13.5 over every element type:
 - i4 exists for storage and shuffling only: ``trunci``/``exti``, ``select``, ``reshape``, ``permute``, ``cat``,
   ``extract``, ``broadcast`` and ``pack``/``unpack`` take it. Constants, bitcasts, ``itof`` sources and
   ``ftoi`` results do not, and neither do pointers (`_verify_typedefs`);
-- ``select`` cannot operate on f4E2M1FN (a sub-byte type); ``itof`` cannot produce f8E8M0FNU;
+- ``select`` cannot operate on f4E2M1FN (a sub-byte type); ``itof`` cannot produce f8E8M0FNU; ``bitcast``
+  takes no tf32 (tileiras counts it 19 bits wide); ``fpowi`` raises f16/bf16/f32/f64 to an i1..i32 power;
 - ``reduce``/``scan`` over i4, tf32 or 8-bit floats pass tileirdisasm but tileiras cannot compile them.
 
 `F32_ROUNDINGS` lists the rounding modes that are f32-only modifiers per op (``approx``, and ``full`` for
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tile.ir._enums import RoundingMode
-from tile.ir._ir import Operation
+from tile.ir._ir import Operation, Value
 from tile.ir._types import SCALARS, ScalarType, TileType
 from tile.ir.ops import CATALOG
 
@@ -31,11 +32,11 @@ _NO_I4 = _ALL - {"i4"}
 _COMBINABLE = frozenset(INTS + FLOATS)
 _NO_COMBINE = "tileiras 13.5 fails to compile it, with no detail; convert to f32 (or i8) first"
 ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
-    # op: {side: (allowed element names, why the others are refused)}
+    # op: {side ("operands", "results" or one operand group): (allowed element names, why the others are refused)}
     "constant": {"results": (_NO_I4, "i4 is a storage type; build the constant as i8 and trunci it")},
-    "bitcast": {
-        "operands": (_NO_I4, "i4 is a storage type; exti it first"),
-        "results": (_NO_I4, "i4 is a storage type; bitcast to i8 and trunci"),
+    "bitcast": {  # tileiras counts tf32 as 19 bits wide, so no type has its width
+        "operands": (_NO_I4 - {"tf32"}, "i4 is a storage type and tf32 has no same-width partner; convert first"),
+        "results": (_NO_I4 - {"tf32"}, "i4 is a storage type and tf32 has no same-width partner; convert first"),
     },
     "itof": {
         "operands": (frozenset(INTS), "exti an i4 source to i8 first"),
@@ -43,6 +44,10 @@ ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
     },
     "ftoi": {"results": (frozenset(INTS), "convert to i8, then trunci to i4")},
     "select": {"results": (_ALL - {"f4E2M1FN"}, "f4E2M1FN is sub-byte; select on a wider type and convert")},
+    "fpowi": {
+        "source": (frozenset(FLOATS), "use f16, bf16, f32 or f64"),
+        "exponent": (frozenset(INTS) - {"i64"}, "the exponent is at most 32 bits; trunci it"),
+    },
     # tileirdisasm accepts the others, but tileiras 13.5 fails to compile them ("failed to compile Tile IR program")
     "reduce": {"operands": (_COMBINABLE, _NO_COMBINE)},
     "scan": {"operands": (_COMBINABLE, _NO_COMBINE)},
@@ -73,14 +78,21 @@ def _f32_modifiers(op: Operation) -> list[str]:
     return problems
 
 
+def _side(op: Operation, side: str) -> list[Value]:
+    if side == "operands":
+        return list(op.operands)
+    if side == "results":
+        return list(op.results)
+    return op.operand_group(CATALOG[op.name].operand_index(side))
+
+
 def _elements(op: Operation) -> list[str]:
     problems = []
     for side, (allowed, hint) in ELEMENTS[op.name].items():
-        values = op.operands if side == "operands" else op.results
-        for value in values:
+        for value in _side(op, side):
             elem = value.type.element if isinstance(value.type, TileType) else None
             if isinstance(elem, ScalarType) and elem.name in _ALL and elem.name not in allowed:
-                what = "operand" if side == "operands" else "result"
+                what = {"operands": "operand", "results": "result"}.get(side, side)
                 problems.append(f"{op.name} does not take a {elem.name} {what} ({hint})")
     return problems
 

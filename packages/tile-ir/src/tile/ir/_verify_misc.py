@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from tile.ir._attrs import Bounded, DivBy, SameElements
 from tile.ir._enums import RoundingMode, Signedness
 from tile.ir._ir import Operation
 from tile.ir._types import ScalarType, TileType, Type
+from tile.ir._verify_assume import assume_problems
 from tile.ir._verify_convert import ftof_problems
 
 __all__ = ["MISC_RULES"]
@@ -80,13 +80,6 @@ def _print(op: Operation) -> list[str]:
     return []
 
 
-def _assume(op: Operation) -> list[str]:
-    predicate = op.attributes.get("predicate")
-    if not isinstance(predicate, (DivBy, SameElements, Bounded)):
-        return [f"assume needs a div_by, same_elements or bounded predicate, got {predicate!r}"]
-    return [] if op.results[0].type == op.operands[0].type else ["assume yields its operand's type"]
-
-
 def _width_change(op: Operation) -> list[str]:
     tiles = _tiles(op.operands[0].type, op.results[0].type)
     if tiles is None:
@@ -125,7 +118,7 @@ MISC_RULES: dict[str, Callable[[Operation], list[str]]] = {
     "insert": _extract,
     "reduce": _reduce_results,
     "scan": _reduce_results,
-    "assume": _assume,
+    "assume": assume_problems,
 }
 PRINT_RULE = _print
 DIVI_RULE = _divi
