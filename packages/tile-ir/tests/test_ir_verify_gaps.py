@@ -109,6 +109,24 @@ def _scan(b: Builder, v: Value) -> Value:
     return r.op.results[0]
 
 
+def _tensor_view(size: ScalarType, stride: ScalarType) -> Module:
+    """A 2-D tensor view whose two dynamic sizes are `size` constants and dynamic stride a `stride` constant."""
+    tv = TensorViewType(f32, (DYNAMIC, DYNAMIC), (DYNAMIC, 1))
+
+    def body(b: Builder, fn: Function) -> None:
+        sizes = [b.constant(4, scalar(size)) for _ in range(2)]
+        b.make_tensor_view(fn.params[0], sizes, [b.constant(4, scalar(stride))], result_type=tv)
+
+    return kernel(body)
+
+
+def _slice(b: Builder, v: Value, index: ScalarType, at: int, put: int) -> Value:
+    """Extract half of a 16-element tile at slot `at` and insert it back at slot `put` (indices of type `index`)."""
+    assert isinstance(v.type, TileType)
+    half = b.extract(v, [b.constant(at, scalar(index))], result_type=tile((8,), v.type.element))
+    return b.insert(half, v, [b.constant(put, scalar(index))])
+
+
 def _transpose(b: Builder, v: Value) -> Value:
     assert isinstance(v.type, TileType)
     return b.permute(v, permutation=(1, 0), result_type=v.type.with_shape(v.type.shape[::-1]))
@@ -244,6 +262,13 @@ CASES: dict[str, Case] = {
     "fpowi-i32": Case(through(f32, lambda b, v: b.fpowi(v, b.constant(2, tile((16,), i32)))), None),
     "fpowi-i64": Case(through(f32, lambda b, v: b.fpowi(v, b.constant(2, tile((16,), i64)))), "i64 exponent"),
     "bitcast-tf32": Case(through(tf32, lambda b, v: b.bitcast(v, result_type=tile((16,), i32))), "a tf32 operand"),
+    "tv-i64-dynamic": Case(_tensor_view(i64, i64), None),
+    "tv-mixed-dynamic": Case(_tensor_view(i32, i64), "dynamic sizes and strides must all have one type"),
+    "extract-i64-index": Case(through(f32, lambda b, v: _slice(b, v, i64, 1, 0)), "indices must be tile<i32>"),
+    "insert-in-bounds": Case(through(f32, lambda b, v: _slice(b, v, i32, 1, 1)), None),
+    "insert-out-of-bounds": Case(
+        through(f32, lambda b, v: _slice(b, v, i32, 0, 2)), "insert index 0 is 2, outside 0..1"
+    ),
     # assume predicates
     "assume-div-by-8": Case(through(i32, lambda b, v: b.assume(v, predicate=DivBy(8))), None),
     "assume-div-by-3": Case(through(i32, lambda b, v: b.assume(v, predicate=DivBy(3))), "must be a power of two"),

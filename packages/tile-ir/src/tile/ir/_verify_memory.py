@@ -64,6 +64,9 @@ def _make_tensor_view(op: Operation) -> list[str]:
         problems.append("give one shape operand per '?' size and one stride operand per '?' stride of the result")
     if any(not _scalar_int(v.type) for v in shape + strides):
         problems.append("dynamic sizes and strides must be scalar integer tiles")
+    elif len({v.type for v in shape + strides}) > 1:
+        kinds = ", ".join(str(v.type) for v in shape + strides)
+        problems.append(f"dynamic sizes and strides must all have one type, got {kinds}")
     if any(d is not None and d <= 0 for d in tv.shape + tv.strides):
         problems.append(f"static sizes and strides must be positive, got {tv}")
     return problems

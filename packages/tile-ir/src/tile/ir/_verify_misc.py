@@ -1,14 +1,16 @@
-"""Typing rules of the verifier for bit casts, extract/insert, integer widths, reductions, print formats and
-assume predicates (ftof rounding is `_verify_convert`'s); `_verify_types.type_problems` dispatches by op name."""
+"""Typing rules of the verifier for bit casts, extract/insert, integer widths, reductions and print formats
+(``ftof`` rounding is in `_verify_convert`, ``assume`` in `_verify_assume`); `_verify_types` dispatches by op name.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
+from tile.ir._attrs import DenseElementsAttr
 from tile.ir._enums import RoundingMode, Signedness
-from tile.ir._ir import Operation
-from tile.ir._types import ScalarType, TileType, Type
+from tile.ir._ir import Operation, Value
+from tile.ir._types import ScalarType, TileType, Type, i32, scalar
 from tile.ir._verify_assume import assume_problems
 from tile.ir._verify_convert import ftof_problems
 
@@ -50,7 +52,31 @@ def _extract(op: Operation) -> list[str]:
         return [f"the slice shape {small.shape} must divide {big.shape}"]
     if op.name == "insert" and op.results[0].type != big:
         return [f"insert yields the destination type {big}"]
-    return []
+    if any(v.type != scalar(i32) for v in indices):
+        return [f"{op.name} indices must be tile<i32>, got {', '.join(str(v.type) for v in indices)}"]
+    return _constant_slots(op, indices, [b // s for b, s in zip(big.shape, small.shape, strict=True)])
+
+
+def _constant_slots(op: Operation, indices: list[Value], slots: list[int]) -> list[str]:
+    """A constant insert index outside 0..slots-1 makes tileiras 13.5 fail ("failed to compile Tile IR program");
+    for extract it only warns (the result is undefined), so only insert is rejected."""
+    if op.name != "insert":
+        return []
+    problems = []
+    for dim, (index, count) in enumerate(zip(indices, slots, strict=True)):
+        value = _constant_int(index)
+        if value is not None and not 0 <= value < count:
+            problems.append(f"insert index {dim} is {value}, outside 0..{count - 1}: tileiras 13.5 fails to compile it")
+    return problems
+
+
+def _constant_int(v: Value) -> int | None:
+    """The value of a scalar i32 produced by ``constant`` (None when not a constant)."""
+    op = v.defining_op
+    dense = op.attributes.get("value") if op is not None and op.name == "constant" else None
+    if not isinstance(dense, DenseElementsAttr) or len(dense.data) != 4:
+        return None
+    return int.from_bytes(dense.data, "little", signed=True)
 
 
 def _reduce_results(op: Operation) -> list[str]:
