@@ -250,6 +250,7 @@ CASES: dict[str, Case] = {
         ),
         "does not take a f8E8M0FNU result",
     ),
+    "iota-i4": Case(through(i4, lambda b, v: b.iota(result_type=tile((16,), i4))), "iota does not take a i4 result"),
     "constant-i4": Case(through(i4, lambda b, v: b.constant(1, tile((16,), i4))), "does not take a i4 result"),
     "pointer-i4": Case(
         kernel(lambda b, fn: None, (scalar(ptr(i4)), scalar(i32))), "no pointer or tensor view can address i4"

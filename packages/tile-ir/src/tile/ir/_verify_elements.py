@@ -4,8 +4,8 @@ Arithmetic takes ``INTS`` or ``FLOATS`` (`_verify_types` applies those). The row
 whose sets differ, each measured with tileirdisasm 13.5 over every element type:
 
 - i4 exists for storage and shuffling only: ``trunci``/``exti``, ``select``, ``reshape``, ``permute``, ``cat``,
-  ``extract``, ``broadcast`` and ``pack``/``unpack`` take it. Constants, bitcasts, ``itof`` sources and
-  ``ftoi`` results do not, and neither do pointers (`_verify_typedefs`);
+  ``extract``, ``broadcast`` and ``pack``/``unpack`` take it. Constants, bitcasts, ``iota``, ``itof`` sources
+  and ``ftoi`` results do not, and neither do pointers (`_verify_typedefs`);
 - ``select`` cannot operate on f4E2M1FN (a sub-byte type); ``itof`` cannot produce f8E8M0FNU; ``bitcast``
   takes no tf32 (tileiras counts it 19 bits wide); ``fpowi`` raises f16/bf16/f32/f64 to an i1..i32 power;
 - ``reduce``/``scan`` over i4, tf32 or 8-bit floats pass tileirdisasm but tileiras cannot compile them.
@@ -43,6 +43,7 @@ ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
         "results": (_ALL - {"f8E8M0FNU", "i1", "i4", "i8", "i16", "i32", "i64"}, "convert to another float, then ftof"),
     },
     "ftoi": {"results": (frozenset(INTS), "convert to i8, then trunci to i4")},
+    "iota": {"results": (frozenset(INTS), "count in i8 and trunci to i4")},
     "select": {"results": (_ALL - {"f4E2M1FN"}, "f4E2M1FN is sub-byte; select on a wider type and convert")},
     "fpowi": {
         "source": (frozenset(FLOATS), "use f16, bf16, f32 or f64"),
