@@ -34,7 +34,7 @@ from tile.ir import (
     token,
 )
 
-__all__ = ["Case", "ftof", "kernel", "multimem", "pointer_atomic", "scaled", "through", "view"]
+__all__ = ["Case", "ftof", "kernel", "multimem", "mutants", "pointer_atomic", "scaled", "through", "view"]
 
 View = PartitionViewType | StridedViewType | GatherScatterViewType
 
@@ -191,3 +191,38 @@ def through(elem: ScalarType, build: Callable[[Builder, Value], Value]) -> Modul
         b.store_ptr_tko(pointers, convert(b, build(b, convert(b, x, elem)), f32))
 
     return kernel(body)
+
+
+def mutants(count: int, seed: int) -> list[tuple[str, Module]]:
+    """Op samples with one corruption each: a result type (from a pool that includes the rarer element types),
+    an enum attribute value, or two operands swapped. Deterministic for a given `seed`."""
+    import random
+
+    from helpers_ir_samples import build_sample
+    from tile.ir import V13_5, bf16, f4E2M1FN, f8E4M3FN, f8E8M0FNU, f16, i1, i4, tf32
+    from tile.ir.ops import CATALOG
+
+    pool = [tile((16,), e) for e in (f32, f16, bf16, tf32, f8E4M3FN, f8E8M0FNU, f4E2M1FN, i1, i4, i8, i32)]
+    pool += [tile((8,), f32), scalar(i32), tile((16, 16), f32)]
+    rng = random.Random(seed)
+    out: list[tuple[str, Module]] = []
+    while len(out) < count:
+        name = rng.choice(sorted(CATALOG))
+        module = build_sample(name, V13_5)
+        ops = [op for op in module.functions[0].walk() if op.name == name and op.name != "constant"]
+        if not ops:
+            continue
+        op = rng.choice(ops)
+        enums = [spec for spec in CATALOG[name].attrs if spec.enum is not None and spec.name in op.attributes]
+        roll = rng.random()
+        if roll < 0.5 and op.results:
+            op.results[rng.randrange(len(op.results))].type = rng.choice(pool)
+        elif roll < 0.8 and enums:
+            spec = rng.choice(enums)
+            assert spec.enum is not None
+            op.attributes[spec.name] = rng.choice(list(spec.enum))
+        elif len(op.operands) > 1:
+            i, j = rng.sample(range(len(op.operands)), 2)
+            op.operands[i], op.operands[j] = op.operands[j], op.operands[i]
+        out.append((name, module))
+    return out

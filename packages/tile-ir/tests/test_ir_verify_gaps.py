@@ -32,6 +32,7 @@ from tile.ir import (
     ScalarType,
     StridedViewType,
     TensorViewType,
+    TileError,
     TileType,
     Value,
     VerifyError,
@@ -59,8 +60,8 @@ from tile.ir import (
 from tile.ir.ops import lookup
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers_ir_tools import compile_cubin
-from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, pointer_atomic, scaled, through, view
+from helpers_ir_tools import compile_cubin, disassemble
+from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, mutants, pointer_atomic, scaled, through, view
 
 E4, E5, E8, F4 = f8E4M3FN, f8E5M2, f8E8M0FNU, f4E2M1FN
 S, S64 = scalar(i32), scalar(i64)
@@ -391,3 +392,21 @@ def test_tileiras_compiles_f8e5m3fnu_only_for_sm_107() -> None:
     accepted, cubin = compile_cubin(data, "sm_107")
     assert accepted.returncode == 0, accepted.stderr
     assert cubin.startswith(b"\x7fELF")
+
+
+@pytest.mark.requires_tileiras
+def test_verifier_and_tileirdisasm_agree_on_mutated_samples() -> None:
+    """Both directions: what tileirdisasm rejects, the verifier rejects, and the reverse, except for the
+    rules that mirror tileiras compile failures (their messages name tileiras 13.5)."""
+    disagreements = []
+    for name, module in mutants(600, seed=2026):
+        problems = verify_problems(module, V13_5)
+        try:
+            data = write_bytecode(module, V13_5)
+        except TileError:
+            continue  # the writer refuses what it cannot encode; nothing to compare
+        theirs = disassemble(data).returncode == 0
+        lowering_only = bool(problems) and all("tileiras 13.5" in p for p in problems)
+        if theirs != (not problems) and not (theirs and lowering_only):
+            disagreements.append((name, theirs, problems[:1]))
+    assert disagreements == []
