@@ -24,6 +24,7 @@ from tile.ir import (
     StridedViewType,
     TensorViewType,
     TileType,
+    Type,
     Value,
     f32,
     i8,
@@ -34,7 +35,7 @@ from tile.ir import (
     token,
 )
 
-__all__ = ["Case", "ftof", "kernel", "multimem", "mutants", "pointer_atomic", "scaled", "through", "view"]
+__all__ = ["Case", "ftof", "kernel", "malformed", "multimem", "mutants", "pointer_atomic", "scaled", "through", "view"]
 
 View = PartitionViewType | StridedViewType | GatherScatterViewType
 
@@ -225,4 +226,36 @@ def mutants(count: int, seed: int) -> list[tuple[str, Module]]:
             i, j = rng.sample(range(len(op.operands)), 2)
             op.operands[i], op.operands[j] = op.operands[j], op.operands[i]
         out.append((name, module))
+    return out
+
+
+def malformed(count: int, seed: int) -> list[Module]:
+    """Op samples with their arity broken: results dropped, an operand dropped from a group, or operand/result
+    types replaced with unrelated ones. The verifier must report these, never raise."""
+    import random
+
+    from helpers_ir_samples import build_sample
+    from tile.ir import V13_5, token
+    from tile.ir.ops import CATALOG
+
+    pool: list[Type] = [tile((16,), f32), scalar(i32), token, tile((4, 4), f32)]
+    rng = random.Random(seed)
+    out: list[Module] = []
+    while len(out) < count:
+        name = rng.choice(sorted(CATALOG))
+        module = build_sample(name, V13_5)
+        ops = [op for op in module.functions[0].walk() if op.name == name]
+        if not ops:
+            continue
+        op, roll = rng.choice(ops), rng.random()
+        if roll < 0.3 and op.results:
+            op.results = op.results[: rng.randrange(len(op.results))]
+        elif roll < 0.6 and any(op.segments):
+            group = rng.choice([g for g, n in enumerate(op.segments) if n])
+            del op.operands[sum(op.segments[:group])]
+            op.segments = tuple(n - (g == group) for g, n in enumerate(op.segments))
+        else:
+            for value in [*op.operands, *op.results]:
+                value.type = rng.choice(pool) if rng.random() < 0.5 else value.type
+        out.append(module)
     return out

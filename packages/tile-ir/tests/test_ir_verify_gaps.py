@@ -61,7 +61,18 @@ from tile.ir.ops import lookup
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_tools import compile_cubin, disassemble
-from helpers_ir_verify_gaps import Case, ftof, kernel, multimem, mutants, pointer_atomic, scaled, through, view
+from helpers_ir_verify_gaps import (
+    Case,
+    ftof,
+    kernel,
+    malformed,
+    multimem,
+    mutants,
+    pointer_atomic,
+    scaled,
+    through,
+    view,
+)
 
 E4, E5, E8, F4 = f8E4M3FN, f8E5M2, f8E8M0FNU, f4E2M1FN
 S, S64 = scalar(i32), scalar(i64)
@@ -392,6 +403,16 @@ def test_tileiras_compiles_f8e5m3fnu_only_for_sm_107() -> None:
     accepted, cubin = compile_cubin(data, "sm_107")
     assert accepted.returncode == 0, accepted.stderr
     assert cubin.startswith(b"\x7fELF")
+
+
+def test_malformed_ops_are_reported_not_raised() -> None:
+    crashed = []
+    for module in malformed(1500, seed=7):
+        try:
+            verify_problems(module, V13_5)
+        except Exception as exc:  # any exception at all is the failure this test looks for
+            crashed.append(repr(exc))
+    assert crashed == []
 
 
 @pytest.mark.requires_tileiras

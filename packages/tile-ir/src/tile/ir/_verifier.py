@@ -168,17 +168,20 @@ class _Checker:
             self.report(
                 f"has {len(op.results)} results; bytecode {self.version} defines {len(opdef.results_at(self.version))}"
             )
-        for problem in type_problems(op) if not self.problems_in_shape(op, opdef) else []:
-            self.report(problem)
-        for problem in region_problems(op):
+        malformed = self.problems_in_shape(op, opdef)  # typing rules index operands and results by position
+        for problem in [] if malformed else type_problems(op) + region_problems(op):
             self.report(problem)
         self.regions(op, opdef, path)
 
     def problems_in_shape(self, op: Operation, opdef: OpDef) -> bool:
+        """Whether the op's operand groups or result count are off (already reported; typing would misread it)."""
         expected = len(opdef.results_at(self.version))
-        return len(op.segments) != len(opdef.operands) or (
-            not opdef.variadic_results and len(op.results) > expected + 1
-        )
+        if len(op.segments) != len(opdef.operands) or sum(op.segments) != len(op.operands):
+            return True
+        arity = {OperandKind.SINGLE: (1, 1), OperandKind.OPTIONAL: (0, 1), OperandKind.VARIADIC: (0, len(op.operands))}
+        if any(not arity[g.kind][0] <= n <= arity[g.kind][1] for g, n in zip(opdef.operands, op.segments, strict=True)):
+            return True
+        return not opdef.variadic_results and not expected <= len(op.results) <= expected + 1
 
     def operands(self, op: Operation, opdef: OpDef) -> None:
         for v in op.operands:
@@ -228,7 +231,7 @@ class _Checker:
         target = self.globals.get(name) if isinstance(name, str) else None
         if target is None:
             self.report(f"get_global refers to {name!r}, which is not a global of the module")
-        elif op.results[0].type != scalar(PointerType(_scalar_element(target))):
+        elif op.results and op.results[0].type != scalar(PointerType(_scalar_element(target))):
             self.report(f"get_global {name!r} yields tile<ptr<{target.element}>>, not {op.results[0].type}")
 
     def ordering(self, op: Operation) -> None:
