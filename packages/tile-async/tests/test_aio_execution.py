@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import time
 import weakref
@@ -190,6 +191,28 @@ def test_an_error_in_host_work_is_raised_by_sync_and_await(worker: aio.HostStrea
 
     asyncio.run(main())
     assert aio.value("clean").sync_on(worker) == "clean"  # the failure did not outlive its op
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="exception notes are new in Python 3.11")
+def test_a_failure_of_the_work_names_the_op_that_was_waited_for(worker: aio.HostStream) -> None:
+    # A GPU fault surfaces at the next wait with no kernel named; the note says which op the wait was for.
+    def fail() -> None:
+        raise ZeroDivisionError("in host work")
+
+    op = aio.host_call(fail)
+    expected = f"reported while waiting for {op._describe()}; CUDA reports a kernel fault at the next wait"
+    with pytest.raises(ZeroDivisionError) as caught:
+        op.sync_on(worker)
+    assert any(note.startswith(expected) for note in getattr(caught.value, "__notes__", []))
+
+    async def main() -> None:
+        op = aio.host_call(fail)
+        described = op._describe()  # before the run releases the op's fields
+        with pytest.raises(ZeroDivisionError) as caught:
+            await op.schedule(aio.SingleStream(worker))
+        assert any(f"waiting for {described}" in note for note in getattr(caught.value, "__notes__", []))
+
+    asyncio.run(main())
 
 
 def test_an_exception_in_map_is_raised_by_await_after_the_work(worker: aio.HostStream, gate: threading.Event) -> None:

@@ -57,6 +57,8 @@ class Run(Generic[T]):
         """Note an error of the work itself (the first error wins)."""
         if self.error is None:
             self.error = error
+            if error is not None and self.op is not None:
+                _note_waited_for(error, self.op)
 
     def finish(self) -> T:
         """Release the op tree (the work is done) and return the output or raise the first error."""
@@ -95,10 +97,27 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     except Exception as exc:  # a failure of the work (the first error wins)
         if error is None:
             error = exc
+            _note_waited_for(exc, op)
     op._release()
     if error is not None:
         raise error
     return output  # type: ignore[return-value]  # None only when an error was raised above
+
+
+def _note_waited_for(error: BaseException, op: DeviceOp[Any]) -> None:
+    """Name the op whose completion reported ``error`` (a GPU fault's message names no kernel). Python 3.10 has no
+    exception notes; there the error stays as it is."""
+    add_note = getattr(error, "add_note", None)
+    if add_note is None:
+        return
+    try:
+        described = op._describe()
+    except Exception:  # a description must never replace the error it explains
+        return
+    add_note(
+        f"reported while waiting for {described}; CUDA reports a kernel fault at the next wait, so an earlier "
+        "launch on the same stream may be the cause"
+    )
 
 
 _VERBS: dict[str, str] = {}
