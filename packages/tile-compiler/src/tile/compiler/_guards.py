@@ -72,16 +72,19 @@ class HostGuard:
     dim: int
     where: str
 
+    @property
+    def count(self) -> Bound:
+        """The guarded partition's tile count along ``dim``: what the bound must not exceed."""
+        return Bound("count", self.param, self.tile, self.dim)
+
     def holds(self, shapes: Mapping[str, Sequence[int]], grid: Sequence[int]) -> bool:
         """True when every index the guarded access can take is inside the partition for this launch."""
-        return self.bound.evaluate(shapes, grid) <= Bound("count", self.param, self.tile, self.dim).evaluate(
-            shapes, grid
-        )
+        return self.bound.evaluate(shapes, grid) <= self.count.evaluate(shapes, grid)
 
     def explain(self, shapes: Mapping[str, Sequence[int]], grid: Sequence[int]) -> str:
         """Why the guard fails for this launch, and what to change."""
         need = self.bound.evaluate(shapes, grid)
-        have = Bound("count", self.param, self.tile, self.dim).evaluate(shapes, grid)
+        have = self.count.evaluate(shapes, grid)
         return (
             f"the kernel indexes {self.param}.partition({self.tile}) along dim {self.dim}{self.where} with tile "
             f"indices up to {need - 1} ({self.bound.describe(need)}), but {self.param} of shape "

@@ -68,7 +68,6 @@ class Checker(LoopMixin):
         self.entry_block = self.em.block
         self.grid_values = {}
         self.index_constants = {}
-        self.tile_counts = {}
         self.host_values = {}
         self.index_bounds = {}
         self.host_guards = {}

@@ -212,7 +212,6 @@ class ExprMixin(MemoryMixin):
                     lambda: self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile)),
                 )
                 for d, c in enumerate(counts):
-                    self.tile_counts[c.id] = (base.tensor.name, base.tile, d)
                     self.host_values[c.id] = Bound("count", base.tensor.name, base.tile, d)
                 return tuple(counts)
             if name == "tile_shape":

@@ -180,7 +180,10 @@ class LoopMixin(ExprMixin):
 
     def _counts_tiles(self, bounds: tuple[object, object, object], ub: Value) -> TileDim | None:
         """The partition dim a ``range(lo, p.num_tiles[d], step)`` loop stays inside."""
-        return self.tile_counts.get(ub.id) if self._nonnegative(bounds) else None
+        count = self.host_values.get(ub.id)
+        if count is None or count.kind != "count" or not self._nonnegative(bounds):
+            return None
+        return (count.param, count.tile, count.dim)
 
     def _nonnegative(self, bounds: tuple[object, object, object]) -> bool:
         """``range(lo, ub, step)`` with constants ``lo >= 0`` and ``step > 0``: its variable stays in [0, ub)."""
@@ -212,7 +215,8 @@ class LoopMixin(ExprMixin):
         if counted is not None or bounded:
             self.in_range[iv.id] = (counted, ub)
             top = bounds[1]
-            host = Bound("const", value=top) if type(top) is int else self.host_values.get(getattr(top, "id", -1))
+            host = self.host_values.get(top.id) if isinstance(top, Value) else None
+            host = Bound("const", value=top) if type(top) is int else host
             if host is not None:  # [0, a host-known bound): guards on it are the launcher's
                 self.index_bounds[iv.id] = host
         block = Block([iv] + [self.em.value(t) for t in types])

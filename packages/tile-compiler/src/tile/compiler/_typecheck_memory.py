@@ -61,11 +61,10 @@ class MemoryMixin(ShapeMixin):
     env: dict[str, object]
     unchecked: bool
     arch: str
-    # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), and values that *are*
-    # such a tile count. A partition access whose index is not covered gets an in-kernel guard (safe kernels only).
+    # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), or below another value
+    # (tile counts themselves are `host_values`). An access whose index is not covered gets a guard (safe kernels).
     grid_values: dict[str, tuple[Value, ...]]
     in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
-    tile_counts: dict[int, TileDim]
     host_guards: dict[HostGuard, None]  # guards left to the launcher (their subject is host-known); an ordered set
 
     # -- elementwise math -----------------------------------------------------------------------------------
@@ -230,9 +229,10 @@ class MemoryMixin(ShapeMixin):
                 continue
             host = self.index_bounds.get(v.id)
             if host is not None:  # the launcher checks it: no branch in the kernel
-                if host != Bound("count", p.tensor.name, p.tile, d):
-                    where = f" at {self.em.loc}" if self.em.loc else ""
-                    self.host_guards[HostGuard(host, p.tensor.name, p.tile, d, where)] = None
+                where = f" at {self.em.loc}" if self.em.loc else ""
+                guard = HostGuard(host, p.tensor.name, p.tile, d, where)
+                if host != guard.count:  # below this very partition's tile count: nothing to check
+                    self.host_guards[guard] = None
                 continue
             # A loop variable in [0, count of another partition) only needs "that count <= this one", which is
             # loop-invariant; any other coordinate is checked as is. Invariant checks move before the loops.
@@ -373,13 +373,9 @@ class MemoryMixin(ShapeMixin):
                 rest = op(ast.FloorDiv(), rest, c)
         out = tuple(self.scalar_index(c, "tile index") for c in coords)
         for d, c in enumerate(out):
-            # The output's tile count bounds the coordinate: a guard of another partition then only needs "that count
-            # <= mine", which the launcher checks (host-known extents), so no guard sits in the tile loop.
-            count = counts[d]
-            self.in_range[c.id] = ((it.tensor.name, it.tensor.tile, d), count if isinstance(count, Value) else None)
+            # The output's tile count bounds the coordinate: z's own partition needs no check, and another one only
+            # "z's count <= mine", which the launcher checks (host-known extents), so no guard sits in the tile loop.
             self.index_bounds[c.id] = Bound("count", it.tensor.name, it.tensor.tile, d)
-            if isinstance(count, Value):
-                self.host_values[count.id] = self.index_bounds[c.id]
         return out
 
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
