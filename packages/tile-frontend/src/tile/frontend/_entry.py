@@ -109,11 +109,10 @@ class Kernel:
         if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
             return launch
         site = user_site()
-        tensors: list[Tensor] = []
-        key = layout_key(self.params, args, generics, self._grid, tensors)
+        key = layout_key(self.params, args, generics, self._grid)
         plan = self._plans.get(key) if key is not None else None
         if plan is not None:
-            values = plan.try_launch(args, tensors, self._check_scalar, self.unchecked)
+            values = plan.try_launch(args, self._check_scalar, self.unchecked)
             if values is not None:
                 if plan.distinct:
                     self._last = plan
@@ -142,8 +141,11 @@ class Kernel:
     def _launch(self, plan: Plan, args: Sequence[Any], site: str, *, checked: bool = False) -> Launch:
         """Move the arguments into a launch (``checked``: their states were just checked and no handle repeats)."""
         name = self.__name__
-        values = _ownership.hand_over(name, args, site) if checked else _ownership.move(name, args, site)
-        return Launch(name, plan, tuple(values), site)
+        if checked:
+            return Launch(
+                name, plan, plan.hand_over(args, ("launch", f"moved into the launch of {name} at {site}")), site
+            )
+        return Launch(name, plan, tuple(_ownership.move(name, args, site)), site)
 
     def _check_scalar(self, p: Param, value: Any) -> None:
         CHECKS[p.kind](self.__name__, p, value, {}, self.unchecked)

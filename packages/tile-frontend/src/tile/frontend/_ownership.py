@@ -19,7 +19,7 @@ from tile.frontend._signature import Param
 from tile.frontend._storage import overlapping
 from tile.frontend._tensor import Tensor
 
-__all__ = ["check", "hand_over", "move"]
+__all__ = ["check", "move"]
 
 
 def check(kernel: str, params: Sequence[Param], args: Sequence[Any], unchecked: bool) -> Any:
@@ -76,9 +76,3 @@ def move(kernel: str, args: Sequence[Any], site: str) -> list[Any]:
         else:
             out.append(a)
     return out
-
-
-def hand_over(kernel: str, args: Sequence[Any], site: str) -> list[Any]:
-    """`move` for distinct handle arguments whose states were just checked (`Plan.try_launch`)."""
-    fate = ("launch", f"moved into the launch of {kernel} at {site}")
-    return [a._hand_over(fate) if a.__class__ is Tensor or a.__class__ is Partition else a for a in args]

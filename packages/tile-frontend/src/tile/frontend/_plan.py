@@ -61,11 +61,11 @@ class Caller(Protocol):
 
 def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: dict[str, Any]) -> Launch | None:
     """The launch of a call with ``plan``'s layout that passes every re-check (`Plan.admit`), its handles moved in;
-    None when the keyed path must decide. Called by ``Kernel.__call__`` only: the user's frame is two up."""
+    None when the keyed path must decide."""
     values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
     if values is None:
         return None
-    frame = sys._getframe(2)
+    frame = sys._getframe(2)  # `user_frame`, inlined (hot path): Kernel.__call__'s caller is two up
     while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
         frame = frame.f_back
     code, line = frame.f_code, frame.f_lineno
@@ -76,19 +76,16 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     return Launch(kernel.__name__, plan, plan.hand_over(values, site[3]), site[2])
 
 
-def layout_key(
-    params: Sequence[Param], args: Sequence[Any], generics: dict[str, Any], grid: object, tensors: list[Tensor]
-) -> Any:
+def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str, Any], grid: object) -> Any:
     """The layout of a call (see the module docstring), or None when the call has no handle, too many arguments or a
-    handle that is not live (moved, freed: the full path raises the precise error). Appends each handle's tensor to
-    ``tensors``, in argument order.
+    handle that is not live (moved, freed: the full path raises the precise error).
 
     Trailing ``Const`` parameters given as keywords are in ``generics``, so fewer arguments than parameters is fine.
     """
     if len(args) > len(params):
         return None
     parts: list[Any] = [grid, tuple(generics.items()) if generics else ()]
-    seen: dict[int, int] = {}
+    seen: dict[int, int] = {}  # handle identity -> first position
     for i, (p, a) in enumerate(zip(params, args, strict=False)):
         cls = a.__class__
         if cls is Tensor:
@@ -107,8 +104,7 @@ def layout_key(
         if t._fate is not None or t._storage.freed_at is not None:
             return None
         parts.append((cls, t._layout, tile_shape, seen.setdefault(id(a), i)))
-        tensors.append(t)
-    return tuple(parts) if tensors else None
+    return tuple(parts) if seen else None
 
 
 class Plan:
@@ -192,17 +188,16 @@ class Plan:
         self.alias = tuple((o, tuple(j for j in self.handles if j != o)) for o in self.outputs)
 
     def try_launch(
-        self, args: Sequence[Any], tensors: list[Tensor], check: Callable[[Param, Any], None], unchecked: bool
+        self, args: Sequence[Any], check: Callable[[Param, Any], None], unchecked: bool
     ) -> Sequence[Any] | None:
-        """Re-check what may differ from the call that made the plan (``layout_key`` already found every handle live
-        and collected their ``tensors``); return all the call's values (keyword ``Const`` values appended), or None
-        when the full path must run."""
+        """Re-check what may differ from the call that made the plan (``layout_key`` already found every handle live);
+        return all the call's values (keyword ``Const`` values appended), or None when the full path must run."""
         try:
             for i, p in self.scalars:
                 check(p, args[i])
         except Exception:  # the full path reports it, in argument order
             return None
-        if not unchecked and self.outputs and _aliased(self, args, tuple(tensors)):
+        if self.alias and not unchecked and _overlaps(self, args):
             return None
         return (*args, *self.tail) if self.tail else args
 
@@ -213,13 +208,14 @@ class Plan:
         explicit: object,
         check: Callable[[Param, Any], None],
         unchecked: bool,
-    ) -> tuple[Any, ...] | None:
+    ) -> Sequence[Any] | None:
         """`layout_key` and `try_launch` in one pass for a call that should have this plan's layout: all the call's
         values when it has exactly this layout and passes every re-check, else None (then the keyed path runs)."""
         if len(args) != self.given or explicit is not self.explicit or generics != self.generics:
             return None
         if not self._matches(args):
             return None
+        # `try_launch`'s re-checks, inlined: this is the steady-state launch path.
         try:
             for i, p in self.scalars:
                 check(p, args[i])
@@ -256,7 +252,7 @@ class Plan:
                 return False
         return True
 
-    def hand_over(self, values: tuple[Any, ...], fate: tuple[str, str]) -> tuple[Any, ...]:
+    def hand_over(self, values: Sequence[Any], fate: tuple[str, str]) -> tuple[Any, ...]:
         """Move the (distinct, just checked) handles into a launch: the values it hands back once done."""
         out = list(values)
         for i in self.bare:
@@ -287,8 +283,9 @@ class Plan:
         prepared()
 
 
-def _overlaps(plan: Plan, args: tuple[Any, ...]) -> bool:
-    """`_aliased` for `Plan.admit`: the common case (an output whose storage holds no other handle) needs no set."""
+def _overlaps(plan: Plan, args: Sequence[Any]) -> bool:
+    """True when an output overlaps another argument or any live handle outside the launch; the common case (an
+    output whose storage holds no other handle) needs no set."""
     for o, others in plan.alias:
         t = args[o]._tensor
         lo, hi = t._range
@@ -302,21 +299,6 @@ def _overlaps(plan: Plan, args: tuple[Any, ...]) -> bool:
             continue  # the one registered handle is the live output itself
         tensors = tuple(args[j] if args[j].__class__ is Tensor else args[j]._tensor for j in plan.handles)
         if overlapping(storage, lo, hi, exclude=tensors):
-            return True
-    return False
-
-
-def _aliased(plan: Plan, args: Sequence[Any], tensors: tuple[Tensor, ...]) -> bool:
-    """True when an output overlaps another argument or any live handle outside the launch."""
-    for o in plan.outputs:
-        t = args[o]._tensor
-        lo, hi = t._range
-        for j, other in zip(plan.handles, tensors, strict=True):
-            if j != o:
-                a, b = other._range
-                if a < hi and lo < b:
-                    return True
-        if overlapping(t._storage, lo, hi, exclude=tensors):
             return True
     return False
 
