@@ -80,7 +80,7 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     """
     _lock.acquire(verb)
     try:
-        op._claim(_VERBS.get(verb) or _executed_by(verb), site)
+        op._claim(_VERBS.get(verb) or _executed_by(verb), site)  # the cache hit inlined (per launch)
     except BaseException:
         _lock.release()
         raise
@@ -125,7 +125,9 @@ _VERBS: dict[str, str] = {}
 
 def _executed_by(verb: str) -> str:
     """``"executed by <verb>"``, formatted once per verb (the verbs are a handful of literals)."""
-    found = _VERBS[verb] = f"executed by {verb}"
+    found = _VERBS.get(verb)
+    if found is None:
+        found = _VERBS[verb] = f"executed by {verb}"
     return found
 
 

@@ -55,10 +55,18 @@ class PreparedLaunch:
     )
 
     def __init__(
-        self, function: Function, grid: Any, block: Any, packed: Any, *, stream: Stream, shared_mem: int
+        self,
+        function: Function,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        packed: Any,
+        *,
+        stream: Stream,
+        shared_mem: int,
     ) -> None:
+        """Made by `prepare`, which has checked and normalized ``grid`` and ``block``."""
         self.function, self.stream, self.buffers = function, stream, packed.buffers
-        self.grid, self.block = _dim3(grid, "grid"), _dim3(block, "block")
+        self.grid, self.block = grid, block
         self._params, address = kernel_params(packed)
         d = tb.driver()
         kernel = d.CUfunction(int(function.kernel.handle))  # a CUkernel: launched in the stream's context
@@ -118,14 +126,13 @@ def prepare(
     signature : sequence of str, optional
         Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"f16"``, ``"bf16"``, ``"f32"``, ``"f64"``).
     """
-    for dims, what in ((grid, "grid"), (block, "block")):
-        _dim3(dims, what)  # reject bad extents before any stream ordering is enqueued
+    dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
     device = function.module.device
     chosen = as_stream(stream, device)
     packed = pack_args(args, signature, device=device, expected=function.param_layout)
     for buffer in packed.buffers:
         buffer._before_use(chosen)
-    return PreparedLaunch(function, grid, block, packed, stream=chosen, shared_mem=shared_mem)
+    return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
 
 
 def launch(
