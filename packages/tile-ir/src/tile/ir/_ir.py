@@ -81,6 +81,12 @@ class Operation:
         start = sum(self.segments[:index])
         return self.operands[start : start + self.segments[index]]
 
+    def operands_named(self, name: str) -> list[Value]:
+        """Return the operands of the group the op's catalog entry calls `name` (``"index"``, ``"view"``...)."""
+        from tile.ir.ops import CATALOG  # the catalog describes ops built from this module: import it late
+
+        return self.operand_group(CATALOG[self.name].operand_index(name))
+
     def walk(self) -> Iterator[Operation]:
         """Yield this op, then every nested op in pre-order (the order of the debug-info index)."""
         yield self

@@ -84,7 +84,7 @@ def _side(op: Operation, side: str) -> list[Value]:
         return list(op.operands)
     if side == "results":
         return list(op.results)
-    return op.operand_group(CATALOG[op.name].operand_index(side))
+    return op.operands_named(side)
 
 
 def _elements(op: Operation) -> list[str]:

@@ -14,12 +14,13 @@ from tile.ir._types import ScalarType, TileType, Type, i32, scalar
 from tile.ir._verify_assume import assume_problems
 from tile.ir._verify_convert import ftof_problems
 
-__all__ = ["MISC_RULES"]
+__all__ = ["MISC_RULES", "all_tiles"]
 
 _PRINTF = re.compile(r"%%|%[-+ #0]*(\d+|\*)?(\.(\d+|\*))?(hh|h|ll|l|z|j|t)?[diouxXeEfFgGaAcsp]")
 
 
-def _tiles(*types: Type) -> list[TileType] | None:
+def all_tiles(*types: Type) -> list[TileType] | None:
+    """The types as tiles when every one is a tile, else None."""
     return [t for t in types if isinstance(t, TileType)] if all(isinstance(t, TileType) for t in types) else None
 
 
@@ -29,7 +30,7 @@ def _bits(t: TileType) -> int:
 
 
 def _bitcast(op: Operation) -> list[str]:
-    tiles = _tiles(op.operands[0].type, op.results[0].type)
+    tiles = all_tiles(op.operands[0].type, op.results[0].type)
     if tiles is None:
         return ["bitcast takes and yields tiles"]
     src, dst = tiles
@@ -42,7 +43,7 @@ def _extract(op: Operation) -> list[str]:
     source = op.operands[0].type
     dest = op.operands[1].type if op.name == "insert" else op.results[0].type
     indices = op.operands[2:] if op.name == "insert" else op.operands[1:]
-    tiles = _tiles(source, dest)
+    tiles = all_tiles(source, dest)
     if tiles is None:
         return [f"{op.name} takes tiles"]
     big, small = (tiles[1], tiles[0]) if op.name == "insert" else (tiles[0], tiles[1])
@@ -83,7 +84,7 @@ def _reduce_results(op: Operation) -> list[str]:
     dim = op.attributes.get("dim")
     problems = []
     for operand, result in zip(op.operands, op.results, strict=False):
-        tiles = _tiles(operand.type, result.type)
+        tiles = all_tiles(operand.type, result.type)
         if tiles is None or not isinstance(dim, int) or not 0 <= dim < tiles[0].rank:
             return [f"{op.name} needs tile operands and a dim inside their rank"]
         src, res = tiles
@@ -107,7 +108,7 @@ def _print(op: Operation) -> list[str]:
 
 
 def _width_change(op: Operation) -> list[str]:
-    tiles = _tiles(op.operands[0].type, op.results[0].type)
+    tiles = all_tiles(op.operands[0].type, op.results[0].type)
     if tiles is None:
         return []
     src, dst = (_bits(t) for t in tiles)

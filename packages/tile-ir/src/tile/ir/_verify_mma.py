@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tile.ir._ir import Operation
-from tile.ir._types import ScalarType, TileType, Type
+from tile.ir._types import ScalarType, TileType
+from tile.ir._verify_misc import all_tiles
 
 __all__ = ["MMA_ACCUMULATORS", "MMA_RULES", "SCALED_BLOCKS"]
 
@@ -37,17 +38,12 @@ _SCALED_OPERANDS = sorted({a for a, _ in SCALED_BLOCKS})
 _SCALES = sorted({s for _, s in SCALED_BLOCKS})
 
 
-def _tiles(types: list[Type]) -> list[TileType] | None:
-    tiles = [t for t in types if isinstance(t, TileType)]
-    return tiles if len(tiles) == len(types) else None
-
-
 def _name(t: TileType) -> str:
     return t.element.name if isinstance(t.element, ScalarType) else str(t.element)
 
 
 def _shapes(op: Operation) -> list[str]:
-    tiles = _tiles([v.type for v in op.operands[:3]])
+    tiles = all_tiles(*(v.type for v in op.operands[:3]))
     if tiles is None or op.results[0].type != tiles[2]:
         return [f"{op.name} result must have the accumulator's type, got {op.results[0].type}"]
     a, b, acc = tiles
@@ -63,14 +59,14 @@ def _shapes(op: Operation) -> list[str]:
 
 
 def _mma_elements(op: Operation) -> list[str]:
-    a, _, acc = _tiles([v.type for v in op.operands[:3]]) or []
+    a, _, acc = all_tiles(*(v.type for v in op.operands[:3])) or []
     names = (_name(a), _name(acc))
     ok = names[1] in _ACCUMULATORS[op.name].get(names[0], frozenset())
     return [] if ok else [f"unsupported element types {names[0]} x {names[0]} -> {names[1]}"]
 
 
 def _mmaf_scaled(op: Operation) -> list[str]:
-    tiles = _tiles([v.type for v in op.operands])
+    tiles = all_tiles(*(v.type for v in op.operands))
     if tiles is None:
         return ["mmaf_scaled takes five tiles"]
     a, b, acc, sa, sb = tiles

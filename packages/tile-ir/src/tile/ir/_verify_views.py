@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tile.ir._ir import Operation, Value
+from tile.ir._ir import Operation
 from tile.ir._types import (
     GatherScatterViewType,
     Padding,
@@ -68,22 +68,16 @@ VIEW_ACCESS: dict[str, _Access] = {
 }
 
 
-def _group(op: Operation, name: str) -> list[Value]:
-    from tile.ir.ops import CATALOG
-
-    return op.operand_group(CATALOG[op.name].operand_index(name))
-
-
 def _access(op: Operation) -> list[str]:
     spec = VIEW_ACCESS[op.name]
-    view = _group(op, "view")[0].type
+    view = op.operands_named("view")[0].type
     if not isinstance(view, _ALL_VIEWS):
         return []  # reported by the generic view-operand check
     if not isinstance(view, spec.views):
         allowed = " or ".join(_KIND_NAMES[k] for k in spec.views)
         return [f"{op.name} does not take a {_KIND_NAMES[type(view)]}; use a {allowed}"]
-    index = _group(op, "index")
-    tile = op.results[0].type if spec.tile == "result" else _group(op, spec.tile)[0].type
+    index = op.operands_named("index")
+    tile = op.results[0].type if spec.tile == "result" else op.operands_named(spec.tile)[0].type
     want = TileType(view.tile_shape, view.tensor_view.element)
     problems = [] if tile == want else [f"tile type {tile} does not match the view's tile {want}"]
     problems += _index_problems(view, [v.type for v in index], uniform=spec.uniform_indices)

@@ -154,7 +154,7 @@ def location_text(loc: Location | None) -> str:
 
 def operands(op: Operation, name: str) -> list[Value]:
     """The operands of group `name` of `op` (per its catalog entry)."""
-    return op.operand_group(CATALOG[op.name].operand_index(name))
+    return op.operands_named(name)
 
 
 def operand(op: Operation, name: str) -> Value | None:
