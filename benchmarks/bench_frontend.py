@@ -214,7 +214,7 @@ def bench_gemm(stream: Any, peers: dict[str, Any], dtype: Any, out: dict[str, An
         check_gemm(loop)
     contenders = {"tile": lambda: plain.chain(REPS), PERSISTENT_LABEL: lambda: persistent.chain(REPS)}
     contenders |= peer_gemm(peers, dtype)
-    results = interleaved(contenders)
+    results = interleaved({name: (run, REPS, 1) for name, run in contenders.items()}, warmup=1)
     flops = 2 * GEMM**3
     out[f"gemm_{dtype.name}"] = {
         "mnk": GEMM,
@@ -244,20 +244,6 @@ def check_gemm(loop: TileLoop) -> None:
         want = xs[rows].astype(np.float64) @ ys[:, cols].astype(np.float64)
         np.testing.assert_allclose(out[rows, cols].astype(np.float64), want, rtol=2e-2, atol=2e-1)
     loop.args[0] = got.partition([TM, TN])
-
-
-def interleaved(contenders: dict[str, Callable[[], None]]) -> dict[str, float]:
-    """Median seconds per run of each contender (REPS runs, waited for, per sample), sampled in interleaved rounds so
-    that GPU clock drift during the benchmark affects every contender alike."""
-    for run in contenders.values():
-        run()
-    samples: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(ROUNDS):
-        for name, run in contenders.items():
-            start = time.perf_counter()
-            run()
-            samples[name].append((time.perf_counter() - start) / REPS)
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def sm_count() -> int:
@@ -328,7 +314,9 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
             s.synchronize()
 
         paths |= {"ct.launch + synchronize": (ct_sync, 1), "ct.launch back to back": (ct_burst, LAUNCHES)}
-    results = per_launch(paths)
+    results = interleaved(
+        {name: (run, launches, max(LAUNCHES // launches, 1)) for name, (run, launches) in paths.items()}, warmup=20
+    )
     out["launch_us"] = {k: v * 1e6 for k, v in results.items()}
     if ct is not None:
         out["launch_tile_vs_ct"] = {
@@ -337,20 +325,20 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
         }
 
 
-def per_launch(paths: dict[str, tuple[Callable[[], None], int]]) -> dict[str, float]:
-    """Median seconds per launch of each path (a run and the launches one run makes), over ROUNDS samples of LAUNCHES
-    launches each; the paths' samples interleave, so drift of the GPU or the host during the run hits all alike."""
-    for run, _ in paths.values():
-        for _ in range(20):  # warm-up: compilation, plans, prepared launches, allocator pools
+def interleaved(paths: dict[str, tuple[Callable[[], None], int, int]], warmup: int) -> dict[str, float]:
+    """Median seconds per unit of each path ``(run, units one run does, runs per sample)`` over ROUNDS samples, after
+    ``warmup`` runs (compilation, plans, prepared launches, allocator pools); the paths' samples interleave, so drift
+    of the GPU or the host during the benchmark (cuBLAS moved 15% within one run) hits all alike."""
+    for run, _, _ in paths.values():
+        for _ in range(warmup):
             run()
     samples: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(ROUNDS):
-        for name, (run, launches) in paths.items():
-            calls = max(LAUNCHES // launches, 1)
+        for name, (run, units, calls) in paths.items():
             start = time.perf_counter()
             for _ in range(calls):
                 run()
-            samples[name].append((time.perf_counter() - start) / (calls * launches))
+            samples[name].append((time.perf_counter() - start) / (calls * units))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
