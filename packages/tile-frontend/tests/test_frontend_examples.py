@@ -3,24 +3,20 @@ the GPU (``TILE_BACKEND=gpu``) where one is visible. ``python -m tile.frontend.d
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_frontend_python import run_python
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
 
 
 def _run(args: list[str], backend: dict[str, str]) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TILE_")} | backend | {"TILE_QUIET": "1"}
-    done = subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=600, check=False, cwd=EXAMPLES.parent
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return run_python(args, backend, cwd=EXAMPLES.parent)
 
 
 def test_every_example_is_listed_in_the_readme() -> None:

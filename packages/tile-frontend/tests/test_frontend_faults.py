@@ -5,12 +5,13 @@ message points at the interpreter and whose note names the launch that was waite
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_frontend_python import run_python
 
 SCRIPT = """
 import tile.frontend as tile
@@ -36,12 +37,7 @@ else:
 def _run(tmp_path: Path, backend: dict[str, str]) -> str:
     script = tmp_path / "fault.py"
     script.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TILE_")} | backend | {"TILE_QUIET": "1"}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    return run_python([str(script)], backend, timeout=300)
 
 
 def test_a_failed_in_kernel_index_check_on_the_interpreter(tmp_path: Path) -> None:
