@@ -291,6 +291,38 @@ def test_grouped_tiles_need_no_guard_in_the_tile_loop() -> None:
     assert KernelABI.from_json(json.loads(json.dumps(t.abi.to_json()))) == t.abi  # survives the disk cache
 
 
+def test_constant_index_is_checked_by_the_launcher() -> None:
+    t = check(k.const_index, B=16)
+    assert _asserts(t) == []
+    (guard,) = t.abi.guards
+    assert guard.bound == Bound("const", value=4)  # index 3: four tiles needed
+    assert not guard.holds({"x": (48,)}, (1, 1, 1))
+    assert guard.holds({"x": (49,)}, (1, 1, 1))
+
+
+def test_loop_up_to_a_constant_is_checked_by_the_launcher() -> None:
+    t = check(k.loop_to_const, B=16)
+    assert _asserts(t) == []
+    (guard,) = t.abi.guards
+    assert guard.bound == Bound("const", value=4)
+
+
+def test_loop_up_to_a_run_time_scalar_keeps_its_guard_in_the_kernel() -> None:
+    t = check(k.loop_to_scalar, B=16)
+    assert t.abi.guards == ()
+    assert len(_asserts(t)) == 1
+
+
+def test_unchecked_kernels_get_no_guards_at_all() -> None:
+    k.k_loop.__tile_unchecked__ = True
+    try:
+        t = check(k.k_loop, B=16)
+    finally:
+        del k.k_loop.__tile_unchecked__
+    assert t.abi.guards == ()
+    assert _asserts(t) == []
+
+
 def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
     import numpy as np
 
