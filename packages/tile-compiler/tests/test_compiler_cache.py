@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tile.compiler import DiskCache, MemoryCache, cache_stats, compile_bytecode, knobs
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_compiler_child import json_result, spawn
 
 # The smallest valid Tile IR module (13.3, no functions): tileiras turns it into a real, if empty, cubin.
 EMPTY_MODULE = bytes.fromhex(
@@ -201,20 +203,11 @@ def cache_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _child(bytecode_file: Path, cache_dir: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "TILE_CACHE_DIR": str(cache_dir)}
-    return subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(bytecode_file)],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return spawn(_CHILD, [str(bytecode_file)], {**os.environ, "TILE_CACHE_DIR": str(cache_dir)})
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    return dict(json.loads(out))
+    return json_result(proc, timeout=120)
 
 
 @pytest.mark.requires_tileiras

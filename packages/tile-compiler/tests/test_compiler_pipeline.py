@@ -4,7 +4,6 @@ and the ahead-of-time cache used on a GPU machine without tileiras."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import pickle
 import subprocess
@@ -32,6 +31,9 @@ from tile.compiler import (
     frontend_key,
 )
 from tile.compiler._pipeline import Clock
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_compiler_child import json_result, spawn
 
 KERNELS = textwrap.dedent(
     """
@@ -297,19 +299,11 @@ def _spawn(kernel_file: Path, cache_dir: Path, mode: str = "") -> subprocess.Pop
     env = {**os.environ, "TILE_CACHE_DIR": str(cache_dir)}
     if mode == "hide-tileiras":
         env = {k: v for k, v in env.items() if k not in ("TILE_TILEIRAS", "CUDA_HOME")} | {"PATH": ""}
-    return subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(kernel_file), str(cache_dir), mode or "-"],
-        env=env,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return spawn(_CHILD, [str(kernel_file), str(cache_dir), mode or "-"], env)
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    return dict(json.loads(out))
+    return json_result(proc, timeout=300)
 
 
 @pytest.mark.requires_tileiras
