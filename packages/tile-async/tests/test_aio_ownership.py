@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -192,3 +194,52 @@ def test_sites_skip_frames_of_tile_packages() -> None:
     namespace["launcher_sync"](op)  # type: ignore[operator]  # defined by exec just above
     with pytest.raises(aio.OpConsumedError, match=r"test_aio_ownership\.py:\d+"):
         op.sync()
+
+
+_FATE: Any = aio.DeviceOp.__dict__["_fate"]  # the slot the claim checks and sets (a member descriptor)
+
+
+class _MeetingOp(aio.DeviceOp[int]):
+    """An op whose claim, between reading its state and taking it, waits (at most 0.3 s) for a second thread to read
+    it too: without an atomic claim both threads see it fresh and both execute it."""
+
+    __slots__ = ("_inside", "runs")
+
+    def __init__(self) -> None:
+        self._inside = threading.Barrier(2)
+        self.runs = 0
+        super().__init__()
+
+    def _read_fate(self) -> object:
+        fate = _FATE.__get__(self)
+        if fate is None and threading.current_thread() is not threading.main_thread():
+            with contextlib.suppress(threading.BrokenBarrierError):  # timed out: the claim kept the other out
+                self._inside.wait(timeout=0.3)
+        return fate
+
+    _fate = property(_read_fate, _FATE.__set__)  # the slot, with a meeting point
+
+    def _execute(self, ctx: aio.ExecutionContext) -> int:
+        self.runs += 1
+        return self.runs
+
+
+def test_two_threads_cannot_both_execute_one_op() -> None:
+    op, stream = _MeetingOp(), aio.HostStream()
+    start = threading.Barrier(2)
+    results: list[object] = []
+
+    def run() -> None:
+        start.wait()
+        try:
+            results.append(op.sync_on(stream))
+        except aio.OpConsumedError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert op.runs == 1, f"both threads executed the op: {results}"
+    assert sorted(map(type, results), key=str) == sorted([int, aio.OpConsumedError], key=str)

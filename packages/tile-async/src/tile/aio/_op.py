@@ -5,9 +5,9 @@ Building an op enqueues nothing. Executing it (``.sync()``, ``.sync_on(stream)``
 only once that work is done.
 
 Invariants:
-- An op executes at most once. Combining an op into another (``then``, ``map``, ``zip``...) moves it: using
-  or executing it again raises :class:`OpConsumedError` naming where it went. ``.shared()`` is the way to
-  use one result several times.
+- An op executes at most once, also when several threads try at once. Combining an op into another
+  (``then``, ``map``, ``zip``...) moves it: using or executing it again raises :class:`OpConsumedError`
+  naming where it went. ``.shared()`` is the way to use one result several times.
 - An op owns its inputs (and the ops it was built from) until its work has completed; only then does it
   drop them and hand the output back. If the caller goes away first (a cancelled ``await``), the inputs
   are dropped when the work completes, never before.
@@ -23,6 +23,7 @@ or inputs, ``_children()`` and ``_drop()``; ``_refusal(ctx)`` says why an op can
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
@@ -59,6 +60,8 @@ def caller_site() -> Site:
     site = (frame.f_code.co_filename, frame.f_lineno)
     return _INTERNED.get(site) or _interned(site)
 
+
+_CLAIMING = threading.Lock()  # held while an op's state is tested and taken (`DeviceOp._claim`)
 
 # Sites and fates recur (one per call site and verb): each op stores the interned tuple, so a pipeline of thousands of
 # pending ops does not hold (and make the cyclic GC traverse) thousands of equal tuples.
@@ -111,12 +114,19 @@ class DeviceOp(Generic[T_co]):
         return self._execute(ctx)
 
     def _claim(self, verb: str, site: Site) -> None:
-        """Take this op for one use (``verb`` at ``site``); raise OpConsumedError if it was taken before."""
-        if self._fate is not None:
-            verb_before, (file, line) = self._fate
-            raise OpConsumedError(self._describe(), f"{verb_before} at {file}:{line}")
+        """Take this op for one use (``verb`` at ``site``); raise OpConsumedError if it was taken before.
+
+        The test and the take are one step (`_CLAIMING`): two threads executing or moving one op never both get it.
+        """
         fate = (verb, site)
-        self._fate = _INTERNED.get(fate) or _interned(fate)
+        fate = _INTERNED.get(fate) or _interned(fate)
+        with _CLAIMING:
+            taken = self._fate
+            if taken is None:
+                self._fate = fate
+                return
+        verb_before, (file, line) = taken
+        raise OpConsumedError(self._describe(), f"{verb_before} at {file}:{line}")
 
     def _release(self) -> None:
         """Hand everything back: drop inputs and children, the whole tree. The work must be complete.
