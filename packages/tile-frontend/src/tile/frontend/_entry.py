@@ -37,7 +37,7 @@ from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._signature import CHECKS, Bound, Param, bind, explicit_grid, read_params
 from tile.frontend._site import user_site
-from tile.frontend._storage import HOST
+from tile.frontend._storage import HOST, OWNERSHIP
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Kernel", "entry"]
@@ -105,18 +105,25 @@ class Kernel:
         ArgumentError, GridError, OwnershipError, BackendError, tile.compiler.CompileError
             Before anything is moved: the caller's handles stay usable.
         """
-        plan = self._last
-        if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
-            return launch
-        site = user_site()
-        key = layout_key(self.params, args, generics, self._grid)
-        plan = self._plans.get(key) if key is not None else None
-        if plan is not None:
-            values = plan.try_launch(args, self._check_scalar, self.unchecked)
-            if values is not None:
-                if plan.distinct:
-                    self._last = plan
-                return self._launch(plan, values, site, checked=plan.distinct)
+        with OWNERSHIP:  # the checks and the move are one step: no other thread takes a handle in between
+            plan = self._last
+            if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
+                return launch
+            site = user_site()
+            key = layout_key(self.params, args, generics, self._grid)
+            plan = self._plans.get(key) if key is not None else None
+            if plan is not None:
+                values = plan.try_launch(args, self._check_scalar, self.unchecked)
+                if values is not None:
+                    if plan.distinct:
+                        self._last = plan
+                    return self._launch(plan, values, site, checked=plan.distinct)
+        self._prepare(args, dict(generics))  # every check, and the compile, without holding the lock
+        with OWNERSHIP:  # then the checks again (the kernel is compiled now) and the move, as one step
+            return self._launch_new(args, generics, key, site)
+
+    def _launch_new(self, args: Sequence[Any], generics: dict[str, int], key: Any, site: str) -> Launch:
+        """The full path's launch: check, make and store the plan, move the arguments (holding `OWNERSHIP`)."""
         bound, compiled, device = self._prepare(args, dict(generics))
         grid = bound.grid
         assert grid is not None, "_prepare raises GridError when there is no grid"

@@ -3,7 +3,8 @@
 Invariants: by the time a `Launch` exists, every check has passed, the kernel is compiled for its specialization and
 the arguments are moved into it; executing enqueues exactly one kernel launch (on the GPU stream, or as host work
 running the interpreter) and hands back the tuple of all arguments, in signature order, only once that work is
-done. Every storage it uses counts the launch as pending until then, so a ``free()`` on another handle waits.
+done. Every storage it uses counts the launch as pending until then, so a ``free()`` on another handle waits. The
+counts change under `OWNERSHIP`: a launch is made by `Kernel.__call__` holding it, and its release takes it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tile.compiler import CompiledKernel
 from tile.frontend._errors import BackendError
 from tile.frontend._execute import run_cpu
 from tile.frontend._signature import explicit_grid
+from tile.frontend._storage import OWNERSHIP
 
 if TYPE_CHECKING:
     from tile.frontend._plan import Plan
@@ -85,18 +87,19 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         return values
 
     def _drop(self) -> None:
-        values, self._values = self._values, None
-        if values is None:
-            return
-        plan = self._plan
-        for i, inner in plan.held:
-            storage = values[i]._tensor._storage if inner else values[i]._storage
-            if storage.freed_at is None:
-                storage.pending -= 1
-            else:
-                storage.release()  # may perform the deferred free
-        for i in plan.shares:
-            values[i].users -= 1
+        with OWNERSHIP:  # completion may come on another thread than the launches and frees of these handles
+            values, self._values = self._values, None
+            if values is None:
+                return
+            plan = self._plan
+            for i, inner in plan.held:
+                storage = values[i]._tensor._storage if inner else values[i]._storage
+                if storage.freed_at is None:
+                    storage.pending -= 1
+                else:
+                    storage.release()  # may perform the deferred free
+            for i in plan.shares:
+                values[i].users -= 1
 
     # A launch never refuses a capture and has no children: skip the framework's generic steps (hot per launch).
     def _run_in(self, ctx: ExecutionContext) -> tuple[Any, ...]:

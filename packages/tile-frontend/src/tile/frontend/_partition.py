@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from tile.compiler.lang import DType
 from tile.frontend._errors import ArgumentError, BorrowError, MovedError
-from tile.frontend._storage import overlapping
+from tile.frontend._storage import overlapping, owning
 from tile.frontend._tensor import _FIX, Tensor
 
 __all__ = ["Partition", "make_partition"]
@@ -59,6 +59,7 @@ class Partition:
     def _describe(self) -> str:
         return f"Partition({self.dtype.name}, {list(self.shape)} in tiles of {list(self.tile_shape)})"
 
+    @owning
     def _move(self, kind: str, where: str) -> Partition:
         self._check()
         return self._hand_over((kind, where))
@@ -101,6 +102,7 @@ class Partition:
         """True once moved into a launch or unpartitioned."""
         return self._fate is not None or self._tensor.moved
 
+    @owning
     def unpartition(self) -> Tensor:
         """Return the whole tensor (moves this partition)."""
         from tile.frontend._site import user_site

@@ -16,6 +16,7 @@ from tile.compiler.lang import DType
 from tile.frontend._errors import BorrowError, MovedError
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
+from tile.frontend._storage import owning
 from tile.frontend._tensor import _FIX, Tensor
 
 __all__ = ["HANDLES", "Shared", "share", "tensor_of"]
@@ -76,6 +77,7 @@ class Shared:
         """Copy the elements to a new numpy array (reading is always allowed)."""
         return self._check().to_numpy()
 
+    @owning
     def unshare(self) -> Tensor:
         """Return the tensor once no launch uses the share any more.
 

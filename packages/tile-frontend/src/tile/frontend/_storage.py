@@ -14,21 +14,44 @@ Invariants:
 - Memory is released only when no pending launch uses it and no DLPack consumer views it: ``free`` is deferred until
   ``pending`` is 0 and (device buffers) the last export is gone; a device buffer's free is then stream-ordered by
   tile.core after every use the launches recorded.
+- Every step that checks a handle's state and then changes it (a launch's checks and moves, partition, unpartition,
+  share, unshare, views, free, exports, reads, the pending counts) holds `OWNERSHIP`, so threads sharing handles
+  take each handle at most once: two threads can never both move one output into a launch.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import threading
 import weakref
-from collections.abc import Hashable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["HOST", "Handle", "Storage", "overlapping"]
+__all__ = ["HOST", "OWNERSHIP", "Handle", "Storage", "overlapping", "owning"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 HOST = "cpu"
 """The device of host (CPU backend) storage."""
+
+OWNERSHIP = threading.RLock()
+"""Held while a handle's state is checked and changed (re-entrant: a launch moves handles whose moves take it too).
+Never held across a compile: a kernel call checks and compiles first, then checks again and moves under it."""
+
+
+def owning(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run the handle method ``fn`` holding `OWNERSHIP` (its check and its change become one step)."""
+
+    @functools.wraps(fn)
+    def locked(*args: P.args, **kwargs: P.kwargs) -> R:
+        with OWNERSHIP:
+            return fn(*args, **kwargs)
+
+    return locked
 
 
 class Handle(Protocol):
@@ -116,10 +139,11 @@ class Storage:
         self._exports: set[_Export] = set()  # each leaves through its finalizer, which holds it until then
         self.pending = 0
         self.freed_at: str | None = None
-        _ALL.add(self)
-        if not owned:
-            key = id(self)
-            _FOREIGN[key] = weakref.ref(self, lambda _: _FOREIGN.pop(key, None))
+        with OWNERSHIP:  # `overlapping` iterates these registries under the lock
+            _ALL.add(self)
+            if not owned:
+                key = id(self)
+                _FOREIGN[key] = weakref.ref(self, lambda _: _FOREIGN.pop(key, None))
 
     @classmethod
     def host_owned(cls, nbytes: int) -> Storage:
@@ -143,10 +167,11 @@ class Storage:
     def add(self, handle: Handle) -> None:
         """Register a live handle (a move re-keys its entry to the new handle, ``Tensor._hand_over``; the entry of a
         collected handle is swept out lazily)."""
-        handles = self._handles
-        handles[id(handle)] = weakref.ref(handle)
-        if len(handles) > self._sweep_at:
-            self.sweep()
+        with OWNERSHIP:
+            handles = self._handles
+            handles[id(handle)] = weakref.ref(handle)
+            if len(handles) > self._sweep_at:
+                self.sweep()
 
     def sweep(self) -> None:
         """Drop the entries of collected handles (amortized: the next sweep waits until the registry doubles)."""
@@ -170,9 +195,10 @@ class Storage:
         weakref.finalize(consumer_view, self._export_gone, token)
 
     def _export_gone(self, token: _Export) -> None:
-        self._exports.discard(token)
-        if self.freed_at is not None and self.pending == 0:
-            self._drop()
+        with OWNERSHIP:  # a finalizer: it runs in whichever thread collects the consumer's view
+            self._exports.discard(token)
+            if self.freed_at is not None and self.pending == 0:
+                self._drop()
 
     def release(self) -> None:
         """A pending launch finished with this storage: perform a deferred free when it was the last."""
@@ -195,6 +221,7 @@ class Storage:
         self.host, self.buffer, self.keepalive = None, None, None
 
 
+@owning
 def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] = ()) -> list[Handle]:
     """Live handles whose absolute byte range intersects ``[lo, hi)`` on ``storage``'s device.
 

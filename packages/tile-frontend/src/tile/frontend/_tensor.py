@@ -25,7 +25,7 @@ from tile.compiler.lang._annotations import TensorAnnotation
 from tile.frontend._dtypes import numpy_dtype
 from tile.frontend._errors import ArgumentError, BackendError, FreedError, MovedError
 from tile.frontend._site import user_site
-from tile.frontend._storage import HOST, Storage
+from tile.frontend._storage import HOST, Storage, owning
 
 if TYPE_CHECKING:
     from tile.frontend._partition import Partition
@@ -126,6 +126,7 @@ class Tensor:
             )
         return storage
 
+    @owning
     def _move(self, kind: str, where: str) -> Tensor:
         """Hand this handle's view to a new handle and mark this one moved (``kind`` picks the fix hint)."""
         self._check()
@@ -225,6 +226,7 @@ class Tensor:
 
     # -- views --------------------------------------------------------------------------------------------------
 
+    @owning
     def _view(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> Tensor:
         return Tensor._make(self._check(), self.dtype, shape, strides=strides, offset=offset, site=user_site())
 
@@ -296,6 +298,7 @@ class Tensor:
         strides = tuple(s * item for s in self._strides)
         return np.lib.stride_tricks.as_strided(flat.view(numpy_dtype(self.dtype)), self._shape, strides)
 
+    @owning
     def to_numpy(self) -> np.ndarray[Any, Any]:
         """Copy the elements into a new numpy array (blocks for device tensors)."""
         storage = self._check()
@@ -327,16 +330,19 @@ class Tensor:
 
         return from_numpy(self.to_numpy(), dtype=self.dtype, device=self._check().device)
 
+    @owning
     def free(self) -> None:
         """Free the storage now (every handle on it becomes unusable); a pending launch keeps it until done."""
         self._check().free(user_site())
 
+    @owning
     def share(self) -> Shared:
         """Move this tensor into a `Shared` handle that many launches may read at once (not moved by launches)."""
         from tile.frontend._shared import share
 
         return share(self, user_site())
 
+    @owning
     def partition(self, tile_shape: Sequence[int]) -> Partition:
         """Split this tensor into disjoint tiles for a kernel's ``Mut`` output; moves the tensor.
 
@@ -361,6 +367,7 @@ class Tensor:
         storage = self._check()
         return (1, 0) if storage.device == HOST else (2, int(storage.device.ordinal))  # type: ignore[attr-defined]  # a tile.core.Device
 
+    @owning
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
         """Export through DLPack (zero-copy); the consumer's array counts as a live borrow while it exists."""
         storage = self._check()
