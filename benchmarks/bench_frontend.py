@@ -11,7 +11,9 @@
 3. Host time per safe launch of a small kernel (1024 elements): Tile's ownership-checked ``add(z, x, y).sync_on(s)``
    against ``ct.launch(...); s.synchronize()`` (both wait for the kernel each time), and Tile's back-to-back
    enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``; the four
-   measurements' rounds interleave, and ``launch_tile_vs_ct`` gives Tile's time over cuTile Python's.
+   measurements' rounds interleave, and ``launch_tile_vs_ct`` gives Tile's time over cuTile Python's. For context, the
+   same rounds time the launch-bound path Tile offers: a captured graph of GRAPH_LAUNCHES chained launches (checked
+   once, at capture), replayed and waited for, per launch.
 
 Each measurement is the median of ROUNDS rounds of REPS back-to-back runs waited for once (Tile's through a
 ``.then`` chain); GEMM rounds interleave the contenders, so GPU clock drift affects them alike (it moved cuBLAS by
@@ -51,6 +53,7 @@ GROUP = 2 if SMOKE else 4  # rows of output tiles per group in gemm_grouped's ti
 SMALL_N, SMALL_TILE = 1024, 128
 ROUNDS, REPS = (3, 2) if SMOKE else (7, 10)
 LAUNCHES = 20 if SMOKE else 2000
+GRAPH_LAUNCHES = 100  # launches per captured graph in the replay measurement
 
 
 @tile.entry
@@ -297,6 +300,9 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
         "tile add(...).sync_on(s)": (loop.run, 1),
         "tile .then chain (enqueue)": (lambda: loop.chain(LAUNCHES), LAUNCHES),
     }
+    graph = replayed_chain(stream)
+    if graph is not None:
+        paths["tile graph replay (per launch)"] = (lambda: graph.launch().sync_on(stream), GRAPH_LAUNCHES)
     ct = peers.get("ct")
     if ct is not None:
         ops = Operands(peers.get("torch"))
@@ -318,11 +324,31 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
         {name: (run, launches, max(LAUNCHES // launches, 1)) for name, (run, launches) in paths.items()}, warmup=20
     )
     out["launch_us"] = {k: v * 1e6 for k, v in results.items()}
+    if graph is not None:
+        graph.close()
+        z, *_ = graph.output
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(SMALL_N, 2, np.float32))
     if ct is not None:
         out["launch_tile_vs_ct"] = {
             "sync each launch": results["tile add(...).sync_on(s)"] / results["ct.launch + synchronize"],
             "back to back": results["tile .then chain (enqueue)"] / results["ct.launch back to back"],
         }
+        if graph is not None:
+            out["launch_tile_vs_ct"]["graph replay vs back to back"] = (
+                results["tile graph replay (per launch)"] / results["ct.launch back to back"]
+            )
+
+
+def replayed_chain(stream: Any) -> Any:
+    """A graph of GRAPH_LAUNCHES chained ``add`` launches (checked, moved and captured once): the launch-bound path
+    Tile offers, replayed as one unit; None on the CPU, whose host graphs run the interpreter."""
+    if tile.backend() == "cpu":
+        return None
+    args = [tile.zeros(f32, [SMALL_N]).partition([SMALL_TILE]), tile.ones(f32, [SMALL_N]), tile.ones(f32, [SMALL_N])]
+    op = add(*args)
+    for _ in range(GRAPH_LAUNCHES - 1):
+        op = op.then(lambda out: add(*out))
+    return op.graph(stream)
 
 
 def interleaved(paths: dict[str, tuple[Callable[[], None], int, int]], warmup: int) -> dict[str, float]:
