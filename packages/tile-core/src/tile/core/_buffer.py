@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["DeviceBuffer", "Uses"]
 
 _deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
+_taking = threading.Lock()  # held while a buffer's freed state is tested and set: two threads never both free it
 _deferred: list[_PendingFree] = []  # frees that met a capturing stream, retried by the next allocation or free
 
 
@@ -214,16 +215,22 @@ class DeviceBuffer:
         StateError
             While a DLPack consumer (torch, cupy, ...) still views the memory; nothing is freed.
         """
-        if self._freed:
-            raise DoubleFreeError(f"{self!r} was already freed: free each buffer once (or use `with`)")
+        with _taking:
+            if self._freed:
+                raise DoubleFreeError(f"{self!r} was already freed: free each buffer once (or use `with`)")
+            self._take()
+        self._release()
+
+    def _take(self) -> None:
+        """Mark the buffer freed, unless another library still views it (the caller holds ``_taking``)."""
         if _dlpack.live_exports(self):
             raise StateError(
                 f"{self!r} is still viewed through DLPack by another library: drop that tensor before freeing"
             )
-        self._release()
+        self._freed = True
 
     def _release(self) -> None:
-        self._freed = True
+        """Free the memory of a buffer this thread just marked freed."""
         invalidation[0] += 1
         uses, self._uses.events = tuple(self._uses.events), []
         _drain_deferred()
@@ -233,11 +240,15 @@ class DeviceBuffer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self._freed:
-            self.free()
+        with _taking:
+            if self._freed:
+                return
+            self._take()
+        self._release()
 
     def __del__(self) -> None:
         if not getattr(self, "_freed", True):
+            self._freed = True  # nothing else refers to the buffer any more: no other thread can free it
             with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
                 self._release()
 

@@ -9,6 +9,7 @@ driver defers destruction of a stream or event with pending work, so closing nev
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 import tile.bindings as tb
@@ -19,6 +20,7 @@ from tile.core._event import NOT_READY, Event
 
 __all__ = ["Stream", "as_stream", "invalidation", "open_successor"]
 
+_closing = threading.Lock()  # held while a stream is closed: two threads closing one stream destroy it once
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
 
@@ -155,14 +157,16 @@ class Stream:
         """Destroy an owned stream (queued work still completes) or release a borrowed one; idempotent."""
         if self._protected:
             raise StateError(f"{self!r} is the device's default stream and lives as long as the process")
-        if not self._closed:
+        with _closing:
+            if self._closed:
+                return
             with contextlib.suppress(tb.CudaError):  # a borrowed stream may already be gone
                 self._final = self.record()  # outlives the stream: frees that were ordered on it wait for this
             self._closed = True
-            invalidation[0] += 1
-            self._cc, self._owner = None, None
-            if self.owned:
-                check(tb.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+        invalidation[0] += 1
+        self._cc, self._owner = None, None
+        if self.owned:
+            check(tb.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
     def __del__(self) -> None:
         if getattr(self, "owned", False) and not self._closed:
