@@ -6,6 +6,7 @@ Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-frontend -m gpu``; skipped wh
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -107,6 +108,35 @@ def test_await_and_graph(k: ModuleType) -> None:
     graph.close()
     z, _ = graph.output
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_threads_launch_concurrently_on_their_own_streams(k: ModuleType) -> None:
+    import tile.core as tc
+
+    xs, ys = tile.randn(f32, [N]).share(), tile.randn(f32, [N]).share()  # read by every thread's launches at once
+    expected = xs.to_numpy().astype(np.float64) + ys.to_numpy()
+    results: dict[int, Any] = {}
+
+    def worker(i: int) -> None:
+        try:
+            stream = tc.Device(0).create_stream()
+            z = _poisoned(N)
+            for _ in range(25):
+                z, _, _ = k.add(z, xs, ys).sync_on(stream)
+            results[i] = z.unpartition().to_numpy()
+        except Exception as exc:  # reported by the assertion below, in the test's thread
+            results[i] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        np.testing.assert_allclose(results[i], expected, rtol=1e-6)
+    assert xs.users == 0
+    assert ys.users == 0
+    xs.unshare().free()
 
 
 def test_cpu_tensors_cannot_join_a_gpu_launch(k: ModuleType) -> None:
