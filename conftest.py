@@ -1,4 +1,4 @@
-"""Repository-wide pytest configuration: the `gpu` and `requires_tileiras` markers.
+"""Repository-wide pytest configuration: the `gpu` and `requires_tileiras` markers, and the `race` fixture.
 
 Both resources are probed once per session, and only when a collected test asks for them. A test whose
 resource is missing is skipped, unless the matching "require" variable is set, in which case it fails:
@@ -6,15 +6,26 @@ resource is missing is skipped, unless the matching "require" variable is set, i
 ``TILE_REQUIRE_TILEIRAS=1`` in CI, where tier 2 (tileiras without a GPU) must really run.
 
 The markers themselves are registered once, in the root ``pyproject.toml``.
+
+``race`` tests a check-then-act step for thread safety: `Race.meet_in` makes a function wait until two threads are
+inside it (at most a timeout), and `Race.run` runs a call in two threads at once. Placed between a state test and
+the state change, the meeting point makes an unguarded step fail every time (both threads pass the test) and a
+guarded one pass (the guard keeps the second thread out, the wait times out, and the second thread then sees the
+changed state).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
 import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +92,44 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         if required:
             pytest.fail(f"{marker} test cannot run: {reason} ({require_var}=1 forbids skipping)", pytrace=False)
         pytest.skip(reason)
+
+
+class Race:
+    """Two threads at once (see the module docstring)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, timeout: float = 0.3) -> None:
+        self._monkeypatch, self._timeout = monkeypatch, timeout
+
+    def meet_in(self, owner: Any, name: str) -> list[Any]:
+        """Patch ``owner.name`` so each call waits until a second one is inside it (or the timeout passes); return
+        the first argument of every call, in call order (for a method: the object it was called on)."""
+        inside, real = threading.Barrier(2), getattr(owner, name)
+        seen: list[Any] = []
+
+        def meeting(*args: Any, **kwargs: Any) -> Any:
+            seen.append(args[0] if args else None)
+            with contextlib.suppress(threading.BrokenBarrierError):  # timed out: a guard kept the other thread out
+                inside.wait(timeout=self._timeout)
+            return real(*args, **kwargs)
+
+        self._monkeypatch.setattr(owner, name, meeting)
+        return seen
+
+    def run(self, call: Callable[[], Any]) -> list[Any]:
+        """Call ``call`` in two threads released together; each result is its return value or the exception it
+        raised (one per thread)."""
+        start = threading.Barrier(2)
+
+        def started() -> Any:
+            start.wait()
+            return call()
+
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(started) for _ in range(2)]
+        return [f.exception() or f.result() for f in futures]
+
+
+@pytest.fixture
+def race(monkeypatch: pytest.MonkeyPatch) -> Race:
+    """Two-thread interleavings of a check-then-act step (see `Race`)."""
+    return Race(monkeypatch)

@@ -12,7 +12,6 @@ Work executes immediately, so the log order is the stream order. The same behavi
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import itertools
@@ -606,51 +605,19 @@ def test_dlpack_export_round_trips_through_cuda_core(sim: SimDriver) -> None:
     assert consumer in buffer._foreign_streams  # and the buffer's free will wait for the consumer
 
 
-def _both_threads(call: Any) -> list[Any]:
-    """Run ``call`` in two threads at once; each result is its return value or the exception it raised."""
-    start, results = threading.Barrier(2), []
-
-    def run() -> None:
-        start.wait()
-        try:
-            results.append(call())
-        except Exception as exc:  # what the losing thread gets is part of the result
-            results.append(exc)
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
-
-
-def _meet_in(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
-    """Make ``owner.name`` wait (at most 0.3 s) until two threads are inside it: without an atomic take both
-    threads pass the state test before either changes the state."""
-    inside, real_fn = threading.Barrier(2), getattr(owner, name)
-
-    def meeting(*args: Any, **kwargs: Any) -> Any:
-        with contextlib.suppress(threading.BrokenBarrierError):  # timed out: the other thread was kept out
-            inside.wait(timeout=0.3)
-        return real_fn(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, meeting)
-
-
-def test_two_threads_freeing_one_buffer_free_it_once(sim: SimDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_threads_freeing_one_buffer_free_it_once(sim: SimDriver, race: Any) -> None:
     from tile.core import _dlpack
 
     buffer = tc.DeviceBuffer.allocate(64)
-    _meet_in(monkeypatch, _dlpack, "live_exports")  # read between the freed test and the free
-    results = _both_threads(buffer.free)
+    race.meet_in(_dlpack, "live_exports")  # read between the freed test and the free
+    results = race.run(buffer.free)
     assert len(sim.kinds("free")) == 1, "the buffer's memory was freed twice"
     assert sorted(type(r).__name__ for r in results) == ["DoubleFreeError", "NoneType"]
 
 
-def test_two_threads_closing_one_stream_destroy_it_once(sim: SimDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_threads_closing_one_stream_destroy_it_once(sim: SimDriver, race: Any) -> None:
     stream = tc.Device(0).create_stream()
-    _meet_in(monkeypatch, tc.Stream, "record")  # called between the closed test and the destroy
-    results = _both_threads(stream.close)
+    race.meet_in(tc.Stream, "record")  # called between the closed test and the destroy
+    results = race.run(stream.close)
     assert len(sim.kinds("stream_destroy")) == 1, "the stream was destroyed twice"
     assert results == [None, None]  # close is idempotent
