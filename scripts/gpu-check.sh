@@ -17,7 +17,8 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   # The CPU-only benchmarks (bench_interp, bench_ir) belong to the development machine.
-  for b in benchmarks/bench_launch.py benchmarks/bench_aio.py benchmarks/bench_frontend.py benchmarks/bench_compile.py; do
+  for b in benchmarks/bench_launch.py benchmarks/bench_launch_floor.py benchmarks/bench_aio.py benchmarks/bench_frontend.py \
+    benchmarks/bench_compile.py; do
     echo "==> $b"
     timeout 240 python3 "$b" 2>&1 | tee "$out/$(basename "$b" .py).log"
   done
