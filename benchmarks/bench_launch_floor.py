@@ -9,10 +9,12 @@ launch (1024 elements, Tile's cubin and Tile's packed argument block) through:
   launch;
 - cuda.bindings' ``cuLaunchKernel``, and tile.core's prepared launch;
 - cuTile Python's ``ct.launch`` (its own build of the kernel), and Tile's safe ``.then`` chain;
+- `MinimalModel`: the least a safe launch must do in Python (liveness, aliasing and borrow tests, three moves, the
+  pending counts), written flat, around the C call: a lower bound for any pure-Python design;
 
 and, waiting after every launch: a C launch + ``cuStreamSynchronize``, ``ct.launch`` + synchronize, and Tile's
-``add(...).sync_on(s)``. ``margin_us`` is what ``ct.launch`` spends beyond the driver: the whole budget a safe
-launch has for its checks, moves and bookkeeping if it is to be no slower.
+``add(...).sync_on(s)`` and the model with a wait. ``margin_us`` is what ``ct.launch`` spends beyond the driver:
+the whole budget a safe launch has for its checks, moves and bookkeeping if it is to be no slower.
 
 The C module is built at run time with the machine's C compiler against the stable ABI, or loaded from
 ``--shim PATH`` (a build from a machine with the same CPU architecture, any Python 3.10+). Run on the GPU machine
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -65,6 +68,86 @@ def shim() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
+
+
+class _Storage:
+    __slots__ = ("freed", "handles", "pending")
+    freed: bool
+    handles: dict[int, weakref.ref[_Handle]]
+    pending: int
+
+
+class _Handle:
+    __slots__ = ("__weakref__", "fate", "span", "storage")
+    fate: str | None
+    span: tuple[int, int]
+    storage: _Storage
+
+
+def _handle(storage: _Storage, lo: int) -> _Handle:
+    h = _Handle()
+    h.storage, h.fate, h.span = storage, None, (lo, lo + 4096)
+    storage.handles[id(h)] = weakref.ref(h)
+    return h
+
+
+class MinimalModel:
+    """The least a safe launch of ``add(z, x, y)`` must do in Python, written flat for speed: test each handle live,
+    test the output against the inputs and against other handles on its memory, move the three handles (new
+    handles, registry, old ones marked), count the launch as pending, launch; release after the wait. No call sites,
+    no op object, no error messages: a lower bound for any pure-Python design, not a usable one."""
+
+    def __init__(self, launch: Any) -> None:
+        self.launch = launch
+        self.args = [_handle(self._storage(), i * 8192) for i in range(3)]
+
+    @staticmethod
+    def _storage() -> _Storage:
+        s = _Storage()
+        s.freed, s.handles, s.pending = False, {}, 0
+        return s
+
+    def call(self, args: list[_Handle]) -> list[_Handle]:
+        for h in args:
+            if h.fate is not None or h.storage.freed:
+                raise RuntimeError("moved or freed")
+        lo, hi = args[0].span
+        for h in args[1:]:
+            if h.span[0] < hi and lo < h.span[1]:
+                raise RuntimeError("aliasing")
+        if len(args[0].storage.handles) != 1:
+            raise RuntimeError("borrowed")
+        moved = []
+        for h in args:
+            new = _Handle()
+            new.storage, new.fate, new.span = h.storage, None, h.span
+            handles = h.storage.handles
+            del handles[id(h)]
+            handles[id(new)] = weakref.ref(new)
+            h.fate = "moved"
+            h.storage.pending += 1
+            moved.append(new)
+        self.launch()
+        return moved
+
+    @staticmethod
+    def release(values: list[_Handle]) -> None:
+        for h in values:
+            h.storage.pending -= 1
+
+    def back_to_back(self, count: int, wait: Any) -> None:
+        done = []
+        for _ in range(count):
+            self.args = self.call(self.args)
+            done.append(self.args)
+        wait()
+        for values in done:
+            self.release(values)
+
+    def with_wait(self, wait: Any) -> None:
+        self.args = self.call(self.args)
+        wait()
+        self.release(self.args)
 
 
 def main() -> None:
@@ -111,6 +194,9 @@ def main() -> None:
         "C launch + synchronize": (repeat(lambda: c.launch(kernel, grid, raw, params), wait, 1), 1, LAUNCHES // 4),
         "tile add(...).sync_on(s) (safe)": (loop.run, 1, LAUNCHES // 4),
     }
+    model = MinimalModel(lambda: c.launch(kernel, grid, raw, params))
+    paths["minimal Python model + C launch"] = (lambda: model.back_to_back(LAUNCHES, wait), LAUNCHES, 1)
+    paths["minimal Python model + C launch + synchronize"] = (lambda: model.with_wait(wait), 1, LAUNCHES // 4)
     ct = peers.get("ct")
     if ct is not None:
         ops = bf.Operands(peers.get("torch"))
