@@ -215,15 +215,7 @@ class Plan:
             return None
         if not self._matches(args):
             return None
-        # `try_launch`'s re-checks, inlined: this is the steady-state launch path.
-        try:
-            for i, p in self.scalars:
-                check(p, args[i])
-        except Exception:  # the full path reports it, in argument order
-            return None
-        if self.alias and not unchecked and _overlaps(self, args):
-            return None
-        return (*args, *self.tail) if self.tail else args
+        return self.try_launch(args, check, unchecked)
 
     def _matches(self, args: tuple[Any, ...]) -> bool:
         """True when the arguments have this plan's layout (as `layout_key` sees it) and every handle is live."""
