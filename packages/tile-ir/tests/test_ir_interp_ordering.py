@@ -269,14 +269,15 @@ def _relay(middle: Callable[[K], object], last_acquires: bool = True) -> Module:
     k = K(3)
     k.when(0, lambda: k.store(1, 1, k.store(0, 7, k.b.make_token(), loc=DATA_STORE), Ordering.RELEASE))
     k.when(1, lambda: middle(k))
-
-    def reader() -> None:
-        ready = k.load(1, None, Ordering.ACQUIRE, index=1)[1] if last_acquires else k.b.make_token()
-        value, got = k.load(0, ready, loc=DATA_LOAD)
-        k.store(2, value, got)
-
-    k.when(2, reader)
+    k.when(2, lambda: _read_data(k, flag=1, acquires=last_acquires))
     return k.module()
+
+
+def _read_data(k: K, flag: int = 0, acquires: bool = True) -> None:
+    """The last block's part: acquire flag ``flag`` (unless not ``acquires``), then copy data[0] into out[0]."""
+    ready = k.load(1, None, Ordering.ACQUIRE, index=flag)[1] if acquires else k.b.make_token()
+    value, got = k.load(0, ready, loc=DATA_LOAD)
+    k.store(2, value, got)
 
 
 def _forward(k: K, chained: bool) -> None:
@@ -291,8 +292,18 @@ def _relay_run(kernel: Module) -> Arr:
     return out
 
 
+def _expect_relay(kernel: Module, race: tuple[tuple[int, int, int], ...] | None) -> None:
+    """The last block reads the 7 block 0 wrote, or (``race``) the run raises DataRaceError between these blocks."""
+    if race is None:
+        assert _relay_run(kernel).tolist() == [7]
+        return
+    with pytest.raises(interp.DataRaceError) as info:
+        _relay_run(kernel)
+    assert info.value.blocks == race
+
+
 def test_synchronisation_is_transitive_through_a_third_block() -> None:
-    assert _relay_run(_relay(lambda k: _forward(k, chained=True))).tolist() == [7]
+    _expect_relay(_relay(lambda k: _forward(k, chained=True)), None)
 
 
 def test_a_relay_whose_release_skips_the_acquire_token_orders_nothing() -> None:
@@ -325,20 +336,8 @@ def test_an_acquire_syncs_through_a_release_sequence_but_not_past_a_store(via: s
     k = K(3)
     k.when(0, lambda: k.store(1, 1, k.store(0, 7, k.b.make_token(), loc=DATA_STORE), Ordering.RELEASE))
     k.when(1, lambda: _flag_to_flag1(k, via))
-
-    def reader() -> None:
-        _, ready = k.load(1, None, Ordering.ACQUIRE)
-        value, got = k.load(0, ready, loc=DATA_LOAD)
-        k.store(2, value, got)
-
-    k.when(2, reader)
-    kernel = k.module()
-    if races:
-        with pytest.raises(interp.DataRaceError) as info:
-            _relay_run(kernel)
-        assert info.value.blocks == ((0, 0, 0), (2, 0, 0))
-    else:
-        assert _relay_run(kernel).tolist() == [7]
+    k.when(2, lambda: _read_data(k))
+    _expect_relay(k.module(), ((0, 0, 0), (2, 0, 0)) if races else None)
 
 
 @pytest.mark.parametrize("flag_taken_first", [False, True])
@@ -347,20 +346,8 @@ def test_a_failed_compare_and_swap_releases_nothing(flag_taken_first: bool) -> N
     k = K(3)
     k.when(0, lambda: k.cas(1, 0, 1, None, Ordering.ACQ_REL) if flag_taken_first else None)
     k.when(1, lambda: k.cas(1, 0, 1, k.store(0, 7, k.b.make_token(), loc=DATA_STORE), Ordering.ACQ_REL))
-
-    def reader() -> None:
-        _, ready = k.load(1, None, Ordering.ACQUIRE)
-        value, got = k.load(0, ready, loc=DATA_LOAD)
-        k.store(2, value, got)
-
-    k.when(2, reader)
-    kernel = k.module()
-    if flag_taken_first:
-        with pytest.raises(interp.DataRaceError) as info:
-            _relay_run(kernel)
-        assert info.value.blocks == ((1, 0, 0), (2, 0, 0))
-    else:
-        assert _relay_run(kernel).tolist() == [7]
+    k.when(2, lambda: _read_data(k))
+    _expect_relay(k.module(), ((1, 0, 0), (2, 0, 0)) if flag_taken_first else None)
 
 
 def test_only_the_elements_read_outside_the_acquire_are_counted() -> None:
