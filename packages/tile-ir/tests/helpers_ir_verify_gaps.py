@@ -194,17 +194,18 @@ def through(elem: ScalarType, build: Callable[[Builder, Value], Value]) -> Modul
     return kernel(body)
 
 
-def mutants(count: int, seed: int) -> list[tuple[str, Module]]:
-    """Op samples with one corruption each: a result type (from a pool that includes the rarer element types),
-    an enum attribute value, or two operands swapped. Deterministic for a given `seed`."""
+def mutants(count: int, seed: int, pool: Sequence[Type] | None = None) -> list[tuple[str, Module]]:
+    """Op samples with one corruption each: a result type from ``pool`` (by default one that includes the rarer
+    element types), an enum attribute value, or two operands swapped. Deterministic for a given `seed`."""
     import random
 
     from helpers_ir_samples import build_sample
     from tile.ir import V13_5, bf16, f4E2M1FN, f8E4M3FN, f8E8M0FNU, f16, i1, i4, tf32
     from tile.ir.ops import CATALOG
 
-    pool = [tile((16,), e) for e in (f32, f16, bf16, tf32, f8E4M3FN, f8E8M0FNU, f4E2M1FN, i1, i4, i8, i32)]
-    pool += [tile((8,), f32), scalar(i32), tile((16, 16), f32)]
+    if pool is None:
+        pool = [tile((16,), e) for e in (f32, f16, bf16, tf32, f8E4M3FN, f8E8M0FNU, f4E2M1FN, i1, i4, i8, i32)]
+        pool += [tile((8,), f32), scalar(i32), tile((16, 16), f32)]
     rng = random.Random(seed)
     out: list[tuple[str, Module]] = []
     while len(out) < count:

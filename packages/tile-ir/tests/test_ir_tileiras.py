@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers_ir_kernels import FAMILIES, build_family
 from helpers_ir_samples import build_sample
 from helpers_ir_tools import compile_cubin, disassemble
+from helpers_ir_verify_gaps import mutants
 from tile.ir import (
     SUPPORTED_VERSIONS,
     V13_1,
@@ -21,7 +22,6 @@ from tile.ir import (
     V13_3,
     V13_4,
     V13_5,
-    Module,
     TileError,
     Version,
     f16,
@@ -114,37 +114,13 @@ def test_tileiras_compiles_every_op_sample_for_sm100(name: str) -> None:
     assert cubin.startswith(b"\x7fELF")
 
 
-def _mutants(count: int) -> list[tuple[str, Module]]:
-    """Deterministic random corruptions of op samples: a result type, an enum attribute, or operand order."""
-    import random
-
-    pool = [tile((16,), f32), tile((16,), i32), tile((16,), f16), tile((8,), f32), tile((16,), i1), scalar(i32)]
-    rng = random.Random(1234)
-    out: list[tuple[str, Module]] = []
-    while len(out) < count:
-        name = rng.choice(sorted(CATALOG))
-        module = build_sample(name, V13_5)
-        ops = [op for op in module.functions[0].walk() if op.name == name and op.name != "constant"]
-        if not ops:
-            continue
-        op = rng.choice(ops)
-        enums = [s for s in CATALOG[name].attrs if s.enum is not None and s.name in op.attributes]
-        choice = rng.random()
-        if choice < 0.5 and op.results:
-            op.results[rng.randrange(len(op.results))].type = rng.choice(pool)
-        elif choice < 0.8 and enums:
-            spec = rng.choice(enums)
-            op.attributes[spec.name] = rng.choice(list(spec.enum))  # type: ignore[arg-type]  # spec.enum is set
-        elif len(op.operands) > 1:
-            i, j = rng.sample(range(len(op.operands)), 2)
-            op.operands[i], op.operands[j] = op.operands[j], op.operands[i]
-        out.append((name, module))
-    return out
+# The corruptions' result types: the common element types (the verifier-gap tests add the rarer ones).
+_POOL = [tile((16,), f32), tile((16,), i32), tile((16,), f16), tile((8,), f32), tile((16,), i1), scalar(i32)]
 
 
 def test_verifier_never_rejects_what_tileirdisasm_accepts() -> None:
     rejected_valid = []
-    for name, module in _mutants(150):
+    for name, module in mutants(150, 1234, _POOL):
         problems = verify_problems(module, V13_5)
         try:
             data = write_bytecode(module, V13_5)
