@@ -319,6 +319,15 @@ class KernelABI:
     # Index checks the kernel leaves to the launcher (see `tile.compiler.HostGuard`): a launch whose extents or grid
     # fail one would index outside a partition, so a launcher must check them (`failed_guard`) before launching.
     guards: tuple[HostGuard, ...] = ()
+    # How each Mut output is addressed, as the type checker found it: ``(name, "own")`` when blocks access the tile
+    # at their block id (the grid must be the output's tile grid, one block per tile) and ``(name, "tiles")`` when
+    # they walk ``z.tiles()`` (every tile goes to one block whatever the grid). An output neither stored nor loaded
+    # is ``"own"``: the strict default, also for ABIs written before this field existed.
+    outputs: tuple[tuple[str, str], ...] = ()
+
+    def walks_tiles(self, param: str) -> bool:
+        """True when output ``param`` is addressed only through ``param.tiles()``: any launch grid is race-free."""
+        return (param, "tiles") in self.outputs
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready description (inverse of `from_json`)."""
@@ -326,10 +335,13 @@ class KernelABI:
             "entry": self.entry,
             "slots": [[getattr(s, f.name) for f in fields(AbiSlot)] for s in self.slots],
             "guards": [g.to_json() for g in self.guards],
+            "outputs": [list(o) for o in self.outputs],
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelABI:
         """Rebuild an ABI written by `to_json`."""
         slots = tuple(AbiSlot(str(p), str(r), int(a), str(d)) for p, r, a, d in data["slots"])
-        return cls(str(data["entry"]), slots, tuple(HostGuard.from_json(g) for g in data.get("guards", ())))
+        guards = tuple(HostGuard.from_json(g) for g in data.get("guards", ()))
+        outputs = tuple((str(name), str(mode)) for name, mode in data.get("outputs", ()))
+        return cls(str(data["entry"]), slots, guards, outputs)

@@ -21,7 +21,7 @@ from tile.compiler._spec import KernelABI, Specialization, Target
 from tile.compiler._typecheck_arith import I1, is_const, type_name
 from tile.compiler._typecheck_entry import build_entry
 from tile.compiler._typecheck_loops import Exit, LoopFrame, LoopMixin
-from tile.compiler._typecheck_values import Emitter, TileIndex
+from tile.compiler._typecheck_values import Emitter, TensorV, TileIndex
 from tile.compiler._types import DType, TileType, TokenType, Type
 
 __all__ = ["TypedKernel", "typecheck"]
@@ -71,6 +71,7 @@ class Checker(LoopMixin):
         self.host_values = {}
         self.index_bounds = {}
         self.host_guards = {}
+        self.owned_tiles = {}
         self.unchecked = resolved.unchecked
         self.arch = "default" if target.is_cpu else target.arch
 
@@ -294,6 +295,7 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     ch = Checker(resolved, target)
     try:
         params, slots = build_entry(ch, spec)
+        outputs = [v for v in ch.env.values() if isinstance(v, TensorV) and v.mut]
         ch.stmts(resolved.kernel.tree.body)
     except CompileError:
         raise
@@ -309,7 +311,8 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in resolved.name)
     hints = _entry_hints(spec, ch.arch)
     ir = KernelIR(name, params, ch.em.block, hints)
-    return TypedKernel(name, ir, KernelABI(name, tuple(slots), tuple(ch.host_guards)), spec, target)
+    schemes = tuple((t.name, t.mode or "own") for t in outputs)
+    return TypedKernel(name, ir, KernelABI(name, tuple(slots), tuple(ch.host_guards), schemes), spec, target)
 
 
 def _entry_hints(spec: Specialization, arch: str) -> dict[str, dict[str, int]]:

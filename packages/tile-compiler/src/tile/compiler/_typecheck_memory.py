@@ -66,6 +66,7 @@ class MemoryMixin(ShapeMixin):
     grid_values: dict[str, tuple[Value, ...]]
     in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
     host_guards: dict[HostGuard, None]  # guards left to the launcher (their subject is host-known); an ordered set
+    owned_tiles: dict[tuple[int, ...], TensorV]  # value ids of the coordinates of a `TileIndex` -> its output
 
     # -- elementwise math -----------------------------------------------------------------------------------
     def op_unary_float(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -287,6 +288,8 @@ class MemoryMixin(ShapeMixin):
     def method_partition_load(self, recv: PartitionV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)
         index = a["index"] if isinstance(a["index"], tuple) else (a["index"],)
+        if recv.tensor.mut:
+            self._output_read(recv.tensor, recv.tile, index, f"'{recv.tensor.name}.partition({recv.tile}).load(...)'")
         return self.load_view(recv, index, self._hints(a["latency"], a["allow_tma"]))
 
     def block_index(self, rank: int) -> tuple[Value, ...]:
@@ -299,7 +302,36 @@ class MemoryMixin(ShapeMixin):
         z = self.tensor_arg(a["z"], "the second argument of tile.load_tile_like", mut=True)
         if x.rank != z.rank:
             self.fail(f"tile.load_tile_like needs tensors of one rank, got {x.rank} and {z.rank}")
-        return self.load_view(self.partition(x, z.tile, "zero"), self.block_index(z.rank), {})
+        index = self.block_index(z.rank)
+        if x.mut:
+            self._output_read(x, z.tile, index, f"'tile.load_tile_like({x.name}, {z.name})'")
+        return self.load_view(self.partition(x, z.tile, "zero"), index, {})
+
+    def _output_read(self, t: TensorV, tile: tuple[int, ...], index: tuple[object, ...], what: str) -> None:
+        """Allow a read of output ``t`` through a partition only at a tile this block owns (safe kernels).
+
+        Any other tile of an output may be in flight in another block: reading it is an inter-block race. The tiles
+        a block owns are its own tile (the block id, for a partition of the output's own tile shape) and the tiles
+        ``t.tiles()`` gave it (the coordinates of one `TileIndex`, unchanged); every read path of an output (a
+        partition view, ``tile.load_tile_like``, inside helpers, through aliases) comes here or to `_own_index`.
+        """
+        if self.unchecked:
+            return
+        values = [v for v in index if isinstance(v, Value)]
+        ids = tuple(v.id for v in values) if len(values) == len(index) and tile == t.tile else ()
+        mode = None
+        if ids and t.rank <= 3 and ids == tuple(v.id for v in self.block_index(t.rank)):
+            mode = "own"
+        elif ids and self.owned_tiles.get(ids) is t:
+            mode = "tiles"
+        if mode is None:
+            self.fail(
+                f"{what} reads a tile of output '{t.name}' that other blocks may be writing (an inter-block race); "
+                f"a safe kernel reads only the tiles it owns: use {t.name}.load() for its own tile, or "
+                f"{t.name}.load(at=idx) in 'for idx in {t.name}.tiles()', and tile.extract(...) for part of one; "
+                "data other blocks produce is an input of a later launch"
+            )
+        self._set_mode(t, mode)
 
     def method_mut_load(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("at", "latency", "allow_tma"), (None, None, None), args, kw)
@@ -318,19 +350,24 @@ class MemoryMixin(ShapeMixin):
                 f"the index of '{recv.name}.{verb}(..., at=idx)' must be the variable of a "
                 f"'for idx in {recv.name}.tiles()' loop over this same output"
             )
+        self._set_mode(recv, mode)
+        return list(at.coords) if isinstance(at, TileIndex) else list(self.block_index(recv.rank))
+
+    def _set_mode(self, recv: TensorV, mode: str) -> None:
+        """Record how ``recv`` is addressed; one scheme per output (the launcher sizes the grid by it, see the ABI)."""
         if recv.mode and recv.mode != mode:
             self.fail(
-                f"'{recv.name}' is accessed both at this block's own tile ({recv.name}.{verb}(t)) and at tiles "
+                f"'{recv.name}' is accessed both at this block's own tile ({recv.name}.store(t)) and at tiles "
                 f"from {recv.name}.tiles(); use one scheme per output, so that no two blocks share a tile"
             )
         recv.mode = mode
-        return list(at.coords) if isinstance(at, TileIndex) else list(self.block_index(recv.rank))
 
     def method_mut_tiles(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("tiles", ("group",), (None,), args, kw)
         group = a["group"]
         if group is not None and (type(group) is not int or group <= 0 or recv.rank != 2):
             self.fail("group= takes a positive compile-time int, for rank-2 outputs (grouped tile order)")
+        self._set_mode(recv, "tiles")  # a walk, even an idle one, frees the grid: no own-tile access too
         return TileIter(recv, group)
 
     def tile_schedule(self, it: TileIter) -> tuple[tuple[object, object, object], Callable[[Value], object]]:
@@ -372,6 +409,7 @@ class MemoryMixin(ShapeMixin):
                 coords.insert(0, op(ast.Mod(), rest, c))
                 rest = op(ast.FloorDiv(), rest, c)
         out = tuple(self.scalar_index(c, "tile index") for c in coords)
+        self.owned_tiles[tuple(c.id for c in out)] = it.tensor
         for d, c in enumerate(out):
             # The output's tile count bounds the coordinate: z's own partition needs no check, and another one only
             # "z's count <= mine", which the launcher checks (host-known extents), so no guard sits in the tile loop.
