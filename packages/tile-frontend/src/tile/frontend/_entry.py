@@ -35,7 +35,16 @@ from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._launch import Launch
 from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
-from tile.frontend._signature import CHECKS, Bound, Param, bind, explicit_grid, read_params
+from tile.frontend._signature import (
+    CHECKS,
+    Bound,
+    Param,
+    bind,
+    explicit_grid,
+    launch_grid,
+    read_params,
+    with_schemes,
+)
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, OWNERSHIP
 from tile.frontend._tensor import Tensor
@@ -126,10 +135,10 @@ class Kernel:
         """The full path's launch: check, make and store the plan, move the arguments (holding `OWNERSHIP`)."""
         bound, compiled, device = self._prepare(args, dict(generics))
         grid = bound.grid
-        assert grid is not None, "_prepare raises GridError when there is no grid"
+        assert grid is not None, "_prepare sets the grid or raises GridError"
         plan = Plan(
             compiled,
-            self.params,
+            with_schemes(self.params, compiled.abi),  # Launch.grid(...) re-checks a grid against these
             bound.values,
             given=len(args),
             grid=grid,
@@ -165,16 +174,13 @@ class Kernel:
         name = self.__name__
         args, generics = _const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
-        if bound.grid is None:
-            raise GridError(
-                f"{name}() has no Mut output to infer the launch grid from and no grid was given; "
-                f"launch it as {name}.grid((x, y, z))(...)"
-            )
         device = _device_of(_ownership.check(name, self.params, args, self.unchecked))
         layout = _layout_key(device, bound)
         compiled = self._by_layout.get(layout)
         if compiled is None:
             compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), _target(device))
+        # Whether an output fixes the grid is how the compiled code addresses it (the ABI), not the kernel's text.
+        bound.grid = launch_grid(name, with_schemes(self.params, compiled.abi), bound.values, self._grid)
         _check_guards(name, self.params, bound, compiled)
         return bound, compiled, device
 

@@ -2,22 +2,23 @@
 
 Invariants: binding reads only the Python annotations (no compiler stage), checks every argument's kind, dtype,
 rank, static extents and tile shape, infers const generics (from partition tile shapes and static dims, or
-keywords) and the grid (from the ``Mut`` partitions), and raises `ArgumentError` / `GridError` naming the
-parameter and the fix. It moves nothing and touches no memory, so a failed call leaves every handle usable.
+keywords), and raises `ArgumentError` / `GridError` naming the parameter and the fix. It moves nothing and touches
+no memory, so a failed call leaves every handle usable. The grid (from the ``Mut`` partitions) is checked once the
+kernel is compiled (`launch_grid`): whether an output fixes the grid depends on how the compiled code addresses it
+(its own tile, or ``z.tiles()``), which the compiler records in the ABI.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from tile.compiler import KernelABI
 from tile.compiler._types import DTYPES
 from tile.compiler.lang import DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
@@ -26,7 +27,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
-__all__ = ["CHECKS", "Bound", "Param", "bind", "read_params"]
+__all__ = ["CHECKS", "Bound", "Param", "bind", "launch_grid", "read_params", "with_schemes"]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -41,7 +42,9 @@ class Param:
     dtype: DType | str | None = None  # a str is a dtype generic, bound from the argument
     shape: tuple[int | str, ...] = ()
     const_kind: type | None = None
-    tiled: bool = False  # a Mut output the kernel walks with ``z.tiles()``: any grid covers it race-free
+    # A Mut output the compiled kernel walks with ``z.tiles()`` (any grid covers it race-free); set from the compiled
+    # kernel's ABI by `with_schemes`, so before compiling every output counts as stored at its own tile.
+    tiled: bool = False
 
 
 @dataclass
@@ -60,25 +63,14 @@ def read_params(fn: Callable[..., Any]) -> tuple[Param, ...]:
         annotations = inspect.get_annotations(fn, eval_str=True)
     except Exception as exc:  # any failure while evaluating a user's annotation string
         raise ArgumentError(f"cannot evaluate the annotations of kernel '{fn.__name__}': {exc}") from None
-    tiled = _tiled_outputs(fn)
-    params = (_param(name, annotations.get(name)) for name in inspect.signature(fn).parameters)
-    return tuple(dataclasses.replace(p, tiled=p.kind == "mut" and p.name in tiled) for p in params)
+    return tuple(_param(name, annotations.get(name)) for name in inspect.signature(fn).parameters)
 
 
-def _tiled_outputs(fn: Callable[..., Any]) -> set[str]:
-    """Names ``z`` for which the body calls ``z.tiles(...)`` (the compiler hands each block distinct tiles)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError):  # no source: the compiler will say so when it compiles
-        return set()
-    return {
-        node.func.value.id
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "tiles"
-        and isinstance(node.func.value, ast.Name)
-    }
+def with_schemes(params: tuple[Param, ...], abi: KernelABI) -> tuple[Param, ...]:
+    """``params`` with ``tiled`` set from the compiled kernel: how its code addresses each output (not its text)."""
+    if not any(p.kind == "mut" and p.tiled != abi.walks_tiles(p.name) for p in params):
+        return params
+    return tuple(dataclasses.replace(p, tiled=abi.walks_tiles(p.name)) if p.kind == "mut" else p for p in params)
 
 
 def _param(name: str, ann: object) -> Param:
@@ -136,7 +128,11 @@ def bind(
         )
     bound.consts.update({k: v for k, (v, _) in inferred.items() if not isinstance(v, DType)})
     bound.dtypes.update({k: v for k, (v, _) in inferred.items() if isinstance(v, DType)})
-    bound.grid = _grid(kernel, params, args, grid)
+    if grid is None and not any(p.kind == "mut" for p in params):
+        raise GridError(
+            f"{kernel}() has no Mut output to infer the launch grid from and no grid was given; "
+            f"launch it as {kernel}.grid((x, y, z))(...)"
+        )
     return bound
 
 
@@ -257,6 +253,15 @@ CHECKS: Mapping[str, Callable[[str, Param, Any, dict[str, tuple[Any, str]], bool
     "const": _check_const,
     "ptr": _check_ptr,
 }
+
+
+def launch_grid(
+    kernel: str, params: Sequence[Param], args: Sequence[Any], explicit: tuple[int, ...] | None
+) -> tuple[int, int, int]:
+    """The grid of a launch: checked against the outputs' partitions, ``params`` from `with_schemes`."""
+    grid = _grid(kernel, params, args, explicit)
+    assert grid is not None, "bind raises GridError when there is neither a Mut output nor an explicit grid"
+    return grid  # type: ignore[no-any-return]  # a checked (x, y, z)
 
 
 def _grid(kernel: str, params: Sequence[Param], args: Sequence[Any], explicit: tuple[int, ...] | None) -> Any:
