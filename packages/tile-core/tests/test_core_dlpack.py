@@ -10,18 +10,27 @@ import numpy as np
 import pytest
 
 import tile.core as tc
-from tile.core._dlpack import KDL_CPU, dlpack_dtype, export_capsule, live_exports
+from tile.core._dlpack import KDL_CPU, dlpack_dtype, export_capsule, live_exports, wants_versioned
 
 
 class HostExporter:
     """Exports a window of a numpy array the way DeviceView exports device memory."""
 
-    def __init__(self, array: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
-        self.array, self.shape, self.strides = array, shape, strides
+    def __init__(
+        self, array: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], readonly: bool = False
+    ) -> None:
+        self.array, self.shape, self.strides, self.readonly = array, shape, strides, readonly
 
-    def __dlpack__(self, *, stream: None = None, **kwargs: Any) -> Any:
+    def __dlpack__(self, *, stream: None = None, max_version: tuple[int, int] | None = None, **kwargs: Any) -> Any:
         return export_capsule(
-            self.array.ctypes.data, self.array.dtype, self.shape, self.strides, device=(KDL_CPU, 0), owner=self
+            self.array.ctypes.data,
+            self.array.dtype,
+            self.shape,
+            self.strides,
+            device=(KDL_CPU, 0),
+            owner=self,
+            readonly=self.readonly,
+            versioned=wants_versioned(max_version),
         )
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -74,3 +83,25 @@ def test_dtype_codes(dtype: Any, expected: tuple[int, int]) -> None:
 def test_non_element_strides_are_refused() -> None:
     with pytest.raises(tc.LayoutMismatchError, match="not whole elements"):
         export_capsule(0x1000, np.dtype(np.float32), (2,), (6,), device=(KDL_CPU, 0), owner=object())
+
+
+def test_read_only_memory_is_exported_read_only() -> None:
+    """A read-only export reaches a DLPack 1.0 consumer (numpy asks for one) as a read-only array."""
+    base = np.arange(4, dtype=np.float32)
+    view = np.from_dlpack(HostExporter(base, (4,), (4,), readonly=True))
+    assert not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 9.0
+    assert base[0] == 0.0
+    writable = np.from_dlpack(HostExporter(base, (4,), (4,)))  # versioned too, without the flag
+    writable[0] = 9.0
+    assert base[0] == 9.0
+
+
+def test_read_only_memory_is_never_exported_in_a_legacy_capsule() -> None:
+    """A legacy capsule cannot say "read-only": the export is refused instead of handing out writable memory."""
+    exporter = HostExporter(np.zeros(4, np.float32), (4,), (4,), readonly=True)
+    with pytest.raises(BufferError, match="read-only"):
+        exporter.__dlpack__()
+    assert live_exports(exporter) == 0
+    assert exporter.__dlpack__(max_version=(1, 0)) is not None

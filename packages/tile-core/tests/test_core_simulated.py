@@ -621,3 +621,24 @@ def test_two_threads_closing_one_stream_destroy_it_once(sim: SimDriver, race: An
     results = race.run(stream.close)
     assert len(sim.kinds("stream_destroy")) == 1, "the stream was destroyed twice"
     assert results == [None, None]  # close is idempotent
+
+
+def test_owning_handles_refuse_copies_and_pickling(sim: SimDriver) -> None:
+    """copy.copy of a buffer would make a second owner: two frees of one allocation. Every owning handle refuses
+    the copy protocols with a typed error; a Device names a GPU, so it is its own copy."""
+    import copy
+    import pickle
+
+    buffer = tc.DeviceBuffer.from_host(np.arange(4, dtype=np.int32))
+    stream = tc.Stream()
+    handles = [buffer, buffer.view(np.int32), stream, stream.record(), tc.PinnedBuffer.empty((4,), np.float32)]
+    handles += [tc.Device(0).memory_pool]
+    for handle in handles:
+        for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(tc.HandleCopyError, match="second owner") as info:
+                attempt(handle)
+            assert type(handle).__name__ in str(info.value)
+    assert copy.copy(tc.Device(0)) is tc.Device(0)
+    assert copy.deepcopy(tc.Device(0)) is tc.Device(0)
+    buffer.free()
+    assert len(sim.kinds("free")) == 1

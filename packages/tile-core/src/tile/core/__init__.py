@@ -70,6 +70,13 @@ runs nothing; whoever replays keeps them alive), and a buffer's first use inside
 on the host. Closing a stream records a final event; buffers whose home stream was closed are freed on the default
 stream after it.
 
+Handles are not copies
+----------------------
+Every handle that owns or shares a resource (``DeviceBuffer``, ``PinnedBuffer``, ``DeviceView``, ``Stream``,
+``Event``, ``Module``, ``Function``, ``MemoryPool``, ``PreparedLaunch``, ``PackedArgs``) refuses ``copy.copy``,
+``copy.deepcopy`` and pickling with ``HandleCopyError``: a copy would be a second owner (two frees, two closes).
+A ``Device`` names a GPU, so its copies are the device itself.
+
 Ownership across libraries
 --------------------------
 Exports through DLPack keep the buffer alive and block an explicit ``free()`` (``StateError``) until the consumer
@@ -88,6 +95,7 @@ from tile.core._cubin import cubin_arch
 from tile.core._errors import (
     ArchMismatchError,
     DoubleFreeError,
+    HandleCopyError,
     LaunchArgumentError,
     LayoutMismatchError,
     NullHandleError,
@@ -101,6 +109,7 @@ from tile.core._event import Event
 from tile.core._foreign import borrow
 from tile.core._launch import PreparedLaunch, launch, prepare
 from tile.core._module import Function, Module
+from tile.core._nocopy import Uncopyable
 from tile.core._pinned import PinnedBuffer
 from tile.core._stream import Stream
 from tile.core._view import DeviceView
@@ -115,6 +124,7 @@ __all__ = [
     "DoubleFreeError",
     "Event",
     "Function",
+    "HandleCopyError",
     "LaunchArgumentError",
     "LayoutMismatchError",
     "MemoryPool",
@@ -127,6 +137,7 @@ __all__ = [
     "StateError",
     "Stream",
     "StreamClosedError",
+    "Uncopyable",
     "UseAfterFreeError",
     "WrongDeviceError",
     "borrow",

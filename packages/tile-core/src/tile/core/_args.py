@@ -19,6 +19,7 @@ import numpy as np
 
 from tile.core._buffer import DeviceBuffer
 from tile.core._errors import LaunchArgumentError, NullHandleError, WrongDeviceError
+from tile.core._nocopy import Uncopyable
 from tile.core._view import DeviceView
 
 if TYPE_CHECKING:
@@ -118,8 +119,10 @@ _CHECKED_KINDS: set[tuple[str, ...]] = set()
 
 
 @dataclass(frozen=True)
-class PackedArgs:
+class PackedArgs(Uncopyable):
     """Converted arguments: the scalars for the launcher and the Tile buffers they point into."""
+
+    _copy_fix = "pack the arguments again with tile.core.pack_args(...)"
 
     kinds: tuple[str, ...]
     values: tuple[Any, ...]

@@ -24,6 +24,7 @@ from tile.core._context import Device
 from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
 from tile.core._event import Event
 from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
+from tile.core._nocopy import Uncopyable
 from tile.core._stream import Stream, as_stream, invalidation, open_successor
 
 if TYPE_CHECKING:
@@ -116,8 +117,10 @@ class Uses:
         self.events.append(event)
 
 
-class DeviceBuffer:
+class DeviceBuffer(Uncopyable):
     """An owned, stream-ordered device allocation. Make one with :meth:`allocate` or :meth:`from_host`."""
+
+    _copy_fix = "for a second buffer with the same bytes, allocate one and copy into it with tile.core.copy(dst, src)"
 
     nbytes: int
     device: Device

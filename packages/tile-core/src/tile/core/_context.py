@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
     from tile.core._buffer import DeviceBuffer
@@ -25,8 +26,10 @@ __all__ = ["Device", "MemoryPool"]
 _NEVER_RELEASE = 2**64 - 1
 
 
-class MemoryPool:
+class MemoryPool(Uncopyable):
     """Tile's stream-ordered memory pool on one device (``cuMemPoolCreate``)."""
+
+    _copy_fix = "use device.memory_pool (one pool per device)"
 
     def __init__(self, device: Device) -> None:
         d = tb.driver()
@@ -101,6 +104,13 @@ class Device:
                 self._pool, self._default_stream, self._cache = None, None, {}
                 cls._instances[ordinal] = self
             return cls._instances[ordinal]
+
+    # A Device names a GPU (one instance per ordinal): copies are that same instance.
+    def __copy__(self) -> Device:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Device:
+        return self
 
     @staticmethod
     def count() -> int:

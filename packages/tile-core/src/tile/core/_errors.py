@@ -12,6 +12,7 @@ from tile.bindings import TileError
 __all__ = [
     "ArchMismatchError",
     "DoubleFreeError",
+    "HandleCopyError",
     "LaunchArgumentError",
     "LayoutMismatchError",
     "NullHandleError",
@@ -61,3 +62,11 @@ class LaunchArgumentError(TileError, TypeError):
 
 class StateError(TileError, RuntimeError):
     """An object is not in a state that allows the call (event never recorded, timing disabled, ...)."""
+
+
+class HandleCopyError(TileError, TypeError):
+    """An owning handle (a buffer, stream, event, module, ...) was copied, deep-copied or pickled.
+
+    A copy would be a second owner of one resource: two frees, two closes, or a write racing a pending use. The
+    message names the handle and what to do instead.
+    """

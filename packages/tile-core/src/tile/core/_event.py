@@ -14,6 +14,7 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core._context import Device
 from tile.core._errors import StateError, UseAfterFreeError
+from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
     from tile.core._stream import Stream
@@ -23,7 +24,7 @@ __all__ = ["NOT_READY", "Event"]
 NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query's "still running", not a failure
 
 
-class Event:
+class Event(Uncopyable):
     """A CUDA event: a marker recorded on a stream that others can wait for or time against.
 
     Parameters
@@ -35,6 +36,8 @@ class Event:
     blocking_sync : bool
         Make :meth:`synchronize` sleep instead of spin.
     """
+
+    _copy_fix = "pass the event itself, or record a new one with stream.record()"
 
     def __init__(self, device: Device | None = None, *, timing: bool = False, blocking_sync: bool = False) -> None:
         d = tb.driver()

@@ -8,9 +8,8 @@ or the device's default stream) as both protocols specify; host-only memory is r
 
 from __future__ import annotations
 
+import math
 from typing import Any
-
-import numpy as np
 
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, WrongDeviceError
@@ -76,7 +75,7 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
         )
     dtype = as_dtype(smv.dtype)
     shape = tuple(int(n) for n in smv.shape)
-    if smv.ptr == 0 and int(np.prod(shape)) > 0:
+    if smv.ptr == 0 and math.prod(shape) > 0:
         raise NullHandleError(f"{type(obj).__name__} exported a null pointer for a non-empty array")
     strides = (
         tuple(int(s) * dtype.itemsize for s in smv.strides)

@@ -25,6 +25,7 @@ from tile.bindings import check
 from tile.core._args import kernel_params, pack_args
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
 from tile.core._module import Function
+from tile.core._nocopy import Uncopyable
 from tile.core._stream import Stream, as_stream, invalidation
 
 __all__ = ["PreparedLaunch", "launch", "prepare"]
@@ -38,8 +39,10 @@ def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
     return (x, y, z)
 
 
-class PreparedLaunch:
+class PreparedLaunch(Uncopyable):
     """A checked, packed launch; call it to enqueue the kernel again with the same arguments."""
+
+    _copy_fix = "prepare another launch with tile.core.prepare(...)"
 
     __slots__ = (
         "_call",

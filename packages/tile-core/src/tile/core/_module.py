@@ -17,14 +17,17 @@ import tile.bindings as tb
 from tile.core._context import Device
 from tile.core._cubin import cubin_arch, runs_on
 from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError
+from tile.core._nocopy import Uncopyable
 
 __all__ = ["Function", "Module"]
 
 _ATTRIBUTES = ("num_regs", "max_threads_per_block", "shared_size_bytes", "local_size_bytes", "const_size_bytes")
 
 
-class Module:
+class Module(Uncopyable):
     """Loaded device code (one cubin) for one device; make it with :meth:`from_cubin` or :meth:`load`."""
+
+    _copy_fix = "pass the module itself, or load the cubin again with Module.load(...)"
 
     device: Device
     name: str
@@ -114,8 +117,10 @@ def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:
     return exc
 
 
-class Function:
+class Function(Uncopyable):
     """A kernel in a loaded module: its name, parameter layout and attributes."""
+
+    _copy_fix = "pass the function itself, or get it again with module.function(name)"
 
     def __init__(self, module: Module, name: str, kernel: Any) -> None:
         self.module, self.name, self._kernel, self._closed = module, name, kernel, False

@@ -8,6 +8,7 @@ asynchronous copy can never read or write freed host memory.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any
 
 import numpy as np
@@ -18,16 +19,19 @@ from tile.core._buffer import Uses
 from tile.core._context import Device
 from tile.core._errors import LayoutMismatchError
 from tile.core._layout import as_dtype, as_shape
+from tile.core._nocopy import Uncopyable
 from tile.core._stream import Stream
 
 __all__ = ["PinnedBuffer"]
 
 
-class PinnedBuffer:
+class PinnedBuffer(Uncopyable):
     """Page-locked host memory: the fast, truly asynchronous side of host<->device copies.
 
     Make one with :meth:`allocate` or :meth:`empty`; ``.array`` is a numpy view that keeps the memory alive.
     """
+
+    _copy_fix = "for a second buffer with the same bytes, allocate one and copy into it"
 
     nbytes: int
     ptr: int
@@ -57,7 +61,7 @@ class PinnedBuffer:
     def empty(cls, shape: int | tuple[int, ...], dtype: Any = np.float32) -> PinnedBuffer:
         """Allocate pinned memory for an array of ``shape`` and ``dtype`` (see ``.array``)."""
         dt, dims = as_dtype(dtype), as_shape(shape)
-        self = cls.allocate(max(int(np.prod(dims)) * dt.itemsize, 1))
+        self = cls.allocate(max(math.prod(dims) * dt.itemsize, 1))
         self._dtype, self._shape = dt, dims
         return self
 

@@ -17,6 +17,7 @@ from tile.bindings import check
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError
 from tile.core._event import NOT_READY, Event
+from tile.core._nocopy import Uncopyable
 
 __all__ = ["Stream", "as_stream", "invalidation", "open_successor"]
 
@@ -25,12 +26,14 @@ _closing = threading.Lock()  # held while a stream is closed: two threads closin
 invalidation = [0]
 
 
-class Stream:
+class Stream(Uncopyable):
     """A CUDA stream on one device.
 
     ``Stream(device=None, priority=0)`` creates an owned non-blocking stream on ``device`` (default: device 0);
     :meth:`borrow` wraps a stream someone else owns.
     """
+
+    _copy_fix = "pass the stream itself, or make another with Stream(device)"
 
     handle: int
     device: Device

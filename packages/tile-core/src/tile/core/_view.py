@@ -8,6 +8,7 @@ consumers see the same bytes (zero-copy) and, through DLPack, keep the owner ali
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from tile.core import _dlpack
 from tile.core._context import Device
 from tile.core._errors import LayoutMismatchError, UseAfterFreeError
 from tile.core._layout import is_c_contiguous, span
+from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
     from tile.core._buffer import DeviceBuffer
@@ -25,7 +27,7 @@ __all__ = ["DeviceView"]
 _LEGACY_STREAM, _PER_THREAD_STREAM = 1, 2  # DLPack stream numbers that mean the CUDA default streams
 
 
-class DeviceView:
+class DeviceView(Uncopyable):
     """A typed, strided view of device memory (a Tile buffer's or a foreign producer's).
 
     Attributes
@@ -41,6 +43,8 @@ class DeviceView:
     readonly : bool
         True when the producer exported the memory read-only.
     """
+
+    _copy_fix = "make another view of the same memory with buffer.view(...) or pass this one"
 
     def __init__(
         self,
@@ -70,7 +74,7 @@ class DeviceView:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -151,7 +155,17 @@ class DeviceView:
             self._order_consumer(stream)
         owner = self._buffer if self._buffer is not None else self
         device = self.__dlpack_device__()
-        return _dlpack.export_capsule(ptr, self.dtype, self.shape, self.strides, device=device, owner=owner)
+        versioned = _dlpack.wants_versioned(max_version)
+        return _dlpack.export_capsule(
+            ptr,
+            self.dtype,
+            self.shape,
+            self.strides,
+            device=device,
+            owner=owner,
+            readonly=self.readonly,
+            versioned=versioned,
+        )
 
     def _order_consumer(self, stream: int | None) -> None:
         import tile.bindings as tb

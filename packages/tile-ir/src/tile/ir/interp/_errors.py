@@ -146,7 +146,9 @@ class TokenOrderError(InterpError):
 
 
 _RACE_HINT = (
-    "Give every block its own output tile (partition the output), or make both accesses atomic, or order them: "
+    "Give every block its own output tile (partition the output; if it is partitioned, its memory maps two "
+    "elements to one address, as a broadcast or stride-0 view does: write into a contiguous copy), or make both "
+    "accesses atomic, or order them: "
     "a release atomic (device scope) token-ordered after the first access, and in the second block an acquire "
     "atomic that reads the value it wrote, token-ordered before the second access"
 )
