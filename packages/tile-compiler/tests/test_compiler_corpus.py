@@ -39,7 +39,7 @@ def spec_for(case: Case) -> Specialization:
             n = len(p.shape)
             one = tuple(i == n - 1 for i in range(n)) if case.contiguous else ()
             params[p.name] = ArraySpec(p.dtype.name, n, stride_one=one, shape_div=(16,) * n)
-    return Specialization.make(params=params, consts=dict(case.consts))
+    return Specialization.make(params=params, consts=dict(case.consts), options=case.options)
 
 
 def lowered(case: Case, arch: str = "sm_90") -> tile.ir.Module:

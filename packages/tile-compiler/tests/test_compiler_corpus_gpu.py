@@ -64,7 +64,8 @@ def test_corpus_matches_numpy_on_the_gpu(case: Any) -> None:
     args = case.inputs(np.random.default_rng(2026))
     arrays = {k: v for k, v in args.items() if isinstance(v, np.ndarray)}
     expected = case.reference({k: v.copy() if isinstance(v, np.ndarray) else v for k, v in args.items()})
-    spec = specialize(case.kernel, {k: v.shape for k, v in arrays.items()}, consts=dict(case.consts))
+    shapes = {k: v.shape for k, v in arrays.items()}
+    spec = specialize(case.kernel, shapes, consts=dict(case.consts), options=case.options)
     compiled = compile_kernel(case.kernel, spec, Target(device.arch))
     assert compiled.cubin is not None
     function = core.Module.from_cubin(compiled.cubin, device=device).function(compiled.entry)

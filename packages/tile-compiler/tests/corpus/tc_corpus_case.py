@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from tile.compiler import CompileOptions
+
 __all__ = ["ALL_ARCHS", "Case", "unchecked"]
 
 ALL_ARCHS = ("sm_80", "sm_90", "sm_100")
@@ -40,10 +42,18 @@ class Case:
         """The kernel's name."""
         return str(getattr(self.kernel, "__name__", "kernel"))
 
+    @property
+    def options(self) -> CompileOptions:
+        """The compile options of the case: unchecked for kernels marked `unchecked`."""
+        return CompileOptions(unchecked=self.kernel in UNCHECKED)
+
+
+UNCHECKED: set[Callable[..., object]] = set()
+
 
 def unchecked(fn: Callable[..., object]) -> Callable[..., object]:
-    """Mark a corpus kernel unchecked, as ``@tile.entry(unchecked=True)`` does."""
-    fn.__tile_unchecked__ = True  # type: ignore[attr-defined]  # the marker attribute parse() reads
+    """List a corpus kernel as unchecked: its cases compile with ``CompileOptions(unchecked=True)``."""
+    UNCHECKED.add(fn)
     return fn
 
 

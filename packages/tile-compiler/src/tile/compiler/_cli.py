@@ -143,7 +143,8 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
         dict(_pairs(args.dtype, str)),
         _pairs(args.shape, _extents),
     )
-    fn = _load_kernel(Path(file), name)  # after checking the arguments: loading runs the user's module
+    fn, unchecked = _load_kernel(Path(file), name)  # after checking the arguments: loading runs the user's module
+    options = dataclasses.replace(options, unchecked=unchecked)
     spec = specialize(fn, dict(shapes), consts=consts, dtypes=dtypes, options=options)
     if shapes and (missing := _tensors_without_facts(fn, spec)):
         print(f"note: no --shape for {', '.join(missing)}: a launch would specialize on them", file=sys.stderr)
@@ -214,7 +215,8 @@ def _value(text: str) -> int | float | bool:
         raise UsageError(f"const value {text!r} is not an int, float or bool") from None
 
 
-def _load_kernel(file: Path, name: str) -> Callable[..., object]:
+def _load_kernel(file: Path, name: str) -> tuple[Callable[..., object], bool]:
+    """The kernel function ``name`` of ``file``, and whether the kernel object wrapping it is marked unchecked."""
     if not file.is_file():
         raise UsageError(f"no such file: {file}")
     module_name = f"_tile_cli_{file.stem}"
@@ -226,14 +228,16 @@ def _load_kernel(file: Path, name: str) -> Callable[..., object]:
     sys.path.insert(0, str(file.resolve().parent))
     spec.loader.exec_module(module)
     value = getattr(module, name, None)
+    unchecked = False
     while value is not None and not isinstance(value, types.FunctionType) and hasattr(value, "__wrapped__"):
+        unchecked = unchecked or getattr(value, "unchecked", False) is True  # @tile.entry(unchecked=True)'s Kernel
         value = value.__wrapped__
     if not isinstance(value, types.FunctionType):
         kernels = [
             n for n, v in vars(module).items() if isinstance(v, types.FunctionType) and v.__module__ == module_name
         ]
         raise UsageError(f"{file} has no kernel function {name!r}; functions: {', '.join(kernels)}")
-    return value
+    return value, unchecked
 
 
 def _toolchain(args: argparse.Namespace, out: TextIO) -> int:

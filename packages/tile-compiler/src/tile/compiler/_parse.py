@@ -41,11 +41,6 @@ class KernelAST:
     helpers: list[KernelAST] = field(default_factory=list)
 
     @property
-    def unchecked(self) -> bool:
-        """True for kernels marked ``@tile.entry(unchecked=True)`` (read live: the mark may come after parsing)."""
-        return bool(getattr(self.fn, "__tile_unchecked__", False))
-
-    @property
     def line_offset(self) -> int:
         """What to add to an AST line number to get the file line."""
         return self.first_line - 1

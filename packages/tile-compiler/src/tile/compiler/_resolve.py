@@ -117,11 +117,6 @@ class ResolvedKernel:
         """The function's name."""
         return self.kernel.name
 
-    @property
-    def unchecked(self) -> bool:
-        """True for kernels marked ``@tile.entry(unchecked=True)``."""
-        return self.kernel.unchecked
-
     def dump(self) -> str:
         """Parameters and bound names as text (``TILE_DUMP=resolved``)."""
         lines = [f"kernel {self.name}"]

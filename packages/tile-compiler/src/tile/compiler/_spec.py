@@ -172,7 +172,12 @@ class ScalarSpec:
 
 @dataclass(frozen=True)
 class CompileOptions:
-    """User hints. ``opt_level`` and ``lineinfo`` go to tileiras; the rest become Tile IR optimisation hints."""
+    """User hints. ``opt_level`` and ``lineinfo`` go to tileiras; the rest become Tile IR optimisation hints.
+
+    ``unchecked`` compiles the kernel as ``@tile.entry(unchecked=True)``: no index guards, raw pointers allowed. It is
+    an option of one compilation (part of the specialization, so of every cache key), never a mark on the function:
+    a checked and an unchecked kernel of one Python function get separate code.
+    """
 
     opt_level: int = 3
     lineinfo: bool = True
@@ -180,8 +185,11 @@ class CompileOptions:
     num_cta_in_cga: int | None = None
     num_worker_warps: int | None = None
     max_divisibility: int = DIV_CAP
+    unchecked: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.unchecked, bool):
+            raise SpecError(f"CompileOptions.unchecked = {self.unchecked!r} must be True or False")
         if self.opt_level not in range(4):
             raise SpecError(f"CompileOptions.opt_level = {self.opt_level} must be 0, 1, 2 or 3")
         if self.occupancy is not None and not 1 <= self.occupancy <= 32:

@@ -56,7 +56,7 @@ class _Frame:
 class Checker(LoopMixin):
     """Walks a kernel's statements, emitting typed ops."""
 
-    def __init__(self, resolved: ResolvedKernel, target: Target) -> None:
+    def __init__(self, resolved: ResolvedKernel, target: Target, *, unchecked: bool = False) -> None:
         self.kernel = resolved.kernel
         self.resolved = resolved
         self.env = {}
@@ -72,7 +72,7 @@ class Checker(LoopMixin):
         self.index_bounds = {}
         self.host_guards = {}
         self.owned_tiles = {}
-        self.unchecked = resolved.unchecked
+        self.unchecked = unchecked  # from the compile options only: a helper inlined here follows the entry
         self.arch = "default" if target.is_cpu else target.arch
 
     # -- statements -------------------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     CompileError
         At the user's source position, for anything the kernel language rejects.
     """
-    ch = Checker(resolved, target)
+    ch = Checker(resolved, target, unchecked=spec.options.unchecked)
     try:
         params, slots = build_entry(ch, spec)
         outputs = [v for v in ch.env.values() if isinstance(v, TensorV) and v.mut]

@@ -13,6 +13,7 @@ call is tried first, argument by argument, without building the key (`Plan.admit
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Sequence
@@ -31,8 +32,8 @@ from tile.compiler import (
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _backend, _ownership
-from tile.frontend._errors import ArgumentError, GridError
-from tile.frontend._launch import Launch
+from tile.frontend._errors import ADMITTING, ArgumentError, FrozenError, GridError
+from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
 from tile.frontend._signature import (
@@ -53,6 +54,7 @@ __all__ = ["Kernel", "entry"]
 
 _I32_MAX = 2**31 - 1
 _PLAN_CAP = 256
+_FIXED = frozenset({"fn", "unchecked", "options", "params", "_grid"})  # what launches are checked against
 
 
 class Kernel:
@@ -73,7 +75,10 @@ class Kernel:
         options: CompileOptions | None = None,
         grid: tuple[int, ...] | None = None,
     ) -> None:
-        self.fn, self.unchecked, self.options, self._grid = fn, unchecked, options or CompileOptions(), grid
+        # The opt-out belongs to this kernel object alone: it travels in the compile options (so in every compile
+        # cache key), never as a mark on ``fn``, which a checked kernel of the same function shares.
+        options = dataclasses.replace(options or CompileOptions(), unchecked=unchecked)
+        self.fn, self.unchecked, self.options, self._grid = fn, unchecked, options, grid
         self.params: tuple[Param, ...] = read_params(fn)
         self._cache: dict[tuple[Specialization, Target], CompiledKernel] = {}
         # Repeated launches with the same layouts skip building the Specialization (most of a call's host time).
@@ -90,8 +95,23 @@ class Kernel:
         """This kernel with an explicit launch grid (1 to 3 ints)."""
         clone = Kernel.__new__(Kernel)
         clone.__dict__.update(self.__dict__)
-        clone._grid = explicit_grid(grid)
+        clone.__dict__["_grid"] = explicit_grid(grid)  # a new kernel object: `__setattr__` guards only assignments
         return clone
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # What every plan and compiled kernel was checked against stays fixed: `k.unchecked = True` would be an opt-out
+        # nobody can grep for, a new `params`/`fn` would launch code the checks never saw.
+        if name in _FIXED and name in self.__dict__:
+            raise FrozenError(
+                f"{self!r}.{name} cannot change after the kernel was made: launches were checked against it; make a "
+                f"new kernel, e.g. @tile.entry(unchecked=True) or kernel.grid(g) for another grid"
+            )
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _FIXED:
+            raise FrozenError(f"{self!r}.{name} cannot be deleted: launches were checked against it")
+        object.__delattr__(self, name)
 
     def __call__(self, *args: Any, **generics: int) -> Launch:
         """Check the arguments and the ownership rules, compile if needed, and move the arguments into a launch.
@@ -118,6 +138,15 @@ class Kernel:
             plan = self._last
             if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
                 return launch
+        admitting, ADMITTING.on = ADMITTING.on, True  # handles in flight may be passed on here (see _launch)
+        try:
+            return self._call_checked(args, generics)
+        finally:
+            ADMITTING.on = admitting
+
+    def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
+        """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""
+        with OWNERSHIP:
             site = user_site()
             key = layout_key(self.params, args, generics, self._grid)
             plan = self._plans.get(key) if key is not None else None
@@ -158,10 +187,10 @@ class Kernel:
         """Move the arguments into a launch (``checked``: their states were just checked and no handle repeats)."""
         name = self.__name__
         if checked:
-            return Launch(
-                name, plan, plan.hand_over(args, ("launch", f"moved into the launch of {name} at {site}")), site
-            )
-        return Launch(name, plan, tuple(_ownership.move(name, args, site)), site)
+            values, after = plan.hand_over(args, ("launch", f"moved into the launch of {name} at {site}"))
+            return Launch(name, plan, values, site, after)
+        after = taken_in_flight(args)  # before the move: it replaces the fates that tell
+        return Launch(name, plan, tuple(_ownership.move(name, args, site)), site, after)
 
     def _check_scalar(self, p: Param, value: Any) -> None:
         CHECKS[p.kind](self.__name__, p, value, {}, self.unchecked)
@@ -320,8 +349,6 @@ def entry(
     )
 
     def wrap(f: Callable[..., Any]) -> Kernel:
-        if unchecked:
-            f.__tile_unchecked__ = True  # type: ignore[attr-defined]  # the marker tile.compiler reads
         return Kernel(f, unchecked=unchecked, options=options)
 
     return wrap(fn) if fn is not None else wrap
