@@ -18,7 +18,7 @@ from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
 from tile.compiler._spec import AbiSlot, ArraySpec, CompileOptions, KernelABI, ScalarSpec, Specialization, Target
 from tile.compiler._typecheck import TypedKernel, typecheck
-from tile.compiler._types import PtrType, TensorViewType, TileType
+from tile.compiler._types import DTYPES, PtrType, TensorViewType, TileType
 
 CORPUS = Path(__file__).parent / "corpus"
 if str(CORPUS) not in sys.path:
@@ -170,11 +170,7 @@ def test_helpers_are_inlined() -> None:
 def test_raw_pointers_need_an_unchecked_kernel() -> None:
     with pytest.raises(CompileError, match="raw pointer parameter 'p' is only allowed"):
         check(k.raw_pointer, B=64)
-    k.raw_pointer.__tile_unchecked__ = True
-    try:
-        t = typecheck(resolve(parse(k.raw_pointer)), Specialization.make(consts={"B": 64}), Target("sm_90"))
-    finally:
-        del k.raw_pointer.__tile_unchecked__
+    t = check(k.raw_pointer, B=64, options=CompileOptions(unchecked=True))
     assert "load_ptr_tko" in names(t)
     assert "offset" in names(t)
 
@@ -291,6 +287,26 @@ def test_grouped_tiles_need_no_guard_in_the_tile_loop() -> None:
     assert KernelABI.from_json(json.loads(json.dumps(t.abi.to_json()))) == t.abi  # survives the disk cache
 
 
+def test_the_tile_schedule_cannot_wrap_around() -> None:
+    # The tile numbers are 64-bit: in 32 bits "t + block count" could wrap to a negative tile number, whose
+    # coordinates are trusted in range; the coordinates themselves are narrowed back to the count's 32 bits.
+    t = check(k.grouped_tiles, B=16)
+    tiles_loop, k_loop = [op for op in walk(t.ir.body) if op.name == "for"]
+    assert {str(v.type) for v in tiles_loop.operands[:3]} == {str(TileType(DTYPES["i64"]))}  # type: ignore[union-attr]
+    assert str(k_loop.operands[0].type) == str(TileType(DTYPES["i32"]))  # type: ignore[union-attr]  # step 1: 32 bits
+    assert _asserts(t) == []
+
+
+@pytest.mark.parametrize(("kernel", "wide"), [("k_loop", False), ("k_loop_step_2", True), ("k_loop_huge_step", True)])
+def test_a_strided_trusted_loop_index_cannot_wrap_around(kernel: str, wide: bool) -> None:
+    # range(lo, p.num_tiles[d], step) trusts its variable in [lo, count); a 32-bit "iv + step" past 2**31 - 1 would
+    # wrap to a negative index, so a step above 1 gets a 64-bit variable (still no guard in the kernel).
+    t = check(getattr(k, kernel), B=16)
+    (loop,) = [op for op in walk(t.ir.body) if op.name == "for"]
+    assert str(loop.operands[0].type) == str(TileType(DTYPES["i64" if wide else "i32"]))  # type: ignore[union-attr]
+    assert _asserts(t) == []
+
+
 def test_constant_index_is_checked_by_the_launcher() -> None:
     t = check(k.const_index, B=16)
     assert _asserts(t) == []
@@ -314,11 +330,7 @@ def test_loop_up_to_a_run_time_scalar_keeps_its_guard_in_the_kernel() -> None:
 
 
 def test_unchecked_kernels_get_no_guards_at_all() -> None:
-    k.k_loop.__tile_unchecked__ = True
-    try:
-        t = check(k.k_loop, B=16)
-    finally:
-        del k.k_loop.__tile_unchecked__
+    t = check(k.k_loop, B=16, options=CompileOptions(unchecked=True))
     assert t.abi.guards == ()
     assert _asserts(t) == []
 
@@ -337,8 +349,4 @@ def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
     module = lower(check(k.reads_past_the_end, B=16), Target("sm_90")).module
     with pytest.raises(interp.MemoryAccessError):  # GPU code faults instead (no vprintf call in the kernel)
         interp.launch(module, (4,), [z, 64, 1, x, 64, 1])
-    k.reads_past_the_end.__tile_unchecked__ = True
-    try:
-        assert _asserts(check(k.reads_past_the_end, B=16)) == []
-    finally:
-        del k.reads_past_the_end.__tile_unchecked__
+    assert _asserts(check(k.reads_past_the_end, B=16, options=CompileOptions(unchecked=True))) == []

@@ -133,3 +133,19 @@ def loop_to_scalar(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int):
     for i in range(n):
         acc = acc + x.partition((B,)).load((i,))
     z.store(acc)
+
+
+def k_loop_step_2(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
+    px = x.partition((B, B))
+    acc = tile.zeros((B, B), f32)
+    for k in range(0, px.num_tiles[1], 2):
+        acc = acc + px.load((tile.block_id()[0], k))
+    z.store(acc)
+
+
+def k_loop_huge_step(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
+    px = x.partition((B, B))
+    acc = tile.zeros((B, B), f32)
+    for k in range(1, px.num_tiles[1], 2**31 - 1):
+        acc = acc + px.load((tile.block_id()[0], k))
+    z.store(acc)

@@ -178,9 +178,10 @@ class LoopMixin(ExprMixin):
             em.depth -= 1
             em.hoist.pop()
 
-    def _counts_tiles(self, bounds: tuple[object, object, object], ub: Value) -> TileDim | None:
+    def _counts_tiles(self, bounds: tuple[object, object, object]) -> TileDim | None:
         """The partition dim a ``range(lo, p.num_tiles[d], step)`` loop stays inside."""
-        count = self.host_values.get(ub.id)
+        top = bounds[1]
+        count = self.host_values.get(top.id) if isinstance(top, Value) else None
         if count is None or count.kind != "count" or not self._nonnegative(bounds):
             return None
         return (count.param, count.tile, count.dim)
@@ -189,6 +190,23 @@ class LoopMixin(ExprMixin):
         """``range(lo, ub, step)`` with constants ``lo >= 0`` and ``step > 0``: its variable stays in [0, ub)."""
         lo, _, step = bounds
         return type(lo) is int and lo >= 0 and type(step) is int and step > 0
+
+    def _trusted(self, bounds: tuple[object, object, object], ivdt: DType) -> tuple[bool, DType]:
+        """Whether the variable of ``range(lo, ub, step)`` provably stays in [lo, ub), and the dtype that needs.
+
+        The variable advances by ``iv + step`` in its own integer type, and the last value below ``ub`` plus ``step``
+        must not wrap around: a wrapped (negative) index would pass as proven and reach memory unguarded. ``ub`` is
+        at most its type's maximum (or a constant), so a step of 1 never wraps; a larger constant step gets a 64-bit
+        variable where 32 bits could wrap. Anything else is not trusted (its accesses get guards).
+        """
+        if not self._nonnegative(bounds):
+            return False, ivdt
+        _, ub, step = bounds
+        top = ub if type(ub) is int else 2 ** (ivdt.bits - 1) - 1
+        for dt in (ivdt, _I64):
+            if dt.bits >= ivdt.bits and top - 1 + step <= 2 ** (dt.bits - 1) - 1:  # type: ignore[operator]  # ints
+                return True, dt
+        return False, ivdt
 
     def stmt_for(self, node: ast.For) -> Exit:
         if not isinstance(node.target, ast.Name):
@@ -199,14 +217,15 @@ class LoopMixin(ExprMixin):
         for b in bounds:
             if isinstance(b, Value) and isinstance(b.type, TileType) and b.type.elem == _I64:
                 ivdt = _I64
+        trusted, ivdt = self._trusted(bounds, ivdt) if bind is None else (False, ivdt)
         lb, ub, step = (
             self.scalar_index(b, "range bound") if not is_const(b) else self.materialize(b, ivdt) for b in bounds
         )
         lb, ub, step = (self.convert(v, ivdt) for v in (lb, ub, step))
-        counted = self._counts_tiles(bounds, ub) if bind is None else None
-        # Without break, the variable of range(lo >= 0, ub, step > 0) stays in [0, ub): checking "ub <= tile count"
-        # once before the loop covers every partition access it indexes.
-        bounded = bind is None and self._nonnegative(bounds)
+        counted = self._counts_tiles(bounds) if trusted else None
+        # The variable of range(lo >= 0, ub, step > 0) stays in [0, ub) (when it cannot wrap, see _trusted): checking
+        # "ub <= tile count" once before the loop covers every partition access it indexes.
+        bounded = trusted
         names = self._loop_vars(node.body, node.target.id)
         inits, types = self._loop_inits(names)
         if self._uses_break(node.body):

@@ -374,23 +374,32 @@ class MemoryMixin(ShapeMixin):
         """Bounds of the loop over the tiles this block owns, and how a tile number becomes a `TileIndex`.
 
         Tile numbers ``t`` run from the linear block id to the tile count in steps of the block count, so every
-        tile goes to exactly one block whatever the grid (a bijection: no two blocks store one tile).
+        tile goes to exactly one block whatever the grid (a bijection: no two blocks store one tile). The schedule is
+        64-bit: the coordinates it yields are trusted in range, and in 32 bits the tile count (a product of counts),
+        the linear block id or ``t + step`` could wrap around to a negative tile number.
         """
         z = it.tensor
-        counts = [self.op_cdiv(OPS["cdiv"], {"a": e, "b": t}) for e, t in zip(z.extents, z.tile, strict=True)]
+        narrow = [self.op_cdiv(OPS["cdiv"], {"a": e, "b": t}) for e, t in zip(z.extents, z.tile, strict=True)]
+        # A coordinate is below its tile count, so it fits the count's own type: index math on it stays that narrow.
+        dt = I64 if any(isinstance(c, Value) and self.tile_of(c).elem == I64 for c in narrow) else I32
+        counts = [self._wide(c) for c in narrow]
         total: object = counts[0]
         for c in counts[1:]:
             total = self.binary(ast.Mult(), total, c)
-        bx, by, bz = self.grid("get_tile_block_id")
-        gx, gy, gz = self.grid("get_num_tile_blocks")
+        bx, by, bz = (self._wide(v) for v in self.grid("get_tile_block_id"))
+        gx, gy, gz = (self._wide(v) for v in self.grid("get_num_tile_blocks"))
         plane = self.binary(ast.Mult(), gx, gy)
         first = self.binary(
             ast.Add(), bx, self.binary(ast.Add(), self.binary(ast.Mult(), by, gx), self.binary(ast.Mult(), bz, plane))
         )
         step = self.binary(ast.Mult(), plane, gz)
-        return (first, total, step), lambda t: TileIndex(z, self._unravel(it, t, counts))
+        return (first, total, step), lambda t: TileIndex(z, self._unravel(it, t, counts, dt))
 
-    def _unravel(self, it: TileIter, t: Value, counts: list[object]) -> tuple[Value, ...]:
+    def _wide(self, v: object) -> object:
+        """``v`` as a 64-bit integer (a constant stays a constant)."""
+        return self.convert(v, I64) if isinstance(v, Value) else v
+
+    def _unravel(self, it: TileIter, t: Value, counts: list[object], dt: DType) -> tuple[Value, ...]:
         group = it.group
 
         def op(kind: ast.operator, a: object, b: object) -> object:
@@ -408,7 +417,7 @@ class MemoryMixin(ShapeMixin):
             for c in reversed(counts):
                 coords.insert(0, op(ast.Mod(), rest, c))
                 rest = op(ast.FloorDiv(), rest, c)
-        out = tuple(self.scalar_index(c, "tile index") for c in coords)
+        out = tuple(self.convert(self.scalar_index(c, "tile index"), dt) for c in coords)
         self.owned_tiles[tuple(c.id for c in out)] = it.tensor
         for d, c in enumerate(out):
             # The output's tile count bounds the coordinate: z's own partition needs no check, and another one only
