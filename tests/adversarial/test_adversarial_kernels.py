@@ -1,0 +1,307 @@
+"""Safe kernels that tried to break the safety contract (an outside review), each now stopped by a typed error.
+
+3. reading another block's output tile (``z.partition(...).load(i)``, ``tile.load_tile_like(z, w)`` with an output
+   as the source, through helpers and aliases) is a `CompileError` at the read;
+9. the launch grid of an output follows the access scheme the compiler found, not a search of the source text;
+11. ``tile.entry(unchecked=True)(body)`` does not switch off the checks of ``tile.entry(body)``, whatever the order
+    and whatever the compile caches hold;
+12. a loop index the compiler trusts to be in range never wraps around its integer type.
+
+The kernels are kernel-language source (shape strings are const generics, not Python names), so they are written to
+a file and imported from there: error messages point at that file's lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile.compiler import CompileError, CompileOptions, Specialization, Target, compile_kernel, knobs, specialize
+from tile.compiler._api import clear_memory_cache
+from tile.frontend import f32
+
+SOURCE = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32
+
+WALK = False
+
+
+@tile.entry
+def reads_next_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(z.partition(z.shape).load((tile.block_id()[0] + 1,)) + 1.0)  # READ-NEXT
+
+
+@tile.function
+def peek(out, i):
+    return out.partition(out.shape).load((i,))  # READ-HELPER
+
+
+@tile.entry
+def reads_through_helper(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(peek(z, 0) + 1.0)
+
+
+@tile.entry
+def reads_through_alias(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    w = z
+    half = w.partition((64,))
+    z.store(tile.cat(half.load((0,)), half.load((1,)), 0))  # READ-ALIAS
+
+
+@tile.entry
+def reads_other_output(z: Mut[Tensor[f32, "B"]], w: Mut[Tensor[f32, "C"]]):
+    z.store(tile.full(z.shape, 1.0, f32))
+    w.store(tile.load_tile_like(z, w))  # READ-LIKE
+
+
+@tile.entry
+def walks_and_reads_next(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    for idx in z.tiles():
+        (i,) = idx
+        z.store(z.partition(z.shape).load((i + 1,)), at=idx)  # READ-WALK
+
+
+@tile.entry
+def reads_own_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(tile.load_tile_like(x, z))
+    z.store(z.load() + tile.load_tile_like(z, z) + z.partition(z.shape).load((tile.block_id()[0],)))
+
+
+@tile.entry
+def walks_and_reads_own(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    for idx in z.tiles():
+        (i,) = idx
+        z.store(x.partition(z.shape).load((i,)), at=idx)
+        z.store(z.load(at=idx) + z.partition(z.shape).load((i,)), at=idx)
+
+
+@tile.entry
+def walks_only_in_dead_code(z: Mut[Tensor[f32, "B"]]):
+    if WALK:
+        for idx in z.tiles():
+            z.store(tile.full(z.shape, 2.0, f32), at=idx)
+    else:
+        z.store(tile.full(z.shape, 1.0, f32))
+
+
+@tile.entry
+def idle_walk_then_own_store(z: Mut[Tensor[f32, "B"]]):
+    for idx in z.tiles():
+        pass
+    z.store(tile.full(z.shape, 1.0, f32))  # OWN-AFTER-WALK
+
+
+@tile.function
+def fill_walk(out):
+    for idx in out.tiles():
+        out.store(tile.full(out.shape, 3.0, f32), at=idx)
+
+
+@tile.entry
+def walks_in_helper(z: Mut[Tensor[f32, "B"]]):
+    fill_walk(z)
+
+
+def gather_body(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    offsets = tile.block_id()[0] * z.shape[0] + tile.arange(z.shape[0])
+    z.store(tile.gather(x.ptr() + offsets))  # PTR-USE
+
+
+def shifted_body(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(x.partition(z.shape).load((tile.block_id()[0] + 1,)))  # SHIFTED
+
+
+@tile.entry
+def strided_with_break(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    p = x.partition(z.shape)
+    acc = tile.zeros(z.shape, f32)
+    for i in range(1, p.num_tiles[0], 2**31 - 1):
+        acc = acc + p.load((i,))
+        if i == 0:
+            break
+    z.store(acc)
+
+
+@tile.entry
+def strided_without_break(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    p = x.partition(z.shape)
+    acc = tile.zeros(z.shape, f32)
+    for i in range(1, p.num_tiles[0], 2**31 - 1):
+        acc = acc + p.load((i,))
+    z.store(acc)
+
+
+@tile.entry
+def strided_by_two(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    p = x.partition(z.shape)
+    acc = tile.zeros(z.shape, f32)
+    for i in range(0, p.num_tiles[0], 2):
+        acc = acc + p.load((i,))
+    z.store(acc)
+"""
+
+N, T = 1024, 128
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    path = tmp_path_factory.mktemp("adversarial") / "adversarial_kernels.py"
+    path.write_text(SOURCE)
+    spec = importlib.util.spec_from_file_location("adversarial_kernels", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def _cpu_backend() -> None:
+    tile.set_backend("cpu")
+
+
+def line_of(marker: str) -> str:
+    """``file:line`` of the kernel source line tagged ``# marker``."""
+    (number,) = [i for i, text in enumerate(SOURCE.splitlines(), 1) if text.endswith(f"# {marker}")]
+    return f"adversarial_kernels.py:{number}:"
+
+
+def _x(n: int = N) -> tile.Tensor:
+    return tile.from_numpy(np.arange(n, dtype=np.float32))
+
+
+def _out(n: int = N, t: int = T) -> tile.Partition:
+    return tile.zeros(f32, [n]).partition([t])
+
+
+# -- 3. a safe kernel reads only its own output tile(s) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker"),
+    [
+        ("reads_next_tile", "READ-NEXT"),
+        ("reads_through_helper", "READ-HELPER"),
+        ("reads_through_alias", "READ-ALIAS"),
+        ("walks_and_reads_next", "READ-WALK"),
+    ],
+)
+def test_reading_another_blocks_output_tile_is_a_compile_error(kernels: ModuleType, kernel: str, marker: str) -> None:
+    z, x = _out(), _x()
+    with pytest.raises(CompileError, match="other blocks") as info:
+        getattr(kernels, kernel)(z, x)
+    message = str(info.value)
+    assert line_of(marker) in message
+    assert "z.load()" in message  # the fix
+    assert not z.moved  # nothing was launched or moved
+
+
+def test_an_output_as_the_source_of_load_tile_like_is_a_compile_error(kernels: ModuleType) -> None:
+    z, w = tile.zeros(f32, [2 * N]).partition([2 * T]), _out()  # both 8 tiles: one grid, tiles of other sizes
+    with pytest.raises(CompileError, match="other blocks") as info:
+        kernels.reads_other_output(z, w)
+    assert line_of("READ-LIKE") in str(info.value)
+    assert "tile.load_tile_like(z, w)" in str(info.value)
+
+
+def test_own_tile_reads_stay_allowed(kernels: ModuleType) -> None:
+    (z, x) = kernels.reads_own_tile(_out(), _x()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 3 * x.to_numpy())
+    (z, x) = kernels.walks_and_reads_own.grid((3,))(_out(), _x()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 2 * x.to_numpy())
+
+
+# -- 9. the grid check uses the compiled access scheme -----------------------------------------------------------
+
+
+def test_grid_of_an_own_tile_output_is_fixed_even_if_the_source_mentions_tiles(kernels: ModuleType) -> None:
+    for grid in [(8, 2), (16,), (4,)]:  # two blocks per tile, blocks past the partition, tiles left unwritten
+        z = _out()
+        with pytest.raises(tile.GridError, match=r"differs from the grid \[8\] of output 'z'") as info:
+            kernels.walks_only_in_dead_code.grid(grid)(z)
+        assert "z.tiles()" in str(info.value)  # the fix
+        assert not z.moved
+    launch = kernels.walks_only_in_dead_code(_out())
+    with pytest.raises(tile.GridError, match=r"\.grid\(\(16, 1, 1\)\)"):  # the grid goes in up front, checked
+        launch.grid((16,))
+    (z,) = launch.sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.ones(N, np.float32))
+
+
+def test_walking_tiles_and_storing_the_own_tile_is_a_compile_error(kernels: ModuleType) -> None:
+    with pytest.raises(CompileError, match="use one scheme per output") as info:
+        kernels.idle_walk_then_own_store(_out())
+    assert line_of("OWN-AFTER-WALK") in str(info.value)
+
+
+def test_a_walk_in_a_helper_takes_any_grid(kernels: ModuleType) -> None:
+    (z,) = kernels.walks_in_helper.grid((3,))(_out()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+# -- 11. unchecked=True is local to the kernel that asked ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("twin_first", [True, False])
+def test_an_unchecked_twin_does_not_switch_off_the_checks(kernels: ModuleType, twin_first: bool) -> None:
+    if twin_first:
+        raw = tile.entry(unchecked=True)(kernels.gather_body)
+        checked = tile.entry(kernels.gather_body)
+    else:
+        checked = tile.entry(kernels.gather_body)
+        raw = tile.entry(unchecked=True)(kernels.gather_body)
+    (z, x) = raw(_out(), _x()).sync()  # compiles the unchecked kernel first: its code sits in the caches
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), x.to_numpy())
+    with pytest.raises(CompileError, match=r"only allowed in kernels marked @tile.entry\(unchecked=True\)") as info:
+        checked(_out(), _x())
+    assert line_of("PTR-USE") in str(info.value)
+
+
+def test_the_checked_twin_keeps_its_index_guards(kernels: ModuleType) -> None:
+    tile.entry(unchecked=True)(kernels.shifted_body)
+    checked = tile.entry(kernels.shifted_body)
+    with pytest.raises(tile.TileError, match=r"tile index out of range for x\.partition") as info:
+        checked(_out(), _x()).sync()
+    assert line_of("SHIFTED").rstrip(":") in str(info.value)
+
+
+def test_compile_caches_keep_checked_and_unchecked_code_apart(kernels: ModuleType, tmp_path: Path) -> None:
+    settings = dataclasses.replace(knobs(), cache_dir=tmp_path)
+    fn: Callable[..., Any] = kernels.gather_body
+    spec = specialize(fn, {"z": (N,), "x": (N,)}, consts={"B": T})
+    raw = dataclasses.replace(spec, options=dataclasses.replace(spec.options, unchecked=True))
+    assert isinstance(raw, Specialization)
+    for clear in (False, True):  # the in-memory cache, then the disk cache alone
+        compile_kernel(fn, raw, Target.cpu(), settings=settings)
+        if clear:
+            clear_memory_cache()
+        with pytest.raises(CompileError, match="unchecked"):
+            compile_kernel(fn, spec, Target.cpu(), settings=settings)
+    assert not CompileOptions().unchecked
+
+
+# -- 12. trusted loop indices do not wrap around -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["strided_with_break", "strided_without_break"])
+def test_a_trusted_loop_index_does_not_wrap(kernels: ModuleType, kernel: str) -> None:
+    (z, x) = getattr(kernels, kernel)(_out(), _x()).sync()
+    expected = np.tile(x.to_numpy()[T : 2 * T], N // T)  # i = 1 only: the next index is past the tile count
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), expected)
+
+
+def test_a_strided_trusted_loop_still_computes(kernels: ModuleType) -> None:
+    (z, x) = kernels.strided_by_two(_out(), _x()).sync()
+    tiles = x.to_numpy().reshape(N // T, T)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.tile(tiles[0::2].sum(axis=0), N // T))
