@@ -16,7 +16,16 @@ from tile.compiler._guards import Bound
 from tile.compiler._kir import AssumeBounded, AssumeDivBy, Block, Op
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
-from tile.compiler._spec import AbiSlot, ArraySpec, CompileOptions, KernelABI, ScalarSpec, Specialization, Target
+from tile.compiler._spec import (
+    AbiSlot,
+    ArraySpec,
+    CompileOptions,
+    KernelABI,
+    ScalarSpec,
+    SpecError,
+    Specialization,
+    Target,
+)
 from tile.compiler._typecheck import TypedKernel, typecheck
 from tile.compiler._types import DTYPES, PtrType, TensorViewType, TileType
 
@@ -276,6 +285,28 @@ def test_gpu_guards_fault_without_a_printf_call() -> None:
     from tile.compiler._lower import lower
 
     ir.verify(lower(check(k.reads_past_the_end, B=16), Target("sm_90")).module)
+
+
+def test_debug_guards_make_gpu_guards_report_the_failed_access() -> None:
+    """``debug_guards`` (``TILE_DEBUG_GUARDS=1``) trades the silent fault for an assert naming the access."""
+    import numpy as np
+
+    from tile.compiler._lower import lower
+
+    interp = pytest.importorskip("tile.ir.interp")
+    t = check(k.reads_past_the_end, B=16, options=CompileOptions(debug_guards=True))
+    ops = [op.name for op in walk(t.ir.body)]
+    assert "assert" in ops
+    assert "store_ptr_tko" not in ops
+    ((_, message),) = _asserts(t)
+    assert message.startswith("tile index out of range for x.partition((16,)) at ")
+    module = lower(t, Target("sm_90")).module
+    x, z = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    with pytest.raises(interp.KernelAssertionError, match=r"tile index out of range for x.partition\(\(16,\)\)"):
+        interp.launch(module, (4,), [z, 64, 1, x, 64, 1])
+    assert CompileOptions(debug_guards=True) != CompileOptions()  # a separate specialization, so separate code
+    with pytest.raises(SpecError, match="debug_guards"):
+        CompileOptions(debug_guards=1)  # type: ignore[arg-type]  # the misuse under test
 
 
 def test_grouped_tiles_need_no_guard_in_the_tile_loop() -> None:

@@ -24,7 +24,8 @@ _HINTS: dict[str, str] = {
     # because an assert's vprintf slows the whole kernel); the interpreter reports the access, its line and block.
     "CUDA_ERROR_ILLEGAL_ADDRESS": (
         "a kernel accessed memory out of bounds, or a Tile kernel's tile-index guard failed; the context is lost: "
-        "restart, and rerun with TILE_INTERPRET=1 to see which partition access failed, where and in which block"
+        "restart, and rerun with TILE_DEBUG_GUARDS=1 (the GPU prints which partition access failed and where) or "
+        "TILE_INTERPRET=1 (the CPU interpreter reports the access, its line and its block)"
     ),
     "CUDA_ERROR_LAUNCH_FAILED": "a kernel faulted; the context is unusable: restart the process",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "reduce the block size or the registers/shared memory the kernel uses",

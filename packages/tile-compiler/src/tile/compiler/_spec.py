@@ -177,6 +177,10 @@ class CompileOptions:
     ``unchecked`` compiles the kernel as ``@tile.entry(unchecked=True)``: no index guards, raw pointers allowed. It is
     an option of one compilation (part of the specialization, so of every cache key), never a mark on the function:
     a checked and an unchecked kernel of one Python function get separate code.
+
+    ``debug_guards`` makes the in-kernel tile-index guards device-side asserts on the GPU too: a failed guard then
+    prints which access failed (the partition and the source line) before the launch ends, instead of a silent memory
+    fault. Slower (an assert changes how ptxas compiles the whole kernel); for finding a fault, not for production.
     """
 
     opt_level: int = 3
@@ -186,10 +190,12 @@ class CompileOptions:
     num_worker_warps: int | None = None
     max_divisibility: int = DIV_CAP
     unchecked: bool = False
+    debug_guards: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.unchecked, bool):
-            raise SpecError(f"CompileOptions.unchecked = {self.unchecked!r} must be True or False")
+        for name in ("unchecked", "debug_guards"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"CompileOptions.{name} = {getattr(self, name)!r} must be True or False")
         if self.opt_level not in range(4):
             raise SpecError(f"CompileOptions.opt_level = {self.opt_level} must be 0, 1, 2 or 3")
         if self.occupancy is not None and not 1 <= self.occupancy <= 32:

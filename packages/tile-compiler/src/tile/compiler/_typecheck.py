@@ -56,7 +56,9 @@ class _Frame:
 class Checker(LoopMixin):
     """Walks a kernel's statements, emitting typed ops."""
 
-    def __init__(self, resolved: ResolvedKernel, target: Target, *, unchecked: bool = False) -> None:
+    def __init__(
+        self, resolved: ResolvedKernel, target: Target, *, unchecked: bool = False, debug_guards: bool = False
+    ) -> None:
         self.kernel = resolved.kernel
         self.resolved = resolved
         self.env = {}
@@ -74,6 +76,7 @@ class Checker(LoopMixin):
         self.owned_tiles = {}
         self.unchecked = unchecked  # from the compile options only: a helper inlined here follows the entry
         self.arch = "default" if target.is_cpu else target.arch
+        self.assert_guards = target.is_cpu or debug_guards  # see `_emit_guard`
 
     # -- statements -------------------------------------------------------------------------------------------
     def stmts(self, body: list[ast.stmt]) -> Exit:
@@ -292,7 +295,7 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     CompileError
         At the user's source position, for anything the kernel language rejects.
     """
-    ch = Checker(resolved, target, unchecked=spec.options.unchecked)
+    ch = Checker(resolved, target, unchecked=spec.options.unchecked, debug_guards=spec.options.debug_guards)
     try:
         params, slots = build_entry(ch, spec)
         outputs = [v for v in ch.env.values() if isinstance(v, TensorV) and v.mut]

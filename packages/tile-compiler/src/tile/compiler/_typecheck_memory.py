@@ -61,6 +61,7 @@ class MemoryMixin(ShapeMixin):
     env: dict[str, object]
     unchecked: bool
     arch: str
+    assert_guards: bool
     # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), or below another value
     # (tile counts themselves are `host_values`). An access whose index is not covered gets a guard (safe kernels).
     grid_values: dict[str, tuple[Value, ...]]
@@ -258,7 +259,7 @@ class MemoryMixin(ShapeMixin):
         where = f" at {self.em.loc}" if self.em.loc else ""
         message = f"tile index out of range for {p.tensor.name}.partition({p.tile}){where}"
         assert ok is not None  # guard_indices passes at least one check
-        if self.arch == "default":  # the CPU interpreter: an assert reports the message and costs nothing
+        if self.assert_guards:  # the CPU interpreter (an assert costs nothing there), or CompileOptions.debug_guards
             self.em.emit("assert", [ok], [], {"message": message})
         else:
             self._fault_unless(ok)

@@ -31,7 +31,7 @@ from tile.compiler import (
 )
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
-from tile.frontend import _backend, _ownership
+from tile.frontend import _backend, _knobs, _ownership
 from tile.frontend._errors import ADMITTING, ArgumentError, FrozenError, GridError
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
@@ -222,7 +222,10 @@ class Kernel:
                 dt = canonical_dtype(p.dtype.name)
                 params[p.name] = ScalarSpec(f"ptr<{dt}>" if p.kind == "ptr" else dt)
         dtypes = {name: canonical_dtype(dt.name) for name, dt in bound.dtypes.items()}
-        return Specialization.make(params=params, consts=bound.consts, dtypes=dtypes, options=self.options)
+        options = self.options
+        if _knobs.debug_guards() and not options.debug_guards:
+            options = dataclasses.replace(options, debug_guards=True)
+        return Specialization.make(params=params, consts=bound.consts, dtypes=dtypes, options=options)
 
     def _compiled(self, spec: Specialization, target: Target) -> CompiledKernel:
         key = (spec, target)

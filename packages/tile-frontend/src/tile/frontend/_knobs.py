@@ -4,6 +4,8 @@
 ``TILE_BACKEND``: ``cpu``, ``gpu`` or ``auto`` (default): the backend when ``TILE_INTERPRET`` is not set.
 ``TILE_QUIET``: ``1`` silences the one-line notice printed when no GPU is found and the CPU backend is chosen.
 Values are read when the backend is first resolved.
+``TILE_DEBUG_GUARDS``: ``1`` compiles kernels (at their next compile for a new argument layout) with
+``CompileOptions(debug_guards=True)``: a failed tile-index guard on the GPU prints which access failed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 
 from tile.frontend._errors import BackendError
 
-__all__ = ["backend_choice", "quiet"]
+__all__ = ["backend_choice", "debug_guards", "quiet"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -39,3 +41,8 @@ def backend_choice() -> str:
 def quiet() -> bool:
     """Return ``TILE_QUIET``."""
     return _flag("TILE_QUIET")
+
+
+def debug_guards() -> bool:
+    """Return ``TILE_DEBUG_GUARDS``."""
+    return _flag("TILE_DEBUG_GUARDS")
