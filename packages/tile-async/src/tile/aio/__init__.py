@@ -32,7 +32,8 @@ Graphs
 Errors (all derive from ``tile.bindings.TileError`` and a builtin)
     :class:`OpConsumedError`, :class:`ExecutionLockError`, :class:`CaptureError`,
     :class:`ContextMismatchError`, :class:`OpTypeError`, :class:`CopyError`, :class:`ClosedError`,
-    :class:`KnobError`.
+    :class:`KnobError`, :class:`UncopyableError` (ops, graphs, contexts, completions and policies refuse
+    ``copy.copy``, ``copy.deepcopy`` and pickling: each owns work or a stream).
 
 Environment: ``TILE_AIO_SPIN_US`` (await's poll budget, default 20), ``TILE_AIO_POOL_SIZE`` (default 4),
 ``TILE_AIO_DEVICE`` (``cuda:0`` or ``host``).
@@ -59,6 +60,7 @@ from tile.aio._errors import (
     KnobError,
     OpConsumedError,
     OpTypeError,
+    UncopyableError,
 )
 from tile.aio._graph import Graph, capture
 from tile.aio._host import HostStream
@@ -99,6 +101,7 @@ __all__ = [
     "Scheduled",
     "SchedulingPolicy",
     "SingleStream",
+    "UncopyableError",
     "alloc",
     "as_context",
     "capture",

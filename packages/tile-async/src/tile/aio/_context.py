@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
 from typing import cast, final
 
+from tile.aio._uncopyable import Uncopyable
+
 __all__ = ["HOST", "Completion", "DoneCallback", "ExecutionContext", "HostDevice", "call_back"]
 
 DoneCallback = Callable[[BaseException | None], None]
@@ -43,10 +45,11 @@ class HostDevice:
 HOST = HostDevice()
 
 
-class Completion(ABC):
+class Completion(Uncopyable, ABC):
     """A recorded point of an execution context; done when all work enqueued before it has finished."""
 
     __slots__ = ()
+    _copy_fix = "pass the completion itself (query, wait or add callbacks to it from any thread)"
 
     @abstractmethod
     def query(self) -> bool:
@@ -62,10 +65,11 @@ class Completion(ABC):
         another thread. ``fn`` must not block and must not execute ops."""
 
 
-class ExecutionContext(ABC):
+class ExecutionContext(Uncopyable, ABC):
     """A stream-like queue of work on one device (see the module docstring for the contract)."""
 
     __slots__ = ()
+    _copy_fix = "pass the context itself; it may be shared between threads"
 
     @property
     @abstractmethod

@@ -22,6 +22,7 @@ from typing import Any
 from tile.aio import _lock, _waiter
 from tile.aio._context import Completion, DoneCallback, ExecutionContext, call_back
 from tile.aio._errors import CaptureError, ContextMismatchError, OpTypeError
+from tile.aio._uncopyable import Uncopyable
 from tile.bindings import check, driver
 
 __all__ = [
@@ -251,18 +252,20 @@ def _launch_host_func(ctx: CudaContext, fn: Callable[[], object]) -> None:
 class CudaRecorder(CudaContext):
     """A CUDA context whose stream is being captured into a graph (thread-local capture mode)."""
 
-    __slots__ = ()
+    __slots__ = ("_open",)
 
     def __init__(self, target: CudaContext) -> None:
         super().__init__(target.stream)
+        self._open = False
         d = driver()
         self._device.make_current()  # type: ignore[attr-defined]  # a tile.core.Device
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(d.cuStreamBeginCapture(self.raw_stream, mode), "cuStreamBeginCapture")
+        self._open = True
 
     @property
     def capturing(self) -> bool:
-        return True
+        return self._open  # until the capture ends: values it handed out then can tell the capture is over
 
     def enqueue(self, fn: Callable[[], object]) -> None:
         raise CaptureError("host work on a CUDA stream", "a host callback would run at every replay")
@@ -296,6 +299,7 @@ class CudaRecorder(CudaContext):
             check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
 
     def _end(self, ok: bool = True) -> Any:
+        self._open = False
         d = driver()
         result = d.cuStreamEndCapture(self.raw_stream)
         if not ok:
@@ -319,7 +323,7 @@ def _refuse_memory_nodes(graph: Any) -> None:
             raise CaptureError("work enqueued during the capture", f"it {verb} device memory on the capture stream")
 
 
-class CudaGraphExec:
+class CudaGraphExec(Uncopyable):
     """An instantiated CUDA graph, uploaded to the device, replayed on any stream of its device."""
 
     __slots__ = ("_closed", "_device", "_driver", "_exec", "_graph")

@@ -20,6 +20,7 @@ __all__ = [
     "KnobError",
     "OpConsumedError",
     "OpTypeError",
+    "UncopyableError",
 ]
 
 
@@ -197,3 +198,28 @@ class CopyError(TileError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.problem,))
+
+
+class UncopyableError(TileError, TypeError):
+    """An object that owns work or resources (an op, a graph, a stream, a policy) was copied or pickled.
+
+    A copy would be a second owner: an op that runs twice, a graph closed twice, a stream driven from a clone.
+
+    Parameters
+    ----------
+    what : str
+        The object, e.g. ``"<Then op, fresh>"``.
+    how : str
+        The refused protocol: ``"copy.copy"``, ``"copy.deepcopy"`` or ``"pickling"``.
+    fix : str
+        What to do instead.
+    """
+
+    def __init__(self, what: str, how: str, fix: str) -> None:
+        self.what = what
+        self.how = how
+        self.fix = fix
+        super().__init__(f"{how} of {what} would make a second owner of what it holds, so it cannot be copied; {fix}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.what, self.how, self.fix))

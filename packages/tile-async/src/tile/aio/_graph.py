@@ -6,8 +6,11 @@ recorded as a list of functions (a faithful emulation: replay enqueues the same 
 order, reading the same buffers). Nothing runs during capture; then/map functions run once, at capture.
 
 A graph keeps the captured op tree (its inputs, which the recorded work reads and writes) and its output
-until it is closed. ``graph.launch()`` is an op whose output is that same output. Pointers are baked in,
-so inputs change by copying into the captured buffers: ``graph.update(copy(buffer, new_data))``.
+until it is closed. ``graph.launch()`` is an op whose output is that same output. Every replay writes it, so
+while the graph is open the output belongs to the graph: values that own memory refuse to be read, viewed,
+freed or passed to a launch (tile.frontend's handles are *captured*, see ``tile.frontend._launch``), and
+``close()`` (which waits for the last replay) hands them back live: replays and reads never overlap.
+Pointers are baked in, so inputs change by copying into the captured buffers: ``graph.update(copy(buffer, new_data))``.
 Launches and updates of one graph are ordered among themselves even across streams (a launch on another
 stream first waits for the previous one). Refusals happen before anything is recorded where the op tree
 shows them (an allocation, a free, a ``with_context`` not marked capturable, a graph launch, a first run
@@ -28,6 +31,7 @@ from tile.aio._context import HOST, Completion, ExecutionContext
 from tile.aio._errors import CaptureError, ClosedError, ContextMismatchError
 from tile.aio._host import HostStream
 from tile.aio._op import DeviceOp, Site, caller_site
+from tile.aio._uncopyable import Uncopyable
 
 __all__ = ["Graph", "capture", "capture_on"]
 
@@ -63,10 +67,11 @@ class _HostReplay:
 class _HostRecorder(ExecutionContext):
     """Records the host work enqueued on it instead of running it."""
 
-    __slots__ = ("_work",)
+    __slots__ = ("_open", "_work")
 
     def __init__(self) -> None:
         self._work: list[Callable[[], object]] = []
+        self._open = True
 
     @property
     def device(self) -> Hashable:
@@ -74,7 +79,7 @@ class _HostRecorder(ExecutionContext):
 
     @property
     def capturing(self) -> bool:
-        return True
+        return self._open  # until finish() or abort(): values it handed out then can tell the capture is over
 
     def enqueue(self, fn: Callable[[], object]) -> None:
         self._work.append(fn)
@@ -92,13 +97,16 @@ class _HostRecorder(ExecutionContext):
         raise CaptureError("querying", "a context being captured cannot be queried")
 
     def finish(self) -> _HostReplay:
-        return _HostReplay(tuple(self._work))
+        self._open = False
+        work, self._work = tuple(self._work), []
+        return _HostReplay(work)
 
     def abort(self) -> None:
+        self._open = False
         self._work.clear()
 
 
-class Graph(Generic[T]):
+class Graph(Uncopyable, Generic[T]):
     """A captured op: :meth:`launch` replays it; :meth:`update` runs an op ordered with the launches.
 
     Made by :func:`capture` or ``op.graph()``. Close it (or use ``with``) to free the graph and hand the
@@ -106,6 +114,7 @@ class Graph(Generic[T]):
     """
 
     __slots__ = ("__weakref__", "_closed", "_context", "_finalizer", "_last", "_mutex", "_op", "_output", "_replay")
+    _copy_fix = "use the graph itself (launch it as often as you like), or capture the op again for a second graph"
 
     def __init__(self, op: DeviceOp[T], output: T, replay: _Replay, ctx: ExecutionContext) -> None:
         self._op: DeviceOp[T] | None = op
@@ -120,7 +129,11 @@ class Graph(Generic[T]):
 
     @property
     def output(self) -> T:
-        """The captured op's output (the buffers the graph reads and writes)."""
+        """The captured op's output (the buffers the graph reads and writes).
+
+        While the graph is open they belong to it (Tile handles refuse every use with ``InFlightError``); after
+        :meth:`close` they are live.
+        """
         return self._output
 
     @property
@@ -162,11 +175,17 @@ class Graph(Generic[T]):
         op._claim("moved into Graph.update()", caller_site())
         return _GraphUpdate(self, op)
 
-    def close(self) -> None:
-        """Wait for the last launch, free the graph and release the captured op (idempotent)."""
+    def close(self) -> T:
+        """Wait for the last launch, free the graph and release the captured op (idempotent).
+
+        Returns
+        -------
+        object
+            :attr:`output`, now handed back: no replay can write it any more.
+        """
         with self._mutex:
             if self._closed:
-                return
+                return self._output
             self._closed = True
             last, self._last = self._last, None
         try:
@@ -180,6 +199,7 @@ class Graph(Generic[T]):
             finally:
                 if op is not None:
                     op._release()
+        return self._output
 
     def __enter__(self) -> Graph[T]:
         return self

@@ -12,7 +12,11 @@ Invariants:
   drop them and hand the output back. If the caller goes away first (a cancelled ``await``), the inputs
   are dropped when the work completes, never before.
 - Functions given to ``then``/``map`` run on the host while the op is being enqueued, before the device
-  work is done: they may restructure and pass on the values they receive (handles), never read them.
+  work is done: they may restructure and pass on the values they receive (handles), never read them. Values
+  that own memory enforce this themselves (tile.frontend's handles are *in flight* until the tree's work
+  completes and its release clears the state: they refuse reads, views, frees and moves other than into a
+  launch, which then runs in stream order after the producer). An op executed as the root of a run
+  (``_run_root``) hands its output to nobody before completion, so it need not mark it.
 - Executing is guarded by the thread's execution lock: a ``.sync()`` inside such a function raises
   :class:`ExecutionLockError` instead of deadlocking.
 
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 from tile.aio import _lock, _run
 from tile.aio._context import ExecutionContext
 from tile.aio._errors import CaptureError, OpConsumedError
+from tile.aio._uncopyable import Uncopyable
 
 if TYPE_CHECKING:
     from tile.aio._graph import Graph
@@ -77,10 +82,11 @@ def _interned(value: T) -> T:
     return value
 
 
-class DeviceOp(Generic[T_co]):
+class DeviceOp(Uncopyable, Generic[T_co]):
     """Lazy device work with an output of type ``T_co``; see the module docstring for the rules."""
 
     __slots__ = ("_fate",)
+    _copy_fix = "an op runs at most once: build it again, or call .shared() on it to use one result several times"
 
     def __init__(self) -> None:
         self._fate: tuple[str, Site] | None = None
@@ -112,6 +118,10 @@ class DeviceOp(Generic[T_co]):
         if ctx.capturing and (reason := self._refusal(ctx)) is not None:
             raise CaptureError(self._describe(), reason)
         return self._execute(ctx)
+
+    def _run_root(self, ctx: ExecutionContext) -> T_co:
+        """Execute as the root of a run (`_run`), whose output nobody sees before the work has completed."""
+        return self._run_in(ctx)
 
     def _claim(self, verb: str, site: Site) -> None:
         """Take this op for one use (``verb`` at ``site``); raise OpConsumedError if it was taken before.
@@ -314,10 +324,11 @@ class DeviceOp(Generic[T_co]):
         return _graph.capture_on(self, ctx, caller_site())
 
 
-class Scheduled(Generic[T]):
+class Scheduled(Uncopyable, Generic[T]):
     """An op bound to a scheduling policy: execute it with ``.sync()`` or ``await``."""
 
     __slots__ = ("_op", "_policy")
+    _copy_fix = "it owns an op, which runs at most once: bind a new op with op.schedule(policy)"
 
     def __init__(self, op: DeviceOp[T], policy: SchedulingPolicy) -> None:
         self._op = op

@@ -22,6 +22,7 @@ from tile.aio import _knobs
 from tile.aio._context import HOST, ExecutionContext, HostDevice
 from tile.aio._errors import OpTypeError
 from tile.aio._host import HostStream
+from tile.aio._uncopyable import Uncopyable
 
 __all__ = [
     "RoundRobin",
@@ -38,10 +39,11 @@ __all__ = [
 ]
 
 
-class SchedulingPolicy(ABC):
+class SchedulingPolicy(Uncopyable, ABC):
     """Hands out the execution contexts that ops run on; all of them belong to :attr:`device`."""
 
     __slots__ = ()
+    _copy_fix = "pass the policy itself; it may be shared between threads"
 
     @property
     @abstractmethod

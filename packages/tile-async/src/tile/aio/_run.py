@@ -47,7 +47,7 @@ class Run(Generic[T]):
         self.error: BaseException | None = None
         self.output: T | None = None
         try:
-            self.output = op._run_in(ctx)
+            self.output = op._run_root(ctx)
         except BaseException as exc:  # the work enqueued so far still runs: report after it completes
             self.error = exc
         finally:
@@ -87,7 +87,7 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     error: BaseException | None = None
     output: T | None = None
     try:
-        output = op._run_in(ctx)
+        output = op._run_root(ctx)
     except BaseException as exc:  # the work enqueued so far still runs: report after it completes
         error = exc
     finally:
