@@ -4,22 +4,31 @@ Invariants: every class derives from ``tile.bindings.TileError`` (the runtime st
 caller would catch; each is raised *before* any memory is touched or any handle is moved, so the caller's handles
 are still usable after catching it; every message says what happened, where, and what to do. Errors with extra
 fields pickle through ``__reduce__``. Kernel-source problems are ``tile.compiler.CompileError`` (toolchain stack).
+
+`InFlight` is the state behind `InFlightError`: the fate a launch gives the handles it hands on before its work is
+done (to a ``.then()``/``.map()`` function, or as a graph's output); `ADMITTING` marks the thread's kernel call that
+may take such handles (see ``_launch``).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import tile.ir
 from tile.bindings import TileError
 
 __all__ = [
+    "ADMITTING",
     "AliasError",
     "ArgumentError",
     "BackendError",
     "BorrowError",
     "FreedError",
+    "FrozenError",
     "GridError",
+    "InFlight",
+    "InFlightError",
     "KernelFaultError",
     "MovedError",
     "OwnershipError",
@@ -51,6 +60,46 @@ class MovedError(OwnershipError, RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.what, self.fate, self.fix))
+
+
+class InFlightError(MovedError):
+    """A handle was used while the launch that handed it on is not done: inside (or escaped from) a ``.then()`` or
+    ``.map()`` function, or a graph's output while the graph is open. Only a launch may take it (see ``_launch``)."""
+
+
+class InFlight(tuple[str, str]):
+    """The fate ``(kind, where)`` of a handle a launch handed on before its work was done, with the launch's context.
+
+    ``kind`` is ``"inflight"`` (given to a then/map function: a launch taking it runs after the producer in stream
+    order) or ``"captured"`` (the output of a graph capture: it belongs to the graph until ``close()``). The producer's
+    release clears it. One instance serves every handle of a launch (and the launches of one call site on one context).
+    """
+
+    ctx: Any  # the producer's execution context
+    site: str  # the producer's call site (what a cached instance is reused for)
+
+    @classmethod
+    def make(cls, kind: str, where: str, ctx: Any, site: str) -> InFlight:
+        """The fate of handles lent by the launch at ``site`` on ``ctx``."""
+        fate = cls((kind, where))
+        fate.ctx, fate.site = ctx, site
+        return fate
+
+    def takeable(self) -> bool:
+        """Whether a kernel call may take the handle: in flight always, captured only while its capture records."""
+        return self[0] == "inflight" or bool(self.ctx.capturing)
+
+
+class _Admitting(threading.local):
+    on = False
+
+
+ADMITTING = _Admitting()
+"""True while this thread's kernel call checks and moves its arguments: the one place in-flight handles are accepted."""
+
+
+class FrozenError(TileError, AttributeError):
+    """An attribute that launches were checked against was assigned after the checks (``kernel.unchecked = True``)."""
 
 
 class FreedError(OwnershipError, RuntimeError):

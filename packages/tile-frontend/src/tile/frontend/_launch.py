@@ -5,41 +5,66 @@ the arguments are moved into it; executing enqueues exactly one kernel launch (o
 running the interpreter) and hands back the tuple of all arguments, in signature order, only once that work is
 done. Every storage it uses counts the launch as pending until then, so a ``free()`` on another handle waits. The
 counts change under `OWNERSHIP`: a launch is made by `Kernel.__call__` holding it, and its release takes it.
+
+In flight: a launch executed inside an op tree hands its handles on before its work is done (to a ``.then()`` or
+``.map()`` function, or as a graph capture's output). It gives each moved handle the `InFlight` fate (its context,
+``"captured"`` on a capture), so every use of that handle refuses with `InFlightError`, wherever the handle went
+(a closure, a global, another thread); only a kernel call may take it. The launch so made records what it took and,
+executed on another context, first waits for the producer's (stream order makes the same context safe; a captured
+handle is refused outside its capture). The producer's release (its work is done; a graph's: ``close()``) makes the
+handles live again. A launch run as the root of ``.sync()``/``await`` hands its output to nobody early and lends
+nothing. What was checked stays fixed: ``.grid(g)`` only confirms the grid the checks used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.compiler import CompiledKernel
-from tile.frontend._errors import BackendError
+from tile.frontend._errors import BackendError, GridError, InFlight, InFlightError
 from tile.frontend._execute import run_cpu
-from tile.frontend._signature import explicit_grid
+from tile.frontend._partition import Partition
+from tile.frontend._signature import _pad, explicit_grid
+from tile.frontend._site import user_site
 from tile.frontend._storage import OWNERSHIP
+from tile.frontend._tensor import _FIX, Tensor
 
 if TYPE_CHECKING:
     from tile.frontend._plan import Plan
 
-__all__ = ["Launch"]
+__all__ = ["Launch", "Taken", "taken_in_flight"]
+
+Taken = tuple[tuple[int, InFlight], ...]
+"""(argument position, fate) of each argument a launch took while the launch that handed it on was not done."""
+
+
+def taken_in_flight(args: Sequence[Any]) -> Taken | None:
+    """The in-flight arguments among ``args`` (read before they are moved), or None."""
+    found = tuple(
+        (i, a._fate) for i, a in enumerate(args) if a.__class__ in (Tensor, Partition) and a._fate.__class__ is InFlight
+    )
+    return found or None
 
 
 class Launch(DeviceOp[tuple[Any, ...]]):
     """One kernel launch, not yet executed: ``.sync()``, ``.sync_on(stream)``, ``await``, ``.graph()``.
 
     ``.compile()`` returns the compiled kernel (already compiled when the launch was made) without running it;
-    ``.grid(g)`` checks ``g`` against the grid the outputs give (or sets it for output-free kernels).
+    ``.grid(g)`` confirms that ``g`` is the grid the launch was checked with (give another grid up front).
     """
 
-    __slots__ = ("_grid", "_kernel", "_plan", "_site", "_values")
+    __slots__ = ("_after", "_grid", "_kernel", "_lent", "_plan", "_site", "_values")
 
-    def __init__(self, kernel: str, plan: Plan, values: tuple[Any, ...], site: str) -> None:
+    def __init__(self, kernel: str, plan: Plan, values: tuple[Any, ...], site: str, after: Taken | None = None) -> None:
         self._fate = None  # DeviceOp.__init__, inlined: this runs once per launch
         self._kernel, self._plan, self._site = kernel, plan, site
         self._values: tuple[Any, ...] | None = values
         self._grid = plan.grid
+        self._after = after  # arguments taken in flight: this launch runs after their launches (`_order_after`)
+        self._lent: InFlight | None = None  # the fate this launch gave the handles it handed on early (`_lend`)
         # One pending count per handle argument (a storage passed twice counts twice, and is released twice).
         for i, inner in plan.held:
             (values[i]._tensor if inner else values[i])._storage.pending += 1
@@ -61,18 +86,32 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         return self._plan.compiled
 
     def grid(self, grid: object) -> Launch:
-        """Check ``grid`` against the outputs' grid; return this launch."""
-        from tile.frontend._signature import _grid
+        """Confirm that ``grid`` is this launch's grid; return this launch.
 
-        self._grid = _grid(self._kernel, self._plan.params, list(self._values or ()), explicit_grid(grid))
+        Raises
+        ------
+        GridError
+            For any other grid: the launch's index guards and bounds checks were made for its own grid, so a new
+            one must be given up front, ``kernel.grid(g)(...)``, where the same checks run for it.
+        """
+        wanted = _pad(explicit_grid(grid))
+        if wanted != self._grid:
+            raise GridError(
+                f"{self._describe()}: .grid({list(wanted)}) at {user_site()} comes after the launch was checked for "
+                f"the grid {list(self._grid)} (index guards, bounds); give the grid up front, "
+                f"{self._kernel}.grid({tuple(wanted)})(...), so it is checked"
+            )
         return self
 
     def _describe(self) -> str:
         return f"the launch of {self._kernel} at {self._site}"
 
-    def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+    def _run_root(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+        """Enqueue the kernel on ``ctx`` (after the launches of arguments taken in flight); lend nothing."""
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
+        if self._after is not None:
+            self._order_after(ctx)
         plan = self._plan
         if plan.packing is None:
             compiled, grid = plan.compiled, self._grid
@@ -86,12 +125,59 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         plan.enqueue(values, self._grid, ctx.stream)  # type: ignore[attr-defined]  # a CudaContext
         return values
 
+    def _execute(self, ctx: ExecutionContext) -> tuple[Any, ...]:
+        """Enqueue, then hand the handles on in flight: whoever gets them before the work is done cannot use them."""
+        values = self._run_root(ctx)
+        plan = self._plan
+        fate = plan.lent
+        if fate is None or fate.ctx is not ctx or fate.site is not self._site:
+            fate = self._fate_on(ctx)
+        for i in plan.moved:
+            values[i]._fate = fate
+        self._lent = fate
+        return values
+
+    def _fate_on(self, ctx: ExecutionContext) -> InFlight:
+        """The `InFlight` fate of handles this launch hands on early on ``ctx`` (kept on the plan for the next launch
+        of this call site, except a capture's: the plan must not keep a recorder and its recorded work alive)."""
+        if ctx.capturing:
+            return InFlight.make("captured", f"captured into a graph by {self._describe()}", ctx, self._site)
+        fate = InFlight.make("inflight", f"handed on by {self._describe()} before its work was done", ctx, self._site)
+        self._plan.lent = fate
+        return fate
+
+    def _order_after(self, ctx: ExecutionContext) -> None:
+        """Make ``ctx`` wait for the launches whose handles this one took before they were done; refuse a graph's.
+
+        On their own context stream order suffices; elsewhere a completion recorded there now covers them (they
+        were enqueued before they handed the handles on). A captured handle belongs to its graph, whose replays
+        no wait can order against: only a launch recorded into the same capture may take it.
+        """
+        waited: list[ExecutionContext] = []
+        for i, fate in self._after or ():
+            producer = fate.ctx
+            if producer is ctx:
+                continue
+            if fate[0] == "captured":
+                values = self._values or ()
+                what = values[i]._describe() if i < len(values) else f"argument {i}"
+                raise InFlightError(f"{what} (an argument of {self._describe()})", fate[1], _FIX["captured"])
+            if producer == ctx or producer in waited:
+                continue
+            ctx.wait(producer.record())
+            waited.append(producer)
+
     def _drop(self) -> None:
         with OWNERSHIP:  # completion may come on another thread than the launches and frees of these handles
             values, self._values = self._values, None
             if values is None:
                 return
             plan = self._plan
+            lent, self._lent = self._lent, None
+            if lent is not None:  # the work is done: what it handed on early is live (unless moved on since)
+                for i in plan.moved:
+                    if values[i]._fate is lent:
+                        values[i]._fate = None
             for i, inner in plan.held:
                 storage = values[i]._tensor._storage if inner else values[i]._storage
                 if storage.freed_at is None:

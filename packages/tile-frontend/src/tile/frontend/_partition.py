@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 
 from tile.compiler.lang import DType
-from tile.frontend._errors import ArgumentError, BorrowError, MovedError
+from tile.frontend._errors import ADMITTING, ArgumentError, BorrowError, InFlight, InFlightError, MovedError
 from tile.frontend._storage import overlapping, owning
 from tile.frontend._tensor import _FIX, Tensor
 
@@ -50,9 +50,12 @@ class Partition:
         return self
 
     def _check(self) -> Tensor:
-        if self._fate is not None:
-            kind, where = self._fate
-            raise MovedError(self._describe(), where, _FIX[kind])
+        fate = self._fate
+        if fate is not None:
+            if fate.__class__ is not InFlight:
+                raise MovedError(self._describe(), fate[1], _FIX[fate[0]])
+            if not (ADMITTING.on and fate.takeable()):  # only a kernel call may take it (see _launch)
+                raise InFlightError(self._describe(), fate[1], _FIX[fate[0]])
         self._tensor._check()
         return self._tensor
 

@@ -12,6 +12,9 @@ arguments and with every other live handle) re-check everything that can change 
 and on any anomaly return None, so the caller runs the full path, which raises the precise error. The fast path
 therefore accepts exactly the calls the full path accepts and never raises an ownership error itself.
 
+A handle in flight (handed to a ``.then()`` function before its launch was done, `InFlight`) counts as live here:
+a kernel call may take it, and `Plan.hand_over` reports it so the launch is ordered after the one that lent it.
+
 `Plan.admit` is the same test for a kernel's most recent plan without building the key: it compares each argument
 with the plan's own layout (class, ``_layout``, tile shape, ``Const`` value, scalar class, which handles are the same
 object), so it accepts a call only when `layout_key` would give this plan's key and `Plan.try_launch` would pass.
@@ -27,8 +30,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from tile.compiler import CompiledKernel
+from tile.frontend._errors import InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
-from tile.frontend._launch import Launch
+from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param
@@ -73,7 +77,8 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
         where = f"{code.co_filename}:{line}"
         site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
-    return Launch(kernel.__name__, plan, plan.hand_over(values, site[3]), site[2])
+    moved, after = plan.hand_over(values, site[3])
+    return Launch(kernel.__name__, plan, moved, site[2], after)
 
 
 def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str, Any], grid: object) -> Any:
@@ -93,7 +98,7 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
         elif cls is Partition or cls is Shared:
             t = a._tensor
             tile_shape = a.tile_shape if cls is Partition else None
-            if a._fate is not None:
+            if a._fate is not None and not _in_flight(a._fate):
                 return None
         elif p.kind == "const":
             parts.append((cls, a))
@@ -101,7 +106,7 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
         else:
             parts.append(cls)
             continue
-        if t._fate is not None or t._storage.freed_at is not None:
+        if (t._fate is not None and not _in_flight(t._fate)) or t._storage.freed_at is not None:
             return None
         parts.append((cls, t._layout, tile_shape, seen.setdefault(id(a), i)))
     return tuple(parts) if seen else None
@@ -123,6 +128,8 @@ class Plan:
         "handles",
         "held",
         "inner",
+        "lent",
+        "moved",
         "others",
         "outputs",
         "packing",
@@ -159,6 +166,7 @@ class Plan:
         self.packing = _packing(compiled, params, args)
         self.prepared: tuple[Any, ...] | None = None  # (stream, grid, packed arguments, the prepared launch)
         self.site: tuple[Any, ...] = (None, 0, "", ("", ""))  # (code, line, "file:line", fate) of the last call site
+        self.lent: InFlight | None = None  # the fate of the last launch's handles handed on early (`Launch._execute`)
         self._layout(params, args, given, explicit, generics or {})
 
     def _layout(
@@ -176,6 +184,7 @@ class Plan:
         self.bare = tuple(i for i, _ in self.tensors)
         self.inner = tuple(i for i, *_ in self.wrapped)
         self.held = tuple((i, i in self.inner) for i in self.handles)  # (position, is the tensor inside a wrapper)
+        self.moved = self.bare + self.outputs  # the handles a launch moves (a share is not moved, nor lent)
         # Scalars by class, Const values by class and value (`layout_key` keys them so).
         self.others = tuple(
             (i, args[i].__class__, p.kind == "const", args[i])
@@ -223,14 +232,18 @@ class Plan:
             t = args[i]
             if (
                 t.__class__ is not Tensor
-                or t._fate is not None
+                or (t._fate is not None and not _in_flight(t._fate))
                 or t._storage.freed_at is not None
                 or (t._layout is not layout and t._layout != layout)
             ):
                 return False
         for i, cls, layout, tile in self.wrapped:
             a = args[i]
-            if a.__class__ is not cls or a._fate is not None or (tile is not None and a.tile_shape != tile):
+            if (
+                a.__class__ is not cls
+                or (a._fate is not None and not _in_flight(a._fate))
+                or (tile is not None and a.tile_shape != tile)
+            ):
                 return False
             t = a._tensor
             own = t._layout
@@ -244,15 +257,17 @@ class Plan:
                 return False
         return True
 
-    def hand_over(self, values: Sequence[Any], fate: tuple[str, str]) -> tuple[Any, ...]:
-        """Move the (distinct, just checked) handles into a launch: the values it hands back once done."""
+    def hand_over(self, values: Sequence[Any], fate: tuple[str, str]) -> tuple[tuple[Any, ...], Taken | None]:
+        """Move the (distinct, just checked) handles into a launch: the values it hands back once done, and the
+        handles taken in flight (their launches must come first: `Launch._order_after`), or None."""
         out = list(values)
-        for i in self.bare:
-            out[i] = values[i]._hand_over(fate)
-        for i in self.inner:
-            if values[i].__class__ is Partition:  # a share is not moved
-                out[i] = values[i]._hand_over(fate)
-        return tuple(out)
+        after: Taken | None = None
+        for i in self.moved:
+            v = values[i]
+            if v._fate is not None:  # in flight: `_matches` / `layout_key` let nothing else through
+                after = ((i, v._fate),) if after is None else (*after, (i, v._fate))
+            out[i] = v._hand_over(fate)
+        return tuple(out), after
 
     def enqueue(self, values: tuple[Any, ...], grid: tuple[int, int, int], stream: Any) -> None:
         """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
@@ -273,6 +288,11 @@ class Plan:
         prepared = prepared_launch(self.compiled, grid, args, kinds, stream)
         self.prepared = (stream, grid, args, prepared)
         prepared()
+
+
+def _in_flight(fate: tuple[str, str]) -> bool:
+    """True for the fate of a handle a kernel call may take in flight (see `InFlight.takeable`)."""
+    return fate.__class__ is InFlight and fate.takeable()  # type: ignore[attr-defined]  # an InFlight, just tested
 
 
 def _overlaps(plan: Plan, args: Sequence[Any]) -> bool:

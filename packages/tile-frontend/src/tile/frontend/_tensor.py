@@ -23,7 +23,15 @@ from tile.compiler.lang import DType
 from tile.compiler.lang import Tensor as _Annotation
 from tile.compiler.lang._annotations import TensorAnnotation
 from tile.frontend._dtypes import numpy_dtype
-from tile.frontend._errors import ArgumentError, BackendError, FreedError, MovedError
+from tile.frontend._errors import (
+    ADMITTING,
+    ArgumentError,
+    BackendError,
+    FreedError,
+    InFlight,
+    InFlightError,
+    MovedError,
+)
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage, owning
 
@@ -37,6 +45,10 @@ _FIX = {
     "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
     "partition": "use the handle it returned (`.unpartition()` / `.unshare()` give the tensor back)",
     "unpartition": "use the Tensor that .unpartition() returned",
+    "inflight": "a .then() function may only pass it to a launch it returns (run after this one, in order); read it "
+    "from what .sync()/await returns once the chain is done",
+    "captured": "it belongs to the graph until graph.close(), which hands it back (`z, x = graph.close()`), so replays "
+    "and reads never overlap",
 }
 
 
@@ -115,9 +127,12 @@ class Tensor:
 
     def _check(self) -> Storage:
         """Raise if this handle cannot be used; return its storage."""
-        if self._fate is not None:
-            kind, where = self._fate
-            raise MovedError(self._describe(), where, _FIX[kind])
+        fate = self._fate
+        if fate is not None:
+            if fate.__class__ is not InFlight:
+                raise MovedError(self._describe(), fate[1], _FIX[fate[0]])
+            if not (ADMITTING.on and fate.takeable()):  # only a kernel call may take it (see _launch)
+                raise InFlightError(self._describe(), fate[1], _FIX[fate[0]])
         storage = self._storage
         if storage.freed_at is not None:
             raise FreedError(
