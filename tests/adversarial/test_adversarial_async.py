@@ -1,0 +1,409 @@
+"""Safe code that tried to break the safety contract through tile.aio (an outside review), each now stopped.
+
+5. ``.then()``/``.map()`` functions got the launch's handles while its kernel still ran: every use of such a handle
+   (reads, views, partition, share, free, exports) is an `InFlightError`, also after it escaped through a closure or
+   to another thread; only a launch may take it, and that launch runs after the producer (same stream: in order;
+   another stream: it waits). Once the chain is done the handles are live.
+6. ``graph.output`` gave live handles to memory every replay writes: they are captured (refusing every use, also as
+   another launch's argument) until ``graph.close()``, which hands them back.
+8. ``launch.grid(g)`` after the launch was checked skipped the checks made for its grid: any other grid is a
+   `GridError` (give it up front), and what launches are checked against on a kernel cannot be reassigned.
+2. tile.aio's owning objects (ops, launches, graphs, contexts, completions, policies) refuse copy, deepcopy and
+   pickling with `UncopyableError`; errors still pickle.
+
+The kernels are kernel-language source (shape strings are const generics, not Python names), so they are written to
+a file and imported from there.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile import aio
+from tile.frontend import f32
+from tile.frontend._errors import FrozenError, GridError, InFlightError, MovedError
+
+SOURCE = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32
+
+
+@tile.entry
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
+
+
+@tile.entry
+def accumulate(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(z.load() + tile.load_tile_like(x, z))
+"""
+
+N = 1024
+HERE = Path(__file__).name
+
+
+@pytest.fixture(scope="module")
+def k(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    path = tmp_path_factory.mktemp("adversarial_async") / "async_kernels.py"
+    path.write_text(SOURCE)
+    spec = importlib.util.spec_from_file_location("async_kernels", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def stream() -> Iterator[aio.HostStream]:
+    s = aio.HostStream()
+    yield s
+    s.close()
+
+
+def _args() -> tuple[tile.Partition, tile.Tensor, tile.Tensor]:
+    return tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
+
+
+def _leak_into(leaked: list[tuple[Any, ...]]) -> Callable[[tuple[Any, ...]], aio.DeviceOp[None]]:
+    """A .then() function that lets the handles it gets escape (into ``leaked``) and chains nothing."""
+
+    def fn(out: tuple[Any, ...]) -> aio.DeviceOp[None]:
+        leaked.append(out)
+        return aio.empty()
+
+    return fn
+
+
+# -- 5. then/map functions get handles in flight --------------------------------------------------------------------
+
+MISUSES: dict[str, Callable[[tuple[Any, ...]], object]] = {
+    "to_numpy": lambda out: out[1].to_numpy(),
+    "__dlpack__": lambda out: out[1].__dlpack__(),
+    "np.asarray": lambda out: np.asarray(out[1]),
+    "view": lambda out: out[1][0:4],
+    "reshape": lambda out: out[1].reshape(32, 32),
+    "partition": lambda out: out[1].partition([128]),
+    "share": lambda out: out[1].share(),
+    "free": lambda out: out[1].free(),
+    "copy": lambda out: out[1].copy(),
+    "data_ptr": lambda out: out[1].data_ptr(),
+    "unpartition": lambda out: out[0].unpartition(),
+}
+
+
+def _assert_in_flight(error: InFlightError, handle: str, launch_line: int) -> None:
+    text = str(error)
+    assert handle in text
+    assert "the launch of add at " in text
+    assert f"{HERE}:{launch_line}" in text, text
+    assert "before its work was done" in text
+    assert "may only pass it to a launch it returns" in text
+    assert ".sync()/await" in text
+
+
+@pytest.mark.parametrize("misuse", sorted(MISUSES))
+@pytest.mark.parametrize("combinator", ["then", "map"])
+def test_a_then_or_map_function_cannot_use_the_handles_it_gets(
+    k: ModuleType, stream: aio.HostStream, misuse: str, combinator: str
+) -> None:
+    caught: list[BaseException] = []
+
+    def fn(out: tuple[Any, ...]) -> Any:
+        try:
+            MISUSES[misuse](out)
+        except BaseException as exc:  # recorded and asserted below, after the chain is done
+            caught.append(exc)
+        return aio.value(out) if combinator == "then" else out
+
+    line = sys._getframe().f_lineno + 1
+    op = k.add(*_args())
+    chained = op.then(fn) if combinator == "then" else op.map(fn)
+    z, x, _ = chained.sync_on(stream)
+    assert len(caught) == 1, caught
+    assert type(caught[0]) is InFlightError, caught
+    assert isinstance(caught[0], MovedError)  # every handle misuse is still an ownership error
+    _assert_in_flight(caught[0], "Partition(" if misuse == "unpartition" else f"Tensor(f32, [{N}]) created at", line)
+    # Once the chain is done the handles it hands back are live, and nothing was read half-written.
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
+
+
+def test_a_handle_that_escapes_the_function_is_caught_until_the_chain_is_done(k: ModuleType) -> None:
+    stream = aio.HostStream(worker=True)  # the work runs on its own thread, after the functions returned
+    leaked: list[tuple[Any, ...]] = []
+    gate = threading.Event()
+    blocked = aio.host_call(gate.wait)  # the "kernel" still runs until the gate opens
+    line = sys._getframe().f_lineno + 1
+    op = blocked.then(lambda _: k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])))
+    op = op.then(_leak_into(leaked))
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(op.sync_on(stream)))
+    worker.start()
+    try:
+        while not leaked:
+            time.sleep(0.001)
+        z, x = leaked[0]
+        for use in (z.unpartition, x.to_numpy, x.free, lambda: x[1:3], lambda: x.partition([128])):
+            with pytest.raises(InFlightError, match="before its work was done") as info:
+                use()
+            assert f"{HERE}:{line}" in str(info.value)
+    finally:
+        gate.set()
+        worker.join()
+        stream.close()
+    # The escaped handles are live once the producer's work is done.
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.ones(N, np.float32))
+
+
+def test_a_launch_on_another_stream_waits_for_the_launch_that_lent_its_handles(k: ModuleType) -> None:
+    stream = aio.HostStream(worker=True)
+    leaked: list[tuple[Any, ...]] = []
+    gate = threading.Event()
+    op = aio.host_call(gate.wait).then(lambda _: k.add(*_args()))  # z = x + y = 2, once the gate opens
+    op = op.then(_leak_into(leaked))
+    worker = threading.Thread(target=op.sync_on, args=(stream,))
+    worker.start()
+    other = aio.HostStream(worker=True)
+    try:
+        while not leaked:
+            time.sleep(0.001)
+        second = k.accumulate(*leaked[0][:2])  # z += x: a second writer, made while the first is not done
+        threading.Timer(0.05, gate.set).start()
+        z, _ = second.sync_on(other)  # on another stream: it first waits for the producer (never races it)
+    finally:
+        gate.set()
+        worker.join()
+        other.close()
+        stream.close()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3, np.float32))  # 1 if it overtook add
+
+
+def test_chaining_launches_in_then_is_still_the_way(k: ModuleType, stream: aio.HostStream) -> None:
+    op = k.add(*_args())
+    for _ in range(4):
+        op = op.then(lambda out: k.accumulate(out[0], out[1]))
+    mapped = op.map(lambda out: out[0])
+    z = mapped.sync_on(stream)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 6, np.float32))
+
+
+def test_a_sync_inside_the_function_is_refused(k: ModuleType, stream: aio.HostStream) -> None:
+    def fn(out: tuple[Any, ...]) -> Any:
+        return aio.value(k.accumulate(out[0], out[1]).sync())
+
+    with pytest.raises(aio.ExecutionLockError, match=r"Return a DeviceOp from \.then"):
+        k.add(*_args()).then(fn).sync_on(stream)
+
+
+# -- 6. graph outputs ------------------------------------------------------------------------------------------------
+
+GRAPH_MISUSES: dict[str, Callable[[tuple[Any, ...]], object]] = {
+    "unpartition": lambda out: out[0].unpartition(),
+    "to_numpy": lambda out: out[1].to_numpy(),
+    "free": lambda out: out[1].free(),
+    "view": lambda out: out[1][2:],
+    "partition": lambda out: out[1].partition([128]),
+}
+
+
+@pytest.mark.parametrize("misuse", sorted(GRAPH_MISUSES))
+@pytest.mark.parametrize("source", ["output", "launch"])
+def test_graph_outputs_belong_to_the_graph_until_it_is_closed(
+    k: ModuleType, stream: aio.HostStream, misuse: str, source: str
+) -> None:
+    line = sys._getframe().f_lineno + 1
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream)
+    out = graph.output if source == "output" else graph.launch().sync_on(stream)
+    with pytest.raises(InFlightError) as info:
+        GRAPH_MISUSES[misuse](out)
+    text = str(info.value)
+    assert "captured into a graph by the launch of accumulate at " in text
+    assert f"{HERE}:{line}" in text
+    assert "graph.close()" in text
+    z, _ = graph.close()
+    expected = 1 if source == "launch" else 0
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, expected, np.float32))
+
+
+def test_a_graph_output_cannot_become_another_launch_input(k: ModuleType, stream: aio.HostStream) -> None:
+    with k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream) as graph:
+        z, x = graph.output
+        with pytest.raises(InFlightError, match=r"belongs to the graph until graph\.close"):
+            k.accumulate(z, x)
+        with pytest.raises(InFlightError, match="belongs to the graph"):
+            k.add(tile.zeros(f32, [N]).partition([128]), x, x)
+        graph.launch().sync_on(stream)
+    z, x = graph.output
+    z, x = k.accumulate(z, x).sync_on(stream)  # closed: live again
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
+
+
+def test_a_launch_made_during_a_capture_cannot_run_outside_it(k: ModuleType, stream: aio.HostStream) -> None:
+    escaped: list[Any] = []
+
+    def fn(out: tuple[Any, ...]) -> Any:
+        escaped.append(k.accumulate(out[0], out[1]))  # made in the capture, not returned into it
+        return aio.value(None)
+
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).then(fn).graph(stream)
+    with pytest.raises(InFlightError, match="captured into a graph") as info:
+        escaped[0].sync_on(stream)
+    assert "an argument of the launch of accumulate at" in str(info.value)
+    graph.close()
+
+
+def test_replay_then_close_then_read(k: ModuleType, stream: aio.HostStream) -> None:
+    op = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]))
+    graph = op.then(lambda out: k.accumulate(*out)).graph(stream)  # two launches per replay
+    for _ in range(3):
+        graph.launch().sync_on(stream)
+    z, x = graph.close()
+    assert graph.close() is graph.output  # idempotent
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 6, np.float32))
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
+
+
+# -- 8. mutating what was checked --------------------------------------------------------------------------------------
+
+
+def test_a_made_launch_keeps_the_grid_it_was_checked_with(k: ModuleType, stream: aio.HostStream) -> None:
+    launch = k.add(*_args())
+    line = sys._getframe().f_lineno + 2
+    with pytest.raises(GridError) as info:
+        launch.grid((16, 1, 1))
+    text = str(info.value)
+    assert f"{HERE}:{line}" in text
+    assert "give the grid up front" in text
+    assert "add.grid((16, 1, 1))(...)" in text
+    assert launch.grid(8) is launch  # its own grid is confirmed
+    z, _, _ = launch.sync_on(stream)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
+    with pytest.raises(GridError):  # the same grid given up front is checked: it disagrees with the output's
+        k.add.grid((16, 1, 1))(*_args())
+
+
+@pytest.mark.parametrize("name", ["unchecked", "params", "fn", "options", "_grid"])
+def test_what_launches_are_checked_against_cannot_be_reassigned(k: ModuleType, name: str) -> None:
+    k.add(*_args())  # a plan exists
+    with pytest.raises(FrozenError, match="launches were checked against it") as info:
+        setattr(k.add, name, True)
+    assert isinstance(info.value, AttributeError)
+    with pytest.raises(FrozenError):
+        delattr(k.add, name)
+    assert k.add.unchecked is False
+
+
+# -- 2. copies of owners -------------------------------------------------------------------------------------------
+
+
+def _owners(k: ModuleType, stream: aio.HostStream) -> dict[str, Any]:
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream)
+    return {
+        "value op": aio.value(1),
+        "then op": aio.value(1).then(aio.value),
+        "shared op": aio.value(1).shared(),
+        "launch": k.add(*_args()),
+        "scheduled": aio.value(1).schedule(aio.default_policy("host")),
+        "graph": graph,
+        "graph launch": graph.launch(),
+        "host stream": stream,
+        "completion": stream.record(),
+        "policy": aio.default_policy("host"),
+    }
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_owners_refuse_copies(k: ModuleType, stream: aio.HostStream, how: str) -> None:
+    protocols: dict[str, Callable[[Any], object]] = {
+        "copy": copy.copy,
+        "deepcopy": copy.deepcopy,
+        "pickle": pickle.dumps,
+    }
+    protocol = protocols[how]
+    owners = _owners(k, stream)
+    try:
+        for name, owner in owners.items():
+            with pytest.raises(aio.UncopyableError, match="cannot be copied") as info:
+                protocol(owner)
+            assert isinstance(info.value, TypeError), name
+            assert isinstance(info.value, tile.TileError), name
+            assert type(owner).__name__ in str(info.value) or "op" in str(info.value), name
+    finally:
+        owners["graph"].close()
+
+
+def test_the_errors_still_pickle() -> None:
+    errors: list[BaseException] = [
+        aio.UncopyableError("<Value op, fresh>", "copy.copy", "build it again"),
+        InFlightError("Tensor(f32, [4])", "handed on by the launch of add at x.py:1", "chain it"),
+        FrozenError("kernel.unchecked cannot change"),
+    ]
+    for error in errors:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error)
+        assert str(back) == str(error)
+
+
+# -- GPU: a CUDA stream orders by events -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gpu() -> Iterator[None]:
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_a_launch_on_another_stream_waits_for_the_lender(k: ModuleType, gpu: None) -> None:
+    import tile.core as tc
+
+    first, second = tc.Device(0).create_stream(), tc.Device(0).create_stream()
+    n = 1 << 22
+    leaked: list[tuple[Any, ...]] = []
+    op = k.accumulate(tile.zeros(f32, [n]).partition([1024]), tile.ones(f32, [n]))
+    for _ in range(20):  # a long producer, so the consumer would overtake it if it did not wait
+        op = op.then(lambda out: k.accumulate(*out))
+    op = op.then(_leak_into(leaked))
+    worker = threading.Thread(target=op.sync_on, args=(first,))
+    worker.start()
+    while not leaked and worker.is_alive():
+        time.sleep(0.0005)
+    try:
+        z, _ = k.accumulate(*leaked[0]).sync_on(second)  # waits for `first` through an event
+    finally:
+        worker.join()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(n, 22, np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_graph_outputs_are_captured_until_closed(k: ModuleType, gpu: None) -> None:
+    import tile.core as tc
+
+    s = tc.Device(0).create_stream()
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([1024]), tile.ones(f32, [N])).graph(s)
+    for _ in range(3):
+        z, x = graph.launch().sync_on(s)
+        with pytest.raises(InFlightError, match=r"graph\.close"):
+            x.to_numpy()
+        with pytest.raises(InFlightError, match=r"graph\.close"):
+            x.__dlpack__()
+    z, x = graph.close()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3, np.float32))
