@@ -263,7 +263,7 @@ def test_a_launch_made_during_a_capture_cannot_run_outside_it(k: ModuleType, str
     graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).then(fn).graph(stream)
     with pytest.raises(InFlightError, match="captured into a graph") as info:
         escaped[0].sync_on(stream)
-    assert "an argument of the launch of accumulate at" in str(info.value)
+    assert "(arguments of the launch of accumulate at" in str(info.value)
     graph.close()
 
 

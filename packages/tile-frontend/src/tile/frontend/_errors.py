@@ -20,6 +20,7 @@ from tile.bindings import TileError
 
 __all__ = [
     "ADMITTING",
+    "IN_FLIGHT",
     "AliasError",
     "ArgumentError",
     "BackendError",
@@ -67,6 +68,10 @@ class InFlightError(MovedError):
     ``.map()`` function, or a graph's output while the graph is open. Only a launch may take it (see ``_launch``)."""
 
 
+IN_FLIGHT = "inflight"
+"""The kind of an `InFlight` fate given to a then/map function (the one object: the launch fast path tests identity)."""
+
+
 class InFlight(tuple[str, str]):
     """The fate ``(kind, where)`` of a handle a launch handed on before its work was done, with the launch's context.
 
@@ -87,7 +92,7 @@ class InFlight(tuple[str, str]):
 
     def takeable(self) -> bool:
         """Whether a kernel call may take the handle: in flight always, captured only while its capture records."""
-        return self[0] == "inflight" or bool(self.ctx.capturing)
+        return self[0] is IN_FLIGHT or bool(self.ctx.capturing)
 
 
 class _Admitting(threading.local):

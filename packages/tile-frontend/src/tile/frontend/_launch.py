@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.compiler import CompiledKernel
-from tile.frontend._errors import BackendError, GridError, InFlight, InFlightError
+from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError
 from tile.frontend._execute import run_cpu
 from tile.frontend._partition import Partition
 from tile.frontend._signature import _pad, explicit_grid
@@ -37,16 +37,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Launch", "Taken", "taken_in_flight"]
 
-Taken = tuple[tuple[int, InFlight], ...]
-"""(argument position, fate) of each argument a launch took while the launch that handed it on was not done."""
+Taken = InFlight | tuple[InFlight, ...]
+"""The fates of the arguments a launch took while the launches that handed them on were not done: the one fate when
+they all came from one launch (a launch chained in a ``.then()``: nothing to allocate), else a tuple of them."""
 
 
 def taken_in_flight(args: Sequence[Any]) -> Taken | None:
-    """The in-flight arguments among ``args`` (read before they are moved), or None."""
-    found = tuple(
-        (i, a._fate) for i, a in enumerate(args) if a.__class__ in (Tensor, Partition) and a._fate.__class__ is InFlight
-    )
-    return found or None
+    """The fates of the in-flight arguments among ``args`` (read before they are moved), or None."""
+    found = tuple({a._fate: None for a in args if a.__class__ in (Tensor, Partition) and a._fate.__class__ is InFlight})
+    return None if not found else found[0] if len(found) == 1 else found
 
 
 class Launch(DeviceOp[tuple[Any, ...]]):
@@ -110,8 +109,9 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         """Enqueue the kernel on ``ctx`` (after the launches of arguments taken in flight); lend nothing."""
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
-        if self._after is not None:
-            self._order_after(ctx)
+        after = self._after
+        if after is not None and (after.__class__ is not InFlight or after.ctx is not ctx):
+            self._order_after(ctx)  # not a launch chained on its lender's context (that one needs nothing)
         plan = self._plan
         if plan.packing is None:
             compiled, grid = plan.compiled, self._grid
@@ -142,7 +142,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         of this call site, except a capture's: the plan must not keep a recorder and its recorded work alive)."""
         if ctx.capturing:
             return InFlight.make("captured", f"captured into a graph by {self._describe()}", ctx, self._site)
-        fate = InFlight.make("inflight", f"handed on by {self._describe()} before its work was done", ctx, self._site)
+        fate = InFlight.make(IN_FLIGHT, f"handed on by {self._describe()} before its work was done", ctx, self._site)
         self._plan.lent = fate
         return fate
 
@@ -153,15 +153,16 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         were enqueued before they handed the handles on). A captured handle belongs to its graph, whose replays
         no wait can order against: only a launch recorded into the same capture may take it.
         """
+        after = self._after
+        fates: tuple[InFlight, ...] = (after,) if isinstance(after, InFlight) else after or ()
         waited: list[ExecutionContext] = []
-        for i, fate in self._after or ():
+        for fate in fates:
             producer = fate.ctx
             if producer is ctx:
                 continue
-            if fate[0] == "captured":
-                values = self._values or ()
-                what = values[i]._describe() if i < len(values) else f"argument {i}"
-                raise InFlightError(f"{what} (an argument of {self._describe()})", fate[1], _FIX["captured"])
+            if fate[0] is not IN_FLIGHT:
+                what = ", ".join(sorted({v._describe() for v in self._values or () if hasattr(v, "_describe")}))
+                raise InFlightError(f"{what} (arguments of {self._describe()})", fate[1], _FIX["captured"])
             if producer == ctx or producer in waited:
                 continue
             ctx.wait(producer.record())

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from tile.compiler import CompiledKernel
-from tile.frontend._errors import InFlight
+from tile.frontend._errors import IN_FLIGHT, InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
@@ -232,7 +232,7 @@ class Plan:
             t = args[i]
             if (
                 t.__class__ is not Tensor
-                or (t._fate is not None and not _in_flight(t._fate))
+                or ((f := t._fate) is not None and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT))
                 or t._storage.freed_at is not None
                 or (t._layout is not layout and t._layout != layout)
             ):
@@ -241,7 +241,7 @@ class Plan:
             a = args[i]
             if (
                 a.__class__ is not cls
-                or (a._fate is not None and not _in_flight(a._fate))
+                or ((f := a._fate) is not None and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT))
                 or (tile is not None and a.tile_shape != tile)
             ):
                 return False
@@ -261,11 +261,12 @@ class Plan:
         """Move the (distinct, just checked) handles into a launch: the values it hands back once done, and the
         handles taken in flight (their launches must come first: `Launch._order_after`), or None."""
         out = list(values)
-        after: Taken | None = None
+        after: Any = None
         for i in self.moved:
             v = values[i]
-            if v._fate is not None:  # in flight: `_matches` / `layout_key` let nothing else through
-                after = ((i, v._fate),) if after is None else (*after, (i, v._fate))
+            lent = v._fate
+            if lent is not None and lent is not after:  # in flight (nothing else gets here)
+                after = lent if after is None else _more(after, lent)
             out[i] = v._hand_over(fate)
         return tuple(out), after
 
@@ -290,9 +291,15 @@ class Plan:
         prepared()
 
 
+def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:
+    """``after`` with one more lender (handles of several launches in flight: rare)."""
+    known = (after,) if after.__class__ is InFlight else after
+    return known if lent in known else (*known, lent)  # type: ignore[return-value]  # a tuple of InFlight
+
+
 def _in_flight(fate: tuple[str, str]) -> bool:
     """True for the fate of a handle a kernel call may take in flight (see `InFlight.takeable`)."""
-    return fate.__class__ is InFlight and fate.takeable()  # type: ignore[attr-defined]  # an InFlight, just tested
+    return fate.__class__ is InFlight and fate.takeable()
 
 
 def _overlaps(plan: Plan, args: Sequence[Any]) -> bool:
