@@ -260,13 +260,31 @@ def test_device_free_waits_for_the_launch(fake_gpu: None, k: ModuleType) -> None
 def test_a_device_dlpack_export_is_a_live_borrow(fake_gpu: None) -> None:
     back = _gpu(tile.arange, f32, 16)
     buffer = back._storage.buffer
-    consumer = back.__dlpack__()
+    consumer = back.__dlpack__(max_version=(1, 0))
     with pytest.raises(tile.BorrowError, match="DLPack export"):
         back.partition([16])
     back.free()
     assert not buffer.closed  # the consumer still reads the memory: the free waits for it
     del consumer
     assert buffer.closed
+
+
+def test_device_exports_are_read_only_unless_lent(fake_gpu: None) -> None:
+    """The device view behind ``__dlpack__`` and ``__cuda_array_interface__`` is read-only; only a `Lent` tensor's
+    is writable, and a legacy (pre-DLPack 1.0) consumer cannot be told "read-only", so it is refused."""
+    t = _gpu(tile.arange, f32, 16)
+    assert t.__cuda_array_interface__["data"][1] is True
+    with pytest.raises(BufferError, match="legacy capsule"):
+        t.__dlpack__()
+    from tile.frontend import _device
+
+    assert _device.view(t, export=True).readonly
+    lent = t.lend()
+    consumer = lent.__dlpack__(max_version=(1, 0))
+    assert lent.consumers == 1
+    del consumer
+    assert lent.consumers == 0
+    lent.reclaim()
 
 
 def test_a_gpu_launch_refuses_a_host_stream(fake_gpu: None, k: ModuleType) -> None:

@@ -2,7 +2,9 @@
 
 Host side: `Tensor` handles (``zeros/ones/full/empty/arange/linspace/eye/rand/randn``, ``from_numpy``,
 ``from_dlpack``; zero-copy views; DLPack and ``__cuda_array_interface__`` export), `Partition` (disjoint output
-tiles) and `Shared` (one read-only input for many launches in flight). Ownership (DESIGN §3) is enforced on every
+tiles), `Shared` (one read-only input for many launches in flight) and `Lent` (a tensor lent to another library
+for writing). Handles are not copies: ``copy.copy`` and pickling raise `HandleCopyError`; ``copy.deepcopy`` copies
+the values into new memory. Ownership (DESIGN §3) is enforced on every
 launch: arguments are moved into the launch and handed back by ``.sync()``/``await`` once the work is done; a
 partition needs exclusive memory; overlapping arguments are found by address range. Misuse raises a typed error
 (`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `BackendError`) before any
@@ -114,6 +116,7 @@ from tile.compiler.lang import (
     u64,
     where,
 )
+from tile.core import HandleCopyError
 from tile.frontend._backend import backend, gpu_available, set_backend
 from tile.frontend._create import (
     HostOrKernelOp,
@@ -145,6 +148,7 @@ from tile.frontend._errors import (
     TileError,
 )
 from tile.frontend._launch import Launch
+from tile.frontend._lend import Lent
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
@@ -170,11 +174,13 @@ __all__ = [
     "DType",
     "FreedError",
     "GridError",
+    "HandleCopyError",
     "HostOrKernelOp",
     "Kernel",
     "KernelFaultError",
     "LangOp",
     "Launch",
+    "Lent",
     "MovedError",
     "Mut",
     "MutAnnotation",

@@ -13,6 +13,7 @@ compiler sees the same `LangOp`), and calling them from ordinary Python makes a 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -25,7 +26,7 @@ from tile.frontend._dtypes import as_dtype, dtype_of, is_dtype_like, numpy_dtype
 from tile.frontend._errors import ArgumentError
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage
-from tile.frontend._tensor import Tensor
+from tile.frontend._tensor import MAX_BYTES, Tensor
 
 __all__ = [
     "arange",
@@ -88,19 +89,33 @@ def _shape(shape: object) -> tuple[int, ...]:
     return tuple(int(n) for n in dims)
 
 
+def _nbytes(dtype: DType, shape: tuple[int, ...]) -> int:
+    """The exact byte size of a new ``shape`` tensor (Python ints: no wrap-around), refused beyond `MAX_BYTES`."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > MAX_BYTES or any(n > MAX_BYTES for n in shape):
+        raise ArgumentError(
+            f"a {dtype.name} tensor of shape {list(shape)} would need {nbytes} bytes, beyond the {MAX_BYTES}-byte "
+            "limit of 64-bit indexing; use a smaller shape"
+        )
+    return nbytes
+
+
 def _dtype_shape(a: object, b: object, dtype: object, default: DType) -> tuple[DType, tuple[int, ...]]:
-    """Accept ``(dtype, shape)``, ``(shape, dtype)`` or ``(shape,)`` with ``dtype=``."""
+    """Accept ``(dtype, shape)``, ``(shape, dtype)`` or ``(shape,)`` with ``dtype=``; the size is checked."""
     if is_dtype_like(a) and not isinstance(a, int):
-        return as_dtype(a), _shape(b)
-    chosen = b if b is not None else dtype
-    return (as_dtype(chosen) if chosen is not None else default), _shape(a)
+        dt, shape = as_dtype(a), _shape(b)
+    else:
+        chosen = b if b is not None else dtype
+        dt, shape = (as_dtype(chosen) if chosen is not None else default), _shape(a)
+    _nbytes(dt, shape)
+    return dt, shape
 
 
 def empty(a: object, b: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """An uninitialised tensor: ``empty(f32, [M, N])`` (or ``empty([M, N], f32)``)."""
     dt, shape = _dtype_shape(a, b, dtype, f32)
     where = _target(device)
-    nbytes = int(np.prod(shape)) * dt.itemsize
+    nbytes = _nbytes(dt, shape)
     storage = Storage.host_owned(nbytes) if where == HOST else _device.allocate(nbytes, where)
     return Tensor._make(storage, dt, shape, site=user_site())
 
@@ -113,6 +128,7 @@ def _full(a: object, b: object = None, value: object = None, *, dtype: object = 
         dt, shape, fill = as_dtype(dtype if dtype is not None else f32), _shape(a), b
     if fill is None:
         raise ArgumentError("full() needs a fill value: full(f32, shape, value)")
+    _nbytes(dt, shape)
     return _store(np.full(shape, fill, numpy_dtype(dt)), dt, device)
 
 

@@ -58,13 +58,14 @@ def borrow(obj: object) -> tuple[Storage, np.dtype[Any], tuple[int, ...], tuple[
     return storage, dv.dtype, tuple(dv.shape), tuple(s // item for s in dv.strides), 0
 
 
-def view(tensor: Tensor, *, export: bool = False) -> Any:
+def view(tensor: Tensor, *, export: bool = False, writable: bool = False) -> Any:
     """A ``tile.core.DeviceView`` of the tensor's elements (zero-copy).
 
     With ``export``, the view is not tied to the buffer (it only keeps it referenced), so a DLPack capsule made from
     it owns the *view* until the consumer is done: the frontend watches that view to know how long the export lives
     (a buffer-tied view hands the capsule the buffer, and the view would die at once). Ordering the consumer's stream
-    is not needed: a handle exists only once the work writing its memory is complete (`_execute`, `_launch`).
+    is not needed: a handle exists only once the work writing its memory is complete (`_execute`, `_launch`). The
+    view is read-only unless ``writable`` (only a `Lent` tensor, which no Tile handle can use meanwhile, is).
     """
     from tile import core
 
@@ -79,6 +80,7 @@ def view(tensor: Tensor, *, export: bool = False) -> Any:
         device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
         owner=owner,
         buffer=storage.buffer if storage.owned and not export else None,
+        readonly=not writable,
     )
 
 

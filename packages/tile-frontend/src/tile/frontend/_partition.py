@@ -1,9 +1,10 @@
 """`Partition`: a tensor split into disjoint tiles, the only thing a kernel's ``Mut`` output accepts.
 
 Invariants:
-- Making a partition moves the tensor and requires exclusive memory: no other live handle, view, export or
-  foreign borrow may overlap it (`BorrowError` lists each one with the line that made it); read-only foreign
-  memory can never be partitioned.
+- Making a partition moves the tensor and requires an injective layout (no two elements share memory: a broadcast
+  or stride-0 view would let two blocks write one element, `AliasError`) and exclusive memory: no other live handle,
+  view, export or foreign borrow may overlap it (`BorrowError` lists each one with the line that made it); read-only
+  foreign memory can never be partitioned.
 - Tile extents are powers of two (Tile IR tiles are); the grid is ``ceil(extent / tile)`` per axis, so shapes need
   not divide: blocks of edge tiles load padding and their stores are masked.
 - A partition is a move-only handle like a tensor: `unpartition` moves the tensor back out. Moving a partition (into
@@ -15,18 +16,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from tile.compiler.lang import DType
-from tile.frontend._errors import ADMITTING, ArgumentError, BorrowError, InFlight, InFlightError, MovedError
+from tile.core import Uncopyable
+from tile.frontend._errors import ADMITTING, AliasError, ArgumentError, BorrowError, InFlight, InFlightError, MovedError
 from tile.frontend._storage import overlapping, owning
 from tile.frontend._tensor import _FIX, Tensor
 
-__all__ = ["Partition", "make_partition"]
+__all__ = ["Partition", "injective", "make_partition", "require_exclusive"]
 
 MAX_RANK = 3
 
 
-class Partition:
+class Partition(Uncopyable):
     """A tensor split into tiles of ``tile_shape``; pass it as a kernel's ``Mut`` argument.
 
     Attributes
@@ -42,6 +45,12 @@ class Partition:
 
     def __init__(self) -> None:
         raise TypeError("make partitions with tensor.partition(tile_shape)")
+
+    _copy_fix = "a partition is the one writer of its memory; copy.deepcopy makes a new partition of copied values"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Partition:
+        """A partition of a new tensor holding a copy of the elements, in the same tiles."""
+        return self._check().copy().partition(self.tile_shape)
 
     @classmethod
     def _make(cls, tensor: Tensor, tile_shape: tuple[int, ...]) -> Partition:
@@ -120,12 +129,27 @@ class Partition:
 
 def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Partition:
     """Validate and make a partition of ``tensor`` (see `Tensor.partition`)."""
-    storage = tensor._check()
+    tensor._check()
     tile = _tile_shape(tensor, tile_shape)
+    if not injective(tensor.shape, tensor.strides):
+        raise AliasError(
+            f"cannot partition {tensor._describe()} (at {site}): its layout (shape {list(tensor.shape)}, strides "
+            f"{list(tensor.strides)}) maps different elements to the same memory, as broadcast, stride-0 and "
+            "sliding-window views do, so two blocks would write one element. Partition a .copy() (or "
+            "tile.from_numpy(np.ascontiguousarray(...))) instead"
+        )
+    require_exclusive(tensor, f"partition {tensor._describe()} (at {site})", "partition")
+    return Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
+
+
+def require_exclusive(tensor: Tensor, what: str, verb: str) -> None:
+    """Raise `BorrowError` unless ``tensor``'s memory is writable and no other live handle overlaps it (``what`` says
+    what was asked, e.g. "partition Tensor(...) (at f.py:3)"; ``verb`` how to retry it)."""
+    storage = tensor._check()
     if storage.readonly:
         raise BorrowError(
-            f"{tensor._describe()} borrows read-only foreign memory, which cannot be written: "
-            "copy it with tile.from_numpy(...) or .copy() and partition the copy"
+            f"cannot {what}: it borrows read-only foreign memory, which cannot be written; "
+            f"copy it with tile.from_numpy(...) or .copy() and {verb} the copy"
         )
     lo, hi = tensor._byte_range()
     others = overlapping(storage, lo, hi, exclude=(tensor,))
@@ -134,10 +158,20 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
         count = len(others)
         del others  # the traceback keeps this frame: it must not keep the conflicting handles alive
         raise BorrowError(
-            f"cannot partition {tensor._describe()} (at {site}): a partition needs exclusive memory, but {count} "
-            f"other live handle(s) overlap it: {listed}. Drop them first (`del view`), or partition a .copy()"
+            f"cannot {what}: that needs exclusive memory, but {count} other live handle(s) overlap it: {listed}. "
+            f"Drop them first (`del view`), or {verb} a .copy()"
         )
-    return Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
+
+
+def injective(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when the layout gives every element its own memory: sorted by stride, each axis steps past everything
+    the smaller axes reach (sufficient, and what every dense, sliced or permuted layout satisfies)."""
+    reach = 0  # the largest element offset the axes seen so far reach
+    for stride, n in sorted((s, n) for n, s in zip(shape, strides, strict=True) if n > 1):
+        if stride <= reach:
+            return False
+        reach += (n - 1) * stride
+    return True
 
 
 def _tile_shape(tensor: Tensor, tile_shape: Sequence[int]) -> tuple[int, ...]:

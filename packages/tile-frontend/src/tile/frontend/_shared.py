@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from tile.compiler.lang import DType
+from tile.core import Uncopyable
 from tile.frontend._errors import BorrowError, MovedError
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
@@ -22,7 +23,7 @@ from tile.frontend._tensor import _FIX, Tensor
 __all__ = ["HANDLES", "Shared", "share", "tensor_of"]
 
 
-class Shared:
+class Shared(Uncopyable):
     """A tensor shared read-only between launches; make one with ``tensor.share()``.
 
     Attributes
@@ -38,6 +39,14 @@ class Shared:
 
     def __init__(self) -> None:
         raise TypeError("share a tensor with tensor.share()")
+
+    _copy_fix = (
+        "pass the share itself to as many launches as you like; copy.deepcopy makes a new share of copied values"
+    )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Shared:
+        """A share of a new tensor holding a copy of the elements."""
+        return self._check().copy().share()
 
     def _check(self) -> Tensor:
         if self._fate is not None:

@@ -11,9 +11,11 @@ Invariants:
   same way, for as long as the consumer keeps it.
 - Overlap is decided by absolute byte ranges ``[lo, hi)`` on one device, never by object identity: two handles
   of different storages conflict when their ranges intersect (foreign memory makes that possible).
-- Memory is released only when no pending launch uses it and no DLPack consumer views it: ``free`` is deferred until
-  ``pending`` is 0 and (device buffers) the last export is gone; a device buffer's free is then stream-ordered by
-  tile.core after every use the launches recorded.
+- Memory is released only when no pending launch uses it and no DLPack consumer or Tile borrow views it: ``free`` is
+  deferred until ``pending`` is 0, no ``tile.from_dlpack`` borrow overlaps it (whatever interface it came through:
+  a re-import of our own export included) and (device buffers) the last export is gone; a device buffer's free is
+  then stream-ordered by tile.core after every use the launches recorded. A freed storage whose free is deferred
+  still takes part in overlap checks (its pending launches' handles and its exports count) until it is dropped.
 - Every step that checks a handle's state and then changes it (a launch's checks and moves, partition, unpartition,
   share, unshare, views, free, exports, reads, the pending counts) holds `OWNERSHIP`, so threads sharing handles
   take each handle at most once: two threads can never both move one output into a launch.
@@ -107,10 +109,12 @@ class Storage:
         "__weakref__",
         "_exports",
         "_handles",
+        "_imports",
         "_sweep_at",
         "address",
         "buffer",
         "device",
+        "dropped",
         "freed_at",
         "host",
         "keepalive",
@@ -137,13 +141,27 @@ class Storage:
         self._handles: dict[int, weakref.ref[Any]] = {}
         self._sweep_at = _SWEEP_SLACK
         self._exports: set[_Export] = set()  # each leaves through its finalizer, which holds it until then
+        self._imports: set[_Export] = set()  # borrows of this memory made by tile.from_dlpack (same finalizers)
         self.pending = 0
         self.freed_at: str | None = None
+        self.dropped = False
         with OWNERSHIP:  # `overlapping` iterates these registries under the lock
-            _ALL.add(self)
             if not owned:
+                self._hold_overlapped()
                 key = id(self)
                 _FOREIGN[key] = weakref.ref(self, lambda _: _FOREIGN.pop(key, None))
+            _ALL.add(self)
+
+    def _hold_overlapped(self) -> None:
+        """A borrow of memory that Tile owns (a re-import of our own export, through DLPack or an array interface)
+        keeps that memory: its free is deferred until this borrow is gone, so the borrow never reads freed memory."""
+        lo, hi = self.address, self.address + self.nbytes
+        for other in list(_ALL):
+            near = other.owned and not other.dropped and other.device == self.device
+            if near and other.address < hi and lo < other.address + other.nbytes:
+                token = _Export(lo, hi, "a tile.from_dlpack borrow of this memory")
+                other._imports.add(token)
+                weakref.finalize(self, other._export_gone, token)
 
     @classmethod
     def host_owned(cls, nbytes: int) -> Storage:
@@ -187,16 +205,18 @@ class Storage:
                 yield handle
         yield from list(self._exports)
 
-    def export(self, lo: int, hi: int, what: str, consumer_view: object) -> None:
+    def export(self, lo: int, hi: int, what: str, consumer_view: object) -> _Export:
         """Track a buffer exported to another library as a borrow until ``consumer_view`` is collected."""
         token = _Export(lo, hi, what)
         self._exports.add(token)
         # The finalizer holds the token (and this storage) as long as the view lives, then runs a deferred free.
         weakref.finalize(consumer_view, self._export_gone, token)
+        return token
 
     def _export_gone(self, token: _Export) -> None:
         with OWNERSHIP:  # a finalizer: it runs in whichever thread collects the consumer's view
             self._exports.discard(token)
+            self._imports.discard(token)
             if self.freed_at is not None and self.pending == 0:
                 self._drop()
 
@@ -214,11 +234,12 @@ class Storage:
             self._drop()
 
     def _drop(self) -> None:
-        if self.buffer is not None and self.owned and len(self._exports):
-            return  # another library still views the memory: the last export's finalizer frees it
+        if self._imports or (self.buffer is not None and self.owned and len(self._exports)):
+            return  # another library (or a borrow of ours) still views the memory: the last one's finalizer frees it
         if self.buffer is not None and self.owned:
             self.buffer.free()  # stream-ordered by tile.core after every use it recorded
         self.host, self.buffer, self.keepalive = None, None, None
+        self.dropped = True
 
 
 @owning
@@ -228,17 +249,19 @@ def overlapping(storage: Storage, lo: int, hi: int, exclude: tuple[object, ...] 
     Only the storage's own handles can overlap unless foreign memory is borrowed somewhere: then every storage
     on the device is scanned, because a borrow may alias anything (including a re-imported export of ours).
     """
-    # A freed storage's range may already belong to a new allocation: its stale handles alias nothing.
     skip = {id(e) for e in exclude}  # the excluded objects are alive (``exclude`` holds them): ids are unique
     if not _FOREIGN and not storage._exports:
         if storage._handles.keys() <= skip:
             return []  # the common launch: the storage's only handles are the launch's own arguments
         storage.sweep()  # entries of collected handles would keep failing the test above
-    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.freed_at]
+    # A dropped storage's range may already belong to a new allocation: its stale handles alias nothing. A freed one
+    # that is not dropped yet is still read by pending launches (their handles count) or viewed by exports.
+    pools = [storage] if not _FOREIGN else [s for s in list(_ALL) if s.device == storage.device and not s.dropped]
     found: list[Handle] = []
     for pool in pools:
+        stale = pool.freed_at is not None and pool.pending == 0  # every handle left is unusable; exports still count
         for handle in pool.live():
-            if id(handle) in skip:
+            if id(handle) in skip or (stale and not isinstance(handle, _Export)):
                 continue
             a, b = handle._byte_range()
             if a < hi and lo < b:

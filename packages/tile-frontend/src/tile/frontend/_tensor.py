@@ -22,6 +22,7 @@ import numpy as np
 from tile.compiler.lang import DType
 from tile.compiler.lang import Tensor as _Annotation
 from tile.compiler.lang._annotations import TensorAnnotation
+from tile.core import Uncopyable
 from tile.frontend._dtypes import numpy_dtype
 from tile.frontend._errors import (
     ADMITTING,
@@ -36,6 +37,7 @@ from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage, owning
 
 if TYPE_CHECKING:
+    from tile.frontend._lend import Lent
     from tile.frontend._partition import Partition
     from tile.frontend._shared import Shared
 
@@ -43,7 +45,7 @@ __all__ = ["Tensor", "contiguous_strides"]
 
 _FIX = {
     "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
-    "partition": "use the handle it returned (`.unpartition()` / `.unshare()` give the tensor back)",
+    "partition": "use the handle it returned (`.unpartition()` / `.unshare()` / `.reclaim()` give the tensor back)",
     "unpartition": "use the Tensor that .unpartition() returned",
     "inflight": "a .then() function may only pass it to a launch it returns (run after this one, in order); read it "
     "from what .sync()/await returns once the chain is done",
@@ -61,7 +63,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-class Tensor:
+class Tensor(Uncopyable):
     """A host handle on device (or, on the CPU backend, host) memory.
 
     Create tensors with `tile.zeros`, `tile.ones`, `tile.from_numpy`, `tile.from_dlpack`, ...; pass them to
@@ -99,6 +101,15 @@ class Tensor:
     def __init__(self) -> None:
         raise TypeError("make tensors with tile.zeros/ones/full/empty/arange/from_numpy/from_dlpack")
 
+    # copy.copy and pickling refuse (Uncopyable): a second handle on the same memory would be a second owner.
+    _copy_fix = (
+        "for a new tensor holding the same values use .copy() (or copy.deepcopy); to send it elsewhere, .to_numpy()"
+    )
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A new tensor owning a copy of the elements (what deep-copying a value means): see `copy`."""
+        return self.copy()
+
     def __class_getitem__(cls, item: Any) -> TensorAnnotation:
         return _Annotation[item]
 
@@ -117,7 +128,7 @@ class Tensor:
         self._storage, self.dtype, self._shape, self._offset = storage, dtype, tuple(shape), offset
         self._strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         self._site, self._fate = site or user_site(), None
-        self._range = self._span()
+        self._range = _checked_span(storage, dtype, self._shape, self._strides, offset)
         # What a launch's layout key reads from this view (see _plan): fixed for the handle's life, like _range.
         self._layout = (dtype.name, self._shape, self._strides, self._range[0] & 15, storage.device)
         storage.add(self)
@@ -178,13 +189,6 @@ class Tensor:
     def _byte_range(self) -> tuple[int, int]:
         """The absolute bytes ``[lo, hi)`` the elements span (fixed for the handle's life)."""
         return self._range
-
-    def _span(self) -> tuple[int, int]:
-        item = self.dtype.itemsize
-        lo = self._storage.address + self._offset * item
-        if any(n == 0 for n in self._shape):
-            return lo, lo
-        return lo, lo + (sum((n - 1) * s for n, s in zip(self._shape, self._strides, strict=False)) + 1) * item
 
     # -- metadata -----------------------------------------------------------------------------------------------
 
@@ -284,7 +288,10 @@ class Tensor:
                     raise ArgumentError(f"index {k} is out of bounds for axis {axis} of {self!r}")
                 offset += (int(k) % n) * s
             elif isinstance(k, slice):
-                start, stop, step = k.indices(n)
+                try:
+                    start, stop, step = k.indices(n)
+                except (TypeError, ValueError) as exc:
+                    raise ArgumentError(f"bad slice {k!r} for axis {axis} of {self!r}: {exc}") from None
                 if step <= 0:
                     raise ArgumentError("slices need a positive step (negative strides are not supported)")
                 shape.append(len(range(start, stop, step)))
@@ -384,10 +391,22 @@ class Tensor:
 
     @owning
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
-        """Export through DLPack (zero-copy); the consumer's array counts as a live borrow while it exists."""
+        """Export through DLPack (zero-copy) read-only; the consumer's array counts as a live borrow while it exists.
+
+        The export carries DLPack 1.0's read-only flag, so it needs a consumer that asks for DLPack 1.0 (numpy >= 2.1,
+        recent torch); a legacy request gets ``BufferError``. For a writable export, `lend` the tensor.
+        """
         storage = self._check()
+        version = kwargs.get("max_version")
+        if version is None or tuple(version) < (1, 0):
+            raise BufferError(
+                f"{self._describe()} is exported read-only, which only DLPack 1.0 can express, and the consumer asked "
+                "for a legacy capsule: use a consumer that passes max_version=(1, 0) (numpy >= 2.1, recent torch), "
+                "or .lend() the tensor for a writable export"
+            )
         if storage.host is not None:
             view: Any = self._host_array()
+            view.flags.writeable = False
             capsule = view.__dlpack__(**kwargs)
         else:
             from tile.frontend import _device
@@ -405,6 +424,51 @@ class Tensor:
         from tile.frontend import _device
 
         return _device.view(self).__cuda_array_interface__  # type: ignore[no-any-return]  # tile.core DeviceView
+
+    @owning
+    def lend(self) -> Lent:
+        """Lend this tensor to another library for writing, through DLPack; moves the tensor.
+
+        ``__dlpack__`` exports read-only. A `Lent` exports writable views (``torch.from_dlpack(lent)``) and is
+        the only handle on the memory until ``lent.reclaim()`` gives the tensor back, once those views are gone.
+
+        Raises
+        ------
+        BorrowError
+            Another live handle overlaps this tensor's memory, or the memory is read-only.
+        """
+        from tile.frontend._lend import lend
+
+        return lend(self, user_site())
+
+
+MAX_BYTES = 2**63 - 1
+"""The largest byte span (and extent, stride, offset) a tensor may have: kernels index memory with 64-bit ints."""
+
+
+def _checked_span(
+    storage: Storage, dtype: DType, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
+) -> tuple[int, int]:
+    """The absolute bytes ``[lo, hi)`` a layout spans, computed exactly (Python ints); refuse a layout that reaches
+    outside its storage or beyond the 64-bit index range, so no later size or offset arithmetic can wrap."""
+    item = dtype.itemsize
+    if any(n < 0 for n in shape) or any(s < 0 for s in strides) or offset < 0 or len(shape) != len(strides):
+        raise ArgumentError(f"invalid layout: shape {list(shape)}, strides {list(strides)}, offset {offset}")
+    reach = 0 if 0 in shape else sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1
+    lo = storage.address + offset * item
+    hi = lo + reach * item
+    if max((*shape, *strides, offset, (offset + reach) * item), default=0) > MAX_BYTES:
+        raise ArgumentError(
+            f"a {dtype.name} tensor of shape {list(shape)} (strides {list(strides)}, offset {offset}) reaches beyond "
+            f"the 64-bit index range kernels use ({MAX_BYTES} bytes); use smaller extents or steps"
+        )
+    if lo < storage.address or hi > storage.address + storage.nbytes:
+        raise ArgumentError(
+            f"a {dtype.name} tensor of shape {list(shape)} (strides {list(strides)}, offset {offset}) spans bytes "
+            f"[{lo - storage.address}, {hi - storage.address}) of memory that holds {storage.nbytes} bytes; "
+            "a view must lie inside the memory it views"
+        )
+    return lo, hi
 
 
 def _dims(args: Sequence[int | Sequence[int]]) -> list[int]:

@@ -1,0 +1,120 @@
+"""`Lent`: a tensor lent to another library for writing, through DLPack (the explicit writable export).
+
+``tensor.__dlpack__`` always exports read-only: a consumer's view outlives the call, and the tensor may later be a
+kernel's input, which another library must not write mid-kernel. To let another library write (an NCCL all-reduce
+through torch, a cupy fill), lend the tensor: ``lent = z.lend()`` needs exclusive memory (as a partition does) and
+moves the tensor, so while it is lent no Tile handle can read, launch, view or free that memory. The consumer's
+arrays are tracked like every export; ``lent.reclaim()`` gives the tensor back once they are all gone.
+
+Invariants: a `Lent` is move-only and uncopyable; it exports only while it is not reclaimed; ``reclaim`` raises
+`BorrowError` (and changes nothing) while any array made from it is alive.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tile.compiler.lang import DType
+from tile.core import Uncopyable
+from tile.frontend._errors import BorrowError, MovedError
+from tile.frontend._partition import require_exclusive
+from tile.frontend._site import user_site
+from tile.frontend._storage import HOST, _Export, owning
+from tile.frontend._tensor import _FIX, Tensor
+
+__all__ = ["Lent", "lend"]
+
+
+class Lent(Uncopyable):
+    """A tensor lent for writing to another library; make one with ``tensor.lend()``.
+
+    Pass it to the other library's ``from_dlpack`` (``torch.from_dlpack(lent)``, ``np.from_dlpack(lent)``): those
+    arrays are writable views of the tensor's memory. Call `reclaim` once they are gone to get the tensor back.
+    """
+
+    __slots__ = ("_fate", "_tensor", "_tokens")
+    _tensor: Tensor
+    _fate: tuple[str, str] | None
+    _tokens: list[_Export]
+    _copy_fix = "pass the Lent itself to the other library's from_dlpack, as many times as you need"
+
+    def __init__(self) -> None:
+        raise TypeError("lend a tensor with tensor.lend()")
+
+    def _check(self) -> Tensor:
+        if self._fate is not None:
+            raise MovedError(self._describe(), self._fate[1], _FIX[self._fate[0]])
+        self._tensor._check()
+        return self._tensor
+
+    def _describe(self) -> str:
+        return f"Lent({self._tensor.dtype.name}, {list(self._tensor.shape)}) created at {self._tensor._site}"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Extents."""
+        return self._tensor.shape
+
+    @property
+    def dtype(self) -> DType:
+        """Element type."""
+        return self._tensor.dtype
+
+    @property
+    def consumers(self) -> int:
+        """How many arrays made from this loan are still alive."""
+        exports = self._tensor._storage._exports
+        return sum(1 for token in self._tokens if token in exports)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._check().__dlpack_device__()
+
+    @owning
+    def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
+        """A writable DLPack export; the consumer's array is tracked until it is collected."""
+        tensor = self._check()
+        storage = tensor._storage
+        if storage.host is not None:
+            view: Any = tensor._elements()
+            capsule = view.__dlpack__(**kwargs)
+        else:
+            from tile.frontend import _device
+
+            view = _device.view(tensor, export=True, writable=True)
+            capsule = view.__dlpack__(stream=stream, **kwargs)
+        self._tokens.append(
+            storage.export(*tensor._byte_range(), f"a writable DLPack export of {self._describe()}", view)
+        )
+        return capsule
+
+    @owning
+    def reclaim(self) -> Tensor:
+        """Give the tensor back once no array made from this loan is alive (moves this handle).
+
+        Raises
+        ------
+        BorrowError
+            While another library still holds an array made from it: drop it (``del arr``) first.
+        """
+        tensor = self._check()
+        site = user_site()
+        if self.consumers:
+            raise BorrowError(
+                f"cannot reclaim {self._describe()} at {site}: {self.consumers} array(s) made from it by another "
+                "library are still alive and may write it; drop them first (`del arr`)"
+            )
+        self._fate = ("unpartition", f"reclaimed at {site}")
+        return tensor._move("unpartition", f"reclaimed at {site}")
+
+    def __repr__(self) -> str:
+        state = "reclaimed" if self._fate is not None else f"{self.consumers} consumer(s)"
+        where = "cpu" if self._tensor._storage.device == HOST else str(self._tensor._storage.device)
+        return f"Lent({self.dtype.name}, {list(self.shape)}, {where}, {state})"
+
+
+def lend(tensor: Tensor, site: str) -> Lent:
+    """Move ``tensor`` into a new `Lent` (see `Tensor.lend`)."""
+    require_exclusive(tensor, f"lend {tensor._describe()} (at {site})", "lend")
+    self = object.__new__(Lent)
+    self._tensor, self._fate, self._tokens = tensor._move("partition", f"moved into .lend() at {site}"), None, []
+    return self

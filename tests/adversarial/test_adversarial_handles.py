@@ -1,0 +1,317 @@
+"""Host-side attacks on the safety contract (an outside review of safe code), each now stopped by a typed error.
+
+1. sizes that overflow 64 bits; 2. copying, deep-copying and pickling handles; 4. outputs whose layout maps two
+elements to one address; 7. re-importing Tile memory and freeing it; 10. a deferred free hiding a pending reader
+from the overlap checks; 13. writable DLPack exports; 14. a producer writing its borrowed output mid-launch
+(``take=True``); and the weak messages found on the way (``t[::0]``, strides beyond 64 bits). Every test runs on the
+CPU interpreter; each error names the handle and says what to do, and a failed call changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import importlib.util
+import pickle
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile.frontend import f32
+
+THIS = Path(__file__).name
+
+
+def _load() -> ModuleType:
+    name = "adversarial_handle_kernels"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "kernels" / "handle_kernels.py")
+        assert spec is not None
+        assert spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _cpu() -> None:
+    tile.set_backend("cpu")
+
+
+@pytest.fixture
+def k() -> ModuleType:
+    return _load()
+
+
+class Interface:
+    """Any library's array that exposes ``__array_interface__`` over an address it does not own (no DLPack)."""
+
+    def __init__(self, address: int, n: int, readonly: bool = False) -> None:
+        self.__array_interface__ = {"data": (address, readonly), "shape": (n,), "typestr": "<f4", "version": 3}
+
+
+# -- 1. sizes ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [tile.empty, tile.zeros, tile.ones, tile.rand])
+def test_a_size_beyond_64_bits_is_refused_before_allocating(make: Any) -> None:
+    """``2**61 + 1`` rows of 8 f32 is 2**66 bytes: numpy's int64 product wrapped to a 32-byte allocation."""
+    with pytest.raises(tile.ArgumentError, match=r"beyond the \d+-byte limit of 64-bit indexing; use a smaller shape"):
+        make(f32, [2**61 + 1, 8])
+
+
+def test_full_refuses_a_size_beyond_64_bits() -> None:
+    with pytest.raises(tile.ArgumentError, match="64-bit"):
+        tile.full(f32, [2**62, 2**3], 1.0)
+
+
+def test_a_view_never_reaches_outside_its_memory() -> None:
+    t = tile.arange(f32, 8)
+    with pytest.raises(tile.ArgumentError, match="beyond the 64-bit index range") as info:
+        t[:: 2**70]  # one element, but a stride no kernel index can hold
+    assert "smaller extents or steps" in str(info.value)
+    np.testing.assert_array_equal(t.to_numpy(), np.arange(8))  # nothing changed
+
+
+def test_a_zero_step_is_an_argument_error() -> None:
+    t = tile.arange(f32, 8)
+    with pytest.raises(tile.ArgumentError, match="step cannot be zero"):
+        t[::0]
+    with pytest.raises(tile.ArgumentError, match="bad slice"):
+        t["a":]  # type: ignore[misc]  # the attack: a slice of non-ints
+
+
+# -- 2. copies -------------------------------------------------------------------------------------------------
+
+
+def _handles() -> list[Any]:
+    return [
+        tile.zeros(f32, [8]),
+        tile.zeros(f32, [8]).partition([4]),
+        tile.zeros(f32, [8]).share(),
+        tile.zeros(f32, [8]).lend(),
+    ]
+
+
+@pytest.mark.parametrize("attempt", [copy.copy, pickle.dumps], ids=["copy", "pickle"])
+def test_handles_cannot_be_cloned(attempt: Any) -> None:
+    """A shallow copy is a second live handle the registry does not know: two launches could write one output."""
+    for handle in _handles():
+        with pytest.raises(tile.HandleCopyError, match="second owner") as info:
+            attempt(handle)
+        assert type(handle).__name__ in str(info.value)
+        assert not handle.moved if hasattr(handle, "moved") else True
+
+
+def test_a_cloned_output_cannot_race_its_original(k: ModuleType) -> None:
+    z = tile.zeros(f32, [8]).partition([4])
+    with pytest.raises(tile.HandleCopyError, match=r"copy\.copy of Partition"):
+        copy.copy(z)
+    z, _, _ = k.add(z, tile.ones(f32, [8]), tile.ones(f32, [8])).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(8, 2.0))
+
+
+def test_deepcopy_is_a_copy_of_the_values_in_new_memory(k: ModuleType) -> None:
+    t = tile.arange(f32, 8)
+    twin = copy.deepcopy(t)
+    np.testing.assert_array_equal(twin.to_numpy(), np.arange(8))
+    z = t.partition([4])  # the twin shares nothing with t, so t's memory is still exclusive
+    z, _, _ = k.add(z, tile.ones(f32, [8]), tile.ones(f32, [8])).sync()
+    np.testing.assert_array_equal(twin.to_numpy(), np.arange(8))
+    part = copy.deepcopy(z)
+    assert part.tile_shape == (4,)
+    np.testing.assert_array_equal(part.unpartition().to_numpy(), np.full(8, 2.0))
+    shared = copy.deepcopy(tile.arange(f32, 4).share())
+    np.testing.assert_array_equal(shared.to_numpy(), np.arange(4))
+
+
+# -- 4. self-overlapping outputs ----------------------------------------------------------------------------------
+
+
+def _overlapping_layouts() -> list[np.ndarray]:
+    base = np.zeros(16, np.float32)
+    stride0 = np.lib.stride_tricks.as_strided(base, (8,), (0,), writeable=True)
+    window = np.lib.stride_tricks.sliding_window_view(base, 4, writeable=True)  # rows overlap by 3 elements
+    rows = np.lib.stride_tricks.as_strided(base, (4, 4), (8, 4), writeable=True)  # row i starts at 2*i
+    return [stride0, window, rows]
+
+
+@pytest.mark.parametrize("layout", range(3), ids=["stride0", "sliding-window", "overlapping-rows"])
+def test_an_output_that_overlaps_itself_is_refused(layout: int) -> None:
+    array = _overlapping_layouts()[layout]
+    t = tile.from_dlpack(array)
+    tiles = [4] * array.ndim
+    with pytest.raises(tile.AliasError, match="maps different elements to the same memory") as info:
+        t.partition(tiles)
+    assert THIS in str(info.value)  # the user's line
+    assert ".copy()" in str(info.value)
+    assert not t.moved
+    t.copy().partition(tiles)  # a contiguous copy is fine
+
+
+def test_dense_sliced_and_permuted_outputs_stay_accepted() -> None:
+    for t in (tile.zeros(f32, [8, 8]), tile.zeros(f32, [8, 16])[:, ::2], tile.zeros(f32, [4, 8]).T):
+        t.partition([4, 4])
+
+
+# -- 7. re-imports of Tile memory ---------------------------------------------------------------------------------
+
+
+def test_a_reimport_through_an_array_interface_keeps_the_memory(k: ModuleType) -> None:
+    """A borrow of Tile memory made through another interface used to be untracked: free the tensor and the borrow
+    read freed, reused memory."""
+    x = tile.arange(f32, 64)
+    y = tile.from_dlpack(Interface(x.data_ptr(), 64, readonly=True))
+    storage = x._storage
+    x.free()
+    junk = [tile.full(f32, [64], -1.0) for _ in range(32)]  # would reuse the freed bytes
+    assert storage.host is not None, "the free is deferred while the borrow lives"
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(64))
+    z, y, _ = k.add(tile.zeros(f32, [64]).partition([16]), y, junk[0]).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(64) - 1.0)
+    del y
+    gc.collect()
+    assert storage.dropped, "the deferred free happened once the borrow was gone"
+
+
+def test_a_reimport_of_our_own_export_keeps_the_memory() -> None:
+    x = tile.arange(f32, 16)
+    y = tile.from_dlpack(np.from_dlpack(x))
+    x.free()
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(16))
+
+
+# -- 10. a deferred free and the overlap checks ----------------------------------------------------------------
+
+
+def test_a_deferred_free_still_counts_its_pending_reader(k: ModuleType) -> None:
+    """Freeing a view of ``x`` while a launch reads ``x`` defers the free; the overlap scan skipped freed memory, so
+    a foreign alias of ``x`` refused as an output before the free was accepted right after it."""
+    x = tile.arange(f32, 8)
+    view = x[:]
+    op = k.add(tile.zeros(f32, [8]).partition([4]), x, tile.ones(f32, [8]))  # reads x, not run yet
+    alias = tile.from_dlpack(Interface(view.data_ptr(), 8))
+    with pytest.raises(tile.BorrowError, match="exclusive memory"):
+        alias.partition([4])
+    view.free()  # deferred: the launch still reads the memory
+    with pytest.raises(tile.BorrowError, match="exclusive memory") as info:
+        alias.partition([4])
+    assert "moved into" not in str(info.value)
+    z, _, _ = op.sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(8) + 1.0)
+    alias.partition([4])  # the reader is done: nothing live overlaps the alias any more
+
+
+# -- 13. exports are read-only ------------------------------------------------------------------------------------
+
+
+def test_dlpack_exports_are_read_only() -> None:
+    x = tile.arange(f32, 8)
+    view = np.from_dlpack(x)
+    assert not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 5.0
+    with pytest.raises(BufferError, match="read-only"):
+        x.__dlpack__()  # a legacy consumer cannot be told "read-only": refused, not handed writable memory
+    np.testing.assert_array_equal(x.to_numpy(), np.arange(8))
+
+
+def test_a_lent_tensor_is_the_one_writable_export(k: ModuleType) -> None:
+    x = tile.arange(f32, 8)
+    lent = x.lend()
+    with pytest.raises(tile.MovedError, match=r"moved into \.lend\(\)") as moved:
+        x.to_numpy()
+    assert ".reclaim()" in str(moved.value)
+    writable = np.from_dlpack(lent)
+    writable[:] = 3.0
+    with pytest.raises(tile.BorrowError, match="still alive") as info:
+        lent.reclaim()
+    assert "del arr" in str(info.value)
+    del writable
+    gc.collect()
+    x = lent.reclaim()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(8, 3.0))
+    with pytest.raises(tile.MovedError, match="reclaimed at"):
+        np.from_dlpack(lent)
+
+
+def test_lending_needs_exclusive_memory() -> None:
+    x = tile.arange(f32, 8)
+    view = x[2:4]
+    with pytest.raises(tile.BorrowError, match=r"cannot lend .* exclusive memory") as info:
+        x.lend()
+    assert "del view" in str(info.value)
+    del view
+    x.lend()
+
+
+# -- the same attacks on the GPU ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def on_gpu() -> Any:
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+@pytest.mark.parametrize("make", [tile.empty, tile.zeros])
+@pytest.mark.gpu
+def test_gpu_size_beyond_64_bits_is_refused(on_gpu: None, make: Any) -> None:
+    with pytest.raises(tile.ArgumentError, match="64-bit"):
+        make(f32, [2**61 + 1, 8])
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_expanded_torch_output_is_refused(on_gpu: None, k: ModuleType) -> None:
+    torch = pytest.importorskip("torch")
+    out = torch.zeros(1, device="cuda").expand(1024)  # stride 0: every index is one element
+    torch.cuda.synchronize()
+    t = tile.from_dlpack(out)
+    with pytest.raises(tile.AliasError, match="same memory"):
+        t.partition([128])
+    z, _, _ = k.add(t.copy().partition([128]), tile.ones(f32, [1024]), tile.ones(f32, [1024])).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(1024, 2.0, np.float32))
+
+
+class CudaInterface:
+    """Another library's view of device memory through ``__cuda_array_interface__`` only."""
+
+    def __init__(self, interface: dict[str, Any]) -> None:
+        self.__cuda_array_interface__ = dict(interface)
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_reimport_through_the_cuda_array_interface_keeps_the_memory(on_gpu: None, k: ModuleType) -> None:
+    """The review's crash: re-import a tensor through its own ``__cuda_array_interface__``, free it, and launch a
+    kernel reading the borrow. The free is now deferred until the borrow is gone (compute-sanitizer runs this)."""
+    n = 1 << 16
+    x = tile.arange(f32, n)
+    y = tile.from_dlpack(CudaInterface(x.__cuda_array_interface__))
+    x.free()
+    junk = [tile.full(f32, [n], -1.0) for _ in range(8)]  # the pool would hand the freed block out again
+    z, y, _ = k.add(tile.zeros(f32, [n]).partition([1024]), y, junk[0]).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(n, dtype=np.float32) - 1.0)
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(n, dtype=np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_copies_and_exports(on_gpu: None, k: ModuleType) -> None:
+    z = tile.zeros(f32, [1024]).partition([128])
+    with pytest.raises(tile.HandleCopyError):
+        copy.copy(z)
+    twin = copy.deepcopy(z)
+    z, _, _ = k.add(z, tile.ones(f32, [1024]), tile.ones(f32, [1024])).sync()
+    np.testing.assert_array_equal(twin.unpartition().to_numpy(), np.zeros(1024, np.float32))
+    x = z.unpartition()
+    assert x.__cuda_array_interface__["data"][1] is True  # read-only
+    with pytest.raises(BufferError, match="legacy capsule"):
+        x.__dlpack__()
