@@ -4,7 +4,7 @@
 """Capture a launch once as a graph (a CUDA graph on the GPU, a recorded host schedule on the CPU) and replay it.
 
 Pointers are baked in at capture, so every replay reads and writes the same tensors: here each replay adds x into
-the accumulator z. Closing the graph hands the captured tensors back.
+the accumulator z. The graph owns the captured tensors until it is closed; closing hands them back.
 """
 
 import numpy as np
@@ -24,8 +24,7 @@ def main() -> None:
     graph = accumulate(tile.zeros(f32, [n]).partition([512]), x).graph()  # captured, not run
     for _ in range(replays):
         graph.launch().sync()
-    graph.close()
-    z, x = graph.output
+    z, x = graph.close()  # the graph owns its output until closed: replays and reads never overlap
     out = z.unpartition().to_numpy()
     np.testing.assert_array_equal(out, replays * np.arange(n, dtype=np.float32))
     print(f"graph_replay: {replays} replays of one captured launch on {tile.backend()}: OK")
