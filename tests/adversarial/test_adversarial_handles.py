@@ -315,3 +315,27 @@ def test_gpu_copies_and_exports(on_gpu: None, k: ModuleType) -> None:
     assert x.__cuda_array_interface__["data"][1] is True  # read-only
     with pytest.raises(BufferError, match="legacy capsule"):
         x.__dlpack__()
+
+
+# -- what a launch checked cannot change under it ----------------------------------------------------------------
+
+
+def test_checked_attributes_of_handles_are_read_only(k: ModuleType) -> None:
+    """``t.dtype = f64`` on an f32 tensor would double the bytes a kernel reads; ``z.tile_shape = (3,)`` would skip
+    the partition checks; ``s.users = 0`` would let ``unshare`` give a pending reader's input to a writer."""
+    t = tile.zeros(f32, [8])
+    with pytest.raises(tile.FrozenError, match=r"\.dtype is read-only") as info:
+        t.dtype = tile.f64
+    assert "from_numpy" in str(info.value)
+    z = tile.zeros(f32, [8]).partition([4])
+    with pytest.raises(tile.FrozenError, match=r"\.tile_shape is read-only"):
+        z.tile_shape = (3,)
+    s = tile.ones(f32, [8]).share()
+    op = k.add(z, s, s)
+    with pytest.raises(tile.FrozenError, match=r"\.users is read-only"):
+        s.users = 0
+    with pytest.raises(tile.BorrowError, match="not done"):
+        s.unshare()
+    z, _, _ = op.sync()
+    assert (t.dtype, z.tile_shape, s.users) == (f32, (4,), 0)
+    np.testing.assert_array_equal(s.unshare().to_numpy(), np.ones(8))

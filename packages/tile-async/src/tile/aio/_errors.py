@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tile.bindings import TileError
+from tile.core import HandleCopyError
 
 __all__ = [
     "CaptureError",
@@ -200,8 +201,9 @@ class CopyError(TileError, ValueError):
         return (type(self), (self.problem,))
 
 
-class UncopyableError(TileError, TypeError):
-    """An object that owns work or resources (an op, a graph, a stream, a policy) was copied or pickled.
+class UncopyableError(HandleCopyError):
+    """An object that owns work or resources (an op, a graph, a stream, a policy) was copied or pickled (a
+    ``tile.core.HandleCopyError``, so one ``except`` catches the refusals of every layer).
 
     A copy would be a second owner: an op that runs twice, a graph closed twice, a stream driven from a clone.
 

@@ -1,4 +1,4 @@
-"""`Uncopyable`: the mixin that makes tile.aio's owning objects refuse ``copy.copy``, ``copy.deepcopy`` and pickling.
+"""`Uncopyable`: tile.core's copy-refusing mixin, raising tile.aio's `UncopyableError` (a ``HandleCopyError``).
 
 Invariant: an op, a graph, a context, a completion or a policy has exactly one Python object per ownership (of its
 inputs, its recorded work, its stream); ``copy.copy`` of a ``__slots__`` object copies every slot, which would make a
@@ -8,34 +8,20 @@ and what to do instead. Errors are not owners: they keep pickling through ``__re
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import NoReturn
 
+import tile.core
 from tile.aio._errors import UncopyableError
+from tile.core._nocopy import describe
 
 __all__ = ["Uncopyable"]
 
 
-class Uncopyable:
+class Uncopyable(tile.core.Uncopyable):
     """Mixin: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise `UncopyableError`; ``_copy_fix`` is the advice."""
 
     __slots__ = ()
     _copy_fix = "pass the object itself (it may be shared between threads)"
 
     def _refuse(self, how: str) -> NoReturn:
-        try:
-            what = repr(self)
-        except Exception:  # a half-built or closed object: its class still names it
-            what = f"a {type(self).__name__}"
-        raise UncopyableError(what, how, self._copy_fix)
-
-    def __copy__(self) -> NoReturn:
-        self._refuse("copy.copy")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> NoReturn:
-        self._refuse("copy.deepcopy")
-
-    def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        self._refuse("pickling")
-
-    def __reduce__(self) -> NoReturn:
-        self._refuse("pickling")
+        raise UncopyableError(describe(self), how, self._copy_fix)

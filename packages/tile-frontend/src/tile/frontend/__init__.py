@@ -4,10 +4,10 @@ Host side: `Tensor` handles (``zeros/ones/full/empty/arange/linspace/eye/rand/ra
 ``from_dlpack``; zero-copy views; DLPack and ``__cuda_array_interface__`` export), `Partition` (disjoint output
 tiles), `Shared` (one read-only input for many launches in flight) and `Lent` (a tensor lent to another library
 for writing). Handles are not copies: ``copy.copy`` and pickling raise `HandleCopyError`; ``copy.deepcopy`` copies
-the values into new memory. Ownership (DESIGN §3) is enforced on every
-launch: arguments are moved into the launch and handed back by ``.sync()``/``await`` once the work is done; a
-partition needs exclusive memory; overlapping arguments are found by address range. Misuse raises a typed error
-(`MovedError`, `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `BackendError`) before any
+the values into new memory. Ownership (DESIGN §3) is enforced on every launch: arguments are moved into the launch
+and handed back by ``.sync()``/``await`` once the work is done; a partition needs exclusive memory; overlapping
+arguments are found by address range. Misuse raises a typed error (`MovedError` and its `InFlightError`,
+`BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `FrozenError`, `BackendError`) before any
 memory is touched. `TileError` catches everything Tile raises here: those, ``CompileError`` and the toolchain's
 errors, CUDA errors, and `KernelFaultError` (what the CPU interpreter finds in a running kernel: data races between
 blocks, failed ``assert_``, out-of-bounds accesses).
@@ -141,7 +141,9 @@ from tile.frontend._errors import (
     BackendError,
     BorrowError,
     FreedError,
+    FrozenError,
     GridError,
+    InFlightError,
     KernelFaultError,
     MovedError,
     OwnershipError,
@@ -173,9 +175,11 @@ __all__ = [
     "ConstAnnotation",
     "DType",
     "FreedError",
+    "FrozenError",
     "GridError",
     "HandleCopyError",
     "HostOrKernelOp",
+    "InFlightError",
     "Kernel",
     "KernelFaultError",
     "LangOp",

@@ -104,7 +104,13 @@ ADMITTING = _Admitting()
 
 
 class FrozenError(TileError, AttributeError):
-    """An attribute that launches were checked against was assigned after the checks (``kernel.unchecked = True``)."""
+    """An attribute that launches were checked against was assigned after the checks (``kernel.unchecked = True``,
+    ``tensor.dtype = f64``)."""
+
+
+def frozen(handle: object, name: str, fix: str) -> FrozenError:
+    """The error for assigning ``handle.name``: what launches check must not change under them."""
+    return FrozenError(f"{handle!r}.{name} is read-only: launches and partitions were checked against it; {fix}")
 
 
 class FreedError(OwnershipError, RuntimeError):

@@ -68,7 +68,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         for i, inner in plan.held:
             (values[i]._tensor if inner else values[i])._storage.pending += 1
         for i in plan.shares:
-            values[i].users += 1
+            values[i]._users += 1
 
     @property
     def on_host(self) -> bool:
@@ -186,7 +186,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 else:
                     storage.release()  # may perform the deferred free
             for i in plan.shares:
-                values[i].users -= 1
+                values[i]._users -= 1
 
     # A launch never refuses a capture and has no children: skip the framework's generic steps (hot per launch).
     def _run_in(self, ctx: ExecutionContext) -> tuple[Any, ...]:

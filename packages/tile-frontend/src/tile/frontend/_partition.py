@@ -20,7 +20,16 @@ from typing import Any
 
 from tile.compiler.lang import DType
 from tile.core import Uncopyable
-from tile.frontend._errors import ADMITTING, AliasError, ArgumentError, BorrowError, InFlight, InFlightError, MovedError
+from tile.frontend._errors import (
+    ADMITTING,
+    AliasError,
+    ArgumentError,
+    BorrowError,
+    InFlight,
+    InFlightError,
+    MovedError,
+    frozen,
+)
 from tile.frontend._storage import overlapping, owning
 from tile.frontend._tensor import _FIX, Tensor
 
@@ -30,18 +39,12 @@ MAX_RANK = 3
 
 
 class Partition(Uncopyable):
-    """A tensor split into tiles of ``tile_shape``; pass it as a kernel's ``Mut`` argument.
+    """A tensor split into tiles of ``tile_shape``, for a kernel's ``Mut`` argument (attributes are read-only)."""
 
-    Attributes
-    ----------
-    tile_shape : tuple of int
-        The tile each block owns.
-    """
-
-    __slots__ = ("_fate", "_tensor", "tile_shape")
+    __slots__ = ("_fate", "_tensor", "_tile_shape")
     _tensor: Tensor
     _fate: tuple[str, str] | None
-    tile_shape: tuple[int, ...]
+    _tile_shape: tuple[int, ...]
 
     def __init__(self) -> None:
         raise TypeError("make partitions with tensor.partition(tile_shape)")
@@ -55,7 +58,7 @@ class Partition(Uncopyable):
     @classmethod
     def _make(cls, tensor: Tensor, tile_shape: tuple[int, ...]) -> Partition:
         self = object.__new__(cls)
-        self._tensor, self.tile_shape, self._fate = tensor, tile_shape, None
+        self._tensor, self._tile_shape, self._fate = tensor, tile_shape, None
         return self
 
     def _check(self) -> Tensor:
@@ -80,9 +83,18 @@ class Partition(Uncopyable):
         """`_move` for a partition whose state was just checked: the new partition wraps the same tensor, which
         stays registered (live, now in flight); every use of the moved partition stops at its own ``_fate``."""
         new = object.__new__(Partition)  # Partition._make, inlined: this runs per output per launch
-        new._tensor, new.tile_shape, new._fate = self._tensor, self.tile_shape, None
+        new._tensor, new._tile_shape, new._fate = self._tensor, self._tile_shape, None
         self._fate = fate
         return new
+
+    @property
+    def tile_shape(self) -> tuple[int, ...]:
+        """The tile each block owns (read-only)."""
+        return self._tile_shape
+
+    @tile_shape.setter
+    def tile_shape(self, value: object) -> None:
+        raise frozen(self, "tile_shape", "repartition instead: z.unpartition().partition(new_tile_shape)")
 
     @property
     def shape(self) -> tuple[int, ...]:

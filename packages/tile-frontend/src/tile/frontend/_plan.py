@@ -242,7 +242,7 @@ class Plan:
             if (
                 a.__class__ is not cls
                 or ((f := a._fate) is not None and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT))
-                or (tile is not None and a.tile_shape != tile)
+                or (tile is not None and a._tile_shape != tile)
             ):
                 return False
             t = a._tensor

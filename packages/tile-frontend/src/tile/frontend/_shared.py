@@ -14,7 +14,7 @@ import numpy as np
 
 from tile.compiler.lang import DType
 from tile.core import Uncopyable
-from tile.frontend._errors import BorrowError, MovedError
+from tile.frontend._errors import BorrowError, MovedError, frozen
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
 from tile.frontend._storage import owning
@@ -26,16 +26,13 @@ __all__ = ["HANDLES", "Shared", "share", "tensor_of"]
 class Shared(Uncopyable):
     """A tensor shared read-only between launches; make one with ``tensor.share()``.
 
-    Attributes
-    ----------
-    users : int
-        Launches holding it whose work is not done yet.
+    Its attributes are read-only.
     """
 
-    __slots__ = ("_fate", "_tensor", "users")
+    __slots__ = ("_fate", "_tensor", "_users")
     _tensor: Tensor
     _fate: tuple[str, str] | None
-    users: int
+    _users: int
 
     def __init__(self) -> None:
         raise TypeError("share a tensor with tensor.share()")
@@ -56,6 +53,15 @@ class Shared(Uncopyable):
 
     def _describe(self) -> str:
         return f"Shared({self._tensor.dtype.name}, {list(self._tensor.shape)}) created at {self._tensor._site}"
+
+    @property
+    def users(self) -> int:
+        """Launches holding it whose work is not done yet (read-only)."""
+        return self._users
+
+    @users.setter
+    def users(self, value: object) -> None:
+        raise frozen(self, "users", "sync or await the launches holding it; unshare() then gives the tensor back")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -97,7 +103,7 @@ class Shared(Uncopyable):
         """
         tensor = self._check()
         site = user_site()
-        if self.users:
+        if self._users:
             raise BorrowError(
                 f"cannot unshare {self._describe()} at {site}: {self.users} launch(es) holding it are not done; "
                 "sync or await them first"
@@ -114,7 +120,7 @@ def share(tensor: Tensor, site: str) -> Shared:
     """Move ``tensor`` into a new `Shared` (see `Tensor.share`)."""
     inner = tensor._move("partition", f"moved into .share() at {site}")
     self = object.__new__(Shared)
-    self._tensor, self._fate, self.users = inner, None, 0
+    self._tensor, self._fate, self._users = inner, None, 0
     return self
 
 

@@ -32,6 +32,7 @@ from tile.frontend._errors import (
     InFlight,
     InFlightError,
     MovedError,
+    frozen,
 )
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage, owning
@@ -68,16 +69,13 @@ class Tensor(Uncopyable):
 
     Create tensors with `tile.zeros`, `tile.ones`, `tile.from_numpy`, `tile.from_dlpack`, ...; pass them to
     kernels (they are moved into the launch and handed back by ``.sync()``/``await``), partition them for output
-    with `partition`, and read them back with `to_numpy`.
-
-    Attributes
-    ----------
-    dtype : DType
-        Element type.
+    with `partition`, and read them back with `to_numpy`. Every attribute is read-only: what a launch checked
+    (dtype, shape, strides) cannot change under it.
     """
 
     __slots__ = (
         "__weakref__",
+        "_dtype",
         "_fate",
         "_layout",
         "_offset",
@@ -86,7 +84,6 @@ class Tensor(Uncopyable):
         "_site",
         "_storage",
         "_strides",
-        "dtype",
     )
     _range: tuple[int, int]
     _layout: tuple[Any, ...]
@@ -96,7 +93,7 @@ class Tensor(Uncopyable):
     _offset: int
     _site: str
     _fate: tuple[str, str] | None
-    dtype: DType
+    _dtype: DType
 
     def __init__(self) -> None:
         raise TypeError("make tensors with tile.zeros/ones/full/empty/arange/from_numpy/from_dlpack")
@@ -125,7 +122,7 @@ class Tensor(Uncopyable):
         site: str | None = None,
     ) -> Tensor:
         self = object.__new__(cls)
-        self._storage, self.dtype, self._shape, self._offset = storage, dtype, tuple(shape), offset
+        self._storage, self._dtype, self._shape, self._offset = storage, dtype, tuple(shape), offset
         self._strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         self._site, self._fate = site or user_site(), None
         self._range = _checked_span(storage, dtype, self._shape, self._strides, offset)
@@ -164,7 +161,7 @@ class Tensor(Uncopyable):
         new = object.__new__(Tensor)
         # One attribute store each (a tuple assignment would build and unpack a tuple): this runs per handle per launch.
         new._storage = storage
-        new.dtype = self.dtype
+        new._dtype = self._dtype
         new._shape = self._shape
         new._offset = self._offset
         new._strides = self._strides
@@ -191,6 +188,15 @@ class Tensor(Uncopyable):
         return self._range
 
     # -- metadata -----------------------------------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> DType:
+        """Element type (read-only)."""
+        return self._dtype
+
+    @dtype.setter
+    def dtype(self, value: object) -> None:
+        raise frozen(self, "dtype", "make a converted copy instead: tile.from_numpy(t.to_numpy(), dtype=...)")
 
     @property
     def shape(self) -> tuple[int, ...]:
