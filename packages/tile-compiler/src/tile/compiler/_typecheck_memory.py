@@ -199,6 +199,7 @@ class MemoryMixin(ShapeMixin):
         idx = [self.scalar_index(i, "tile index") for i in index]
         if not trusted:
             self.guard_indices(p, idx)
+        idx = self.one_index_type(idx)
         key = token_key(p.tensor)
         tok = cast(Value, self.env[key])
         tile, new = self.em.emit(

@@ -115,6 +115,14 @@ class ShapeMixin(ArithMixin):
             self.fail(f"expected a dtype such as tile.f32, got {v!r}")
         return v
 
+    def one_index_type(self, idx: list[Value]) -> list[Value]:
+        """``idx`` in one integer type, as Tile IR's indexed ops require: all i64 when any is (a loop index widened so
+        that its step cannot wrap), else as they are."""
+        wide = DTYPES["i64"]
+        if any(self.tile_of(v).elem == wide for v in idx):
+            return [self.convert(v, wide) for v in idx]
+        return idx
+
     def scalar_index(self, v: object, what: str = "index") -> Value:
         """An integer scalar (constant or runtime) as an i32 (or i64) rank-0 tile."""
         if isinstance(v, (bool, float)):
@@ -210,7 +218,7 @@ class ShapeMixin(ArithMixin):
             or any(s > d or d % s for s, d in zip(shape, t.shape, strict=False))
         ):
             self.fail(f"extract needs a shape and an index of rank {t.rank} with the shape dividing {t.shape}")
-        idx = [self.scalar_index(i) for i in index]
+        idx = self.one_index_type([self.scalar_index(i) for i in index])
         return self.em.one("extract", [a["x"], idx], t.with_shape(shape))
 
     def op_where(self, op: LangOp, a: dict[str, Any]) -> object:
