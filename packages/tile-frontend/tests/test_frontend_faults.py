@@ -67,6 +67,5 @@ def test_debug_guards_name_the_failed_access_on_the_gpu(tmp_path: Path) -> None:
     """With ``TILE_DEBUG_GUARDS=1`` the GPU's guard is a device-side assert that prints the access and its line."""
     out = _run(tmp_path, {"TILE_BACKEND": "gpu", "TILE_DEBUG_GUARDS": "1"})
     assert "CudaError" in out  # the device's printf reaches stdout before Python's buffered lines
-    assert "CUDA_ERROR_ASSERT" in out
     assert "tile index out of range for x.partition((128,)) at " in out
     assert "fault.py:8" in out

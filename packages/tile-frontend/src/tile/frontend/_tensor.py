@@ -322,7 +322,9 @@ class Tensor(Uncopyable):
             raise BackendError(f"{self!r} lives on a GPU; use .to_numpy() to copy it to the host")
         item = self.dtype.itemsize
         lo, hi = (b - storage.address for b in self._byte_range())
-        flat = storage.host[lo : max(hi, lo + item)][: ((max(hi, lo + item) - lo) // item) * item]
+        if hi == lo:  # no element: an empty allocation holds a single byte, which no item-size view can cover
+            return np.empty(self._shape, numpy_dtype(self.dtype))
+        flat = storage.host[lo:hi]
         strides = tuple(s * item for s in self._strides)
         return np.lib.stride_tricks.as_strided(flat.view(numpy_dtype(self.dtype)), self._shape, strides)
 
