@@ -227,12 +227,18 @@ class Plan:
         return self.try_launch(args, check, unchecked)
 
     def _matches(self, args: tuple[Any, ...]) -> bool:
-        """True when the arguments have this plan's layout (as `layout_key` sees it) and every handle is live."""
+        """True when the arguments have this plan's layout (as `layout_key` sees it) and every handle is live (or in
+        flight: a chain of this plan's own launches hands on ``self.lent``, which one identity test accepts)."""
+        lent = self.lent
         for i, layout in self.tensors:
             t = args[i]
             if (
                 t.__class__ is not Tensor
-                or ((f := t._fate) is not None and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT))
+                or (
+                    (f := t._fate) is not None
+                    and f is not lent
+                    and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT)
+                )
                 or t._storage.freed_at is not None
                 or (t._layout is not layout and t._layout != layout)
             ):
@@ -241,7 +247,11 @@ class Plan:
             a = args[i]
             if (
                 a.__class__ is not cls
-                or ((f := a._fate) is not None and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT))
+                or (
+                    (f := a._fate) is not None
+                    and f is not lent
+                    and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT)
+                )
                 or (tile is not None and a._tile_shape != tile)
             ):
                 return False
