@@ -18,7 +18,6 @@ a file and imported from there.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import pickle
 import sys
 import threading
@@ -32,6 +31,10 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_adversarial import load_source  # a sibling helper module
+
 from tile import aio
 from tile.frontend import f32
 from tile.frontend._errors import FrozenError, GridError, InFlightError, MovedError
@@ -57,15 +60,7 @@ HERE = Path(__file__).name
 
 @pytest.fixture(scope="module")
 def k(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    path = tmp_path_factory.mktemp("adversarial_async") / "async_kernels.py"
-    path.write_text(SOURCE)
-    spec = importlib.util.spec_from_file_location("async_kernels", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_source("async_kernels", SOURCE, tmp_path_factory.mktemp("adversarial_async"))
 
 
 @pytest.fixture

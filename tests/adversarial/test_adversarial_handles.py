@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import importlib.util
 import pickle
 import sys
 from pathlib import Path
@@ -22,20 +21,17 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_adversarial import KERNELS, load_path  # a sibling helper module
+
 from tile.frontend import f32
 
 THIS = Path(__file__).name
 
 
 def _load() -> ModuleType:
-    name = "adversarial_handle_kernels"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "kernels" / "handle_kernels.py")
-        assert spec is not None
-        assert spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    return load_path("adversarial_handle_kernels", KERNELS / "handle_kernels.py")
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,6 @@ a file and imported from there: error messages point at that file's lines.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,10 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_adversarial import load_source  # a sibling helper module
+
 from tile.compiler import CompileError, CompileOptions, Specialization, Target, compile_kernel, knobs, specialize
 from tile.compiler._api import clear_memory_cache
 from tile.frontend import f32
@@ -155,15 +158,7 @@ N, T = 1024, 128
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    path = tmp_path_factory.mktemp("adversarial") / "adversarial_kernels.py"
-    path.write_text(SOURCE)
-    spec = importlib.util.spec_from_file_location("adversarial_kernels", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_source("adversarial_kernels", SOURCE, tmp_path_factory.mktemp("adversarial"))
 
 
 @pytest.fixture(autouse=True)

@@ -33,7 +33,6 @@ Budget (environment variables, read by this module only):
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import pickle
 import sys
@@ -51,6 +50,10 @@ from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
 import tile.frontend as tile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_adversarial import KERNELS, load_path  # a sibling helper module
+
 from tile.frontend import f32
 
 EXAMPLES = int(os.environ.get("TILE_PROPERTY_EXAMPLES", "10000"))
@@ -77,14 +80,7 @@ BUG_MOVED_PARTITION_BORROWS = True
 
 
 def _kernels() -> ModuleType:
-    name = "adversarial_handle_kernels"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parent / "kernels" / "handle_kernels.py")
-        assert spec is not None
-        assert spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
+    return load_path("adversarial_handle_kernels", KERNELS / "handle_kernels.py")
 
 
 # -- the reference model -----------------------------------------------------------------------------------------

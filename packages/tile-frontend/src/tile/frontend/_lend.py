@@ -14,51 +14,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from tile.compiler.lang import DType
-from tile.core import Uncopyable
-from tile.frontend._errors import BorrowError, MovedError
+from tile.frontend._errors import BorrowError
+from tile.frontend._handle import Wrapper
 from tile.frontend._partition import require_exclusive
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, _Export, owning
-from tile.frontend._tensor import _FIX, Tensor
+from tile.frontend._tensor import Tensor
 
 __all__ = ["Lent", "lend"]
 
 
-class Lent(Uncopyable):
+class Lent(Wrapper):
     """A tensor lent for writing to another library; make one with ``tensor.lend()``.
 
     Pass it to the other library's ``from_dlpack`` (``torch.from_dlpack(lent)``, ``np.from_dlpack(lent)``): those
     arrays are writable views of the tensor's memory. Call `reclaim` once they are gone to get the tensor back.
     """
 
-    __slots__ = ("_fate", "_tensor", "_tokens")
-    _tensor: Tensor
-    _fate: tuple[str, str] | None
+    __slots__ = ("_tokens",)
     _tokens: list[_Export]
     _copy_fix = "pass the Lent itself to the other library's from_dlpack, as many times as you need"
 
     def __init__(self) -> None:
         raise TypeError("lend a tensor with tensor.lend()")
 
-    def _check(self) -> Tensor:
-        if self._fate is not None:
-            raise MovedError(self._describe(), self._fate[1], _FIX[self._fate[0]])
-        self._tensor._check()
-        return self._tensor
-
     def _describe(self) -> str:
         return f"Lent({self._tensor.dtype.name}, {list(self._tensor.shape)}) created at {self._tensor._site}"
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Extents."""
-        return self._tensor.shape
-
-    @property
-    def dtype(self) -> DType:
-        """Element type."""
-        return self._tensor.dtype
 
     @property
     def consumers(self) -> int:

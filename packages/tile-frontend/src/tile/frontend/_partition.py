@@ -18,32 +18,25 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tile.compiler.lang import DType
-from tile.core import Uncopyable
 from tile.frontend._errors import (
-    ADMITTING,
     AliasError,
     ArgumentError,
     BorrowError,
-    InFlight,
-    InFlightError,
-    MovedError,
     frozen,
 )
+from tile.frontend._handle import Wrapper
 from tile.frontend._storage import overlapping, owning
-from tile.frontend._tensor import _FIX, Tensor
+from tile.frontend._tensor import Tensor
 
 __all__ = ["Partition", "injective", "make_partition", "require_exclusive"]
 
 MAX_RANK = 3
 
 
-class Partition(Uncopyable):
+class Partition(Wrapper):
     """A tensor split into tiles of ``tile_shape``, for a kernel's ``Mut`` argument (attributes are read-only)."""
 
-    __slots__ = ("_fate", "_tensor", "_tile_shape")
-    _tensor: Tensor
-    _fate: tuple[str, str] | None
+    __slots__ = ("_tile_shape",)
     _tile_shape: tuple[int, ...]
 
     def __init__(self) -> None:
@@ -60,16 +53,6 @@ class Partition(Uncopyable):
         self = object.__new__(cls)
         self._tensor, self._tile_shape, self._fate = tensor, tile_shape, None
         return self
-
-    def _check(self) -> Tensor:
-        fate = self._fate
-        if fate is not None:
-            if fate.__class__ is not InFlight:
-                raise MovedError(self._describe(), fate[1], _FIX[fate[0]])
-            if not (ADMITTING.on and fate.takeable()):  # only a kernel call may take it (see _launch)
-                raise InFlightError(self._describe(), fate[1], _FIX[fate[0]])
-        self._tensor._check()
-        return self._tensor
 
     def _describe(self) -> str:
         return f"Partition({self.dtype.name}, {list(self.shape)} in tiles of {list(self.tile_shape)})"
@@ -95,21 +78,6 @@ class Partition(Uncopyable):
     @tile_shape.setter
     def tile_shape(self, value: object) -> None:
         raise frozen(self, "tile_shape", "repartition instead: z.unpartition().partition(new_tile_shape)")
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Extents of the whole tensor."""
-        return self._tensor.shape
-
-    @property
-    def dtype(self) -> DType:
-        """Element type."""
-        return self._tensor.dtype
-
-    @property
-    def device(self) -> object:
-        """Where the memory lives (see `Tensor.device`)."""
-        return self._tensor.device
 
     @property
     def grid(self) -> tuple[int, ...]:

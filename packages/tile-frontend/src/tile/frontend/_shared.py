@@ -12,26 +12,23 @@ from typing import Any
 
 import numpy as np
 
-from tile.compiler.lang import DType
-from tile.core import Uncopyable
-from tile.frontend._errors import BorrowError, MovedError, frozen
+from tile.frontend._errors import BorrowError, frozen
+from tile.frontend._handle import Wrapper
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
 from tile.frontend._storage import owning
-from tile.frontend._tensor import _FIX, Tensor
+from tile.frontend._tensor import Tensor
 
 __all__ = ["HANDLES", "Shared", "share", "tensor_of"]
 
 
-class Shared(Uncopyable):
+class Shared(Wrapper):
     """A tensor shared read-only between launches; make one with ``tensor.share()``.
 
     Its attributes are read-only.
     """
 
-    __slots__ = ("_fate", "_tensor", "_users")
-    _tensor: Tensor
-    _fate: tuple[str, str] | None
+    __slots__ = ("_users",)
     _users: int
 
     def __init__(self) -> None:
@@ -45,12 +42,6 @@ class Shared(Uncopyable):
         """A share of a new tensor holding a copy of the elements."""
         return self._check().copy().share()
 
-    def _check(self) -> Tensor:
-        if self._fate is not None:
-            raise MovedError(self._describe(), self._fate[1], _FIX[self._fate[0]])
-        self._tensor._check()
-        return self._tensor
-
     def _describe(self) -> str:
         return f"Shared({self._tensor.dtype.name}, {list(self._tensor.shape)}) created at {self._tensor._site}"
 
@@ -62,26 +53,6 @@ class Shared(Uncopyable):
     @users.setter
     def users(self, value: object) -> None:
         raise frozen(self, "users", "sync or await the launches holding it; unshare() then gives the tensor back")
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Extents."""
-        return self._tensor.shape
-
-    @property
-    def dtype(self) -> DType:
-        """Element type."""
-        return self._tensor.dtype
-
-    @property
-    def ndim(self) -> int:
-        """Rank."""
-        return self._tensor.ndim
-
-    @property
-    def device(self) -> object:
-        """Where the memory lives (see `Tensor.device`)."""
-        return self._tensor.device
 
     @property
     def moved(self) -> bool:

@@ -25,15 +25,12 @@ from tile.compiler.lang._annotations import TensorAnnotation
 from tile.core import Uncopyable
 from tile.frontend._dtypes import numpy_dtype
 from tile.frontend._errors import (
-    ADMITTING,
     ArgumentError,
     BackendError,
     FreedError,
-    InFlight,
-    InFlightError,
-    MovedError,
     frozen,
 )
+from tile.frontend._handle import FIX, check_fate
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage, owning
 
@@ -44,15 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Tensor", "contiguous_strides"]
 
-_FIX = {
-    "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
-    "partition": "use the handle it returned (`.unpartition()` / `.unshare()` / `.reclaim()` give the tensor back)",
-    "unpartition": "use the Tensor that .unpartition() returned",
-    "inflight": "a .then() function may only pass it to a launch it returns (run after this one, in order); read it "
-    "from what .sync()/await returns once the chain is done",
-    "captured": "it belongs to the graph until graph.close(), which hands it back (`z, x = graph.close()`), so replays "
-    "and reads never overlap",
-}
+_FIX = FIX  # the name the other modules import
 
 
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -135,12 +124,8 @@ class Tensor(Uncopyable):
 
     def _check(self) -> Storage:
         """Raise if this handle cannot be used; return its storage."""
-        fate = self._fate
-        if fate is not None:
-            if fate.__class__ is not InFlight:
-                raise MovedError(self._describe(), fate[1], _FIX[fate[0]])
-            if not (ADMITTING.on and fate.takeable()):  # only a kernel call may take it (see _launch)
-                raise InFlightError(self._describe(), fate[1], _FIX[fate[0]])
+        if self._fate is not None:
+            check_fate(self._describe(), self._fate)
         storage = self._storage
         if storage.freed_at is not None:
             raise FreedError(

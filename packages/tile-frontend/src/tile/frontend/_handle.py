@@ -1,0 +1,78 @@
+"""What every handle shares: the fix each fate's error suggests, the fate check, and the base of the handles that wrap
+one tensor (`Partition`, `Shared`, `Lent`).
+
+Invariants: a handle whose ``_fate`` is set was moved (``(kind, where)``) or is in flight (`InFlight`); `check_fate`
+refuses it with `MovedError` / `InFlightError`, except an in-flight handle taken by a kernel call (``ADMITTING``). A
+wrapper is move-only and uncopyable; its metadata is its tensor's, read-only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tile.compiler.lang import DType
+from tile.core import Uncopyable
+from tile.frontend._errors import ADMITTING, InFlight, InFlightError, MovedError
+
+if TYPE_CHECKING:
+    from tile.frontend._tensor import Tensor
+
+__all__ = ["FIX", "Wrapper", "check_fate"]
+
+FIX = {
+    "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
+    "partition": "use the handle it returned (`.unpartition()` / `.unshare()` / `.reclaim()` give the tensor back)",
+    "unpartition": "use the Tensor that .unpartition() returned",
+    "inflight": "a .then() function may only pass it to a launch it returns (run after this one, in order); read it "
+    "from what .sync()/await returns once the chain is done",
+    "captured": "it belongs to the graph until graph.close(), which hands it back (`z, x = graph.close()`), so replays "
+    "and reads never overlap",
+}
+"""The fix an error suggests, by the kind of fate (``fate[0]``)."""
+
+
+def check_fate(what: str, fate: tuple[str, str]) -> None:
+    """Raise unless a handle described by ``what`` with this (non-None) ``fate`` may be used here: an in-flight handle
+    only by a kernel call taking it (see ``_launch``), a moved one never."""
+    if fate.__class__ is not InFlight:
+        raise MovedError(what, fate[1], FIX[fate[0]])
+    if not (ADMITTING.on and fate.takeable()):  # only a kernel call may take it (see _launch)
+        raise InFlightError(what, fate[1], FIX[fate[0]])
+
+
+class Wrapper(Uncopyable):
+    """A handle around one tensor (its memory, moved into the wrapper): the fate check and the tensor's metadata."""
+
+    __slots__ = ("_fate", "_tensor")
+    _tensor: Tensor
+    _fate: tuple[str, str] | None
+
+    def _describe(self) -> str:
+        raise NotImplementedError
+
+    def _check(self) -> Tensor:
+        """Raise if this handle cannot be used; return its tensor."""
+        if self._fate is not None:
+            check_fate(self._describe(), self._fate)
+        self._tensor._check()
+        return self._tensor
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Extents of the whole tensor."""
+        return self._tensor.shape
+
+    @property
+    def dtype(self) -> DType:
+        """Element type."""
+        return self._tensor.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Rank."""
+        return self._tensor.ndim
+
+    @property
+    def device(self) -> object:
+        """Where the memory lives (see `Tensor.device`)."""
+        return self._tensor.device

@@ -1,0 +1,33 @@
+"""Loading kernel-language modules for the adversarial tests: kernels are source (shape strings are const generics,
+undefined for Python and mypy), so they live in a file and are imported by path; error messages point at its lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+KERNELS = Path(__file__).resolve().parent / "kernels"
+
+
+def load_path(name: str, path: Path) -> ModuleType:
+    """Import the file ``path`` as module ``name`` once (later calls return the same module)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_source(name: str, source: str, folder: Path) -> ModuleType:
+    """Write ``source`` to ``folder/<name>.py`` and import it (a fresh module: any earlier one of that name is
+    replaced)."""
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    sys.modules.pop(name, None)
+    return load_path(name, path)
