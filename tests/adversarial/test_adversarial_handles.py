@@ -61,6 +61,15 @@ def test_a_size_beyond_64_bits_is_refused_before_allocating(make: Any) -> None:
         make(f32, [2**61 + 1, 8])
 
 
+@pytest.mark.parametrize("make", [tile.empty, tile.zeros, tile.rand])
+def test_a_size_the_host_cannot_hold_is_a_typed_error(make: Any) -> None:
+    """Within 64 bits but beyond the host's memory: numpy's MemoryError becomes a TileError that says what to do."""
+    with pytest.raises(tile.HostMemoryError, match="the host cannot allocate this tensor") as info:
+        make(f32, [2**45])
+    assert isinstance(info.value, MemoryError)
+    assert "smaller shape" in str(info.value)
+
+
 def test_full_refuses_a_size_beyond_64_bits() -> None:
     with pytest.raises(tile.ArgumentError, match="64-bit"):
         tile.full(f32, [2**62, 2**3], 1.0)

@@ -13,9 +13,10 @@ compiler sees the same `LangOp`), and calling them from ordinary Python makes a 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ParamSpec
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from tile.compiler.lang import OPS, DType, LangOp, f32, i64
 from tile.frontend import _device
 from tile.frontend._backend import backend
 from tile.frontend._dtypes import as_dtype, dtype_of, is_dtype_like, numpy_dtype
-from tile.frontend._errors import ArgumentError
+from tile.frontend._errors import ArgumentError, HostMemoryError
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage
 from tile.frontend._tensor import MAX_BYTES, Tensor
@@ -43,6 +44,7 @@ __all__ = [
     "zeros",
 ]
 
+P = ParamSpec("P")
 _rng = np.random.default_rng(0)
 
 
@@ -82,6 +84,22 @@ def _store(array: np.ndarray[Any, Any], dtype: DType, device: object) -> Tensor:
     return Tensor._make(storage, dtype, array.shape, site=user_site())
 
 
+def _allocating(make: Callable[P, Tensor]) -> Callable[P, Tensor]:
+    """``make`` with the host's MemoryError (numpy's, for the CPU backend or a staging copy) as a typed error."""
+
+    @functools.wraps(make)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> Tensor:
+        try:
+            return make(*args, **kwargs)
+        except MemoryError as exc:
+            raise HostMemoryError(
+                f"{make.__name__.lstrip('_')}(): the host cannot allocate this tensor ({exc}); use a smaller shape, "
+                "or free tensors you no longer need"
+            ) from None
+
+    return checked
+
+
 def _shape(shape: object) -> tuple[int, ...]:
     dims = shape if isinstance(shape, (tuple, list)) else (shape,)
     if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in dims):
@@ -111,6 +129,7 @@ def _dtype_shape(a: object, b: object, dtype: object, default: DType) -> tuple[D
     return dt, shape
 
 
+@_allocating
 def empty(a: object, b: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """An uninitialised tensor: ``empty(f32, [M, N])`` (or ``empty([M, N], f32)``)."""
     dt, shape = _dtype_shape(a, b, dtype, f32)
@@ -120,6 +139,7 @@ def empty(a: object, b: object = None, *, dtype: object = None, device: object =
     return Tensor._make(storage, dt, shape, site=user_site())
 
 
+@_allocating
 def _full(a: object, b: object = None, value: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """A tensor filled with ``value``: ``full(f32, [4], 2.5)`` or ``full([4], 2.5, dtype=f32)``."""
     if is_dtype_like(a) and not isinstance(a, int):
@@ -132,18 +152,21 @@ def _full(a: object, b: object = None, value: object = None, *, dtype: object = 
     return _store(np.full(shape, fill, numpy_dtype(dt)), dt, device)
 
 
+@_allocating
 def _zeros(a: object, b: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """A tensor of zeros: ``zeros(f32, [1024])`` (or ``zeros([1024], f32)``)."""
     dt, shape = _dtype_shape(a, b, dtype, f32)
     return _store(np.zeros(shape, numpy_dtype(dt)), dt, device)
 
 
+@_allocating
 def _ones(a: object, b: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """A tensor of ones: ``ones(f32, [1024])`` (or ``ones([1024], f32)``)."""
     dt, shape = _dtype_shape(a, b, dtype, f32)
     return _store(np.ones(shape, numpy_dtype(dt)), dt, device)
 
 
+@_allocating
 def _arange(*args: Any, dtype: object = None, device: object = None) -> Tensor:
     """``arange([dtype,] [start,] stop[, step])``: evenly spaced values (default dtype i64 for ints, else f32)."""
     if args and is_dtype_like(args[0]) and not isinstance(args[0], int):
@@ -155,30 +178,35 @@ def _arange(*args: Any, dtype: object = None, device: object = None) -> Tensor:
     return _store(values, dt, device)
 
 
+@_allocating
 def linspace(start: float, stop: float, num: int, *, dtype: object = None, device: object = None) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (default dtype f32)."""
     dt = as_dtype(dtype) if dtype is not None else f32
     return _store(np.linspace(start, stop, num), dt, device)
 
 
+@_allocating
 def eye(n: int, m: int | None = None, *, dtype: object = None, device: object = None) -> Tensor:
     """The ``n x m`` identity matrix (default dtype f32)."""
     dt = as_dtype(dtype) if dtype is not None else f32
     return _store(np.eye(n, m), dt, device)
 
 
+@_allocating
 def rand(a: object, b: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """Uniform values in ``[0, 1)`` from the seeded generator: ``rand(f32, [M, N])``."""
     dt, shape = _dtype_shape(a, b, dtype, f32)
     return _store(_rng.random(shape), dt, device)
 
 
+@_allocating
 def randn(a: object, b: object = None, *, dtype: object = None, device: object = None) -> Tensor:
     """Standard-normal values from the seeded generator: ``randn(f16, [M, N])``."""
     dt, shape = _dtype_shape(a, b, dtype, f32)
     return _store(_rng.standard_normal(shape), dt, device)
 
 
+@_allocating
 def from_numpy(array: Any, *, dtype: object = None, device: object = None) -> Tensor:
     """A new tensor holding a copy of ``array`` (converted to ``dtype`` when given)."""
     arr = np.asarray(array)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tile.frontend._dtypes import numpy_dtype
+from tile.frontend._errors import ArgumentError
 from tile.frontend._storage import Storage
 
 if TYPE_CHECKING:
@@ -52,7 +53,10 @@ def borrow(obj: object) -> tuple[Storage, np.dtype[Any], tuple[int, ...], tuple[
     dv.device.default_stream.synchronize()  # launches run on other streams: the producer's writes must be done
     item = dv.dtype.itemsize
     if any(s < 0 for s in dv.strides):
-        raise ValueError("negative strides are not supported; pass a contiguous copy")
+        raise ArgumentError(
+            f"{type(obj).__name__} has negative strides {dv.strides}, which Tile does not support; borrow a "
+            "contiguous copy (e.g. torch's .contiguous(), cupy.ascontiguousarray)"
+        )
     span = sum((n - 1) * s for n, s in zip(dv.shape, dv.strides, strict=False)) + item if all(dv.shape) else 0
     storage = Storage(dv.device, dv.ptr, span, buffer=dv, owned=False, readonly=dv.readonly, keepalive=dv)
     return storage, dv.dtype, tuple(dv.shape), tuple(s // item for s in dv.strides), 0

@@ -28,6 +28,7 @@ __all__ = [
     "FreedError",
     "FrozenError",
     "GridError",
+    "HostMemoryError",
     "InFlight",
     "InFlightError",
     "KernelFaultError",
@@ -127,6 +128,10 @@ class AliasError(OwnershipError):
 
 class ArgumentError(TileError, TypeError):
     """A launch argument does not match its parameter: kind, dtype, rank, shape, generic or count."""
+
+
+class HostMemoryError(TileError, MemoryError):
+    """The host could not allocate a tensor (the CPU backend's memory, or a host copy): nothing was made."""
 
 
 class GridError(TileError, ValueError):
