@@ -344,3 +344,21 @@ def test_checked_attributes_of_handles_are_read_only(k: ModuleType) -> None:
     z, _, _ = op.sync()
     assert (t.dtype, z.tile_shape, s.users) == (f32, (4,), 0)
     np.testing.assert_array_equal(s.unshare().to_numpy(), np.ones(8))
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_lend_to_torch_and_reclaim(on_gpu: None, k: ModuleType) -> None:
+    """The checked way to let another library write Tile memory: lend, let torch write, reclaim, launch."""
+    torch = pytest.importorskip("torch")
+    t = tile.zeros(f32, [1024])
+    lent = t.lend()
+    view = torch.from_dlpack(lent)
+    view.fill_(2.0)
+    torch.cuda.synchronize()
+    with pytest.raises(tile.BorrowError, match="still alive"):
+        lent.reclaim()
+    del view
+    gc.collect()
+    z, _, _ = k.add(tile.zeros(f32, [1024]).partition([128]), lent.reclaim(), tile.ones(f32, [1024])).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(1024, 3.0, np.float32))
