@@ -83,6 +83,14 @@ def test_a_view_never_reaches_outside_its_memory() -> None:
     np.testing.assert_array_equal(t.to_numpy(), np.arange(8))  # nothing changed
 
 
+def test_a_tile_beyond_what_tile_ir_encodes_is_an_argument_error() -> None:
+    """A 2**40-element tile passed every check and crashed the bytecode writer with a builtin OverflowError."""
+    t = tile.zeros(f32, [8])
+    with pytest.raises(tile.ArgumentError, match=r"at most 2\*\*30"):
+        t.partition([2**40])
+    assert not t.moved
+
+
 def test_a_zero_step_is_an_argument_error() -> None:
     t = tile.arange(f32, 8)
     with pytest.raises(tile.ArgumentError, match="step cannot be zero"):

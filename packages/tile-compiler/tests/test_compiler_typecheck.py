@@ -381,3 +381,10 @@ def test_out_of_range_partition_index_traps_in_safe_kernels() -> None:
     with pytest.raises(interp.MemoryAccessError):  # GPU code faults instead (no vprintf call in the kernel)
         interp.launch(module, (4,), [z, 64, 1, x, 64, 1])
     assert _asserts(check(k.reads_past_the_end, B=16, options=CompileOptions(unchecked=True))) == []
+
+
+def test_a_tile_shape_beyond_what_tile_ir_encodes_is_a_compile_error() -> None:
+    """Tile IR encodes each tile extent as a signed 32-bit int: a larger shape is refused at its source line instead
+    of overflowing in the bytecode writer."""
+    with pytest.raises(CompileError, match=r"tile dimensions must be at most 2\*\*30"):
+        check(k.huge_tile, "cpu", B=16)

@@ -149,3 +149,7 @@ def k_loop_huge_step(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
     for k in range(1, px.num_tiles[1], 2**31 - 1):
         acc = acc + px.load((tile.block_id()[0], k))
     z.store(acc)
+
+
+def huge_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(tile.zeros((1099511627776,), f32))

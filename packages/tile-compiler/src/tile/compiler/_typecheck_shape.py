@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, ArithMixin, is_const, signedness
-from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, is_pow2
+from tile.compiler._types import DTYPES, MAX_TILE_EXTENT, DType, TileType, broadcast_shapes, is_pow2
 from tile.compiler.lang._ops import LangOp
 
 __all__ = ["ShapeMixin"]
@@ -101,6 +101,8 @@ class ShapeMixin(ArithMixin):
         dims = cast("tuple[int, ...]", items)
         if bad := [d for d in dims if not is_pow2(d)]:
             self.fail(f"tile dimensions must be powers of two, got {bad[0]} in {what} {dims}")
+        if big := [d for d in dims if d > MAX_TILE_EXTENT]:
+            self.fail(f"tile dimensions must be at most 2**30 (what Tile IR can encode), got {big[0]} in {what} {dims}")
         return dims
 
     def axis_arg(self, axis: object, rank: int) -> int:

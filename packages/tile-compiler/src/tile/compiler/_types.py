@@ -12,6 +12,7 @@ from typing import Literal, Union
 
 __all__ = [
     "DTYPES",
+    "MAX_TILE_EXTENT",
     "DType",
     "PartitionViewType",
     "PtrType",
@@ -175,6 +176,10 @@ Type = Union[TileType, TokenType, TensorViewType, PartitionViewType]  # noqa: UP
 def is_pow2(n: int) -> bool:
     """True when ``n`` is a positive power of two."""
     return n > 0 and n & (n - 1) == 0
+
+
+MAX_TILE_EXTENT = 2**30
+"""The largest tile extent: Tile IR bytecode encodes each as a signed 32-bit int (and the power of two below 2**31)."""
 
 
 def promote(a: DType, b: DType) -> DType | None:

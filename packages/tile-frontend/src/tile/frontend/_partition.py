@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from tile.compiler._types import MAX_TILE_EXTENT
 from tile.frontend._errors import (
     AliasError,
     ArgumentError,
@@ -165,6 +166,8 @@ def _tile_shape(tensor: Tensor, tile_shape: Sequence[int]) -> tuple[int, ...]:
     for t in tile:
         if type(t) is not int or t <= 0 or t & (t - 1):
             raise ArgumentError(f"tile extents must be powers of two (Tile IR tiles are); got {list(tile)}")
+        if t > MAX_TILE_EXTENT:
+            raise ArgumentError(f"tile extents must be at most 2**30 (what Tile IR can encode); got {list(tile)}")
     if any(n == 0 for n in tensor.shape):
         raise ArgumentError(f"cannot partition the empty tensor {tensor!r}")
     return tile
