@@ -91,6 +91,20 @@ def test_a_tile_beyond_what_tile_ir_encodes_is_an_argument_error() -> None:
     assert not t.moved
 
 
+def test_zero_dimensional_tensors_keep_their_shape() -> None:
+    """np.ascontiguousarray turned a 0-d array into shape (1,): tile.zeros(f32, []) was a 1-element vector."""
+    assert tile.zeros(f32, []).shape == ()
+    assert tile.full(f32, [], 3.0).to_numpy() == np.float32(3.0)
+    assert tile.from_numpy(np.float32(2.0)).shape == ()
+
+
+def test_malformed_call_inputs_are_typed_errors(k: ModuleType) -> None:
+    with pytest.raises(tile.ArgumentError, match="const generic B='x' must be an int"):
+        k.add(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), tile.ones(f32, [8]), B="x")
+    with pytest.raises(tile.ArgumentError, match="cannot borrow ndarray: DLPack only supports"):
+        tile.from_dlpack(np.array([object()]))
+
+
 def test_a_zero_step_is_an_argument_error() -> None:
     t = tile.arange(f32, 8)
     with pytest.raises(tile.ArgumentError, match="step cannot be zero"):

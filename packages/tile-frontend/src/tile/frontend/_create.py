@@ -72,7 +72,9 @@ def _target(device: object) -> Hashable:
 
 def _store(array: np.ndarray[Any, Any], dtype: DType, device: object) -> Tensor:
     """Copy a host array into a new owned tensor of ``dtype`` on ``device``."""
-    array = np.ascontiguousarray(array, dtype=numpy_dtype(dtype))
+    array = np.asarray(array, dtype=numpy_dtype(dtype))
+    if not array.flags.c_contiguous:  # (np.ascontiguousarray would also turn a 0-d array into shape (1,))
+        array = np.ascontiguousarray(array)
     where = _target(device)
     if where == HOST:
         storage = Storage.host_owned(array.nbytes)
@@ -223,7 +225,11 @@ def from_dlpack(obj: Any) -> Tensor:
     """
     device_type = obj.__dlpack_device__()[0] if hasattr(obj, "__dlpack_device__") else None
     if device_type == 1 or (device_type is None and hasattr(obj, "__array_interface__")):
-        return _borrow_host(np.from_dlpack(obj) if device_type == 1 else np.asarray(obj), obj)
+        try:
+            array = np.from_dlpack(obj) if device_type == 1 else np.asarray(obj)
+        except (BufferError, TypeError, ValueError) as exc:
+            raise ArgumentError(f"cannot borrow {type(obj).__name__}: {exc}; pass a numeric array") from None
+        return _borrow_host(array, obj)
     storage, np_dtype, shape, strides, offset = _device.borrow(obj)
     return Tensor._make(storage, dtype_of(np_dtype), shape, strides=strides, offset=offset, site=user_site())
 

@@ -114,6 +114,9 @@ def bind(
             f"{kernel}() got keyword(s) {sorted(unknown)} that are not const generics of its signature "
             f"(its generics: {sorted(generic_names(params)) or 'none'})"
         )
+    for name, value in generics.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise ArgumentError(f"{kernel}(): const generic {name}={value!r} must be an int, e.g. {name}=64")
     inferred: dict[str, tuple[Any, str]] = {k: (int(v), "the keyword argument") for k, v in generics.items()}
     bound = Bound(list(args))
     for p, a in zip(params, args, strict=False):
