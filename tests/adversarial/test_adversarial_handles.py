@@ -384,3 +384,29 @@ def test_gpu_lend_to_torch_and_reclaim(on_gpu: None, k: ModuleType) -> None:
     gc.collect()
     z, _, _ = k.add(tile.zeros(f32, [1024]).partition([128]), lent.reclaim(), tile.ones(f32, [1024])).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(1024, 3.0, np.float32))
+
+
+def test_user_code_run_by_a_kernel_call_cannot_use_handles_in_flight(k: ModuleType) -> None:
+    """A kernel call may take handles in flight; user code it runs meanwhile (a scalar's ``__int__``) may not: the
+    admission is the call's own checks, not a switch that is on for the whole thread while the call runs."""
+    seen: list[str] = []
+    escaped: list[Any] = []
+
+    class Sneaky(int):
+        def __int__(self) -> int:
+            try:
+                escaped[0].to_numpy()
+                seen.append("read")
+            except tile.InFlightError:
+                seen.append("refused")
+            return 3
+
+    def chain(out: tuple[Any, ...]) -> Any:
+        escaped.append(out[1])  # an input of the first launch, which may still be reading it
+        return k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), Sneaky(3))
+
+    z, x, _ = k.add(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), tile.ones(f32, [8])).then(chain).sync()
+    assert seen
+    assert set(seen) == {"refused"}
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(8, 3.0))
+    np.testing.assert_array_equal(escaped[0].to_numpy(), np.ones(8))  # live again once the chain is done

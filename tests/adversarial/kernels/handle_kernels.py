@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import tile.frontend as tile
-from tile.frontend import Mut, Tensor, f32
+from tile.frontend import Mut, Tensor, f32, i32
 
 
 @tile.entry
@@ -17,3 +17,8 @@ def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
 @tile.entry
 def fill(z: Mut[Tensor[f32, "B"]], value: f32):
     z.store(tile.full(z.shape, value, f32))
+
+
+@tile.entry
+def scale(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: i32):
+    z.store(tile.load_tile_like(x, z) * n.astype(f32))

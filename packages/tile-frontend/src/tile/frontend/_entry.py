@@ -32,7 +32,7 @@ from tile.compiler import (
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _backend, _knobs, _ownership
-from tile.frontend._errors import ADMITTING, ArgumentError, FrozenError, GridError
+from tile.frontend._errors import ArgumentError, FrozenError, GridError
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
@@ -138,11 +138,7 @@ class Kernel:
             plan = self._last
             if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
                 return launch
-        admitting, ADMITTING.on = ADMITTING.on, True  # handles in flight may be passed on here (see _launch)
-        try:
-            return self._call_checked(args, generics)
-        finally:
-            ADMITTING.on = admitting
+        return self._call_checked(args, generics)
 
     def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
         """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""

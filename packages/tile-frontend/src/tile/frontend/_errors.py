@@ -6,20 +6,18 @@ are still usable after catching it; every message says what happened, where, and
 fields pickle through ``__reduce__``. Kernel-source problems are ``tile.compiler.CompileError`` (toolchain stack).
 
 `InFlight` is the state behind `InFlightError`: the fate a launch gives the handles it hands on before its work is
-done (to a ``.then()``/``.map()`` function, or as a graph's output); `ADMITTING` marks the thread's kernel call that
-may take such handles (see ``_launch``).
+done (to a ``.then()``/``.map()`` function, or as a graph's output); only a kernel call's own checks admit such a
+handle (see ``_handle.check_fate``).
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import tile.ir
 from tile.bindings import TileError
 
 __all__ = [
-    "ADMITTING",
     "IN_FLIGHT",
     "AliasError",
     "ArgumentError",
@@ -94,14 +92,6 @@ class InFlight(tuple[str, str]):
     def takeable(self) -> bool:
         """Whether a kernel call may take the handle: in flight always, captured only while its capture records."""
         return self[0] is IN_FLIGHT or bool(self.ctx.capturing)
-
-
-class _Admitting(threading.local):
-    on = False
-
-
-ADMITTING = _Admitting()
-"""True while this thread's kernel call checks and moves its arguments: the one place in-flight handles are accepted."""
 
 
 class FrozenError(TileError, AttributeError):

@@ -2,8 +2,10 @@
 one tensor (`Partition`, `Shared`, `Lent`).
 
 Invariants: a handle whose ``_fate`` is set was moved (``(kind, where)``) or is in flight (`InFlight`); `check_fate`
-refuses it with `MovedError` / `InFlightError`, except an in-flight handle taken by a kernel call (``ADMITTING``). A
-wrapper is move-only and uncopyable; its metadata is its tensor's, read-only.
+refuses it with `MovedError` / `InFlightError`. Only the kernel call's own checks and move admit an in-flight handle,
+by passing ``admit=True`` at those call sites: no thread-wide switch, so user code that runs during a kernel call (a
+scalar's ``__int__``, a generic's ``__eq__``) cannot use an in-flight handle. A wrapper is move-only and uncopyable;
+its metadata is its tensor's, read-only.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from tile.compiler.lang import DType
 from tile.core import Uncopyable
-from tile.frontend._errors import ADMITTING, InFlight, InFlightError, MovedError
+from tile.frontend._errors import InFlight, InFlightError, MovedError
 
 if TYPE_CHECKING:
     from tile.frontend._tensor import Tensor
@@ -31,12 +33,12 @@ FIX = {
 """The fix an error suggests, by the kind of fate (``fate[0]``)."""
 
 
-def check_fate(what: str, fate: tuple[str, str]) -> None:
+def check_fate(what: str, fate: tuple[str, str], admit: bool = False) -> None:
     """Raise unless a handle described by ``what`` with this (non-None) ``fate`` may be used here: an in-flight handle
-    only by a kernel call taking it (see ``_launch``), a moved one never."""
+    only by a kernel call taking it (``admit``: see ``_launch``), a moved one never."""
     if fate.__class__ is not InFlight:
         raise MovedError(what, fate[1], FIX[fate[0]])
-    if not (ADMITTING.on and fate.takeable()):  # only a kernel call may take it (see _launch)
+    if not (admit and fate.takeable()):
         raise InFlightError(what, fate[1], FIX[fate[0]])
 
 
@@ -50,10 +52,10 @@ class Wrapper(Uncopyable):
     def _describe(self) -> str:
         raise NotImplementedError
 
-    def _check(self) -> Tensor:
-        """Raise if this handle cannot be used; return its tensor."""
+    def _check(self, admit: bool = False) -> Tensor:
+        """Raise if this handle cannot be used (``admit``: by the kernel call taking it); return its tensor."""
         if self._fate is not None:
-            check_fate(self._describe(), self._fate)
+            check_fate(self._describe(), self._fate, admit)
         self._tensor._check()
         return self._tensor
 

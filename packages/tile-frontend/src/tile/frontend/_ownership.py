@@ -71,7 +71,7 @@ def move(kernel: str, args: Sequence[Any], site: str) -> list[Any]:
             out.append(a)  # a share is not moved: the launch counts itself as one of its users
         elif isinstance(a, (Tensor, Partition)):
             if id(a) not in fresh:
-                fresh[id(a)] = a._move("launch", where)
+                fresh[id(a)] = a._move("launch", where, admit=True)
             out.append(fresh[id(a)])
         else:
             out.append(a)

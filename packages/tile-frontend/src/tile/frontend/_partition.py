@@ -59,8 +59,8 @@ class Partition(Wrapper):
         return f"Partition({self.dtype.name}, {list(self.shape)} in tiles of {list(self.tile_shape)})"
 
     @owning
-    def _move(self, kind: str, where: str) -> Partition:
-        self._check()
+    def _move(self, kind: str, where: str, admit: bool = False) -> Partition:
+        self._check(admit)
         return self._hand_over((kind, where))
 
     def _hand_over(self, fate: tuple[str, str]) -> Partition:

@@ -192,7 +192,7 @@ def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str
         )
     if not isinstance(a, Partition):
         raise ArgumentError(f"{_where(kernel, p)} is a Mut output and needs a Partition, got {type(a).__name__}")
-    a._check()
+    a._check(admit=True)  # the kernel call may take a partition in flight (see _launch)
     _check_dtype_rank(kernel, p, a.dtype, len(a.tile_shape), what="of its tiles", inferred=inferred)
     _match_dims(kernel, p, a.tile_shape, "the tile shape", inferred)
 
@@ -206,7 +206,7 @@ def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
         )
     if not isinstance(a, Tensor):
         raise ArgumentError(f"{_where(kernel, p)} needs a tile Tensor, got {type(a).__name__}: use tile.from_numpy")
-    a._check()
+    a._check(admit=True)  # the kernel call may take a tensor in flight (see _launch)
     _check_dtype_rank(kernel, p, a.dtype, a.ndim, what=f"shape {list(a.shape)}", inferred=inferred)
     _match_dims(kernel, p, a.shape, "the extent", inferred)
 

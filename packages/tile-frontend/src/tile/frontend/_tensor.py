@@ -122,10 +122,10 @@ class Tensor(Uncopyable):
 
     # -- state --------------------------------------------------------------------------------------------------
 
-    def _check(self) -> Storage:
-        """Raise if this handle cannot be used; return its storage."""
+    def _check(self, admit: bool = False) -> Storage:
+        """Raise if this handle cannot be used (``admit``: by the kernel call taking it); return its storage."""
         if self._fate is not None:
-            check_fate(self._describe(), self._fate)
+            check_fate(self._describe(), self._fate, admit)
         storage = self._storage
         if storage.freed_at is not None:
             raise FreedError(
@@ -135,9 +135,10 @@ class Tensor(Uncopyable):
         return storage
 
     @owning
-    def _move(self, kind: str, where: str) -> Tensor:
-        """Hand this handle's view to a new handle and mark this one moved (``kind`` picks the fix hint)."""
-        self._check()
+    def _move(self, kind: str, where: str, admit: bool = False) -> Tensor:
+        """Hand this handle's view to a new handle and mark this one moved (``kind`` picks the fix hint; ``admit``: the
+        kernel call taking it may take it in flight)."""
+        self._check(admit)
         return self._hand_over((kind, where))
 
     def _hand_over(self, fate: tuple[str, str]) -> Tensor:
