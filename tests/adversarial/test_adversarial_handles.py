@@ -405,8 +405,32 @@ def test_user_code_run_by_a_kernel_call_cannot_use_handles_in_flight(k: ModuleTy
         escaped.append(out[1])  # an input of the first launch, which may still be reading it
         return k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), Sneaky(3))
 
-    z, x, _ = k.add(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), tile.ones(f32, [8])).then(chain).sync()
+    z, _, _ = k.add(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), tile.ones(f32, [8])).then(chain).sync()
     assert seen
     assert set(seen) == {"refused"}
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(8, 3.0))
     np.testing.assert_array_equal(escaped[0].to_numpy(), np.ones(8))  # live again once the chain is done
+
+
+@pytest.mark.parametrize("theft", ["partition", "free"])
+def test_user_code_run_by_the_checks_cannot_change_what_is_moved(k: ModuleType, theft: str) -> None:
+    """A scalar's ``__int__`` runs after the handles were checked: if it partitions an input (a second writer) or
+    frees it (a use after free), the launch must not go ahead with the stale checks."""
+    target: list[Any] = []
+    stolen: list[Any] = []
+
+    class Sneaky(int):
+        def __int__(self) -> int:
+            if target:
+                victim = target.pop()
+                stolen.append(victim.partition([4]) if theft == "partition" else victim.free())
+            return 3
+
+    z, x, _ = k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), Sneaky(3)).sync()  # a plan for it
+    z, x, _ = k.scale(z, x, Sneaky(3)).sync()  # and its fast path is warm
+    target.append(x)
+    error = tile.MovedError if theft == "partition" else tile.FreedError
+    with pytest.raises(error):
+        k.scale(z, x, Sneaky(3))
+    assert stolen
+    assert not z.moved  # the failed call moved nothing

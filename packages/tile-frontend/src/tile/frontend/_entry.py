@@ -147,7 +147,8 @@ class Kernel:
             key = layout_key(self.params, args, generics, self._grid)
             plan = self._plans.get(key) if key is not None else None
             if plan is not None:
-                values = plan.try_launch(args, self._check_scalar, self.unchecked)
+                # The key's hashing ran the __hash__/__eq__ of Const and generic values: check the handles again.
+                values = plan.try_launch(args, self._check_scalar, self.unchecked, recheck=True)
                 if values is not None:
                     if plan.distinct:
                         self._last = plan

@@ -29,6 +29,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
 from tile.compiler import CompiledKernel
 from tile.frontend._errors import IN_FLIGHT, InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
@@ -43,6 +45,11 @@ from tile.frontend._tensor import Tensor
 __all__ = ["Packing", "Plan", "launch_again", "layout_key"]
 
 _HANDLE_CLASSES = (Tensor, Partition, Shared)
+# Scalar types whose checks and comparisons run no user code (a subclass may override __int__ or __eq__).
+_PLAIN = frozenset(
+    {int, float, bool, np.bool_, np.float16, np.float32, np.float64}
+    | {np.dtype(f"{k}{b}").type for k in "iu" for b in (1, 2, 4, 8)}
+)
 _INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "u32", "i64", "u64"})
 # (kernel-argument position, mode, call-argument index): per launch `Plan.enqueue` fills the position with the handle's
 # base address (_BASE), the scalar as an int (_INT) or the value as is (_RAW).
@@ -141,6 +148,7 @@ class Plan:
         "site",
         "tail",
         "tensors",
+        "user_consts",
         "wrapped",
     )
 
@@ -195,20 +203,46 @@ class Plan:
             (i, j) for i in self.handles for j in self.handles if i < j and args[i].__class__ is args[j].__class__
         )
         self.alias = tuple((o, tuple(j for j in self.handles if j != o)) for o in self.outputs)
+        # Comparing a call's Const or generic values with this plan's runs their type's __eq__: user code, unless the
+        # type is a builtin or numpy one (then `try_launch` checks the handles again after it).
+        self.user_consts = any(const and cls not in _PLAIN for _, cls, const, _ in self.others) or any(
+            v.__class__ not in _PLAIN for v in self.generics.values()
+        )
 
     def try_launch(
-        self, args: Sequence[Any], check: Callable[[Param, Any], None], unchecked: bool
+        self, args: Sequence[Any], check: Callable[[Param, Any], None], unchecked: bool, *, recheck: bool = False
     ) -> Sequence[Any] | None:
         """Re-check what may differ from the call that made the plan (``layout_key`` already found every handle live);
-        return all the call's values (keyword ``Const`` values appended), or None when the full path must run."""
+        return all the call's values (keyword ``Const`` values appended), or None when the full path must run.
+
+        A scalar of a user-defined type runs user code while it is checked (its ``__int__``), which may move or free
+        a handle checked before; then (and with ``recheck``, when hashing keys ran user code) the handles are checked
+        again after it, so nothing that ran between the checks and the move can change what is moved."""
         try:
             for i, p in self.scalars:
-                check(p, args[i])
+                value = args[i]
+                if value.__class__ not in _PLAIN:
+                    recheck = True
+                check(p, value)
         except Exception:  # the full path reports it, in argument order
+            return None
+        if recheck and not self._live(args):
             return None
         if self.alias and not unchecked and _overlaps(self, args):
             return None
         return (*args, *self.tail) if self.tail else args
+
+    def _live(self, args: Sequence[Any]) -> bool:
+        """True when every handle argument is still live (or in flight, for a kernel call to take) and unfreed."""
+        for i in self.handles:
+            a = args[i]
+            f = a._fate
+            if f is not None and not (f.__class__ is InFlight and f.takeable()):
+                return False
+            t = a if a.__class__ is Tensor else a._tensor
+            if (t is not a and t._fate is not None) or t._storage.freed_at is not None:
+                return False
+        return True
 
     def admit(
         self,
@@ -224,7 +258,7 @@ class Plan:
             return None
         if not self._matches(args):
             return None
-        return self.try_launch(args, check, unchecked)
+        return self.try_launch(args, check, unchecked, recheck=self.user_consts)
 
     def _matches(self, args: tuple[Any, ...]) -> bool:
         """True when the arguments have this plan's layout (as `layout_key` sees it) and every handle is live (or in
