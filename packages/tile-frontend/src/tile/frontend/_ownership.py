@@ -64,6 +64,9 @@ def _check_output(kernel: str, p: Param, out: Partition, handles: list[tuple[Par
 def move(kernel: str, args: Sequence[Any], site: str) -> list[Any]:
     """Move every handle argument into the launch; return the handles it will hand back (scalars as they are)."""
     where = f"moved into the launch of {kernel} at {site}"
+    for a in args:  # all checked before any is moved: a failed call moves nothing
+        if isinstance(a, (Tensor, Partition, Shared)):
+            a._check(admit=True)
     fresh: dict[int, Any] = {}
     out = []
     for a in args:
