@@ -3,6 +3,7 @@ fix in the message, before anything is moved or touched (the handles stay usable
 
 from __future__ import annotations
 
+import ctypes
 import pickle
 from types import ModuleType
 from typing import Any
@@ -50,8 +51,9 @@ def test_partition_reused_after_launch(k: ModuleType) -> None:
 def test_moved_handle_passed_to_a_second_launch(k: ModuleType) -> None:
     x, y, z = _vec(), _vec(), _out()
     _, _, y2 = k.add(z, x, y).sync()
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(tile.MovedError, match=rf"moved into the launch of add at .*{THIS}:\d+") as info:
         k.add(_out(), x, y2)
+    assert "use the handles the launch returned" in str(info.value)
     assert not y2.moved  # the failed call moved nothing
 
 
@@ -73,8 +75,9 @@ def test_tensor_used_after_partition() -> None:
 def test_partition_a_moved_tensor() -> None:
     t = _vec()
     t.partition([128])
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(tile.MovedError, match=rf"moved into \.partition\(\) at .*{THIS}:\d+") as info:
         t.partition([128])
+    assert ".unpartition()" in str(info.value)
 
 
 def test_unpartition_twice() -> None:
@@ -97,14 +100,15 @@ def test_every_method_of_a_moved_tensor_refuses(use: str) -> None:
         "free": t.free,
         "data_ptr": t.data_ptr,
     }
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(tile.MovedError, match=rf"created at .*{THIS}:\d+ was moved into \.partition\(\) at") as info:
         calls[use]()
+    assert "use the handle it returned" in str(info.value)
 
 
 def test_an_op_runs_once(k: ModuleType) -> None:
     op = k.add(_out(), _vec(), _vec())
     op.sync()
-    with pytest.raises(OpConsumedError):
+    with pytest.raises(OpConsumedError, match=rf"{THIS}:\d+"):
         op.sync()
 
 
@@ -122,15 +126,17 @@ def test_view_after_parent_freed() -> None:
     t = _vec()
     v = t[:16]
     t.free()
-    with pytest.raises(tile.FreedError):
+    with pytest.raises(tile.FreedError, match=rf"freed at .*{THIS}:\d+") as info:
         v.to_numpy()
+    assert "make a new one" in str(info.value)
 
 
 def test_launch_with_freed_tensor(k: ModuleType) -> None:
     x = _vec()
     x.free()
-    with pytest.raises(tile.FreedError):
+    with pytest.raises(tile.FreedError, match=rf"freed at .*{THIS}:\d+") as info:
         k.add(_out(), x, _vec())
+    assert "make a new one" in str(info.value)
 
 
 def test_free_waits_for_the_pending_launch(k: ModuleType) -> None:
@@ -184,8 +190,9 @@ def test_partition_while_a_dlpack_export_is_alive() -> None:
 def test_partition_of_foreign_memory_borrowed_twice() -> None:
     a = np.zeros(N, np.float32)
     first, second = tile.from_dlpack(a), tile.from_dlpack(a[512:])
-    with pytest.raises(tile.BorrowError):
+    with pytest.raises(tile.BorrowError, match=rf"exclusive memory.*created at .*{THIS}:\d+") as info:
         first.partition([128])
+    assert "Drop them first" in str(info.value)
     del second
     first.partition([128])
 
@@ -304,8 +311,9 @@ def test_gemm_inner_dimensions_disagree(k: ModuleType) -> None:
 
 @pytest.mark.parametrize("grid", [(0,), (1, 2, 3, 4), "8", (2.0,), (1, 70000)])
 def test_malformed_grids(k: ModuleType, grid: Any) -> None:
-    with pytest.raises(tile.GridError):
+    with pytest.raises(tile.GridError, match=r"a grid is 1 to 3 positive ints|out of range") as info:
         k.no_output.grid(grid)(_vec())
+    assert "grid" in str(info.value)
 
 
 # -- arguments against the signature ------------------------------------------------------------------------------
@@ -496,16 +504,20 @@ def test_the_interpreter_catches_the_race_an_unchecked_kernel_allows(k: ModuleTy
     a = np.zeros(N + 128, np.float32)
     z = tile.from_dlpack(a[:N]).partition([128])
     x = tile.from_dlpack(a[128:])  # block i reads the tile block i + 1 writes
-    with pytest.raises(DataRaceError):
+    race = r"data race on [xz] element \d+ .* tile block \(1, 0, 0\) writes it at .*fe_kernels\.py:\d+"
+    with pytest.raises(DataRaceError, match=race) as info:
         k.add_unchecked(z, x, _vec()).sync()
+    assert isinstance(info.value, tile.KernelFaultError)
 
 
 def test_shared_tensors_are_read_only_and_unshare_waits(k: ModuleType) -> None:
     w = _vec().share()
     with pytest.raises(tile.ArgumentError, match="Shared tensor, which is read-only"):
         k.add(w, _vec(), _vec())
-    with pytest.raises(tile.BorrowError):  # the share is a live borrow of its memory
-        tile.from_dlpack(np.from_dlpack(w._tensor)).partition([128])
+    alias = np.ctypeslib.as_array((ctypes.c_float * N).from_address(w._tensor.data_ptr()))  # writable, foreign
+    # the share is a live borrow of its memory
+    with pytest.raises(tile.BorrowError, match=r"but 1 other live handle\(s\) overlap it"):
+        tile.from_dlpack(alias).partition([128])
     op = k.add(_out(), w, _vec())
     with pytest.raises(tile.BorrowError, match="1 launch"):
         w.unshare()
