@@ -19,7 +19,13 @@ loan), and all handles of a freed storage refuse; a storage's free is deferred w
 or an import of its memory is alive. To compare, it reads a few private attributes of the real objects:
 ``Tensor._storage`` (held only through a weak reference, so the test keeps nothing alive) and its ``pending``,
 ``freed_at`` and ``dropped``; ``Partition._tensor`` (an output's values) and ``_byte_range`` (overlap by address).
-Not covered yet: ``.then()``/``.map()`` callbacks, graphs, GPU memory (the test runs on the CPU interpreter).
+Handles in flight (ownership.md §11): a ``.then()``/``.map()`` function tries uses of the handles it got (each an
+`InFlightError`, a share excepted; ``copy.copy`` a `HandleCopyError`), lets them escape, and returns them, a part of
+them, or a further launch on them; a second ``.then()`` uses an escaped handle (in flight, or `MovedError` once moved
+on) and after the sync it is live again unless moved on. Host graphs: a captured launch's handles refuse every use
+(`InFlightError`) until ``graph.close()`` hands them back live with the last replay's values (each replay of
+``add(z, x, y)`` writes x + y into z). Not covered yet: GPU memory (the test runs on the CPU interpreter), graphs
+dropped without ``close()``, launches of a closed graph.
 Two known frontend bugs are predicted as they are (`BUG_EMPTY_READ`, `BUG_MOVED_PARTITION_BORROWS`).
 
 Budget (environment variables, read by this module only):
@@ -50,6 +56,7 @@ from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
 
 import tile.frontend as tile
+from tile import aio
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_adversarial import KERNELS, load_path  # a sibling helper module
@@ -136,6 +143,7 @@ class Hd:
         self.kind, self.obj, self.store, self.view = kind, obj, store, view
         self.tok = tok if tok is not None else object()
         self.moved = False
+        self.captured = False  # an output of an open graph: every use is an InFlightError until ``close()``
         self.into = ""  # what it was moved into ("launch", ...)
         self.users = 0  # Shared: launch positions holding it
         self.tile = tile_
@@ -162,6 +170,7 @@ class Pending:
 
     def __init__(self, obj: Any, z: Hd, x: Hd, y: Hd, same: bool) -> None:
         self.obj, self.z, self.x, self.y, self.same = obj, z, x, y, same
+        self.graph = False  # a launch captured into an open graph (``obj`` is the Graph): it holds them until closed
 
     def held(self) -> list[Hd]:
         return [self.z, self.x, self.y]
@@ -188,6 +197,8 @@ class Model:
     def state(h: Hd) -> Outcome:
         if h.moved:
             return tile.MovedError
+        if h.captured:
+            return tile.InFlightError
         if h.store.freed:
             return tile.FreedError
         return OK
@@ -287,6 +298,7 @@ class Model:
     def release(self, p: Pending) -> None:
         self.launches.remove(p)
         for h in p.held():
+            h.captured = False
             h.store.pending -= 1
             if h.kind == "S":
                 h.users -= 1
@@ -304,6 +316,34 @@ class Op:
 
 def _nothing(_: Any) -> None:
     return None
+
+
+# Uses a .then()/.map() function tries on a handle it got (each refused in flight; a share is not in flight).
+USES = {
+    "T": ["to_numpy", "view", "partition", "share", "free", "export", "copy", "deepcopy"],
+    "P": ["unpartition", "copy", "deepcopy"],
+    "S": ["to_numpy", "unshare", "copy", "deepcopy"],
+}
+DO: dict[str, Callable[[Any], Any]] = {
+    "to_numpy": lambda h: h.to_numpy(),
+    "view": lambda h: h[0:4],
+    "partition": lambda h: h.partition([4]),
+    "share": lambda h: h.share(),
+    "free": lambda h: h.free(),
+    "export": np.from_dlpack,
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "unpartition": lambda h: h.unpartition(),
+    "unshare": lambda h: h.unshare(),
+}
+_STREAM: list[Any] = []
+
+
+def _stream() -> Any:
+    """The host stream chains run on (one per process: the work runs inline, in order)."""
+    if not _STREAM:
+        _STREAM.append(aio.HostStream())
+    return _STREAM[0]
 
 
 class Dice:
@@ -570,6 +610,149 @@ class Run:
         p.obj = None  # never executed: its handles are gone, what they held is released
         self.m.settle()
 
+    # -- handles in flight: .then() / .map() functions and graphs -----------------------------------------------
+
+    def predict_use(self, h: Hd, use: str, fate: Outcome) -> Outcome:
+        """A use (`USES`) of the handle ``h`` describes, whose fate is ``fate`` (in flight, moved on) or None (live)."""
+        if use == "copy":
+            return tile.HandleCopyError  # handles are never copied, whatever their state
+        if fate is not None:
+            return fate
+        if use == "unshare":
+            return self.m.state(h) or (tile.BorrowError if h.users > 0 else OK)
+        return self.m.read(h)  # to_numpy, deepcopy (the only uses tried on a live handle)
+
+    def attempt(self, seen: list[tuple[str, Outcome, Outcome]], label: str, want: Outcome, use: str, obj: Any) -> None:
+        """Try ``use`` inside a chain (which must not raise) and record (what, predicted, got) for later asserts."""
+        try:
+            DO[use](obj)
+            got: Outcome = OK
+        except Exception as exc:
+            got = type(exc)
+            del exc  # its traceback holds the function's frame and the handles in it
+        seen.append((label, want, got))
+
+    def do_chain(self, d: Dice, op: Op) -> None:  # noqa: PLR0915  # one chain, start to end, reads best
+        """A launch whose ``.then()``/``.map()`` function tries a use of the handles it got (in flight: refused, a
+        share excepted) and lets them escape; sometimes a second ``.then()`` tries a use of the escaped handles (still
+        in flight, or moved on into a launch the first function returned); after the sync the result is compared,
+        and an escaped handle is live again unless it was moved on."""
+        launch = self.expect(op)
+        if launch is None:
+            return
+        m, p = self.m, self.m.launches[-1]
+        held = p.held()
+        mode = d.pick(["then", "then_launch", "map", "map_first", "then", "then_launch"])
+        tries = [(i, d.pick(USES[held[i].kind])) for i in {d.pick([0, 1, 2]), d.pick([1, 2])}]
+        late, after = d.pick([None, 0, 1, 2]), d.pick([None, 0, 1, 2])
+        moved_on = tile.MovedError if mode == "then_launch" else None  # the escaped handles, once fn returned
+        leaked: list[tuple[Any, ...]] = []
+        seen: list[tuple[str, Outcome, Outcome]] = []
+
+        def first(out: tuple[Any, ...]) -> Any:
+            leaked.append(out)
+            for i, use in tries:
+                fate = None if held[i].kind == "S" else tile.InFlightError
+                self.attempt(seen, f"in fn: {use}({held[i]})", self.predict_use(held[i], use, fate), use, out[i])
+            if mode == "then_launch":
+                return self.k.add(*out)  # allowed: runs after this launch, on the same handles
+            if mode == "then":
+                return aio.value(out)
+            return out if mode == "map" else out[0]
+
+        chain = launch.then(first) if mode.startswith("then") else launch.map(first)
+        if late is not None:
+            h = held[late]
+            use = "to_numpy" if h.kind in "TS" else "unpartition"
+            fate = None if h.kind == "S" else moved_on or tile.InFlightError
+
+            def later(result: Any) -> Any:
+                self.attempt(seen, f"after fn: {use}({h})", self.predict_use(h, use, fate), use, leaked[0][late])
+                return aio.value(result)
+
+            chain = chain.then(later)
+        del launch, op
+        result = chain.sync_on(_stream())
+        del chain
+        self.log.append(f"  .{mode}() tried {tries}, escaped used at {late} and after sync at {after}: {seen}")
+        want = m.values(p.x.view, p.x.store.root) + m.values(p.y.view, p.y.store.root)
+        p.z.store.root.values[p.z.view.index()] = want
+        m.release(p)
+        p.obj = None
+        out = (result,) if mode == "map_first" else result
+        assert len(out) == (1 if mode == "map_first" else 3)
+        assert isinstance(out[0], tile.Partition)
+        if mode != "map_first":
+            assert (out[1] is out[2]) == p.same
+        for h, got, escaped in zip(held, out, leaked[0], strict=False):
+            if h.kind == "S" or mode != "then_launch":
+                assert got is escaped, f"{mode}: {h} came back as another object"
+            if h.kind == "S":
+                assert got is h.obj, "a share comes back as itself"
+            elif h.obj is None:
+                h.obj = got
+                m.handles.append(h)
+        np.testing.assert_array_equal(out[0]._tensor.to_numpy(), want)
+        for label, predicted, got in seen:
+            assert got is predicted, f"{label}: predicted {predicted.__name__ if predicted else 'success'}, got {got}"
+        if after is not None:  # the escaped handle after the sync: live again, unless moved on
+            h, escaped = held[after], leaked[0][after]
+            fate = None if h.kind == "S" else moved_on
+            if h.kind == "P":
+                assert escaped.moved == (fate is not None), f"escaped {h}.moved after the sync"
+            else:
+                self.attempt(
+                    seen, f"after sync: to_numpy({h})", self.predict_use(h, "to_numpy", fate), "to_numpy", escaped
+                )
+                assert seen[-1][1] is seen[-1][2], seen[-1]
+            del h, escaped
+        leaked.clear()
+        del out, result, first
+        m.settle()
+
+    def do_graph(self, op: Op) -> None:
+        """Capture a launch into a host graph: its moved handles are the graph's (every use refused) until close."""
+        launch = self.expect(op)
+        if launch is None:
+            return
+        p = self.m.launches[-1]
+        graph = launch.graph()
+        del launch, op
+        self.log.append("  .graph()")
+        p.obj, p.graph = graph, True
+        assert len(graph.output) == 3
+        for h, got in zip(p.held(), graph.output, strict=True):
+            if h.kind == "S":
+                assert got is h.obj, "a share is not captured: it stays itself"
+            elif h.obj is None:
+                h.obj, h.captured = got, True
+                self.m.handles.append(h)
+
+    def do_replay(self, p: Pending) -> None:
+        """``graph.launch().sync()``: each replay writes x + y into z; it returns the graph's own (captured) output."""
+        m = self.m
+        self.log.append(f"replay graph add({p.z}, {p.x}, {p.y})")
+        want = m.values(p.x.view, p.x.store.root) + m.values(p.y.view, p.y.store.root)
+        out = p.obj.launch().sync()
+        p.z.store.root.values[p.z.view.index()] = want
+        assert all(a is b for a, b in zip(out, p.obj.output, strict=True)), "a replay returns the graph's output"
+
+    def do_close_graph(self, p: Pending) -> None:
+        """``graph.close()`` hands the captured handles back live, holding the last replay's values."""
+        m = self.m
+        self.log.append(f"close graph add({p.z}, {p.x}, {p.y})")
+        out = p.obj.close()
+        m.release(p)
+        p.obj = None
+        for h, got in zip(p.held(), out, strict=True):
+            assert got is h.obj, f"close() hands back the captured {h} itself"
+            if not any(h is g for g in m.handles):
+                m.handles.append(h)
+        if not p.z.store.freed:
+            np.testing.assert_array_equal(out[0]._tensor.to_numpy(), m.values(p.z.view, p.z.store.root))
+        del out
+        m.settle()
+
     def op_copy(self, d: Dice, h: Hd) -> Op:
         how = d.pick(["copy", "pickle", "deepcopy"])
         if how != "deepcopy":
@@ -616,22 +799,18 @@ class Run:
             self.expect(ops[action]())
         elif action == "unwrap" and (wrapped := kinds["P"] + kinds["S"] + kinds["L"]):
             self.expect(self.unwrap(d.handle(wrapped)))
-        elif action == "launch" and (sized := [h for h in m.handles if h.view.n == N]):
-            parts = [h for h in sized if h.kind == "P"]
-            inputs = [h for h in sized if h.kind in "TS"]
-            z = d.handle(parts) if parts and d.pick([1, 1, 1, 0]) else d.pick(sized)
-            near = [h for h in inputs if h.store.root is z.store.root and h is not z]
-            x = (
-                d.handle(near if near and d.pick([0, 1]) else inputs)
-                if inputs and d.pick([1, 1, 1, 0])
-                else d.pick(sized)
-            )
-            y = x if d.pick([0, 0, 1]) else d.handle(inputs) if inputs and d.pick([1, 1, 1, 0]) else d.pick(sized)
-            self.expect(self.op_launch(z, x, y))
-        elif action == "sync" and m.launches:
-            self.do_sync(d.pick(m.launches))
-        elif action == "drop_launch" and m.launches:
-            self.do_drop_launch(d.pick(m.launches))
+        elif action in ("launch", "then", "graph") and any(h.view.n == N for h in m.handles):
+            op = self.op_launch(*self.launch_args(d))
+            if action == "launch":
+                self.expect(op)
+            elif action == "then":  # its own choices: launch_args used up most of the drawn integer
+                self.do_chain(Dice(r * 2654435761 % 2**32), op)
+            else:
+                self.do_graph(op)
+        elif action in ("sync", "drop_launch") and (plain := [p for p in m.launches if not p.graph]):
+            (self.do_sync if action == "sync" else self.do_drop_launch)(d.pick(plain))
+        elif action in ("replay", "close_graph") and (graphs := [p for p in m.launches if p.graph]):
+            (self.do_replay if action == "replay" else self.do_close_graph)(d.pick(graphs))
         elif action == "export" and (exportable := kinds["T"] + kinds["L"]):
             self.expect(self.op_export(d.handle(kinds["L"] if kinds["L"] and d.pick([0, 1]) else exportable)))
         elif action == "alias" and (foreign := [h for h in m.handles if h.store.root.array is not None]):
@@ -653,6 +832,17 @@ class Run:
             self.expect(self.op_copy(d, d.pick(m.handles)))
         elif action == "race" and m.handles:
             self.race_step(d)
+
+    def launch_args(self, d: Dice) -> tuple[Hd, Hd, Hd]:
+        """z, x, y of an ``add``: mostly a partition and two inputs of length N (often on z's root), sometimes any."""
+        sized = [h for h in self.m.handles if h.view.n == N]
+        parts = [h for h in sized if h.kind == "P"]
+        inputs = [h for h in sized if h.kind in "TS"]
+        z = d.handle(parts) if parts and d.pick([1, 1, 1, 0]) else d.pick(sized)
+        near = [h for h in inputs if h.store.root is z.store.root and h is not z]
+        x = d.handle(near if near and d.pick([0, 1]) else inputs) if inputs and d.pick([1, 1, 1, 0]) else d.pick(sized)
+        y = x if d.pick([0, 0, 1]) else d.handle(inputs) if inputs and d.pick([1, 1, 1, 0]) else d.pick(sized)
+        return z, x, y
 
     def unwrap(self, h: Hd) -> Op:
         method = {"P": "unpartition", "S": "unshare", "L": "reclaim"}[h.kind]
@@ -739,7 +929,11 @@ class Run:
 
     def close(self) -> None:
         for p in list(self.m.launches):
-            self.do_drop_launch(p)
+            if p.graph:
+                p.obj.close()
+                self.m.release(p)
+            else:
+                self.do_drop_launch(p)
         self.m.handles.clear()
         self.m.arrays.clear()
 
@@ -758,6 +952,10 @@ ACTIONS = [  # repeated names are weights
     "drop_launch",
     "copy",
     "oversize",
+    *["then"] * 3,
+    *["graph"] * 2,
+    "replay",
+    "close_graph",
 ]
 SEQUENCES = st.lists(st.tuples(st.sampled_from(ACTIONS), st.integers(0, 2**24)), min_size=min(STEPS, 8), max_size=STEPS)
 
