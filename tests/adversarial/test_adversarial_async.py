@@ -402,3 +402,37 @@ def test_gpu_graph_outputs_are_captured_until_closed(k: ModuleType, gpu: None) -
             x.__dlpack__()
     z, x = graph.close()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3, np.float32))
+
+
+def test_a_launch_refuses_a_context_tile_aio_did_not_make(k: ModuleType) -> None:
+    """A user's ExecutionContext could say the work is done while it still runs (synchronize() that returns at once),
+    and the launch would hand its memory back mid-kernel: launches run only on tile.aio's own contexts."""
+
+    class Liar(aio.ExecutionContext):
+        def __init__(self) -> None:
+            self.inner = aio.HostStream()
+
+        @property
+        def device(self) -> Any:
+            return aio.HOST
+
+        def enqueue(self, fn: Any) -> None:
+            self.inner.enqueue(fn)
+
+        def record(self) -> Any:
+            return self.inner.record()
+
+        def wait(self, completion: Any) -> None:
+            self.inner.wait(completion)
+
+        def synchronize(self) -> None:
+            pass  # the lie: nothing waits for the work
+
+        def query(self) -> bool:
+            return True
+
+    op = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    with pytest.raises(tile.BackendError, match=r"a context tile.aio did not make") as info:
+        op.sync_on(Liar())
+    assert HERE in str(info.value)
+    assert "tile.core.Stream" in str(info.value)

@@ -178,6 +178,7 @@ def fake_prepare(
 
 class FakeCudaContext(ExecutionContext):
     stream = FakeStream()
+    _trusted = True  # a test double standing in for tile.aio's CudaContext, whose completions launches rely on
 
     @property
     def device(self) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
-from typing import cast, final
+from typing import ClassVar, cast, final
 
 from tile.aio._uncopyable import Uncopyable
 
@@ -70,6 +70,10 @@ class ExecutionContext(Uncopyable, ABC):
 
     __slots__ = ()
     _copy_fix = "pass the context itself; it may be shared between threads"
+    # True for tile.aio's own contexts (CUDA streams, host streams, graph recorders), whose completions and
+    # synchronize() are real. Ops that hand memory back on completion (tile.frontend's launches) run only on these: a
+    # context written elsewhere could report work done while the GPU still writes.
+    _trusted: ClassVar[bool] = False
 
     @property
     @abstractmethod

@@ -136,6 +136,7 @@ class CudaContext(ExecutionContext):
     """
 
     __slots__ = ("__weakref__", "_device", "_error", "_raw", "_stream")
+    _trusted = True
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream

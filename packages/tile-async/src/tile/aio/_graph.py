@@ -68,6 +68,7 @@ class _HostRecorder(ExecutionContext):
     """Records the host work enqueued on it instead of running it."""
 
     __slots__ = ("_open", "_work")
+    _trusted = True
 
     def __init__(self) -> None:
         self._work: list[Callable[[], object]] = []

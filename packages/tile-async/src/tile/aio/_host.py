@@ -89,6 +89,7 @@ class HostStream(ExecutionContext):
     """
 
     __slots__ = ("_closed", "_error", "_mutex", "_name", "_pending", "_queue", "_thread", "_worker")
+    _trusted = True
 
     def __init__(self, *, worker: bool = False, name: str | None = None) -> None:
         self._worker = worker

@@ -114,6 +114,12 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         handles on in flight: whoever gets them before the work is done cannot use them."""
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
+        if not ctx._trusted:
+            raise BackendError(
+                f"{self._describe()} was executed on {type(ctx).__name__}, a context tile.aio did not make: a launch "
+                "hands its memory back when its context says the work is done, so it runs only on tile.aio's own "
+                "contexts. Pass a tile.core.Stream (or a torch/cupy stream), a tile.aio.HostStream, or use .sync()"
+            )
         after = self._after
         if after is not None and (after.__class__ is not InFlight or after.ctx is not ctx):
             self._order_after(ctx)  # not a launch chained on its lender's context (that one needs nothing)
