@@ -376,8 +376,8 @@ def test_gpu_lend_to_torch_and_reclaim(on_gpu: None, k: ModuleType) -> None:
     t = tile.zeros(f32, [1024])
     lent = t.lend()
     view = torch.from_dlpack(lent)
-    view.fill_(2.0)
-    torch.cuda.synchronize()
+    torch.cuda._sleep(100_000_000)  # keep torch's stream busy, so the fill below is still queued at reclaim()
+    view.fill_(2.0)  # queued on torch's stream: reclaim() must wait for it (no torch.cuda.synchronize() here)
     with pytest.raises(tile.BorrowError, match="still alive"):
         lent.reclaim()
     del view

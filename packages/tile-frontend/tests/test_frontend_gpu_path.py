@@ -28,6 +28,10 @@ _BYTECODE: dict[bytes, bytes] = {}  # cubin -> the Tile IR bytecode it was made 
 
 class FakeDevice:
     ordinal, arch, name = 0, "sm_90", "stand-in GPU"
+    synchronized = 0  # device-wide synchronizations asked for (what Storage.settle does)
+
+    def synchronize(self) -> None:
+        FakeDevice.synchronized += 1
 
 
 DEVICE = FakeDevice()
@@ -286,6 +290,35 @@ def test_device_exports_are_read_only_unless_lent(fake_gpu: None) -> None:
     del consumer
     assert lent.consumers == 0
     lent.reclaim()
+
+
+def test_work_another_library_queued_through_an_export_ends_before_tile_writes_or_frees(fake_gpu: None) -> None:
+    """Dropping a consumer's array does not mean the work it queued on its own stream ran: before Tile partitions,
+    lends or frees the memory (or takes a loan back), the device finishes it. Memory never exported pays nothing."""
+    t = _gpu(tile.arange, f32, 16)
+    before = FakeDevice.synchronized
+    t = t.partition([16]).unpartition()
+    assert FakeDevice.synchronized == before  # never exported: no wait
+    consumer = t.__dlpack__(max_version=(1, 0))
+    del consumer
+    z = t.partition([16])
+    assert FakeDevice.synchronized == before + 1
+    t = z.unpartition()
+    t.partition([16]).unpartition()
+    assert FakeDevice.synchronized == before + 1  # once per export, not per partition
+    lent = _gpu(tile.zeros, f32, [16]).lend()
+    writer = lent.__dlpack__(max_version=(1, 0))
+    del writer
+    lent.reclaim()
+    assert FakeDevice.synchronized == before + 2
+    u = _gpu(tile.zeros, f32, [16])
+    buffer = u._storage.buffer
+    reader = u.__dlpack__(max_version=(1, 0))
+    u.free()
+    assert not buffer.closed  # the consumer still holds it
+    del reader
+    assert buffer.closed
+    assert FakeDevice.synchronized == before + 3  # and the free waited for its queued work
 
 
 def test_a_gpu_launch_refuses_a_host_stream(fake_gpu: None, k: ModuleType) -> None:

@@ -84,6 +84,7 @@ class Lent(Wrapper):
                 f"cannot reclaim {self._describe()} at {site}: {self.consumers} array(s) made from it by another "
                 "library are still alive and may write it; drop them first (`del arr`)"
             )
+        tensor._storage.settle()  # the other library's queued writes are done before Tile uses the memory again
         self._fate = ("unpartition", f"reclaimed at {site}")
         return tensor._move("unpartition", f"reclaimed at {site}")
 

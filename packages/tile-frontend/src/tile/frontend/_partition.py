@@ -142,6 +142,7 @@ def require_exclusive(tensor: Tensor, what: str, verb: str) -> None:
             f"cannot {what}: that needs exclusive memory, but {count} other live handle(s) overlap it: {listed}. "
             f"Drop them first (`del view`), or {verb} a .copy()"
         )
+    storage.settle()  # what a former consumer of an export queued on the memory runs before Tile may write it
 
 
 def injective(shape: Sequence[int], strides: Sequence[int]) -> bool:

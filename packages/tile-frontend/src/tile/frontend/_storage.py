@@ -113,6 +113,7 @@ class Storage:
         "_sweep_at",
         "address",
         "buffer",
+        "consumed",
         "device",
         "dropped",
         "freed_at",
@@ -145,6 +146,7 @@ class Storage:
         self.pending = 0
         self.freed_at: str | None = None
         self.dropped = False
+        self.consumed = False  # device memory exported since the last `settle`: other libraries may have queued work
         with OWNERSHIP:  # `overlapping` iterates these registries under the lock
             if not owned:
                 self._hold_overlapped()
@@ -209,6 +211,7 @@ class Storage:
         """Track a buffer exported to another library as a borrow until ``consumer_view`` is collected."""
         token = _Export(lo, hi, what)
         self._exports.add(token)
+        self.consumed = self.consumed or self.buffer is not None
         # The finalizer holds the token (and this storage) as long as the view lives, then runs a deferred free.
         weakref.finalize(consumer_view, self._export_gone, token)
         return token
@@ -233,10 +236,21 @@ class Storage:
         if self.pending == 0:
             self._drop()
 
+    def settle(self) -> None:
+        """Wait for the device work other libraries queued on this memory through exports that are gone now.
+
+        A consumer (torch, cupy) queues work on its own stream; dropping its array does not mean that work ran. So
+        before Tile writes the memory (a partition, a loan, a reclaimed loan) or frees it, the device finishes it.
+        """
+        if self.consumed:
+            self.device.synchronize()  # type: ignore[attr-defined]  # device storage: a tile.core.Device
+            self.consumed = False
+
     def _drop(self) -> None:
         if self._imports or (self.buffer is not None and self.owned and len(self._exports)):
             return  # another library (or a borrow of ours) still views the memory: the last one's finalizer frees it
         if self.buffer is not None and self.owned:
+            self.settle()
             self.buffer.free()  # stream-ordered by tile.core after every use it recorded
         self.host, self.buffer, self.keepalive = None, None, None
         self.dropped = True
