@@ -19,7 +19,9 @@ import tile.core as tile_core
 import tile.frontend as tile
 import tile.ir as tile_ir
 from tile.aio import Completion, ExecutionContext
+from tile.aio._context import BUILTIN_CONTEXTS
 from tile.frontend import _entry as entry_module
+from tile.frontend import _launch as launch_module
 from tile.frontend import f16, f32
 
 pytestmark = pytest.mark.requires_tileiras
@@ -182,7 +184,6 @@ def fake_prepare(
 
 class FakeCudaContext(ExecutionContext):
     stream = FakeStream()
-    _trusted = True  # a test double standing in for tile.aio's CudaContext, whose completions launches rely on
 
     @property
     def device(self) -> Any:
@@ -206,6 +207,8 @@ class FakeCudaContext(ExecutionContext):
 
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test double standing in for tile.aio's CudaContext, whose completions launches rely on (it runs work inline).
+    monkeypatch.setattr(launch_module, "BUILTIN_CONTEXTS", BUILTIN_CONTEXTS | {FakeCudaContext})
     monkeypatch.setattr(tile_core, "DeviceBuffer", FakeBuffer)
     monkeypatch.setattr(tile_core, "DeviceView", FakeView)
     monkeypatch.setattr(tile_core, "Module", FakeModule)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
-from typing import ClassVar, cast, final
+from typing import cast, final
 
 from tile.aio._uncopyable import Uncopyable
 
@@ -65,15 +65,17 @@ class Completion(Uncopyable, ABC):
         another thread. ``fn`` must not block and must not execute ops."""
 
 
+BUILTIN_CONTEXTS: set[type[ExecutionContext]] = set()
+"""The exact classes of tile.aio's own contexts (CUDA streams, host streams, graph recorders), whose completions and
+``synchronize()`` are real. Ops that hand memory back on completion (tile.frontend's launches) run only on these: a
+context written elsewhere, a subclass of one of these included, could report work done while the GPU still writes."""
+
+
 class ExecutionContext(Uncopyable, ABC):
     """A stream-like queue of work on one device (see the module docstring for the contract)."""
 
     __slots__ = ()
     _copy_fix = "pass the context itself; it may be shared between threads"
-    # True for tile.aio's own contexts (CUDA streams, host streams, graph recorders), whose completions and
-    # synchronize() are real. Ops that hand memory back on completion (tile.frontend's launches) run only on these: a
-    # context written elsewhere could report work done while the GPU still writes.
-    _trusted: ClassVar[bool] = False
 
     @property
     @abstractmethod

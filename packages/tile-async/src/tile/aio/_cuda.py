@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from tile.aio import _lock, _waiter
-from tile.aio._context import Completion, DoneCallback, ExecutionContext, call_back
+from tile.aio._context import BUILTIN_CONTEXTS, Completion, DoneCallback, ExecutionContext, call_back
 from tile.aio._errors import CaptureError, ContextMismatchError, OpTypeError
 from tile.aio._uncopyable import Uncopyable
 from tile.bindings import check, driver
@@ -136,7 +136,6 @@ class CudaContext(ExecutionContext):
     """
 
     __slots__ = ("__weakref__", "_device", "_error", "_raw", "_stream")
-    _trusted = True
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -322,6 +321,9 @@ def _refuse_memory_nodes(graph: Any) -> None:
         verb = refused.get(check(d.cuGraphNodeGetType(node), "cuGraphNodeGetType"))
         if verb is not None:
             raise CaptureError("work enqueued during the capture", f"it {verb} device memory on the capture stream")
+
+
+BUILTIN_CONTEXTS.update((CudaContext, CudaRecorder))  # their completions are CUDA events: real
 
 
 class CudaGraphExec(Uncopyable):

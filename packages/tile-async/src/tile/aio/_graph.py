@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
 from tile.aio import _cuda, _lock
-from tile.aio._context import HOST, Completion, ExecutionContext
+from tile.aio._context import BUILTIN_CONTEXTS, HOST, Completion, ExecutionContext
 from tile.aio._errors import CaptureError, ClosedError, ContextMismatchError
 from tile.aio._host import HostStream
 from tile.aio._op import DeviceOp, Site, caller_site
@@ -68,7 +68,6 @@ class _HostRecorder(ExecutionContext):
     """Records the host work enqueued on it instead of running it."""
 
     __slots__ = ("_open", "_work")
-    _trusted = True
 
     def __init__(self) -> None:
         self._work: list[Callable[[], object]] = []
@@ -105,6 +104,9 @@ class _HostRecorder(ExecutionContext):
     def abort(self) -> None:
         self._open = False
         self._work.clear()
+
+
+BUILTIN_CONTEXTS.add(_HostRecorder)
 
 
 class Graph(Uncopyable, Generic[T]):

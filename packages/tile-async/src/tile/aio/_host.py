@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Hashable
 
 from tile.aio import _lock
-from tile.aio._context import HOST, Completion, DoneCallback, ExecutionContext, call_back
+from tile.aio._context import BUILTIN_CONTEXTS, HOST, Completion, DoneCallback, ExecutionContext, call_back
 from tile.aio._errors import ClosedError
 
 __all__ = ["HostCompletion", "HostStream"]
@@ -89,7 +89,6 @@ class HostStream(ExecutionContext):
     """
 
     __slots__ = ("_closed", "_error", "_mutex", "_name", "_pending", "_queue", "_thread", "_worker")
-    _trusted = True
 
     def __init__(self, *, worker: bool = False, name: str | None = None) -> None:
         self._worker = worker
@@ -193,3 +192,6 @@ class HostStream(ExecutionContext):
                     self._error = exc
             with self._mutex:
                 self._pending -= 1
+
+
+BUILTIN_CONTEXTS.add(HostStream)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
+from tile.aio._context import BUILTIN_CONTEXTS
 from tile.compiler import CompiledKernel
 from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError
 from tile.frontend._execute import run_cpu
@@ -114,7 +115,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         handles on in flight: whoever gets them before the work is done cannot use them."""
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
-        if not ctx._trusted:
+        if ctx.__class__ not in BUILTIN_CONTEXTS:
             raise BackendError(
                 f"{self._describe()} was executed on {type(ctx).__name__}, a context tile.aio did not make: a launch "
                 "hands its memory back when its context says the work is done, so it runs only on tile.aio's own "
