@@ -237,7 +237,7 @@ class Plan:
         for i in self.handles:
             a = args[i]
             f = a._fate
-            if f is not None and not (f.__class__ is InFlight and f.takeable()):
+            if f is not None and not _in_flight(f):
                 return False
             t = a if a.__class__ is Tensor else a._tensor
             if (t is not a and t._fate is not None) or t._storage.freed_at is not None:
