@@ -296,7 +296,9 @@ class LoopMixin(ExprMixin):
         self.em.emit("if", [cond], [], {}, [then, other])
 
     def stmt_while(self, node: ast.While) -> Exit:
-        names = self._loop_vars(node.body)
+        # The condition runs on every iteration, so what it touches (an atomic taking a lock) is carried like the
+        # body's, and the exit leaves with the values after it: ops after the loop stay ordered after the last test.
+        names = self._loop_vars([ast.Expr(node.test), *node.body])
         inits, types = self._loop_inits(names)
         block = Block([self.em.value(t) for t in types])
         outer = self.env
@@ -310,7 +312,7 @@ class LoopMixin(ExprMixin):
                 c = self.as_tile(cond, what="loop condition")
                 if self.tile_of(c).elem != I1 or self.tile_of(c).shape:
                     self.fail(f"a 'while' condition must be a bool scalar, got {type_name(c)}", node.test)
-                self._exit_unless(c, list(block.args))
+                self._exit_unless(c, self._carried(LoopFrame("loop", names, types)))
             self.loops.append(LoopFrame("loop", names, types))
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [self._carried(self.loops[-1])], [])

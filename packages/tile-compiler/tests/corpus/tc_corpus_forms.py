@@ -1,0 +1,41 @@
+# mypy: ignore-errors
+# ruff: noqa: RUF100, F821, N803, UP037, PLR0917, E501, SIM108, PT009
+# Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
+# (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
+"""Forms the ports of peer kernels need: an atomic in a ``while`` condition (a spin lock), dtype comparisons with
+``==``, batch-broadcast matmul, multi-tile ``tile.reduce`` (arg-min with ties) and tuples carried through loops."""
+
+from __future__ import annotations
+
+import numpy as np
+from tc_corpus_case import Case, unchecked
+
+import tile.compiler.lang as tile
+from tile.compiler.lang import Const, Tensor, f32, i32
+
+N = 1024
+
+
+@unchecked
+def spin_lock_sum(lock: Tensor[i32, -1], total: Tensor[f32, -1], x: Tensor[f32, -1], B: Const[int]):
+    # Every block adds its tile's sum to total[0] under a lock taken by the atomic in the loop condition: the
+    # read-modify-write below must stay after the acquire, and the release after it.
+    s = tile.sum(x.partition((B,)).load((tile.block_id()[0],)))
+    while tile.atomic_cas(lock.ptr(), 0, 1) == 1:
+        pass
+    t = total.ptr()
+    tile.scatter(t, tile.gather(t) + s)
+    tile.atomic_xchg(lock.ptr(), 0)
+
+
+CASES = [
+    Case(
+        spin_lock_sum,
+        {"B": 128},
+        lambda r: {"lock": np.zeros(1, "int32"), "total": np.zeros(1, "float32"), "x": r.uniform(-1, 1, N).astype("float32")},
+        lambda a: {"lock": np.zeros(1, "int32"), "total": np.array([a["x"].astype("float64").sum()])},
+        grid=lambda a: (N // 128,),
+        rtol=1e-4,
+        atol=1e-4,
+    ),
+]
