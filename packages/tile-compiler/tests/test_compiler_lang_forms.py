@@ -5,6 +5,7 @@ typed IR each form emits, and the compile errors for its misuse at the user's li
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,12 +13,15 @@ from typing import Any
 
 import pytest
 
+import tile.compiler.lang as tile
+
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._kir import Block, Op
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
 from tile.compiler._spec import CompileOptions, Specialization, Target
 from tile.compiler._typecheck import TypedKernel, typecheck
+from tile.compiler.lang import Mut, Tensor, f32
 
 CORPUS = Path(__file__).parent / "corpus"
 if str(CORPUS) not in sys.path:
@@ -57,3 +61,48 @@ def test_an_atomic_in_a_while_condition_orders_what_follows_the_loop() -> None:
     joined = next(op for op in after if op.name == "join_tokens")
     assert release.operands[-1] is joined.results[0]
     assert set(map(id, joined.operands[0])) >= {id(v) for v in loop.results[:1]}  # type: ignore[union-attr]
+
+
+# -- dtype comparisons ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("dtype", "op"), [("f32", "exp"), ("f16", "negf")])
+def test_dtype_equality_is_a_compile_time_bool(dtype: str, op: str) -> None:
+    spec = Specialization.make(consts={"B": 64}, dtypes={"T": dtype})
+    t = typecheck(resolve(parse(forms.generic_dtype_branch)), spec, Target("sm_90"))
+    names = [o.name for o in walk(t.ir.body)]
+    assert "if" not in names
+    assert op in names
+    assert ({"exp", "negf"} - {op}).isdisjoint(names)
+
+
+def _dtype_vs_tile(z: Any, x: Any) -> None:
+    t = tile.load_tile_like(x, z)
+    if t == tile.f32:  # a tile compared with a dtype
+        z.store(t)
+
+
+def _dtype_ordered(z: Any, x: Any) -> None:
+    t = tile.load_tile_like(x, z)
+    if t.dtype < tile.f32:
+        z.store(t)
+
+
+def _in_runtime(z: Any, x: Any) -> None:
+    t = tile.load_tile_like(x, z)
+    if tile.block_id()[0] in (0, 1):
+        z.store(t)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "message", "line"),
+    [
+        ("_dtype_vs_tile", "cannot compare f32 tile of shape (64,) with dtype", "if t == tile.f32"),
+        ("_dtype_ordered", "can only be compared with '==' or '!='", "if t.dtype < tile.f32"),
+        ("_in_runtime", "'in' works on compile-time values only", "if tile.block_id()[0] in (0, 1)"),
+    ],
+)
+def test_dtype_comparison_misuse_points_at_the_line(kernel: str, message: str, line: str) -> None:
+    fn = globals()[kernel]
+    fn.__annotations__ = {"z": Mut[Tensor[f32, "B"]], "x": Tensor[f32, -1]}
+    with pytest.raises(CompileError, match=re.escape(message)) as info:
+        check(fn, B=64)
+    assert line in str(info.value)

@@ -8,10 +8,10 @@
 from __future__ import annotations
 
 import numpy as np
-from tc_corpus_case import Case, unchecked
+from tc_corpus_case import Case, poison, rand, unchecked
 
 import tile.compiler.lang as tile
-from tile.compiler.lang import Const, Tensor, f32, i32
+from tile.compiler.lang import Const, Mut, Tensor, bf16, f16, f32, i32
 
 N = 1024
 
@@ -28,7 +28,34 @@ def spin_lock_sum(lock: Tensor[i32, -1], total: Tensor[f32, -1], x: Tensor[f32, 
     tile.atomic_xchg(lock.ptr(), 0)
 
 
+def dtype_dispatch(z: Mut[Tensor[f32, "B"]], x: Tensor[f16, -1]):
+    # dtype comparisons fold at compile time: only the branch for f16 inputs is compiled.
+    t = tile.load_tile_like(x, z)
+    if x.dtype == f32:
+        z.store(t * 2.0)
+    elif x.dtype in (f16, bf16) and z.dtype != f16:
+        z.store(t.astype(f32) + 1.0)
+    else:
+        tile.static_assert(False, "unreachable for f16 inputs")
+
+
+def generic_dtype_branch(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
+    t = tile.load_tile_like(x, z)
+    if t.dtype == f32:
+        z.store(tile.exp(t))
+    else:
+        z.store(-t)
+
+
 CASES = [
+    Case(
+        dtype_dispatch,
+        {"B": 128},
+        lambda r: {"x": rand(r, (N,), "float16"), "z": poison((N,))},
+        lambda a: {"z": a["x"].astype("float64") + 1.0},
+        rtol=1e-3,
+        atol=1e-3,
+    ),
     Case(
         spin_lock_sum,
         {"B": 128},
