@@ -106,3 +106,53 @@ def test_dtype_comparison_misuse_points_at_the_line(kernel: str, message: str, l
     with pytest.raises(CompileError, match=re.escape(message)) as info:
         check(fn, B=64)
     assert line in str(info.value)
+
+
+# -- batch broadcasting in matmul / mma -------------------------------------------------------------------------------
+def test_a_broadcast_batch_is_made_explicit_for_tile_ir() -> None:
+    t = check(forms.batch_broadcast_matmul, BB=2, F=16, X=32)
+    mmas = [op for op in walk(t.ir.body) if op.name == "mmaf"]
+    assert len(mmas) == 2
+    for op in mmas:
+        shapes = [v.type.shape for v in op.operands]  # type: ignore[union-attr]
+        assert shapes == [(2, 16, 16), (2, 16, 32), (2, 16, 32)]
+
+
+def _batch_clash(z: Any, x: Any) -> None:
+    a = tile.zeros((2, 16, 16), tile.f16)
+    b = tile.zeros((4, 16, 16), tile.f16)
+    z.store(a @ b)
+
+
+def _vector_matmul(z: Any, x: Any) -> None:
+    a = tile.zeros((16,), tile.f16)
+    b = tile.zeros((16, 16), tile.f16)
+    z.store(a @ b)
+
+
+def _acc_batch_clash(z: Any, x: Any) -> None:
+    a = tile.zeros((2, 16, 16), tile.f16)
+    b = tile.zeros((16, 16), tile.f16)
+    z.store(tile.mma(a, b, tile.zeros((16, 16), tile.f32)))
+
+
+def _four_dims(z: Any, x: Any) -> None:
+    a = tile.zeros((2, 2, 16, 16), tile.f16)
+    z.store(a @ a)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "message", "line"),
+    [
+        ("_batch_clash", "the batch dims of a (2, 16, 16) and b (4, 16, 16) do not broadcast", "z.store(a @ b)"),
+        ("_vector_matmul", "reshape a vector to (1, K)", "z.store(a @ b)"),
+        ("_acc_batch_clash", "do not broadcast into acc batch ()", "z.store(tile.mma(a, b"),
+        ("_four_dims", "takes 2-D (M, K) or 3-D (batch, M, K) tiles", "z.store(a @ a)"),
+    ],
+)
+def test_matmul_batch_misuse_points_at_the_line(kernel: str, message: str, line: str) -> None:
+    fn = globals()[kernel]
+    fn.__annotations__ = {"z": Mut[Tensor[f32, ("B", "B")]], "x": Tensor[f32, -1]}
+    with pytest.raises(CompileError, match=re.escape(message)) as info:
+        check(fn, B=16)
+    assert line in str(info.value)

@@ -47,7 +47,27 @@ def generic_dtype_branch(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
         z.store(-t)
 
 
+def batch_broadcast_matmul(
+    z: Mut[Tensor[f32, ("BB", "F", "X")]], w: Tensor[f16, (-1, -1)], x: Tensor[f16, (-1, -1, -1)]
+):
+    # One (F, F) weight against a batch of (F, X) tiles: (1, F, F) @ (BB, F, X) broadcasts the batch like NumPy,
+    # and so does a 2-D operand of tile.mma into a batched accumulator.
+    wt = w.partition((F, F)).load((0, 0))
+    xt = tile.load_tile_like(x, z)
+    once = tile.reshape(wt, (1, F, F)) @ xt
+    twice = tile.mma(wt, xt, tile.full((BB, F, X), 1.0, f32))
+    z.store(once.astype(f32) + twice)
+
+
 CASES = [
+    Case(
+        batch_broadcast_matmul,
+        {"BB": 2, "F": 16, "X": 32},
+        lambda r: {"w": rand(r, (16, 16), "float16"), "x": rand(r, (4, 16, 32), "float16"), "z": poison((4, 16, 32))},
+        lambda a: {"z": 2 * np.matmul(a["w"].astype("float64"), a["x"].astype("float64")) + 1.0},
+        rtol=2e-2,
+        atol=2e-2,
+    ),
     Case(
         dtype_dispatch,
         {"B": 128},
