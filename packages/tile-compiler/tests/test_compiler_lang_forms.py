@@ -13,20 +13,18 @@ from typing import Any
 
 import pytest
 
-import tile.compiler.lang as tile
-
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._kir import Block, Op
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
 from tile.compiler._spec import CompileOptions, Specialization, Target
 from tile.compiler._typecheck import TypedKernel, typecheck
-from tile.compiler.lang import Mut, Tensor, f32
 
 CORPUS = Path(__file__).parent / "corpus"
 if str(CORPUS) not in sys.path:
     sys.path.insert(0, str(CORPUS))
 forms: Any = importlib.import_module("tc_corpus_forms")
+bad: Any = importlib.import_module("tc_forms_bad")
 
 
 def check(fn: Any, *, unchecked: bool = False, **consts: Any) -> TypedKernel:
@@ -52,7 +50,8 @@ def test_an_atomic_in_a_while_condition_orders_what_follows_the_loop() -> None:
     (brk,) = [op for op in walk(loop.regions[0]) if op.name == "break"]
     carried = brk.operands[0]
     assert isinstance(carried, list)
-    assert carried and all(v is cas_token for v in carried)
+    assert carried
+    assert all(v is cas_token for v in carried)
     # ... and the read-modify-write after the loop continues from the loop's results (acquire), as does the release.
     after = ops[ops.index(loop) + 1 :]
     gather = next(op for op in after if op.name == "load_ptr_tko")
@@ -60,7 +59,9 @@ def test_an_atomic_in_a_while_condition_orders_what_follows_the_loop() -> None:
     release = next(op for op in after if op.name == "atomic_rmw_tko")
     joined = next(op for op in after if op.name == "join_tokens")
     assert release.operands[-1] is joined.results[0]
-    assert set(map(id, joined.operands[0])) >= {id(v) for v in loop.results[:1]}  # type: ignore[union-attr]
+    joined_tokens = joined.operands[0]
+    assert isinstance(joined_tokens, list)
+    assert loop.results[0] in joined_tokens
 
 
 # -- dtype comparisons ------------------------------------------------------------------------------------------------
@@ -74,35 +75,16 @@ def test_dtype_equality_is_a_compile_time_bool(dtype: str, op: str) -> None:
     assert ({"exp", "negf"} - {op}).isdisjoint(names)
 
 
-def _dtype_vs_tile(z: Any, x: Any) -> None:
-    t = tile.load_tile_like(x, z)
-    if t == tile.f32:  # a tile compared with a dtype
-        z.store(t)
-
-
-def _dtype_ordered(z: Any, x: Any) -> None:
-    t = tile.load_tile_like(x, z)
-    if t.dtype < tile.f32:
-        z.store(t)
-
-
-def _in_runtime(z: Any, x: Any) -> None:
-    t = tile.load_tile_like(x, z)
-    if tile.block_id()[0] in (0, 1):
-        z.store(t)
-
-
 @pytest.mark.parametrize(
     ("kernel", "message", "line"),
     [
-        ("_dtype_vs_tile", "cannot compare f32 tile of shape (64,) with dtype", "if t == tile.f32"),
-        ("_dtype_ordered", "can only be compared with '==' or '!='", "if t.dtype < tile.f32"),
-        ("_in_runtime", "'in' works on compile-time values only", "if tile.block_id()[0] in (0, 1)"),
+        ("dtype_vs_tile", "cannot compare f32 tile of shape (64,) with dtype", "if t == tile.f32"),
+        ("dtype_ordered", "can only be compared with '==' or '!='", "if t.dtype < tile.f32"),
+        ("in_runtime", "'in' works on compile-time values only", "if tile.block_id()[0] in (0, 1)"),
     ],
 )
 def test_dtype_comparison_misuse_points_at_the_line(kernel: str, message: str, line: str) -> None:
-    fn = globals()[kernel]
-    fn.__annotations__ = {"z": Mut[Tensor[f32, "B"]], "x": Tensor[f32, -1]}
+    fn = getattr(bad, kernel)
     with pytest.raises(CompileError, match=re.escape(message)) as info:
         check(fn, B=64)
     assert line in str(info.value)
@@ -118,41 +100,53 @@ def test_a_broadcast_batch_is_made_explicit_for_tile_ir() -> None:
         assert shapes == [(2, 16, 16), (2, 16, 32), (2, 16, 32)]
 
 
-def _batch_clash(z: Any, x: Any) -> None:
-    a = tile.zeros((2, 16, 16), tile.f16)
-    b = tile.zeros((4, 16, 16), tile.f16)
-    z.store(a @ b)
+@pytest.mark.parametrize(
+    ("kernel", "message", "line"),
+    [
+        ("batch_clash", "the batch dims of a (2, 16, 16) and b (4, 16, 16) do not broadcast", "z.store(a @ b)"),
+        ("vector_matmul", "reshape a vector to (1, K)", "z.store(a @ b)"),
+        ("acc_batch_clash", "do not broadcast into acc batch ()", "z.store(tile.mma(a, b"),
+        ("four_dims", "takes 2-D (M, K) or 3-D (batch, M, K) tiles", "z.store(a @ a)"),
+    ],
+)
+def test_matmul_batch_misuse_points_at_the_line(kernel: str, message: str, line: str) -> None:
+    fn = getattr(bad, kernel)
+    with pytest.raises(CompileError, match=re.escape(message)) as info:
+        check(fn, B=16)
+    assert line in str(info.value)
 
 
-def _vector_matmul(z: Any, x: Any) -> None:
-    a = tile.zeros((16,), tile.f16)
-    b = tile.zeros((16, 16), tile.f16)
-    z.store(a @ b)
-
-
-def _acc_batch_clash(z: Any, x: Any) -> None:
-    a = tile.zeros((2, 16, 16), tile.f16)
-    b = tile.zeros((16, 16), tile.f16)
-    z.store(tile.mma(a, b, tile.zeros((16, 16), tile.f32)))
-
-
-def _four_dims(z: Any, x: Any) -> None:
-    a = tile.zeros((2, 2, 16, 16), tile.f16)
-    z.store(a @ a)
+# -- tuples carried through loops and branches ------------------------------------------------------------------------
+def test_a_carried_tuple_is_flattened_into_the_loop_values() -> None:
+    t = check(forms.tuple_carried, BM=16, BN=32)
+    loops = [op for op in t.ir.body.ops if op.name in ("for", "loop")]
+    assert [op.name for op in loops] == ["for", "loop", "loop"]
+    first, spin, broken = loops
+    assert [str(r.type) for r in first.results] == ["tile<16xf32>", "tile<16xi32>"]
+    assert [str(r.type) for r in spin.results] == ["tile<i32>", "tile<i32>"]
+    assert [str(r.type) for r in broken.results] == ["tile<i32>", "tile<i32>", "tile<f32>"]  # iv, then the tuple
 
 
 @pytest.mark.parametrize(
     ("kernel", "message", "line"),
     [
-        ("_batch_clash", "the batch dims of a (2, 16, 16) and b (4, 16, 16) do not broadcast", "z.store(a @ b)"),
-        ("_vector_matmul", "reshape a vector to (1, K)", "z.store(a @ b)"),
-        ("_acc_batch_clash", "do not broadcast into acc batch ()", "z.store(tile.mma(a, b"),
-        ("_four_dims", "takes 2-D (M, K) or 3-D (batch, M, K) tiles", "z.store(a @ a)"),
+        ("tuple_to_single", "variable 's' is a tuple of 2 at the start of the loop or branch but", "s = s[0]"),
+        (
+            "tuple_grows",
+            "is a tuple of 2 at the start of the loop or branch but a tuple of 3 here",
+            "s = (s[0], s[1], 2.0)",
+        ),
+        ("tuple_with_a_tensor", "'s' is a tuple holding a tensor parameter and cannot be reassigned", "for _ in"),
+        ("tuple_leaf_changes_type", "variable 's' changes type: it is tile<i32>", "s = (s[0], tile.zeros"),
+        (
+            "branches_disagree",
+            "variable 's' is a tuple of 2 at the start of the loop or branch but a tuple of 3",
+            "if tile.block_id()[0] == 0:",
+        ),
     ],
 )
-def test_matmul_batch_misuse_points_at_the_line(kernel: str, message: str, line: str) -> None:
-    fn = globals()[kernel]
-    fn.__annotations__ = {"z": Mut[Tensor[f32, ("B", "B")]], "x": Tensor[f32, -1]}
+def test_carried_tuple_misuse_points_at_the_line(kernel: str, message: str, line: str) -> None:
+    fn = getattr(bad, kernel)
     with pytest.raises(CompileError, match=re.escape(message)) as info:
         check(fn, B=16)
     assert line in str(info.value)

@@ -59,7 +59,55 @@ def batch_broadcast_matmul(
     z.store(once.astype(f32) + twice)
 
 
+def tuple_carried(
+    best: Mut[Tensor[f32, "BM"]], where: Mut[Tensor[i32, "BM"]], x: Tensor[f32, (-1, -1)], BN: Const[int]
+):
+    # Tuples carried through a for loop (a running (min, argmin) per row), a while loop whose body picks the next
+    # tuple in an if, and a for loop left with break.
+    bm = tile.block_id()[0]
+    px = x.partition((BM, BN))
+    state = (tile.full((BM,), 3.0e38, f32), tile.zeros((BM,), i32))
+    for j in range(px.num_tiles[1]):
+        t = px.load((bm, j))
+        m, a = tile.min(t, axis=1), tile.argmin(t, axis=1) + j * BN
+        v, i = state
+        state = (tile.where(m < v, m, v), tile.where(m < v, a, i))
+    ns = (bm + 1, 0)
+    while ns[0] > 1:
+        if ns[0] % 2 == 1:
+            ns = (ns[0] // 2, ns[1] + 2)
+        else:
+            ns = (ns[0] // 2, ns[1] + 1)
+    acc = (0, 0.0)
+    for k in range(10):
+        if k == 3:
+            break
+        acc = (acc[0] + k, acc[1] + 1.0)
+    best.store(state[0] + (acc[1] - 3.0))
+    where.store(state[1] + 1000 * ns[1] + 10000 * acc[0])
+
+
+def _tuple_carried_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x, bm = a["x"], 16
+    steps = []
+    for row in range(x.shape[0]):
+        n, s = row // bm + 1, 0
+        while n > 1:
+            s, n = s + (2 if n % 2 else 1), n // 2
+        steps.append(s)
+    where = np.argmin(x, axis=1) + 1000 * np.array(steps) + 10000 * 3
+    return {"best": x.min(axis=1), "where": where.astype("int32")}
+
+
 CASES = [
+    Case(
+        tuple_carried,
+        {"BM": 16, "BN": 32},
+        lambda r: {"x": rand(r, (128, 256)), "best": poison((128,)), "where": poison((128,), "int32")},
+        _tuple_carried_ref,
+        rtol=0,
+        atol=0,
+    ),
     Case(
         batch_broadcast_matmul,
         {"BB": 2, "F": 16, "X": 32},
@@ -79,7 +127,11 @@ CASES = [
     Case(
         spin_lock_sum,
         {"B": 128},
-        lambda r: {"lock": np.zeros(1, "int32"), "total": np.zeros(1, "float32"), "x": r.uniform(-1, 1, N).astype("float32")},
+        lambda r: {
+            "lock": np.zeros(1, "int32"),
+            "total": np.zeros(1, "float32"),
+            "x": r.uniform(-1, 1, N).astype("float32"),
+        },
         lambda a: {"lock": np.zeros(1, "int32"), "total": np.array([a["x"].astype("float64").sum()])},
         grid=lambda a: (N // 128,),
         rtol=1e-4,
