@@ -150,3 +150,33 @@ def test_carried_tuple_misuse_points_at_the_line(kernel: str, message: str, line
     with pytest.raises(CompileError, match=re.escape(message)) as info:
         check(fn, B=16)
     assert line in str(info.value)
+
+
+# -- tile.reduce / tile.scan over several tiles -----------------------------------------------------------------------
+def test_a_reduce_over_a_tuple_is_one_reduce_op_with_one_region() -> None:
+    t = check(forms.reduce_pairs, BM=16, N=64)
+    (red,) = [op for op in walk(t.ir.body) if op.name == "reduce"]
+    (scan,) = [op for op in walk(t.ir.body) if op.name == "scan"]
+    for op, identities in ((red, [3.0e38, 2**31 - 1]), (scan, [-3.0e38, 2**31 - 1])):
+        assert [str(r.type) for r in op.results][1:] in (["tile<16xi32>"], ["tile<16x64xi32>"])
+        assert op.attrs["identities"] == identities
+        (region,) = op.regions
+        assert [str(a.type) for a in region.args] == ["tile<f32>", "tile<f32>", "tile<i32>", "tile<i32>"]
+        assert region.ops[-1].name == "yield"
+        assert len(region.ops[-1].operands[0]) == 2  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "message"),
+    [
+        ("identity_too_short", "tile.reduce over 2 tiles needs an identity tuple of 2 compile-time numbers"),
+        ("combiner_returns_one", "must return a tuple of 2 scalars (one per tile), got f32 scalar"),
+        ("int_identity_fraction", "the identity 1.5 of tile.reduce is not a value of i32"),
+        ("shapes_clash", "the tiles of tile.reduce must broadcast to one shape, got shapes (16,), (32,)"),
+        ("combiner_not_a_function", "must be a @tile.function taking (elements, accumulators)"),
+    ],
+)
+def test_reduce_over_tiles_misuse_points_at_the_line(kernel: str, message: str) -> None:
+    with pytest.raises(CompileError, match=re.escape(message)) as info:
+        check(getattr(bad, kernel), B=16)
+    assert "tile.reduce((t, tile.arange(" in str(info.value)

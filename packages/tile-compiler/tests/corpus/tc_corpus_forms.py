@@ -99,7 +99,57 @@ def _tuple_carried_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"best": x.min(axis=1), "where": where.astype("int32")}
 
 
+@tile.function
+def first_min(e, acc):
+    # Associative and commutative: on equal values the smaller index wins, whatever order the hardware combines in.
+    (ev, ei), (av, ai) = e, acc
+    take = (ev < av) | ((ev == av) & (ei < ai))
+    return (tile.where(take, ev, av), tile.where(take, ei, ai))
+
+
+@tile.function
+def first_max(e, acc):
+    (ev, ei), (av, ai) = e, acc
+    take = (ev > av) | ((ev == av) & (ei < ai))
+    return (tile.where(take, ev, av), tile.where(take, ei, ai))
+
+
+def reduce_pairs(
+    low: Mut[Tensor[f32, "BM"]],
+    at: Mut[Tensor[i32, "BM"]],
+    run: Mut[Tensor[i32, ("BM", "N")]],
+    x: Tensor[f32, (-1, -1)],
+):
+    # Arg-min over a row with many ties (values come in steps of 0.5), and a running arg-max along the row: one
+    # reduce/scan over (values, indices) with one combiner.
+    t = tile.load_tile_like(x, run)
+    v, i = tile.reduce((t, tile.arange(N)), axis=1, fn=first_min, identity=(3.0e38, 2**31 - 1))
+    _, prefix = tile.scan((t, tile.arange(N)), axis=1, fn=first_max, identity=(-3.0e38, 2**31 - 1))
+    low.store(v)
+    at.store(i)
+    run.store(prefix)
+
+
+def _reduce_pairs_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x = a["x"].astype("float64")
+    prefix = np.array([[int(np.argmax(row[: j + 1])) for j in range(x.shape[1])] for row in x], "int32")
+    return {"low": x.min(axis=1), "at": np.argmin(x, axis=1).astype("int32"), "run": prefix}
+
+
 CASES = [
+    Case(
+        reduce_pairs,
+        {"BM": 16, "N": 64},
+        lambda r: {
+            "x": (r.integers(-4, 4, (64, 64)) / 2).astype("float32"),
+            "low": poison((64,)),
+            "at": poison((64,), "int32"),
+            "run": poison((64, 64), "int32"),
+        },
+        _reduce_pairs_ref,
+        rtol=0,
+        atol=0,
+    ),
     Case(
         tuple_carried,
         {"BM": 16, "BN": 32},

@@ -86,3 +86,43 @@ def branches_disagree(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
         u = t + 1.0
         s = (u, u, u)
     z.store(s[0])
+
+
+@tile.function
+def keep_value(e, acc):
+    return tile.minimum(e[0], acc[0])
+
+
+@tile.function
+def pair_min(e, acc):
+    return (tile.minimum(e[0], acc[0]), tile.minimum(e[1], acc[1]))
+
+
+def identity_too_short(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    v, _ = tile.reduce((t, tile.arange(B)), 0, pair_min, (0.0,))
+    z.store(tile.full((B,), v, f32))
+
+
+def combiner_returns_one(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    v, _ = tile.reduce((t, tile.arange(B)), 0, keep_value, (0.0, 0))
+    z.store(tile.full((B,), v, f32))
+
+
+def int_identity_fraction(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    v, _ = tile.reduce((t, tile.arange(B)), 0, pair_min, (0.0, 1.5))
+    z.store(tile.full((B,), v, f32))
+
+
+def shapes_clash(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    v, _ = tile.reduce((t, tile.arange(2 * B)), 0, pair_min, (0.0, 0))
+    z.store(tile.full((B,), v, f32))
+
+
+def combiner_not_a_function(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    v, _ = tile.reduce((t, tile.arange(B)), 0, tile.minimum, (0.0, 0))
+    z.store(tile.full((B,), v, f32))

@@ -341,31 +341,6 @@ class ShapeMixin(ArithMixin):
         _, out = self._region_op("reduce", [flat, idx], axis, [worst, 2**31 - 1], body=pick, out_shape=shape)
         return self._keep(out, t.with_elem(I32), a["axis"], a["keepdims"])
 
-    def _user_combiner(self, fn: object, name: str) -> Callable[[list[Value], list[Value]], list[Value]]:
-        from tile.compiler.lang._function import is_function
-
-        if not is_function(fn):
-            self.fail(f"the combiner of tile.{name} must be a @tile.function taking (element, accumulator)")
-
-        def body(e: list[Value], acc: list[Value]) -> list[Value]:
-            out = self.call_helper(fn, [e[0], acc[0]], {})
-            return [self.as_tile(out, self.tile_of(e[0]).dtype, "combiner result")]
-
-        return body
-
-    def op_reduce_fn(self, op: LangOp, a: dict[str, Any]) -> object:
-        x = self.as_tile(a["x"])
-        t = self.tile_of(x)
-        flat, axis = self._flatten_for_axis(x, a["axis"])
-        ft = self.tile_of(flat)
-        if not is_const(a["identity"]):
-            self.fail("the identity of tile.reduce must be a compile-time number")
-        shape = ft.shape[:axis] + ft.shape[axis + 1 :]
-        (out,) = self._region_op(
-            "reduce", [flat], axis, [a["identity"]], body=self._user_combiner(a["fn"], op.name), out_shape=shape
-        )
-        return self._keep(out, t, a["axis"], a["keepdims"])
-
     def op_scan(self, op: LangOp, a: dict[str, Any]) -> object:
         x, dt, kind = self.reduce_kind(op, a["x"])
         t = self.tile_of(x)
@@ -376,23 +351,6 @@ class ShapeMixin(ArithMixin):
             axis,
             [_identity(kind, dt)],
             body=self._elem_op(kind, dt),
-            out_shape=t.shape,
-            reverse=bool(a["reverse"]),
-        )
-        return out
-
-    def op_scan_fn(self, op: LangOp, a: dict[str, Any]) -> object:
-        x = self.as_tile(a["x"])
-        t = self.tile_of(x)
-        axis = self.axis_arg(a["axis"], t.rank)
-        if not is_const(a["identity"]):
-            self.fail("the identity of tile.scan must be a compile-time number")
-        (out,) = self._region_op(
-            "scan",
-            [x],
-            axis,
-            [a["identity"]],
-            body=self._user_combiner(a["fn"], op.name),
             out_shape=t.shape,
             reverse=bool(a["reverse"]),
         )
