@@ -161,7 +161,34 @@ class ExprMixin(MemoryMixin):
         if isinstance(node.ops[0], (ast.Is, ast.IsNot)):
             a, b = self.expr(node.left), self.expr(node.comparators[0])
             return (a is b) if isinstance(node.ops[0], ast.Is) else (a is not b)
-        return self.compare(node.ops[0], self.expr(node.left), self.expr(node.comparators[0]))
+        a, b = self.expr(node.left), self.expr(node.comparators[0])
+        if isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return self._membership(node.ops[0], a, b)
+        if _static(a) or _static(b):
+            return self._compare_static(node.ops[0], a, b)
+        return self.compare(node.ops[0], a, b)
+
+    def _compare_static(self, op: ast.cmpop, a: object, b: object) -> bool:
+        """``==``/``!=`` of compile-time objects (dtypes, strings, None): a compile-time bool."""
+        if not isinstance(op, (ast.Eq, ast.NotEq)):
+            self.fail(f"{type_name(a)} and {type_name(b)} can only be compared with '==' or '!=' (at compile time)")
+        for v in (a, b):
+            if not (_static(v) or is_const(v)):
+                self.fail(
+                    f"cannot compare {type_name(a)} with {type_name(b)}: a dtype, string or None compares only with "
+                    "compile-time values (e.g. x.dtype == tile.f32)"
+                )
+        return (a == b) is isinstance(op, ast.Eq)
+
+    def _membership(self, op: ast.cmpop, a: object, b: object) -> bool:
+        """``a in (...)`` over compile-time values (``x.dtype in (tile.f16, tile.bf16)``): a compile-time bool."""
+        items = b.coords if isinstance(b, TileIndex) else b
+        if not isinstance(items, tuple) or not all(_static(v) or is_const(v) for v in (a, *items)):
+            self.fail(
+                "'in' works on compile-time values only, e.g. x.dtype in (tile.f16, tile.bf16); "
+                f"got {type_name(a)} in {type_name(b)}"
+            )
+        return (a in items) is isinstance(op, ast.In)
 
     def expr_ifexp(self, node: ast.IfExp) -> object:
         cond = self.expr(node.test)
@@ -351,6 +378,11 @@ class ExprMixin(MemoryMixin):
                 if p.required:
                     self.fail(f".{op.name}() is missing the argument '{p.name}'")
                 out[p.name] = p.default
+
+
+def _static(v: object) -> bool:
+    """A compile-time object that compares with ``==`` at compile time: a dtype, a string or None."""
+    return isinstance(v, (DType, str)) or v is None
 
 
 def _param(name: str, params: tuple[str, ...], defaults: tuple[object, ...], i: int) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, cast
 from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
-from tile.compiler._typecheck_shape import ShapeMixin
+from tile.compiler._typecheck_reduce import ReduceMixin
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
 from tile.compiler._types import (
     DTYPES,
@@ -55,7 +55,7 @@ def token_key(t: TensorV) -> str:
     return f"$tok:{t.name}" if t.mut else ENTRY_TOKEN
 
 
-class MemoryMixin(ShapeMixin):
+class MemoryMixin(ReduceMixin):
     """Views, loads, stores, grid queries, elementwise math families, raw pointers, atomics, print and assert."""
 
     env: dict[str, object]
