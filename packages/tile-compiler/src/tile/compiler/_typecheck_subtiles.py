@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from typing import cast
 
+from tile.compiler._guards import Bound
 from tile.compiler._kir import Value
 from tile.compiler._typecheck_arith import I1, I32, is_const
 from tile.compiler._typecheck_memory import MemoryMixin, token_key
@@ -63,6 +64,9 @@ class SubtileMixin(MemoryMixin):
             # At least 1: the owned tile starts inside the tensor (own < its tile count), so some sub-tile touches it.
             counts.append(left if r == 1 else cast(Value, self.op_binary(OPS["minimum"], {"x": left, "y": r})))
             base.append(b)
+            # The count is at most cdiv(extent, sub), which the host knows: a loop up to it indexes another tensor's
+            # partition with a launch-time check ("that bound <= its tile count") instead of one in the kernel.
+            self.host_values[counts[-1].id] = Bound("count", recv.name, sub, d)
         return SubtilesV(recv, view, ratio, tuple(base), tuple(counts))
 
     def method_subtiles_store(self, recv: SubtilesV, args: list[object], kw: dict[str, object]) -> object:
@@ -128,7 +132,7 @@ class SubtileMixin(MemoryMixin):
 
     def _proven(self, zs: SubtilesV, d: int, j: object, v: Value) -> bool:
         """``j`` lies in ``[0, zs.num_tiles[d])`` by construction."""
-        if j == 0 and type(j) is int:
+        if type(j) is int and j == 0:
             return True  # every owned tile has a first sub-tile inside the tensor
         _, bound = self.in_range.get(v.id, (None, None))
         return bound is not None and bound.id == zs.counts[d].id
