@@ -111,7 +111,7 @@ def type_name(v: object) -> str:
     kinds = {
         "TensorV": "tensor parameter",
         "PartitionV": "partition",
-        "SubtilesV": "output sub-tiles",
+        "SubtilesV": "sub-tile view",
         "BoundMethod": "method",
         "TileIndex": "tile index",
         "TileIter": "tile iterator",
