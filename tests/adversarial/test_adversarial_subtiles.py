@@ -116,6 +116,13 @@ def backwards_loop(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, -1)]):
 
 
 @tile.entry
+def whole_tile_loop(z: Mut[Tensor[f32, ("BM", "BN")]]):
+    zs = z.subtiles((BM, BN))  # ratio 1: the count must stop at this block's one tile, not run to the tensor's end
+    for i in range(zs.num_tiles[0]):
+        zs.store(zs.load((i, 0)) + 1.0, (i, 0))
+
+
+@tile.entry
 def runtime_choice_of_subtiles(z: Mut[Tensor[f32, ("BM", "BN")]], c: i32):
     if c > 0:
         zs = z.subtiles((BM // 2, BN))
@@ -222,3 +229,8 @@ def test_an_unproven_but_correct_loop_runs_clean(kernels: ModuleType) -> None:
     host = np.full((M - 5, BN), -1.0, np.float32)
     kernels.backwards_loop(tile.from_dlpack(host).partition([BM, BN]), tile.from_numpy(xn)).sync()
     np.testing.assert_array_equal(host, 3 * xn)  # the race detector is on: no block touched another's tile
+
+
+def test_a_sub_tile_as_large_as_the_tile_counts_one_per_block(kernels: ModuleType) -> None:
+    (z,) = kernels.whole_tile_loop(_out()).sync()  # the race detector is on: block 0 must not reach block 1's tile
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 1.0)

@@ -31,15 +31,16 @@ def rmsnorm_ref(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    ("rows", "cols", "bm", "nt", "bn"),
+    ("shape", "bm", "nt", "bn"),
     [
-        (64, 256, 8, 256, 64),  # everything divides
-        (37, 200, 8, 256, 64),  # rows not a multiple of BM, cols not a multiple of BN, the tile wider than the tensor
-        (5, 100, 8, 512, 32),  # one partial row block; only 4 of 16 sub-tiles touch the tensor
-        (16, 48, 4, 64, 64),  # the sub-tile is the whole tile
+        ((64, 256), 8, 256, 64),  # everything divides
+        ((37, 200), 8, 256, 64),  # rows not a multiple of BM, cols not of BN, the tile wider than the tensor
+        ((5, 100), 8, 512, 32),  # one partial row block; only 4 of 16 sub-tiles touch the tensor
+        ((16, 48), 4, 64, 64),  # the sub-tile is the whole tile
     ],
 )
-def test_chunked_rmsnorm_matches_numpy(sk: ModuleType, rows: int, cols: int, bm: int, nt: int, bn: int) -> None:
+def test_chunked_rmsnorm_matches_numpy(sk: ModuleType, shape: tuple[int, int], bm: int, nt: int, bn: int) -> None:
+    rows, cols = shape
     rng = np.random.default_rng(rows * cols)
     xn = rng.standard_normal((rows, cols)).astype(np.float32)
     wn = rng.random(cols).astype(np.float32)
@@ -65,10 +66,14 @@ def test_chunked_rmsnorm_in_f16_and_unchecked_agree(sk: ModuleType) -> None:
 
 
 @pytest.mark.parametrize(("rows", "cols"), [(64, 64), (50, 41)])
-def test_two_dimensional_subtiles_store_and_read_back(sk: ModuleType, rows: int, cols: int) -> None:
+@pytest.mark.parametrize("sub", [(4, 8), (16, 8), (4, 32), (16, 32)])  # a dim whose sub-tile is the whole tile too
+def test_two_dimensional_subtiles_store_and_read_back(
+    sk: ModuleType, rows: int, cols: int, sub: tuple[int, int]
+) -> None:
     xn = np.random.default_rng(5).standard_normal((rows, cols)).astype(np.float32)
     host = np.full((rows, cols), -1.0, np.float32)
-    sk.store_then_read_back(tile.from_dlpack(host).partition([16, 32]), tile.from_numpy(xn), SM=4, SN=8).sync()
+    out = tile.from_dlpack(host).partition([16, 32])
+    sk.store_then_read_back(out, tile.from_numpy(xn), SM=sub[0], SN=sub[1]).sync()
     np.testing.assert_array_equal(host, 2 * xn)  # the reads see the kernel's own earlier stores (token order)
 
 

@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: F821, N803
+# ruff: noqa: F821, N803, UP037
 # Kernel-language source, not typed Python: shape strings such as "BM" are const generics that the compiler binds
 # (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Kernels of the sub-tile tests (``test_frontend_subtiles.py``), loaded by path from the conftest."""

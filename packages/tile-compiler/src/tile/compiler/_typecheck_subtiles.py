@@ -62,7 +62,8 @@ class SubtileMixin(MemoryMixin):
             b = o if r == 1 else cast(Value, self.binary(ast.Mult(), o, r))
             left = cast(Value, self.binary(ast.Sub(), self.convert(totals[d], dt), b))
             # At least 1: the owned tile starts inside the tensor (own < its tile count), so some sub-tile touches it.
-            counts.append(left if r == 1 else cast(Value, self.op_binary(OPS["minimum"], {"x": left, "y": r})))
+            # At most the ratio, even when it is 1: the sub-tiles past it are other blocks' tiles.
+            counts.append(cast(Value, self.op_binary(OPS["minimum"], {"x": left, "y": r})))
             base.append(b)
             # The count is at most cdiv(extent, sub), which the host knows: a loop up to it indexes another tensor's
             # partition with a launch-time check ("that bound <= its tile count") instead of one in the kernel.
