@@ -27,7 +27,8 @@ def line_of(marker: str) -> str:
 
 def rmsnorm_ref(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
-    return x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + eps) * w64
+    out: np.ndarray = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + eps) * w64
+    return out
 
 
 @pytest.mark.parametrize(
