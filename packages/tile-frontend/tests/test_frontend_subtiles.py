@@ -169,3 +169,12 @@ def test_subtiles_at_another_outputs_tile_are_refused(sk: ModuleType) -> None:
     with pytest.raises(tile.CompileError, match=re.escape("'z.subtiles(..., at=idx)' must be the variable")) as info:
         sk.subtiles_at_other_outputs_tile(z, w)
     assert line_of("SUB-OTHER-AT") in str(info.value)
+
+
+def test_an_input_narrower_than_the_output_fails_at_the_launch(sk: ModuleType) -> None:
+    # x's chunk index runs below z's sub-tile count: the launcher checks z's count against x's, the kernel does not.
+    out = tile.empty(f32, [16, 200]).partition([8, 256])
+    with pytest.raises(tile.ArgumentError, match=r"x\.partition\(\(8, 64\)\) along dim 1") as info:
+        sk.rmsnorm_chunked(out, tile.zeros(f32, [16, 100]), tile.zeros(f32, [200]), 1e-5, BN=64)
+    assert "z.partition((8, 64)) has 4 tile(s) along dim 1" in str(info.value)
+    assert not out.moved
