@@ -27,7 +27,7 @@ from tile.ir.interp import KernelAssertionError
 
 SOURCE = """
 import tile.frontend as tile
-from tile.frontend import Const, Mut, Tensor, f32, i32, i64
+from tile.frontend import Const, Mut, Tensor, f32, i16, i32, i64, u32
 
 
 @tile.entry
@@ -103,6 +103,24 @@ def wrapping_index(z: Mut[Tensor[f32, ("BM", "BN")]], j: i32):
 def wide_index(z: Mut[Tensor[f32, ("BM", "BN")]], j: i64):
     zs = z.subtiles((BM // 2, BN))
     zs.store(tile.full((BM // 2, BN), 1.0, f32), (j, 0))  # WIDE
+
+
+@tile.entry
+def unsigned_index(z: Mut[Tensor[f32, ("BM", "BN")]], j: u32):
+    zs = z.subtiles((BM // 2, BN))
+    zs.store(tile.full((BM // 2, BN), 1.0, f32), (j, 0))  # UNSIGNED
+
+
+@tile.entry(unchecked=True)
+def unsigned_index_unchecked(z: Mut[Tensor[f32, ("BM", "BN")]], j: u32):
+    zs = z.subtiles((BM // 2, BN))
+    zs.store(tile.full((BM // 2, BN), 1.0, f32), (j, 0))
+
+
+@tile.entry
+def narrow_index(z: Mut[Tensor[f32, ("BM", "BN")]], j: i16):
+    zs = z.subtiles((1, BN))
+    zs.store(tile.full((1, BN), 1.0, f32), (j, 0))  # NARROW
 
 
 @tile.entry
@@ -200,6 +218,8 @@ def test_a_run_time_choice_between_subtile_shapes_is_a_compile_error(kernels: Mo
         ("wrapping_index", "WRAP", (1,)),
         ("wide_index", "WIDE", (2**32,)),
         ("wide_index", "WIDE", (-(2**32) + 1,)),
+        ("unsigned_index", "UNSIGNED", (2**32 - 1,)),  # -1 if read as signed 32 bits
+        ("unsigned_index", "UNSIGNED", (2,)),
     ],
 )
 def test_reaching_another_tile_at_run_time_traps_before_writing(
@@ -234,3 +254,17 @@ def test_an_unproven_but_correct_loop_runs_clean(kernels: ModuleType) -> None:
 def test_a_sub_tile_as_large_as_the_tile_counts_one_per_block(kernels: ModuleType) -> None:
     (z,) = kernels.whole_tile_loop(_out()).sync()  # the race detector is on: block 0 must not reach block 1's tile
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 1.0)
+
+
+def test_narrow_and_unsigned_indices_inside_the_own_tile_work(kernels: ModuleType) -> None:
+    (z, _) = kernels.unsigned_index(_out(), 1).sync()
+    out = z.unpartition().to_numpy().reshape(M // BM, BM, BN)
+    np.testing.assert_array_equal(out[:, BM // 2 :], 1.0)
+    np.testing.assert_array_equal(out[:, : BM // 2], 0.0)
+    (z, _) = kernels.unsigned_index_unchecked(_out(), 1).sync()  # an unsigned index compiles unchecked too
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), out.reshape(M, BN))
+    (z, _) = kernels.narrow_index(_out(), BM - 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy().reshape(M // BM, BM, BN)[:, BM - 1], 1.0)
+    with pytest.raises(KernelAssertionError, match="sub-tile index out of range") as info:
+        kernels.narrow_index(_out(), BM).sync()
+    assert line_of("NARROW").rstrip(":") in str(info.value)

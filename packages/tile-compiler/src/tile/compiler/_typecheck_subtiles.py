@@ -24,7 +24,7 @@ from typing import cast
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Value
 from tile.compiler._typecheck_arith import I1, I32, is_const
-from tile.compiler._typecheck_memory import MemoryMixin, token_key
+from tile.compiler._typecheck_memory import I64, MemoryMixin, token_key
 from tile.compiler._typecheck_values import SubtilesV, TensorV
 from tile.compiler._types import TileType, TokenType, broadcast_shapes
 from tile.compiler.lang._ops import OPS
@@ -123,6 +123,8 @@ class SubtileMixin(MemoryMixin):
                     f"({zs.ratio[d]} sub-tile(s) of {zs.tile[d]} along dim {d}): it would reach another block's tile"
                 )
             v = self.scalar_index(j, "sub-tile index")
+            if self.tile_of(v).dtype not in (I32, I64):  # narrow or unsigned: as a signed 64-bit index
+                v = self.convert(v, I64)
             if not self.unchecked and not self._proven(zs, d, j, v):
                 ok, v = self._checked(zs.counts[d], v)
                 checks.append(ok)
@@ -140,8 +142,9 @@ class SubtileMixin(MemoryMixin):
 
     def _checked(self, count: Value, v: Value) -> tuple[Value, Value]:
         """``0 <= v < count`` as a bool, and ``v`` clamped into ``[0, count)`` (``count >= 1``)."""
-        count = self.convert(count, self.tile_of(v).dtype) if self.tile_of(count) != self.tile_of(v) else count
-        low = self.compare_tiles(ast.GtE, v, self.materialize(0, self.tile_of(v).dtype))
+        dt = I64 if I64 in (self.tile_of(count).dtype, self.tile_of(v).dtype) else I32  # the wider: nothing wraps
+        count, v = self.convert(count, dt), self.convert(v, dt)
+        low = self.compare_tiles(ast.GtE, v, self.materialize(0, dt))
         ok = self.em.one("andi", [low, self.compare_tiles(ast.Lt, v, count)], TileType(I1))
         top = cast(Value, self.binary(ast.Sub(), count, 1))
         inside = self.op_binary(OPS["minimum"], {"x": self.op_binary(OPS["maximum"], {"x": v, "y": 0}), "y": top})
