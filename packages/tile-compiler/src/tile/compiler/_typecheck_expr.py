@@ -19,8 +19,8 @@ from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
-from tile.compiler._typecheck_memory import MemoryMixin
-from tile.compiler._typecheck_values import BoundMethod, PartitionV, TensorV, TileIndex
+from tile.compiler._typecheck_subtiles import SubtileMixin
+from tile.compiler._typecheck_values import BoundMethod, PartitionV, SubtilesV, TensorV, TileIndex
 from tile.compiler._types import DType, TileType
 from tile.compiler.lang._function import is_function
 from tile.compiler.lang._ops import METHODS, OPS, LangOp
@@ -44,7 +44,7 @@ _FOLDABLE_BUILTINS: dict[str, Callable[..., object]] = {
 }
 
 
-class ExprMixin(MemoryMixin):
+class ExprMixin(SubtileMixin):
     """Evaluates expressions to abstract values."""
 
     kernel: KernelAST
@@ -244,6 +244,12 @@ class ExprMixin(MemoryMixin):
             if name == "tile_shape":
                 return base.tile
             return self._method(base, "partition", name)
+        if isinstance(base, SubtilesV):
+            if name == "num_tiles":
+                return base.counts
+            if name == "tile_shape":
+                return base.tile
+            return self._method(base, "subtiles", name)
         return self.fail(f"{type_name(base)} has no attribute '{name}' in kernel code")
 
     def _tile_attr(self, v: Value, t: TileType, name: str) -> object:
@@ -268,7 +274,13 @@ class ExprMixin(MemoryMixin):
     def _method(self, recv: object, kind: str, name: str) -> BoundMethod:
         family = METHODS[kind].get(name)
         if family is None:
-            what = {"tile": "a tile", "tensor": "a tensor", "partition": "a partition", "mut": "a Mut output"}[kind]
+            what = {
+                "tile": "a tile",
+                "tensor": "a tensor",
+                "partition": "a partition",
+                "mut": "a Mut output",
+                "subtiles": "z.subtiles(...)",
+            }[kind]
             hint = "; only Mut outputs can be stored to" if name == "store" else ""
             self.fail(f"{what} has no method '{name}'{hint}")
         return BoundMethod(recv, name, family)

@@ -49,8 +49,9 @@ class ShapeMixin(ArithMixin):
 
     entry_block: Block
     index_constants: dict[int, Value]
-    # Host-known facts for index guards (see `tile.compiler._guards`): values equal to a host-computable `Bound`, and
-    # non-negative index values below one.
+    # Host-known facts for index guards (see `tile.compiler._guards`): values equal to a host-computable `Bound` (or,
+    # for sub-tile counts, at most one: both are only used as a loop's upper bound), and non-negative index values
+    # below one.
     host_values: dict[int, Bound]
     index_bounds: dict[int, Bound]
 
