@@ -480,3 +480,50 @@ def test_a_borrow_of_lent_memory_is_refused() -> None:
     del arr
     t = lent.reclaim()
     np.testing.assert_array_equal(tile.from_dlpack(Interface(t.data_ptr(), 8)).to_numpy(), np.full(8, 2.0))
+
+
+# -- 16. a collector run inside a step ------------------------------------------------------------------------------
+
+
+class _Thief:
+    """Garbage in a cycle whose ``__del__`` waits for a collection inside a step (OWNERSHIP held by this thread), then
+    takes the partition back; each run that waits leaves a new thief for the next collection."""
+
+    def __init__(self, p: Any, log: list[Any]) -> None:
+        self.p, self.log, self.me = p, log, self
+
+    def __del__(self) -> None:
+        from tile.frontend._storage import OWNERSHIP
+
+        # Inside a step: OWNERSHIP held by this thread (a C RLock's _is_owned), past the lock's own acquisition.
+        locking = sys._getframe(1).f_code.co_name in ("locked", "__enter__")
+        inside = OWNERSHIP._is_owned() and not locking  # type: ignore[attr-defined]
+        self.log.append(inside)
+        if inside:
+            self.log.append(self.p.unpartition())
+        elif len(self.log) < 10_000 and self.p is not None:
+            _Thief(self.p, self.log)
+
+
+def test_the_collector_never_runs_a_finalizer_between_a_check_and_its_move(k: ModuleType) -> None:
+    """OWNERSHIP is re-entrant: a user's ``__del__`` run by the cyclic collector in the middle of a launch could
+    unpartition the partition the launch had checked and was about to move; the launch then wrote memory a live
+    tensor viewed (seen: the launch was made, the stolen tensor was live, and the launch failed in .sync()). The
+    collector is paused in every step."""
+    k.fill(tile.zeros(f32, [8]).partition([4]), 1.0).sync()  # the plan exists: the fast path runs
+    log: list[Any] = []
+    p = tile.zeros(f32, [8]).partition([4])
+    _Thief(p, log)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)  # a collection at almost every allocation
+    try:
+        z, _ = k.fill(p, 3.0).sync()
+        z = z.unpartition()
+    finally:
+        gc.set_threshold(*threshold)
+    assert len(log) > 10, "the collector ran the finalizer many times during the launch"
+    assert True not in log, "a finalizer ran inside a step"
+    np.testing.assert_array_equal(z.to_numpy(), np.full(8, 3.0))
+    log.append(False)
+    log.extend([False] * 10_000)  # the last thief stops renewing
+    gc.collect()

@@ -191,7 +191,7 @@ def _out(host: np.ndarray | None = None) -> tile.Partition:
         ("subtile_spans_two_tiles", "SPAN", r"must divide the tile \(16, 32\) this block owns"),
         ("partition_by_subtile_shape", "PARTITION-READ", r"z\.subtiles\(shape\)\.load\(index\)"),
         ("walk_at_shifted_index", "SHIFTED-AT", r"must be the variable of a 'for idx in z\.tiles\(\)' loop"),
-        ("subtiles_reassigned_in_loop", "LOOP-REASSIGN", "holds a sub-tile view and cannot be reassigned"),
+        ("subtiles_reassigned_in_loop", "LOOP-REASSIGN", "sub-tile view and cannot be reassigned"),
     ],
 )
 def test_reaching_another_tile_at_compile_time_is_a_compile_error(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterator
@@ -35,7 +36,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["HOST", "OWNERSHIP", "Handle", "Storage", "overlapping", "owning"]
+__all__ = ["HOST", "OWNED", "OWNERSHIP", "Handle", "Storage", "overlapping", "owning"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -49,14 +50,56 @@ Never held across a compile: a kernel call checks and compiles first, then check
 
 
 def owning(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run the handle method ``fn`` holding `OWNERSHIP` (its check and its change become one step)."""
+    """Run the handle method ``fn`` holding `OWNERSHIP` with the cyclic garbage collector paused (its check and its
+    change become one step: see `OWNED`)."""
 
     @functools.wraps(fn)
     def locked(*args: P.args, **kwargs: P.kwargs) -> R:
         with OWNERSHIP:
-            return fn(*args, **kwargs)
+            if not _gc_enabled():  # nested in another step (or the application paused the collector itself)
+                return fn(*args, **kwargs)
+            _gc_disable()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _gc_enable()
 
     return locked
+
+
+_gc_enabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
+_PAUSED: list[bool] = []  # per `OWNED` step entered (one thread at a time: under the lock): did it pause the collector
+
+
+class _Owned:
+    """``with OWNED:`` holds `OWNERSHIP` with the cyclic garbage collector paused for the outermost step.
+
+    OWNERSHIP is re-entrant, so code that runs in the middle of a step on the same thread could take a handle between
+    the step's check and its change. The collector is such code: it runs ``__del__`` methods and weakref callbacks of
+    unreachable cycles at whatever allocation crosses its threshold, and a user's ``__del__`` may hold a handle (it
+    could unpartition the partition a launch has just checked and is about to move). So no collection starts inside a
+    step; one that is due runs after it. (A signal handler that uses Tile handles can interrupt a step too: that is
+    outside the contract, see the ownership guide.)
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        OWNERSHIP.acquire()
+        paused = _gc_enabled()
+        _PAUSED.append(paused)
+        if paused:
+            _gc_disable()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if _PAUSED.pop():
+                _gc_enable()
+        finally:
+            OWNERSHIP.release()
+
+
+OWNED = _Owned()
 
 
 class Handle(Protocol):
@@ -153,7 +196,7 @@ class Storage:
         self.freed_at: str | None = None
         self.dropped = False
         self.consumed = False  # device memory exported since the last `settle`: other libraries may have queued work
-        with OWNERSHIP:  # `overlapping` iterates these registries under the lock
+        with OWNED:  # `overlapping` iterates these registries under the lock
             if not owned:
                 _refuse_held(device, address, address + nbytes)
                 self._hold_overlapped()
@@ -204,7 +247,7 @@ class Storage:
     def add(self, handle: Handle) -> None:
         """Register a live handle (a move re-keys its entry to the new handle, ``Tensor._hand_over``; the entry of a
         collected handle is swept out lazily)."""
-        with OWNERSHIP:
+        with OWNED:
             handles = self._handles
             handles[id(handle)] = weakref.ref(handle)
             if len(handles) > self._sweep_at:
@@ -234,7 +277,7 @@ class Storage:
         return token
 
     def _export_gone(self, token: _Export) -> None:
-        with OWNERSHIP:  # a finalizer: it runs in whichever thread collects the consumer's view
+        with OWNED:  # a finalizer: it runs in whichever thread collects the consumer's view
             self._exports.discard(token)
             self._imports.discard(token)
             if self.freed_at is not None and self.pending == 0:
