@@ -25,6 +25,8 @@ NP_DTYPES: dict[str, Any] = {
 # Unit roundoff (half an ulp at 1) of each format.
 UNIT = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f8e4m3fn": 2.0**-4, "f8e5m2": 2.0**-3}
 U32 = UNIT["f32"]
+# Half the spacing of each format's subnormals: the absolute error of a cast below the normal range.
+TINY = {"f16": 2.0**-25, "bf16": 2.0**-134, "f32": 2.0**-150, "f8e4m3fn": 2.0**-10, "f8e5m2": 2.0**-17}
 # GPU matrix units may multiply f32 operands as tf32 (10-bit mantissa).
 U_TF32 = 2.0**-11
 
@@ -40,7 +42,8 @@ def tensor(values: np.ndarray[Any, Any]) -> tile.Tensor:
 
 
 def f64(values: Any) -> np.ndarray[Any, Any]:
-    return np.asarray(values).astype(np.float64)
+    """``values`` as a float64 array (a copy)."""
+    return np.array(values, dtype=np.float64)
 
 
 def gemm_bound(
@@ -48,7 +51,12 @@ def gemm_bound(
 ) -> np.ndarray[Any, Any]:
     """Elementwise bound on ``|computed - exact|`` of an f32-accumulated ``a @ b`` before the epilogue."""
     product = U_TF32 if gpu and in_dtype == "f32" else 0.0
-    return ((k + 2) * U32 + product) * (np.abs(f64(a)) @ np.abs(f64(b)))
+    return f64(((k + 2) * U32 + product) * (np.abs(f64(a)) @ np.abs(f64(b))))
+
+
+def cast_error(out: str, ref: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Bound on the error of rounding ``ref`` to the output format ``out``."""
+    return f64(UNIT[out] * np.abs(ref) + TINY[out])
 
 
 def assert_within(out: np.ndarray[Any, Any], ref: np.ndarray[Any, Any], bound: np.ndarray[Any, Any] | float) -> None:
@@ -68,11 +76,11 @@ def act_ref(x: np.ndarray[Any, Any], name: str | None) -> np.ndarray[Any, Any]:
     if name is None:
         return x
     if name == "relu":
-        return np.maximum(x, 0.0)
+        return f64(np.maximum(x, 0.0))
     if name == "silu":
-        return x / (1.0 + np.exp(-x))
+        return f64(x / (1.0 + np.exp(-x)))
     if name == "gelu":
-        return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+        return f64(0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0))))
     if name == "gelu_tanh":
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+        return f64(0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))))
     raise ValueError(name)

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers_kernels import UNIT, U32, act_ref, array, assert_within, f64, gemm_bound, tensor
-
 import tile.frontend as tile
 import tile.kernels as tk
+from helpers_kernels import U32, act_ref, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError, OwnershipError
 from tile.kernels import _gemm
 
@@ -41,7 +40,7 @@ def _ref_bound(
     if res is not None:
         ref = ref + f64(res)
         err = err + U32 * np.abs(ref)
-    return ref, err + UNIT[out] * np.abs(ref)
+    return ref, err + cast_error(out, ref)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
@@ -151,7 +150,8 @@ def test_empty_results_launch_nothing() -> None:
         ({"residual": np.ones((2, 3), np.float32)}, "residual has shape [2, 3], expected [2, 2]"),
         ({"out_dtype": tile.i32}, "out_dtype i32"),
         ({"out_dtype": "float16"}, "is not a dtype"),
-        ({"out": tile.zeros(tile.f32, [2, 2])}, "out has dtype f32; this call writes f16"),
+        ({"out": tile.zeros(tile.f32, [2, 2]), "out_dtype": "f16"}, "out has dtype f32; this call writes f16"),
+        ({"out": tile.zeros(tile.i32, [2, 2])}, "out has dtype i32"),
         ({"out": tile.zeros(tile.f16, [2, 3])}, "out has shape [2, 3], expected [2, 2]"),
         ({"config": tk.Config.of(BM=16, BN=24, BK=16, GROUP=1, SPLIT=1)}, "powers of two"),
         ({"config": tk.Config.of(BM=16, BN=16, BK=16)}, "lacks GROUP"),

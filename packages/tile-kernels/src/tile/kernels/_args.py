@@ -66,14 +66,19 @@ def check_shape(t: Tensor, name: str, op: str, shape: Sequence[int]) -> None:
         raise ArgumentError(f"{op}: {name} has shape {list(t.shape)}, expected {list(shape)}")
 
 
-def output(out: object, dtype: DType, shape: Sequence[int], op: str) -> Tensor:
-    """The output tensor: ``out`` checked against ``dtype`` and ``shape`` (moved into the call), or a new one."""
+def output(out: object, out_dtype: object, default: DType, shape: Sequence[int], op: str) -> Tensor:
+    """The output tensor: ``out`` (moved into the call) checked against ``shape`` and ``out_dtype``, or a new one of
+    ``out_dtype``. Without ``out_dtype`` the dtype is ``out``'s, or else ``default``."""
+    dtype = None if out_dtype is None else dtype_of(out_dtype, op)
+    if dtype is not None and dtype.name not in FLOATS:
+        raise ArgumentError(f"{op}: out_dtype {dtype.name} is not one of bf16, f16, f32")
     if out is None:
-        return tile.empty(dtype, list(shape))
+        return tile.empty(dtype or default, list(shape))
     # A foreign array's borrow is the only Tile handle on it, so it may be written; a Tile tensor is moved in.
     tensor = out if isinstance(out, Tensor) else as_input(out, "out", op)
-    if tensor.dtype != dtype:
+    if dtype is not None and tensor.dtype != dtype:
         raise ArgumentError(f"{op}: out has dtype {tensor.dtype.name}; this call writes {dtype.name}")
+    check_dtype(tensor, "out", op, FLOATS)
     check_shape(tensor, "out", op, shape)
     return tensor
 

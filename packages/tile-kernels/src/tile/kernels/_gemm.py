@@ -73,13 +73,8 @@ def _check_config(config: autotune.Config, op: str) -> None:
         raise ArgumentError(f"{op}: config {config}: BM, BN, BK must be powers of two, GROUP and SPLIT >= 1")
 
 
-def _out_dtype(a: Tensor, out_dtype: object, op: str) -> DType:
-    if out_dtype is None:
-        return tile.bf16 if a.dtype.name in _F8 else a.dtype
-    dtype = _args.dtype_of(out_dtype, op)
-    if dtype.name not in _args.FLOATS:
-        raise ArgumentError(f"{op}: out_dtype {dtype.name} is not one of bf16, f16, f32")
-    return dtype
+def _default_out(a: Tensor) -> DType:
+    return tile.bf16 if a.dtype.name in _F8 else a.dtype
 
 
 def _check_f8(dtype: DType, op: str) -> None:
@@ -127,9 +122,9 @@ def matmul(
     residual
         Optional ``(M, N)``, added after the activation.
     out_dtype
-        f16, bf16 or f32; default ``a``'s dtype (bf16 for f8 inputs).
+        f16, bf16 or f32; default ``out``'s dtype if given, else ``a``'s (bf16 for f8 inputs).
     out
-        Optional output tensor of that dtype and ``(M, N)``; it is moved into the call: use the returned tensor.
+        Optional ``(M, N)`` output tensor (f16, bf16 or f32); it is moved into the call: use the returned tensor.
     config
         A hand-picked `autotune.Config` (BM, BN, BK, GROUP, SPLIT); default: the tuned one (the default config on
         the CPU interpreter or with ``TILE_AUTOTUNE=0``).
@@ -163,7 +158,7 @@ def matmul(
     _check_f8(x.dtype, op)
     bias_t = _optional(bias, "bias", op, (n,))
     res_t = _optional(residual, "residual", op, (m, n))
-    z = _args.output(out, _out_dtype(x, out_dtype, op), (m, n), op)
+    z = _args.output(out, out_dtype, _default_out(x), (m, n), op)
     if m == 0 or n == 0:
         return z
     tuner = autotune.tuner("matmul", source_digest(_STEM))
@@ -233,7 +228,7 @@ def bmm(
     if batch != batch2 or k != k2:
         raise ArgumentError(f"{op}: a is {list(x.shape)} and b is {list(y.shape)}; need (B, M, K) and (B, K, N)")
     _check_f8(x.dtype, op)
-    z = _args.output(out, _out_dtype(x, out_dtype, op), (batch, m, n), op)
+    z = _args.output(out, out_dtype, _default_out(x), (batch, m, n), op)
     if batch == 0 or m == 0 or n == 0:
         return z
     z_dtype = z.dtype

@@ -60,12 +60,10 @@ def _run_rows(
     m, n = rows.shape
     if n > MAX_ROW:
         raise ArgumentError(f"{op}: rows of {n} elements are longer than {MAX_ROW}, the whole-row form's limit")
-    dtype = x.dtype if out_dtype is None else _args.dtype_of(out_dtype, op)
-    if dtype.name not in _args.FLOATS:
-        raise ArgumentError(f"{op}: out_dtype {dtype.name} is not one of bf16, f16, f32")
     if out is not None and x.ndim != 2:
         raise ArgumentError(f"{op}: out= needs a 2-D x; reshape x to (rows, {n}) first")
-    z = _args.output(out, dtype, (m, n), op)
+    z = _args.output(out, out_dtype, x.dtype, (m, n), op)
+    dtype = z.dtype
     if m == 0 or n == 0:
         return z if x.ndim == 2 else z.reshape(shape)
     n_pow2 = _args.next_pow2(n)
@@ -113,7 +111,8 @@ def softmax(
     x
         f16, bf16 or f32, any shape (rank 2 may be strided; other ranks must be contiguous); rows up to `MAX_ROW`.
     out_dtype, out
-        The output dtype (default ``x``'s) or a 2-D output tensor (moved into the call: use the returned tensor).
+        The output dtype (default ``out``'s if given, else ``x``'s) and a 2-D output tensor (moved into the call: use
+        the returned tensor).
     config
         ``Config.of(BM=rows_per_block)``; default: tuned on the GPU, deterministic on the CPU interpreter.
     """
