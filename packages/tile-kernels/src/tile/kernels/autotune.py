@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import tile.frontend as tile
-from tile.compiler import CompileError
+from tile.compiler import CompileError, TileirasError
 from tile.frontend import ArgumentError
 from tile.kernels import _knobs
 
@@ -154,8 +154,8 @@ class Autotuner:
         for order, config in enumerate(candidates):
             try:
                 seconds = self.timer(lambda config=config: run(config))  # type: ignore[misc]  # bound per candidate
-            except CompileError:
-                continue  # a config the toolchain cannot build (too many registers...) is no candidate
+            except (CompileError, TileirasError):
+                continue  # a config the compiler or tileiras cannot build (too big a tile...) is no candidate
             timings.append((seconds, order, config))
         self.tuned += 1
         if not timings:
