@@ -27,8 +27,10 @@ UNIT = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24, "f8e4m3fn": 2.0**-4, 
 U32 = UNIT["f32"]
 # Half the spacing of each format's subnormals: the absolute error of a cast below the normal range.
 TINY = {"f16": 2.0**-25, "bf16": 2.0**-134, "f32": 2.0**-150, "f8e4m3fn": 2.0**-10, "f8e5m2": 2.0**-17}
-# GPU matrix units may multiply f32 operands as tf32 (10-bit mantissa).
+# GPU matrix units may multiply f32 operands as tf32 (10-bit mantissa), and Hopper's f8 MMA accumulates with about
+# 14 mantissa bits; f16/bf16 MMA accumulates in f32 but may truncate instead of round (twice the unit).
 U_TF32 = 2.0**-11
+U_F8_ACC = 2.0**-13
 
 
 def array(rng: np.random.Generator, dtype: str, shape: tuple[int, ...], scale: float = 1.0) -> np.ndarray[Any, Any]:
@@ -50,8 +52,11 @@ def gemm_bound(
     a: np.ndarray[Any, Any], b: np.ndarray[Any, Any], k: int, in_dtype: str, *, gpu: bool = False
 ) -> np.ndarray[Any, Any]:
     """Elementwise bound on ``|computed - exact|`` of an f32-accumulated ``a @ b`` before the epilogue."""
-    product = U_TF32 if gpu and in_dtype == "f32" else 0.0
-    return f64(((k + 2) * U32 + product) * (np.abs(f64(a)) @ np.abs(f64(b))))
+    acc, product = U32, 0.0
+    if gpu:
+        acc = U_F8_ACC if in_dtype.startswith("f8") else 2 * U32
+        product = U_TF32 if in_dtype == "f32" else 0.0
+    return f64(((k + 2) * acc + product) * (np.abs(f64(a)) @ np.abs(f64(b))))
 
 
 def cast_error(out: str, ref: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
