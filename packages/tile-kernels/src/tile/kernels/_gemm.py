@@ -37,7 +37,7 @@ _WIDE = tuple(
 _SKINNY = tuple(
     autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=s)
     for bn in (64, 128, 256)
-    for bk in (64, 128, 256)
+    for bk in (128, 256)
     for s in (1, 2, 4, 8)
 )
 

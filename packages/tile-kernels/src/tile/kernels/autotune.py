@@ -119,6 +119,11 @@ class Autotuner:
         self._lock = threading.Lock()
         self.tuned = 0  # how many keys this tuner timed (tests and the benchmark read it)
 
+    def remembered(self) -> dict[str, Config]:
+        """The configs chosen in this process (tuned or read from disk), by key (JSON text)."""
+        with self._lock:
+            return dict(self._memory)
+
     @property
     def path(self) -> Path | None:
         """The records file, or None."""
