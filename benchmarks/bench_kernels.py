@@ -143,8 +143,9 @@ def bench_matmul(peers: Peers, dtype: Any, m: int, n: int, k: int, *, epilogue: 
     tbias, bias = peers.randn(dtype, (n,)) if epilogue else (None, None)
     extra: dict[str, Any] = {"bias": bias, "activation": "silu"} if epilogue else {}
     default = _gemm._default(m, n, k)
+    tile_run = Reuse(lambda out: tk.matmul(a, b, out=out, **extra))
     paths: dict[str, Run] = {
-        "tile": Reuse(lambda out: tk.matmul(a, b, out=out, **extra)),
+        "tile": tile_run,
         "tile default config": Reuse(lambda out: tk.matmul(a, b, out=out, config=default, **extra)),
     }
     torch = peers.torch
@@ -156,7 +157,7 @@ def bench_matmul(peers: Peers, dtype: Any, m: int, n: int, k: int, *, epilogue: 
         else:
             paths["torch"] = peers.sync(lambda: torch.matmul(ta, tb, out=tc))
         paths["torch"]()
-        _check(paths["tile"].out, tc, peers, 2e-2)  # type: ignore[attr-defined]
+        _check(tile_run.out, tc, peers, 2e-2)
     entry = _entry(interleaved(paths), 2.0 * m * n * k, "TFLOP_per_s")
     return entry | {"shape": [m, n, k], "default_config": str(default)}
 
@@ -178,12 +179,13 @@ def bench_bmm(peers: Peers) -> dict[str, Any]:
     batch, m, n, k = (2, 32, 32, 16) if SMOKE else (32, 512, 512, 128)
     ta, a = peers.randn(tile.f16, (batch, m, k))
     tb, b = peers.randn(tile.f16, (batch, k, n), scale=k**-0.5)
-    paths: dict[str, Run] = {"tile": Reuse(lambda out: tk.bmm(a, b, out=out))}
+    tile_run = Reuse(lambda out: tk.bmm(a, b, out=out))
+    paths: dict[str, Run] = {"tile": tile_run}
     if peers.torch is not None:
         tc = peers.torch.empty(batch, m, n, device="cuda", dtype=ta.dtype)
         paths["torch"] = peers.sync(lambda: peers.torch.bmm(ta, tb, out=tc))
         paths["torch"]()
-        _check(paths["tile"].out, tc, peers, 2e-2)  # type: ignore[attr-defined]
+        _check(tile_run.out, tc, peers, 2e-2)
     return _entry(interleaved(paths), 2.0 * batch * m * n * k, "TFLOP_per_s") | {"shape": [batch, m, n, k]}
 
 
@@ -196,7 +198,8 @@ def bench_rows(peers: Peers, name: str, dtype: Any, n: int) -> dict[str, Any]:
         "rmsnorm": lambda out: tk.rmsnorm(x, w, out=out),
         "layernorm": lambda out: tk.layernorm(x, w, bias, out=out),
     }
-    paths: dict[str, Run] = {"tile": Reuse(calls[name])}
+    tile_run = Reuse(calls[name])
+    paths: dict[str, Run] = {"tile": tile_run}
     default = _rows._default(1 << (n - 1).bit_length())
     paths["tile default config"] = Reuse(lambda out: _with_config(name, x, w, bias, out=out, config=default))
     torch = peers.torch
@@ -210,7 +213,7 @@ def bench_rows(peers: Peers, name: str, dtype: Any, n: int) -> dict[str, Any]:
             "layernorm": lambda: f.layer_norm(tx, (n,), tw, tbias, eps=1e-5),
         }[name]
         paths["torch"] = peers.sync(peer)
-        _check(paths["tile"].out, peer(), peers, 2e-2)  # type: ignore[attr-defined]  # paths["tile"] is a Reuse
+        _check(tile_run.out, peer(), peers, 2e-2)
     bytes_moved = 2.0 * ROWS * n * (2 if dtype.name != "f32" else 4)
     return _entry(interleaved(paths), bytes_moved, "GB_per_s") | {"rows": ROWS, "n": n}
 

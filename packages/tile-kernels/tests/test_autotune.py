@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+import tile.frontend as tile
 import tile.kernels as tk
 from tile.compiler import CompileError
 from tile.frontend import ArgumentError
@@ -53,6 +56,7 @@ def test_a_record_is_reused_in_memory_and_by_a_new_process(tmp_path: Path) -> No
     assert first.choose(KEY, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[2]
     assert first.choose(KEY, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[2]
     assert (first.tuned, gpu.timed) == (1, 4)
+    assert list(first.remembered().values()) == [CONFIGS[2]]
     record = json.loads((tmp_path / f"v{FORMAT}" / "fam.json").read_text())
     assert record["format"] == FORMAT
     assert record["version"] == autotune.VERSION
@@ -158,9 +162,9 @@ def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pyt
     tuner = Autotuner("matmul", source="s", timer=timer, cache_dir=tmp_path)
     real_launch = _gemm._launch_matmul
 
-    def spy(config: Config, z: object, **kw: object) -> object:
+    def spy(config: Config, z: tile.Tensor, **kw: Any) -> tile.Tensor:
         seen.append(config)
-        return real_launch(config, z, **kw)  # type: ignore[arg-type]
+        return real_launch(config, z, **kw)
 
     monkeypatch.setattr(_gemm, "_launch_matmul", spy)
     old = autotune.set_tuner("matmul", tuner)
@@ -174,3 +178,10 @@ def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pyt
     assert seen[: len(_gemm._SKINNY)] == list(_gemm._SKINNY)  # every skinny candidate was timed
     assert seen[-1] == picked  # and the real call ran the winner
     assert tuner.tuned == 1
+
+
+def test_the_record_version_is_the_package_version() -> None:
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    found = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
+    assert found is not None
+    assert found.group(1) == autotune.VERSION

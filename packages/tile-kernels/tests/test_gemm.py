@@ -184,3 +184,10 @@ def test_bmm_errors() -> None:
         tk.bmm(np.ones((2, 3, 4), np.float16), np.ones((3, 4, 5), np.float16))
     with pytest.raises(ArgumentError, match="must have 3 dimensions"):
         tk.bmm(np.ones((3, 4), np.float16), np.ones((4, 5), np.float16))
+
+
+def test_a_moved_input_is_refused_with_the_fix() -> None:
+    a = tile.ones(tile.f32, [2, 2])
+    a.partition([2, 2])  # moves a
+    with pytest.raises(tile.MovedError, match="moved"):
+        tk.matmul(a, np.ones((2, 2), np.float32))

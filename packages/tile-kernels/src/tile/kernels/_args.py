@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import tile.frontend as tile
 from tile.frontend import ArgumentError, DType, Shared, Tensor
@@ -21,6 +22,7 @@ __all__ = [
     "check_shape",
     "dtype_of",
     "ensure_rank",
+    "first_output",
     "next_pow2",
     "output",
     "placeholder",
@@ -91,6 +93,13 @@ def placeholder(dtype: DType, rank: int) -> Shared:
         if found is None:
             found = _PLACEHOLDERS[key] = tile.zeros(dtype, [1] * rank).share()
         return found
+
+
+def first_output(handed_back: Sequence[Any]) -> Tensor:
+    """The tensor of the first output partition a finished launch handed back (what ``.sync()`` returned)."""
+    out = handed_back[0].unpartition()
+    assert isinstance(out, Tensor)
+    return out
 
 
 def next_pow2(n: int) -> int:

@@ -202,12 +202,14 @@ def _launch_matmul(
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)
         launch = k.gemm.grid((min(_blocks(), tiles),))
-        zp, *_ = launch(z.partition([bm, bn]), x, y, b_arg, r_arg, BK=bk, GROUP=config["GROUP"], **flags).sync()
-        return zp.unpartition()  # type: ignore[no-any-return]
+        return _args.first_output(
+            launch(z.partition([bm, bn]), x, y, b_arg, r_arg, BK=bk, GROUP=config["GROUP"], **flags).sync()
+        )
     partials = tile.empty(f32, [split, m, n]).partition([1, bm, bn])
-    pp, *_ = k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split).sync()
-    zp, *_ = k.reduce_split_k(z.partition([bm, bn]), pp.unpartition(), b_arg, r_arg, **flags).sync()
-    return zp.unpartition()  # type: ignore[no-any-return]
+    # Two waits: the partials must be unpartitioned to be read as an input, which a .then() chain cannot do to a
+    # handle still in flight.
+    partials_out = _args.first_output(k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split).sync())
+    return _args.first_output(k.reduce_split_k(z.partition([bm, bn]), partials_out, b_arg, r_arg, **flags).sync())
 
 
 def bmm(
@@ -238,8 +240,7 @@ def bmm(
         bm, bn = cfg["BM"], cfg["BN"]
         tiles = batch * -(-m // bm) * -(-n // bn)
         launch = kernels(_STEM).bmm.grid((min(_blocks(), tiles),))
-        zp, *_ = launch(target.partition([1, bm, bn]), x[()], y[()], BK=cfg["BK"]).sync()
-        return zp.unpartition()  # type: ignore[no-any-return]
+        return _args.first_output(launch(target.partition([1, bm, bn]), x[()], y[()], BK=cfg["BK"]).sync())
 
     if config is None:
         key: dict[str, object] = {

@@ -95,8 +95,7 @@ def _softmax(x: object, log: bool, out_dtype: object, out: object, config: autot
     xt = _args.as_input(x, "x", op)
 
     def launch(z: Partition, rows: Tensor) -> Tensor:
-        zp, *_ = kernels(_STEM).softmax(z, rows, LOG=log).sync()
-        return zp.unpartition()  # type: ignore[no-any-return]
+        return _args.first_output(kernels(_STEM).softmax(z, rows, LOG=log).sync())
 
     return _run_rows(op, x=xt, out_dtype=out_dtype, out=out, config=config, launch=launch)
 
@@ -145,8 +144,7 @@ def rmsnorm(
     w = _vector(weight, "weight", op, n)
 
     def launch(z: Partition, rows: Tensor) -> Tensor:
-        zp, *_ = kernels(_STEM).rmsnorm(z, rows, w[()], float(eps)).sync()
-        return zp.unpartition()  # type: ignore[no-any-return]
+        return _args.first_output(kernels(_STEM).rmsnorm(z, rows, w[()], float(eps)).sync())
 
     return _run_rows(op, x=xt, out_dtype=out_dtype, out=out, config=config, launch=launch)
 
@@ -175,7 +173,8 @@ def layernorm(
         w_arg = w[()] if w is not None else _args.placeholder(f32, 1)
         b_arg = b[()] if b is not None else _args.placeholder(f32, 1)
         k = kernels(_STEM)
-        zp, *_ = k.layernorm(z, rows, w_arg, b_arg, float(eps), HAS_W=w is not None, HAS_B=b is not None).sync()
-        return zp.unpartition()  # type: ignore[no-any-return]
+        return _args.first_output(
+            k.layernorm(z, rows, w_arg, b_arg, float(eps), HAS_W=w is not None, HAS_B=b is not None).sync()
+        )
 
     return _run_rows(op, x=xt, out_dtype=out_dtype, out=out, config=config, launch=launch)

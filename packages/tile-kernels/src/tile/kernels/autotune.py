@@ -15,6 +15,7 @@ two processes tuning at once may each write, and the last writer's records win, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -158,7 +159,7 @@ class Autotuner:
         timings: list[tuple[float, int, Config]] = []
         for order, config in enumerate(candidates):
             try:
-                seconds = self.timer(lambda config=config: run(config))  # type: ignore[misc]  # bound per candidate
+                seconds = self.timer(functools.partial(run, config))
             except (CompileError, TileirasError):
                 continue  # a config the compiler or tileiras cannot build (too big a tile...) is no candidate
             timings.append((seconds, order, config))
