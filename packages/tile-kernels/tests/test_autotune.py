@@ -147,6 +147,7 @@ def test_buckets_and_config_values() -> None:
     with pytest.raises(KeyError):
         config["BK"]
     assert autotune.device_arch() == "cpu"
+    assert autotune.environment() == {"arch": "cpu"}
 
 
 def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

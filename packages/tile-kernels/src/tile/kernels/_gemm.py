@@ -176,7 +176,7 @@ def matmul(
             "k": autotune.bucket(k),
             "dtype": x.dtype.name,
         }
-        key |= {"out": z_dtype.name, "arch": autotune.device_arch(), "epilogue": list(map(str, epi))}
+        key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
         config = tuner.choose(key, _SKINNY if m <= 16 else _WIDE, _default(m, n, k), run)
     _check_config(config, op)
     return run(config, z)
@@ -249,7 +249,7 @@ def bmm(
             "n": autotune.bucket(n),
             "k": autotune.bucket(k),
         }
-        key |= {"dtype": x.dtype.name, "out": z_dtype.name, "arch": autotune.device_arch()}
+        key |= {"dtype": x.dtype.name, "out": z_dtype.name, **autotune.environment()}
         default = _WIDE[0] if tile.backend() == "gpu" else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=1, SPLIT=1)
         config = autotune.tuner("bmm", source_digest(_STEM)).choose(key, _WIDE, default, run)
     _check_config(config, op)

@@ -74,7 +74,7 @@ def _run_rows(
 
     if config is None:
         key: dict[str, object] = {"m": autotune.bucket(m), "n": n_pow2, "dtype": x.dtype.name, "out": dtype.name}
-        key["arch"] = autotune.device_arch()
+        key |= autotune.environment()
         config = autotune.tuner(op, source_digest(_STEM)).choose(key, _configs(n_pow2), _default(n_pow2), run)
     bm = config.as_dict().get("BM", 0)
     if bm < 1 or bm & (bm - 1):

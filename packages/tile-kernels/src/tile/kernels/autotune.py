@@ -41,6 +41,7 @@ __all__ = [
     "Timer",
     "bucket",
     "device_arch",
+    "environment",
     "set_tuner",
     "tuner",
     "wall_timer",
@@ -242,6 +243,16 @@ def set_tuner(family: str, new: Autotuner | None) -> Autotuner | None:
         if new is not None:
             _TUNERS[key] = new
         return old
+
+
+def environment() -> dict[str, str]:
+    """What a tuned choice depends on besides the call: the device arch and, on the GPU, the tileiras version."""
+    arch = device_arch()
+    if arch == "cpu":
+        return {"arch": arch}
+    from tile.compiler import toolchain
+
+    return {"arch": arch, "tileiras": toolchain().version}
 
 
 def device_arch() -> str:
