@@ -132,7 +132,7 @@ def matmul(
     Returns
     -------
     Tensor
-        The ``(M, N)`` result. M <= 16 with SPLIT > 1 runs split-K: each block sums every SPLIT-th K tile into its
+        The ``(M, N)`` result. SPLIT > 1 runs split-K: each block sums one of SPLIT runs of consecutive K tiles into its
         own slice of an f32 ``(SPLIT, M, N)`` scratch tensor, and a second kernel adds the slices and applies the
         epilogue, so no two blocks ever write one element.
 
