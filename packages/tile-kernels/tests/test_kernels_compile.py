@@ -1,7 +1,8 @@
 """Every tile.kernels kernel, lowered for sm_90: safe (no unchecked kernel), with every tile index proven or left to
 the launcher (no check inside the kernel, which would slow a Hopper GEMM's main loop down), and (tier 2) compiled
-through tileiras to a cubin (no GPU needed), with the epilogue branches that use the most of the kernel language on. GEMMs use 32x32x32 tiles here (tileiras takes 10-15 s
-on the GPU configs' 128x128x64 on two cores; the GPU tests compile those), row kernels their real tile shapes."""
+through tileiras to a cubin (no GPU needed), with the epilogue branches that use the most of the kernel language on.
+GEMMs use 32x32x32 tiles here (tileiras takes 10-15 s on the GPU configs' 128x128x64 on two cores; the GPU tests
+compile those), row kernels their real tile shapes."""
 
 from __future__ import annotations
 
