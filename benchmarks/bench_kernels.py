@@ -19,7 +19,9 @@ Results go to ``benchmarks/results/kernels.json`` with the device name and versi
 over each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root:
 ``python benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU
 interpreter here, without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows`` picks
-measurements. ``tuned`` in the JSON lists every config the autotuner chose in the run.
+measurements and merges them into an existing ``kernels.json`` (the first run tunes every key, and each tuned config
+compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the JSON lists every
+config the autotuner chose.
 """
 
 from __future__ import annotations
@@ -293,6 +295,11 @@ def main() -> None:
     report["errors"] = errors
     if not SMOKE:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        if ONLY and RESULTS.exists():  # a partial run adds its measurements to the last full or partial one
+            previous = json.loads(RESULTS.read_text())
+            for part in ("results", "errors"):
+                report[part] = previous.get(part, {}) | report[part]
+            report["tuned"] = {f: previous.get("tuned", {}).get(f, {}) | t for f, t in report["tuned"].items()}
         RESULTS.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {RESULTS}")
     if errors:
