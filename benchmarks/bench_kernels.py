@@ -297,8 +297,9 @@ def main() -> None:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         if ONLY and RESULTS.exists():  # a partial run adds its measurements to the last full or partial one
             previous = json.loads(RESULTS.read_text())
-            for part in ("results", "errors"):
-                report[part] = previous.get(part, {}) | report[part]
+            report["results"] = previous.get("results", {}) | report["results"]
+            old_errors = {k: v for k, v in previous.get("errors", {}).items() if k not in report["results"]}
+            report["errors"] = old_errors | errors
             report["tuned"] = {f: previous.get("tuned", {}).get(f, {}) | t for f, t in report["tuned"].items()}
         RESULTS.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {RESULTS}")
