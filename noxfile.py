@@ -13,7 +13,7 @@ import nox
 
 ROOT = Path(__file__).parent
 # Dependency order: every package comes after the packages it depends on.
-PACKAGES = ["bindings", "core", "async", "ir", "compiler", "frontend"]
+PACKAGES = ["bindings", "core", "async", "ir", "compiler", "frontend", "kernels"]
 ROOT_PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 nox.options.default_venv_backend = "uv|virtualenv"
@@ -79,7 +79,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site; any warning is an error."""
-    _install(session, "frontend")
+    _install(session, "kernels")
     session.install(*nox.project.dependency_groups(ROOT_PYPROJECT, "docs"))
     session.env["NO_MKDOCS_2_WARNING"] = "1"  # Material's end-of-life banner is not a docs problem
     session.run("mkdocs", "build", "--strict", "--site-dir", str(ROOT / "build" / "site"))
@@ -96,7 +96,7 @@ def examples(session: nox.Session) -> None:
 @nox.session
 def gpu(session: nox.Session) -> None:
     """The ``gpu``-marked tests, for a machine with an NVIDIA GPU; skipping is a failure here."""
-    _install(session, "frontend", "test")
+    _install(session, "kernels", "test")  # tile-kernels brings every package below it
     session.install(*nox.project.dependency_groups(ROOT_PYPROJECT, "peer"))
     session.env["TILE_REQUIRE_GPU"] = "1"
     session.run("pytest", "-m", "gpu", "packages", *session.posargs)

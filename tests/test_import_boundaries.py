@@ -21,6 +21,15 @@ ALLOWED = {
     "tile.aio": {"tile.bindings", "tile.core", "tile.aio"},
     "tile.compiler": {"tile.ir", "tile.bindings", "tile.core", "tile.aio", "tile.compiler"},
     "tile.frontend": {"tile.ir", "tile.bindings", "tile.core", "tile.aio", "tile.compiler", "tile.frontend"},
+    "tile.kernels": {
+        "tile.ir",
+        "tile.bindings",
+        "tile.core",
+        "tile.aio",
+        "tile.compiler",
+        "tile.frontend",
+        "tile.kernels",
+    },
 }
 TILE_PACKAGES = set(ALLOWED)
 

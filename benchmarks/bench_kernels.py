@@ -1,0 +1,311 @@
+"""tile.kernels against torch (cuBLAS, torch.nn.functional) in one process on one GPU, with ratios.
+
+Every contender is checked against the others first (the same inputs, shared through DLPack), then timed in
+interleaved rounds (median of ROUNDS samples, each REPS calls): a Tile call waits for its work, so torch's calls are
+timed waiting for theirs too (``torch.cuda.synchronize()`` after each), which puts the same host round trip in both.
+Outputs are reused across calls (``out=``), so no allocation is timed.
+
+1. ``matmul`` f16 / bf16: squares 4096^3 and 8192^3; the Qwen3-4B (hidden 2560, MLP 9728) and Qwen3-32B (5120,
+   25600) MLP projections with M in {1, 16, 128, 2048}, weights stored (K, N). Contenders: Tile tuned (the autotuner's
+   choice; the first call tunes and prints), Tile's untuned default config, ``torch.matmul``. TFLOP/s.
+2. Fused epilogue: ``matmul(a, b, bias=, activation="silu")`` against ``F.silu(torch.addmm(bias, a, b))``.
+3. GEMV (M = 1) bandwidth: GB/s of reading the weight, against a device-to-device copy of the same bytes.
+4. ``bmm`` f16, 32 x 512 x 512 x 128 (attention-sized) against ``torch.bmm``.
+5. Row kernels f16 / bf16 on 4096 rows of 1024 ... 32768: ``softmax``, ``rmsnorm``, ``layernorm`` against
+   ``torch.softmax``, ``F.rms_norm`` (torch >= 2.4; a composed version before) and ``F.layer_norm``. GB/s (one read,
+   one write).
+
+Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time
+over each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root:
+``python benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU
+interpreter here, without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows`` picks
+measurements and merges them into an existing ``kernels.json`` (the first run tunes every key, and each tuned config
+compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the JSON lists every
+config the autotuner chose.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tile.frontend as tile
+import tile.kernels as tk
+from tile.kernels import _gemm, _rows
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "kernels.json"
+SMOKE = "--smoke" in sys.argv
+ONLY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "")
+ROUNDS, REPS = (2, 1) if SMOKE else (7, 10)
+SQUARES = [64] if SMOKE else [4096, 8192]
+QWEN = {"qwen3-4b": (2560, 9728), "qwen3-32b": (5120, 25600)}
+MS = [1, 16] if SMOKE else [1, 16, 128, 2048]
+ROW_LENGTHS = [64, 100] if SMOKE else [1024, 4096, 8192, 32768]
+ROWS = 8 if SMOKE else 4096
+Run = Callable[[], None]
+
+
+def interleaved(paths: dict[str, Run], warmup: int = 2) -> dict[str, float]:
+    """Median seconds per call of each path over ROUNDS samples of REPS calls, the paths' samples interleaved."""
+    for run in paths.values():
+        for _ in range(warmup):
+            run()
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(ROUNDS):
+        for name, run in paths.items():
+            start = time.perf_counter()
+            for _ in range(REPS):
+                run()
+            samples[name].append((time.perf_counter() - start) / REPS)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+class Peers:
+    """torch on the GPU (None on the interpreter or without torch); tensors made by torch and lent to Tile."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.torch: Any = None
+        if tile.backend() != "gpu":
+            errors["torch"] = "no GPU: peers are not run"
+            return
+        try:
+            import torch
+        except ImportError as exc:
+            errors["torch"] = str(exc)
+            return
+        self.torch = torch
+
+    def randn(self, dtype: Any, shape: tuple[int, ...], scale: float = 1.0) -> tuple[Any, tile.Tensor]:
+        """A (torch tensor or None, Tile tensor) pair over the same values (the same memory on the GPU)."""
+        if self.torch is None:
+            t = tile.from_numpy((np.random.default_rng(0).standard_normal(shape) * scale).astype(np.float32))
+            return None, _cast(t, dtype)
+        tdt = {"f16": self.torch.float16, "bf16": self.torch.bfloat16, "f32": self.torch.float32}[dtype.name]
+        x = self.torch.randn(*shape, device="cuda", dtype=tdt) * scale
+        return x, tile.from_dlpack(x)
+
+    def sync(self, fn: Callable[[], object]) -> Run:
+        def run() -> None:
+            fn()
+            self.torch.cuda.synchronize()
+
+        return run
+
+
+def _cast(t: tile.Tensor, dtype: Any) -> tile.Tensor:
+    """``t`` converted to ``dtype`` on the host (interpreter runs only)."""
+    import ml_dtypes
+
+    np_dtype = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}[dtype.name]
+    return tile.from_numpy(t.to_numpy().astype(np_dtype))
+
+
+class Reuse:
+    """A Tile call whose output is handed back in as ``out=`` on the next call (no allocation timed)."""
+
+    def __init__(self, fn: Callable[..., tile.Tensor]) -> None:
+        self.fn, self.out = fn, fn(None)
+
+    def __call__(self) -> None:
+        self.out = self.fn(self.out)
+
+
+def _check(got: tile.Tensor, want: Any, peers: Peers, rtol: float) -> None:
+    if want is None:
+        return
+    g, w = np.asarray(got.to_numpy(), np.float64), want.float().cpu().numpy().astype(np.float64)
+    scale = max(float(np.abs(w).max()), 1e-30)
+    err = float(np.abs(g - w).max()) / scale
+    if err > rtol:
+        raise AssertionError(f"Tile and torch differ by {err:.2e} of the output's range (allowed {rtol:.0e})")
+
+
+def _entry(times: dict[str, float], work: float, unit: str) -> dict[str, Any]:
+    return {
+        "ms": {k: v * 1e3 for k, v in times.items()},
+        unit: {k: work / v / 1e12 if unit == "TFLOP_per_s" else work / v / 1e9 for k, v in times.items()},
+        "tile_vs": {k: times["tile"] / v for k, v in times.items() if k != "tile"},
+    }
+
+
+def bench_matmul(peers: Peers, dtype: Any, m: int, n: int, k: int, *, epilogue: bool = False) -> dict[str, Any]:
+    ta, a = peers.randn(dtype, (m, k))
+    tb, b = peers.randn(dtype, (k, n), scale=k**-0.5)
+    tbias, bias = peers.randn(dtype, (n,)) if epilogue else (None, None)
+    extra: dict[str, Any] = {"bias": bias, "activation": "silu"} if epilogue else {}
+    default = _gemm._default(m, n, k)
+    tile_run = Reuse(lambda out: tk.matmul(a, b, out=out, **extra))
+    paths: dict[str, Run] = {
+        "tile": tile_run,
+        "tile default config": Reuse(lambda out: tk.matmul(a, b, out=out, config=default, **extra)),
+    }
+    torch = peers.torch
+    if torch is not None:
+        tc = torch.empty(m, n, device="cuda", dtype=ta.dtype)
+        if epilogue:
+            silu = torch.nn.functional.silu
+            paths["torch"] = peers.sync(lambda: silu(torch.addmm(tbias, ta, tb, out=tc), inplace=True))
+        else:
+            paths["torch"] = peers.sync(lambda: torch.matmul(ta, tb, out=tc))
+        paths["torch"]()
+        _check(tile_run.out, tc, peers, 2e-2)
+    entry = _entry(interleaved(paths), 2.0 * m * n * k, "TFLOP_per_s")
+    return entry | {"shape": [m, n, k], "default_config": str(default)}
+
+
+def bench_gemv_bandwidth(peers: Peers, dtype: Any, n: int, k: int) -> dict[str, Any]:
+    entry = bench_matmul(peers, dtype, 1, n, k)
+    weight_bytes = 2.0 * n * k
+    gbs = {name: weight_bytes / (ms / 1e3) / 1e9 for name, ms in entry["ms"].items()}
+    if peers.torch is not None:
+        src = peers.torch.empty(n * k, device="cuda", dtype=peers.torch.float16)
+        dst = peers.torch.empty_like(src)
+        copy = interleaved({"copy": peers.sync(lambda: dst.copy_(src))})["copy"]
+        gbs["device copy (read + write)"] = 2 * weight_bytes / copy / 1e9
+        entry["tile_vs_copy_bandwidth"] = gbs["tile"] / gbs["device copy (read + write)"]
+    return entry | {"GB_per_s_weight": gbs}
+
+
+def bench_bmm(peers: Peers) -> dict[str, Any]:
+    batch, m, n, k = (2, 32, 32, 16) if SMOKE else (32, 512, 512, 128)
+    ta, a = peers.randn(tile.f16, (batch, m, k))
+    tb, b = peers.randn(tile.f16, (batch, k, n), scale=k**-0.5)
+    tile_run = Reuse(lambda out: tk.bmm(a, b, out=out))
+    paths: dict[str, Run] = {"tile": tile_run}
+    if peers.torch is not None:
+        tc = peers.torch.empty(batch, m, n, device="cuda", dtype=ta.dtype)
+        paths["torch"] = peers.sync(lambda: peers.torch.bmm(ta, tb, out=tc))
+        paths["torch"]()
+        _check(tile_run.out, tc, peers, 2e-2)
+    return _entry(interleaved(paths), 2.0 * batch * m * n * k, "TFLOP_per_s") | {"shape": [batch, m, n, k]}
+
+
+def bench_rows(peers: Peers, name: str, dtype: Any, n: int) -> dict[str, Any]:
+    tx, x = peers.randn(dtype, (ROWS, n))
+    tw, w = peers.randn(dtype, (n,))
+    tbias, bias = peers.randn(dtype, (n,))
+    calls: dict[str, Callable[[Any], tile.Tensor]] = {
+        "softmax": lambda out: tk.softmax(x, out=out),
+        "rmsnorm": lambda out: tk.rmsnorm(x, w, out=out),
+        "layernorm": lambda out: tk.layernorm(x, w, bias, out=out),
+    }
+    tile_run = Reuse(calls[name])
+    paths: dict[str, Run] = {"tile": tile_run}
+    default = _rows._default(1 << (n - 1).bit_length())
+    paths["tile default config"] = Reuse(lambda out: _with_config(name, x, w, bias, out=out, config=default))
+    torch = peers.torch
+    if torch is not None:
+        f = torch.nn.functional
+        peer: Callable[[], Any] = {
+            "softmax": lambda: torch.softmax(tx, dim=-1),
+            "rmsnorm": (lambda: f.rms_norm(tx, (n,), tw, eps=1e-6))
+            if hasattr(f, "rms_norm")
+            else (lambda: tx * torch.rsqrt(tx.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(tx.dtype) * tw),
+            "layernorm": lambda: f.layer_norm(tx, (n,), tw, tbias, eps=1e-5),
+        }[name]
+        paths["torch"] = peers.sync(peer)
+        _check(tile_run.out, peer(), peers, 2e-2)
+    bytes_moved = 2.0 * ROWS * n * (2 if dtype.name != "f32" else 4)
+    return _entry(interleaved(paths), bytes_moved, "GB_per_s") | {"rows": ROWS, "n": n}
+
+
+def _with_config(name: str, x: Any, w: Any, bias: Any, *, out: Any, config: Any) -> tile.Tensor:
+    if name == "softmax":
+        return tk.softmax(x, out=out, config=config)
+    if name == "rmsnorm":
+        return tk.rmsnorm(x, w, out=out, config=config)
+    return tk.layernorm(x, w, bias, out=out, config=config)
+
+
+def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
+    found: list[tuple[str, str, Callable[[], dict[str, Any]]]] = []
+    for dtype in (tile.f16, tile.bf16):
+        for s in SQUARES:
+            found.append(("matmul", f"matmul_{dtype.name}_{s}", partial(bench_matmul, peers, dtype, s, s, s)))
+        for model, (hidden, mlp) in QWEN.items():
+            h, f = (64, 96) if SMOKE else (hidden, mlp)
+            for m in MS:
+                for proj, (n, k) in (("up", (f, h)), ("down", (h, f))):
+                    found.append(
+                        (
+                            "matmul",
+                            f"matmul_{dtype.name}_{model}_{proj}_m{m}",
+                            partial(bench_matmul, peers, dtype, m, n, k),
+                        )
+                    )
+    s = SQUARES[0]
+    found.append(("epilogue", "matmul_bias_silu_f16", lambda: bench_matmul(peers, tile.f16, s, s, s, epilogue=True)))
+    n, k = (96, 64) if SMOKE else (9728, 2560)
+    found.append(("gemv", "gemv_f16_bandwidth", lambda: bench_gemv_bandwidth(peers, tile.f16, n, k)))
+    found.append(("bmm", "bmm_f16", lambda: bench_bmm(peers)))
+    for name in ("softmax", "rmsnorm", "layernorm"):
+        for dtype in (tile.f16, tile.bf16):
+            for n in ROW_LENGTHS:
+                found.append(("rows", f"{name}_{dtype.name}_{n}", partial(bench_rows, peers, name, dtype, n)))
+    return [s for s in found if not ONLY or s[0] in ONLY.split(",")]
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("cuda-bindings", "nvidia-cuda-tileiras", "torch", "numpy"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def device_name() -> str:
+    if tile.backend() == "cpu":
+        return "CPU interpreter"
+    import tile.bindings as tb
+
+    return str(tb.device_name(0))
+
+
+def main() -> None:
+    errors: dict[str, str] = {}
+    peers = Peers(errors)
+    report: dict[str, Any] = {"benchmark": "kernels", "device": device_name(), "backend": tile.backend()}
+    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS, "results": {}}
+    for _, name, step in steps(peers):
+        try:
+            report["results"][name] = found = step()
+        except Exception as exc:  # one failing measurement must not cost the others
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            print(f"{name}: FAILED {errors[name]}")
+            continue
+        ratios = {k: round(v, 3) for k, v in found["tile_vs"].items()}
+        print(f"{name}: tile/peer time {ratios}")
+    report["tuned"] = {
+        family: {key: str(config) for key, config in tk.autotune.tuner(family, "").remembered().items()}
+        for family in ("matmul", "bmm", "softmax", "rmsnorm", "layernorm")
+    }
+    report["errors"] = errors
+    if not SMOKE:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        if ONLY and RESULTS.exists():  # a partial run adds its measurements to the last full or partial one
+            previous = json.loads(RESULTS.read_text())
+            report["results"] = previous.get("results", {}) | report["results"]
+            old_errors = {k: v for k, v in previous.get("errors", {}).items() if k not in report["results"]}
+            report["errors"] = old_errors | errors
+            report["tuned"] = {f: previous.get("tuned", {}).get(f, {}) | t for f, t in report["tuned"].items()}
+        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {RESULTS}")
+    if errors:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The matmul family's Python API: `matmul` (persistent grouped GEMM with a fused epilogue, split-K for skinny M) and
+`bmm` (batched GEMM). Kernels are in ``_gemm_kernels.tilepy``; configs come from the autotuner (see `autotune`).
+
+Inputs are borrowed for the call (the caller's handles stay usable), the output is new or ``out=`` (moved in; use
+the returned tensor). Every call waits for its GPU work and returns the result tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tile.frontend as tile
+from tile.frontend import ArgumentError, BackendError, DType, Tensor, f32
+from tile.kernels import _args, autotune
+from tile.kernels._source import kernels, source_digest
+
+__all__ = ["ACTIVATIONS", "bmm", "matmul"]
+
+ACTIVATIONS = {None: 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
+_IN = ("f16", "bf16", "f32", "f8e4m3fn", "f8e5m2")
+_F8 = frozenset({"f8e4m3fn", "f8e5m2"})
+_STEM = "_gemm_kernels"
+
+# Candidates the GPU tuner times: big tiles for M > 16, skinny tiles with split-K for decode sizes.
+_WIDE = tuple(
+    autotune.Config.of(BM=bm, BN=bn, BK=bk, GROUP=g, SPLIT=1)
+    for bm, bn, bk, g in (
+        (128, 128, 64, 4),
+        (128, 128, 64, 8),
+        (128, 256, 64, 8),
+        (256, 128, 64, 8),
+        (128, 128, 32, 8),
+        (64, 128, 64, 4),
+        (128, 64, 64, 4),
+    )
+)
+_SKINNY = tuple(
+    autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=s)
+    for bn in (64, 128, 256)
+    for bk in (128, 256)
+    for s in (1, 2, 4, 8)
+)
+
+
+def _blocks() -> int:
+    """Blocks of a persistent launch: one per SM on the GPU, a few on the CPU interpreter."""
+    if tile.backend() != "gpu":
+        return 4
+    from tile import core
+
+    return int(core.Device(0).sm_count)
+
+
+def _default(m: int, n: int, k: int) -> autotune.Config:
+    """The deterministic config used untuned: 128x128x64 tiles (32^3 on the interpreter), split-K for skinny M."""
+    gpu = tile.backend() == "gpu"
+    if m > 16:
+        return _WIDE[0] if gpu else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=2, SPLIT=1)
+    bn, bk = (128, 128) if gpu else (32, 32)
+    tiles_n, tiles_k = -(-n // bn), -(-k // bk)
+    split = 1
+    while split < 8 and tiles_n * split * 2 <= _blocks() and split * 2 <= tiles_k:
+        split *= 2  # only while the blocks would otherwise leave SMs idle and each split keeps a K tile
+    return autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=split)
+
+
+def _check_config(config: autotune.Config, op: str) -> None:
+    try:
+        values = [config[name] for name in ("BM", "BN", "BK", "GROUP", "SPLIT")]
+    except KeyError as exc:
+        raise ArgumentError(f"{op}: config {config} lacks {exc.args[0]}; give BM, BN, BK, GROUP and SPLIT") from None
+    if any(v < 1 for v in values) or any(v & (v - 1) for v in values[:3]):
+        raise ArgumentError(f"{op}: config {config}: BM, BN, BK must be powers of two, GROUP and SPLIT >= 1")
+
+
+def _default_out(a: Tensor) -> DType:
+    return tile.bf16 if a.dtype.name in _F8 else a.dtype
+
+
+def _check_f8(dtype: DType, op: str) -> None:
+    if dtype.name in _F8 and tile.backend() == "gpu":
+        from tile import core
+
+        cc = core.Device(0).compute_capability
+        if tuple(cc) < (8, 9):
+            raise BackendError(
+                f"{op}: {dtype.name} matrix multiply needs sm_89 or newer; this GPU is sm_{cc[0]}{cc[1]}"
+            )
+
+
+def _optional(value: object, name: str, op: str, shape: Sequence[int]) -> Tensor | None:
+    if value is None:
+        return None
+    t = _args.as_input(value, name, op)
+    _args.check_dtype(t, name, op, _args.FLOATS)
+    _args.check_shape(t, name, op, shape)
+    return t
+
+
+def matmul(
+    a: object,
+    b: object,
+    *,
+    bias: object = None,
+    activation: str | None = None,
+    residual: object = None,
+    out_dtype: object = None,
+    out: object = None,
+    config: autotune.Config | None = None,
+) -> Tensor:
+    """``activation(a @ b + bias) + residual``, accumulated in f32, cast to ``out_dtype``.
+
+    Parameters
+    ----------
+    a, b
+        ``(M, K)`` and ``(K, N)`` of one dtype: f16, bf16, f32, or f8 (``f8e4m3fn``/``f8e5m2``, sm_89+). Any strides
+        (``w.T`` of an ``(N, K)`` weight works); any M, N, K (edge tiles are padded on load and masked on store).
+    bias
+        Optional ``(N,)``, added to every row (f16/bf16/f32).
+    activation
+        None, ``"relu"``, ``"silu"``, ``"gelu"`` (erf form, |error| < 2e-7) or ``"gelu_tanh"``.
+    residual
+        Optional ``(M, N)``, added after the activation.
+    out_dtype
+        f16, bf16 or f32; default ``out``'s dtype if given, else ``a``'s (bf16 for f8 inputs).
+    out
+        Optional ``(M, N)`` output tensor (f16, bf16 or f32); it is moved into the call: use the returned tensor.
+    config
+        A hand-picked `autotune.Config` (BM, BN, BK, GROUP, SPLIT); default: the tuned one (the default config on
+        the CPU interpreter or with ``TILE_AUTOTUNE=0``).
+
+    Returns
+    -------
+    Tensor
+        The ``(M, N)`` result. SPLIT > 1 runs split-K: each block sums one of SPLIT runs of consecutive K tiles into its
+        own slice of an f32 ``(SPLIT, M, N)`` scratch tensor, and a second kernel adds the slices and applies the
+        epilogue, so no two blocks ever write one element.
+
+    Raises
+    ------
+    ArgumentError
+        Wrong ranks, shapes, dtypes, activation or config.
+    BackendError
+        f8 on a GPU older than sm_89.
+    """
+    op = "matmul"
+    x, y = _args.as_input(a, "a", op), _args.as_input(b, "b", op)
+    _args.ensure_rank(x, "a", op, 2)
+    _args.ensure_rank(y, "b", op, 2)
+    _args.check_dtype(x, "a", op, _IN)
+    if y.dtype != x.dtype:
+        raise ArgumentError(f"{op}: a is {x.dtype.name} but b is {y.dtype.name}; convert one so they match")
+    (m, k), (k2, n) = x.shape, y.shape
+    if k != k2:
+        raise ArgumentError(f"{op}: inner dimensions differ: a is {list(x.shape)}, b is {list(y.shape)}")
+    if activation not in ACTIVATIONS:
+        raise ArgumentError(f"{op}: activation {activation!r} is not one of {sorted(map(str, ACTIVATIONS))}")
+    _check_f8(x.dtype, op)
+    bias_t = _optional(bias, "bias", op, (n,))
+    res_t = _optional(residual, "residual", op, (m, n))
+    z = _args.output(out, out_dtype, _default_out(x), (m, n), op)
+    if m == 0 or n == 0:
+        return z
+    tuner = autotune.tuner("matmul", source_digest(_STEM))
+    epi = (activation, bias_t is not None, res_t is not None)
+
+    def run(cfg: autotune.Config, z: Tensor | None = None) -> Tensor:
+        target = z if z is not None else tile.empty(z_dtype, [m, n])
+        return _launch_matmul(cfg, target, x=x[()], y=y[()], bias=bias_t, res=res_t, epi=epi)
+
+    z_dtype = z.dtype
+    if config is None:
+        key: dict[str, object] = {
+            "m": autotune.bucket(m),
+            "n": autotune.bucket(n),
+            "k": autotune.bucket(k),
+            "dtype": x.dtype.name,
+        }
+        key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
+        config = tuner.choose(key, _SKINNY if m <= 16 else _WIDE, _default(m, n, k), run)
+    _check_config(config, op)
+    return run(config, z)
+
+
+def _launch_matmul(
+    config: autotune.Config,
+    z: Tensor,
+    *,
+    x: Tensor,
+    y: Tensor,
+    bias: Tensor | None,
+    res: Tensor | None,
+    epi: tuple[str | None, bool, bool],
+) -> Tensor:
+    k = kernels(_STEM)
+    bm, bn, bk, split = config["BM"], config["BN"], config["BK"], config["SPLIT"]
+    m, n = z.shape
+    flags = {"ACT": ACTIVATIONS[epi[0]], "HAS_BIAS": epi[1], "HAS_RES": epi[2]}
+    b_arg = bias[()] if bias is not None else _args.placeholder(f32, 1)
+    r_arg = res[()] if res is not None else _args.placeholder(f32, 2)
+    split = min(split, -(-x.shape[1] // bk))
+    if split <= 1:
+        tiles = -(-m // bm) * -(-n // bn)
+        launch = k.gemm.grid((min(_blocks(), tiles),))
+        return _args.first_output(
+            launch(z.partition([bm, bn]), x, y, b_arg, r_arg, BK=bk, GROUP=config["GROUP"], **flags).sync()
+        )
+    partials = tile.empty(f32, [split, m, n]).partition([1, bm, bn])
+    # Two waits: the partials must be unpartitioned to be read as an input, which a .then() chain cannot do to a
+    # handle still in flight.
+    partials_out = _args.first_output(k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split).sync())
+    return _args.first_output(k.reduce_split_k(z.partition([bm, bn]), partials_out, b_arg, r_arg, **flags).sync())
+
+
+def bmm(
+    a: object, b: object, *, out_dtype: object = None, out: object = None, config: autotune.Config | None = None
+) -> Tensor:
+    """Batched ``a @ b``: ``(B, M, K) @ (B, K, N) -> (B, M, N)``, f32 accumulation, persistent over all output tiles.
+
+    Dtypes, strides, ``out_dtype``, ``out`` and ``config`` (BM, BN, BK; GROUP and SPLIT are ignored) as in `matmul`.
+    """
+    op = "bmm"
+    x, y = _args.as_input(a, "a", op), _args.as_input(b, "b", op)
+    _args.ensure_rank(x, "a", op, 3)
+    _args.ensure_rank(y, "b", op, 3)
+    _args.check_dtype(x, "a", op, _IN)
+    if y.dtype != x.dtype:
+        raise ArgumentError(f"{op}: a is {x.dtype.name} but b is {y.dtype.name}; convert one so they match")
+    (batch, m, k), (batch2, k2, n) = x.shape, y.shape
+    if batch != batch2 or k != k2:
+        raise ArgumentError(f"{op}: a is {list(x.shape)} and b is {list(y.shape)}; need (B, M, K) and (B, K, N)")
+    _check_f8(x.dtype, op)
+    z = _args.output(out, out_dtype, _default_out(x), (batch, m, n), op)
+    if batch == 0 or m == 0 or n == 0:
+        return z
+    z_dtype = z.dtype
+
+    def run(cfg: autotune.Config, z: Tensor | None = None) -> Tensor:
+        target = z if z is not None else tile.empty(z_dtype, [batch, m, n])
+        bm, bn = cfg["BM"], cfg["BN"]
+        tiles = batch * -(-m // bm) * -(-n // bn)
+        launch = kernels(_STEM).bmm.grid((min(_blocks(), tiles),))
+        return _args.first_output(launch(target.partition([1, bm, bn]), x[()], y[()], BK=cfg["BK"]).sync())
+
+    if config is None:
+        key: dict[str, object] = {
+            "b": autotune.bucket(batch),
+            "m": autotune.bucket(m),
+            "n": autotune.bucket(n),
+            "k": autotune.bucket(k),
+        }
+        key |= {"dtype": x.dtype.name, "out": z_dtype.name, **autotune.environment()}
+        default = _WIDE[0] if tile.backend() == "gpu" else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=1, SPLIT=1)
+        config = autotune.tuner("bmm", source_digest(_STEM)).choose(key, _WIDE, default, run)
+    _check_config(config, op)
+    return run(config, z)

@@ -1,0 +1,264 @@
+"""The autotuner: pick the fastest config of a kernel family once per key, and remember it on disk.
+
+A key names what the choice depends on (the family, shape buckets, dtypes, device arch); `Autotuner.choose` returns
+the remembered winner for it, or times every candidate with the tuner's timer, keeps the fastest (the first listed on
+a tie) and writes it to ``<cache dir>/v<FORMAT>/<family>.json``. A record is used only when its format, tile-kernels
+version and kernel-source digest match this process's and its config is still a candidate; anything else (an old
+file, a corrupt file, a hand-edited config) is ignored and re-tuned, never trusted. Without a timer (the CPU
+interpreter, where timing means nothing) or with ``TILE_AUTOTUNE=0`` the family's deterministic default is used and
+nothing is written.
+
+Files are replaced atomically (write to a temporary file, then ``os.replace``), so a reader never sees half a file;
+two processes tuning at once may each write, and the last writer's records win, which costs at most a re-tune.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tile.frontend as tile
+from tile.compiler import CompileError, TileirasError
+from tile.frontend import ArgumentError
+from tile.kernels import _knobs
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Autotuner",
+    "Config",
+    "Timer",
+    "bucket",
+    "device_arch",
+    "environment",
+    "set_tuner",
+    "tuner",
+    "wall_timer",
+]
+
+FORMAT = 1
+VERSION = "0.1.0"
+
+Timer = Callable[[Callable[[], object]], float]
+"""Seconds one call of the given function takes (it runs it as often as it needs)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One candidate configuration: named integer parameters (tile sizes, group, split-K, rows per block)."""
+
+    values: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def of(cls, **values: int) -> Config:
+        """``Config.of(BM=128, BN=128, BK=64)``."""
+        return cls(tuple(sorted(values.items())))
+
+    def __getitem__(self, name: str) -> int:
+        for key, value in self.values:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    def as_dict(self) -> dict[str, int]:
+        """The parameters as a plain dict."""
+        return dict(self.values)
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.values)
+
+
+def bucket(n: int) -> int:
+    """The shape bucket of an extent: itself up to 16 (decode sizes matter one by one), else the next power of two."""
+    return n if n <= 16 else 1 << (n - 1).bit_length()
+
+
+def wall_timer(fn: Callable[[], object]) -> float:
+    """Median wall time of ``fn`` (which waits for its GPU work) over 5 samples, after one warm-up call."""
+    fn()  # compiles and warms caches
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-6)
+    reps = max(1, min(50, int(2e-3 / once)))
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        samples.append((time.perf_counter() - start) / reps)
+    return statistics.median(samples)
+
+
+class Autotuner:
+    """Chooses among a kernel family's configs, once per key.
+
+    Parameters
+    ----------
+    family
+        The kernel family (``"matmul"``, ``"softmax"``...): the records' file name.
+    source
+        A digest of the family's kernel source; records made for other source are ignored.
+    timer
+        How candidates are timed; None means "do not tune" (the default config is used).
+    cache_dir
+        Where records are kept; None keeps them in memory only.
+    """
+
+    def __init__(self, family: str, *, source: str, timer: Timer | None, cache_dir: Path | None) -> None:
+        self.family, self.source, self.timer, self.cache_dir = family, source, timer, cache_dir
+        self._memory: dict[str, Config] = {}
+        self._lock = threading.Lock()
+        self.tuned = 0  # how many keys this tuner timed (tests and the benchmark read it)
+
+    def remembered(self) -> dict[str, Config]:
+        """The configs chosen in this process (tuned or read from disk), by key (JSON text)."""
+        with self._lock:
+            return dict(self._memory)
+
+    @property
+    def path(self) -> Path | None:
+        """The records file, or None."""
+        return None if self.cache_dir is None else self.cache_dir / f"v{FORMAT}" / f"{self.family}.json"
+
+    def choose(
+        self,
+        key: Mapping[str, object],
+        candidates: Sequence[Config],
+        default: Config,
+        run: Callable[[Config], object],
+    ) -> Config:
+        """The config to use for ``key``: remembered, tuned now (``run(config)`` does one full call), or ``default``."""
+        if not candidates:
+            raise ArgumentError(f"autotune {self.family}: no candidate configs")
+        if self.timer is None or not _knobs.autotune_enabled():
+            return default
+        text = json.dumps(dict(key), sort_keys=True, default=str)
+        with self._lock:
+            found = self._memory.get(text) or self._load(text, candidates)
+            if found is None:
+                found = self._tune(text, candidates, default, run)
+            self._memory[text] = found
+            return found
+
+    def _tune(
+        self, text: str, candidates: Sequence[Config], default: Config, run: Callable[[Config], object]
+    ) -> Config:
+        assert self.timer is not None
+        if not _knobs.quiet():
+            print(f"tile.kernels: tuning {self.family} for {text} ({len(candidates)} configs)", file=sys.stderr)
+        timings: list[tuple[float, int, Config]] = []
+        for order, config in enumerate(candidates):
+            try:
+                seconds = self.timer(functools.partial(run, config))
+            except (CompileError, TileirasError):
+                continue  # a config the compiler or tileiras cannot build (too big a tile...) is no candidate
+            timings.append((seconds, order, config))
+        self.tuned += 1
+        if not timings:
+            return default
+        seconds, _, best = min(timings, key=lambda item: (item[0], item[1]))
+        self._store(text, best, seconds, len(timings))
+        return best
+
+    # -- disk -------------------------------------------------------------------------------------------------------
+
+    def _records(self) -> dict[str, Any]:
+        path = self.path
+        if path is None:
+            return {}
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
+            return {}
+        records = data.get("records")
+        return records if isinstance(records, dict) else {}
+
+    def _load(self, text: str, candidates: Sequence[Config]) -> Config | None:
+        record = self._records().get(text)
+        if not isinstance(record, dict) or record.get("source") != self.source:
+            return None
+        values = record.get("config")
+        if not isinstance(values, dict):
+            return None
+        for config in candidates:
+            if config.as_dict() == values:
+                return config
+        return None
+
+    def _store(self, text: str, config: Config, seconds: float, timed: int) -> None:
+        path = self.path
+        if path is None:
+            return
+        records = self._records()
+        records[text] = {"config": config.as_dict(), "seconds": seconds, "timed": timed, "source": self.source}
+        data = {"format": FORMAT, "version": VERSION, "family": self.family, "records": records}
+        with contextlib.suppress(OSError):  # an unwritable cache costs a re-tune in the next process, nothing else
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{self.family}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as handle:
+                    json.dump(data, handle, indent=1, sort_keys=True)
+                os.replace(tmp, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+
+
+_TUNERS: dict[tuple[str, str], Autotuner] = {}
+_TUNERS_LOCK = threading.Lock()
+
+
+def tuner(family: str, source: str) -> Autotuner:
+    """The tuner a kernel family uses on the current backend: timed on the GPU, the default config on the CPU."""
+    key = (family, tile.backend())
+    with _TUNERS_LOCK:
+        found = _TUNERS.get(key)
+        if found is None:
+            timer = wall_timer if key[1] == "gpu" else None
+            found = _TUNERS[key] = Autotuner(family, source=source, timer=timer, cache_dir=_knobs.cache_dir())
+        return found
+
+
+def set_tuner(family: str, new: Autotuner | None) -> Autotuner | None:
+    """Make ``new`` the tuner of ``family`` on the current backend (None: back to the built-in); return the old one.
+
+    For tests and for users who bring their own timer (CUDA events, L2 flushing) or cache directory.
+    """
+    key = (family, tile.backend())
+    with _TUNERS_LOCK:
+        old = _TUNERS.pop(key, None)
+        if new is not None:
+            _TUNERS[key] = new
+        return old
+
+
+def environment() -> dict[str, str]:
+    """What a tuned choice depends on besides the call: the device arch and, on the GPU, the tileiras version."""
+    arch = device_arch()
+    if arch == "cpu":
+        return {"arch": arch}
+    from tile.compiler import toolchain
+
+    return {"arch": arch, "tileiras": toolchain().version}
+
+
+def device_arch() -> str:
+    """``"sm_90"`` and the like for the GPU backend's device 0; ``"cpu"`` on the interpreter."""
+    if tile.backend() != "gpu":
+        return "cpu"
+    from tile import core
+
+    return str(core.Device(0).arch)

@@ -1,0 +1,188 @@
+"""The autotuner's choice (with an injected timer, on the CPU), its on-disk records and what makes it ignore them."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+import tile.kernels as tk
+from tile.compiler import CompileError
+from tile.frontend import ArgumentError
+from tile.kernels import _gemm, autotune
+from tile.kernels.autotune import FORMAT, Autotuner, Config
+
+CONFIGS = [Config.of(BM=bm, BN=64) for bm in (16, 32, 64, 128)]
+KEY = {"m": 64, "dtype": "f16", "arch": "sm_90"}
+
+
+class FakeGPU:
+    """``run`` remembers the config it was asked to run; the timer answers that config's made-up time."""
+
+    def __init__(self, seconds: dict[int, float]) -> None:
+        self.seconds, self.timed = seconds, 0
+        self.ran: list[Config] = []
+
+    def run(self, config: Config) -> None:
+        self.ran.append(config)
+
+    def timer(self, fn: Callable[[], object]) -> float:
+        fn()
+        self.timed += 1
+        return self.seconds[self.ran[-1]["BM"]]
+
+
+def _tuner(path: Path | None, gpu: FakeGPU | None, source: str = "src1") -> Autotuner:
+    return Autotuner("fam", source=source, timer=None if gpu is None else gpu.timer, cache_dir=path)
+
+
+def test_the_fastest_config_wins_and_ties_go_to_the_first_listed(tmp_path: Path) -> None:
+    gpu = FakeGPU({16: 3.0, 32: 1.0, 64: 1.0, 128: 2.0})
+    assert _tuner(tmp_path, gpu).choose(KEY, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[1]
+    assert gpu.ran == CONFIGS  # every candidate timed once, in order
+    gpu2 = FakeGPU({16: 3.0, 32: 2.0, 64: 1.0, 128: 2.0})
+    assert _tuner(None, gpu2).choose(KEY, CONFIGS, CONFIGS[0], gpu2.run) == CONFIGS[2]
+
+
+def test_a_record_is_reused_in_memory_and_by_a_new_process(tmp_path: Path) -> None:
+    gpu = FakeGPU({16: 3.0, 32: 2.0, 64: 0.5, 128: 2.0})
+    first = _tuner(tmp_path, gpu)
+    assert first.choose(KEY, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[2]
+    assert first.choose(KEY, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[2]
+    assert (first.tuned, gpu.timed) == (1, 4)
+    assert list(first.remembered().values()) == [CONFIGS[2]]
+    record = json.loads((tmp_path / f"v{FORMAT}" / "fam.json").read_text())
+    assert record["format"] == FORMAT
+    assert record["version"] == autotune.VERSION
+    (entry,) = record["records"].values()
+    assert entry["config"] == {"BM": 64, "BN": 64}
+    assert entry["source"] == "src1"
+    never = FakeGPU({})  # a timer that would fail: the second tuner must not time anything
+    second = _tuner(tmp_path, never)
+    assert second.choose(KEY, CONFIGS, CONFIGS[0], never.run) == CONFIGS[2]
+    assert (second.tuned, never.timed) == (0, 0)
+    other, gpu3 = {**KEY, "m": 128}, FakeGPU({16: 2.0, 32: 2.0, 64: 2.0, 128: 1.0})  # another key: tuned on its own
+    assert _tuner(tmp_path, gpu3).choose(other, CONFIGS, CONFIGS[0], gpu3.run) == CONFIGS[3]
+    records = json.loads((tmp_path / f"v{FORMAT}" / "fam.json").read_text())["records"]
+    assert sorted(r["config"]["BM"] for r in records.values()) == [64, 128]  # both records kept
+
+
+def _write_first_record(tmp_path: Path) -> Path:
+    gpu = FakeGPU({16: 3.0, 32: 2.0, 64: 0.5, 128: 2.0})
+    _tuner(tmp_path, gpu).choose(KEY, CONFIGS, CONFIGS[0], gpu.run)
+    return tmp_path / f"v{FORMAT}" / "fam.json"
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda d: d.update(version="0.0.0"),
+        lambda d: d.update(format=0),
+        lambda d: next(iter(d["records"].values())).update(source="other"),
+        lambda d: next(iter(d["records"].values())).update(config={"BM": 48, "BN": 64}),
+        lambda d: next(iter(d["records"].values())).update(config="BM=64"),
+    ],
+    ids=["version", "format", "kernel-source", "not-a-candidate", "malformed"],
+)
+def test_records_from_elsewhere_are_ignored_and_retuned(
+    tmp_path: Path, spoil: Callable[[dict[str, object]], None]
+) -> None:
+    path = _write_first_record(tmp_path)
+    data = json.loads(path.read_text())
+    spoil(data)
+    path.write_text(json.dumps(data))
+    gpu = FakeGPU({16: 0.1, 32: 2.0, 64: 2.0, 128: 2.0})
+    tuner = _tuner(tmp_path, gpu)
+    assert tuner.choose(KEY, CONFIGS, CONFIGS[3], gpu.run) == CONFIGS[0]
+    assert tuner.tuned == 1
+
+
+def test_a_corrupt_file_is_retuned_and_replaced(tmp_path: Path) -> None:
+    path = _write_first_record(tmp_path)
+    path.write_text("{not json")
+    gpu = FakeGPU({16: 0.1, 32: 2.0, 64: 2.0, 128: 2.0})
+    assert _tuner(tmp_path, gpu).choose(KEY, CONFIGS, CONFIGS[3], gpu.run) == CONFIGS[0]
+    assert json.loads(path.read_text())["format"] == FORMAT
+
+
+def test_without_a_timer_or_with_tuning_off_the_default_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _tuner(tmp_path, None).choose(KEY, CONFIGS, CONFIGS[3], lambda c: None) == CONFIGS[3]
+    monkeypatch.setenv("TILE_AUTOTUNE", "0")
+    gpu = FakeGPU({16: 0.1, 32: 2.0, 64: 2.0, 128: 2.0})
+    assert _tuner(tmp_path, gpu).choose(KEY, CONFIGS, CONFIGS[3], gpu.run) == CONFIGS[3]
+    assert gpu.timed == 0
+    assert not (tmp_path / f"v{FORMAT}").exists()
+    monkeypatch.setenv("TILE_AUTOTUNE", "maybe")
+    with pytest.raises(ArgumentError, match="TILE_AUTOTUNE='maybe' is not a boolean"):
+        _tuner(tmp_path, gpu).choose(KEY, CONFIGS, CONFIGS[3], gpu.run)
+
+
+def test_configs_that_do_not_compile_are_skipped(tmp_path: Path) -> None:
+    gpu = FakeGPU({16: 0.1, 32: 2.0, 64: 1.0, 128: 2.0})
+
+    def run(config: Config) -> None:
+        if config["BM"] == 16:
+            raise CompileError("tile too large")
+        gpu.run(config)
+
+    assert _tuner(tmp_path, gpu).choose(KEY, CONFIGS, CONFIGS[3], run) == CONFIGS[2]
+    with pytest.raises(ArgumentError, match="no candidate configs"):
+        _tuner(tmp_path, gpu).choose(KEY, [], CONFIGS[3], run)
+
+
+def test_buckets_and_config_values() -> None:
+    assert [autotune.bucket(n) for n in (1, 7, 16, 17, 100, 4096, 4097)] == [1, 7, 16, 32, 128, 4096, 8192]
+    config = Config.of(BN=2, BM=1)
+    assert config.as_dict() == {"BM": 1, "BN": 2}
+    assert config == Config.of(BM=1, BN=2)
+    assert str(config) == "BM=1, BN=2"
+    with pytest.raises(KeyError):
+        config["BK"]
+    assert autotune.device_arch() == "cpu"
+    assert autotune.environment() == {"arch": "cpu"}
+
+
+def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library path: a tuner with an injected timer times matmul's skinny candidates; the call runs the winner."""
+    picked = _gemm._SKINNY[5]
+    seen: list[Config] = []
+
+    def timer(fn: Callable[[], object]) -> float:
+        before = len(seen)
+        fn()
+        return 0.0 if len(seen) > before and seen[-1] == picked else 1.0
+
+    tuner = Autotuner("matmul", source="s", timer=timer, cache_dir=tmp_path)
+    real_launch = _gemm._launch_matmul
+
+    def spy(config: Config, z: tile.Tensor, **kw: Any) -> tile.Tensor:
+        seen.append(config)
+        return real_launch(config, z, **kw)
+
+    monkeypatch.setattr(_gemm, "_launch_matmul", spy)
+    old = autotune.set_tuner("matmul", tuner)
+    try:
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((2, 40)).astype(np.float32), rng.standard_normal((40, 3)).astype(np.float32)
+        z = tk.matmul(a, b)
+        np.testing.assert_allclose(z.to_numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    finally:
+        autotune.set_tuner("matmul", old)
+    assert seen[: len(_gemm._SKINNY)] == list(_gemm._SKINNY)  # every skinny candidate was timed
+    assert seen[-1] == picked  # and the real call ran the winner
+    assert tuner.tuned == 1
+
+
+def test_the_record_version_is_the_package_version() -> None:
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    found = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
+    assert found is not None
+    assert found.group(1) == autotune.VERSION

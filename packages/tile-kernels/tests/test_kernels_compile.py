@@ -1,0 +1,123 @@
+"""Every tile.kernels kernel, lowered for sm_90: safe (no unchecked kernel), with every tile index proven or left to
+the launcher (no check inside the kernel, which would slow a Hopper GEMM's main loop down), and (tier 2) compiled
+through tileiras to a cubin (no GPU needed), with the epilogue branches that use the most of the kernel language on.
+GEMMs use 32x32x32 tiles here (tileiras takes 10-15 s on the GPU configs' 128x128x64 on two cores; the GPU tests
+compile those), row kernels their real tile shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tile.compiler import ArraySpec, Specialization, Target, compile_kernel
+from tile.compiler._lower import lower
+from tile.compiler._parse import parse
+from tile.compiler._resolve import resolve
+from tile.compiler._typecheck import typecheck
+from tile.kernels._source import kernels
+
+
+def _arrays(**dims: tuple[str, int]) -> dict[str, ArraySpec]:
+    """Row-major tensors of the given (dtype, rank), extents divisible by 16 as the GPU tests' are."""
+    return {
+        name: ArraySpec(dt, n, stride_one=tuple(i == n - 1 for i in range(n)), shape_div=(16,) * n)
+        for name, (dt, n) in dims.items()
+    }
+
+
+GEMM_EPILOGUE = {"ACT": 3, "HAS_BIAS": True, "HAS_RES": True}
+CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
+    "gemm_bf16_bias_gelu_residual": (
+        "_gemm_kernels",
+        "gemm",
+        {"BM": 32, "BN": 32, "BK": 32, "GROUP": 8, **GEMM_EPILOGUE},
+        {"z": ("bf16", 2), "a": ("bf16", 2), "b": ("bf16", 2), "bias": ("f32", 1), "res": ("bf16", 2)},
+        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16"},
+    ),
+    "gemm_f8e4m3fn_silu": (
+        "_gemm_kernels",
+        "gemm",
+        {"BM": 32, "BN": 32, "BK": 32, "GROUP": 8, "ACT": 2, "HAS_BIAS": False, "HAS_RES": False},
+        {"z": ("bf16", 2), "a": ("f8e4m3fn", 2), "b": ("f8e4m3fn", 2), "bias": ("f32", 1), "res": ("f32", 2)},
+        {"O": "bf16", "T": "f8e4m3fn", "BT": "f32", "RT": "f32"},
+    ),
+    "gemm_split_k": (
+        "_gemm_kernels",
+        "gemm_split_k",
+        {"BM": 16, "BN": 128, "BK": 128, "SPLIT": 4},
+        {"z": ("f32", 3), "a": ("f16", 2), "b": ("f16", 2)},
+        {"T": "f16"},
+    ),
+    "reduce_split_k": (
+        "_gemm_kernels",
+        "reduce_split_k",
+        {"BM": 16, "BN": 128, "ACT": 4, "HAS_BIAS": True, "HAS_RES": True},
+        {"z": ("f16", 2), "partials": ("f32", 3), "bias": ("f16", 1), "res": ("f16", 2)},
+        {"O": "f16", "BT": "f16", "RT": "f16"},
+    ),
+    "bmm": (
+        "_gemm_kernels",
+        "bmm",
+        {"BM": 32, "BN": 32, "BK": 32},
+        {"z": ("f16", 3), "a": ("f16", 3), "b": ("f16", 3)},
+        {"O": "f16", "T": "f16"},
+    ),
+    "log_softmax": (
+        "_row_kernels",
+        "softmax",
+        {"BM": 4, "NP": 1024, "LOG": True},
+        {"z": ("bf16", 2), "x": ("bf16", 2)},
+        {"O": "bf16", "T": "bf16"},
+    ),
+    "layernorm": (
+        "_row_kernels",
+        "layernorm",
+        {"BM": 2, "NP": 4096, "HAS_W": True, "HAS_B": True},
+        {"z": ("f16", 2), "x": ("f16", 2), "w": ("bf16", 1), "b": ("f32", 1)},
+        {"O": "f16", "T": "f16", "W": "bf16", "B": "f32"},
+    ),
+    "rmsnorm": (
+        "_row_kernels",
+        "rmsnorm",
+        {"BM": 1, "NP": 8192},
+        {"z": ("f16", 2), "x": ("f16", 2), "w": ("f32", 1)},
+        {"O": "f16", "T": "f16", "W": "f32"},
+    ),
+}
+
+
+def _spec(case: str) -> tuple[Any, Specialization]:
+    stem, name, consts, arrays, dtypes = CASES[case]
+    kernel = getattr(kernels(stem), name)
+    return kernel, Specialization.make(params=_arrays(**arrays), consts=consts, dtypes=dtypes, options=kernel.options)
+
+
+def test_every_kernel_is_covered_and_none_is_unchecked() -> None:
+    found = {
+        (stem, name): value
+        for stem in ("_gemm_kernels", "_row_kernels")
+        for name, value in vars(kernels(stem)).items()
+        if hasattr(value, "unchecked") and hasattr(value, "fn")
+    }
+    assert {(stem, name) for stem, name, *_ in CASES.values()} == set(found)
+    assert [key for key, kernel in found.items() if kernel.unchecked] == []
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_no_index_check_is_left_in_the_kernel(case: str) -> None:
+    kernel, spec = _spec(case)
+    target = Target("sm_90")
+    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
+    ops = {op.name for fn in module.functions for op in fn.walk()}
+    # An unproven index becomes a branch to a store through int_to_ptr (or an assert with debug guards).
+    assert not ops & {"int_to_ptr", "assert"}, f"{case} checks a tile index inside the kernel"
+
+
+@pytest.mark.requires_tileiras
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kernel_compiles_for_sm_90(case: str) -> None:
+    kernel, spec = _spec(case)
+    compiled = compile_kernel(kernel.fn, spec, "sm_90", cache=False)
+    assert compiled.cubin is not None
+    assert compiled.cubin[:4] == b"\x7fELF"
