@@ -51,12 +51,14 @@ from tile.compiler._resolve import resolve
 from tile.compiler._spec import (
     AbiSlot,
     ArraySpec,
+    ByArch,
     CompileOptions,
     KernelABI,
     ScalarSpec,
     SpecError,
     Specialization,
     Target,
+    by_arch,
 )
 from tile.compiler._specialize import specialize
 from tile.compiler._toolchain import (
@@ -75,6 +77,7 @@ __all__ = [
     "AbiSlot",
     "ArraySpec",
     "Bound",
+    "ByArch",
     "CacheStats",
     "CompileError",
     "CompileOptions",
@@ -94,6 +97,7 @@ __all__ = [
     "TileirasNotFoundError",
     "Toolchain",
     "ToolchainError",
+    "by_arch",
     "cache_stats",
     "choose_version",
     "clear_memory_cache",
