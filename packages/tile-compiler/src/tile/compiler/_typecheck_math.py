@@ -56,7 +56,8 @@ class MathMixin(ShapeMixin):
         t = self.tile_of(x)
         if t.dtype.is_float:
             return self.em.one(op.ir[0], [x, y], t, **self.modes(op, op.ir[0], t.dtype, a))
-        self.modes(op, op.ir[1], t.dtype, a)  # refuses modes on integers
+        if a.get("flush_to_zero") is not None:
+            self.fail(f"flush_to_zero= of tile.{op.name} applies to float tiles, got {t.elem.name}")
         return self.em.one(op.ir[1], [x, y], t, signedness=signedness(t.dtype))
 
     def op_arith(self, op: LangOp, a: dict[str, Any]) -> object:
