@@ -78,3 +78,13 @@ def test_invalid_entry_options_raise_at_decoration(options: dict[str, object]) -
 def test_by_arch_refuses_unknown_arches() -> None:
     with pytest.raises(SpecError, match="unknown arch 'sm_95'"):
         tile.by_arch(sm_95=2)
+
+
+def test_an_ordered_view_too_small_for_the_grid_is_refused_before_launch(k: ModuleType) -> None:
+    # z's grid is 3 x 3 tiles of (8, 16); the view walks k's dim 1 along its dim 0, and k has only 16 columns (2 tiles
+    # of 8): the host guard on the block id must compare against that dim, not k's 40 rows.
+    z = tile.empty(f32, [24, 48]).partition([8, 16])
+    src = tile.from_numpy(np.zeros((48, 16), np.float32))
+    with pytest.raises(tile.GridError, match=r"k of shape \(48, 16\) has only 2 tile\(s\) along dim 1"):
+        k.transposed(z, src)
+    z.unpartition()  # nothing moved: the handles are still usable
