@@ -58,6 +58,7 @@ def attention_grid(
     qk_scale: float,
     BN: Const[int],
     CAUSAL: Const[bool],
+    EVEN_K: Const[bool],
 ):
     # examples/attention.py with one output tile per block (grid (batch*heads, query tiles): heads vary fastest)
     # instead of o.tiles()'s query-tile-fastest walk; which order tileiras and the L2 like better is measured here.
@@ -65,7 +66,7 @@ def attention_grid(
     pk = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")
     pv = v.partition((1, BN, D), padding="zero")
     qt = q.partition((1, BM, D)).load((bh, m, 0)).reshape((BM, D))
-    out = attend(qt, pk, pv, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL)
+    out = attend(qt, pk, pv, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
     o.store(out.astype(f16).reshape((1, BM, D)))
 
 
@@ -95,7 +96,7 @@ class TileFMHA:
         kernel = tile.entry(occupancy=occupancy)(fn)
         self.tile_shape = [1, bm, dim]
         out = tile.full(f16, [BATCH * HEADS, SEQ, dim], np.nan).partition(self.tile_shape)
-        self.loop = TileLoop(kernel, [out, *qkv, 1 / math.sqrt(dim), bn, causal], stream)
+        self.loop = TileLoop(kernel, [out, *qkv, 1 / math.sqrt(dim), bn, causal, SEQ % bn == 0], stream)
 
     def run(self) -> None:
         self.loop.chain(REPS)

@@ -100,6 +100,22 @@ def test_a_loop_over_an_ordered_views_tiles_needs_no_guard() -> None:
     assert list(_ops(module, "assert")) == []
 
 
+def test_a_loop_up_to_a_minimum_with_a_tile_count_needs_no_check_in_the_kernel() -> None:
+    module = _case("min_bounded_loop")
+    assert list(_ops(module, "if")) == []
+    assert list(_ops(module, "assert")) == []
+    resolved = resolve(parse(modes.min_bounded_loop))
+    spec = Specialization.make(consts={"BM": 16, "BN": 16})
+    guards = typecheck(resolved, spec, Target("sm_90")).abi.guards
+    # y's index is below x's tile count: left to the launcher, which compares the two counts
+    assert any(g.param == "y" and g.bound.kind == "count" and g.bound.param == "x" for g in guards)
+
+
+def test_a_loop_up_to_a_maximum_keeps_its_check() -> None:
+    module = _module(bad.max_bounded_loop, CompileOptions(), B=16)
+    assert len(list(_ops(module, "if"))) == 1  # the fault branch of an in-kernel index check
+
+
 # -- math modes -----------------------------------------------------------------------------------------------
 def test_explicit_modes_reach_the_bytecode() -> None:
     got = {(op.name, _modes(op)) for op in _case("math_modes").functions[0].walk() if op.name != "addf"}

@@ -3,7 +3,8 @@
 # Kernel-language source, not typed Python: shape strings such as "B" are const generics the compiler binds.
 """Kernels that misuse ordered partitions, math modes or load hints; ``# <-`` marks the line each error names.
 
-``f16_math`` is valid: the per-kernel defaults must leave its f16 ops alone.
+``f16_math`` is valid: the per-kernel defaults must leave its f16 ops alone; ``max_bounded_loop`` is valid and must
+keep an index check in the kernel (a maximum proves no upper bound).
 """
 
 from __future__ import annotations
@@ -79,3 +80,11 @@ def bad_latency_on_load_tile_like(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 def f16_math(z: Mut[Tensor[f16, "B"]], x: Tensor[f16, -1]):
     t = tile.load_tile_like(x, z)
     z.store(t / (t * t + 1.0) + tile.sqrt(t) + tile.exp2(t))
+
+
+def max_bounded_loop(z: Mut[Tensor[f32, ("B", 1)]], x: Tensor[f32, (-1, -1)], n: int):
+    px = x.partition((B, B), padding="zero")
+    acc = tile.zeros((B, 1), f32)
+    for j in range(tile.maximum(n, px.num_tiles[1])):
+        acc = acc + tile.sum(px.load((tile.block_id()[0], j)), axis=1, keepdims=True)
+    z.store(acc)

@@ -72,6 +72,7 @@ class Checker(LoopMixin):
         self.grid_values = {}
         self.index_constants = {}
         self.host_values = {}
+        self.below_count = {}
         self.index_bounds = {}
         self.host_guards = {}
         self.owned_tiles = {}

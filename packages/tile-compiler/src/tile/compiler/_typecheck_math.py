@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from tile.compiler._kir import Value
 from tile.compiler._math_modes import ModeError, mode_attrs
 from tile.compiler._typecheck_arith import F32, is_const, signedness
 from tile.compiler._typecheck_shape import ShapeMixin
@@ -24,6 +25,10 @@ _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
 
 class MathMixin(ShapeMixin):
     """Elementwise math families of the op catalog, with their floating-point modes."""
+
+    # Values known to be at most a tile count ``(tensor, tile shape, dim)``: ``tile.minimum(x, p.num_tiles[d])``. A
+    # loop ``range(0, v)`` over such a value stays inside that partition dim (see ``_typecheck_loops``).
+    below_count: dict[int, tuple[str, tuple[int, ...], int]]
 
     def modes(self, op: LangOp, ir_op: str, dtype: DType, a: dict[str, Any]) -> dict[str, Any]:
         """The Tile IR mode attributes of call ``a`` to ``op`` (lowering to ``ir_op`` on ``dtype``)."""
@@ -58,7 +63,20 @@ class MathMixin(ShapeMixin):
             return self.em.one(op.ir[0], [x, y], t, **self.modes(op, op.ir[0], t.dtype, a))
         if a.get("flush_to_zero") is not None:
             self.fail(f"flush_to_zero= of tile.{op.name} applies to float tiles, got {t.elem.name}")
-        return self.em.one(op.ir[1], [x, y], t, signedness=signedness(t.dtype))
+        out = self.em.one(op.ir[1], [x, y], t, signedness=signedness(t.dtype))
+        dims = [d for d in (self.count_dim(a["x"]), self.count_dim(a["y"])) if d is not None]
+        if op.name == "minimum" and dims and t.rank == 0:
+            self.below_count[out.id] = dims[0]  # min(v, count) <= count, whatever v (exact: no rounding, no wrap)
+        return out
+
+    def count_dim(self, v: object) -> tuple[str, tuple[int, ...], int] | None:
+        """The partition dim whose tile count ``v`` is (``p.num_tiles[d]``) or is at most, else None."""
+        if not isinstance(v, Value):
+            return None
+        count = self.host_values.get(v.id)
+        if count is not None and count.kind == "count":
+            return (count.param, count.tile, count.dim)
+        return self.below_count.get(v.id)
 
     def op_arith(self, op: LangOp, a: dict[str, Any]) -> object:
         """``tile.add/sub/mul/truediv``: the operator, with the modes Tile IR has for its float op."""
