@@ -197,3 +197,12 @@ def doubled(z: Mut[Tensor[f32, "B"]], w: Mut[Tensor[f32, "B"]], x: Tensor[f32, -
 @tile.entry(occupancy=tile.by_arch(sm_90=2, default=1), num_ctas=tile.by_arch(sm_100=2), approx=True)
 def transposed(z: Mut[Tensor[f32, ("BD", "BN")]], k: Tensor[f32, (-1, -1)]):
     z.store(k.partition((BD, BN), order=(1, 0), padding="zero").load(tile.block_id()[:2], latency=2))
+
+
+@tile.entry
+def row_mean_two_ranks(y: Mut[Tensor[f32, ("BM", 1)]], mean: Mut[Tensor[f32, "BM"]], x: Tensor[f32, (-1, "N")]):
+    """Two outputs that agree on the grid at different ranks: y's grid [M, 1], mean's grid [M]."""
+    t = x.partition((BM, N)).load((tile.block_id()[0], 0))
+    m = tile.sum(t, axis=1, keepdims=True) / N
+    y.store(m)
+    mean.store(m.reshape((BM,)))

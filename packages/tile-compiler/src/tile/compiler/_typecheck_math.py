@@ -13,7 +13,7 @@ from typing import Any
 from tile.compiler._kir import Value
 from tile.compiler._math_modes import ModeError, mode_attrs
 from tile.compiler._typecheck_arith import F32, is_const, signedness
-from tile.compiler._typecheck_shape import ShapeMixin
+from tile.compiler._typecheck_reduce import ReduceMixin
 from tile.compiler._types import DType
 from tile.compiler.lang._ops import OPS, LangOp
 
@@ -23,7 +23,7 @@ _OPERATOR = {"add": ast.Add, "sub": ast.Sub, "mul": ast.Mult, "truediv": ast.Div
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/"}
 
 
-class MathMixin(ShapeMixin):
+class MathMixin(ReduceMixin):
     """Elementwise math families of the op catalog, with their floating-point modes."""
 
     # Values known to be at most a tile count ``(tensor, tile shape, dim)``: ``tile.minimum(x, p.num_tiles[d])``. A

@@ -285,7 +285,8 @@ class MemoryMixin(MathMixin):
             self.fail(
                 f"{what} reads a tile of output '{t.name}' that other blocks may be writing (an inter-block race); "
                 f"a safe kernel reads only the tiles it owns: use {t.name}.load() for its own tile, or "
-                f"{t.name}.load(at=idx) in 'for idx in {t.name}.tiles()', and tile.extract(...) for part of one; "
+                f"{t.name}.load(at=idx) in 'for idx in {t.name}.tiles()', and {t.name}.subtiles(shape).load(index) or "
+                "tile.extract(...) for part of one; "
                 "data other blocks produce is an input of a later launch"
             )
         self._set_mode(t, mode)
