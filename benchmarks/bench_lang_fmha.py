@@ -15,7 +15,8 @@ Tile's best (at least 1: Tile is as fast or faster; the issue's target is ``tile
 Each measurement is the median of ROUNDS rounds of REPS back-to-back launches waited for once, the contenders'
 rounds interleaved (GPU clock drift hits all alike). Every output is checked against float64 numpy on two heads first.
 Results go to ``benchmarks/results/lang_fmha.json``. Run on the GPU machine from the repository root:
-``python benchmarks/bench_lang_fmha.py``; ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
+``python benchmarks/bench_lang_fmha.py`` (``--dim=64`` or ``--dim=128`` for one head dim; the results file then
+holds only that one); ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
 interpreter here) to check the script itself.
 """
 
@@ -43,7 +44,8 @@ from bench_frontend import TileLoop, device_name, interleaved, tile_stream, vers
 RESULTS = ROOT / "benchmarks" / "results" / "lang_fmha.json"
 SMOKE = "--smoke" in sys.argv
 BATCH, HEADS, SEQ = (1, 2, 64) if SMOKE else (4, 32, 4096)
-DIMS = (32,) if SMOKE else (64, 128)
+_DIM_ARG = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dim=")]  # e.g. --dim=64: one head dim only
+DIMS = (32,) if SMOKE else tuple(_DIM_ARG) or (64, 128)
 CONFIGS = ((32, 16, 1),) if SMOKE else ((128, 128, 2), (128, 64, 2), (64, 64, 4), (256, 128, 1))
 ROUNDS, REPS = (2, 1) if SMOKE else (7, 5)
 CHECK_HEADS = (0, BATCH * HEADS - 1)
@@ -232,9 +234,10 @@ def main() -> None:
     for name, error in errors.items():
         print(f"  {name}: {error}")
     if not SMOKE:
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"wrote {RESULTS}")
+        path = RESULTS.with_name(f"lang_fmha_d{DIMS[0]}.json") if _DIM_ARG else RESULTS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":
