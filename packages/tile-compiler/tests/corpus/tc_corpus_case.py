@@ -36,6 +36,7 @@ class Case:
     atol: float = 1e-5
     contiguous: bool = True
     grid: Callable[[Args], tuple[int, ...]] | None = None
+    hints: Mapping[str, Any] = field(default_factory=dict)  # more CompileOptions fields (math modes, entry hints)
 
     @property
     def name(self) -> str:
@@ -44,8 +45,8 @@ class Case:
 
     @property
     def options(self) -> CompileOptions:
-        """The compile options of the case: unchecked for kernels marked `unchecked`."""
-        return CompileOptions(unchecked=self.kernel in UNCHECKED)
+        """The compile options of the case: unchecked for kernels marked `unchecked`, plus its ``hints``."""
+        return CompileOptions(unchecked=self.kernel in UNCHECKED, **self.hints)
 
 
 UNCHECKED: set[Callable[..., object]] = set()

@@ -187,6 +187,18 @@ def read_then_take(z: Mut[Tensor[f32, "B"]], flag: Tensor[i32, -1]):
         z.store(t + 1.0)
 
 
+def doubled(z: Mut[Tensor[f32, "B"]], w: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    # Made a kernel by the tests with different entry options: the operator follows the kernel's default modes.
+    t = tile.load_tile_like(x, z)
+    z.store(t * 2.0)
+    w.store(tile.mul(t, 2.0, flush_to_zero=False))
+
+
+@tile.entry(occupancy=tile.by_arch(sm_90=2, default=1), num_ctas=tile.by_arch(sm_100=2), approx=True)
+def transposed(z: Mut[Tensor[f32, ("BD", "BN")]], k: Tensor[f32, (-1, -1)]):
+    z.store(k.partition((BD, BN), order=(1, 0), padding="zero").load(tile.block_id()[:2], latency=2))
+
+
 @tile.entry
 def row_mean_two_ranks(y: Mut[Tensor[f32, ("BM", 1)]], mean: Mut[Tensor[f32, "BM"]], x: Tensor[f32, (-1, "N")]):
     """Two outputs that agree on the grid at different ranks: y's grid [M, 1], mean's grid [M]."""

@@ -13,7 +13,8 @@ What to compile for
     `Specialization` (dtypes, const generics, per-tensor `ArraySpec` facts, `CompileOptions`) and `Target`
     (``Target("sm_90")``, ``Target.for_device()``, ``Target.cpu()``). `specialize` derives the specialization of
     a call from its tensors' shapes, strides and addresses; launchers use it so that their keys match kernels
-    compiled ahead of time.
+    compiled ahead of time. Entry hints take an int or a per-arch table (`by_arch`, a `ByArch`); the kernel's
+    default math modes are ``CompileOptions(flush_to_zero=..., approx=...)``; all of it is in every cache key.
 Toolchain and caches
     `toolchain` / `find_tileiras` / `Toolchain`; `choose_version`; `DiskCache`, `MemoryCache`, `cache_stats`;
     `frontend_key`, `cubin_key`. Settings: every ``TILE_*`` variable, parsed by `knobs` into `Knobs`.
@@ -24,6 +25,9 @@ Errors (all `tile.compiler.TileError`, which is both `tile.ir.TileError` and `ti
 >>> import tile.compiler as tc
 >>> kernel = tc.compile_kernel(add, tc.Specialization.make(consts={"B": 128}), "sm_90")  # doctest: +SKIP
 >>> kernel.entry, len(kernel.cubin), kernel.abi.slots[0]                                  # doctest: +SKIP
+>>> options = tc.CompileOptions(occupancy=tc.by_arch(sm_90=2, default=1), flush_to_zero=True)
+>>> options.occupancy.get("sm_90"), options.occupancy.get("sm_100")
+(2, 1)
 
 Command line: ``tile compile FILE.py::KERNEL --arch sm_90 --emit ir|bytecode|cubin|all --const B=128 -o DIR``.
 """
@@ -51,12 +55,14 @@ from tile.compiler._resolve import resolve
 from tile.compiler._spec import (
     AbiSlot,
     ArraySpec,
+    ByArch,
     CompileOptions,
     KernelABI,
     ScalarSpec,
     SpecError,
     Specialization,
     Target,
+    by_arch,
 )
 from tile.compiler._specialize import specialize
 from tile.compiler._toolchain import (
@@ -75,6 +81,7 @@ __all__ = [
     "AbiSlot",
     "ArraySpec",
     "Bound",
+    "ByArch",
     "CacheStats",
     "CompileError",
     "CompileOptions",
@@ -94,6 +101,7 @@ __all__ = [
     "TileirasNotFoundError",
     "Toolchain",
     "ToolchainError",
+    "by_arch",
     "cache_stats",
     "choose_version",
     "clear_memory_cache",

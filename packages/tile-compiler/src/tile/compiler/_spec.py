@@ -9,7 +9,7 @@ and power-of-two divisibility capped at 16, as cuTile Rust does); so one compile
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -22,13 +22,16 @@ __all__ = [
     "DTYPES",
     "AbiSlot",
     "ArraySpec",
+    "ByArch",
     "CompileOptions",
     "KernelABI",
     "ScalarSpec",
     "SpecError",
     "Specialization",
     "Target",
+    "by_arch",
     "canonical_dtype",
+    "hint_for",
     "pow2_divisor",
 ]
 
@@ -171,8 +174,58 @@ class ScalarSpec:
 
 
 @dataclass(frozen=True)
+class ByArch:
+    """A value per GPU architecture, for an entry hint: ``tile.by_arch(sm_90=2, sm_100=16, default=1)``.
+
+    A compile for ``sm_XX`` takes the ``sm_XX`` entry, else the ``default`` entry, else no hint at all. Entries are
+    kept sorted, so equal tables hash and key alike.
+    """
+
+    table: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        table = tuple(sorted(dict(self.table).items()))
+        if len(table) != len(self.table) or not table:
+            raise SpecError(f"tile.by_arch needs at least one entry and each arch once, got {self.table!r}")
+        for arch, value in table:
+            if arch not in (*ARCHS, "default"):
+                raise SpecError(f"tile.by_arch: unknown arch {arch!r}; use {', '.join(ARCHS)} or default")
+            if type(value) is not int:
+                raise SpecError(f"tile.by_arch({arch}={value!r}): hint values are ints")
+        object.__setattr__(self, "table", table)
+
+    def get(self, arch: str) -> int | None:
+        """The value for ``arch`` (``"sm_90"``), the default entry where it has none, or None."""
+        found = dict(self.table)
+        return found.get(arch, found.get("default"))
+
+
+def by_arch(**values: int) -> ByArch:
+    """A per-architecture hint value: ``@tile.entry(occupancy=tile.by_arch(sm_90=2, sm_100=4, default=1))``."""
+    return ByArch(tuple(values.items()))
+
+
+Hint = int | ByArch | None
+_HINTS: dict[str, tuple[Callable[[int], bool], str]] = {
+    "occupancy": (lambda v: 1 <= v <= 32, "from 1 to 32"),
+    "num_cta_in_cga": (lambda v: v in (1, 2, 4, 8, 16), "1, 2, 4, 8 or 16"),
+    "num_worker_warps": (lambda v: v in (4, 8), "4 or 8"),
+}
+
+
+def hint_for(value: Hint, arch: str) -> int | None:
+    """The hint value a compile for ``arch`` uses (None: no hint)."""
+    return value.get(arch) if isinstance(value, ByArch) else value
+
+
+@dataclass(frozen=True)
 class CompileOptions:
     """User hints. ``opt_level`` and ``lineinfo`` go to tileiras; the rest become Tile IR optimisation hints.
+
+    ``occupancy``, ``num_cta_in_cga`` and ``num_worker_warps`` are entry hints: an int, or a `ByArch` table whose
+    entry for the target's arch is used. ``flush_to_zero`` and ``approx`` are the kernel's default math modes: every
+    f32 op whose Tile IR op takes the mode gets it (flush subnormal inputs and results to zero; approximate
+    division, square root, exp and tanh) unless the call gives its own (see ``tile.compiler._math_modes``).
 
     ``unchecked`` compiles the kernel as ``@tile.entry(unchecked=True)``: no index guards, raw pointers allowed. It is
     an option of one compilation (part of the specialization, so of every cache key), never a mark on the function:
@@ -185,25 +238,26 @@ class CompileOptions:
 
     opt_level: int = 3
     lineinfo: bool = True
-    occupancy: int | None = None
-    num_cta_in_cga: int | None = None
-    num_worker_warps: int | None = None
+    occupancy: Hint = None
+    num_cta_in_cga: Hint = None
+    num_worker_warps: Hint = None
     max_divisibility: int = DIV_CAP
     unchecked: bool = False
     debug_guards: bool = False
+    flush_to_zero: bool = False
+    approx: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("unchecked", "debug_guards"):
+        for name in ("unchecked", "debug_guards", "flush_to_zero", "approx"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"CompileOptions.{name} = {getattr(self, name)!r} must be True or False")
         if self.opt_level not in range(4):
             raise SpecError(f"CompileOptions.opt_level = {self.opt_level} must be 0, 1, 2 or 3")
-        if self.occupancy is not None and not 1 <= self.occupancy <= 32:
-            raise SpecError(f"CompileOptions.occupancy = {self.occupancy} must be from 1 to 32")
-        if self.num_cta_in_cga is not None and self.num_cta_in_cga not in (1, 2, 4, 8, 16):
-            raise SpecError(f"CompileOptions.num_cta_in_cga = {self.num_cta_in_cga} must be 1, 2, 4, 8 or 16")
-        if self.num_worker_warps is not None and self.num_worker_warps not in (4, 8):
-            raise SpecError(f"CompileOptions.num_worker_warps = {self.num_worker_warps} must be 4 or 8")
+        for name, (ok, want) in _HINTS.items():
+            value = getattr(self, name)
+            values = dict(value.table).values() if isinstance(value, ByArch) else () if value is None else (value,)
+            if any(type(v) is not int or not ok(v) for v in values):
+                raise SpecError(f"CompileOptions.{name} = {value!r} must be {want} (an int, or tile.by_arch of them)")
         _check_div("CompileOptions.max_divisibility", self.max_divisibility)
 
 

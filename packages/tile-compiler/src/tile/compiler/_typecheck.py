@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from tile.compiler._diagnostics import CompileError, SourceLoc
 from tile.compiler._kir import Block, KernelIR, Value
+from tile.compiler._math_modes import apply_defaults
 from tile.compiler._parse import KernelAST, parse
 from tile.compiler._resolve import ResolvedKernel, resolve
-from tile.compiler._spec import KernelABI, Specialization, Target
+from tile.compiler._spec import KernelABI, Specialization, Target, hint_for
 from tile.compiler._typecheck_arith import I1, is_const, type_name
 from tile.compiler._typecheck_carry import leaf_count, struct_of
 from tile.compiler._typecheck_entry import build_entry
@@ -72,6 +73,7 @@ class Checker(LoopMixin):
         self.grid_values = {}
         self.index_constants = {}
         self.host_values = {}
+        self.below_count = {}
         self.index_bounds = {}
         self.host_guards = {}
         self.owned_tiles = {}
@@ -326,6 +328,7 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
             ch.call_sites,
         ) from exc
     ch.em.emit("return", [[]], [])
+    apply_defaults(ch.em.block, spec.options.flush_to_zero, spec.options.approx)
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in resolved.name)
     hints = _entry_hints(spec, ch.arch)
     ir = KernelIR(name, params, ch.em.block, hints)
@@ -338,9 +341,9 @@ def _entry_hints(spec: Specialization, arch: str) -> dict[str, dict[str, int]]:
     inner = {
         k: v
         for k, v in (
-            ("occupancy", o.occupancy),
-            ("num_cta_in_cga", o.num_cta_in_cga),
-            ("num_worker_warps_per_cta", o.num_worker_warps),
+            ("occupancy", hint_for(o.occupancy, arch)),
+            ("num_cta_in_cga", hint_for(o.num_cta_in_cga, arch)),
+            ("num_worker_warps_per_cta", hint_for(o.num_worker_warps, arch)),
         )
         if v is not None
     }

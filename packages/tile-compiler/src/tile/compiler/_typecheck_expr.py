@@ -239,7 +239,7 @@ class ExprMixin(SubtileMixin):
                     lambda: self.em.emit("get_index_space_shape", [base.view], [TileType(I32)] * len(base.tile)),
                 )
                 for d, c in enumerate(counts):
-                    self.host_values[c.id] = Bound("count", base.tensor.name, base.tile, d)
+                    self.host_values[c.id] = Bound("count", base.tensor.name, *base.tensor_dim(d))
                 return tuple(counts)
             if name == "tile_shape":
                 return base.tile

@@ -157,12 +157,9 @@ class LoopMixin(CarryMixin):
             em.hoist.pop()
 
     def _counts_tiles(self, bounds: tuple[object, object, object]) -> TileDim | None:
-        """The partition dim a ``range(lo, p.num_tiles[d], step)`` loop stays inside."""
-        top = bounds[1]
-        count = self.host_values.get(top.id) if isinstance(top, Value) else None
-        if count is None or count.kind != "count" or not self._nonnegative(bounds):
-            return None
-        return (count.param, count.tile, count.dim)
+        """The partition dim a ``range(lo, ub, step)`` loop stays inside: ``ub`` is ``p.num_tiles[d]`` or at most it
+        (``tile.minimum(n, p.num_tiles[d])``), and the variable starts at a constant ``lo >= 0``."""
+        return self.count_dim(bounds[1]) if self._nonnegative(bounds) else None
 
     def _nonnegative(self, bounds: tuple[object, object, object]) -> bool:
         """``range(lo, ub, step)`` with constants ``lo >= 0`` and ``step > 0``: its variable stays in [0, ub)."""
@@ -215,6 +212,8 @@ class LoopMixin(CarryMixin):
             top = bounds[1]
             host = self.host_values.get(top.id) if isinstance(top, Value) else None
             host = Bound("const", value=top) if type(top) is int else host
+            if host is None and counted is not None:  # below a value at most a tile count: below that count
+                host = Bound("count", *counted)
             if host is not None:  # [0, a host-known bound): guards on it are the launcher's
                 self.index_bounds[iv.id] = host
         block = Block([iv] + [self.em.value(t) for t in types])

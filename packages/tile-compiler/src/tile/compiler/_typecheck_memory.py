@@ -1,4 +1,4 @@
-"""Kernel-language rules for memory, grid queries, math families, atomics and debugging ops.
+"""Kernel-language rules for memory, grid queries, atomics and debugging ops (elementwise math: ``_typecheck_math``).
 
 Memory safety lives here: a ``Mut`` output is stored only at this block's own tile (``store`` takes no index),
 inputs are read through partition views whose out-of-bounds elements are padded, and raw pointers (``x.ptr()``,
@@ -16,7 +16,7 @@ from typing import Any, cast
 from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
-from tile.compiler._typecheck_reduce import ReduceMixin
+from tile.compiler._typecheck_math import MathMixin
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
 from tile.compiler._types import (
     DTYPES,
@@ -55,8 +55,8 @@ def token_key(t: TensorV) -> str:
     return f"$tok:{t.name}" if t.mut else ENTRY_TOKEN
 
 
-class MemoryMixin(ReduceMixin):
-    """Views, loads, stores, grid queries, elementwise math families, raw pointers, atomics, print and assert."""
+class MemoryMixin(MathMixin):
+    """Views, loads, stores, grid queries, raw pointers, atomics, print and assert."""
 
     env: dict[str, object]
     unchecked: bool
@@ -68,69 +68,6 @@ class MemoryMixin(ReduceMixin):
     in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
     host_guards: dict[HostGuard, None]  # guards left to the launcher (their subject is host-known); an ordered set
     owned_tiles: dict[tuple[int, ...], TensorV]  # value ids of the coordinates of a `TileIndex` -> its output
-
-    # -- elementwise math -----------------------------------------------------------------------------------
-    def op_unary_float(self, op: LangOp, a: dict[str, Any]) -> object:
-        x = self.as_tile(a["x"], F32 if is_const(a["x"]) else None, f"tile.{op.name} input")
-        t = self.tile_of(x)
-        if not isinstance(t.elem, DType) or not t.elem.is_float:
-            self.fail(f"tile.{op.name} needs a float tile, got {t.elem.name}; convert with .astype(tile.f32)")
-        return self.em.one(op.ir[0], [x], t)
-
-    def op_unary(self, op: LangOp, a: dict[str, Any]) -> object:
-        if is_const(a["x"]):
-            return abs(a["x"]) if op.name == "abs" else -a["x"]
-        t = self.tile_of(a["x"])
-        if t.dtype.kind in "ub" and op.name == "negative":
-            self.fail(f"cannot negate an unsigned or bool tile ({t.elem.name})")
-        if t.dtype.kind in "ub":
-            return a["x"]
-        return self.em.one(op.ir[0] if t.dtype.is_float else op.ir[1], [a["x"]], t)
-
-    def op_binary(self, op: LangOp, a: dict[str, Any]) -> object:
-        if is_const(a["x"]) and is_const(a["y"]):
-            return max(a["x"], a["y"]) if op.name == "maximum" else min(a["x"], a["y"])
-        x, y = self.coerce(a["x"], a["y"], f"tile.{op.name}")
-        t = self.tile_of(x)
-        if t.dtype.is_float:
-            return self.em.one(op.ir[0], [x, y], t)
-        return self.em.one(op.ir[1], [x, y], t, signedness=signedness(t.dtype))
-
-    def op_binary_float(self, op: LangOp, a: dict[str, Any]) -> object:
-        x, y = self.coerce(self._floaty(a["x"]), self._floaty(a["y"]), f"tile.{op.name}")
-        t = self.tile_of(x)
-        if not t.dtype.is_float:
-            self.fail(f"tile.{op.name} needs float tiles, got {t.elem.name}; convert with .astype(tile.f32)")
-        return self.em.one(op.ir[0], [x, y], t)
-
-    def _floaty(self, v: object) -> object:
-        return float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-    def op_clamp(self, op: LangOp, a: dict[str, Any]) -> object:
-        low = self.op_binary(OPS["maximum"], {"x": a["x"], "y": a["lo"]})
-        return self.op_binary(OPS["minimum"], {"x": low, "y": a["hi"]})
-
-    def op_isnan(self, op: LangOp, a: dict[str, Any]) -> object:
-        x = self.as_tile(a["x"], F32 if is_const(a["x"]) else None, "tile.isnan input")
-        if not self.tile_of(x).dtype.is_float:
-            self.fail(f"tile.isnan needs a float tile, got {self.tile_of(x).elem.name}")
-        return self.compare_tiles(ast.NotEq, x, x)
-
-    def op_bitcast(self, op: LangOp, a: dict[str, Any]) -> object:
-        t = self.tile_of(a["x"], "tile.bitcast input")
-        dt = self.dtype_arg(a["dtype"])
-        if not isinstance(t.elem, DType) or t.elem.bits != dt.bits or dt.kind == "b":
-            self.fail(f"tile.bitcast needs dtypes of one width, got {t.elem.name} and {dt.name}")
-        return self.em.one("bitcast", [a["x"]], t.with_elem(dt))
-
-    def op_fma(self, op: LangOp, a: dict[str, Any]) -> object:
-        x, y = self.coerce(self._floaty(a["x"]), self._floaty(a["y"]), "tile.fma")
-        z, x = self.coerce(self._floaty(a["z"]), x, "tile.fma")
-        y = self.broadcast(y, self.tile_of(x).shape)
-        t = self.tile_of(x)
-        if not t.dtype.is_float:
-            self.fail(f"tile.fma needs float tiles, got {t.elem.name}")
-        return self.em.one("fma", [x, y, z], t, rounding_mode="nearest_even")
 
     def op_cdiv(self, op: LangOp, a: dict[str, Any]) -> object:
         x, y = a["a"], a["b"]
@@ -166,18 +103,35 @@ class MemoryMixin(ReduceMixin):
             )
         return v
 
-    def partition(self, t: TensorV, shape: object, padding: object = None) -> PartitionV:
+    def partition(self, t: TensorV, shape: object, padding: object = None, order: object = None) -> PartitionV:
         tile = self.shape_arg(shape, "partition shape")
         if len(tile) != t.rank:
             self.fail(f"the partition shape {tile} must have one dim per tensor dim ({t.rank})")
         if padding is not None and padding not in PADDINGS:
             self.fail(f"padding must be one of {', '.join(PADDINGS)} (or None), got {padding!r}")
-        ty = PartitionViewType(tile, t.view_type, padding)
+        dim_map = self.dim_order(t, order)
+        ty = PartitionViewType(tile, t.view_type, padding, dim_map)
         return PartitionV(t, self.em.one("make_partition_view", [t.view], ty), ty)
 
+    def dim_order(self, t: TensorV, order: object) -> tuple[int, ...] | None:
+        """The ``dim_map`` of ``t.partition(shape, order=order)``: None for the identity (the plain view)."""
+        if order is None:
+            return None
+        rank = t.rank
+        if not isinstance(order, tuple) or any(type(d) is not int for d in order):
+            self.fail(f"order= must be a compile-time tuple of ints (a permutation of 0..{rank - 1}), got {order!r}")
+        if sorted(order) != list(range(rank)):
+            self.fail(f"order={order} must be a permutation of the dims 0..{rank - 1} of '{t.name}' (each once)")
+        if t.mut and order != tuple(range(rank)):
+            self.fail(
+                f"order= is for inputs; '{t.name}' is an output, read at its own tile: load it with "
+                f"{t.name}.load() and reorder the tile with tile.permute"
+            )
+        return None if order == tuple(range(rank)) else order
+
     def method_partition(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
-        a = self.bind_simple("partition", ("shape", "padding"), (None,), args, kw)
-        return self.partition(recv, a["shape"], a["padding"])
+        a = self.bind_simple("partition", ("shape", "padding", "order"), (None, None), args, kw)
+        return self.partition(recv, a["shape"], a["padding"], a["order"])
 
     def _hints(self, latency: object, allow_tma: object) -> dict[str, Any]:
         inner: dict[str, Any] = {}
@@ -228,12 +182,13 @@ class MemoryMixin(ReduceMixin):
         by_depth: dict[int, list[tuple[int, Value, bool]]] = {}
         for d, v in enumerate(idx):
             key, bound = self.in_range.get(v.id, (None, None))
-            if key == (p.tensor.name, p.tile, d):
+            tile, dim = p.tensor_dim(d)
+            if key == (p.tensor.name, tile, dim):
                 continue
             host = self.index_bounds.get(v.id)
             if host is not None:  # the launcher checks it: no branch in the kernel
                 where = f" at {self.em.loc}" if self.em.loc else ""
-                guard = HostGuard(host, p.tensor.name, p.tile, d, where)
+                guard = HostGuard(host, p.tensor.name, tile, dim, where)
                 if host != guard.count:  # below this very partition's tile count: nothing to check
                     self.host_guards[guard] = None
                 continue
@@ -307,7 +262,7 @@ class MemoryMixin(ReduceMixin):
         index = self.block_index(z.rank)
         if x.mut:
             self._output_read(x, z.tile, index, f"'tile.load_tile_like({x.name}, {z.name})'")
-        return self.load_view(self.partition(x, z.tile, "zero"), index, {})
+        return self.load_view(self.partition(x, z.tile, "zero"), index, self._hints(a["latency"], a["allow_tma"]))
 
     def _output_read(self, t: TensorV, tile: tuple[int, ...], index: tuple[object, ...], what: str) -> None:
         """Allow a read of output ``t`` through a partition only at a tile this block owns (safe kernels).

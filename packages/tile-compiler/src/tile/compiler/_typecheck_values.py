@@ -49,8 +49,26 @@ class PartitionV:
 
     @property
     def tile(self) -> tuple[int, ...]:
-        """The tile shape."""
+        """The tile shape (in the view's dim order: the shape of the tiles it loads)."""
         return self.view_type.tile
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """``order[i]``: the tensor dim that tile dim ``i`` walks (the identity unless ``partition(..., order=)``)."""
+        dim_map = self.view_type.dim_map
+        return dim_map if dim_map is not None else tuple(range(len(self.tile)))
+
+    def tensor_dim(self, d: int) -> tuple[tuple[int, ...], int]:
+        """View dim ``d`` as (tile shape in tensor order, tensor dim): how bounds facts and host guards name it.
+
+        A view's index space along dim ``d`` is the unpermuted partition's along tensor dim ``order[d]``, so facts
+        about one hold for the other (a loop over ``range(p.num_tiles[d])`` proves indices of both).
+        """
+        order = self.order
+        shape = [0] * len(order)
+        for i, dim in enumerate(order):
+            shape[dim] = self.tile[i]
+        return tuple(shape), order[d]
 
 
 @dataclass(eq=False)

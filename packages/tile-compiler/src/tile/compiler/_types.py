@@ -167,7 +167,8 @@ class PartitionViewType:
 
     def __str__(self) -> str:
         pad = f", padding_value = {self.padding}" if self.padding else ""
-        return f"partition_view<tile=({'x'.join(map(str, self.tile))}){pad}, {self.view}>"
+        dims = f", dim_map=[{', '.join(map(str, self.dim_map))}]" if self.dim_map is not None else ""
+        return f"partition_view<tile=({'x'.join(map(str, self.tile))}){pad}, {self.view}{dims}>"
 
 
 Type = Union[TileType, TokenType, TensorViewType, PartitionViewType]  # noqa: UP007  # runtime alias on 3.10

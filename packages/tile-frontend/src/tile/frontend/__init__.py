@@ -24,7 +24,7 @@ Kernels run on the GPU, or on the CPU through the Tile IR interpreter (``TILE_IN
 
 from __future__ import annotations
 
-from tile.compiler import CompileError
+from tile.compiler import ByArch, CompileError, by_arch
 from tile.compiler import lang as _lang
 from tile.compiler.lang import (
     METHODS,
@@ -39,6 +39,7 @@ from tile.compiler.lang import (
     Ptr,
     PtrAnnotation,
     TensorAnnotation,
+    add,
     argmax,
     argmin,
     assert_,
@@ -92,6 +93,7 @@ from tile.compiler.lang import (
     maximum,
     minimum,
     mma,
+    mul,
     negative,
     num_blocks,
     permute,
@@ -106,10 +108,12 @@ from tile.compiler.lang import (
     sinh,
     sqrt,
     static_assert,
+    sub,
     tan,
     tanh,
     tf32,
     transpose,
+    truediv,
     u8,
     u16,
     u32,
@@ -171,6 +175,7 @@ __all__ = [
     "ArgumentError",
     "BackendError",
     "BorrowError",
+    "ByArch",
     "CompileError",
     "Const",
     "ConstAnnotation",
@@ -199,6 +204,7 @@ __all__ = [
     "Tensor",
     "TensorAnnotation",
     "TileError",
+    "add",
     "arange",
     "argmax",
     "argmin",
@@ -220,6 +226,7 @@ __all__ = [
     "block_id",
     "bool_",
     "broadcast_to",
+    "by_arch",
     "cat",
     "cdiv",
     "ceil",
@@ -264,6 +271,7 @@ __all__ = [
     "maximum",
     "minimum",
     "mma",
+    "mul",
     "negative",
     "num_blocks",
     "numpy_dtype",
@@ -283,10 +291,12 @@ __all__ = [
     "sinh",
     "sqrt",
     "static_assert",
+    "sub",
     "tan",
     "tanh",
     "tf32",
     "transpose",
+    "truediv",
     "u8",
     "u16",
     "u32",

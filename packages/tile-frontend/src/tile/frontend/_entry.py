@@ -21,9 +21,11 @@ from typing import Any, overload
 
 from tile.compiler import (
     ArraySpec,
+    ByArch,
     CompiledKernel,
     CompileOptions,
     ScalarSpec,
+    SpecError,
     Specialization,
     Target,
     compile_kernel,
@@ -311,6 +313,9 @@ def _array_spec(p: Param, t: Tensor, max_div: int) -> ArraySpec:
     )
 
 
+_Hint = int | ByArch | None
+
+
 @overload
 def entry(fn: Callable[..., Any], /) -> Kernel: ...
 @overload
@@ -318,9 +323,12 @@ def entry(
     *,
     unchecked: bool = False,
     opt_level: int = 3,
-    occupancy: int | None = None,
-    num_cta_in_cga: int | None = None,
-    num_worker_warps: int | None = None,
+    occupancy: _Hint = None,
+    num_ctas: _Hint = None,
+    num_cta_in_cga: _Hint = None,
+    num_worker_warps: _Hint = None,
+    flush_to_zero: bool = False,
+    approx: bool = False,
 ) -> Callable[[Callable[..., Any]], Kernel]: ...
 def entry(
     fn: Callable[..., Any] | None = None,
@@ -328,9 +336,12 @@ def entry(
     *,
     unchecked: bool = False,
     opt_level: int = 3,
-    occupancy: int | None = None,
-    num_cta_in_cga: int | None = None,
-    num_worker_warps: int | None = None,
+    occupancy: _Hint = None,
+    num_ctas: _Hint = None,
+    num_cta_in_cga: _Hint = None,
+    num_worker_warps: _Hint = None,
+    flush_to_zero: bool = False,
+    approx: bool = False,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make ``fn`` a tile kernel: ``@tile.entry`` or ``@tile.entry(unchecked=True, occupancy=2)``.
 
@@ -340,16 +351,37 @@ def entry(
         The kernel: a Python function in the kernel language with annotated parameters.
     unchecked
         Opt out of the launch-time aliasing checks and allow raw ``Ptr`` parameters (greppable on purpose).
-    opt_level, occupancy, num_cta_in_cga, num_worker_warps
-        Compile options passed to the compiler (see ``tile.compiler.CompileOptions``).
+    opt_level
+        tileiras' optimisation level (0 to 3).
+    occupancy, num_ctas, num_worker_warps
+        Tile IR entry hints: blocks per SM (1 to 32), CTAs per cluster (1, 2, 4, 8 or 16; ``num_cta_in_cga`` is
+        the Tile IR name, accepted too), worker warps per CTA (4 or 8). Each takes an int or a per-arch table,
+        ``tile.by_arch(sm_90=2, sm_100=4, default=1)``; a compile uses its target's entry (else ``default``).
+    flush_to_zero, approx
+        The kernel's default math modes: f32 ops flush subnormals to zero (where Tile IR's op allows it: ``+ - *
+        /``, ``fma``, ``maximum``/``minimum``, ``exp2``, ``sqrt``, ``rsqrt``); f32 division, ``sqrt``, ``exp`` and
+        ``tanh`` are approximate. A call's own ``flush_to_zero=``/``rounding=`` wins over the default.
 
     Returns
     -------
     Kernel
         Call it with the kernel's arguments to get a `Launch` (a ``tile.aio.DeviceOp``).
+
+    Raises
+    ------
+    tile.compiler.SpecError
+        For an invalid hint value (out of range, unknown arch in ``tile.by_arch``, both ``num_ctas`` and
+        ``num_cta_in_cga``).
     """
+    if num_ctas is not None and num_cta_in_cga is not None:
+        raise SpecError("pass num_ctas or num_cta_in_cga (the same hint), not both")
     options = CompileOptions(
-        opt_level=opt_level, occupancy=occupancy, num_cta_in_cga=num_cta_in_cga, num_worker_warps=num_worker_warps
+        opt_level=opt_level,
+        occupancy=occupancy,
+        num_cta_in_cga=num_ctas if num_ctas is not None else num_cta_in_cga,
+        num_worker_warps=num_worker_warps,
+        flush_to_zero=flush_to_zero,
+        approx=approx,
     )
 
     def wrap(f: Callable[..., Any]) -> Kernel:

@@ -55,6 +55,10 @@ ceil: LangOp = OPS["ceil"]
 abs: LangOp = OPS["abs"]
 negative: LangOp = OPS["negative"]
 maximum: LangOp = OPS["maximum"]
+add: LangOp = OPS["add"]
+sub: LangOp = OPS["sub"]
+mul: LangOp = OPS["mul"]
+truediv: LangOp = OPS["truediv"]
 minimum: LangOp = OPS["minimum"]
 pow: LangOp = OPS["pow"]
 atan2: LangOp = OPS["atan2"]
@@ -121,6 +125,7 @@ __all__ = [
     "Tensor",
     "TensorAnnotation",
     "abs",
+    "add",
     "arange",
     "argmax",
     "argmin",
@@ -178,6 +183,7 @@ __all__ = [
     "min",
     "minimum",
     "mma",
+    "mul",
     "negative",
     "num_blocks",
     "ones",
@@ -195,11 +201,13 @@ __all__ = [
     "sinh",
     "sqrt",
     "static_assert",
+    "sub",
     "sum",
     "tan",
     "tanh",
     "tf32",
     "transpose",
+    "truediv",
     "u8",
     "u16",
     "u32",

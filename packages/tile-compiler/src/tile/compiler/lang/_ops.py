@@ -94,15 +94,23 @@ _UNARY_FLOAT = (
     "floor",
     "ceil",
 )
+# Float math takes Tile IR's modes where its op has them (see tile.compiler._math_modes; others refuse them).
+_MODES1 = "x, rounding=None, flush_to_zero=None"
+_MODES2 = "x, y, rounding=None, flush_to_zero=None"
+_LIKE = "x, z, latency=None, allow_tma=None"
 _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
-    *((n, "unary_float", "x", (n, ""), f"elementwise {n} of a float tile") for n in _UNARY_FLOAT),
+    *((n, "unary_float", _MODES1, (n, ""), f"elementwise {n} of a float tile") for n in _UNARY_FLOAT),
     ("abs", "unary", "x", ("absf", "absi"), "elementwise absolute value"),
     ("negative", "unary", "x", ("negf", "negi"), "elementwise negation"),
-    ("maximum", "binary", "x, y", ("maxf", "maxi"), "elementwise maximum (broadcasting)"),
-    ("minimum", "binary", "x, y", ("minf", "mini"), "elementwise minimum (broadcasting)"),
+    ("maximum", "binary", "x, y, flush_to_zero=None", ("maxf", "maxi"), "elementwise maximum (broadcasting)"),
+    ("minimum", "binary", "x, y, flush_to_zero=None", ("minf", "mini"), "elementwise minimum (broadcasting)"),
+    ("add", "arith", _MODES2, ("addf", "addi"), "x + y, with a rounding mode or flush-to-zero for floats"),
+    ("sub", "arith", _MODES2, ("subf", "subi"), "x - y, with a rounding mode or flush-to-zero for floats"),
+    ("mul", "arith", _MODES2, ("mulf", "muli"), "x * y, with a rounding mode or flush-to-zero for floats"),
+    ("truediv", "arith", _MODES2, ("divf", ""), "x / y of float tiles, with a rounding mode (approx) or flush-to-zero"),
     ("pow", "binary_float", "x, y", ("pow", ""), "elementwise x ** y of float tiles"),
     ("atan2", "binary_float", "x, y", ("atan2", ""), "elementwise atan2(x, y)"),
-    ("fma", "fma", "x, y, z", ("fma", ""), "fused x * y + z of float tiles"),
+    ("fma", "fma", "x, y, z, rounding=None, flush_to_zero=None", ("fma", ""), "fused x * y + z of float tiles"),
     ("where", "where", "cond, x, y", ("select",), "pick x where cond is true, else y (broadcasting)"),
     ("clamp", "clamp", "x, lo, hi", ("maxf", "maxi"), "minimum(maximum(x, lo), hi)"),
     ("isnan", "isnan", "x", ("cmpf",), "true where x is NaN"),
@@ -131,7 +139,7 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("scan", "scan_fn", "x, axis, fn, identity, reverse=False", ("scan",), "inclusive scan with a combiner"),
     ("mma", "mma", "a, b, acc", ("mmaf", "mmai"), "acc + a @ b (matrix multiply-accumulate)"),
     ("matmul", "matmul", "a, b", ("mmaf", "mmai"), "a @ b with the default accumulator dtype"),
-    ("load_tile_like", "load_tile_like", "x, z", ("load_view_tko",), "the tile of x at z's block position"),
+    ("load_tile_like", "load_tile_like", _LIKE, ("load_view_tko",), "the tile of x at z's block position"),
     ("block_id", "grid", "", ("get_tile_block_id",), "this block's (x, y, z) position in the grid"),
     ("num_blocks", "grid", "", ("get_num_tile_blocks",), "the grid's (x, y, z) size"),
     ("cdiv", "cdiv", "a, b", (), "ceil(a / b) for ints"),
