@@ -15,13 +15,13 @@ def test_the_root_is_an_exception_and_nothing_more() -> None:
 
 
 def test_a_subclass_mixing_a_builtin_is_caught_by_both() -> None:
-    class BadInput(tile.errors.TileError, ValueError):
+    class BadInputError(tile.errors.TileError, ValueError):
         pass
 
     with pytest.raises(tile.errors.TileError):
-        raise BadInput("x")
+        raise BadInputError("x")
     with pytest.raises(ValueError, match="x"):
-        raise BadInput("x")
+        raise BadInputError("x")
 
 
 def test_the_root_pickles_as_itself() -> None:
