@@ -12,6 +12,7 @@ from tile.ir._location import Location
 from tile.ir._reader_debug import DebugInfo
 from tile.ir._reader_tables import ReadTables
 from tile.ir._types import TileType, Type
+from tile.ir._verify_types import dense_size_problems
 from tile.ir.ops import BY_OPCODE, AttrKind, AttrSpec, OpDef, OperandKind, OperandLayout
 
 __all__ = ["BodyReader"]
@@ -77,7 +78,7 @@ class BodyReader:
         n = r.count("result count") if opdef.counted_results else len(opdef.results_at(self.version))
         if not opdef.variadic_results and n != len(opdef.results_at(self.version)):
             raise r.fail(f"'{opdef.name}' must have {len(opdef.results_at(self.version))} results, got {n}", start)
-        return [self.tables.type_ref(r, f"result type {i} of '{opdef.name}'") for i in range(n)]
+        return [self.tables.value_type_ref(r, f"result type {i} of '{opdef.name}'") for i in range(n)]
 
     def _attr(
         self,
@@ -113,7 +114,10 @@ class BodyReader:
         if spec.kind is AttrKind.DENSE:
             if len(results) != 1 or not isinstance(results[0], TileType):
                 raise r.fail(f"{what}: a dense constant needs one tile result", start)
-            return DenseElementsAttr(results[0], self.tables.constant(r, what))
+            data = self.tables.constant(r, what)
+            if problems := dense_size_problems(results[0], data):
+                raise r.fail(f"{what}: {problems[0]}", start)
+            return DenseElementsAttr(results[0], data)
         return _INLINE[spec.kind](self.tables, r, what)
 
     def _value(self, r: ByteReader, opdef: OpDef, index: int) -> Value:
@@ -162,15 +166,20 @@ class BodyReader:
         self.depth += 1
         if self.depth > _MAX_NESTING:
             raise r.fail("regions nested too deeply", start)
-        for region in op.regions:
-            for _ in range(r.count("block count")):
+        for index, region in enumerate(op.regions):
+            at = r.pos
+            blocks = r.count("block count")
+            # Every region holds one block; only an `if` without results may leave its else region empty.
+            if blocks != 1 and not (blocks == 0 and op.name == "if" and index == 1 and not op.results):
+                raise r.fail(f"region {index} of '{opdef.name}' must hold exactly one block, holds {blocks}", at)
+            for _ in range(blocks):
                 self._block(r, region.add_block())
         self.depth -= 1
 
     def _block(self, r: ByteReader, block: Block) -> None:
         live = len(self.values)
         for _ in range(r.count("block argument count")):
-            block.add_arg(self.tables.type_ref(r, "block argument type"))
+            block.add_arg(self.tables.value_type_ref(r, "block argument type"))
         self.values.extend(block.args)
         for _ in range(r.count("block op count")):
             block.append(self.op(r))
