@@ -11,7 +11,7 @@ from tile.ir._ir import Block, Operation, Value
 from tile.ir._location import Location
 from tile.ir._reader_debug import DebugInfo
 from tile.ir._reader_tables import ReadTables
-from tile.ir._types import TileType, Type
+from tile.ir._types import TileType, TokenType, Type
 from tile.ir._verify_types import dense_size_problems
 from tile.ir.ops import BY_OPCODE, AttrKind, AttrSpec, OpDef, OperandKind, OperandLayout
 
@@ -46,6 +46,10 @@ class BodyReader:
             raise r.fail(f"unsupported opcode {opcode} for bytecode version {self.version}", start)
         loc = self._next_loc(start)
         result_types = self._result_types(r, opdef)
+        # Results newer than this bytecode are not encoded; NVIDIA's reader supplies them (tokens) and so do we,
+        # outside the value table: nothing in this file can refer to them.
+        supplied = 0 if opdef.variadic_results else len(opdef.results) - len(opdef.results_at(self.version))
+        result_types += [TokenType()] * supplied
         flag_bits = r.varint("flags") if opdef.flags_since is not None and self.version >= opdef.flags_since else 0
         flags = {name for i, name in enumerate(opdef.flags) if flag_bits >> i & 1}
         if flag_bits >> len(opdef.flags):
@@ -61,7 +65,7 @@ class BodyReader:
         )
         if opdef.regions:
             self._regions(r, op, opdef)
-        self.values.extend(op.results)
+        self.values.extend(op.results[: len(result_types) - supplied])
         return op
 
     def _next_loc(self, offset: int) -> Location | None:

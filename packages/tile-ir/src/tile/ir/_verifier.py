@@ -88,6 +88,7 @@ class _Checker:
         self.problems: list[str] = []
         self.visible: set[Value] = set()
         self.defined: set[Value] = set()
+        self.unencoded: dict[Value, str] = {}  # results this version's bytecode leaves out -> why they can't be used
         self.where = ""
 
     def report(self, message: str) -> None:
@@ -164,9 +165,14 @@ class _Checker:
         self.attributes(op, opdef)
         for v in op.results:
             self.type_version(v.type)
-        if not opdef.variadic_results and len(op.results) != len(opdef.results_at(self.version)):
-            self.report(
-                f"has {len(op.results)} results; bytecode {self.version} defines {len(opdef.results_at(self.version))}"
+        encoded = opdef.results_at(self.version)
+        if not opdef.variadic_results and len(op.results) not in opdef.result_counts(self.version):
+            self.report(f"has {len(op.results)} results; bytecode {self.version} defines {len(encoded)}")
+        newer = zip(opdef.results[len(encoded) :], op.results[len(encoded) :], strict=False)  # or built without
+        for spec, value in newer:
+            self.unencoded[value] = (
+                f"uses '{op.name}' result '{spec.name}', which bytecode {self.version} does not encode "
+                f"(it does from {spec.since}): target {spec.since}+ or leave it unused"
             )
         malformed = self.problems_in_shape(op, opdef)  # typing rules index operands and results by position
         for problem in [] if malformed else type_problems(op) + region_problems(op):
@@ -187,6 +193,8 @@ class _Checker:
         for v in op.operands:
             if v not in self.visible:
                 self.report(f"operand {v!r} is not defined before this use (or is out of scope)")
+            elif v in self.unencoded:
+                self.report(self.unencoded[v])
         if len(op.segments) != len(opdef.operands) or sum(op.segments) != len(op.operands):
             self.report(f"operand segments {op.segments} do not match the groups {[g.name for g in opdef.operands]}")
             return
@@ -296,7 +304,20 @@ def _terminators(op: Operation) -> tuple[str, ...]:
         return ("continue", "break")
     if op.name == "if" and _inside_loop(op):
         return ("yield", "continue", "break")
+    if op.name == "if" and _only_ifs_above(op):
+        return ("yield", "return")  # an early exit from the kernel (what cuTile Python writes for `return`)
     return ("yield",)
+
+
+def _only_ifs_above(op: Operation) -> bool:
+    """Whether every op enclosing `op` is an `if`: NVIDIA's verifier lets `return` end such a branch only."""
+    block = op.parent
+    while block is not None and block.parent is not None and block.parent.parent is not None:
+        owner = block.parent.parent
+        if owner.name != "if":
+            return False
+        block = owner.parent
+    return True
 
 
 def _inside_loop(op: Operation) -> bool:
