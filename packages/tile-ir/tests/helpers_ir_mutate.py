@@ -1,11 +1,13 @@
 """A seeded mutation fuzzer for read -> verify -> print, over a corpus of real bytecode files.
 
 `corpus()` gathers the files: every cuTile Python export of `cutile_corpus` (13.3 and 13.5, the peer's own
-bytecode), every builder op sample at 13.1, 13.3 and 13.5 (written by our writer) and tile-core's checked-in
-``vec_add.tileirbc``. `mutate` applies one to four random edits (bit flips, byte overwrites with varint
-extremes, truncation, insertion, deletion) drawn from a `random.Random`; `run_one` pushes the result through
-``read_bytecode`` -> ``verify`` -> ``print_module`` (printing whether or not it verified) and returns the typed
-error met (None when it verified and printed). Anything else propagates: that is the crash the fuzzer exists to find.
+bytecode), every builder op sample at each supported version (written by our writer) and tile-core's
+checked-in ``vec_add.tileirbc``. `mutate` applies one to three random edits (bit flips, byte overwrites with
+varint extremes, truncation, insertion, deletion) drawn from a `random.Random`; `run_one` pushes the result
+through ``read_bytecode`` -> ``verify`` -> ``print_module`` (printing whether or not it verified) and returns
+the typed error met (None when it verified and printed). Anything else propagates: that is the crash the
+fuzzer exists to find. `mutate_ir` damages a read module the way builder code can (wrong result types,
+attribute values, operands, a missing block) for `fuzz_ir`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from helpers_ir_samples import SAMPLES, build_sample
 from tile.ir import (
     SUPPORTED_VERSIONS,
     BytecodeError,
+    FunctionType,
+    Module,
+    Type,
     VerifyError,
     print_module,
     read_bytecode,
@@ -114,5 +119,44 @@ def fuzz(seeds: list[bytes], count: int, seed: int) -> Report:
             outcome = run_one(data)
         except Exception as exc:
             raise AssertionError(f"mutation {i} (seed {seed}) escaped as {type(exc).__name__}: {data.hex()}") from exc
+        report.add(outcome, time.perf_counter() - start)
+    return report
+
+
+def mutate_ir(rng: random.Random, module: Module, donor: Module) -> None:
+    """Damage `module` in place the way builder code can: a result gets a type, an attribute a value, an operand a
+    value, taken from anywhere in `module` or `donor` (a function type included), or a region loses its block."""
+    ops = [op for fn in module.functions for op in fn.walk()]
+    donors = [op for fn in donor.functions for op in fn.walk()]
+    op = rng.choice(ops)
+    kind = rng.randrange(4)
+    if kind == 0 and op.results:
+        types: list[Type] = [r.type for d in donors for r in d.results] + [FunctionType(())]
+        rng.choice(op.results).type = rng.choice(types)
+    elif kind == 1 and op.attributes:
+        values = [v for d in donors for v in d.attributes.values()]
+        op.attributes[rng.choice(sorted(op.attributes))] = rng.choice(values) if values else None
+    elif kind == 2 and op.operands:
+        op.operands[rng.randrange(len(op.operands))] = rng.choice([v for o in ops for v in o.results] or op.operands)
+    elif kind == 3 and op.regions:
+        rng.choice(op.regions).blocks.clear()
+
+
+def fuzz_ir(seeds: list[bytes], count: int, seed: int) -> Report:
+    """Mutate `count` read modules with `mutate_ir`; verify and print each. Only `VerifyError` may escape."""
+    rng = random.Random(seed)
+    report = Report()
+    for i in range(count):
+        module, donor = read_bytecode(rng.choice(seeds)), read_bytecode(rng.choice(seeds))
+        mutate_ir(rng, module, donor)
+        start = time.perf_counter()
+        outcome: type[Exception] | None = None
+        for debug in (None, False, True):
+            try:
+                verify(module) if debug is None else print_module(module, debug=debug)
+            except VerifyError:
+                outcome = VerifyError
+            except Exception as exc:
+                raise AssertionError(f"IR mutation {i} (seed {seed}) escaped as {type(exc).__name__}") from exc
         report.add(outcome, time.perf_counter() - start)
     return report

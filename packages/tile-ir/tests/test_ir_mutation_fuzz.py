@@ -3,7 +3,8 @@
 The corpus is every cuTile Python export of `cutile_corpus` (the peer's bytecode, 13.3 and 13.5), every builder op
 sample at each supported version and tile-core's checked-in ``vec_add.tileirbc``. CI runs 3,000 mutations (a few
 seconds); ``TILE_FUZZ_MUTATIONS=100000`` runs the issue's 100,000 (``-m fuzz`` selects only these tests), and
-``TILE_FUZZ_SEED`` picks another seed. Every input must also finish within a second.
+``TILE_FUZZ_SEED`` picks another seed. Every input must also finish within a second. A third as many read modules
+are damaged the way builder code can (`fuzz_ir`): verify and print them raise only `VerifyError`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers_ir_mutate import corpus, fuzz, mutate
+from helpers_ir_mutate import corpus, fuzz, fuzz_ir, mutate
+from helpers_ir_samples import build_sample
 from tile.ir import (
     V13_4,
     BytecodeError,
@@ -39,6 +41,7 @@ from tile.ir import (
     read_bytecode,
     scalar,
     tile,
+    verify,
     verify_problems,
     write_bytecode,
 )
@@ -63,6 +66,14 @@ def test_seeded_mutations_raise_only_typed_errors_and_finish_within_a_second(see
     assert report.outcomes.get("VerifyError", 0) > 0
     assert report.outcomes.get("printed", 0) > 0
     assert report.slowest < 1.0, f"one input took {report.slowest:.2f} s"
+
+
+def test_modules_damaged_as_builder_code_can_raise_only_verify_error(seeds: list[bytes]) -> None:
+    count = max(MUTATIONS // 3, 1)
+    report = fuzz_ir(seeds, count, SEED)
+    assert set(report.outcomes) <= {"VerifyError", "printed"}
+    assert report.outcomes.get("VerifyError", 0) > count // 4
+    assert report.slowest < 1.0, f"one module took {report.slowest:.2f} s"
 
 
 def test_the_same_seed_makes_the_same_mutations(seeds: list[bytes]) -> None:
@@ -171,3 +182,14 @@ def test_tile_ir_dis_reports_ir_it_cannot_print_without_a_traceback(
     assert err.startswith("tile-ir: error:")
     assert "make_tensor_view" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("op_name", "attr", "value"), [("reduce", "identities", 3), ("permute", "permutation", "01")])
+def test_an_attribute_value_of_the_wrong_kind_is_a_verify_error(op_name: str, attr: str, value: object) -> None:
+    module = build_sample(op_name, V13_4)
+    op = next(o for fn in module.functions for o in fn.walk() if o.name == op_name)
+    op.attributes[attr] = value  # the printer once failed an assert on this
+    with pytest.raises(VerifyError, match=f"attribute '{attr}' holds {value!r}, which is not a"):
+        verify(module, V13_4)
+    with pytest.raises(VerifyError, match="cannot print IR that does not verify"):
+        print_module(module)

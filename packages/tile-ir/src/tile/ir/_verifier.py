@@ -18,6 +18,7 @@ from tile.ir._errors import VerifyError
 from tile.ir._ir import Block, Function, Module, Operation, Value
 from tile.ir._location import CallSite, DILoc, FileLoc, Location
 from tile.ir._types import FunctionType, PointerType, ScalarType, TileType, Type, scalar, type_since
+from tile.ir._verify_attrs import attr_kind_problem
 from tile.ir._verify_hints import hint_problems
 from tile.ir._verify_regions import region_problems
 from tile.ir._verify_typedefs import typedef_problems
@@ -218,13 +219,7 @@ class _Checker:
                 if not spec.optional and spec.kind is not AttrKind.UNIT and spec.since <= self.version:
                     self.report(f"missing attribute '{spec.name}'")
                 continue
-            if spec.enum is not None and not isinstance(value, spec.enum):
-                self.report(f"attribute '{spec.name}' must be a {spec.enum.__name__}, got {value!r}")
-            elif spec.allowed is not None and value not in spec.allowed:
-                choices = ", ".join(map(str, spec.allowed))
-                self.report(f"{spec.name} = {value} is not allowed on '{op.name}'; use one of {choices}")
-            if spec.since > self.version and not _expressible_before(spec, value):
-                self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
+            self.attribute(op, spec, value)
         for value in op.attributes.values():
             for t in _attribute_types(value):
                 self.type_version(t)
@@ -233,6 +228,18 @@ class _Checker:
         if "optimization_hints" in op.attributes:
             self.hints(op.attributes["optimization_hints"], _HINT_KIND.get(op.name, "view"))
         self.ordering(op)
+
+    def attribute(self, op: Operation, spec: AttrSpec, value: object) -> None:
+        if (problem := attr_kind_problem(spec.name, spec.kind, value)) is not None:
+            self.report(problem)  # the value checks below assume the kind's canonical shape
+            return
+        if spec.enum is not None and not isinstance(value, spec.enum):
+            self.report(f"attribute '{spec.name}' must be a {spec.enum.__name__}, got {value!r}")
+        elif spec.allowed is not None and value not in spec.allowed:
+            choices = ", ".join(map(str, spec.allowed))
+            self.report(f"{spec.name} = {value} is not allowed on '{op.name}'; use one of {choices}")
+        if spec.since > self.version and not _expressible_before(spec, value):
+            self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
 
     def global_ref(self, op: Operation) -> None:
         name = op.attributes.get("name")
