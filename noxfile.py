@@ -13,7 +13,7 @@ import nox
 
 ROOT = Path(__file__).parent
 # Dependency order: every package comes after the packages it depends on.
-PACKAGES = ["bindings", "core", "async", "ir", "compiler", "frontend", "kernels"]
+PACKAGES = ["errors", "bindings", "core", "async", "ir", "compiler", "frontend", "kernels"]
 ROOT_PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 nox.options.default_venv_backend = "uv|virtualenv"

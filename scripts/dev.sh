@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 venv=.venv
-packages=(bindings core async ir compiler frontend kernels)
+packages=(errors bindings core async ir compiler frontend kernels)
 
 setup() {
   if [ ! -x "$venv/bin/python" ]; then
@@ -20,7 +20,7 @@ setup() {
   for p in "${packages[@]}"; do
     if [ "$p" = ir ]; then args+=(-e "packages/tile-ir[interp]"); else args+=(-e "packages/tile-$p"); fi
   done
-  echo "==> installing the seven Tile packages (editable)"
+  echo "==> installing the Tile packages (editable)"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${args[@]}"
 }
 

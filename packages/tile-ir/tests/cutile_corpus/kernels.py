@@ -388,6 +388,23 @@ def padded_load(x, out, TILE: ConstInt):
     ct.store(out, index=(bid,), tile=a + b + c)
 
 
+@ct.kernel
+def early_exit(x, out, n: int, TILE: ConstInt):
+    # `return` inside `if`: cuTile writes an `if` whose then-region ends in `return` (an early exit from the kernel).
+    bid = ct.bid(0)
+    if bid >= n:
+        return
+    ct.store(out, index=(bid,), tile=ct.load(x, index=(bid,), shape=(TILE,)) + 1)
+
+
+@ct.kernel
+def gather_mask_pad(x, out, TILE: ConstInt):
+    # `load_ptr_tko` with both optional operands: a mask (the bounds and the user's mask) and a padding value.
+    bid = ct.bid(0)
+    idx = ct.arange(TILE, dtype=ct.int32) + bid * TILE
+    ct.scatter(out, idx, ct.gather(x, idx, mask=idx < 100, padding_value=7.0))
+
+
 @ct.kernel(occupancy=2, num_ctas=2)
 def hinted(x, out, TILE: ConstInt):
     bid = ct.bid(0)
@@ -513,6 +530,8 @@ CORPUS: tuple[CorpusKernel, ...] = (
     CorpusKernel("gather_scatter", gather_scatter, (arr(F32), arr(I32), arr(F32), 128)),
     CorpusKernel("gather_masked_2d", gather_masked_2d, (arr(F32, 2), arr(F32, 2), 16)),
     CorpusKernel("control_flow", control_flow, (arr(F32), arr(F32), S_I32, 128)),
+    CorpusKernel("early_exit", early_exit, (arr(F32), arr(F32), S_I32, 128)),
+    CorpusKernel("gather_mask_pad", gather_mask_pad, (arr(F32), arr(F32), 128)),
     CorpusKernel("nested_loops", nested_loops, (arr(F32), arr(F32), 8, 64)),
     CorpusKernel("print_assert", print_assert, (arr(F32), 16)),
     CorpusKernel("shape_ops", shape_ops, (arr(F32, 2), arr(F32), arr(F32, 2), 8, 16)),

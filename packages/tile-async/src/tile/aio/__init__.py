@@ -29,7 +29,7 @@ Contexts
     :func:`as_context` (wraps a ``tile.core.Stream`` or a foreign stream).
 Graphs
     :func:`capture`, :class:`Graph` (``launch``, ``update``, ``output``, ``close``).
-Errors (all derive from ``tile.bindings.TileError`` and a builtin)
+Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     :class:`OpConsumedError`, :class:`ExecutionLockError`, :class:`CaptureError`,
     :class:`ContextMismatchError`, :class:`OpTypeError`, :class:`CopyError`, :class:`ClosedError`,
     :class:`KnobError`, :class:`UncopyableError` (ops, graphs, contexts, completions and policies refuse
@@ -78,6 +78,7 @@ from tile.aio._policy import (
     stream_pool,
     use_device,
 )
+from tile.bindings import TileError
 
 __all__ = [
     "HOST",
@@ -101,6 +102,7 @@ __all__ = [
     "Scheduled",
     "SchedulingPolicy",
     "SingleStream",
+    "TileError",
     "UncopyableError",
     "alloc",
     "as_context",

@@ -1,5 +1,6 @@
-"""The runtime stack's error root and the driver's error type.
+"""The driver's error types, under Tile's one error root.
 
+`TileError` is `tile.errors.TileError`, the root shared with tile-ir (re-exported here, the same class).
 Invariants: every exception raised by ``tile.bindings``, ``tile.core`` and ``tile.aio`` derives from
 :class:`TileError` and from the builtin a caller would naturally catch; every exception that carries
 extra fields pickles through ``__reduce__`` (errors cross process boundaries in workers and tuners).
@@ -9,6 +10,8 @@ Messages say what happened, where, and what to do.
 from __future__ import annotations
 
 from typing import Any
+
+from tile.errors import TileError
 
 __all__ = ["CudaError", "DriverNotFoundError", "TileError"]
 
@@ -34,10 +37,6 @@ _HINTS: dict[str, str] = {
     "CUDA_ERROR_DEINITIALIZED": "the driver is shutting down: do not use CUDA from atexit handlers",
     "CUDA_ERROR_INVALID_CONTEXT": "no context is current on this thread: go through tile.core.Device",
 }
-
-
-class TileError(Exception):
-    """Root of every error raised by the Tile runtime stack (bindings, core, aio)."""
 
 
 class CudaError(TileError, RuntimeError):

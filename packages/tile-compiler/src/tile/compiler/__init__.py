@@ -18,7 +18,7 @@ What to compile for
 Toolchain and caches
     `toolchain` / `find_tileiras` / `Toolchain`; `choose_version`; `DiskCache`, `MemoryCache`, `cache_stats`;
     `frontend_key`, `cubin_key`. Settings: every ``TILE_*`` variable, parsed by `knobs` into `Knobs`.
-Errors (all `tile.compiler.TileError`, which is both `tile.ir.TileError` and `tile.bindings.TileError`)
+Errors (all derive from `tile.compiler.TileError`, which is `tile.errors.TileError`, Tile's one error root)
     `CompileError` (user code, with the source line), `TileirasError` (names kernel, arch, cause and the kept
     bytecode), `TileirasNotFoundError`, `ToolchainError`, `SpecError`, `KnobError`.
 

@@ -37,7 +37,7 @@ _EMITS = ("ir", "bytecode", "cubin")
 T = TypeVar("T")
 
 
-class UsageError(Exception):
+class UsageError(TileError, ValueError):
     """A command line that cannot be carried out as written (exit status 2)."""
 
 

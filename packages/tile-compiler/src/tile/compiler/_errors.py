@@ -1,20 +1,12 @@
-"""The root of tile-compiler's errors, shared by both of Tile's error hierarchies.
+"""tile-compiler's error root: `tile.errors.TileError`, the one root of every Tile package's errors.
 
-Tile has two bottom layers that share no package: tile-ir (the toolchain stack's root ``tile.ir.TileError``) and
-tile-bindings (the runtime stack's root ``tile.bindings.TileError``). tile-compiler is the first layer that sees
-both, so its errors derive from both roots: code written against the runtime stack (tile.frontend users catching
-``tile.frontend.TileError``) and code written against tile-ir alike catch a compile error without knowing which
-layer raised it.
+tile-compiler is the first layer that sees both of Tile's bottoms (tile-ir and tile-bindings); both derive their
+errors from the same `tile.errors.TileError`, re-exported here unchanged, so ``tile.compiler.TileError is
+tile.ir.TileError is tile.bindings.TileError`` and a compile error is caught by whichever spelling a caller uses.
 """
 
 from __future__ import annotations
 
-import tile.bindings
-import tile.ir
+from tile.ir import TileError  # tile.errors.TileError, through the layer tile-compiler declares
 
 __all__ = ["TileError"]
-
-
-class TileError(tile.ir.TileError, tile.bindings.TileError):
-    """Root of every error tile-compiler raises; an instance of both ``tile.ir.TileError`` and
-    ``tile.bindings.TileError``."""

@@ -51,11 +51,12 @@ Modules and launches
     (``signature``): ``"ptr"`` (DeviceBuffer, DeviceView or int address), ``"i32"``, ``"i64"``, ``"f16"``,
     ``"bf16"``, ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and buffers are pointers.
     Building blocks: ``KINDS``, ``pack_args``, ``param_layout`` (CUDA parameter-block offsets), ``cubin_arch``.
-Errors (all derive from ``tile.bindings.TileError`` and a builtin)
+Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
     ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
     (e.g. freeing memory a DLPack consumer still views, timing an event created without timing); driver failures
-    are ``tile.bindings.CudaError``; no driver is ``tile.bindings.DriverNotFoundError``.
+    are ``CudaError``; no driver is ``DriverNotFoundError``; a device ordinal out of range is ``InvalidDeviceError``
+    (these three are tile-bindings' classes, re-exported here because tile.core's own calls raise them).
 
 Stream ordering and blocking
 ----------------------------
@@ -87,6 +88,7 @@ the producer's pending work before the given stream once, at borrow time; later 
 must be ordered by the caller (``Stream.wait``).
 """
 
+from tile.bindings import CudaError, DriverNotFoundError, InvalidDeviceError, TileError
 from tile.core._args import KINDS, ArgKind, PackedArgs, pack_args, param_layout
 from tile.core._buffer import DeviceBuffer
 from tile.core._context import Device, MemoryPool
@@ -118,13 +120,16 @@ __all__ = [
     "KINDS",
     "ArchMismatchError",
     "ArgKind",
+    "CudaError",
     "Device",
     "DeviceBuffer",
     "DeviceView",
     "DoubleFreeError",
+    "DriverNotFoundError",
     "Event",
     "Function",
     "HandleCopyError",
+    "InvalidDeviceError",
     "LaunchArgumentError",
     "LayoutMismatchError",
     "MemoryPool",
@@ -137,6 +142,7 @@ __all__ = [
     "StateError",
     "Stream",
     "StreamClosedError",
+    "TileError",
     "Uncopyable",
     "UseAfterFreeError",
     "WrongDeviceError",

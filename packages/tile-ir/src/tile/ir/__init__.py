@@ -29,8 +29,9 @@ IR (`_ir`): `Module(functions, globals, producer)`; `Global(name, value, alignme
 Locations (`_location`): ``None`` (unknown), `FileLoc`, `DILoc(scope, filename, line, column)`,
     `CallSite(callee, caller)`; scopes `DISubprogram`, `DILexicalBlock`; `DIFile`, `DICompileUnit`.
 Versions (`_version`): `Version`, ``V13_1 .. V13_5``, `SUPPORTED_VERSIONS`, `LATEST`.
-Errors (`_errors`): `TileError` root; `IRTypeError` (TypeError), `VerifyError` and
-    `UnsupportedVersionError` (ValueError), `BytecodeError(offset, reason)` (ValueError).
+Errors (`_errors`): `TileError` (Tile's one error root, ``tile.errors.TileError``, the same class in every Tile
+    package); `IRTypeError` (TypeError), `VerifyError` and `UnsupportedVersionError` (ValueError),
+    `BytecodeError(offset, reason)` (ValueError).
 
 Op catalog (``tile.ir.ops``)
 ---------------------------
@@ -68,14 +69,21 @@ Builder
 Bytecode and verification
 -------------------------
 ``write_bytecode(module, "13.3") -> bytes`` (exact layout of that version, deterministic);
-``read_bytecode(data) -> Module`` (raises `BytecodeError(offset, reason)` on malformed input; read then
-written at the same version reproduces the input bytes); ``read_version(data)``;
+``read_bytecode(data) -> Module`` (raises `BytecodeError(offset, reason)` on malformed input, and on what the
+data model cannot hold: a value of function type, a region without its one block, a dense constant of the wrong
+size; read then written at the same version reproduces the input bytes); ``read_version(data)``;
 ``verify(module, version)`` raises `VerifyError` listing every problem; ``verify_problems`` returns them.
+On any input, read -> verify -> print raises nothing but `BytecodeError` and `VerifyError` (a seeded mutation
+fuzzer checks it). Results newer than their op (``print_tko``'s token, 13.2) exist at every version, as in
+NVIDIA's IR: bytecode of an older version does not encode them, the reader supplies them, the writer leaves them
+out and the verifier refuses a use of one.
 
 Text (IR-B: `_printer`, `_asm`)
 ----------------------------------
-``print_module(module) -> str`` / ``print_function(fn)`` print the text `tileirdisasm` prints;
-``parse_module(text) -> Module`` assembles it back (errors: `AsmSyntaxError`, a `TileError` + `ValueError`
+``print_module(module) -> str`` / ``print_function(fn)`` print the text `tileirdisasm` prints (IR that does not
+verify prints best-effort, or raises `VerifyError` naming the verifier's problems where it has no text);
+``parse_module(text) -> Module`` assembles it back (a lone ``load_ptr_tko`` mask-or-padding operand goes where its
+type fits) (errors: `AsmSyntaxError`, a `TileError` + `ValueError`
 with ``message, filename, line, col, source_line``). ``python -m tile.ir`` / ``tile-ir`` is the CLI
 (dis / asm / verify / info).
 

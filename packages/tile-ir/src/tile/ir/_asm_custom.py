@@ -16,6 +16,7 @@ from tile.ir._asm_attrs import hints_text, parse_hints
 from tile.ir._asm_types import type_text, types_text
 from tile.ir._attrs import OptimizationHints
 from tile.ir._enums import AtomicRMWMode, MemoryOrdering, MemoryScope, MultimemReductionKind
+from tile.ir._errors import VerifyError
 from tile.ir._ir import Block, Operation, Value
 from tile.ir._lexer import Lexer
 from tile.ir._types import PointerType, TensorViewType, TileType, Type
@@ -326,6 +327,9 @@ def _view_groups(name: str, view: Value, index: list[Value], tok: list[Value], v
 
 
 def _mixed(values: tuple[int | None, ...], dynamic: list[Value], p: _Printer) -> str:
+    wanted = sum(v is None for v in values)
+    if wanted != len(dynamic):
+        raise VerifyError(f"'make_tensor_view' has {len(dynamic)} dynamic operands for the {wanted} '?' of {values}")
     it = iter(dynamic)
     return ", ".join(p.ref(next(it)) if v is None else str(v) for v in values)
 
@@ -333,7 +337,8 @@ def _mixed(values: tuple[int | None, ...], dynamic: list[Value], p: _Printer) ->
 def _print_tensor_view(p: _Printer, op: Operation, indent: int) -> str:
     base, shape, strides = op.operand_group(0), op.operand_group(1), op.operand_group(2)
     t = op.results[0].type
-    assert isinstance(t, TensorViewType)
+    if not isinstance(t, TensorViewType):
+        raise VerifyError(f"'make_tensor_view' must make a tensor_view, makes {t}")
     text = f" {p.ref(base[0])}, shape = [{_mixed(t.shape, shape, p)}], strides = [{_mixed(t.strides, strides, p)}] : "
     if base[0].type != _plain_base(base[0].type):
         text += type_text(base[0].type) + ", "  # a base with a pointer attribute is spelled out

@@ -1,7 +1,10 @@
 """Parse an op written in its declarative format (the reverse of the printer's format interpreter).
 
 Each format element consumes what the printer would have produced: literals, value references, attribute
-spellings, type lists. An optional group is taken when its first element is next in the text. Types spelled
+spellings, type lists. An optional group is taken when its first element is next in the text, except a group
+that spells an operand group's types, which is taken exactly when that operand group was given. Where two
+optional operands print alike (``load_ptr_tko %p, %x``: a mask or a padding value), the value's type picks the
+group, as the bytecode's operand segment sizes would (`_LOOKALIKE`). Types spelled
 for operands are checked against the operands' known types; types spelled for results give the result
 types (results whose type is not spelled take it from `RESULT_TYPE_FROM` or from the first spelled result).
 The op is created as soon as a region directive needs it, so regions can refer to the op's block arguments.
@@ -9,6 +12,7 @@ The op is created as soon as a region directive needs it, so regions can refer t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -17,7 +21,7 @@ from tile.ir._asm_formats import RESULT_TYPE_FROM, AttrDict, Custom, Element, Li
 from tile.ir._attrs import ArrayAttr
 from tile.ir._enums import RoundingMode
 from tile.ir._ir import Operation, Value
-from tile.ir._types import Type
+from tile.ir._types import TileType, Type, i1
 from tile.ir.ops import CATALOG, AttrKind, AttrSpec, OpDef, OperandKind
 
 if TYPE_CHECKING:
@@ -26,6 +30,18 @@ if TYPE_CHECKING:
 __all__ = ["parse_declarative"]
 
 _REGIONS = {"then": 0, "else": 1, "body": 0}
+
+
+def _is_mask(t: Type) -> bool:
+    return isinstance(t, TileType) and t.element == i1
+
+
+# op -> (first optional operand, the next one, whether a type fits the first): consecutive optional operands that
+# print identically when only one is present. A lone value the first cannot take belongs to the second (the text
+# is ambiguous only for an i1 padding value, which goes to the mask, as in NVIDIA's parser).
+_LOOKALIKE: dict[str, tuple[str, str, Callable[[Type], bool]]] = {
+    "load_ptr_tko": ("mask", "paddingValue", _is_mask),
+}
 _IMPLICIT = {"if": "yield"}
 
 
@@ -70,7 +86,7 @@ class _OpText:
         elif isinstance(e, (Ws, AttrDict)):
             return
         elif isinstance(e, Optional):
-            if self.starts(e.elements[0]):
+            if self.taken(e):
                 self.elements(e.elements)
         elif isinstance(e, OIList):
             words = dict(e.clauses)
@@ -82,6 +98,13 @@ class _OpText:
             self.type_of(e.name)
         else:
             self.custom(e)
+
+    def taken(self, e: Optional) -> bool:
+        """Whether optional group `e` is in the text."""
+        anchor = next(x for x in e.elements if isinstance(x, (Ref, TypeOf, Custom)) and x.anchor)
+        if isinstance(anchor, TypeOf) and self.operand_kind(anchor.name) is not None:
+            return bool(self.groups.get(anchor.name))  # an operand group's types are spelled iff the group is
+        return self.starts(e.elements[0])
 
     def starts(self, e: Element) -> bool:
         lex = self.p.lex
@@ -98,7 +121,10 @@ class _OpText:
         if kind is OperandKind.VARIADIC:
             self.groups[e.name] = self.p.value_list() if self.p.lex.at_value() else []
         elif kind is not None:
-            self.groups[e.name] = [self.p.value()]
+            value = self.p.value()
+            first, second, fits = _LOOKALIKE.get(self.name, ("", "", _is_mask))
+            lone = e.name == first and not self.p.lex.at(",")
+            self.groups[second if lone and not fits(value.type) else e.name] = [value]
         else:
             self.attr(e.name)
 

@@ -21,6 +21,7 @@ from tile.ir._errors import IRTypeError
 from tile.ir._ir import Block, Operation, Value
 from tile.ir._location import Location
 from tile.ir._types import TileType, Type, scalar
+from tile.ir._version import V13_2
 
 __all__ = ["Builder", "IfBranches", "RegionOp"]
 
@@ -166,9 +167,13 @@ class Builder(BuilderBase):
     def print_tko(
         self, fmt: str, args: Sequence[Value] = (), token: Value | None = None, loc: Location | None = None
     ) -> Value | None:
-        """Print with a C-printf-style format; returns the result token (None before 13.2)."""
-        results = self.call("print_tko", list(args), token, str=fmt, loc=loc).results
-        return results[0] if results else None
+        """Print with a C-printf-style format; returns the result token (None before 13.2).
+
+        The op has its result token at every version, as NVIDIA's IR does (``tileirdisasm`` prints it), but bytecode
+        encodes it from 13.2 on only, so before 13.2 it cannot be used and is not returned.
+        """
+        op = self.call("print_tko", list(args), token, str=fmt, loc=loc)
+        return op.results[0] if self.version >= V13_2 else None
 
     def assert_(self, condition: Value, message: str, loc: Location | None = None) -> Operation:
         """Abort the kernel with `message` if any element of `condition` is false."""

@@ -38,8 +38,8 @@ class BuilderBase:
     block
         Where new ops go (e.g. ``function.body``).
     version
-        Target bytecode version; results that do not exist in it are not created (``print_tko`` has no
-        token result before 13.2).
+        Target bytecode version. Ops get every result of their catalog entry, as in NVIDIA's IR, including results
+        the version's bytecode does not encode (``print_tko``'s token before 13.2, which then cannot be used).
     loc
         Location given to new ops unless a call passes ``loc=``.
     """
@@ -83,7 +83,6 @@ class BuilderBase:
         if result_types is None:
             rule = opdef.infer if not opdef.variadic_results else "explicit"
             result_types = infer_results(name, rule, [v.type for v in flat], values)
-            result_types = result_types[: len(opdef.results_at(self.version))] if opdef.results else result_types
         op = Operation(
             name,
             flat,

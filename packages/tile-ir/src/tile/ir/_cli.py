@@ -31,7 +31,7 @@ _SECTION_NAMES = {1: "string", 2: "func", 3: "debug", 4: "constant", 5: "type", 
 EXIT_INVALID, EXIT_USAGE, EXIT_IO = 1, 2, 3
 
 
-class _IOFailureError(Exception):
+class _IOFailureError(TileError, OSError):
     """A file could not be read or written (exit code 3)."""
 
 

@@ -1,17 +1,15 @@
 """Exception hierarchy of the toolchain stack.
 
-`TileError` is the root for tile-ir and everything built on it (tile-compiler derives its errors from it).
-Each subclass also derives from the builtin a caller would naturally catch. Exceptions carrying extra fields
+`TileError` is `tile.errors.TileError`, the one root of every Tile package's errors (re-exported here, the same
+class). Each subclass also derives from the builtin a caller would naturally catch. Exceptions carrying extra fields
 implement ``__reduce__`` so they survive pickling across compile worker processes.
 """
 
 from __future__ import annotations
 
+from tile.errors import TileError
+
 __all__ = ["BytecodeError", "IRTypeError", "TileError", "UnsupportedVersionError", "VerifyError"]
-
-
-class TileError(Exception):
-    """Root of every error raised by the Tile toolchain (tile-ir, tile-compiler)."""
 
 
 class IRTypeError(TileError, TypeError):

@@ -5,11 +5,16 @@ names (`tile.ir._asm_names`), blank placement (MLIR's declarative-format rules i
 spelling (`tile.ir._asm_floats`) and two-space indentation per region level. Ops with a declarative
 format are printed by interpreting it (`tile.ir._asm_formats`); the rest by `tile.ir._asm_custom`. With
 ``debug=True`` the output is ``tileirdisasm -g``'s instead: location aliases from `tile.ir._asm_debug`.
+On IR that does not verify the printer prints what it can; where the text cannot be written (a view op
+whose result is not a view, an attribute of the wrong kind...) it raises `VerifyError` with the verifier's
+problems, never an internal exception (`_guarded`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from tile.ir._asm_attrs import dense_text, enum_word, escape, hints_text, predicate_text, typed_attr_text
 from tile.ir._asm_debug import LocationAliases
@@ -29,6 +34,7 @@ from tile.ir._asm_formats import (
 from tile.ir._asm_names import Names, name_function
 from tile.ir._asm_types import type_text, types_text
 from tile.ir._attrs import ArrayAttr, DenseElementsAttr, OptimizationHints
+from tile.ir._errors import VerifyError
 from tile.ir._ir import Block, Function, Global, Module, Operation, Region, Value
 from tile.ir.ops import CATALOG, AttrKind, OpDef, OperandKind
 
@@ -38,6 +44,7 @@ _REGION_NAMES = {"then": 0, "else": 1, "body": 0}
 _BARE_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 # Catalog names that tileirdisasm 13.5 spells differently.
 MNEMONICS = {"pow": "fpowf"}
+_T = TypeVar("_T")
 
 
 def print_module(module: Module, *, debug: bool = False) -> str:
@@ -50,7 +57,21 @@ def print_module(module: Module, *, debug: bool = False) -> str:
     debug
         Also print locations, as ``tileirdisasm -g`` does: ``loc(#alias)`` after each op and function, and
         the alias definitions at the end.
+
+    Raises
+    ------
+    VerifyError
+        The module does not verify and has a part with no text form (the message lists the verifier's problems).
     """
+    return _guarded(module, lambda: _module_text(module, debug))
+
+
+def print_function(fn: Function) -> str:
+    """Return the text of one entry function (with a trailing newline)."""
+    return _guarded(Module([fn]), lambda: _Printer(name_function(fn), None).function(fn) + "\n")
+
+
+def _module_text(module: Module, debug: bool) -> str:
     locs = LocationAliases(module) if debug else None
     producer = f"// Producer: {module.producer}\n" if module.producer else ""
     globals_ = "".join(_global_text(g, locs) for g in module.globals)
@@ -58,9 +79,22 @@ def print_module(module: Module, *, debug: bool = False) -> str:
     return producer + globals_ + functions + (locs.definitions() if locs else "")
 
 
-def print_function(fn: Function) -> str:
-    """Return the text of one entry function (with a trailing newline)."""
-    return _Printer(name_function(fn), None).function(fn) + "\n"
+def _guarded(module: Module, text: Callable[[], _T]) -> _T:
+    """Run `text`; when IR the printer has no text for makes it fail, raise `VerifyError` naming the verifier's
+    problems. A failure on IR that verifies is the printer's own bug and propagates unchanged."""
+    try:
+        return text()
+    except VerifyError:
+        raise
+    except Exception as exc:
+        from tile.ir._verifier import verify_problems  # the verifier prints types and ops through this module
+
+        problems = verify_problems(module)
+        if not problems:
+            raise
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        reason = "; ".join(problems[:3]) + more
+        raise VerifyError(f"cannot print IR that does not verify: {reason}; run tile.ir.verify() first") from exc
 
 
 def _global_text(g: Global, locs: LocationAliases | None) -> str:

@@ -11,7 +11,8 @@ from tile.ir._ir import Block, Operation, Value
 from tile.ir._location import Location
 from tile.ir._reader_debug import DebugInfo
 from tile.ir._reader_tables import ReadTables
-from tile.ir._types import TileType, Type
+from tile.ir._types import TileType, TokenType, Type
+from tile.ir._verify_types import dense_size_problems
 from tile.ir.ops import BY_OPCODE, AttrKind, AttrSpec, OpDef, OperandKind, OperandLayout
 
 __all__ = ["BodyReader"]
@@ -45,6 +46,10 @@ class BodyReader:
             raise r.fail(f"unsupported opcode {opcode} for bytecode version {self.version}", start)
         loc = self._next_loc(start)
         result_types = self._result_types(r, opdef)
+        # Results newer than this bytecode are not encoded; NVIDIA's reader supplies them (tokens) and so do we,
+        # outside the value table: nothing in this file can refer to them.
+        supplied = 0 if opdef.variadic_results else len(opdef.results) - len(opdef.results_at(self.version))
+        result_types += [TokenType()] * supplied
         flag_bits = r.varint("flags") if opdef.flags_since is not None and self.version >= opdef.flags_since else 0
         flags = {name for i, name in enumerate(opdef.flags) if flag_bits >> i & 1}
         if flag_bits >> len(opdef.flags):
@@ -60,7 +65,7 @@ class BodyReader:
         )
         if opdef.regions:
             self._regions(r, op, opdef)
-        self.values.extend(op.results)
+        self.values.extend(op.results[: len(result_types) - supplied])
         return op
 
     def _next_loc(self, offset: int) -> Location | None:
@@ -77,7 +82,7 @@ class BodyReader:
         n = r.count("result count") if opdef.counted_results else len(opdef.results_at(self.version))
         if not opdef.variadic_results and n != len(opdef.results_at(self.version)):
             raise r.fail(f"'{opdef.name}' must have {len(opdef.results_at(self.version))} results, got {n}", start)
-        return [self.tables.type_ref(r, f"result type {i} of '{opdef.name}'") for i in range(n)]
+        return [self.tables.value_type_ref(r, f"result type {i} of '{opdef.name}'") for i in range(n)]
 
     def _attr(
         self,
@@ -113,7 +118,10 @@ class BodyReader:
         if spec.kind is AttrKind.DENSE:
             if len(results) != 1 or not isinstance(results[0], TileType):
                 raise r.fail(f"{what}: a dense constant needs one tile result", start)
-            return DenseElementsAttr(results[0], self.tables.constant(r, what))
+            data = self.tables.constant(r, what)
+            if problems := dense_size_problems(results[0], data):
+                raise r.fail(f"{what}: {problems[0]}", start)
+            return DenseElementsAttr(results[0], data)
         return _INLINE[spec.kind](self.tables, r, what)
 
     def _value(self, r: ByteReader, opdef: OpDef, index: int) -> Value:
@@ -162,15 +170,20 @@ class BodyReader:
         self.depth += 1
         if self.depth > _MAX_NESTING:
             raise r.fail("regions nested too deeply", start)
-        for region in op.regions:
-            for _ in range(r.count("block count")):
+        for index, region in enumerate(op.regions):
+            at = r.pos
+            blocks = r.count("block count")
+            # Every region holds one block; only an `if` without results may leave its else region empty.
+            if blocks != 1 and not (blocks == 0 and op.name == "if" and index == 1 and not op.results):
+                raise r.fail(f"region {index} of '{opdef.name}' must hold exactly one block, holds {blocks}", at)
+            for _ in range(blocks):
                 self._block(r, region.add_block())
         self.depth -= 1
 
     def _block(self, r: ByteReader, block: Block) -> None:
         live = len(self.values)
         for _ in range(r.count("block argument count")):
-            block.add_arg(self.tables.type_ref(r, "block argument type"))
+            block.add_arg(self.tables.value_type_ref(r, "block argument type"))
         self.values.extend(block.args)
         for _ in range(r.count("block op count")):
             block.append(self.op(r))

@@ -97,6 +97,15 @@ class ReadTables:
         index = r.varint(what)
         return self.type_at(index, start, what)
 
+    def value_type_ref(self, r: ByteReader, what: str) -> Type:
+        """Read a reference to the type of a value (an op result, block argument or parameter): not a function type,
+        which no value of Tile IR has."""
+        start = r.pos
+        found = self.type_ref(r, what)
+        if isinstance(found, FunctionType):
+            raise BytecodeError(start, f"{what}: a value cannot have the function type {found}")
+        return found
+
     def type_at(self, index: int, offset: int, what: str) -> Type:
         """Return type `index`, decoding it on first use."""
         found = self._types.get(index)
@@ -219,8 +228,8 @@ class ReadTables:
         return GatherScatterViewType(tile_shape, tv, sparse, self._padding(r, bool(flags & 1)))
 
     def _function(self, r: ByteReader) -> Type:
-        ins = tuple(self.type_ref(r, "parameter type") for _ in range(r.count("parameter count")))
-        outs = tuple(self.type_ref(r, "result type") for _ in range(r.count("result count")))
+        ins = tuple(self.value_type_ref(r, "parameter type") for _ in range(r.count("parameter count")))
+        outs = tuple(self.value_type_ref(r, "result type") for _ in range(r.count("result count")))
         return FunctionType(ins, outs)
 
     def attr(self, r: ByteReader, what: str, depth: int = 0) -> Attr:

@@ -18,6 +18,7 @@ from tile.ir._errors import VerifyError
 from tile.ir._ir import Block, Function, Module, Operation, Value
 from tile.ir._location import CallSite, DILoc, FileLoc, Location
 from tile.ir._types import FunctionType, PointerType, ScalarType, TileType, Type, scalar, type_since
+from tile.ir._verify_attrs import attr_kind_problem
 from tile.ir._verify_hints import hint_problems
 from tile.ir._verify_regions import region_problems
 from tile.ir._verify_typedefs import typedef_problems
@@ -88,6 +89,7 @@ class _Checker:
         self.problems: list[str] = []
         self.visible: set[Value] = set()
         self.defined: set[Value] = set()
+        self.unencoded: dict[Value, str] = {}  # results this version's bytecode leaves out -> why they can't be used
         self.where = ""
 
     def report(self, message: str) -> None:
@@ -164,9 +166,14 @@ class _Checker:
         self.attributes(op, opdef)
         for v in op.results:
             self.type_version(v.type)
-        if not opdef.variadic_results and len(op.results) != len(opdef.results_at(self.version)):
-            self.report(
-                f"has {len(op.results)} results; bytecode {self.version} defines {len(opdef.results_at(self.version))}"
+        encoded = opdef.results_at(self.version)
+        if not opdef.variadic_results and len(op.results) not in opdef.result_counts(self.version):
+            self.report(f"has {len(op.results)} results; bytecode {self.version} defines {len(encoded)}")
+        newer = zip(opdef.results[len(encoded) :], op.results[len(encoded) :], strict=False)  # or built without
+        for spec, value in newer:
+            self.unencoded[value] = (
+                f"uses '{op.name}' result '{spec.name}', which bytecode {self.version} does not encode "
+                f"(it does from {spec.since}): target {spec.since}+ or leave it unused"
             )
         malformed = self.problems_in_shape(op, opdef)  # typing rules index operands and results by position
         for problem in [] if malformed else type_problems(op) + region_problems(op):
@@ -187,6 +194,8 @@ class _Checker:
         for v in op.operands:
             if v not in self.visible:
                 self.report(f"operand {v!r} is not defined before this use (or is out of scope)")
+            elif v in self.unencoded:
+                self.report(self.unencoded[v])
         if len(op.segments) != len(opdef.operands) or sum(op.segments) != len(op.operands):
             self.report(f"operand segments {op.segments} do not match the groups {[g.name for g in opdef.operands]}")
             return
@@ -210,13 +219,7 @@ class _Checker:
                 if not spec.optional and spec.kind is not AttrKind.UNIT and spec.since <= self.version:
                     self.report(f"missing attribute '{spec.name}'")
                 continue
-            if spec.enum is not None and not isinstance(value, spec.enum):
-                self.report(f"attribute '{spec.name}' must be a {spec.enum.__name__}, got {value!r}")
-            elif spec.allowed is not None and value not in spec.allowed:
-                choices = ", ".join(map(str, spec.allowed))
-                self.report(f"{spec.name} = {value} is not allowed on '{op.name}'; use one of {choices}")
-            if spec.since > self.version and not _expressible_before(spec, value):
-                self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
+            self.attribute(op, spec, value)
         for value in op.attributes.values():
             for t in _attribute_types(value):
                 self.type_version(t)
@@ -225,6 +228,18 @@ class _Checker:
         if "optimization_hints" in op.attributes:
             self.hints(op.attributes["optimization_hints"], _HINT_KIND.get(op.name, "view"))
         self.ordering(op)
+
+    def attribute(self, op: Operation, spec: AttrSpec, value: object) -> None:
+        if (problem := attr_kind_problem(spec.name, spec.kind, value)) is not None:
+            self.report(problem)  # the value checks below assume the kind's canonical shape
+            return
+        if spec.enum is not None and not isinstance(value, spec.enum):
+            self.report(f"attribute '{spec.name}' must be a {spec.enum.__name__}, got {value!r}")
+        elif spec.allowed is not None and value not in spec.allowed:
+            choices = ", ".join(map(str, spec.allowed))
+            self.report(f"{spec.name} = {value} is not allowed on '{op.name}'; use one of {choices}")
+        if spec.since > self.version and not _expressible_before(spec, value):
+            self.report(f"attribute {spec.name}={value!r} needs bytecode {spec.since}+")
 
     def global_ref(self, op: Operation) -> None:
         name = op.attributes.get("name")
@@ -296,7 +311,20 @@ def _terminators(op: Operation) -> tuple[str, ...]:
         return ("continue", "break")
     if op.name == "if" and _inside_loop(op):
         return ("yield", "continue", "break")
+    if op.name == "if" and _only_ifs_above(op):
+        return ("yield", "return")  # an early exit from the kernel (what cuTile Python writes for `return`)
     return ("yield",)
+
+
+def _only_ifs_above(op: Operation) -> bool:
+    """Whether every op enclosing `op` is an `if`: NVIDIA's verifier lets `return` end such a branch only."""
+    block = op.parent
+    while block is not None and block.parent is not None and block.parent.parent is not None:
+        owner = block.parent.parent
+        if owner.name != "if":
+            return False
+        block = owner.parent
+    return True
 
 
 def _inside_loop(op: Operation) -> bool:

@@ -64,15 +64,16 @@ class BodyWriter:
         self._operands(opdef, op, out)
         if opdef.regions:
             self._regions(op, out)
-        self._define(op.results)
+        self._define(op.results if opdef.variadic_results else op.results[: len(opdef.results_at(self.version))])
 
     def _results(self, opdef: OpDef, op: Operation, out: ByteWriter) -> None:
-        if not opdef.variadic_results and len(op.results) != len(opdef.results_at(self.version)):
-            want = len(opdef.results_at(self.version))
+        want = len(opdef.results_at(self.version))
+        if not opdef.variadic_results and len(op.results) not in opdef.result_counts(self.version):
             raise UnsupportedVersionError(
                 f"'{op.name}' has {len(op.results)} results but {want} in bytecode {self.version}", self.where
             )
-        types = [self.tables.type(r.type) for r in op.results]
+        encoded = op.results if opdef.variadic_results else op.results[:want]  # newer results are not encoded
+        types = [self.tables.type(r.type) for r in encoded]
         if opdef.counted_results:
             out.varint(len(types))
         for t in types:

@@ -73,7 +73,13 @@ class OperandSpec:
 
 @dataclass(frozen=True)
 class ResultSpec:
-    """One named result and the version that introduced it."""
+    """One named result and the first bytecode version that encodes it.
+
+    A result newer than its op (only ``print_tko``'s ``result_token``, 13.2) still exists in NVIDIA's IR at older
+    versions: ``tileirdisasm`` prints it and NVIDIA's reader supplies it (a token). Bytecode of an older version does
+    not encode it, so it cannot be used there; our reader supplies it too, our writer leaves it out, and an op built
+    for an older version may also be made without it (`OpDef.result_counts`).
+    """
 
     name: str
     since: Version = V13_1
@@ -120,8 +126,12 @@ class OpDef:
         raise KeyError(f"'{self.name}' has no attribute {name!r}; it has {[a.name for a in self.attrs]}")
 
     def results_at(self, version: Version) -> tuple[ResultSpec, ...]:
-        """The fixed results that exist at `version`."""
+        """The fixed results that bytecode `version` encodes."""
         return tuple(r for r in self.results if r.since <= version)
+
+    def result_counts(self, version: Version) -> frozenset[int]:
+        """How many results an op may have at `version`: the encoded ones, or all of them (see `ResultSpec`)."""
+        return frozenset((len(self.results_at(version)), len(self.results)))
 
     def operand_index(self, name: str) -> int:
         """Index of the operand group called `name`."""
