@@ -1,7 +1,7 @@
 # ruff: noqa: F821
 # Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
 # and uppercase names follow cuTile's convention; keep the strings quoted.
-"""Add two vectors: the cuTile Rust README example in Python (DESIGN §2)."""
+"""Add two vectors: the cuTile Rust README example in Python."""
 
 import numpy as np
 

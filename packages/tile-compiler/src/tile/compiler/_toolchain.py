@@ -224,7 +224,7 @@ def keep_failed_input(bytecode: bytes, kernel: str, arch: str, keep_dir: Path | 
 
 
 def _candidates(settings: Knobs) -> list[tuple[Path, str]]:
-    """The usable places after ``TILE_TILEIRAS``, in tile-bindings' order (DESIGN §4), under ``settings``."""
+    """The usable places after ``TILE_TILEIRAS``, in tile-bindings' order, under ``settings``."""
     environ = {"PATH": settings.path} | ({"CUDA_HOME": str(settings.cuda_home)} if settings.cuda_home else {})
     return [(c.path, c.source) for c in tb.tileiras_candidates(environ=environ) if c.usable]
 

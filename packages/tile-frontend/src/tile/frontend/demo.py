@@ -1,6 +1,6 @@
 """``python -m tile.frontend.demo``: the README's main demo.
 
-Runs the add example of DESIGN §2 and a few more kernels (SAXPY with a partial edge tile, row softmax, an f16
+Runs the README's add example and a few more kernels (SAXPY with a partial edge tile, row softmax, an f16
 GEMM) on the GPU when one is visible, else on the CPU interpreter; checks each result against numpy and prints the
 backend, one line per kernel, and the two errors the ownership rules give for a reused handle and an aliased
 output. Exits non-zero when a result is wrong.
