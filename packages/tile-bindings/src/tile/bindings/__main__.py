@@ -34,7 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         The exit status (141, as for SIGPIPE, when the reader of stdout went away).
     """
     try:
-        return _main(argv)
+        try:
+            return _main(argv)
+        finally:  # a closed pipe fails here, inside the handler, not at interpreter exit (--help's SystemExit too)
+            sys.stdout.flush()
     except BrokenPipeError:  # `tile-doctor | head`: the reader left; say nothing more, as a shell tool would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit-time flush must not fail again
         return 141
@@ -52,7 +55,6 @@ def _main(argv: list[str] | None) -> int:
         sys.stdout.write("\n")
     else:
         print(report)
-    sys.stdout.flush()  # a closed pipe fails here, inside the handler, not at interpreter exit
     ready = bool(report.devices) and report.selected_tileiras is not None
     return 1 if args.require_gpu and not ready else 0
 

@@ -49,12 +49,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     A closed standard output (``tile cache list | head``) ends the command quietly with status 141, as SIGPIPE would.
     """
     try:
-        code = _main(argv, out or sys.stdout)
-        sys.stdout.flush()  # a closed pipe fails here, inside the handler, not at interpreter exit
+        try:
+            return _main(argv, out or sys.stdout)
+        finally:  # a closed pipe fails here, inside the handler, not at interpreter exit (--help's SystemExit too)
+            sys.stdout.flush()
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit-time flush must not fail again
         return 141
-    return code
 
 
 def _main(argv: Sequence[str] | None, out: TextIO) -> int:
@@ -65,6 +66,8 @@ def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     except UsageError as exc:
         print(f"tile {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout's reader left: not an error of the command (see main)
+        raise
     except (TileError, OSError) as exc:
         if knobs().debug:
             raise

@@ -183,12 +183,13 @@ def _installed_version(distribution: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tile-ir`` command line; returns the exit code (141, as for SIGPIPE, when stdout was closed)."""
     try:
-        code = _main(argv)
-        sys.stdout.flush()  # a closed pipe fails here, inside the handler, not at interpreter exit
+        try:
+            return _main(argv)
+        finally:  # a closed pipe fails here, inside the handler, not at interpreter exit (--help's SystemExit too)
+            sys.stdout.flush()
     except BrokenPipeError:  # `tile-ir dis f | head`: the reader left; say nothing more, as a shell tool would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit-time flush must not fail again
         return 141
-    return code
 
 
 def _main(argv: Sequence[str] | None) -> int:
