@@ -42,10 +42,15 @@ TOOLS = {  # module, distribution, what --version starts with
 }
 
 
-def _python(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def _python(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=env or dict(os.environ), check=False, **kwargs
-    )  # type: ignore[call-overload]  # kwargs carries stdout= for the closed-pipe runs
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        check=False,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))

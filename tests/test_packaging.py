@@ -55,7 +55,8 @@ LEAKS = re.compile(rb"/work/|/home/[a-z]|/root/|DESIGN \xc2\xa7|DESIGN\.md")
 
 def _pyproject(package: str) -> dict[str, object]:
     with (ROOT / "packages" / f"tile-{package}" / "pyproject.toml").open("rb") as file:
-        return tomllib.load(file)
+        data: dict[str, object] = tomllib.load(file)
+    return data
 
 
 def _project(package: str) -> dict[str, object]:
