@@ -45,6 +45,7 @@ DISTRIBUTION_OF = {
     "cuda.core": "cuda-core",
     "numpy": "numpy",
     "ml_dtypes": "ml-dtypes",
+    "mypy": "mypy",
 }
 # Distributions that are used without being imported: executables found on disk.
 NOT_IMPORTED = {"nvidia-cuda-tileiras"}

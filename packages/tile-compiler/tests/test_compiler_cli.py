@@ -290,3 +290,37 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith("tile (tile-compiler) ")
+
+
+TYPED_HELPER = """
+import tile.compiler.lang as tl
+from tile.compiler.lang import Mut, Tensor, f32
+
+
+class View:  # what tile.frontend.kernel_types declares: a type for checkers, not a kernel-language annotation
+    __tile_kernel_type__ = True
+
+
+@tl.function
+def twice(t: View) -> View:
+    return t + t
+
+
+def double(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]) -> None:
+    z.store(twice(tl.load_tile_like(x, z)))
+"""
+
+
+def test_a_helper_parameter_typed_for_checkers_is_unannotated_for_the_compiler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "cli_typed_helper.py"
+    source.write_text(TYPED_HELPER)
+    argv = ["compile", f"{source}::double", "--arch", "cpu", "--const", "B=64", "--emit", "ir", "--no-cache", "-o", "-"]
+    code, out = _run(*argv)
+    assert code == 0, out
+    assert "entry @double(" in out
+    source.write_text(TYPED_HELPER.replace("__tile_kernel_type__ = True", "pass"))
+    capsys.readouterr()
+    assert _run(*argv)[0] == 1  # without the marker the annotation is an unsupported one, as before
+    assert "parameter 't' has an unsupported annotation" in capsys.readouterr().err
