@@ -7,6 +7,10 @@ resource is missing is skipped, unless the matching "require" variable is set, i
 
 The markers themselves are registered once, in the root ``pyproject.toml``.
 
+Compiled kernels go to a fresh temporary disk cache (``TILE_CACHE_DIR``), one per pytest process (each xdist worker
+has its own), removed at the end: the suite never reads or fills the user's ``~/.cache/tile``, and a stale entry
+there cannot hide a compiler change. Tests that need a particular cache still set their own.
+
 ``race`` tests a check-then-act step for thread safety: `Race.meet_in` makes a function wait until two threads are
 inside it (at most a timeout), and `Race.run` runs a call in two threads at once. Placed between a state test and
 the state change, the meeting point makes an unguarded step fail every time (both threads pass the test) and a
@@ -21,6 +25,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +33,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+_TEST_CACHE: list[Path] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the compiler's disk cache at a temporary folder for this pytest process (see the module docstring)."""
+    folder = Path(tempfile.mkdtemp(prefix="tile-test-cache-"))
+    _TEST_CACHE.append(folder)
+    os.environ["TILE_CACHE_DIR"] = str(folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _TEST_CACHE:
+        shutil.rmtree(_TEST_CACHE.pop(), ignore_errors=True)
 
 
 def _flag(name: str) -> bool:

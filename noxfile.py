@@ -68,6 +68,36 @@ for _package in PACKAGES:
     _register(_package)
 
 
+def _register_install(package: str) -> None:
+    @nox.session(name=f"install-{package}")
+    def install(session: nox.Session) -> None:
+        """Build the wheels, install one package from them alone in a fresh venv, and use it as a user would."""
+        dist = Path(session.create_tmp()).resolve() / "dist"
+        session.install("hatchling>=1.26")
+        wheels = []
+        for p in _tile_requirements(package):
+            folder = dist / p
+            with session.chdir(ROOT / "packages" / f"tile-{p}"):
+                session.run("python", "-m", "hatchling", "build", "-t", "wheel", "-d", str(folder), silent=True)
+            wheels += [str(w) for w in folder.glob("*.whl")]
+        session.install(*wheels)  # wheel files, so no Tile name is resolved from the index
+        module = {"async": "aio"}.get(package, package)
+        session.chdir(session.create_tmp())  # away from the checkout: import the installed package, not the sources
+        session.run("python", "-c", f"import tile.{module}")
+        freeze = session.run("python", "-m", "pip", "freeze", silent=True) or ""
+        if "nvidia-cuda-tileiras" in str(freeze):
+            session.error(f"tile-{package} pulled nvidia-cuda-tileiras without the gpu extra")
+        commands = {"bindings": ["tile-doctor"], "ir": ["tile-ir", "--version"], "compiler": ["tile", "--version"]}
+        if package in commands:
+            session.run(*commands[package])
+        if package == "frontend":
+            session.run("python", "-m", "tile.frontend.demo", env={"TILE_INTERPRET": "1"})
+
+
+for _package in PACKAGES:
+    _register_install(_package)
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and ruff format --check over the whole repository."""

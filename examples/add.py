@@ -1,16 +1,20 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
-"""Add two vectors: the cuTile Rust README example in Python (DESIGN §2)."""
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
+"""Add two vectors: the cuTile Rust README example in Python."""
 
 import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Mut, Tensor, f32
 
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+B: int
+
 
 @tile.entry
-def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]) -> None:
     tx = tile.load_tile_like(x, z)  # the tile of x at this block's output position
     ty = tile.load_tile_like(y, z)
     z.store(tx + ty)  # a block can only store its own tile

@@ -1,6 +1,7 @@
 # ruff: noqa: F821, N803
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """GEMM in f16 and bf16 with f32 accumulation: partitions of the inputs, a K loop and `tile.mma`.
 
 BM and BN come from the output's partition; BK is a Const parameter passed by keyword. `gemm_f16` and `gemm_bf16`
@@ -14,17 +15,25 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, bf16, f16, f32
+from tile.frontend.kernel_types import PartitionView, Tile
+
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+BM: int
+BN: int
+T: tile.DType
 
 
 @tile.function
-def k_loop(px, py, bm, bn, acc):
+def k_loop(px: PartitionView, py: PartitionView, bm: Tile, bn: Tile, acc: Tile) -> Tile:
     for k in range(px.num_tiles[1]):
         acc = tile.mma(px.load((bm, k)), py.load((k, bn)), acc)
     return acc
 
 
 @tile.entry
-def gemm_f16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]):
+def gemm_f16(
+    z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Tensor[f16, (-1, -1)], BK: Const[int]
+) -> None:
     bm, bn, _ = tile.block_id()
     px = x.partition((BM, BK), padding="zero")
     py = y.partition((BK, BN), padding="zero")
@@ -32,7 +41,9 @@ def gemm_f16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f16, (-1, -1)], y: Ten
 
 
 @tile.entry
-def gemm_bf16(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[bf16, (-1, -1)], y: Tensor[bf16, (-1, -1)], BK: Const[int]):
+def gemm_bf16(
+    z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[bf16, (-1, -1)], y: Tensor[bf16, (-1, -1)], BK: Const[int]
+) -> None:
     bm, bn, _ = tile.block_id()
     px = x.partition((BM, BK), padding="zero")
     py = y.partition((BK, BN), padding="zero")
@@ -46,7 +57,7 @@ def gemm_persistent(
     y: Tensor["T", (-1, -1)],
     BK: Const[int],
     GROUP: Const[int],
-):
+) -> None:
     # Launched with a fixed grid: z.tiles() hands each block distinct output tiles whatever the grid (so the launch
     # stays race-free), GROUP rows of tiles at a time, so blocks running together share input tiles in L2.
     px = x.partition((BM, BK), padding="zero")

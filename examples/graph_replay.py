@@ -1,6 +1,7 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """Capture a launch once as a graph (a CUDA graph on the GPU, a recorded host schedule on the CPU) and replay it.
 
 Pointers are baked in at capture, so every replay reads and writes the same tensors: here each replay adds x into
@@ -12,9 +13,12 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import Mut, Tensor, f32
 
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+B: int
+
 
 @tile.entry
-def accumulate(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+def accumulate(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]) -> None:
     z.store(z.load() + tile.load_tile_like(x, z))
 
 

@@ -1,6 +1,7 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """Hello from every tile block: `tile.print` runs on the device (or the interpreter) once per block."""
 
 import numpy as np
@@ -8,9 +9,12 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import Mut, Tensor, i32
 
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+B: int
+
 
 @tile.entry
-def hello(z: Mut[Tensor[i32, "B"]]):
+def hello(z: Mut[Tensor[i32, "B"]]) -> None:
     bid = tile.block_id()[0]
     tile.print("hello from tile", bid, "of", tile.num_blocks()[0])
     z.store(tile.full((B,), bid, i32))

@@ -1,12 +1,17 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """LayerNorm over rows with weight and bias; `eps` is a compile-time Const."""
 
 import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, f32
+
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+BM: int
+N: int
 
 
 @tile.entry
@@ -16,7 +21,7 @@ def layernorm(
     w: Tensor[f32, "N"],
     b: Tensor[f32, "N"],
     eps: Const[float],
-):
+) -> None:
     t = x.partition((BM, N)).load((tile.block_id()[0], 0))
     mean = tile.sum(t, axis=1, keepdims=True) / N
     d = t - mean

@@ -1,6 +1,7 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """The permute-heads race from the cuTile Rust paper (sec. 3), in Python.
 
 In cuTile Python a kernel may store at any index it computes, so a slip in the index math makes two blocks write
@@ -14,16 +15,20 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import CompileError, Mut, Tensor, f32
 
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+BS: int
+D: int
+
 
 @tile.entry
-def permute_heads_racy(z: Mut[Tensor[f32, ("BS", 1, "D")]], x: Tensor[f32, (-1, -1, "D")]):
+def permute_heads_racy(z: Mut[Tensor[f32, ("BS", 1, "D")]], x: Tensor[f32, (-1, -1, "D")]) -> None:
     s, h, _ = tile.block_id()
     t = x.partition((1, BS, D)).load((h, s, 0))
     z.store(tile.permute(t, (1, 0, 2)), (s, 0, 0))  # an index chosen by the block: the race of the paper
 
 
 @tile.entry
-def permute_heads(z: Mut[Tensor[f32, ("BS", 1, "D")]], x: Tensor[f32, (-1, -1, "D")]):
+def permute_heads(z: Mut[Tensor[f32, ("BS", 1, "D")]], x: Tensor[f32, (-1, -1, "D")]) -> None:
     s, h, _ = tile.block_id()
     t = x.partition((1, BS, D)).load((h, s, 0))
     z.store(tile.permute(t, (1, 0, 2)))  # the block's own tile, nothing else

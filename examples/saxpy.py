@@ -1,6 +1,7 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """SAXPY, z = a * x + y: a runtime scalar parameter next to tensors."""
 
 import numpy as np
@@ -8,9 +9,12 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import Mut, Tensor, f32
 
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+B: int
+
 
 @tile.entry
-def saxpy(z: Mut[Tensor[f32, "B"]], a: f32, x: Tensor[f32, -1], y: Tensor[f32, -1]):
+def saxpy(z: Mut[Tensor[f32, "B"]], a: f32, x: Tensor[f32, -1], y: Tensor[f32, -1]) -> None:
     z.store(a * tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 

@@ -1,6 +1,7 @@
 # ruff: noqa: F821
-# Kernel-language source: shape strings such as "B" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "B" are const generics the compiler binds, declared at module level
+# (`B: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """Interop: borrow a torch tensor (or, without torch, a numpy array) zero-copy with `tile.from_dlpack`, write it
 from a kernel in place, and hand a Tile tensor back to torch through DLPack.
 
@@ -8,18 +9,25 @@ Borrowed memory takes part in the ownership checks by address range: a second bo
 first one impossible to partition until it is dropped.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Mut, Tensor, f32
 
+# Const generics: the compiler binds them from the kernels' annotations; declared here for type checkers.
+B: int
+
 
 @tile.entry
-def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]) -> None:
     z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
-def foreign(n: int):  # -> (a foreign array, a function reading it back as numpy, its library's name)
+def foreign(n: int) -> tuple[Any, Callable[[Any], np.ndarray[Any, Any]], str]:
+    """A foreign array of n zeros, a function reading it back as numpy, and its library's name."""
     try:
         import torch
     except ImportError:
@@ -44,9 +52,8 @@ def main() -> None:
     except tile.BorrowError as err:
         print("rejected as expected:", str(err).split(":")[0])
     del second
-    z = z.partition([512])
     x, y = tile.ones(f32, [n]), tile.full(f32, [n], 2.0)
-    z, x, y = add(z, x, y).sync()
+    _, x, y = add(z.partition([512]), x, y).sync()
     np.testing.assert_array_equal(read(out), np.full(n, 3.0, np.float32))  # written in place
     back = np.from_dlpack(x) if tile.backend() == "cpu" else None  # a Tile tensor seen by another library
     if back is not None:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's two commands for a fresh Linux machine (only python3 and a package index needed):
 #   bash scripts/dev.sh demo   set up .venv and run the main demo (GPU if present, else the CPU interpreter)
-#   bash scripts/dev.sh test   set up .venv and run the full CPU test suite (tiers 1-2 of DESIGN §5)
-# Extra arguments after `test` go to pytest. PYTHON picks the interpreter (default python3, >= 3.10).
+#   bash scripts/dev.sh test   set up .venv and run the full CPU test suite (tiers 1-2 of docs/development.md)
+# Extra arguments after `test` go to pytest, after `demo` to the demo. PYTHON picks the interpreter (default python3, >= 3.10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -16,22 +16,40 @@ setup() {
   fi
   # PEP 735 dependency groups (pip install --group) need pip >= 25.1.
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -U "pip>=25.1"
-  local args=()
+  local args=() extra=${1:-}
   for p in "${packages[@]}"; do
-    if [ "$p" = ir ]; then args+=(-e "packages/tile-ir[interp]"); else args+=(-e "packages/tile-$p"); fi
+    case "$p" in
+      ir) args+=(-e "packages/tile-ir[interp]") ;;
+      frontend) args+=(-e "packages/tile-frontend$extra") ;;
+      *) args+=(-e "packages/tile-$p") ;;
+    esac
   done
-  echo "==> installing the Tile packages (editable)"
+  echo "==> installing the Tile packages (editable${extra:+, with $extra})"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${args[@]}"
+}
+
+# The GPU toolchain (nvidia-cuda-tileiras, ~540 MB) is the `gpu` extra: the demo pulls it only where a GPU is.
+gpu_extra() {
+  if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L > /dev/null 2>&1; then echo "[gpu]"; fi
+}
+
+# pytest-xdist spreads the suite over the cores; on two or fewer its start-up costs more than it saves.
+parallel_args() {
+  local cores
+  cores=$(nproc 2> /dev/null || echo 1)
+  if [ "$cores" -gt 2 ]; then echo "-n auto"; fi
 }
 
 case "${1:-}" in
   demo)
-    setup
-    exec "$venv/bin/python" -m tile.frontend.demo
+    shift
+    setup "$(gpu_extra)"
+    exec "$venv/bin/python" -m tile.frontend.demo "$@"
     ;;
   test)
     shift
     setup
+    # The test groups bring tileiras (tier 2 runs it for real) and, in the root group, pytest-xdist and hatchling.
     groups=(--group pyproject.toml:test)
     for p in "${packages[@]}"; do groups+=(--group "packages/tile-$p/pyproject.toml:test"); done
     echo "==> installing test dependencies"
@@ -39,7 +57,8 @@ case "${1:-}" in
     # Tier 2 (tileiras, installed above) must really run here, not skip.
     export TILE_REQUIRE_TILEIRAS=${TILE_REQUIRE_TILEIRAS:-1}
     status=0
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" || status=$?
+    # shellcheck disable=SC2046  # parallel_args prints zero or two words
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider $(parallel_args) "$@" || status=$?
     if [ "$status" -eq 5 ]; then
       echo "error: pytest collected no tests" >&2
       exit 1

@@ -141,9 +141,74 @@ def test_report_without_driver_says_why(clean_env: Path, monkeypatch: pytest.Mon
 
 @pytest.mark.usefixtures("no_driver")
 def test_report_with_nothing_usable(clean_env: Path) -> None:
-    text = str(tb.environment_report())
-    assert "tileiras  not found: pip install nvidia-cuda-tileiras" in text
+    report = tb.environment_report()
+    text = str(report)
+    assert f"tileiras  not found: {report.gpu_install_hint}, or set TILE_TILEIRAS" in text
     assert "verdict   CPU only" in text
+
+
+def _report(packages: dict[str, str | None], *, devices: bool = False) -> tb.EnvironmentReport:
+    from tile.bindings._report import DeviceInfo, _interpreter_error
+
+    gpu = (DeviceInfo(0, "H100", "sm_90", (9, 0), 80 * 2**30, 132),) if devices else ()
+    return tb.EnvironmentReport(
+        "3.12.0", "Linux x86_64", packages, None, "no driver", gpu, None, (), _interpreter_error(packages)
+    )
+
+
+@pytest.mark.parametrize(
+    ("installed", "hint"),
+    [
+        ({"tile-frontend": "0.1.0", "tile-compiler": "0.1.0"}, "pip install 'tile-frontend[gpu]'"),
+        ({"tile-compiler": "0.1.0"}, "pip install 'tile-compiler[gpu]'"),
+        ({"tile-bindings": "0.1.0"}, "pip install nvidia-cuda-tileiras"),
+    ],
+)
+def test_missing_tileiras_names_the_extra_of_what_is_installed(installed: dict[str, str | None], hint: str) -> None:
+    report = _report(installed, devices=True)
+    assert report.gpu_install_hint == hint
+    assert report.verdict == f"GPU present but no tileiras: {hint} to compile kernels"
+    assert f"tileiras  not found: {hint}, or set TILE_TILEIRAS" in str(report)
+
+
+def test_the_interpreter_is_reported_only_when_installed() -> None:
+    everything: dict[str, str | None] = {
+        "tile-ir": "0.1.0",
+        "numpy": "2.1.0",
+        "ml-dtypes": "0.5.0",
+        "tile-frontend": "0.1.0",
+    }
+    assert _report(everything).interpreter_error is None
+    assert "the CPU interpreter runs kernels" in _report(everything).verdict
+    assert "interp    the CPU interpreter (tile.ir.interp) can run kernels" in str(_report(everything))
+    no_numpy = _report({"tile-ir": "0.1.0", "ml-dtypes": "0.5.0"})
+    assert no_numpy.interpreter_error is not None
+    assert "missing numpy" in no_numpy.interpreter_error
+    assert "pip install 'tile-ir[interp]'" in no_numpy.interpreter_error
+    assert no_numpy.verdict.startswith("nothing runs kernels here")
+    nothing = _report({"tile-bindings": "0.1.0"})
+    assert nothing.interpreter_error is not None
+    assert "pip install tile-frontend" in nothing.interpreter_error
+
+
+def test_the_report_lists_the_installed_tile_packages() -> None:
+    report = tb.environment_report()
+    names = ("tile-bindings", "tile-core", "tile-async", "tile-ir", "tile-compiler", "tile-frontend")
+    assert list(report.packages)[:6] == list(names)
+    for name in names:
+        try:
+            expected: str | None = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            expected = None
+        assert report.packages[name] == expected
+        assert f"package   {name} {expected or '(not installed)'}" in str(report)
+
+
+def test_doctor_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("tile-doctor (tile-bindings) ")
 
 
 @pytest.mark.usefixtures("no_driver")

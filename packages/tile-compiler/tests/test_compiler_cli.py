@@ -36,7 +36,10 @@ def kernel_file(tmp_path: Path) -> Path:
         (["compile", "{file}::k", "--const", "B"], "expected NAME=VALUE, got 'B'"),
         (["compile", "{file}::k", "--const", "B=big"], "const value 'big' is not an int, float or bool"),
         (["compile", "{dir}/missing.py::k"], "no such file"),
-        (["compile", "{file}::nope"], "has no kernel function 'nope'; functions: helper"),
+        (
+            ["compile", "{file}::nope"],
+            "has no kernel named 'nope'; it has no @tile.entry kernel (plain functions: helper)",
+        ),
         (["compile", "{file}::helper", "--shape", "x=10xten"], "a shape is written like 1024x512, not '10xten'"),
         (["compile", "{file}::helper", "--shape", "x=0"], "extents must be positive"),
     ],
@@ -205,3 +208,119 @@ def test_ir_to_stdout_and_a_note_for_tensors_without_shapes(tmp_path: Path, caps
 def test_only_ir_goes_to_stdout(kernel_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run("compile", f"{kernel_file}::helper", "-o", "-")[0] == 2
     assert "-o - prints the Tile IR text; add --emit ir" in capsys.readouterr().err
+
+
+ENTRY_AND_HELPER = (
+    ADD
+    + """
+
+class Entry:  # what @tile.entry makes: an object wrapping the kernel function
+    def __init__(self, fn):
+        self.__wrapped__ = fn
+
+
+def helper(x):
+    return x
+
+
+scaled = Entry(add)
+"""
+)
+
+
+def test_an_unknown_kernel_lists_the_entry_kernels_not_the_helpers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "cli_entries.py"
+    source.write_text(ENTRY_AND_HELPER)
+    assert _run("compile", f"{source}::nope", "--arch", "cpu")[0] == 2
+    err = capsys.readouterr().err
+    assert "has no kernel named 'nope'; its @tile.entry kernels: scaled" in err
+    assert "helper" not in err
+
+
+@pytest.fixture
+def no_tileiras(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A machine without tileiras: no override, no pip package, nothing on PATH or under CUDA_HOME."""
+    import tile.bindings._tileiras
+
+    monkeypatch.delenv("TILE_TILEIRAS", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(tile.bindings._tileiras, "_pip_candidate", lambda: None)
+
+
+@pytest.mark.usefixtures("no_tileiras")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
+@pytest.mark.parametrize("cache", [["--no-cache"], []])
+def test_ir_and_bytecode_need_no_tileiras(arch: str, cache: list[str], tmp_path: Path) -> None:
+    source = tmp_path / "cli_add.py"
+    source.write_text(ADD)
+    out_dir = tmp_path / "out"
+    argv = ["compile", f"{source}::add", "--arch", arch, "--const", "B=128", "--emit", "ir,bytecode", *cache]
+    code, out = _run(*argv, "--cache-dir", str(tmp_path / "cache"), "-o", str(out_dir))
+    assert code == 0, out
+    assert sorted(p.name for p in out_dir.iterdir()) == ["add.tilebc", "add.tileir"]
+    assert (out_dir / "add.tilebc").read_bytes()[:8] == b"\x7fTileIR\x00"
+    assert "entry @add(" in (out_dir / "add.tileir").read_text()
+    assert f"add for {arch}: bytecode 13.5" in out
+
+
+@pytest.mark.usefixtures("no_tileiras")
+def test_a_cubin_without_tileiras_names_the_fix_and_under_no_cache_not_the_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "cli_add.py"
+    source.write_text(ADD)
+    argv = ["compile", f"{source}::add", "--const", "B=128", "--emit", "cubin", "-o", str(tmp_path / "out")]
+    assert _run(*argv, "--no-cache", "--cache-dir", str(tmp_path / "cache"))[0] == 1
+    err = capsys.readouterr().err
+    assert "pip install 'tile-frontend[gpu]'" in err
+    assert "'tile-compiler[gpu]'" in err
+    assert "--arch cpu" in err
+    assert "cache" not in err.lower()
+    assert _run(*argv, "--cache-dir", str(tmp_path / "cache"))[0] == 1
+    err = capsys.readouterr().err
+    assert "pip install 'tile-frontend[gpu]'" in err
+    assert f"TILE_CACHE_DIR={tmp_path / 'cache'} holds no precompiled entry" in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("tile (tile-compiler) ")
+
+
+TYPED_HELPER = """
+import tile.compiler.lang as tl
+from tile.compiler.lang import Mut, Tensor, f32
+
+
+class View:  # what tile.frontend.kernel_types declares: a type for checkers, not a kernel-language annotation
+    __tile_kernel_type__ = True
+
+
+@tl.function
+def twice(t: View) -> View:
+    return t + t
+
+
+def double(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]) -> None:
+    z.store(twice(tl.load_tile_like(x, z)))
+"""
+
+
+def test_a_helper_parameter_typed_for_checkers_is_unannotated_for_the_compiler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "cli_typed_helper.py"
+    source.write_text(TYPED_HELPER)
+    argv = ["compile", f"{source}::double", "--arch", "cpu", "--const", "B=64", "--emit", "ir", "--no-cache", "-o", "-"]
+    code, out = _run(*argv)
+    assert code == 0, out
+    assert "entry @double(" in out
+    source.write_text(TYPED_HELPER.replace("__tile_kernel_type__ = True", "pass"))
+    capsys.readouterr()
+    assert _run(*argv)[0] == 1  # without the marker the annotation is an unsupported one, as before
+    assert "parameter 't' has an unsupported annotation" in capsys.readouterr().err

@@ -85,7 +85,7 @@ def test_discovery_order_after_the_variable(tmp_path: Path, monkeypatch: pytest.
     env = {"PATH": str(on_path.parent), "CUDA_HOME": str(in_home.parents[1])}
     assert find_tileiras(knobs(env)) == (on_path.resolve(), "PATH")
     assert find_tileiras(knobs({"CUDA_HOME": env["CUDA_HOME"], "PATH": ""})) == (in_home.resolve(), "CUDA_HOME")
-    with pytest.raises(TileirasNotFoundError, match="pip install nvidia-cuda-tileiras"):
+    with pytest.raises(TileirasNotFoundError, match=r"pip install 'tile-frontend\[gpu\]'"):
         find_tileiras(knobs({"PATH": ""}))
 
 

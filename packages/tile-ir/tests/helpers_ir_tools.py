@@ -1,7 +1,7 @@
 """Locating and running NVIDIA's tileirdisasm / tileiras (the oracles of the writer) for tile-ir tests.
 
 The tools come from ``TILE_TILEIRAS`` (tileirdisasm is looked up beside it), the ``nvidia-cuda-tileiras`` pip
-package (``nvidia/cu13/bin``) or PATH, the discovery order of DESIGN §4. They run with
+package (``nvidia/cu13/bin``) or PATH, the discovery order of docs/compiler/toolchain-and-caches.md. They run with
 CUDA_HOME removed: a foreign CUDA_HOME makes tileiras 13.5 fail.
 """
 

@@ -40,13 +40,16 @@ class EnvironmentReport:
     python, platform : str
         Interpreter version and OS/machine.
     packages : dict
-        Installed versions of the distributions Tile relies on (None when absent).
+        Installed versions of the Tile distributions, then of those Tile relies on (None when absent).
     driver_version : tuple of int or None
         CUDA version the driver supports; None when no driver is usable, see ``driver_error``.
     devices : tuple of DeviceInfo
         The visible GPUs.
     tileiras : tuple of TileirasLocation
         Every place looked at for ``tileiras``, in search order; the first usable one is what would run.
+    interpreter_error : str or None
+        Why the CPU interpreter (``tile.ir.interp``: tile-ir with numpy and ml-dtypes) cannot run kernels here,
+        or None when it can.
     """
 
     python: str
@@ -57,6 +60,7 @@ class EnvironmentReport:
     devices: tuple[DeviceInfo, ...]
     device_error: str | None = None
     tileiras: tuple[TileirasLocation, ...] = field(default_factory=tuple)
+    interpreter_error: str | None = None
 
     @property
     def selected_tileiras(self) -> TileirasLocation | None:
@@ -85,26 +89,39 @@ class EnvironmentReport:
             lines.append(f"device {d.ordinal}  {d.name}, {d.arch}, {d.sm_count} SMs, {d.total_memory / 2**30:.1f} GiB")
         if self.driver_version is not None and not self.devices and not self.device_error:
             lines.append("devices   none visible")
-        lines.extend(_tileiras_lines(self.tileiras))
+        lines.extend(_tileiras_lines(self.tileiras, self.gpu_install_hint))
+        lines.append(f"interp    {self.interpreter_error or 'the CPU interpreter (tile.ir.interp) can run kernels'}")
         lines.append(f"verdict   {self.verdict}")
         return "\n".join(lines)
+
+    @property
+    def gpu_install_hint(self) -> str:
+        """The command that installs ``tileiras`` for what is installed here (the ``gpu`` extra)."""
+        for owner in ("tile-frontend", "tile-compiler"):
+            if self.packages.get(owner):
+                return f"pip install '{owner}[gpu]'"
+        return "pip install nvidia-cuda-tileiras"
 
     @property
     def verdict(self) -> str:
         """One line: what Tile can do here."""
         gpu, assembler = bool(self.devices), self.selected_tileiras is not None
+        interp = self.interpreter_error is None
         if gpu and assembler:
             return "ready: kernels compile and run on the GPU"
         if assembler:
-            return "compile-only: kernels compile to cubins; running them needs a GPU (CPU interpreter otherwise)"
+            otherwise = "on the CPU interpreter otherwise" if interp else "the CPU interpreter is not installed"
+            return f"compile-only: kernels compile to cubins; running them needs a GPU ({otherwise})"
         if gpu:
-            return "GPU present but no tileiras: pip install nvidia-cuda-tileiras to compile kernels"
-        return "CPU only: no GPU and no tileiras; the CPU interpreter still runs kernels"
+            return f"GPU present but no tileiras: {self.gpu_install_hint} to compile kernels"
+        if interp:
+            return "CPU only: no GPU and no tileiras; the CPU interpreter runs kernels"
+        return "nothing runs kernels here: no GPU, no tileiras, and the CPU interpreter is not installed"
 
 
-def _tileiras_lines(candidates: tuple[TileirasLocation, ...]) -> list[str]:
+def _tileiras_lines(candidates: tuple[TileirasLocation, ...], hint: str) -> list[str]:
     if not candidates:
-        return ["tileiras  not found: pip install nvidia-cuda-tileiras, or set TILE_TILEIRAS"]
+        return [f"tileiras  not found: {hint}, or set TILE_TILEIRAS"]
     selected = next((c for c in candidates if c.usable), None)
     lines = []
     for c in candidates:
@@ -112,18 +129,31 @@ def _tileiras_lines(candidates: tuple[TileirasLocation, ...]) -> list[str]:
         state = f"version {c.version}" if c.version else ("version unknown" if c.usable else "not executable")
         lines.append(f"tileiras {mark} {c.path} (from {c.source}, {state})")
     if selected is None:
-        lines.append("tileiras  none usable: pip install nvidia-cuda-tileiras, or set TILE_TILEIRAS")
+        lines.append(f"tileiras  none usable: {hint}, or set TILE_TILEIRAS")
     return lines
+
+
+_TILE_DISTRIBUTIONS = ("tile-bindings", "tile-core", "tile-async", "tile-ir", "tile-compiler", "tile-frontend")
+_OTHER_DISTRIBUTIONS = ("cuda-bindings", "cuda-core", "nvidia-cuda-tileiras", "cuda-tile", "numpy", "ml-dtypes")
 
 
 def _package_versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {}
-    for name in ("cuda-bindings", "cuda-core", "nvidia-cuda-tileiras", "cuda-tile", "numpy"):
+    for name in _TILE_DISTRIBUTIONS + _OTHER_DISTRIBUTIONS:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def _interpreter_error(packages: dict[str, str | None]) -> str | None:
+    """Why ``tile.ir.interp`` cannot run, read from the installed distributions (nothing is imported)."""
+    missing = [name for name in ("tile-ir", "numpy", "ml-dtypes") if not packages.get(name)]
+    if not missing:
+        return None
+    fix = "pip install tile-frontend" if not packages.get("tile-ir") else "pip install 'tile-ir[interp]'"
+    return f"the CPU interpreter is not installed (missing {', '.join(missing)}): {fix}"
 
 
 def _devices() -> tuple[DeviceInfo, ...]:
@@ -155,13 +185,15 @@ def environment_report() -> EnvironmentReport:
             devices = _devices()
         except TileError as exc:
             device_error = str(exc)
+    packages = _package_versions()
     return EnvironmentReport(
         python=platform.python_version(),
         platform=f"{platform.system()} {platform.machine()}",
-        packages=_package_versions(),
+        packages=packages,
         driver_version=version,
         driver_error=reason,
         devices=devices,
         device_error=device_error,
         tileiras=tuple(tileiras_candidates(probe_versions=True)),
+        interpreter_error=_interpreter_error(packages),
     )

@@ -1,4 +1,4 @@
-"""Where the ``tileiras`` assembler would be found, in the order of DESIGN §4, without running a compile.
+"""Where the ``tileiras`` assembler would be found, in the documented search order, without running a compile.
 
 Order: ``TILE_TILEIRAS``, the pip package ``nvidia-cuda-tileiras`` (``nvidia/cu13/bin/tileiras``, located through
 its distribution metadata so nothing under ``cuda``/``nvidia`` is imported), ``PATH``, ``$CUDA_HOME/bin``.

@@ -32,7 +32,7 @@ from ._spec import (
     Specialization,
     Target,
 )
-from ._toolchain import TileirasNotFoundError, Toolchain, toolchain
+from ._toolchain import INSTALL_HINT, TileirasNotFoundError, Toolchain, toolchain
 
 __all__ = ["clear_memory_cache", "compile_bytecode", "compile_kernel", "compile_module"]
 
@@ -51,6 +51,7 @@ def compile_kernel(
     *,
     cache: bool = True,
     settings: Knobs | None = None,
+    cubin: bool = True,
 ) -> CompiledKernel:
     """Compile the tile kernel ``fn`` for ``target`` (no GPU needed).
 
@@ -66,6 +67,9 @@ def compile_kernel(
         Use the in-memory and disk caches (False: run every stage and store nothing).
     settings
         Settings to use instead of the ``TILE_*`` environment (e.g. another cache folder); default `knobs()`.
+    cubin
+        False when only the Tile IR and bytecode are wanted: without tileiras the kernel is then compiled anyway
+        (uncached, with the highest bytecode version the writer knows) and `CompiledKernel.cubin` is None.
 
     Returns
     -------
@@ -85,6 +89,10 @@ def compile_kernel(
     spec = _with_default_opt_level(spec or Specialization(), settings.opt_level)
     key = frontend_key(fn, spec, target, settings.bytecode_version)
     try:
+        if not cubin and not target.is_cpu and _find_toolchain(settings) is None:
+            # Bytecode needs no tileiras; a disk entry is keyed by the tileiras that made its cubin, so store none.
+            job = _Job.start(settings, target, key, cache=False, stem=_stem(fn, key), need_cubin=False)
+            return _build(fn, spec, job)
         if not cache:
             return _build(fn, spec, _Job.start(settings, target, key, cache=False, stem=_stem(fn, key)))
         memory_key = (key, str(settings.cache_dir), str(settings.tileiras))
@@ -119,12 +127,17 @@ class _Job:
     disk: DiskCache | None
     dumper: Dumper
     clock: Clock = field(default_factory=Clock)
+    cache: bool = True
+    need_cubin: bool = True
 
     @classmethod
-    def start(cls, settings: Knobs, target: Target, key: str, *, cache: bool, stem: str) -> _Job:
+    def start(
+        cls, settings: Knobs, target: Target, key: str, *, cache: bool, stem: str, need_cubin: bool = True
+    ) -> _Job:
         tileiras = None if target.is_cpu else _find_toolchain(settings)
         disk = DiskCache(settings.cache_dir, settings.cache_size) if cache and settings.cache_dir is not None else None
-        return cls(settings, target, key, tileiras, disk, Dumper(settings.dump, settings.dump_dir, stem))
+        dumper = Dumper(settings.dump, settings.dump_dir, stem)
+        return cls(settings, target, key, tileiras, disk, dumper, cache=cache, need_cubin=need_cubin)
 
     @property
     def suffix(self) -> str | None:
@@ -132,14 +145,20 @@ class _Job:
         return "cpu" if self.target.is_cpu else self.tileiras.fingerprint if self.tileiras is not None else None
 
     def require_tileiras(self, name: str) -> Toolchain | None:
-        if self.tileiras is not None or self.target.is_cpu:
+        if self.tileiras is not None or self.target.is_cpu or not self.need_cubin:
             return self.tileiras
-        folder = self.settings.cache_dir
+        folder = self.settings.cache_dir if self.cache else None
         where = f" and TILE_CACHE_DIR={folder} holds no precompiled entry for it" if folder else ""
+        ahead = (
+            f"; or compile ahead where tileiras is installed (`tile compile FILE.py::{name} --arch {self.target} "
+            "--cache-dir DIR`), carry DIR here and set TILE_CACHE_DIR=DIR"
+            if self.cache
+            else ""
+        )
         raise TileirasNotFoundError(
-            f"cannot compile kernel {name!r} for {self.target}: tileiras was not found{where}. Install "
-            f"nvidia-cuda-tileiras (or set TILE_TILEIRAS), or compile ahead where it is installed (`tile compile "
-            f"FILE.py::{name} --arch {self.target} --cache-dir DIR`), carry DIR here and set TILE_CACHE_DIR=DIR"
+            f"cannot compile kernel {name!r} for {self.target} to a cubin: tileiras was not found{where}. "
+            f"To fix it, {INSTALL_HINT}; or run on the CPU interpreter (TILE_INTERPRET=1, or `tile compile --arch "
+            f"cpu`; `--emit ir,bytecode` needs no cubin){ahead}"
         )
 
     def finish(self, front: Frontend, options: CompileOptions) -> CompiledKernel:

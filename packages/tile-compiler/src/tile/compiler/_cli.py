@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
 import importlib.util
+import os
 import re
 import sys
 import types
@@ -42,8 +44,21 @@ class UsageError(TileError, ValueError):
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    """Run the ``tile`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
-    out = out or sys.stdout
+    """Run the ``tile`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    A closed standard output (``tile cache list | head``) ends the command quietly with status 141, as SIGPIPE would.
+    """
+    try:
+        try:
+            return _main(argv, out or sys.stdout)
+        finally:  # a closed pipe fails here, inside the handler, not at interpreter exit (--help's SystemExit too)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit-time flush must not fail again
+        return 141
+
+
+def _main(argv: Sequence[str] | None, out: TextIO) -> int:
     args = _parser().parse_args(argv)
     try:
         handler: Callable[[argparse.Namespace, TextIO], int] = args.handler
@@ -51,6 +66,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except UsageError as exc:
         print(f"tile {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # stdout's reader left: not an error of the command (see main)
+        raise
     except (TileError, OSError) as exc:
         if knobs().debug:
             raise
@@ -60,6 +77,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tile", description="Compile Tile kernels ahead of time (no GPU needed).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s (tile-compiler) {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     comp = commands.add_parser("compile", help="compile FILE.py::KERNEL (or FILE.tilebc) to IR, bytecode and cubin")
     comp.add_argument("source", help="FILE.py::KERNEL, or a Tile IR bytecode file")
@@ -99,6 +117,13 @@ def _parser() -> argparse.ArgumentParser:
     cache.add_argument("--cache-dir", help="the cache folder (default TILE_CACHE_DIR)")
     cache.set_defaults(handler=_cache)
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tile-compiler")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: running from a source tree)"
 
 
 def _settings(args: argparse.Namespace) -> Knobs:
@@ -149,7 +174,7 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     if shapes and (missing := _tensors_without_facts(fn, spec)):
         print(f"note: no --shape for {', '.join(missing)}: a launch would specialize on them", file=sys.stderr)
     for target in targets:
-        kernel = compile_kernel(fn, spec, target, cache=not args.no_cache, settings=settings)
+        kernel = compile_kernel(fn, spec, target, cache=not args.no_cache, settings=settings, cubin="cubin" in emit)
         _report(kernel, emit, Path(args.output), out, stem)
     return 0
 
@@ -233,11 +258,25 @@ def _load_kernel(file: Path, name: str) -> tuple[Callable[..., object], bool]:
         unchecked = unchecked or getattr(value, "unchecked", False) is True  # @tile.entry(unchecked=True)'s Kernel
         value = value.__wrapped__
     if not isinstance(value, types.FunctionType):
-        kernels = [
-            n for n, v in vars(module).items() if isinstance(v, types.FunctionType) and v.__module__ == module_name
-        ]
-        raise UsageError(f"{file} has no kernel function {name!r}; functions: {', '.join(kernels)}")
+        raise UsageError(f"{file} has no kernel named {name!r}; {_kernels_in(module, module_name)}")
     return value, unchecked
+
+
+def _kernels_in(module: types.ModuleType, module_name: str) -> str:
+    """The kernels a user can name: the module's ``@tile.entry`` kernels (objects wrapping one of its functions)."""
+    entries = [
+        n
+        for n, v in vars(module).items()
+        if not isinstance(v, types.FunctionType)
+        and isinstance(getattr(v, "__wrapped__", None), types.FunctionType)
+        and v.__wrapped__.__module__ == module_name
+    ]
+    if entries:
+        return f"its @tile.entry kernels: {', '.join(entries)}"
+    functions = [
+        n for n, v in vars(module).items() if isinstance(v, types.FunctionType) and v.__module__ == module_name
+    ]
+    return f"it has no @tile.entry kernel (plain functions: {', '.join(functions) or 'none'})"
 
 
 def _toolchain(args: argparse.Namespace, out: TextIO) -> int:

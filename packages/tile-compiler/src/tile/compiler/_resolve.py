@@ -181,7 +181,8 @@ def _annotations(tree: KernelAST) -> dict[str, Any]:
 
 def _param(tree: KernelAST, arg: ast.arg, index: int) -> ParamInfo:
     ann = _annotations(tree).get(arg.arg, inspect.Parameter.empty)
-    if ann is inspect.Parameter.empty:
+    # A tile.frontend.kernel_types class (a helper's `px: PartitionView`) describes the value for type checkers only.
+    if ann is inspect.Parameter.empty or getattr(ann, "__tile_kernel_type__", False) is True:
         return ParamInfo(arg.arg, "untyped", None, node=arg)
     if isinstance(ann, (TensorAnnotation, MutAnnotation)):
         t = ann if isinstance(ann, TensorAnnotation) else ann.tensor

@@ -37,7 +37,11 @@ __all__ = [
     "toolchain",
 ]
 
-_INSTALL_HINT = "install it with `pip install nvidia-cuda-tileiras`, or set TILE_TILEIRAS to the tileiras executable"
+# The toolchain is the `gpu` extra of tile-compiler and tile-frontend (the nvidia-cuda-tileiras distribution).
+INSTALL_HINT = (
+    "install it with `pip install 'tile-frontend[gpu]'` (or 'tile-compiler[gpu]'; either pulls nvidia-cuda-tileiras), "
+    "or set TILE_TILEIRAS to the tileiras executable"
+)
 _REPORT = (
     "If the kernel is valid Tile code this is a bug in Tile or in tileiras: please open an issue in the Tile issue "
     "tracker attaching the bytecode file, this message and the output of `tile toolchain`."
@@ -224,7 +228,7 @@ def keep_failed_input(bytecode: bytes, kernel: str, arch: str, keep_dir: Path | 
 
 
 def _candidates(settings: Knobs) -> list[tuple[Path, str]]:
-    """The usable places after ``TILE_TILEIRAS``, in tile-bindings' order (DESIGN §4), under ``settings``."""
+    """The usable places after ``TILE_TILEIRAS``, in tile-bindings' order, under ``settings``."""
     environ = {"PATH": settings.path} | ({"CUDA_HOME": str(settings.cuda_home)} if settings.cuda_home else {})
     return [(c.path, c.source) for c in tb.tileiras_candidates(environ=environ) if c.usable]
 
@@ -242,7 +246,7 @@ def find_tileiras(settings: Knobs | None = None) -> tuple[Path, str]:
         path, how = found[0]
         return path.resolve(), how
     raise TileirasNotFoundError(
-        f"tileiras was not found (looked in the pip package, PATH and $CUDA_HOME/bin); {_INSTALL_HINT}"
+        f"tileiras was not found (looked in the pip package, PATH and $CUDA_HOME/bin); {INSTALL_HINT}"
     )
 
 
@@ -275,10 +279,10 @@ def _run(path: Path, flag: str) -> str:
     try:
         done = subprocess.run([str(path), flag], capture_output=True, text=True, env=env, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolchainError(f"could not run {path} {flag}: {exc}; {_INSTALL_HINT}") from exc
+        raise ToolchainError(f"could not run {path} {flag}: {exc}; {INSTALL_HINT}") from exc
     if done.returncode != 0:
         raise ToolchainError(
-            f"`{path} {flag}` failed (exit status {done.returncode}): {done.stderr.strip()}; {_INSTALL_HINT}"
+            f"`{path} {flag}` failed (exit status {done.returncode}): {done.stderr.strip()}; {INSTALL_HINT}"
         )
     return done.stdout
 
@@ -290,7 +294,7 @@ def _probe(path: Path, how: str) -> Toolchain:
         sorted((int(a), int(b)) for a, b in re.findall(r"^\s*(\d+)\.(\d+)\s*$", _run(path, "--list-versions"), re.M))
     )
     if not versions:
-        raise ToolchainError(f"`{path} --list-versions` listed no bytecode version; {_INSTALL_HINT}")
+        raise ToolchainError(f"`{path} --list-versions` listed no bytecode version; {INSTALL_HINT}")
     return Toolchain(path, how, match[1] if match else "unknown", text.strip(), versions)
 
 

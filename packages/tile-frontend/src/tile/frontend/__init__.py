@@ -4,7 +4,7 @@ Host side: `Tensor` handles (``zeros/ones/full/empty/arange/linspace/eye/rand/ra
 ``from_dlpack``; zero-copy views; DLPack and ``__cuda_array_interface__`` export), `Partition` (disjoint output
 tiles), `Shared` (one read-only input for many launches in flight) and `Lent` (a tensor lent to another library
 for writing). Handles are not copies: ``copy.copy`` and pickling raise `HandleCopyError`; ``copy.deepcopy`` copies
-the values into new memory. Ownership (DESIGN §3) is enforced on every launch: arguments are moved into the launch
+the values into new memory. Ownership (docs/architecture.md) is enforced at every launch: arguments move into the launch
 and handed back by ``.sync()``/``await`` once the work is done; a partition needs exclusive memory; overlapping
 arguments are found by address range. Misuse raises a typed error (`MovedError` and its `InFlightError`,
 `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `FrozenError`, `BackendError`) before any

@@ -38,7 +38,7 @@ __all__ = [
 
 
 class OwnershipError(TileError, ValueError):
-    """Base of the errors that enforce the ownership rules (DESIGN §3): moved, freed, borrowed, aliased."""
+    """Base of the errors that enforce the ownership rules (the ownership guide): moved, freed, borrowed, aliased."""
 
 
 class MovedError(OwnershipError, RuntimeError):

@@ -1,4 +1,4 @@
-"""The launch-boundary ownership checks (DESIGN §3) and the move of every handle into the launch.
+"""The launch-boundary ownership checks (docs/frontend/ownership.md) and the move of every handle into the launch.
 
 Invariants: `check` raises before anything is moved; it finds aliasing by absolute byte ranges (views, slices and
 foreign borrows included), never by object identity: an output may overlap no other argument and no other live

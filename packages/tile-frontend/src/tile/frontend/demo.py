@@ -1,6 +1,6 @@
 """``python -m tile.frontend.demo``: the README's main demo.
 
-Runs the add example of DESIGN §2 and a few more kernels (SAXPY with a partial edge tile, row softmax, an f16
+Runs the README's add example and a few more kernels (SAXPY with a partial edge tile, row softmax, an f16
 GEMM) on the GPU when one is visible, else on the CPU interpreter; checks each result against numpy and prints the
 backend, one line per kernel, and the two errors the ownership rules give for a reused handle and an aliased
 output. Exits non-zero when a result is wrong.
@@ -8,8 +8,10 @@ output. Exits non-zero when a result is wrong.
 
 from __future__ import annotations
 
+import argparse
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -101,17 +103,38 @@ def _check(out: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], tol: float
 DEMOS: tuple[Callable[[Any, bool], str], ...] = (_add, _saxpy, _softmax, _gemm, _ownership)
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tile.frontend.demo",
+        description="Run the README's add kernel, SAXPY, row softmax and an f16 GEMM, check each against numpy, and "
+        "show the errors the ownership rules give. Runs on the GPU when one is visible, else on the CPU interpreter "
+        "(TILE_INTERPRET=1 forces it). Exits non-zero when a result is wrong.",
+    )
+    parser.add_argument("--small", action="store_true", help="on the GPU, use the interpreter's small sizes")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo; ``--small`` keeps GPU sizes as small as the interpreter's."""
-    args = sys.argv[1:] if argv is None else argv
+    """Run the demo; ``--small`` keeps GPU sizes as small as the interpreter's, ``--help`` explains."""
+    try:
+        try:
+            _run(_parser().parse_args(sys.argv[1:] if argv is None else argv).small)
+        finally:  # a closed pipe fails here, inside the handler, not at interpreter exit (--help's SystemExit too)
+            sys.stdout.flush()
+    except BrokenPipeError:  # `python -m tile.frontend.demo | head -1`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return 0
+
+
+def _run(small: bool) -> None:
     backend = tile.backend()
     where = "the CPU interpreter (tile.ir.interp)" if backend == "cpu" else _gpu_name()
     print(f"tile demo, backend: {backend} -- kernels run on {where}")
     kernels = _load_kernels()
-    big = backend == "gpu" and "--small" not in args
+    big = backend == "gpu" and not small
     for demo in DEMOS:
         print(f"{demo(kernels, big)}: OK")
-    return 0
 
 
 def _gpu_name() -> str:

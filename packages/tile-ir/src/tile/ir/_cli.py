@@ -8,6 +8,8 @@ message on stderr; 2 a usage error (argparse's convention); 3 a file could not b
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -147,6 +149,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tile-ir", description="Tile IR bytecode and text tools.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_installed_version('tile-ir')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     dis = sub.add_parser("dis", help="print bytecode as text (what tileirdisasm prints)")
     dis.add_argument("file", help="bytecode file ('-' for stdin)")
@@ -170,8 +173,26 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _installed_version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: running from a source tree)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``tile-ir`` command line; returns the exit code."""
+    """Run the ``tile-ir`` command line; returns the exit code (141, as for SIGPIPE, when stdout was closed)."""
+    try:
+        try:
+            return _main(argv)
+        finally:  # a closed pipe fails here, inside the handler, not at interpreter exit (--help's SystemExit too)
+            sys.stdout.flush()
+    except BrokenPipeError:  # `tile-ir dis f | head`: the reader left; say nothing more, as a shell tool would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit-time flush must not fail again
+        return 141
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args)

@@ -1,0 +1,129 @@
+"""A mypy plugin that reads the kernel language's annotations, so ``mypy --strict`` checks kernels.
+
+Enable it in the mypy configuration (``pyproject.toml``)::
+
+    [tool.mypy]
+    plugins = ["tile.frontend.mypy_plugin"]
+
+A kernel parameter's annotation is a value of the kernel language, not a Python type: ``Tensor[f32, "B"]`` names a
+dtype and a shape whose items are extents, ``-1`` or const-generic names. The plugin reads each such annotation as
+the class in `tile.frontend.kernel_types` that describes the value inside the kernel:
+
+=============================  =================================================
+annotation                     type inside the kernel
+=============================  =================================================
+``Tensor[dtype, shape]``       `TensorParam` (``partition``, ``ptr``, ``shape``)
+``Mut[Tensor[dtype, shape]]``  `MutParam` (``store``, ``load``, ``tiles``, ...)
+``Const[int]`` (float, bool)   ``int`` (``float``, ``bool``)
+``Ptr[dtype]``                 `Pointer`
+a dtype (``a: f32``)           `Tile` (a 0-d tile)
+=============================  =================================================
+
+``Tensor`` with no arguments stays the host `tile.frontend.Tensor` class. A const generic that a kernel body uses by
+name (``BM`` in ``x.partition((BM, BK))``) is declared for type checkers at module level, ``BM: int``: a declaration
+without a value, so Python binds nothing and the compiler binds the name from the kernel's annotations as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mypy.nodes import FuncItem, Import, ImportFrom, MypyFile, TypeInfo
+from mypy.plugin import AnalyzeTypeContext, MethodContext, Plugin
+from mypy.types import AnyType, CallableType, Instance, Type, TypeOfAny
+
+__all__ = ["TilePlugin", "plugin"]
+
+_KERNEL_TYPES = "tile.frontend.kernel_types"
+_LANG = "tile.compiler.lang"
+_DTYPES: tuple[str, ...] = ("i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "tf32")
+_DTYPES += ("f64", "f8e4m3fn", "f8e5m2", "bool_")
+_ANNOTATIONS = f"{_LANG}._annotations"
+_HOST_TENSOR = "tile.frontend._tensor.Tensor"
+
+
+def _kernel_type(name: str) -> Callable[[AnalyzeTypeContext], Type]:
+    def analyze(ctx: AnalyzeTypeContext) -> Type:
+        return ctx.api.named_type(f"{_KERNEL_TYPES}.{name}", [])
+
+    return analyze
+
+
+def _tensor(ctx: AnalyzeTypeContext) -> Type:
+    if not ctx.type.args:  # the host class, as an ordinary annotation
+        return ctx.api.named_type(_HOST_TENSOR, [])
+    return ctx.api.named_type(f"{_KERNEL_TYPES}.TensorParam", [])
+
+
+def _const(ctx: AnalyzeTypeContext) -> Type:
+    if len(ctx.type.args) != 1:
+        ctx.api.fail("write Const[int], Const[float] or Const[bool]", ctx.context)
+        return ctx.api.named_type("builtins.int", [])
+    return ctx.api.analyze_type(ctx.type.args[0])
+
+
+_HOOKS: dict[str, Callable[[AnalyzeTypeContext], Type]] = {
+    _HOST_TENSOR: _tensor,
+    f"{_ANNOTATIONS}.Tensor": _tensor,
+    f"{_ANNOTATIONS}.Mut": _kernel_type("MutParam"),
+    f"{_ANNOTATIONS}.Ptr": _kernel_type("Pointer"),
+    f"{_ANNOTATIONS}.Const": _const,
+    **{f"{_LANG}.{dtype}": _kernel_type("Tile") for dtype in _DTYPES},
+}
+
+
+def _in_kernel_code(ctx: MethodContext) -> bool:
+    """Whether the call is in a function taking kernel values (a kernel or a helper), read from its signature."""
+    scope = getattr(ctx.api, "scope", None)  # the TypeChecker behind the plugin interface
+    # mypy 2 names it current_function; mypy 1 top_non_lambda_function.
+    current = getattr(scope, "current_function", None) or getattr(scope, "top_non_lambda_function", None)
+    function = current() if callable(current) else None
+    signature = function.type if isinstance(function, FuncItem) else None
+    if not isinstance(signature, CallableType):
+        return False
+    kernel_arg = [t for t in signature.arg_types if isinstance(t, Instance) and t.type.module_name == _KERNEL_TYPES]
+    return bool(kernel_arg)
+
+
+def _host_or_kernel_call(ctx: MethodContext) -> Type:
+    """``tile.zeros/ones/full/arange``: a host `Tensor` from Python, a `Tile` inside kernel code."""
+    if not _in_kernel_code(ctx):
+        return ctx.default_return_type
+    # The checker's own lookup walks from the top package, which `tile` (a namespace package) is not.
+    modules = getattr(ctx.api, "modules", {})
+    symbol = modules[_KERNEL_TYPES].names.get("Tile") if _KERNEL_TYPES in modules else None
+    return (
+        Instance(symbol.node, [])
+        if symbol is not None and isinstance(symbol.node, TypeInfo)
+        else AnyType(TypeOfAny.special_form)
+    )
+
+
+class TilePlugin(Plugin):
+    """Reads kernel-language annotations as `tile.frontend.kernel_types` classes (see the module docstring)."""
+
+    def get_type_analyze_hook(self, fullname: str) -> Callable[[AnalyzeTypeContext], Type] | None:
+        """The hook for a kernel-language annotation name, or None for any other name."""
+        return _HOOKS.get(fullname)
+
+    def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
+        """The hook making ``tile.zeros(...)`` and its kin a `Tile` inside kernel code."""
+        return _host_or_kernel_call if fullname == "tile.frontend._create.HostOrKernelOp.__call__" else None
+
+    def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
+        """Load `tile.frontend.kernel_types` for the modules that use the kernel language (and only those)."""
+        for node in file.imports:
+            if isinstance(node, ImportFrom):
+                names = [node.id, *(f"{node.id}.{name}" for name, _ in node.names)]
+            elif isinstance(node, Import):
+                names = [name for name, _ in node.ids]
+            else:
+                names = []
+            if any(n.startswith(("tile.frontend", "tile.compiler.lang")) for n in names):
+                return [(10, _KERNEL_TYPES, -1)]
+        return []
+
+
+def plugin(version: str) -> type[Plugin]:
+    """mypy's entry point: the plugin class (written against mypy 2.4; mypy 1 names one scope method differently)."""
+    return TilePlugin
