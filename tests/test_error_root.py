@@ -21,7 +21,16 @@ import pytest
 import tile.frontend as tile
 from tile.errors import TileError as Root
 
-PACKAGES = ["tile.errors", "tile.ir", "tile.bindings", "tile.core", "tile.aio", "tile.compiler", "tile.frontend"]
+PACKAGES = [
+    "tile.errors",
+    "tile.ir",
+    "tile.bindings",
+    "tile.core",
+    "tile.aio",
+    "tile.compiler",
+    "tile.frontend",
+    "tile.kernels",
+]
 
 
 def _modules(name: str) -> list[ModuleType]:

@@ -31,10 +31,12 @@ else:  # pragma: no cover - Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("bindings", "core", "async", "ir", "compiler", "frontend")
+PACKAGES = ("errors", "bindings", "core", "async", "ir", "compiler", "frontend", "kernels")
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 # Top-level import name (two levels for the ``tile`` and ``cuda`` namespaces) -> the distribution providing it.
 DISTRIBUTION_OF = {
+    "tile.errors": "tile-errors",
+    "tile.kernels": "tile-kernels",
     "tile.bindings": "tile-bindings",
     "tile.core": "tile-core",
     "tile.aio": "tile-async",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tile.compiler._errors import TileError
 from tile.compiler._kir import Block
 from tile.compiler._types import DType, TileType
 from tile.ir.ops import CATALOG
@@ -46,8 +47,9 @@ FTZ_OPS = frozenset(name for name in CATALOG if _spec(name, "flush_to_zero") is 
 APPROX_OPS = frozenset(name for name in CATALOG if "approx" in roundings(name))
 
 
-class ModeError(Exception):
-    """A mode the op or dtype does not take; the checker reports the message at the user's line."""
+class ModeError(TileError):
+    """A mode the op or dtype does not take; the checker reports the message at the user's line (as a CompileError).
+    Internal to the checker, but a Tile error like every other, so nothing outside the one root can escape."""
 
 
 def mode_attrs(what: str, op: str, dtype: DType, rounding: object, flush_to_zero: object) -> dict[str, Any]:
