@@ -63,14 +63,14 @@ def test_chunked_rmsnorm(
 def test_two_dimensional_subtiles_store_and_read_back(sk: ModuleType, sub: tuple[int, int]) -> None:
     xn = np.random.default_rng(5).standard_normal((500, 410)).astype(np.float32)
     out = tile.full(f32, [500, 410], np.nan).partition([16, 32])
-    z, _ = sk.store_then_read_back(out, tile.from_numpy(xn), SM=sub[0], SN=sub[1]).sync()
+    z, *_ = sk.store_then_read_back(out, tile.from_numpy(xn), SM=sub[0], SN=sub[1]).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 2 * xn)
 
 
 def test_subtiles_of_walked_tiles(sk: ModuleType) -> None:
     xn = np.random.default_rng(6).standard_normal((400, 700)).astype(np.float32)
     out = tile.full(f32, [400, 700], np.nan).partition([16, 32])
-    z, _ = sk.walked_subtiles.grid((132,))(out, tile.from_numpy(xn), SN=8).sync()
+    z, *_ = sk.walked_subtiles.grid((132,))(out, tile.from_numpy(xn), SN=8).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), xn + 1.0)
 
 
