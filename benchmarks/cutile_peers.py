@@ -25,3 +25,22 @@ def ct_gemm(A: Any, B: Any, C: Any, tm: ct.Constant[int], tn: ct.Constant[int], 
         b = ct.load(B, index=(k, bidy), shape=(tk, tn), padding_mode=ct.PaddingMode.ZERO)
         acc = ct.mma(a, b, acc)
     ct.store(C, index=(bidx, bidy), tile=acc.astype(C.dtype))
+
+
+@ct.kernel(occupancy=ct.ByTarget(sm_100=16))  # type: ignore[untyped-decorator]  # cuda.tile ships no type information
+def ct_rmsnorm(x: Any, w: Any, out: Any, N: ct.Constant[int], eps: ct.Constant[float], TILE: ct.Constant[int]) -> None:  # noqa: N803, PLR0917 - cuTile's constant naming; cuTile passes constants positionally
+    """cuTile Python's chunked RMSNorm (its rms_norm sample's form): one row per block, two passes over column
+    chunks of TILE (sum of squares, then normalise and store), untiled (allow_tma=False) loads and stores with
+    latency 1. The sample's per-row Rstd output is left out, as in Tile's kernel."""
+    row = ct.bid(0)
+    acc = ct.full((1, TILE), 0.0, dtype=ct.float32)
+    chunks = ct.cdiv(x.shape[1], TILE)
+    for j in range(chunks):
+        xj = ct.load(x, index=(row, j), shape=(1, TILE), allow_tma=False, latency=1, padding_mode=ct.PaddingMode.ZERO)
+        xj = ct.astype(xj, ct.float32)
+        acc += xj * xj
+    r = ct.rsqrt(ct.sum(acc, axis=1, keepdims=True) / N + eps)
+    for j in range(chunks):
+        wj = ct.astype(ct.load(w, index=(j,), shape=(TILE,), allow_tma=False, latency=1), ct.float32)
+        xj = ct.astype(ct.load(x, index=(row, j), shape=(1, TILE), allow_tma=False, latency=1), ct.float32)
+        ct.store(out, index=(row, j), tile=ct.astype(xj * r * wj, x.dtype), allow_tma=False, latency=1)

@@ -41,11 +41,10 @@ def main() -> None:
 
     buffer = np.zeros(heads * seq * dim, np.float32)  # in place: output and input are one buffer
     out = tile.from_dlpack(buffer).reshape(seq, heads, dim).partition([bs, 1, dim])
-    inp = tile.from_dlpack(buffer).reshape(heads, seq, dim)
-    try:
-        permute_heads(out, inp)
-    except tile.AliasError as err:
-        print("in-place version rejected at launch:", str(err).split(";")[0])
+    try:  # the partition holds the buffer: a second borrow of it, to read it as the input, is refused
+        permute_heads(out, tile.from_dlpack(buffer).reshape(heads, seq, dim))
+    except tile.BorrowError as err:
+        print("in-place version rejected before the launch:", str(err).split(", and")[0])
 
     z, x = permute_heads(tile.empty(f32, [seq, heads, dim]).partition([bs, 1, dim]), x).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), expected)

@@ -434,3 +434,96 @@ def test_user_code_run_by_the_checks_cannot_change_what_is_moved(k: ModuleType, 
         k.scale(z, x, Sneaky(3))
     assert stolen
     assert not z.moved  # the failed call moved nothing
+
+
+# -- 15. a second borrow of memory a writer holds --------------------------------------------------------------------
+
+
+def test_a_second_borrow_of_a_pending_output_is_refused(k: ModuleType) -> None:
+    """Borrowing foreign memory twice made a second handle the first borrow's partition never saw: while a launch
+    wrote the partition, the second handle read (or passed as an input) the bytes mid-kernel."""
+    a = np.zeros(8, np.float32)
+    p = tile.from_dlpack(a).partition([4])
+    op = k.fill(p, 3.0)  # holds the partition: may run at any moment from now on
+    with pytest.raises(tile.BorrowError, match=r"a writer holds .*Partition\(f32, \[8\] in tiles of \[4\]\)") as info:
+        tile.from_dlpack(a)
+    assert THIS in str(info.value)
+    assert "unpartition()" in str(info.value)
+    with pytest.raises(tile.BorrowError, match="a writer holds"):
+        tile.from_dlpack(Interface(a.ctypes.data + 4, 2))  # any overlapping range, through any interface
+    z, _ = op.sync()
+    with pytest.raises(tile.BorrowError, match="a writer holds"):
+        tile.from_dlpack(a)  # done, but still partitioned: the next launch may write it
+    t = z.unpartition()
+    np.testing.assert_array_equal(tile.from_dlpack(a).to_numpy(), np.full(8, 3.0))
+    del t
+
+
+def test_a_borrow_of_tile_memory_under_a_partition_is_refused(k: ModuleType) -> None:
+    x = tile.zeros(f32, [8])
+    address = x.data_ptr()
+    p = x.partition([4])
+    op = k.fill(p, 1.0)
+    with pytest.raises(tile.BorrowError, match="a writer holds"):
+        tile.from_dlpack(Interface(address, 8, readonly=True))
+    tile.from_dlpack(Interface(address + 64, 8, readonly=True)).to_numpy()  # past the tensor: nothing held there
+    op.sync()
+
+
+def test_a_borrow_of_lent_memory_is_refused() -> None:
+    """While lent, no Tile handle may read the memory the other library writes (the loan's promise)."""
+    lent = tile.zeros(f32, [8]).lend()
+    arr = np.from_dlpack(lent)
+    with pytest.raises(tile.BorrowError, match=r"a writer holds .*Lent\(f32, \[8\]\)"):
+        tile.from_dlpack(arr)
+    arr[:] = 2.0
+    del arr
+    t = lent.reclaim()
+    np.testing.assert_array_equal(tile.from_dlpack(Interface(t.data_ptr(), 8)).to_numpy(), np.full(8, 2.0))
+
+
+# -- 16. a collector run inside a step ------------------------------------------------------------------------------
+
+
+class _Thief:
+    """Garbage in a cycle whose ``__del__`` waits for a collection inside a step (OWNERSHIP held by this thread), then
+    takes the partition back; each run that waits leaves a new thief for the next collection."""
+
+    def __init__(self, p: Any, log: list[Any]) -> None:
+        self.p, self.log, self.me = p, log, self
+
+    def __del__(self) -> None:
+        from tile.frontend._storage import OWNERSHIP
+
+        # Inside a step: OWNERSHIP held by this thread (a C RLock's _is_owned), past the lock's own acquisition.
+        locking = sys._getframe(1).f_code.co_name in ("locked", "__enter__")
+        inside = OWNERSHIP._is_owned() and not locking  # type: ignore[attr-defined]
+        self.log.append(inside)
+        if inside:
+            self.log.append(self.p.unpartition())
+        elif len(self.log) < 10_000 and self.p is not None:
+            _Thief(self.p, self.log)
+
+
+def test_the_collector_never_runs_a_finalizer_between_a_check_and_its_move(k: ModuleType) -> None:
+    """OWNERSHIP is re-entrant: a user's ``__del__`` run by the cyclic collector in the middle of a launch could
+    unpartition the partition the launch had checked and was about to move; the launch then wrote memory a live
+    tensor viewed (seen: the launch was made, the stolen tensor was live, and the launch failed in .sync()). The
+    collector is paused in every step."""
+    k.fill(tile.zeros(f32, [8]).partition([4]), 1.0).sync()  # the plan exists: the fast path runs
+    log: list[Any] = []
+    p = tile.zeros(f32, [8]).partition([4])
+    _Thief(p, log)
+    threshold = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)  # a collection at almost every allocation
+    try:
+        z, _ = k.fill(p, 3.0).sync()
+        z = z.unpartition()
+    finally:
+        gc.set_threshold(*threshold)
+    assert len(log) > 10, "the collector ran the finalizer many times during the launch"
+    assert True not in log, "a finalizer ran inside a step"
+    np.testing.assert_array_equal(z.to_numpy(), np.full(8, 3.0))
+    log.append(False)
+    log.extend([False] * 10_000)  # the last thief stops renewing
+    gc.collect()

@@ -257,6 +257,19 @@ class Model:
             for root, lo, hi, tok in self.borrows()
         )
 
+    def new_borrow(self, root: Root, view: View) -> Outcome:
+        """``tile.from_dlpack`` of ``view``: refused while a writer (a partition, a loan) holds memory it overlaps.
+        A partition's tensor is held until unpartitioned, for as long as any handle on it (a moved one included, or
+        a pending launch's) is alive."""
+        lo, hi = view.lo, max(view.hi, view.lo + 1)  # an empty borrow still covers a byte
+        holders = [h for h in self.handles if h.kind in "PL"] + [h for p in self.launches for h in p.held()]
+        for h in holders:
+            s = h.store
+            holds = h.kind in "PL" and h.tok not in self.unpartitioned and not s.dropped and s.root is root
+            if holds and _overlap(lo, hi, h.view.lo, h.view.hi):
+                return tile.BorrowError
+        return OK
+
     def exclusive(self, h: Hd) -> Outcome:
         """Partition / lend: writable memory that no other live borrow overlaps."""
         if h.store.readonly or self.conflicts(h, {h.tok}):
@@ -503,7 +516,12 @@ class Run:
         def commit(t: Any) -> None:
             self.m.borrow(t, a.store.root, a.view, a.kind == "export", a)
 
-        return Op(f"tile.from_dlpack({a.kind})", lambda: tile.from_dlpack(a.obj), lambda: OK, commit)
+        return Op(
+            f"tile.from_dlpack({a.kind})",
+            lambda: tile.from_dlpack(a.obj),
+            lambda: self.m.new_borrow(a.store.root, a.view),
+            commit,
+        )
 
     def op_borrow_numpy(self, d: Dice) -> Op:
         """Borrow (part of) numpy memory the test owns, sometimes with stride 0 (every element one address)."""
@@ -524,7 +542,8 @@ class Run:
         def commit(t: Any) -> None:
             self.m.borrow(t, root, view, False, None)
 
-        return Op(f"tile.from_dlpack(numpy[{a}:{b}:{s}])", lambda: tile.from_dlpack(part), lambda: OK, commit)
+        label = f"tile.from_dlpack(numpy[{a}:{b}:{s}])"
+        return Op(label, lambda: tile.from_dlpack(part), lambda: self.m.new_borrow(root, view), commit)
 
     def op_alias(self, h: Hd) -> Op:
         """Borrow numpy memory that a handle (a partition, say) already borrows: two handles on the same bytes."""
@@ -535,7 +554,8 @@ class Run:
         def commit(t: Any) -> None:
             self.m.borrow(t, root, view, False, None)
 
-        return Op(f"tile.from_dlpack(numpy like {h})", lambda: tile.from_dlpack(part), lambda: OK, commit)
+        label = f"tile.from_dlpack(numpy like {h})"
+        return Op(label, lambda: tile.from_dlpack(part), lambda: self.m.new_borrow(root, view), commit)
 
     def op_write_loan(self, d: Dice, a: Arr) -> Op:
         value = float(d.pick([7, -1, 100]))

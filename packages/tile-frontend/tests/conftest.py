@@ -42,3 +42,9 @@ def _cpu_backend(request: pytest.FixtureRequest) -> None:
 def k() -> ModuleType:
     """The frontend test kernels (``tests/kernels/fe_kernels.py``)."""
     return load_kernels("fe_kernels")
+
+
+@pytest.fixture(scope="session")
+def sk() -> ModuleType:
+    """The sub-tile test kernels (``tests/kernels/subtile_kernels.py``)."""
+    return load_kernels("subtile_kernels")

@@ -262,3 +262,18 @@ def test_persistent_kernels_take_any_grid(k: ModuleType, grid: Any) -> None:
     assert launch.compile().abi.walks_tiles(kernel.params[0].name)  # the compiled code, not the text, frees the grid
     c, _, _, _ = launch.sync()
     np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_outputs_agree_on_the_grid_at_different_ranks(k: ModuleType) -> None:
+    # Issue 14 (6b): y's partition grid [5, 1] and mean's [5] are one grid (5, 1, 1); grids compare padded.
+    xn = np.random.default_rng(7).standard_normal((37, 64)).astype(np.float32)
+    y, mean, _ = k.row_mean_two_ranks(
+        tile.empty(f32, [37, 1]).partition([8, 1]), tile.empty(f32, [37]).partition([8]), tile.from_numpy(xn)
+    ).sync()
+    expected = xn.astype(np.float64).mean(axis=1)
+    np.testing.assert_allclose(y.unpartition().to_numpy()[:, 0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mean.unpartition().to_numpy(), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(tile.GridError, match="disagree about the launch grid"):  # a real disagreement still fails
+        k.row_mean_two_ranks(
+            tile.empty(f32, [37, 2]).partition([8, 1]), tile.empty(f32, [37]).partition([8]), tile.from_numpy(xn)
+        )

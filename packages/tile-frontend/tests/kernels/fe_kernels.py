@@ -185,3 +185,12 @@ def read_then_take(z: Mut[Tensor[f32, "B"]], flag: Tensor[i32, -1]):
         t = z.partition((B,)).load((0,))
         tile.atomic_add(flag.ptr() + tile.arange(1), 0)
         z.store(t + 1.0)
+
+
+@tile.entry
+def row_mean_two_ranks(y: Mut[Tensor[f32, ("BM", 1)]], mean: Mut[Tensor[f32, "BM"]], x: Tensor[f32, (-1, "N")]):
+    """Two outputs that agree on the grid at different ranks: y's grid [M, 1], mean's grid [M]."""
+    t = x.partition((BM, N)).load((tile.block_id()[0], 0))
+    m = tile.sum(t, axis=1, keepdims=True) / N
+    y.store(m)
+    mean.store(m.reshape((BM,)))

@@ -19,6 +19,7 @@ from tile.compiler._parse import KernelAST, parse
 from tile.compiler._resolve import ResolvedKernel, resolve
 from tile.compiler._spec import KernelABI, Specialization, Target
 from tile.compiler._typecheck_arith import I1, is_const, type_name
+from tile.compiler._typecheck_carry import leaf_count, struct_of
 from tile.compiler._typecheck_entry import build_entry
 from tile.compiler._typecheck_loops import Exit, LoopFrame, LoopMixin
 from tile.compiler._typecheck_values import Emitter, TensorV, TileIndex
@@ -198,12 +199,26 @@ class Checker(LoopMixin):
         self.at(node)
         live = [b for b in branches if b[1] in (None, "return")]
         names = self._merged_names(before, [b[2] for b in live])
-        types = [self._merge_type(n, [b[2][n] for b in live]) for n in names]
-        for block, _, env in live:
+        structs = [struct_of(live[0][2][n]) for n in names]
+        leaf_names = [n for n, st in zip(names, structs, strict=True) for _ in range(leaf_count(st))]
+        flats = [
+            [leaf for n, st in zip(names, structs, strict=True) for leaf in self.flat_leaves(n, env[n], st)]
+            for _, _, env in live
+        ]
+        # A leaf that is one compile-time object on every path (a tensor in a tuple) stays as it is.
+        fixed = [
+            all(f[i] is flats[0][i] for f in flats) and not isinstance(flats[0][i], Value)
+            for i in range(len(leaf_names))
+        ]
+        picked = [i for i in range(len(leaf_names)) if not fixed[i]]
+        types = [self._merge_type(leaf_names[i], [f[i] for f in flats]) for i in picked]
+        for (block, _, _), flat in zip(live, flats, strict=True):
             with self.in_block(block):
-                self.em.emit("yield", [[self.coerce_to(n, env[n], t) for n, t in zip(names, types, strict=False)]], [])
-        results = self.em.emit("if", [c], types, {}, [branches[0][0], branches[1][0]])
-        self.env.update(zip(names, results, strict=False))
+                values = [self.coerce_to(leaf_names[i], flat[i], t) for i, t in zip(picked, types, strict=True)]
+                self.em.emit("yield", [values], [])
+        results = iter(self.em.emit("if", [c], types, {}, [branches[0][0], branches[1][0]]))
+        merged = [flats[0][i] if fixed[i] else next(results) for i in range(len(leaf_names))] if live else []
+        self.env.update(self.bind_carried(names, structs, merged))
         for n in [n for n in self._constant_merges(before, [b[2] for b in live]) if n not in names]:
             self.env[n] = live[0][2][n]
         if not live:  # both branches left the loop body; what follows is unreachable but must still terminate

@@ -111,6 +111,7 @@ def type_name(v: object) -> str:
     kinds = {
         "TensorV": "tensor parameter",
         "PartitionV": "partition",
+        "SubtilesV": "sub-tile view",
         "BoundMethod": "method",
         "TileIndex": "tile index",
         "TileIter": "tile iterator",

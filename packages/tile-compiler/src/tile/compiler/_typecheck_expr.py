@@ -19,8 +19,8 @@ from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
-from tile.compiler._typecheck_memory import MemoryMixin
-from tile.compiler._typecheck_values import BoundMethod, PartitionV, TensorV, TileIndex
+from tile.compiler._typecheck_subtiles import SubtileMixin
+from tile.compiler._typecheck_values import BoundMethod, PartitionV, SubtilesV, TensorV, TileIndex
 from tile.compiler._types import DType, TileType
 from tile.compiler.lang._function import is_function
 from tile.compiler.lang._ops import METHODS, OPS, LangOp
@@ -44,7 +44,7 @@ _FOLDABLE_BUILTINS: dict[str, Callable[..., object]] = {
 }
 
 
-class ExprMixin(MemoryMixin):
+class ExprMixin(SubtileMixin):
     """Evaluates expressions to abstract values."""
 
     kernel: KernelAST
@@ -161,7 +161,34 @@ class ExprMixin(MemoryMixin):
         if isinstance(node.ops[0], (ast.Is, ast.IsNot)):
             a, b = self.expr(node.left), self.expr(node.comparators[0])
             return (a is b) if isinstance(node.ops[0], ast.Is) else (a is not b)
-        return self.compare(node.ops[0], self.expr(node.left), self.expr(node.comparators[0]))
+        a, b = self.expr(node.left), self.expr(node.comparators[0])
+        if isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return self._membership(node.ops[0], a, b)
+        if _static(a) or _static(b):
+            return self._compare_static(node.ops[0], a, b)
+        return self.compare(node.ops[0], a, b)
+
+    def _compare_static(self, op: ast.cmpop, a: object, b: object) -> bool:
+        """``==``/``!=`` of compile-time objects (dtypes, strings, None): a compile-time bool."""
+        if not isinstance(op, (ast.Eq, ast.NotEq)):
+            self.fail(f"{type_name(a)} and {type_name(b)} can only be compared with '==' or '!=' (at compile time)")
+        for v in (a, b):
+            if not (_static(v) or is_const(v)):
+                self.fail(
+                    f"cannot compare {type_name(a)} with {type_name(b)}: a dtype, string or None compares only with "
+                    "compile-time values (e.g. x.dtype == tile.f32)"
+                )
+        return (a == b) is isinstance(op, ast.Eq)
+
+    def _membership(self, op: ast.cmpop, a: object, b: object) -> bool:
+        """``a in (...)`` over compile-time values (``x.dtype in (tile.f16, tile.bf16)``): a compile-time bool."""
+        items = b.coords if isinstance(b, TileIndex) else b
+        if not isinstance(items, tuple) or not all(_static(v) or is_const(v) for v in (a, *items)):
+            self.fail(
+                "'in' works on compile-time values only, e.g. x.dtype in (tile.f16, tile.bf16); "
+                f"got {type_name(a)} in {type_name(b)}"
+            )
+        return (a in items) is isinstance(op, ast.In)
 
     def expr_ifexp(self, node: ast.IfExp) -> object:
         cond = self.expr(node.test)
@@ -217,6 +244,12 @@ class ExprMixin(MemoryMixin):
             if name == "tile_shape":
                 return base.tile
             return self._method(base, "partition", name)
+        if isinstance(base, SubtilesV):
+            if name == "num_tiles":
+                return base.counts
+            if name == "tile_shape":
+                return base.tile
+            return self._method(base, "subtiles", name)
         return self.fail(f"{type_name(base)} has no attribute '{name}' in kernel code")
 
     def _tile_attr(self, v: Value, t: TileType, name: str) -> object:
@@ -241,7 +274,13 @@ class ExprMixin(MemoryMixin):
     def _method(self, recv: object, kind: str, name: str) -> BoundMethod:
         family = METHODS[kind].get(name)
         if family is None:
-            what = {"tile": "a tile", "tensor": "a tensor", "partition": "a partition", "mut": "a Mut output"}[kind]
+            what = {
+                "tile": "a tile",
+                "tensor": "a tensor",
+                "partition": "a partition",
+                "mut": "a Mut output",
+                "subtiles": "z.subtiles(...)",
+            }[kind]
             hint = "; only Mut outputs can be stored to" if name == "store" else ""
             self.fail(f"{what} has no method '{name}'{hint}")
         return BoundMethod(recv, name, family)
@@ -351,6 +390,11 @@ class ExprMixin(MemoryMixin):
                 if p.required:
                     self.fail(f".{op.name}() is missing the argument '{p.name}'")
                 out[p.name] = p.default
+
+
+def _static(v: object) -> bool:
+    """A compile-time object that compares with ``==`` at compile time: a dtype, a string or None."""
+    return isinstance(v, (DType, str)) or v is None
 
 
 def _param(name: str, params: tuple[str, ...], defaults: tuple[object, ...], i: int) -> Any:

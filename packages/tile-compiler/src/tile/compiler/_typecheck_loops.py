@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
-from tile.compiler._typecheck_expr import ExprMixin
+from tile.compiler._typecheck_carry import CarryMixin, Struct
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN, TileDim
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIter
 from tile.compiler._types import DTYPES, DType, TileType, Type
@@ -34,11 +34,12 @@ Exit = str | None  # None: falls through; "return" | "break" | "continue"
 class LoopFrame:
     kind: str  # "for" | "loop"
     names: list[str]
-    types: list[Type]
+    types: list[Type]  # flat: one per carried value (a tuple variable carries one per leaf)
+    structs: list[Struct]
     next_iv: Value | None = None
 
 
-class LoopMixin(ExprMixin):
+class LoopMixin(CarryMixin):
     """Loop statements and the loop-carried variables they thread."""
 
     loops: list[LoopFrame]
@@ -67,19 +68,7 @@ class LoopMixin(ExprMixin):
         return self.loops[-1]
 
     def _carried(self, loop: LoopFrame) -> list[Value]:
-        return [self.coerce_to(n, self.env.get(n), t) for n, t in zip(loop.names, loop.types, strict=True)]
-
-    def coerce_to(self, name: str, value: object, ty: Type) -> Value:
-        """``value`` as a runtime value of ``ty`` (constants materialize; anything else must match)."""
-        if isinstance(value, Value) and value.type == ty:
-            return value
-        if is_const(value) and isinstance(ty, TileType) and isinstance(ty.elem, DType):
-            return self.materialize(value, ty.elem, ty.shape)
-        shown = str(ty) if not name.startswith("$") else "a memory token"
-        return self.fail(
-            f"variable '{name}' changes type: it is {shown} at the start of the loop or branch but "
-            f"{type_name(value)} here; give it one type on every path (e.g. initialize with tile.zeros(...))"
-        )
+        return self.carried_values(loop.names, loop.types, loop.structs)
 
     # -- if -------------------------------------------------------------------------------------------------
     def _loop_vars(self, body: list[ast.stmt], exclude: str = "") -> list[str]:
@@ -120,17 +109,6 @@ class LoopMixin(ExprMixin):
                 if owner is not None and is_function(getattr(owner, node.func.attr, None)):
                     return True
         return False
-
-    def _loop_inits(self, names: list[str]) -> tuple[list[Value], list[Type]]:
-        inits: list[Value] = []
-        for n in names:
-            v = self.env[n]
-            if is_const(v):
-                v = self.materialize(v)
-            if not isinstance(v, Value):
-                self.fail(f"'{n}' holds a {type_name(v)} and cannot be reassigned inside a loop")
-            inits.append(v)
-        return inits, [v.type for v in inits]
 
     def _uses_break(self, body: list[ast.stmt]) -> bool:
         def visit(nodes: list[ast.stmt]) -> bool:
@@ -227,9 +205,10 @@ class LoopMixin(ExprMixin):
         # "ub <= tile count" once before the loop covers every partition access it indexes.
         bounded = trusted
         names = self._loop_vars(node.body, node.target.id)
-        inits, types = self._loop_inits(names)
+        inits, types, structs = self.carried_inits(names)
         if self._uses_break(node.body):
-            return self._for_as_loop(node, (lb, ub, step), names, inits, types, bind=bind, counted=counted)
+            frame = LoopFrame("loop", names, types, structs)
+            return self._for_as_loop(node, (lb, ub, step), frame, inits, bind=bind, counted=counted)
         iv = self.em.value(TileType(ivdt))
         if counted is not None or bounded:
             self.in_range[iv.id] = (counted, ub)
@@ -240,8 +219,8 @@ class LoopMixin(ExprMixin):
                 self.index_bounds[iv.id] = host
         block = Block([iv] + [self.em.value(t) for t in types])
         outer = self.env
-        self.env = dict(outer, **dict(zip(names, block.args[1:], strict=True)))
-        self.loops.append(LoopFrame("for", names, types))
+        self.env = dict(outer, **self.bind_carried(names, structs, block.args[1:]))
+        self.loops.append(LoopFrame("for", names, types, structs))
         with self.in_loop_body(block):
             self.env[node.target.id] = bind(iv) if bind else iv
             if self.stmts(node.body) is None:
@@ -250,16 +229,15 @@ class LoopMixin(ExprMixin):
         self.env = outer
         self.at(node)
         results = self.em.emit("for", [lb, ub, step, inits], types, {}, [block])
-        self.env.update(zip(names, results, strict=False))
+        self.env.update(self.bind_carried(names, structs, results))
         return None
 
     def _for_as_loop(
         self,
         node: ast.For,
         bounds: tuple[Value, Value, Value],
-        names: list[str],
+        frame: LoopFrame,
         inits: list[Value],
-        types: list[Type],
         *,
         bind: Callable[[Value], object] | None,
         counted: TileDim | None,
@@ -267,16 +245,17 @@ class LoopMixin(ExprMixin):
         lb, ub, step = bounds
         ivt = lb.type
         assert isinstance(node.target, ast.Name)  # checked by stmt_for
+        names, types, structs = frame.names, frame.types, frame.structs
         block = Block([self.em.value(ivt)] + [self.em.value(t) for t in types])
         iv, carried = block.args[0], block.args[1:]
         if counted is not None:
             self.in_range[iv.id] = (counted, ub)
         outer = self.env
-        self.env = dict(outer, **dict(zip(names, carried, strict=True)))
+        self.env = dict(outer, **self.bind_carried(names, structs, carried))
         with self.in_loop_body(block):
             self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
             self.env[node.target.id] = bind(iv) if bind else iv
-            loop = LoopFrame("loop", names, types, self.elementwise(ast.Add, iv, step, "+"))
+            loop = LoopFrame("loop", names, types, structs, self.elementwise(ast.Add, iv, step, "+"))
             self.loops.append(loop)
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [[loop.next_iv, *self._carried(loop)]], [])  # type: ignore[list-item]  # set above
@@ -284,7 +263,7 @@ class LoopMixin(ExprMixin):
         self.env = outer
         self.at(node)
         results = self.em.emit("loop", [[lb, *inits]], [ivt, *types], {}, [block])
-        self.env.update(zip(names, results[1:], strict=False))
+        self.env.update(self.bind_carried(names, structs, results[1:]))
         return None
 
     def _exit_unless(self, cond: Value, carried: list[Value]) -> None:
@@ -296,11 +275,13 @@ class LoopMixin(ExprMixin):
         self.em.emit("if", [cond], [], {}, [then, other])
 
     def stmt_while(self, node: ast.While) -> Exit:
-        names = self._loop_vars(node.body)
-        inits, types = self._loop_inits(names)
+        # The condition runs on every iteration, so what it touches (an atomic taking a lock) is carried like the
+        # body's, and the exit leaves with the values after it: ops after the loop stay ordered after the last test.
+        names = self._loop_vars([ast.Expr(node.test), *node.body])
+        inits, types, structs = self.carried_inits(names)
         block = Block([self.em.value(t) for t in types])
         outer = self.env
-        self.env = dict(outer, **dict(zip(names, block.args, strict=False)))
+        self.env = dict(outer, **self.bind_carried(names, structs, block.args))
         with self.in_loop_body(block):
             cond = self.expr(node.test)
             if is_const(cond) and not cond:
@@ -310,15 +291,15 @@ class LoopMixin(ExprMixin):
                 c = self.as_tile(cond, what="loop condition")
                 if self.tile_of(c).elem != I1 or self.tile_of(c).shape:
                     self.fail(f"a 'while' condition must be a bool scalar, got {type_name(c)}", node.test)
-                self._exit_unless(c, list(block.args))
-            self.loops.append(LoopFrame("loop", names, types))
+                self._exit_unless(c, self._carried(LoopFrame("loop", names, types, structs)))
+            self.loops.append(LoopFrame("loop", names, types, structs))
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [self._carried(self.loops[-1])], [])
             self.loops.pop()
         self.env = outer
         self.at(node)
         results = self.em.emit("loop", [inits], types, {}, [block])
-        self.env.update(zip(names, results, strict=False))
+        self.env.update(self.bind_carried(names, structs, results))
         return None
 
     # -- helpers --------------------------------------------------------------------------------------------

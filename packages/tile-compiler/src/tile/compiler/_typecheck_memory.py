@@ -16,7 +16,7 @@ from typing import Any, cast
 from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
-from tile.compiler._typecheck_shape import ShapeMixin
+from tile.compiler._typecheck_reduce import ReduceMixin
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
 from tile.compiler._types import (
     DTYPES,
@@ -55,7 +55,7 @@ def token_key(t: TensorV) -> str:
     return f"$tok:{t.name}" if t.mut else ENTRY_TOKEN
 
 
-class MemoryMixin(ShapeMixin):
+class MemoryMixin(ReduceMixin):
     """Views, loads, stores, grid queries, elementwise math families, raw pointers, atomics, print and assert."""
 
     env: dict[str, object]
@@ -330,7 +330,8 @@ class MemoryMixin(ShapeMixin):
             self.fail(
                 f"{what} reads a tile of output '{t.name}' that other blocks may be writing (an inter-block race); "
                 f"a safe kernel reads only the tiles it owns: use {t.name}.load() for its own tile, or "
-                f"{t.name}.load(at=idx) in 'for idx in {t.name}.tiles()', and tile.extract(...) for part of one; "
+                f"{t.name}.load(at=idx) in 'for idx in {t.name}.tiles()', and {t.name}.subtiles(shape).load(index) or "
+                "tile.extract(...) for part of one; "
                 "data other blocks produce is an input of a later launch"
             )
         self._set_mode(t, mode)

@@ -49,8 +49,9 @@ class ShapeMixin(ArithMixin):
 
     entry_block: Block
     index_constants: dict[int, Value]
-    # Host-known facts for index guards (see `tile.compiler._guards`): values equal to a host-computable `Bound`, and
-    # non-negative index values below one.
+    # Host-known facts for index guards (see `tile.compiler._guards`): values equal to a host-computable `Bound` (or,
+    # for sub-tile counts, at most one: both are only used as a loop's upper bound), and non-negative index values
+    # below one.
     host_values: dict[int, Bound]
     index_bounds: dict[int, Bound]
 
@@ -341,31 +342,6 @@ class ShapeMixin(ArithMixin):
         _, out = self._region_op("reduce", [flat, idx], axis, [worst, 2**31 - 1], body=pick, out_shape=shape)
         return self._keep(out, t.with_elem(I32), a["axis"], a["keepdims"])
 
-    def _user_combiner(self, fn: object, name: str) -> Callable[[list[Value], list[Value]], list[Value]]:
-        from tile.compiler.lang._function import is_function
-
-        if not is_function(fn):
-            self.fail(f"the combiner of tile.{name} must be a @tile.function taking (element, accumulator)")
-
-        def body(e: list[Value], acc: list[Value]) -> list[Value]:
-            out = self.call_helper(fn, [e[0], acc[0]], {})
-            return [self.as_tile(out, self.tile_of(e[0]).dtype, "combiner result")]
-
-        return body
-
-    def op_reduce_fn(self, op: LangOp, a: dict[str, Any]) -> object:
-        x = self.as_tile(a["x"])
-        t = self.tile_of(x)
-        flat, axis = self._flatten_for_axis(x, a["axis"])
-        ft = self.tile_of(flat)
-        if not is_const(a["identity"]):
-            self.fail("the identity of tile.reduce must be a compile-time number")
-        shape = ft.shape[:axis] + ft.shape[axis + 1 :]
-        (out,) = self._region_op(
-            "reduce", [flat], axis, [a["identity"]], body=self._user_combiner(a["fn"], op.name), out_shape=shape
-        )
-        return self._keep(out, t, a["axis"], a["keepdims"])
-
     def op_scan(self, op: LangOp, a: dict[str, Any]) -> object:
         x, dt, kind = self.reduce_kind(op, a["x"])
         t = self.tile_of(x)
@@ -381,26 +357,11 @@ class ShapeMixin(ArithMixin):
         )
         return out
 
-    def op_scan_fn(self, op: LangOp, a: dict[str, Any]) -> object:
-        x = self.as_tile(a["x"])
-        t = self.tile_of(x)
-        axis = self.axis_arg(a["axis"], t.rank)
-        if not is_const(a["identity"]):
-            self.fail("the identity of tile.scan must be a compile-time number")
-        (out,) = self._region_op(
-            "scan",
-            [x],
-            axis,
-            [a["identity"]],
-            body=self._user_combiner(a["fn"], op.name),
-            out_shape=t.shape,
-            reverse=bool(a["reverse"]),
-        )
-        return out
-
     # -- matrix multiply ------------------------------------------------------------------------------------
     def op_mma(self, op: LangOp, a: dict[str, Any]) -> object:
-        ta, tb, tc = (self.tile_of(a[k], f"mma operand '{k}'") for k in ("a", "b", "acc"))
+        tc = self.tile_of(a["acc"], "mma operand 'acc'")
+        a = {**a, **dict(zip("ab", self._batched(a["a"], a["b"], tc.shape[:-2]), strict=True))}
+        ta, tb = (self.tile_of(a[k]) for k in ("a", "b"))
         self._check_mma_shapes(ta, tb, tc)
         da, db, dc = ta.dtype, tb.dtype, tc.dtype
         if da.is_float:
@@ -416,6 +377,30 @@ class ShapeMixin(ArithMixin):
             "mmai", [a["a"], a["b"], a["acc"]], tc, signedness_lhs=signedness(da), signedness_rhs=signedness(db)
         )
 
+    def _batched(self, a: object, b: object, batch: tuple[int, ...] | None) -> tuple[Value, Value]:
+        """``a`` and ``b`` with their batch dims broadcast like NumPy's matmul: to ``batch`` (the accumulator's) when
+        given, else to each other's. Tile IR's mma takes one batch dim shared by all operands, so a broadcast batch
+        (``(1, M, K) @ (B, K, N)``, ``(M, K) @ (B, K, N)``) is made explicit here."""
+        ta, tb = self.tile_of(a, "mma operand 'a'"), self.tile_of(b, "mma operand 'b'")
+        if not (2 <= ta.rank <= 3 and 2 <= tb.rank <= 3):
+            self.fail(
+                f"matrix multiply takes 2-D (M, K) or 3-D (batch, M, K) tiles, got a {ta.shape} and b {tb.shape}; "
+                "reshape a vector to (1, K) or (K, 1) first"
+            )
+        want = broadcast_shapes(ta.shape[:-2], tb.shape[:-2])
+        if want is not None and batch is not None:
+            want = batch if broadcast_shapes(want, batch) == batch else None
+        if want is None:
+            into = f" into acc batch {batch}" if batch is not None else ""
+            self.fail(
+                f"the batch dims of a {ta.shape} and b {tb.shape} do not broadcast{into} "
+                "(each batch dim must match or be 1)"
+            )
+        va, vb = cast(Value, a), cast(Value, b)
+        if not want:
+            return va, vb
+        return self.broadcast(va, want + ta.shape[-2:]), self.broadcast(vb, want + tb.shape[-2:])
+
     def _check_mma_shapes(self, ta: TileType, tb: TileType, tc: TileType) -> None:
         ok = ta.rank == tb.rank == tc.rank and ta.rank in (2, 3)
         ok = ok and ta.shape[-1] == tb.shape[-2] and tc.shape[-2:] == (ta.shape[-2], tb.shape[-1])
@@ -430,6 +415,7 @@ class ShapeMixin(ArithMixin):
         return self.matmul(a["a"], a["b"])
 
     def matmul(self, a: object, b: object) -> Value:
+        a, b = self._batched(a, b, None)
         ta, tb = self.tile_of(a, "matmul operand"), self.tile_of(b, "matmul operand")
         dt = ta.dtype
         acc_dt = DTYPES["i32"] if dt.is_int else DTYPES["f64"] if dt.name == "f64" else F32

@@ -16,7 +16,7 @@ from tile.compiler._diagnostics import SourceLoc
 from tile.compiler._kir import Block, Op, Value
 from tile.compiler._types import DType, PartitionViewType, TensorViewType, TileType, Type
 
-__all__ = ["BoundMethod", "Emitter", "PartitionV", "TensorV", "TileIndex", "TileIter"]
+__all__ = ["BoundMethod", "Emitter", "PartitionV", "SubtilesV", "TensorV", "TileIndex", "TileIter"]
 
 
 @dataclass(eq=False)
@@ -51,6 +51,27 @@ class PartitionV:
     def tile(self) -> tuple[int, ...]:
         """The tile shape."""
         return self.view_type.tile
+
+
+@dataclass(eq=False)
+class SubtilesV:
+    """``z.subtiles(shape)``: one output tile this block owns, cut into sub-tiles of ``shape``.
+
+    ``view`` partitions the whole output by ``shape``; sub-tile ``j`` of the owned tile at ``own`` is the view's
+    tile ``own * ratio + j``. ``counts[d]`` is how many sub-tiles of the owned tile touch the tensor along ``d``
+    (at least 1, at most ``ratio[d]``): the range every index is proven, checked or clamped into.
+    """
+
+    tensor: TensorV
+    view: PartitionV
+    ratio: tuple[int, ...]
+    base: tuple[Value, ...]  # own tile coordinate * ratio, per dim
+    counts: tuple[Value, ...]
+
+    @property
+    def tile(self) -> tuple[int, ...]:
+        """The sub-tile shape."""
+        return self.view.tile
 
 
 @dataclass(eq=False)

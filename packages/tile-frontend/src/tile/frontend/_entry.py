@@ -47,7 +47,7 @@ from tile.frontend._signature import (
     with_schemes,
 )
 from tile.frontend._site import user_site
-from tile.frontend._storage import HOST, OWNERSHIP
+from tile.frontend._storage import HOST, OWNED, owning
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Kernel", "entry"]
@@ -134,15 +134,19 @@ class Kernel:
         ArgumentError, GridError, OwnershipError, BackendError, tile.compiler.CompileError
             Before anything is moved: the caller's handles stay usable.
         """
-        with OWNERSHIP:  # the checks and the move are one step: no other thread takes a handle in between
-            plan = self._last
-            if plan is not None and (launch := launch_again(plan, self, args, generics)) is not None:
-                return launch
-        return self._call_checked(args, generics)
+        launch = self._call_again(args, generics)
+        return launch if launch is not None else self._call_checked(args, generics)
+
+    @owning
+    def _call_again(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
+        """The latest plan's launch, its checks and the move as one step (no other thread, and no collector run, takes
+        a handle in between); None when the call does not fit that plan."""
+        plan = self._last
+        return launch_again(plan, self, args, generics) if plan is not None else None
 
     def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
         """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""
-        with OWNERSHIP:
+        with OWNED:
             site = user_site()
             key = layout_key(self.params, args, generics, self._grid)
             plan = self._plans.get(key) if key is not None else None
@@ -154,7 +158,7 @@ class Kernel:
                         self._last = plan
                     return self._launch(plan, values, site, checked=plan.distinct)
         self._prepare(args, dict(generics))  # every check, and the compile, without holding the lock
-        with OWNERSHIP:  # then the checks again (the kernel is compiled now) and the move, as one step
+        with OWNED:  # then the checks again (the kernel is compiled now) and the move, as one step
             return self._launch_new(args, generics, key, site)
 
     def _launch_new(self, args: Sequence[Any], generics: dict[str, int], key: Any, site: str) -> Launch:

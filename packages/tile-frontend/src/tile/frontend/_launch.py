@@ -30,7 +30,7 @@ from tile.frontend._execute import run_cpu
 from tile.frontend._partition import Partition
 from tile.frontend._signature import _pad, explicit_grid
 from tile.frontend._site import user_site
-from tile.frontend._storage import OWNERSHIP
+from tile.frontend._storage import OWNED
 from tile.frontend._tensor import _FIX, Tensor
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
             waited.append(producer)
 
     def _drop(self) -> None:
-        with OWNERSHIP:  # completion may come on another thread than the launches and frees of these handles
+        with OWNED:  # completion may come on another thread than the launches and frees of these handles
             values, self._values = self._values, None
             if values is None:
                 return

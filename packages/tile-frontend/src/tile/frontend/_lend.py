@@ -85,6 +85,7 @@ class Lent(Wrapper):
                 "library are still alive and may write it; drop them first (`del arr`)"
             )
         tensor._storage.settle()  # the other library's queued writes are done before Tile uses the memory again
+        tensor._storage.unhold(tensor)
         self._fate = ("unpartition", f"reclaimed at {site}")
         return tensor._move("unpartition", f"reclaimed at {site}")
 
@@ -99,4 +100,5 @@ def lend(tensor: Tensor, site: str) -> Lent:
     require_exclusive(tensor, f"lend {tensor._describe()} (at {site})", "lend")
     self = object.__new__(Lent)
     self._tensor, self._fate, self._tokens = tensor._move("partition", f"moved into .lend() at {site}"), None, []
+    self._tensor._storage.hold(self._tensor, f"{self._describe()} made at {site}")
     return self

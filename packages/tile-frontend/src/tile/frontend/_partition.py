@@ -100,7 +100,9 @@ class Partition(Wrapper):
         """Return the whole tensor (moves this partition)."""
         from tile.frontend._site import user_site
 
-        tensor = self._check()._move("unpartition", f"unpartitioned at {user_site()}")
+        held = self._check()
+        held._storage.unhold(held)
+        tensor = held._move("unpartition", f"unpartitioned at {user_site()}")
         self._fate = ("unpartition", f"unpartitioned at {user_site()}")
         return tensor
 
@@ -120,7 +122,9 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
             "tile.from_numpy(np.ascontiguousarray(...))) instead"
         )
     require_exclusive(tensor, f"partition {tensor._describe()} (at {site})", "partition")
-    return Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
+    self = Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
+    self._tensor._storage.hold(self._tensor, f"{self._describe()} made at {site}")
+    return self
 
 
 def require_exclusive(tensor: Tensor, what: str, verb: str) -> None:

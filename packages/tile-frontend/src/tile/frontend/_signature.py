@@ -271,7 +271,8 @@ def _grid(kernel: str, params: Sequence[Param], args: Sequence[Any], explicit: t
     grids = [(p.name, a.grid) for p, a in zip(params, args, strict=False) if p.kind == "mut"]
     # Outputs stored with z.store(t) fix the grid (one tile per block); outputs walked with z.tiles() take any grid.
     exact = [(p.name, a.grid) for p, a in zip(params, args, strict=False) if p.kind == "mut" and not p.tiled]
-    if len({g for _, g in (exact if explicit is not None else grids)}) > 1:
+    # Grids compare padded to (x, y, z): a [M, 1] output and an [M] output agree on the grid (M, 1, 1).
+    if len({_pad(g) for _, g in (exact if explicit is not None else grids)}) > 1:
         listed = ", ".join(f"'{n}' {list(g)}" for n, g in grids)
         raise GridError(
             f"{kernel}(): the Mut outputs' partitions disagree about the launch grid ({listed}); partition them so "

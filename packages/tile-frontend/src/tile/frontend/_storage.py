@@ -16,6 +16,9 @@ Invariants:
   a re-import of our own export included) and (device buffers) the last export is gone; a device buffer's free is
   then stream-ordered by tile.core after every use the launches recorded. A freed storage whose free is deferred
   still takes part in overlap checks (its pending launches' handles and its exports count) until it is dropped.
+- A tensor held by a writer (a partition, a loan: `Storage.hold`) blocks new borrows: a foreign storage overlapping
+  it cannot be made until the writer gives it back (`unhold`), so no handle appears on memory a launch or another
+  library may be writing. Together with the overlap check at partition and lend, a writer's memory has one handle.
 - Every step that checks a handle's state and then changes it (a launch's checks and moves, partition, unpartition,
   share, unshare, views, free, exports, reads, the pending counts) holds `OWNERSHIP`, so threads sharing handles
   take each handle at most once: two threads can never both move one output into a launch.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterator
@@ -32,7 +36,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["HOST", "OWNERSHIP", "Handle", "Storage", "overlapping", "owning"]
+__all__ = ["HOST", "OWNED", "OWNERSHIP", "Handle", "Storage", "overlapping", "owning"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -46,14 +50,56 @@ Never held across a compile: a kernel call checks and compiles first, then check
 
 
 def owning(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run the handle method ``fn`` holding `OWNERSHIP` (its check and its change become one step)."""
+    """Run the handle method ``fn`` holding `OWNERSHIP` with the cyclic garbage collector paused (its check and its
+    change become one step: see `OWNED`)."""
 
     @functools.wraps(fn)
     def locked(*args: P.args, **kwargs: P.kwargs) -> R:
         with OWNERSHIP:
-            return fn(*args, **kwargs)
+            if not _gc_enabled():  # nested in another step (or the application paused the collector itself)
+                return fn(*args, **kwargs)
+            _gc_disable()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _gc_enable()
 
     return locked
+
+
+_gc_enabled, _gc_disable, _gc_enable = gc.isenabled, gc.disable, gc.enable
+_PAUSED: list[bool] = []  # per `OWNED` step entered (one thread at a time: under the lock): did it pause the collector
+
+
+class _Owned:
+    """``with OWNED:`` holds `OWNERSHIP` with the cyclic garbage collector paused for the outermost step.
+
+    OWNERSHIP is re-entrant, so code that runs in the middle of a step on the same thread could take a handle between
+    the step's check and its change. The collector is such code: it runs ``__del__`` methods and weakref callbacks of
+    unreachable cycles at whatever allocation crosses its threshold, and a user's ``__del__`` may hold a handle (it
+    could unpartition the partition a launch has just checked and is about to move). So no collection starts inside a
+    step; one that is due runs after it. (A signal handler that uses Tile handles can interrupt a step too: that is
+    outside the contract, see the ownership guide.)
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        OWNERSHIP.acquire()
+        paused = _gc_enabled()
+        _PAUSED.append(paused)
+        if paused:
+            _gc_disable()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if _PAUSED.pop():
+                _gc_enable()
+        finally:
+            OWNERSHIP.release()
+
+
+OWNED = _Owned()
 
 
 class Handle(Protocol):
@@ -109,6 +155,7 @@ class Storage:
         "__weakref__",
         "_exports",
         "_handles",
+        "_held",
         "_imports",
         "_sweep_at",
         "address",
@@ -143,12 +190,15 @@ class Storage:
         self._sweep_at = _SWEEP_SLACK
         self._exports: set[_Export] = set()  # each leaves through its finalizer, which holds it until then
         self._imports: set[_Export] = set()  # borrows of this memory made by tile.from_dlpack (same finalizers)
+        # Tensors a writer holds (a partition, a loan): id -> (the tensor, what holds it). See `hold`.
+        self._held: dict[int, tuple[weakref.ref[Any], str]] = {}
         self.pending = 0
         self.freed_at: str | None = None
         self.dropped = False
         self.consumed = False  # device memory exported since the last `settle`: other libraries may have queued work
-        with OWNERSHIP:  # `overlapping` iterates these registries under the lock
+        with OWNED:  # `overlapping` iterates these registries under the lock
             if not owned:
+                _refuse_held(device, address, address + nbytes)
                 self._hold_overlapped()
                 key = id(self)
                 _FOREIGN[key] = weakref.ref(self, lambda _: _FOREIGN.pop(key, None))
@@ -164,6 +214,16 @@ class Storage:
                 token = _Export(lo, hi, "a tile.from_dlpack borrow of this memory")
                 other._imports.add(token)
                 weakref.finalize(self, other._export_gone, token)
+
+    def hold(self, tensor: Handle, what: str) -> None:
+        """Mark ``tensor`` (a handle of this storage) as held by a writer, ``what`` (a partition or a loan): no new
+        borrow of its memory may be made until `unhold` (a new handle would read what a launch or another library is
+        writing; every other handle that overlaps it was refused when the writer took it)."""
+        self._held[id(tensor)] = (weakref.ref(tensor), what)
+
+    def unhold(self, tensor: Handle) -> None:
+        """The writer gave ``tensor`` back (unpartition, reclaim)."""
+        self._held.pop(id(tensor), None)
 
     @classmethod
     def host_owned(cls, nbytes: int) -> Storage:
@@ -187,7 +247,7 @@ class Storage:
     def add(self, handle: Handle) -> None:
         """Register a live handle (a move re-keys its entry to the new handle, ``Tensor._hand_over``; the entry of a
         collected handle is swept out lazily)."""
-        with OWNERSHIP:
+        with OWNED:
             handles = self._handles
             handles[id(handle)] = weakref.ref(handle)
             if len(handles) > self._sweep_at:
@@ -217,7 +277,7 @@ class Storage:
         return token
 
     def _export_gone(self, token: _Export) -> None:
-        with OWNERSHIP:  # a finalizer: it runs in whichever thread collects the consumer's view
+        with OWNED:  # a finalizer: it runs in whichever thread collects the consumer's view
             self._exports.discard(token)
             self._imports.discard(token)
             if self.freed_at is not None and self.pending == 0:
@@ -254,6 +314,28 @@ class Storage:
             self.buffer.free()  # stream-ordered by tile.core after every use it recorded
         self.host, self.buffer, self.keepalive = None, None, None
         self.dropped = True
+
+
+def _refuse_held(device: Hashable, lo: int, hi: int) -> None:
+    """Raise `BorrowError` when a new borrow of ``[lo, hi)`` on ``device`` would overlap memory a writer holds."""
+    for storage in list(_ALL):
+        if storage.device != device or storage.dropped or not storage._held:
+            continue
+        for key, (ref, what) in list(storage._held.items()):
+            held = ref()
+            if held is None:
+                del storage._held[key]
+                continue
+            a, b = held._byte_range()
+            if a < hi and lo < b:
+                from tile.frontend._errors import BorrowError
+                from tile.frontend._site import user_site
+
+                raise BorrowError(
+                    f"cannot borrow this memory (at {user_site()}): a writer holds it, {what}, and a launch or "
+                    "another library may be writing it now. Give it back first (.unpartition() / .reclaim()), then "
+                    "borrow it, or borrow a copy"
+                )
 
 
 @owning

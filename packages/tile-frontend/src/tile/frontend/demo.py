@@ -88,8 +88,8 @@ def _ownership(k: Any, big: bool) -> str:
     out = tile.from_dlpack(buffer).partition([128])
     try:
         k.add(out, tile.from_dlpack(buffer), tile.ones(f32, [1024], device="cpu"))  # all three on the host
-    except tile.AliasError as err:
-        print(f"  aliased output  -> AliasError: {str(err).split(' (')[0]}")
+    except tile.BorrowError as err:
+        print(f"  aliased output  -> BorrowError: {str(err).split(' (')[0]}: {str(err).split(': ')[1].split(',')[0]}")
     return "ownership  both misuses rejected before anything ran"
 
 

@@ -175,10 +175,18 @@ METHODS: Mapping[str, Mapping[str, str]] = MappingProxyType(
                 )
             }
         ),
-        "tensor": MappingProxyType({"partition": "partition", "ptr": "ptr"}),
+        "tensor": MappingProxyType({"partition": "partition", "ptr": "ptr", "subtiles": "tensor_subtiles"}),
         "partition": MappingProxyType({"load": "partition_load"}),
         "mut": MappingProxyType(
-            {"store": "mut_store", "load": "mut_load", "tiles": "mut_tiles", "partition": "partition", "ptr": "ptr"}
+            {
+                "store": "mut_store",
+                "load": "mut_load",
+                "tiles": "mut_tiles",
+                "partition": "partition",
+                "ptr": "ptr",
+                "subtiles": "mut_subtiles",
+            }
         ),
+        "subtiles": MappingProxyType({"load": "subtiles_load", "store": "subtiles_store"}),
     }
 )
