@@ -51,7 +51,7 @@ def test_logits_and_greedy_tokens_match_transformers(checkpoint: Path) -> None:
         ids.append(int(np.argmax(_hf_logits(hf16, ids)[-1])))
     ref, ref16 = _hf_logits(hf32, ids), _hf_logits(hf16, ids)
 
-    model = Qwen3(TINY, load_checkpoint(checkpoint, TINY), max_seq=32)
+    model = Qwen3(TINY, load_checkpoint(checkpoint, TINY), max_seq=len(PROMPT) + NEW_TOKENS + 1)
     ours = [model.forward(PROMPT, all_logits=True)]
     tokens = []
     for step in range(NEW_TOKENS):

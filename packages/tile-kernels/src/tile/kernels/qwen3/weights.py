@@ -163,15 +163,14 @@ def random_weights(config: Qwen3Config, seed: int = 0, progress: Progress | None
     shapes = config.weight_shapes()
     for name, shape in shapes.items():
         count = int(np.prod(shape))
+        scale = np.float32(1.0 if len(shape) == 1 or "embed_tokens" in name else shape[1] ** -0.5)
         if count <= _POOL:
-            values = rng.standard_normal(count, dtype=np.float32)
-        else:
-            values = np.resize(np.roll(pool, int(rng.integers(_POOL))), count)
-        if len(shape) == 1:
-            values = 1.0 + 0.1 * values
-        elif "embed_tokens" not in name:
-            values = values * np.float32(shape[1] ** -0.5)
-        out[name] = values.reshape(shape).astype(ml_dtypes.bfloat16)
+            values = rng.standard_normal(count, dtype=np.float32) * scale
+            values = 1.0 + 0.1 * values if len(shape) == 1 else values
+            array = values.astype(ml_dtypes.bfloat16)
+        else:  # bf16 from the start: a 32B model's matrices never exist in f32
+            array = np.resize(np.roll((pool * scale).astype(ml_dtypes.bfloat16), int(rng.integers(_POOL))), count)
+        out[name] = array.reshape(shape)
         if progress is not None:
             progress(name, len(out), len(shapes))
     return out
