@@ -7,7 +7,7 @@ over the bandwidth a device-to-device copy reaches in the same run (``--bandwidt
 an H100 SXM's datasheet figure). Contenders get the same weights (Tile's are copied to torch through numpy):
 
 - ``tile``: `tile.kernels.qwen3.Qwen3.forward` (eager: every launch waits; no CUDA graph yet, see the guide);
-- ``torch``: the same model written here in plain torch ops (``F.scaled_dot_product_attention``, KV cache), eager;
+- ``torch``: the same model written here in plain torch ops (``fn.scaled_dot_product_attention``, KV cache), eager;
 - ``transformers``: ``Qwen3ForCausalLM`` eager with its dynamic cache, when importable.
 
 Run on the GPU machine from the repository root: ``python benchmarks/bench_qwen3.py`` (about 5 minutes for the three
@@ -99,7 +99,7 @@ class TorchQwen3:
         return self.t.cat([a * cos - b * sin, b * cos + a * sin], -1).to(x.dtype)
 
     def forward(self, ids: list[int]) -> Any:
-        t, c, w, F = self.t, self.c, self.w, self.t.nn.functional
+        t, c, w, fn = self.t, self.c, self.w, self.t.nn.functional
         n, p0 = len(ids), self.length
         pos = slice(p0, p0 + n)
         x = w["model.embed_tokens.weight"][t.tensor(ids, device="cuda")][None]
@@ -114,11 +114,11 @@ class TorchQwen3:
             self.v[i, :, :, pos] = v.transpose(1, 2)
             kk, vv = self.k[i, :, :, : p0 + n], self.v[i, :, :, : p0 + n]
             mask = t.ones(n, p0 + n, dtype=t.bool, device="cuda").tril(p0)
-            o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, enable_gqa=True)
+            o = fn.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, enable_gqa=True)
             x = x + o.transpose(1, 2).reshape(1, n, -1) @ w[p + "self_attn.o_proj.weight"].T
             h = self._norm(x, w[p + "post_attention_layernorm.weight"])
             g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-            x = x + (F.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
+            x = x + (fn.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
         self.length += n
         head = w["model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight"]
         return (self._norm(x[:, -1], w["model.norm.weight"]) @ head.T).float()[0]
@@ -151,7 +151,7 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
     row["tile_prefill_s"] = time.perf_counter() - start  # includes first-call compiles
     sec = decode_rate(lambda tok: int(np.argmax(model.forward([tok]))), first, args.tokens, lambda: None)
     row["tile"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
-    del model
+    model.reset()
     if torch is not None:
         tm = TorchQwen3(torch, c, w, max_seq)
         with torch.no_grad():

@@ -90,7 +90,8 @@ def test_safetensors_round_trip_and_bad_files(tmp_path: Path) -> None:
 
 def test_sampler() -> None:
     logits = np.array([0.0, 3.0, 1.0, 2.9, -5.0])
-    assert Sampler()(logits) == 1 and Sampler(temperature=1.0, top_k=1)(logits) == 1
+    assert Sampler()(logits) == 1
+    assert Sampler(temperature=1.0, top_k=1)(logits) == 1
     draws = [Sampler(temperature=1.0, top_k=2, seed=s)(logits) for s in range(40)]
     assert set(draws) == {1, 3}  # only the two largest, both drawn
     assert draws == [Sampler(temperature=1.0, top_k=2, seed=s)(logits) for s in range(40)]
@@ -164,11 +165,24 @@ def test_forward_refuses_bad_input_and_keeps_its_state() -> None:
 def test_runner(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["--model", "tiny", "--prompt-len", "4", "--new-tokens", "3", "--plain-progress"]) == 0
     out = capsys.readouterr()
-    assert "prefill: 4 tokens" in out.out and "decode: 2 tokens" in out.out and len(out.out.split("tokens:")[1].split()) == 3
+    assert "prefill: 4 tokens" in out.out
+    assert "decode: 2 tokens" in out.out
+    assert len(out.out.split("tokens:")[1].split()) == 3
     assert "25/25" in out.err
     assert main(["--model", "tiny", "--tp", "2"]) == 2
     assert "not supported yet" in capsys.readouterr().err
     save_checkpoint(random_weights(TINY, seed=2), TINY, tmp_path)
-    args = ["--weights", str(tmp_path), "--prompt-len", "3", "--new-tokens", "2", "--temperature", "0.8", "--top-k", "5"]
+    args = [
+        "--weights",
+        str(tmp_path),
+        "--prompt-len",
+        "3",
+        "--new-tokens",
+        "2",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "5",
+    ]
     assert main(args) == 0
     assert main(["--model", "3B"]) == 1

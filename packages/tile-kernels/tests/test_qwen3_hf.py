@@ -36,7 +36,7 @@ def _hf(directory: Path, dtype: Any) -> Any:
 def _hf_logits(model: Any, ids: list[int]) -> np.ndarray[Any, Any]:
     with torch.no_grad():
         out = model(torch.tensor([ids])).logits[0]
-    return out.float().numpy().astype(np.float64)
+    return np.asarray(out.float().numpy(), dtype=np.float64)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,9 @@ def test_logits_and_greedy_tokens_match_transformers(checkpoint: Path) -> None:
     for row in range(len(ids)):
         hf_err = np.abs(ref16[row] - ref[row]).max()
         tile_err = np.abs(got[row] - ref[row]).max()
-        assert tile_err <= 2 * hf_err, f"position {row}: Tile is {tile_err:.3g} from float32, transformers' bf16 {hf_err:.3g}"
+        assert tile_err <= 2 * hf_err, (
+            f"position {row}: Tile is {tile_err:.3g} from float32, transformers' bf16 {hf_err:.3g}"
+        )
         if row >= first:
             top2 = np.sort(ref[row])[-2:]
             assert top2[1] - top2[0] > tile_err + hf_err, f"position {row}: the reference's top-2 gap is too small"

@@ -13,7 +13,7 @@ __all__ = ["append_kv", "attention", "embed", "prep_q", "swiglu"]
 _STEM = "_qwen3_kernels"
 
 
-def embed(table: Tensor, ids: Tensor, n_ids: int, vocab: int, ids_host: list[int]) -> Tensor:
+def embed(table: Tensor, ids: Tensor, *, n_ids: int, vocab: int, ids_host: list[int]) -> Tensor:
     """Rows ``table[ids]`` as a new ``(T, H)`` tensor; every id is checked against the vocabulary first."""
     bad = [i for i in ids_host if not 0 <= i < vocab]
     if bad:
@@ -24,9 +24,7 @@ def embed(table: Tensor, ids: Tensor, n_ids: int, vocab: int, ids_host: list[int
     return _args.first_output(kernels(_STEM).embed(z, table[()], ids[()]).sync())
 
 
-def prep_q(
-    x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, pos: Tensor, eps: float
-) -> Tensor:
+def prep_q(x: Tensor, w: Tensor, *, cos: Tensor, sin: Tensor, pos: Tensor, eps: float) -> Tensor:
     """Per-head RMSNorm of the query heads ``x`` ``(T, heads, HD)``, then RoPE at positions ``pos + t``."""
     t, heads, hd = x.shape
     z = tile.empty(x.dtype, [t, heads, hd]).partition([1, 1, hd])
@@ -35,18 +33,18 @@ def prep_q(
 
 
 def append_kv(
-    cache: Tensor, x: Tensor, w: Tensor, cos: Tensor, sin: Tensor, pos: Tensor, eps: float, *, rope: bool
+    cache: Tensor, x: Tensor, w: Tensor, *, cos: Tensor, sin: Tensor, pos: Tensor, eps: float, rope: bool
 ) -> Tensor:
     """Write the ``(T, kv_heads, HD)`` heads ``x`` into ``cache`` ``(kv_heads, S, HD)`` at positions ``pos + t``
     (normed and rotated when ``rope``); ``cache`` is moved in, use the returned one."""
-    heads, s, hd = cache.shape
+    _, s, hd = cache.shape
     z = cache.partition([1, s, hd])
     k = kernels(_STEM)
     launch = k.kv_append(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, ROPE=rope)
     return _args.first_output(launch.sync())
 
 
-def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, pos: Tensor, group: int, block: int) -> Tensor:
+def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, *, pos: Tensor, group: int, block: int) -> Tensor:
     """Causal grouped-query attention of ``q`` ``(T, heads, HD)`` (token t at position ``pos + t``) over the caches;
     returns ``(T, heads, HD)``."""
     t, heads, hd = q.shape

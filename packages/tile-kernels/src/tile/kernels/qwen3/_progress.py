@@ -11,12 +11,14 @@ __all__ = ["progress_bar"]
 
 
 @contextmanager
-def progress_bar(title: str, *, stream: TextIO | None = None, plain: bool = False) -> Iterator[Callable[[str, int, int], None]]:
+def progress_bar(
+    title: str, *, stream: TextIO | None = None, plain: bool = False
+) -> Iterator[Callable[[str, int, int], None]]:
     """Yield ``update(name, done, total)``; draws ``rich``'s bar unless ``plain`` or ``rich`` is missing."""
     out = stream or sys.stderr
     if not plain:
         try:
-            from rich.progress import Progress
+            from rich.progress import Progress  # type: ignore[import-not-found, unused-ignore]
         except ImportError:
             plain = True
     if plain:

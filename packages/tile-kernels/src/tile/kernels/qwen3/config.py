@@ -107,13 +107,17 @@ class Qwen3Config:
     def from_hf(cls, data: dict[str, Any], name: str = "checkpoint") -> Qwen3Config:
         """The config of a Hugging Face ``config.json`` dict; raises `ArgumentError` for another architecture."""
         if data.get("model_type", "qwen3") != "qwen3":
-            raise ArgumentError(f"{name}: model_type is {data.get('model_type')!r}; only dense Qwen3 ('qwen3') runs here")
+            raise ArgumentError(
+                f"{name}: model_type is {data.get('model_type')!r}; only dense Qwen3 ('qwen3') runs here"
+            )
         theta = data.get("rope_theta", (data.get("rope_parameters") or {}).get("rope_theta", 1_000_000.0))
         scaling = data.get("rope_scaling") or (data.get("rope_parameters") or {}).get("rope_type", "default")
         if scaling not in (None, "default"):
             raise ArgumentError(f"{name}: RoPE scaling {scaling!r} is not supported (plain RoPE only)")
         try:
-            kwargs = {f.name: data[f.name] for f in fields(cls) if f.name not in ("name", "rope_theta") and f.name in data}
+            kwargs = {
+                f.name: data[f.name] for f in fields(cls) if f.name not in ("name", "rope_theta") and f.name in data
+            }
             return cls(name=name, rope_theta=float(theta), **kwargs)
         except TypeError as exc:
             raise ArgumentError(f"{name}: config.json is not a Qwen3 config ({exc})") from None
@@ -141,8 +145,15 @@ CONFIGS: dict[str, Qwen3Config] = {
 """The published Qwen3 dense sizes, by name ("0.6B" ... "32B")."""
 
 TINY = Qwen3Config(
-    "tiny", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
-    head_dim=16, vocab_size=256, max_position_embeddings=256,
+    "tiny",
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    intermediate_size=128,
+    head_dim=16,
+    vocab_size=256,
+    max_position_embeddings=256,
 )
 """A two-layer model for tests on the CPU interpreter (GQA groups of 2, head dim 16, vocabulary 256)."""
 

@@ -121,7 +121,9 @@ class Qwen3:
                 "make the model with a larger max_seq"
             )
         pos = tile.from_numpy(np.array([self.length], dtype=np.int32))
-        x = _ops.embed(self.embed, tile.from_numpy(np.array(ids, dtype=np.int32)), n, c.vocab_size, ids)
+        x = _ops.embed(
+            self.embed, tile.from_numpy(np.array(ids, dtype=np.int32)), n_ids=n, vocab=c.vocab_size, ids_host=ids
+        )
         for i, layer in enumerate(self.layers):
             x = self._layer(i, layer, x, pos)
         self.length += n
@@ -135,12 +137,11 @@ class Qwen3:
         nq, nkv, eps = c.num_attention_heads, c.num_key_value_heads, c.rms_norm_eps
         h = tk.rmsnorm(x, layer.ln1, eps=eps)
         qkv = tk.matmul(h, layer.wqkv.T).reshape(n, nq + 2 * nkv, c.head_dim)
-        q = _ops.prep_q(qkv[:, :nq], layer.q_norm, self.cos, self.sin, pos, eps)
-        tables = (self.cos, self.sin, pos, eps)
-        self.k_cache[i] = _ops.append_kv(self.k_cache[i], qkv[:, nq : nq + nkv], layer.k_norm, *tables, rope=True)
-        self.v_cache[i] = _ops.append_kv(self.v_cache[i], qkv[:, nq + nkv :], layer.k_norm, *tables, rope=False)
+                q = _ops.prep_q(qkv[:, :nq], layer.q_norm, cos=self.cos, sin=self.sin, pos=pos, eps=eps)
+        self.k_cache[i] = _ops.append_kv(self.k_cache[i], qkv[:, nq : nq + nkv], layer.k_norm, cos=self.cos, sin=self.sin, pos=pos, eps=eps, rope=True)
+        self.v_cache[i] = _ops.append_kv(self.v_cache[i], qkv[:, nq + nkv :], layer.k_norm, cos=self.cos, sin=self.sin, pos=pos, eps=eps, rope=False)
         del qkv
-        o = _ops.attention(q, self.k_cache[i], self.v_cache[i], pos, c.group, self.block)
+        o = _ops.attention(q, self.k_cache[i], self.v_cache[i], pos=pos, group=c.group, block=self.block)
         x = tk.matmul(o.reshape(n, c.q_size), layer.wo.T, residual=x)
         h = tk.rmsnorm(x, layer.ln2, eps=eps)
         gu = tk.matmul(h, layer.wgu.T)

@@ -114,7 +114,9 @@ def load_checkpoint(directory: str | Path, config: Qwen3Config, progress: Progre
             if name not in shapes:
                 continue
             if array.shape != shapes[name]:
-                raise WeightsError(f"{file}: {name} has shape {list(array.shape)}, the config needs {list(shapes[name])}")
+                raise WeightsError(
+                    f"{file}: {name} has shape {list(array.shape)}, the config needs {list(shapes[name])}"
+                )
             out[name] = np.ascontiguousarray(array, dtype=ml_dtypes.bfloat16)
             if progress is not None:
                 progress(name, len(out), len(shapes))
@@ -134,7 +136,11 @@ def save_checkpoint(weights: Weights, config: Qwen3Config, directory: str | Path
         arr = np.ascontiguousarray(array)
         if arr.dtype not in _NAMES:
             raise WeightsError(f"save_checkpoint: {name} has dtype {arr.dtype}, which safetensors cannot hold")
-        header[name] = {"dtype": _NAMES[arr.dtype], "shape": list(arr.shape), "data_offsets": [offset, offset + arr.nbytes]}
+        header[name] = {
+            "dtype": _NAMES[arr.dtype],
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + arr.nbytes],
+        }
         offset += arr.nbytes
         order.append(arr)
     text = json.dumps(header, separators=(",", ":")).encode()
