@@ -137,10 +137,12 @@ class Qwen3:
         nq, nkv, eps = c.num_attention_heads, c.num_key_value_heads, c.rms_norm_eps
         h = tk.rmsnorm(x, layer.ln1, eps=eps)
         qkv = tk.matmul(h, layer.wqkv.T).reshape(n, nq + 2 * nkv, c.head_dim)
-                q = _ops.prep_q(qkv[:, :nq], layer.q_norm, cos=self.cos, sin=self.sin, pos=pos, eps=eps)
-        self.k_cache[i] = _ops.append_kv(self.k_cache[i], qkv[:, nq : nq + nkv], layer.k_norm, cos=self.cos, sin=self.sin, pos=pos, eps=eps, rope=True)
-        self.v_cache[i] = _ops.append_kv(self.v_cache[i], qkv[:, nq + nkv :], layer.k_norm, cos=self.cos, sin=self.sin, pos=pos, eps=eps, rope=False)
-        del qkv
+        tables = {"cos": self.cos, "sin": self.sin, "pos": pos}
+        q = _ops.prep_q(qkv[:, :nq], layer.q_norm, eps=eps, **tables)
+        k_new, v_new = qkv[:, nq : nq + nkv], qkv[:, nq + nkv :]
+        self.k_cache[i] = _ops.append_kv(self.k_cache[i], k_new, layer.k_norm, eps=eps, rope=True, **tables)
+        self.v_cache[i] = _ops.append_kv(self.v_cache[i], v_new, layer.k_norm, eps=eps, rope=False, **tables)
+        del qkv, k_new, v_new
         o = _ops.attention(q, self.k_cache[i], self.v_cache[i], pos=pos, group=c.group, block=self.block)
         x = tk.matmul(o.reshape(n, c.q_size), layer.wo.T, residual=x)
         h = tk.rmsnorm(x, layer.ln2, eps=eps)
