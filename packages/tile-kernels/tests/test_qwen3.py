@@ -186,3 +186,58 @@ def test_runner(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     ]
     assert main(args) == 0
     assert main(["--model", "3B"]) == 1
+
+
+def _lower_for_sm_90(name: str, consts: dict[str, Any], arrays: dict[str, tuple[str, int]], dtypes: Any) -> set[str]:
+    from tile.compiler import ArraySpec, Specialization, Target
+    from tile.compiler._lower import lower
+    from tile.compiler._parse import parse
+    from tile.compiler._resolve import resolve
+    from tile.compiler._typecheck import typecheck
+    from tile.kernels._source import kernels
+
+    kernel = getattr(kernels("_qwen3_kernels"), name)
+    assert not kernel.unchecked
+    params = {
+        a: ArraySpec(dt, n, stride_one=tuple(i == n - 1 for i in range(n)), shape_div=(16,) * n)
+        for a, (dt, n) in arrays.items()
+    }
+    spec = Specialization.make(params=params, consts=consts, dtypes=dtypes, options=kernel.options)
+    target = Target("sm_90")
+    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
+    return {op.name for fn in module.functions for op in fn.walk()}
+
+
+HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
+QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
+    "embed": ({"BH": 1024}, {"z": ("bf16", 2), "table": ("bf16", 2), "ids": ("i32", 1)}, {"D": "bf16"}),
+    "q_prep": (
+        {"HD": 128, "HALF": 64},
+        {"z": ("bf16", 3), "x": ("bf16", 3), "w": ("bf16", 2), **HEAD},
+        {"O": "bf16", "D": "bf16", "W": "bf16"},
+    ),
+    "kv_append": (
+        {"S": 1024, "HD": 128, "HALF": 64, "ROPE": True},
+        {"z": ("bf16", 3), "x": ("bf16", 3), "w": ("bf16", 2), **HEAD},
+        {"C": "bf16", "D": "bf16", "W": "bf16"},
+    ),
+    "attention": (
+        {"HD": 128, "GROUP": 4, "BS": 64},
+        {"z": ("bf16", 3), "q": ("bf16", 3), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
+        {"O": "bf16", "D": "bf16", "C": "bf16"},
+    ),
+    "swiglu": (
+        {"BM": 1, "BN": 1024},
+        {"z": ("bf16", 2), "g": ("bf16", 2), "u": ("bf16", 2)},
+        {"O": "bf16", "D": "bf16"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QWEN3_KERNELS))
+def test_kernels_are_checked_and_lower_for_sm_90(name: str) -> None:
+    # Token ids and positions are data, so these kernels keep in-kernel index checks (unlike the GEMMs): that is the
+    # point, a bad id or position faults instead of reading or writing past the tensor.
+    ops = _lower_for_sm_90(name, *QWEN3_KERNELS[name])
+    checked = bool(ops & {"int_to_ptr", "assert"})
+    assert checked == (name != "swiglu"), f"{name}: index checks in the kernel: {checked}"
