@@ -41,10 +41,10 @@ def test_prefill_and_decode_match_float64(config: Qwen3Config) -> None:
     assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
 
 
-def test_matches_transformers_over_32_decoded_tokens(tmp_path: Path) -> None:
+def test_matches_transformers_over_32_decoded_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import test_qwen3_hf as hf_test  # skips without transformers
 
-    hf_test.NEW_TOKENS = 32
+    monkeypatch.setattr(hf_test, "NEW_TOKENS", 32)
     from tile.kernels.qwen3 import save_checkpoint
 
     hf_test.test_logits_and_greedy_tokens_match_transformers(
