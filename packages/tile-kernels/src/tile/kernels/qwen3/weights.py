@@ -1,0 +1,182 @@
+"""Qwen3 weights: read a Hugging Face safetensors checkpoint directory, write one, or make seeded random weights.
+
+Weights are a ``dict`` from the checkpoint's tensor names (``model.layers.0.self_attn.q_proj.weight``, ...; see
+`Qwen3Config.weight_shapes`) to bf16 numpy arrays (``ml_dtypes.bfloat16``).
+
+The safetensors format is read here directly (an 8-byte little-endian header length, a JSON header giving each
+tensor's dtype, shape and byte range, then the raw little-endian bytes) rather than through the ``safetensors``
+package: its numpy API cannot return bf16 (numpy has no bf16 type), which is what every Qwen3 checkpoint holds, and
+its torch API would make torch a dependency. Files are memory-mapped, so a tensor is read once, when converted.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from tile.frontend import ArgumentError
+from tile.kernels.qwen3.config import Qwen3Config
+
+__all__ = ["WeightsError", "load_checkpoint", "random_weights", "read_safetensors", "save_checkpoint"]
+
+Weights = dict[str, np.ndarray[Any, Any]]
+Progress = Callable[[str, int, int], None]
+"""``progress(name, done, total)``: called after each tensor is read or made."""
+
+_DTYPES: dict[str, Any] = {
+    "BF16": ml_dtypes.bfloat16,
+    "F16": np.float16,
+    "F32": np.float32,
+    "F64": np.float64,
+    "I32": np.int32,
+    "I64": np.int64,
+}
+_NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+class WeightsError(ArgumentError):
+    """A checkpoint that cannot be used: unreadable file, malformed header, missing tensor or wrong shape."""
+
+
+def read_safetensors(path: str | Path) -> Iterator[tuple[str, np.ndarray[Any, Any]]]:
+    """Yield ``(name, array)`` for every tensor of one ``.safetensors`` file (read-only, memory-mapped arrays).
+
+    Raises `WeightsError` for a malformed header, an unknown dtype, or a byte range that does not match the shape or
+    lies outside the file, before yielding anything.
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise WeightsError(f"{path}: shorter than a safetensors header")
+        (n,) = struct.unpack("<Q", raw)
+        if n > min(_MAX_HEADER, size - 8):
+            raise WeightsError(f"{path}: header length {n} is larger than the file allows; not a safetensors file")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise WeightsError(f"{path}: the header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise WeightsError(f"{path}: the header is not a JSON object")
+    start, entries = 8 + n, []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = np.dtype(_DTYPES[info["dtype"]])
+            shape = tuple(int(d) for d in info["shape"])
+            begin, end = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise WeightsError(f"{path}: tensor {name!r} has a malformed entry {info!r}") from None
+        count = int(np.prod(shape, dtype=np.int64))
+        if min(shape, default=0) < 0 or not 0 <= begin <= end <= size - start or end - begin != count * dtype.itemsize:
+            raise WeightsError(f"{path}: tensor {name!r} ({info['dtype']} {list(shape)}) has byte range {begin}..{end}")
+        entries.append((name, dtype, shape, start + begin, count))
+    for name, dtype, shape, offset, count in entries:
+        if count == 0:
+            yield name, np.zeros(shape, dtype)
+        else:
+            yield name, np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=offset, shape=shape)
+
+
+def _files(directory: Path) -> list[Path]:
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text()).get("weight_map", {})
+        return [directory / f for f in sorted(set(weight_map.values()))]
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise WeightsError(f"{directory}: no *.safetensors files (and no model.safetensors.index.json)")
+    return files
+
+
+def load_checkpoint(directory: str | Path, config: Qwen3Config, progress: Progress | None = None) -> Weights:
+    """Read the Qwen3 tensors of a Hugging Face checkpoint directory as bf16 arrays.
+
+    Every tensor `Qwen3Config.weight_shapes` names must be there with its shape (f16/f32 tensors are converted to
+    bf16); ``lm_head.weight`` is ignored for a tied model. Raises `WeightsError` naming what is missing or wrong.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise WeightsError(f"{directory}: not a directory; pass a Hugging Face checkpoint directory")
+    shapes = config.weight_shapes()
+    out: Weights = {}
+    for file in _files(directory):
+        for name, array in read_safetensors(file):
+            if name not in shapes:
+                continue
+            if array.shape != shapes[name]:
+                raise WeightsError(
+                    f"{file}: {name} has shape {list(array.shape)}, the config needs {list(shapes[name])}"
+                )
+            out[name] = np.ascontiguousarray(array, dtype=ml_dtypes.bfloat16)
+            if progress is not None:
+                progress(name, len(out), len(shapes))
+    missing = [n for n in shapes if n not in out]
+    if missing:
+        raise WeightsError(f"{directory}: {len(missing)} tensor(s) missing, first {missing[0]!r}")
+    return out
+
+
+def save_checkpoint(weights: Weights, config: Qwen3Config, directory: str | Path) -> Path:
+    """Write ``weights`` as ``model.safetensors`` plus ``config.json`` (loadable by ``Qwen3ForCausalLM``)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset, order = 0, []
+    for name, array in weights.items():
+        arr = np.ascontiguousarray(array)
+        if arr.dtype not in _NAMES:
+            raise WeightsError(f"save_checkpoint: {name} has dtype {arr.dtype}, which safetensors cannot hold")
+        header[name] = {
+            "dtype": _NAMES[arr.dtype],
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + arr.nbytes],
+        }
+        offset += arr.nbytes
+        order.append(arr)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the format aligns the data to 8 bytes
+    with (directory / "model.safetensors").open("wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for arr in order:
+            f.write(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
+    (directory / "config.json").write_text(json.dumps(config.to_hf(), indent=2))
+    return directory
+
+
+_POOL = 1 << 20
+
+
+def random_weights(config: Qwen3Config, seed: int = 0, progress: Progress | None = None) -> Weights:
+    """Seeded random bf16 weights of the exact checkpoint shapes.
+
+    Matrices are normal with variance ``1 / fan_in`` (activations stay O(1) through the layers, logits are O(1)),
+    embeddings standard normal, norm weights ``1 + 0.1 * normal``. Tensors larger than a million elements are cut
+    from one seeded pool of normal values at seeded offsets (fast enough for 32B; the values are for timing).
+    """
+    rng = np.random.default_rng(seed)
+    pool = rng.standard_normal(_POOL, dtype=np.float32)
+    out: Weights = {}
+    shapes = config.weight_shapes()
+    for name, shape in shapes.items():
+        count = int(np.prod(shape))
+        scale = np.float32(1.0 if len(shape) == 1 or "embed_tokens" in name else shape[1] ** -0.5)
+        if count <= _POOL:
+            values = rng.standard_normal(count, dtype=np.float32) * scale
+            values = 1.0 + 0.1 * values if len(shape) == 1 else values
+            array = values.astype(ml_dtypes.bfloat16)
+        else:  # bf16 from the start: a 32B model's matrices never exist in f32
+            array = np.resize(np.roll((pool * scale).astype(ml_dtypes.bfloat16), int(rng.integers(_POOL))), count)
+        out[name] = array.reshape(shape)
+        if progress is not None:
+            progress(name, len(out), len(shapes))
+    return out

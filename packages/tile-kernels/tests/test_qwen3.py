@@ -1,0 +1,243 @@
+"""Qwen3 on the CPU interpreter: configs, the safetensors reader/writer, random weights, sampling, the runner, and the
+forward pass against a float64 numpy implementation written here from the published architecture (the
+``transformers`` comparison is in ``test_qwen3_hf.py``)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile.kernels.qwen3 import (
+    CONFIGS,
+    TINY,
+    Qwen3,
+    Qwen3Config,
+    Sampler,
+    WeightsError,
+    config_for,
+    load_checkpoint,
+    random_weights,
+    read_safetensors,
+    rope_tables,
+    save_checkpoint,
+)
+from tile.kernels.qwen3.__main__ import main
+
+U_BF16 = 2.0**-8
+
+
+@pytest.mark.parametrize(
+    ("name", "billions"), [("0.6B", 0.60), ("1.7B", 1.72), ("4B", 4.02), ("8B", 8.19), ("14B", 14.77), ("32B", 32.76)]
+)
+def test_configs_have_the_published_parameter_counts(name: str, billions: float) -> None:
+    c = config_for(name)
+    assert round(c.num_parameters() / 1e9, 2) == billions
+    assert (c.head_dim, c.vocab_size, c.rope_theta, c.rms_norm_eps) == (128, 151936, 1e6, 1e-6)
+    assert c.tie_word_embeddings == (name in ("0.6B", "1.7B", "4B"))
+    assert Qwen3Config.from_hf(c.to_hf(), name=name) == c
+
+
+def test_config_errors() -> None:
+    with pytest.raises(tile.ArgumentError, match="unknown Qwen3 size"):
+        config_for("3B")
+    with pytest.raises(tile.ArgumentError, match="multiple of the KV head count"):
+        Qwen3Config("bad", 64, 1, 3, 2, 128)
+    with pytest.raises(tile.ArgumentError, match="only dense Qwen3"):
+        Qwen3Config.from_hf({**CONFIGS["4B"].to_hf(), "model_type": "llama"})
+    with pytest.raises(tile.ArgumentError, match="RoPE scaling"):
+        Qwen3Config.from_hf({**CONFIGS["4B"].to_hf(), "rope_scaling": {"rope_type": "yarn"}})
+
+
+def test_random_weights_are_seeded_bf16_of_the_checkpoint_shapes() -> None:
+    a, b, c = random_weights(TINY, seed=3), random_weights(TINY, seed=3), random_weights(TINY, seed=4)
+    assert {n: w.shape for n, w in a.items()} == TINY.weight_shapes()
+    assert all(w.dtype == ml_dtypes.bfloat16 for w in a.values())
+    assert all(np.array_equal(a[n], b[n]) for n in a)
+    assert not np.array_equal(a["model.embed_tokens.weight"], c["model.embed_tokens.weight"])
+
+
+def test_safetensors_round_trip_and_bad_files(tmp_path: Path) -> None:
+    weights = random_weights(TINY, seed=0)
+    save_checkpoint(weights, TINY, tmp_path)
+    assert Qwen3Config.from_dir(tmp_path) == Qwen3Config.from_hf(TINY.to_hf(), name=tmp_path.name)
+    loaded = load_checkpoint(tmp_path, TINY)
+    assert all(np.array_equal(loaded[n], weights[n]) for n in weights)
+    file = tmp_path / "model.safetensors"
+    raw = file.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    header["model.norm.weight"]["shape"] = [TINY.hidden_size + 1]  # byte range no longer matches the shape
+    text = json.dumps(header).encode()
+    (tmp_path / "bad.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n :])
+    with pytest.raises(WeightsError, match="byte range"):
+        list(read_safetensors(tmp_path / "bad.safetensors"))
+    (tmp_path / "bad.safetensors").write_bytes(struct.pack("<Q", 1 << 40) + b"{}")
+    with pytest.raises(WeightsError, match="header length"):
+        list(read_safetensors(tmp_path / "bad.safetensors"))
+    (tmp_path / "bad.safetensors").unlink()
+    with pytest.raises(WeightsError, match="missing"):
+        load_checkpoint(tmp_path, CONFIGS["0.6B"].__class__(**{**TINY.__dict__, "num_hidden_layers": 3}))
+    with pytest.raises(WeightsError, match="shape"):
+        load_checkpoint(tmp_path, Qwen3Config(**{**TINY.__dict__, "intermediate_size": 96}))
+
+
+def test_sampler() -> None:
+    logits = np.array([0.0, 3.0, 1.0, 2.9, -5.0])
+    assert Sampler()(logits) == 1
+    assert Sampler(temperature=1.0, top_k=1)(logits) == 1
+    draws = [Sampler(temperature=1.0, top_k=2, seed=s)(logits) for s in range(40)]
+    assert set(draws) == {1, 3}  # only the two largest, both drawn
+    assert draws == [Sampler(temperature=1.0, top_k=2, seed=s)(logits) for s in range(40)]
+    with pytest.raises(tile.ArgumentError, match=">= 0"):
+        Sampler(temperature=-1.0)
+
+
+def _reference(w: dict[str, Any], c: Qwen3Config, ids: list[int]) -> np.ndarray[Any, Any]:
+    """Qwen3 in float64 from the published architecture (pre-norm, GQA, q/k RMSNorm, neox RoPE, SwiGLU)."""
+    f = {n: np.asarray(a, dtype=np.float64) for n, a in w.items()}
+
+    def norm(x: Any, weight: Any) -> Any:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + c.rms_norm_eps) * weight
+
+    cos, sin = (t[: len(ids)].astype(np.float64) for t in rope_tables(c, len(ids)))
+
+    def rope(x: Any) -> Any:  # (T, heads, hd)
+        a, b = np.split(x, 2, axis=-1)
+        return np.concatenate([a * cos[:, None] - b * sin[:, None], b * cos[:, None] + a * sin[:, None]], -1)
+
+    t, hd = len(ids), c.head_dim
+    x = f["model.embed_tokens.weight"][ids]
+    for n in range(c.num_hidden_layers):
+        p = f"model.layers.{n}."
+        h = norm(x, f[p + "input_layernorm.weight"])
+        q = rope(norm((h @ f[p + "self_attn.q_proj.weight"].T).reshape(t, -1, hd), f[p + "self_attn.q_norm.weight"]))
+        k = rope(norm((h @ f[p + "self_attn.k_proj.weight"].T).reshape(t, -1, hd), f[p + "self_attn.k_norm.weight"]))
+        v = (h @ f[p + "self_attn.v_proj.weight"].T).reshape(t, -1, hd)
+        k, v = np.repeat(k, c.group, axis=1), np.repeat(v, c.group, axis=1)
+        s = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + np.triu(np.full((t, t), -np.inf), 1)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        o = np.einsum("hts,shd->thd", e / e.sum(-1, keepdims=True), v).reshape(t, -1)
+        x = x + o @ f[p + "self_attn.o_proj.weight"].T
+        h = norm(x, f[p + "post_attention_layernorm.weight"])
+        g, u = h @ f[p + "mlp.gate_proj.weight"].T, h @ f[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ f[p + "mlp.down_proj.weight"].T
+    head = f["model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight"]
+    return np.asarray(norm(x, f["model.norm.weight"]) @ head.T)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_prefill_and_decode_match_a_float64_reference(tied: bool) -> None:
+    # Error budget: activations are rounded to bf16 (unit u = 2^-8) at each kernel boundary; a logit inherits about
+    # one relative rounding per sublayer output that feeds the residual stream (2 per layer) plus the final norm and
+    # the embedding: (2 * layers + 2) * u * max|logit|.
+    c = Qwen3Config(**{**TINY.__dict__, "tie_word_embeddings": tied})
+    w = random_weights(c, seed=5)
+    ids = [3, 141, 59, 26, 5, 35, 89, 79, 32, 38]
+    model = Qwen3(c, w, max_seq=16)
+    got = np.concatenate([model.forward(ids[:7], all_logits=True)] + [model.forward([i])[None] for i in ids[7:]])
+    ref = _reference(w, c, ids)
+    budget = (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
+    assert model.length == len(ids)
+
+
+def test_forward_refuses_bad_input_and_keeps_its_state() -> None:
+    model = Qwen3(TINY, random_weights(TINY), max_seq=8)
+    model.forward([1, 2, 3])
+    with pytest.raises(tile.ArgumentError, match="outside the vocabulary"):
+        model.forward([TINY.vocab_size])
+    with pytest.raises(tile.ArgumentError, match="exceed the cache of 8"):
+        model.forward(list(range(6)))
+    assert model.length == 3
+    before = model.forward([4])
+    model.reset()
+    model.forward([1, 2, 3])
+    np.testing.assert_array_equal(model.forward([4]), before)
+
+
+def test_runner(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["--model", "tiny", "--prompt-len", "4", "--new-tokens", "3", "--plain-progress"]) == 0
+    out = capsys.readouterr()
+    assert "prefill: 4 tokens" in out.out
+    assert "decode: 2 tokens" in out.out
+    assert len(out.out.split("tokens:")[1].split()) == 3
+    assert "25/25" in out.err
+    assert main(["--model", "tiny", "--tp", "2"]) == 2
+    assert "not supported yet" in capsys.readouterr().err
+    save_checkpoint(random_weights(TINY, seed=2), TINY, tmp_path)
+    args = [
+        "--weights",
+        str(tmp_path),
+        "--prompt-len",
+        "3",
+        "--new-tokens",
+        "2",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "5",
+    ]
+    assert main(args) == 0
+    assert main(["--model", "3B"]) == 1
+
+
+def _lower_for_sm_90(name: str, consts: dict[str, Any], arrays: dict[str, tuple[str, int]], dtypes: Any) -> set[str]:
+    from tile.compiler import ArraySpec, Specialization, Target
+    from tile.compiler._lower import lower
+    from tile.compiler._parse import parse
+    from tile.compiler._resolve import resolve
+    from tile.compiler._typecheck import typecheck
+    from tile.kernels._source import kernels
+
+    kernel = getattr(kernels("_qwen3_kernels"), name)
+    assert not kernel.unchecked
+    params = {
+        a: ArraySpec(dt, n, stride_one=tuple(i == n - 1 for i in range(n)), shape_div=(16,) * n)
+        for a, (dt, n) in arrays.items()
+    }
+    spec = Specialization.make(params=params, consts=consts, dtypes=dtypes, options=kernel.options)
+    target = Target("sm_90")
+    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
+    return {op.name for fn in module.functions for op in fn.walk()}
+
+
+HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
+QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
+    "embed": ({"BH": 1024}, {"z": ("bf16", 2), "table": ("bf16", 2), "ids": ("i32", 1)}, {"D": "bf16"}),
+    "q_prep": (
+        {"HD": 128, "HALF": 64},
+        {"z": ("bf16", 3), "x": ("bf16", 3), "w": ("bf16", 2), **HEAD},
+        {"O": "bf16", "D": "bf16", "W": "bf16"},
+    ),
+    "kv_append": (
+        {"S": 1024, "HD": 128, "HALF": 64, "ROPE": True},
+        {"z": ("bf16", 3), "x": ("bf16", 3), "w": ("bf16", 2), **HEAD},
+        {"C": "bf16", "D": "bf16", "W": "bf16"},
+    ),
+    "attention": (
+        {"HD": 128, "GROUP": 4, "BS": 64},
+        {"z": ("bf16", 3), "q": ("bf16", 3), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
+        {"O": "bf16", "D": "bf16", "C": "bf16"},
+    ),
+    "swiglu": (
+        {"BM": 1, "BN": 1024},
+        {"z": ("bf16", 2), "g": ("bf16", 2), "u": ("bf16", 2)},
+        {"O": "bf16", "D": "bf16"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QWEN3_KERNELS))
+def test_kernels_are_checked_and_lower_for_sm_90(name: str) -> None:
+    # Token ids and positions are data, so these kernels keep in-kernel index checks (unlike the GEMMs): that is the
+    # point, a bad id or position faults instead of reading or writing past the tensor.
+    ops = _lower_for_sm_90(name, *QWEN3_KERNELS[name])
+    checked = bool(ops & {"int_to_ptr", "assert"})
+    assert checked == (name != "swiglu"), f"{name}: index checks in the kernel: {checked}"

@@ -1,0 +1,52 @@
+"""Qwen3 on the GPU: the tiny config and a two-layer model of Qwen3-0.6B's real widths (hidden 1024, 16 heads, head
+dim 128, MLP 3072, full vocabulary) against the float64 numpy implementation of ``test_qwen3.py``, with the same error
+budget; and against ``transformers`` over a prompt and 32 decoded tokens where it is installed.
+
+Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-kernels/tests/test_qwen3_gpu.py -m gpu``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tile.frontend as tile
+from test_qwen3 import U_BF16, _reference
+from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3, Qwen3Config, random_weights
+
+pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
+
+
+@pytest.fixture(autouse=True)
+def _gpu_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TILE_AUTOTUNE", "0")
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+@pytest.mark.parametrize("config", [TINY, Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})])
+def test_prefill_and_decode_match_float64(config: Qwen3Config) -> None:
+    w = random_weights(config, seed=7)
+    ids = [int(i) for i in np.random.default_rng(0).integers(0, config.vocab_size, 40)]
+    model = Qwen3(config, w, max_seq=64)
+    got = np.concatenate([model.forward(ids[:24], all_logits=True)] + [model.forward([i])[None] for i in ids[24:]])
+    ref = _reference(w, config, ids)
+    budget = (2 * config.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
+
+
+def test_matches_transformers_over_32_decoded_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import test_qwen3_hf as hf_test  # skips without transformers
+
+    monkeypatch.setattr(hf_test, "NEW_TOKENS", 32)
+    from tile.kernels.qwen3 import save_checkpoint
+
+    hf_test.test_logits_and_greedy_tokens_match_transformers(
+        save_checkpoint(random_weights(TINY, seed=1), TINY, tmp_path)
+    )
