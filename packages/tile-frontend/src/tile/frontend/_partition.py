@@ -23,6 +23,7 @@ from tile.frontend._errors import (
     AliasError,
     ArgumentError,
     BorrowError,
+    InFlight,
     frozen,
 )
 from tile.frontend._handle import Wrapper
@@ -97,13 +98,29 @@ class Partition(Wrapper):
 
     @owning
     def unpartition(self) -> Tensor:
-        """Return the whole tensor (moves this partition)."""
+        """Return the whole tensor (moves this partition).
+
+        Inside a ``.then()``/``.map()`` function (or a graph capture) the partition is in flight: its launch may still
+        be writing it. It can still be unpartitioned there, so that the launch the function returns reads what the
+        previous one wrote (``k1(z, x).then(lambda z, x: k2(y, z.unpartition()))``): the tensor is in flight too, so
+        only a launch can take it, ordered after the writer. The memory stays held against new borrows while the
+        writer may run: the held tensor is this partition's, which the writer's launch keeps until it is done.
+        """
         from tile.frontend._site import user_site
 
+        site = user_site()
+        fate = self._fate
+        if fate.__class__ is InFlight and fate.takeable():
+            held = self._tensor
+            held._check()
+            tensor = held._hand_over(("unpartition", f"unpartitioned at {site}"))
+            tensor._fate = fate  # in flight like the partition: only a launch the function returns may take it
+            self._fate = ("unpartition", f"unpartitioned at {site}")
+            return tensor
         held = self._check()
         held._storage.unhold(held)
-        tensor = held._move("unpartition", f"unpartitioned at {user_site()}")
-        self._fate = ("unpartition", f"unpartitioned at {user_site()}")
+        tensor = held._move("unpartition", f"unpartitioned at {site}")
+        self._fate = ("unpartition", f"unpartitioned at {site}")
         return tensor
 
     def __repr__(self) -> str:
