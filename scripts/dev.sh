@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's two commands for a fresh Linux machine (only python3 and a package index needed):
 #   bash scripts/dev.sh demo   set up .venv and run the main demo (GPU if present, else the CPU interpreter)
-#   bash scripts/dev.sh test   set up .venv and run the full CPU test suite (tiers 1-2 of DESIGN §5)
+#   bash scripts/dev.sh test   set up .venv and run the full CPU test suite (tiers 1-2 of DESIGN §5), on tile.frontend's
+#                              compiled launch path (built by the editable install; TILE_PURE_PYTHON=1 runs the pure one)
 # Extra arguments after `test` go to pytest. PYTHON picks the interpreter (default python3, >= 3.10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,8 @@ case "${1:-}" in
     ;;
   test)
     shift
+    # tile-frontend's build hook must compile its launch fast path (a C compiler is required here, not optional).
+    export TILE_REQUIRE_EXTENSION=${TILE_REQUIRE_EXTENSION:-1}
     setup
     groups=(--group pyproject.toml:test)
     for p in "${packages[@]}"; do groups+=(--group "packages/tile-$p/pyproject.toml:test"); done

@@ -207,6 +207,11 @@ class FakeCudaContext(ExecutionContext):
 
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_fakes(monkeypatch)
+
+
+def install_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand the fakes in for tile.core's device calls (also used by benchmarks/bench_launch_cpu.py)."""
     # A test double standing in for tile.aio's CudaContext, whose completions launches rely on (it runs work inline).
     monkeypatch.setattr(launch_module, "BUILTIN_CONTEXTS", BUILTIN_CONTEXTS | {FakeCudaContext})
     monkeypatch.setattr(tile_core, "DeviceBuffer", FakeBuffer)

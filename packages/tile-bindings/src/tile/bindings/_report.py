@@ -14,6 +14,7 @@ from typing import Any
 from tile.bindings import _device
 from tile.bindings._driver import driver_unavailable_reason
 from tile.bindings._errors import TileError
+from tile.bindings._launch_path import launch_path
 from tile.bindings._tileiras import TileirasLocation, tileiras_candidates
 
 __all__ = ["DeviceInfo", "EnvironmentReport", "environment_report"]
@@ -47,6 +48,8 @@ class EnvironmentReport:
         The visible GPUs.
     tileiras : tuple of TileirasLocation
         Every place looked at for ``tileiras``, in search order; the first usable one is what would run.
+    launch_path : str
+        tile.frontend's launch path here: ``compiled (<extension file>)`` or ``pure Python (<why>)``.
     """
 
     python: str
@@ -57,6 +60,7 @@ class EnvironmentReport:
     devices: tuple[DeviceInfo, ...]
     device_error: str | None = None
     tileiras: tuple[TileirasLocation, ...] = field(default_factory=tuple)
+    launch_path: str = ""
 
     @property
     def selected_tileiras(self) -> TileirasLocation | None:
@@ -86,6 +90,8 @@ class EnvironmentReport:
         if self.driver_version is not None and not self.devices and not self.device_error:
             lines.append("devices   none visible")
         lines.extend(_tileiras_lines(self.tileiras))
+        if self.launch_path:
+            lines.append(f"launch    {self.launch_path}")
         lines.append(f"verdict   {self.verdict}")
         return "\n".join(lines)
 
@@ -164,4 +170,5 @@ def environment_report() -> EnvironmentReport:
         devices=devices,
         device_error=device_error,
         tileiras=tuple(tileiras_candidates(probe_versions=True)),
+        launch_path=launch_path(),
     )

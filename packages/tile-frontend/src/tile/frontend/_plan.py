@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tile.compiler import CompiledKernel
+from tile.frontend import _accel
 from tile.frontend._errors import IN_FLIGHT, InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
@@ -73,9 +74,6 @@ class Caller(Protocol):
 def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: dict[str, Any]) -> Launch | None:
     """The launch of a call with ``plan``'s layout that passes every re-check (`Plan.admit`), its handles moved in;
     None when the keyed path must decide."""
-    values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
-    if values is None:
-        return None
     frame = sys._getframe(2)  # `user_frame`, inlined (hot path): Kernel.__call__'s caller is two up
     while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
         frame = frame.f_back
@@ -84,6 +82,14 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
         where = f"{code.co_filename}:{line}"
         site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
+    fast = _accel.admit_move
+    if fast is not None:  # the compiled admit + hand_over; None: not its common case, the pure path decides
+        done = fast(plan, args, generics, kernel._grid, kernel.unchecked, kernel._check_scalar, site[3])
+        if done is not None:
+            return Launch(kernel.__name__, plan, done[0], site[2], done[1])
+    values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
+    if values is None:
+        return None
     moved, after = plan.hand_over(values, site[3])
     return Launch(kernel.__name__, plan, moved, site[2], after)
 
@@ -333,6 +339,9 @@ class Plan:
         prepared = prepared_launch(self.compiled, grid, args, kinds, stream)
         self.prepared = (stream, grid, args, prepared)
         prepared()
+
+
+_accel.bind(Tensor=Tensor, Partition=Partition, InFlight=InFlight, IN_FLIGHT=IN_FLIGHT, PLAIN=_PLAIN, FOREIGN=_FOREIGN)
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:
