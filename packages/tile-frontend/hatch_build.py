@@ -4,7 +4,8 @@ The wheel is then a platform wheel tagged ``cp310-abi3-<platform>`` (one build l
 install (``pip install -e``, used by ``scripts/dev.sh``) builds the module in place, beside its source, where the
 editable path finds it. The system C compiler is used as sysconfig names it (``CC`` overrides), with the running
 interpreter's headers. Without a compiler the build warns and makes a pure-Python wheel (tile.frontend then runs its
-pure-Python launch path); ``TILE_REQUIRE_EXTENSION=1`` (CI) makes that an error instead.
+pure-Python launch path); ``TILE_REQUIRE_EXTENSION=1`` (CI) makes that an error instead. A free-threaded interpreter
+has no stable ABI, so there the wheel is pure Python too.
 
 Run as a script (``python packages/tile-frontend/hatch_build.py``) it builds the module in place, for a checkout used
 through ``PYTHONPATH``.
@@ -53,6 +54,10 @@ class FastLaunchBuildHook(BuildHookInterface):  # type: ignore[misc, valid-type]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         if self.target_name != "wheel":
+            return
+        if sysconfig.get_config_var("Py_GIL_DISABLED"):
+            # The stable ABI does not exist on free-threaded CPython (3.13t, 3.14t): launches take the pure path.
+            self.app.display_info("tile-frontend: free-threaded Python, no abi3 build; the pure-Python launch path runs")
             return
         out = IN_PLACE if version == "editable" else Path(self.directory) / "fastlaunch-build" / MODULE
         try:

@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PURE_ENV", "active", "admit_move", "compiled", "reason", "use"]
+__all__ = ["PURE_ENV", "active", "admit_move", "compiled", "reason", "release", "replay", "use"]
 
 PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
@@ -30,8 +30,20 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 _module, _reason = _load()
+# The compiled functions while the compiled path is active, else None; each is read per launch (one module attribute).
 admit_move: Any = None
-"""``_fastlaunch.admit_move`` while the compiled path is active, else None (read per launch by `_plan`)."""
+"""``_fastlaunch.admit_move``: `Plan.admit` + `Plan.hand_over` + the `Launch` (`_plan.launch_again`)."""
+replay: Any = None
+"""``_fastlaunch.replay``: `Plan.enqueue`'s packing and relaunch."""
+release: Any = None
+"""``_fastlaunch.release``: `Launch._drop`'s hand-back."""
+
+
+def _activate(module: ModuleType | None) -> None:
+    global admit_move, replay, release  # noqa: PLW0603  # the process-wide path, read per launch
+    admit_move = module.admit_move if module is not None else None
+    replay = module.replay if module is not None else None
+    release = module.release if module is not None else None
 
 
 def compiled() -> ModuleType | None:
@@ -57,24 +69,26 @@ def use(path: str) -> str:
     ValueError
         For another name, or ``"compiled"`` when the extension is not loaded (the message says why).
     """
-    global admit_move, _reason  # noqa: PLW0603  # the process-wide path, read per launch as one module attribute
+    global _reason  # noqa: PLW0603  # why the process-wide path is what it is
     previous = active()
     if path == "pure":
-        admit_move, _reason = None, "pure Python (tile.frontend._accel.use('pure'))"
+        _activate(None)
+        _reason = "pure Python (tile.frontend._accel.use('pure'))"
     elif path == "compiled":
         if _module is None:
             raise ValueError(f"the compiled launch path is not available: {_reason}")
-        admit_move = _module.admit_move
+        _activate(_module)
     else:
         raise ValueError(f"unknown launch path {path!r}: use 'compiled' or 'pure'")
     return previous
 
 
+_BOUND = ("Tensor", "Partition", "Shared", "Storage", "Plan", "Launch", "InFlight", "IN_FLIGHT", "PLAIN", "FOREIGN")
+
+
 def bind(**classes: Any) -> None:
     """Give the extension the classes and registries it tests (called once by `_plan`), and activate it."""
-    global admit_move  # noqa: PLW0603  # activated once, when _plan binds the extension
     if _module is not None:
-        c = classes
-        _module.bind(c["Tensor"], c["Partition"], c["InFlight"], c["IN_FLIGHT"], c["PLAIN"], c["FOREIGN"])
+        _module.bind(*(classes[name] for name in _BOUND))
         if _reason == "compiled":
-            admit_move = _module.admit_move
+            _activate(_module)

@@ -40,7 +40,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param
 from tile.frontend._site import OURS
-from tile.frontend._storage import _FOREIGN, overlapping
+from tile.frontend._storage import _FOREIGN, Storage, overlapping
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Packing", "Plan", "launch_again", "layout_key"]
@@ -83,10 +83,13 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
         where = f"{code.co_filename}:{line}"
         site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
     fast = _accel.admit_move
-    if fast is not None:  # the compiled admit + hand_over; None: not its common case, the pure path decides
-        done = fast(plan, args, generics, kernel._grid, kernel.unchecked, kernel._check_scalar, site[3])
-        if done is not None:
-            return Launch(kernel.__name__, plan, done[0], site[2], done[1])
+    if fast is not None:  # compiled admit + hand_over + Launch; None: not its common case, the pure path decides
+        name = kernel.__name__
+        launch: Launch | None = fast(
+            plan, args, generics, kernel._grid, kernel.unchecked, kernel._check_scalar, site[3], Launch, name, site[2]
+        )
+        if launch is not None:
+            return launch
     values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
     if values is None:
         return None
@@ -324,24 +327,41 @@ class Plan:
         """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
         assert self.packing is not None, "only GPU plans are enqueued"
         template, slots, kinds = self.packing
-        packed = list(template)
-        for pos, mode, i in slots:
-            v = values[i]
-            if mode == _BASE:
-                packed[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
-            else:
-                packed[pos] = int(v) if mode == _INT else v
-        args = tuple(packed)
-        last = self.prepared
-        if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
-            last[3]()
-            return
+        fast = _accel.replay
+        if fast is not None:  # the same packing and relaunch, compiled: None when it relaunched
+            args = fast(self, values, grid, stream)
+            if args is None:
+                return
+        else:
+            packed = list(template)
+            for pos, mode, i in slots:
+                v = values[i]
+                if mode == _BASE:
+                    packed[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
+                else:
+                    packed[pos] = int(v) if mode == _INT else v
+            args = tuple(packed)
+            last = self.prepared
+            if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
+                last[3]()
+                return
         prepared = prepared_launch(self.compiled, grid, args, kinds, stream)
         self.prepared = (stream, grid, args, prepared)
         prepared()
 
 
-_accel.bind(Tensor=Tensor, Partition=Partition, InFlight=InFlight, IN_FLIGHT=IN_FLIGHT, PLAIN=_PLAIN, FOREIGN=_FOREIGN)
+_accel.bind(
+    Tensor=Tensor,
+    Partition=Partition,
+    Shared=Shared,
+    Storage=Storage,
+    Plan=Plan,
+    Launch=Launch,
+    InFlight=InFlight,
+    IN_FLIGHT=IN_FLIGHT,
+    PLAIN=_PLAIN,
+    FOREIGN=_FOREIGN,
+)
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:
