@@ -57,7 +57,7 @@ class FastLaunchBuildHook(BuildHookInterface):  # type: ignore[misc, valid-type]
             return
         if sysconfig.get_config_var("Py_GIL_DISABLED"):
             # The stable ABI does not exist on free-threaded CPython (3.13t, 3.14t): launches take the pure path.
-            self.app.display_info("tile-frontend: free-threaded Python, no abi3 build; the pure-Python launch path runs")
+            self.app.display_info("tile-frontend: free-threaded Python has no abi3: the pure-Python launch path runs")
             return
         out = IN_PLACE if version == "editable" else Path(self.directory) / "fastlaunch-build" / MODULE
         try:
