@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PURE_ENV", "active", "admit_move", "compiled", "reason", "release", "replay", "use"]
+__all__ = ["PURE_ENV", "active", "admit_move", "compiled", "execute", "reason", "release", "replay", "use"]
 
 PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
@@ -37,13 +37,16 @@ replay: Any = None
 """``_fastlaunch.replay``: `Plan.enqueue`'s packing and relaunch."""
 release: Any = None
 """``_fastlaunch.release``: `Launch._drop`'s hand-back."""
+execute: Any = None
+"""``_fastlaunch.execute``: `Launch._execute` of a repeated GPU launch on the same context."""
 
 
 def _activate(module: ModuleType | None) -> None:
-    global admit_move, replay, release  # noqa: PLW0603  # the process-wide path, read per launch
+    global admit_move, replay, release, execute  # noqa: PLW0603  # the process-wide path, read per launch
     admit_move = module.admit_move if module is not None else None
     replay = module.replay if module is not None else None
     release = module.release if module is not None else None
+    execute = module.execute if module is not None else None
 
 
 def compiled() -> ModuleType | None:

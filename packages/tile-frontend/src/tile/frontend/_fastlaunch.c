@@ -1,6 +1,8 @@
 /* The compiled hot path of a repeated kernel launch (see _accel.py): `Plan.admit` + `Plan.hand_over` + the `Launch`
  * in one call, `Plan.enqueue`'s packing and relaunch, and `Launch._drop`'s hand-back.
  *
+ * It also runs `Launch._execute` for a repeated GPU launch on the same context (`execute`).
+ *
  * admit_move(plan, args, generics, explicit, unchecked, check, fate[, Launch, name, site]) does what the pure path's
  * `Plan.admit`, `Plan.hand_over` and `Launch.__init__` do for the latest plan of a kernel, in the same order, on the
  * same Python objects (so both paths interoperate): the layout match with each handle's state (fate None, this plan's
@@ -419,10 +421,7 @@ static PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
 
 /* replay(plan, values, grid, stream): `Plan.enqueue`'s packing; relaunch the plan's last prepared launch when stream,
  * grid and packed arguments repeat and return None, else return the packed arguments (the caller prepares them). */
-static PyObject *replay(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
-    (void)self;
-    if (n != 4) return PyErr_Format(PyExc_TypeError, "replay takes 4 arguments, got %zd", n);
-    PyObject *plan = argv[0], *values = argv[1], *grid = argv[2], *stream = argv[3];
+static PyObject *replay_impl(PyObject *plan, PyObject *values, PyObject *grid, PyObject *stream) {
     if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(values))
         return PyErr_Format(PyExc_TypeError, "replay: not a plan and its values");
     PyObject *packing = GET(plan, PL_PACKING);
@@ -482,6 +481,88 @@ static PyObject *replay(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         }
     }
     return args;
+}
+
+static PyObject *replay(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 4) return PyErr_Format(PyExc_TypeError, "replay takes 4 arguments, got %zd", n);
+    return replay_impl(argv[0], argv[1], argv[2], argv[3]);
+}
+
+/* execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST): `Launch._execute` for a GPU launch on one of tile.aio's own
+ * contexts whose in-flight arguments (if any) come from a launch on the same context and whose prepared launch
+ * repeats: relaunch it, lend the handles (with ``lend``) and return the values. None when it does not handle the
+ * execution (another context, a CPU launch, a new prepared launch, ordering after another context): then nothing was
+ * done and the pure path runs it, raising its errors. */
+static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 5) return PyErr_Format(PyExc_TypeError, "execute takes 5 arguments, got %zd", n);
+    PyObject *op = argv[0], *ctx = argv[1], *builtin = argv[3], *host = argv[4];
+    int lend = PyObject_IsTrue(argv[2]);
+    if (lend < 0) return NULL;
+    if ((PyObject *)Py_TYPE(op) != Launch_t || !PyAnySet_Check(builtin)) Py_RETURN_NONE;
+    int ours = PySet_Contains(builtin, (PyObject *)Py_TYPE(ctx));
+    if (ours <= 0) return ours < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *values = GET(op, L_VALUES), *after = GET(op, L_AFTER), *plan = GET(op, L_PLAN), *grid = GET(op, L_GRID);
+    PyObject *site = GET(op, L_SITE);
+    if (!values || values == Py_None || !after || !plan || !grid || !site || (PyObject *)Py_TYPE(plan) != Plan_t)
+        Py_RETURN_NONE;
+    PyObject *packing = GET(plan, PL_PACKING);
+    if (!packing || packing == Py_None) Py_RETURN_NONE;
+    Py_INCREF(values);
+    PyObject *result = NULL, *stream = NULL, *fate = NULL;
+    if (after != Py_None) { /* taken in flight: handled only from a launch on this same context (stream order) */
+        if ((PyObject *)Py_TYPE(after) != InFlight_t) goto none;
+        PyObject *producer = PyObject_GetAttrString(after, "ctx");
+        if (!producer) goto done;
+        Py_DECREF(producer); /* compared by identity only */
+        if (producer != ctx) goto none;
+    }
+    PyObject *device = PyObject_GetAttrString(ctx, "device");
+    if (!device) goto done;
+    Py_DECREF(device); /* compared by identity only */
+    if (device == host) goto none;
+    stream = PyObject_GetAttrString(ctx, "stream");
+    if (!stream) goto done;
+    PyObject *packed = replay_impl(plan, values, grid, stream);
+    if (!packed) goto done;
+    if (packed != Py_None) { /* a new prepared launch: nothing was launched, the pure path prepares it */
+        Py_DECREF(packed);
+        goto none;
+    }
+    Py_DECREF(packed);
+    if (lend) { /* hand the moved handles on in flight (`Launch._execute`) */
+        fate = Py_NewRef(GET(plan, PL_LENT) ? GET(plan, PL_LENT) : Py_None);
+        int reuse = fate != Py_None;
+        if (reuse) {
+            PyObject *c = PyObject_GetAttrString(fate, "ctx"), *s = c ? PyObject_GetAttrString(fate, "site") : NULL;
+            reuse = c == ctx && s == site;
+            Py_XDECREF(c);
+            Py_XDECREF(s);
+            if (PyErr_Occurred()) goto done;
+        }
+        if (!reuse) {
+            Py_DECREF(fate);
+            fate = PyObject_CallMethod(op, "_fate_on", "O", ctx);
+            if (!fate) goto done;
+        }
+        PyObject *moved = GET(plan, PL_MOVED);
+        for (Py_ssize_t k = 0, m = moved ? PyTuple_Size(moved) : 0; k < m; k++) {
+            PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(moved, k)));
+            if (!v) goto done;
+            put(v, (PyObject *)Py_TYPE(v) == Tensor_t ? T_FATE : W_FATE, fate, NULL);
+        }
+        put(op, L_LENT, fate, NULL);
+    }
+    result = Py_NewRef(values);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(values);
+    Py_XDECREF(stream);
+    Py_XDECREF(fate);
+    return result;
 }
 
 /* The offset of slot `name` in instances of `cls`: write a unique object through the attribute of a fresh instance
@@ -557,6 +638,8 @@ static PyMethodDef methods[] = {
      "release(plan, values, lent): a launch's hand-back (Launch._drop)"},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
      "replay(plan, values, grid, stream) -> None (relaunched) | packed arguments"},
+    {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
+     "execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST) -> values | None (Launch._execute, common case)"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN)"},
     {NULL, NULL, 0, NULL},

@@ -115,6 +115,11 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def _execute(self, ctx: ExecutionContext, lend: bool = True) -> tuple[Any, ...]:
         """Enqueue the kernel on ``ctx`` (after the launches of arguments taken in flight); with ``lend``, hand the
         handles on in flight: whoever gets them before the work is done cannot use them."""
+        fast = _accel.execute
+        if fast is not None:  # compiled: a repeated GPU launch on this context; None: not handled, nothing done
+            done: tuple[Any, ...] | None = fast(self, ctx, lend, BUILTIN_CONTEXTS, tile.aio.HOST)
+            if done is not None:
+                return done
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
         if ctx.__class__ not in BUILTIN_CONTEXTS:
