@@ -20,10 +20,9 @@ import tile.frontend as tile
 import tile.ir as tile_ir
 from tile.aio import Completion, ExecutionContext
 from tile.aio._context import BUILTIN_CONTEXTS
-from tile.frontend import _accel
+from tile.frontend import _accel, f16, f32
 from tile.frontend import _entry as entry_module
 from tile.frontend import _launch as launch_module
-from tile.frontend import f16, f32
 
 pytestmark = pytest.mark.requires_tileiras
 _BYTECODE: dict[bytes, bytes] = {}  # cubin -> the Tile IR bytecode it was made from
