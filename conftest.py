@@ -99,6 +99,15 @@ _PROBES = {
 }
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which tile.frontend launch path this run takes (compiled, or pure Python: ``TILE_PURE_PYTHON=1``)."""
+    try:
+        from tile.frontend import _accel
+    except ImportError as exc:  # a package's own environment without tile-frontend
+        return f"tile launch path: n/a ({exc})"
+    return f"tile launch path: {_accel.reason()}"
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip (or fail, when required) tests whose hardware or toolchain is missing."""
     for marker, (probe, require_var) in _PROBES.items():

@@ -16,6 +16,9 @@ ROOT = Path(__file__).parent
 PACKAGES = ["errors", "bindings", "core", "async", "ir", "compiler", "frontend", "kernels"]
 ROOT_PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
+# The suites that exercise tile.frontend's launch path, run again on its pure-Python fallback (`tests-pure`, .ci/run).
+PURE_SUITES = ["packages/tile-frontend/tests", "packages/tile-async/tests", "tests"]
+
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", *(f"typecheck-{p}" for p in PACKAGES), *(f"tests-{p}" for p in PACKAGES)]
 nox.options.error_on_missing_interpreters = True
@@ -96,6 +99,27 @@ def _register_install(package: str) -> None:
 
 for _package in PACKAGES:
     _register_install(_package)
+
+
+@nox.session(name="tests-pure")
+def tests_pure(session: nox.Session) -> None:
+    """The launch-path suites on the pure-Python launch path (``TILE_PURE_PYTHON=1``); ``tests-frontend`` runs them on
+    the compiled one, which the editable install builds."""
+    _install(session, "frontend", "test")
+    session.install(*nox.project.dependency_groups(ROOT_PYPROJECT, "test"))
+    session.env["TILE_PURE_PYTHON"] = "1"
+    session.run("pytest", *PURE_SUITES, *session.posargs)
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build every package's sdist and wheel (tile-frontend's from its sdist: an abi3 platform wheel with the compiled
+    launch path, on a machine with a C compiler), then ``twine check`` them."""
+    session.install("build", "twine")
+    out = ROOT / "build" / "dist"
+    for package in PACKAGES:
+        session.run("python", "-m", "build", "--outdir", str(out), str(ROOT / "packages" / f"tile-{package}"))
+    session.run("twine", "check", "--strict", *(str(p) for p in sorted(out.iterdir())))
 
 
 @nox.session

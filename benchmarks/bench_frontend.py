@@ -13,7 +13,9 @@
    enqueue cost (a ``.then`` chain: checks, move and launch per step) against back-to-back ``ct.launch``; the four
    measurements' rounds interleave, and ``launch_tile_vs_ct`` gives Tile's time over cuTile Python's. For context, the
    same rounds time the launch-bound path Tile offers: a captured graph of GRAPH_LAUNCHES chained launches (checked
-   once, at capture), replayed and waited for, per launch.
+   once, at capture), replayed and waited for, per launch. Both Tile launch paths are timed in the same rounds: the
+   compiled one (``tile.frontend._fastlaunch``, under the plain names) and the pure-Python fallback (names ending in
+   ``[pure-Python path]``), switched in-process.
 
 Each measurement is the median of ROUNDS rounds of REPS back-to-back runs waited for once (Tile's through a
 ``.then`` chain); GEMM rounds interleave the contenders, so GPU clock drift affects them alike (it moved cuBLAS by
@@ -296,10 +298,10 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
         [tile.zeros(f32, [SMALL_N]).partition([SMALL_TILE]), tile.ones(f32, [SMALL_N]), tile.ones(f32, [SMALL_N])],
         stream,
     )
-    paths: dict[str, tuple[Callable[[], None], int]] = {
-        "tile add(...).sync_on(s)": (loop.run, 1),
-        "tile .then chain (enqueue)": (lambda: loop.chain(LAUNCHES), LAUNCHES),
-    }
+    paths: dict[str, tuple[Callable[[], None], int]] = {}
+    for path, label in launch_paths():  # the active (compiled) path under the plain names, then the pure one
+        paths[f"tile add(...).sync_on(s){label}"] = (on_path(path, loop.run, SYNC_REPS), SYNC_REPS)
+        paths[f"tile .then chain (enqueue){label}"] = (on_path(path, lambda: loop.chain(LAUNCHES)), LAUNCHES)
     graph = replayed_chain(stream)
     if graph is not None:
         paths["tile graph replay (per launch)"] = (lambda: graph.launch().sync_on(stream), GRAPH_LAUNCHES)
@@ -333,10 +335,43 @@ def bench_launch(stream: Any, peers: dict[str, Any], out: dict[str, Any]) -> Non
             "sync each launch": results["tile add(...).sync_on(s)"] / results["ct.launch + synchronize"],
             "back to back": results["tile .then chain (enqueue)"] / results["ct.launch back to back"],
         }
+        if "tile .then chain (enqueue)" + PURE_LABEL in results:
+            out["launch_tile_vs_ct"] |= {
+                "sync each launch, pure-Python path": results["tile add(...).sync_on(s)" + PURE_LABEL]
+                / results["ct.launch + synchronize"],
+                "back to back, pure-Python path": results["tile .then chain (enqueue)" + PURE_LABEL]
+                / results["ct.launch back to back"],
+            }
         if graph is not None:
             out["launch_tile_vs_ct"]["graph replay vs back to back"] = (
                 results["tile graph replay (per launch)"] / results["ct.launch back to back"]
             )
+
+
+PURE_LABEL = " [pure-Python path]"
+SYNC_REPS = 2 if SMOKE else 50  # launches per sync_on sample: switching the launch path costs nothing measurable
+
+
+def launch_paths() -> list[tuple[str, str]]:
+    """The launch paths to time, with the label their measurements carry: the active one (the compiled path when the
+    extension is built, see tile.frontend._accel) under the plain names, then the pure-Python path if it is not the
+    active one."""
+    from tile.frontend import _accel
+
+    active = _accel.active()
+    return [(active, "")] + ([("pure", PURE_LABEL)] if active != "pure" else [])
+
+
+def on_path(path: str, run: Callable[[], None], repeat: int = 1) -> Callable[[], None]:
+    """``run`` (``repeat`` times) on the launch path ``path``, switched in-process before each sample."""
+    from tile.frontend import _accel
+
+    def go() -> None:
+        _accel.use(path)
+        for _ in range(repeat):
+            run()
+
+    return go
 
 
 def replayed_chain(stream: Any) -> Any:

@@ -8,7 +8,8 @@ launch (1024 elements, Tile's cubin and Tile's packed argument block) through:
 - one C call per launch from Python (``METH_FASTCALL``): the floor of any launcher that makes a Python call per
   launch;
 - cuda.bindings' ``cuLaunchKernel``, and tile.core's prepared launch;
-- cuTile Python's ``ct.launch`` (its own build of the kernel), and Tile's safe ``.then`` chain;
+- cuTile Python's ``ct.launch`` (its own build of the kernel), and Tile's safe ``.then`` chain, on the compiled launch
+  path and (names ending in ``[pure-Python path]``) on the pure-Python one;
 - `MinimalModel`: the least a safe launch must do in Python (liveness, aliasing and borrow tests, three moves, the
   pending counts), written flat, around the C call: a lower bound for any pure-Python design;
 
@@ -150,6 +151,17 @@ class MinimalModel:
         self.release(self.args)
 
 
+def tile_paths(loop: TileLoop) -> dict[str, tuple[Any, int, int]]:
+    """Tile's safe launch back to back and with a wait, on each launch path (the active one under the plain names,
+    the pure-Python one with `PURE_LABEL`), switched in-process before each sample."""
+    paths: dict[str, tuple[Any, int, int]] = {}
+    for path, label in bf.launch_paths():
+        chain = bf.on_path(path, lambda: loop.chain(LAUNCHES))
+        paths[f"tile .then chain (safe){label}"] = (chain, LAUNCHES, 1)
+        paths[f"tile add(...).sync_on(s) (safe){label}"] = (bf.on_path(path, loop.run, 50), 50, LAUNCHES // 200)
+    return paths
+
+
 def main() -> None:
     if tile.backend() != "gpu":
         sys.exit("bench_launch_floor needs a GPU")
@@ -190,10 +202,9 @@ def main() -> None:
         "C call per launch": (repeat(lambda: c.launch(kernel, grid, raw, params), wait), LAUNCHES, 1),
         "cuda.bindings cuLaunchKernel": (repeat(lambda: bindings_launch(*call), wait), LAUNCHES, 1),
         "tile.core prepared": (repeat(prepared, wait), LAUNCHES, 1),
-        "tile .then chain (safe)": (lambda: loop.chain(LAUNCHES), LAUNCHES, 1),
         "C launch + synchronize": (repeat(lambda: c.launch(kernel, grid, raw, params), wait, 1), 1, LAUNCHES // 4),
-        "tile add(...).sync_on(s) (safe)": (loop.run, 1, LAUNCHES // 4),
     }
+    paths |= tile_paths(loop)
     model = MinimalModel(lambda: c.launch(kernel, grid, raw, params))
     paths["minimal Python model + C launch"] = (lambda: model.back_to_back(LAUNCHES, wait), LAUNCHES, 1)
     paths["minimal Python model + C launch + synchronize"] = (lambda: model.with_wait(wait), 1, LAUNCHES // 4)

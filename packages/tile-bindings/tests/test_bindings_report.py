@@ -13,7 +13,7 @@ import pytest
 from cuda.bindings import driver as cu
 
 import tile.bindings as tb
-from tile.bindings import _driver, _tileiras
+from tile.bindings import _driver, _launch_path, _tileiras
 from tile.bindings.__main__ import main
 
 _FAKE_TILEIRAS = """#!/bin/sh
@@ -239,3 +239,31 @@ def test_report_lists_the_gpu() -> None:
     assert device.sm_count > 0
     assert device.name in str(report)
     print(report)
+
+
+def test_launch_path_is_pure_when_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_PURE_PYTHON", "1")
+    assert tb.environment_report().launch_path == "pure Python (TILE_PURE_PYTHON=1 forces it)"
+    assert "launch    pure Python (TILE_PURE_PYTHON=1" in str(tb.environment_report())
+
+
+def test_launch_path_says_when_the_extension_is_missing_or_broken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("TILE_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(_launch_path, "_extensions", list)
+    assert "is not built" in _launch_path.launch_path()
+    broken = tmp_path / "_fastlaunch.abi3.so"
+    broken.write_bytes(b"not an ELF file")
+    monkeypatch.setattr(_launch_path, "_extensions", lambda: [broken])
+    assert _launch_path.launch_path().startswith(f"pure Python ({broken} does not load")
+
+
+def test_launch_path_is_compiled_where_the_extension_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TILE_PURE_PYTHON", raising=False)
+    built = _launch_path._extensions()
+    if not built:
+        if os.environ.get("TILE_REQUIRE_EXTENSION") == "1":
+            pytest.fail("TILE_REQUIRE_EXTENSION=1 but tile/frontend/_fastlaunch is not built")
+        pytest.skip("tile-frontend's compiled launch path is not built here")
+    assert _launch_path.launch_path() == f"compiled ({built[0]})"

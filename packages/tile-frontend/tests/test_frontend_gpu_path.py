@@ -20,9 +20,9 @@ import tile.frontend as tile
 import tile.ir as tile_ir
 from tile.aio import Completion, ExecutionContext
 from tile.aio._context import BUILTIN_CONTEXTS
+from tile.frontend import _accel, f16, f32
 from tile.frontend import _entry as entry_module
 from tile.frontend import _launch as launch_module
-from tile.frontend import f16, f32
 
 pytestmark = pytest.mark.requires_tileiras
 _BYTECODE: dict[bytes, bytes] = {}  # cubin -> the Tile IR bytecode it was made from
@@ -207,6 +207,11 @@ class FakeCudaContext(ExecutionContext):
 
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    install_fakes(monkeypatch)
+
+
+def install_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand the fakes in for tile.core's device calls (also used by benchmarks/bench_launch_cpu.py)."""
     # A test double standing in for tile.aio's CudaContext, whose completions launches rely on (it runs work inline).
     monkeypatch.setattr(launch_module, "BUILTIN_CONTEXTS", BUILTIN_CONTEXTS | {FakeCudaContext})
     monkeypatch.setattr(tile_core, "DeviceBuffer", FakeBuffer)
@@ -244,6 +249,43 @@ def test_launch_on_a_cuda_context(fake_gpu: None, k: ModuleType) -> None:
     assert op.compile().cubin
     z, x, _ = op.sync_on(FakeCudaContext())
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(1000, dtype=np.float32) + 0.5)
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+def test_a_then_chain_on_a_cuda_context_on_both_launch_paths(
+    fake_gpu: None, k: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    ctx = FakeCudaContext()
+    args = (_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
+    z, x, y = k.add(*args).sync_on(ctx)  # compiles, makes the plan and its prepared launch
+    z, x, y = k.add(z, x, y).sync_on(ctx)
+    previous = _accel.use(path)
+    try:
+        executed: list[bool] = []
+        if path == "compiled":
+            real = _accel.execute
+
+            def spy(*a: Any) -> Any:
+                done = real(*a)
+                executed.append(done is not None)
+                return done
+
+            monkeypatch.setattr(_accel, "execute", spy)
+        op = k.add(z, x, y)
+        for _ in range(3):
+            op = op.then(lambda out: k.add(*out))
+        z, x, y = op.sync_on(ctx)
+        out = z.unpartition()
+        np.testing.assert_array_equal(out.to_numpy(), np.full(256, 2, np.float32))
+        z = out.partition([128])
+        assert executed == ([True] * 4 if path == "compiled" else [])
+        peek = k.add(z, x, y).then(lambda out: out[1].to_numpy())
+        with pytest.raises(tile.InFlightError, match="handed on by the launch of add"):
+            peek.sync_on(ctx)
+    finally:
+        _accel.use(previous)
 
 
 def test_gemm_with_strided_device_views(fake_gpu: None, k: ModuleType) -> None:

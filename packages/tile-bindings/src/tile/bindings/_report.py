@@ -14,6 +14,7 @@ from typing import Any
 from tile.bindings import _device
 from tile.bindings._driver import driver_unavailable_reason
 from tile.bindings._errors import TileError
+from tile.bindings._launch_path import launch_path
 from tile.bindings._tileiras import TileirasLocation, tileiras_candidates
 
 __all__ = ["DeviceInfo", "EnvironmentReport", "environment_report"]
@@ -50,6 +51,8 @@ class EnvironmentReport:
     interpreter_error : str or None
         Why the CPU interpreter (``tile.ir.interp``: tile-ir with numpy and ml-dtypes) cannot run kernels here,
         or None when it can.
+    launch_path : str
+        tile.frontend's launch path here: ``compiled (<extension file>)`` or ``pure Python (<why>)``.
     """
 
     python: str
@@ -61,6 +64,7 @@ class EnvironmentReport:
     device_error: str | None = None
     tileiras: tuple[TileirasLocation, ...] = field(default_factory=tuple)
     interpreter_error: str | None = None
+    launch_path: str = ""
 
     @property
     def selected_tileiras(self) -> TileirasLocation | None:
@@ -91,6 +95,8 @@ class EnvironmentReport:
             lines.append("devices   none visible")
         lines.extend(_tileiras_lines(self.tileiras, self.gpu_install_hint))
         lines.append(f"interp    {self.interpreter_error or 'the CPU interpreter (tile.ir.interp) can run kernels'}")
+        if self.launch_path:
+            lines.append(f"launch    {self.launch_path}")
         lines.append(f"verdict   {self.verdict}")
         return "\n".join(lines)
 
@@ -196,4 +202,5 @@ def environment_report() -> EnvironmentReport:
         device_error=device_error,
         tileiras=tuple(tileiras_candidates(probe_versions=True)),
         interpreter_error=_interpreter_error(packages),
+        launch_path=launch_path(),
     )

@@ -25,6 +25,7 @@ import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.aio._context import BUILTIN_CONTEXTS
 from tile.compiler import CompiledKernel
+from tile.frontend import _accel
 from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError
 from tile.frontend._execute import run_cpu
 from tile.frontend._partition import Partition
@@ -59,6 +60,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     __slots__ = ("_after", "_grid", "_kernel", "_lent", "_plan", "_site", "_values")
 
     def __init__(self, kernel: str, plan: Plan, values: tuple[Any, ...], site: str, after: Taken | None = None) -> None:
+        # The compiled path (`_fastlaunch.make_launch`) makes a launch without this method: keep both alike.
         self._fate = None  # DeviceOp.__init__, inlined: this runs once per launch
         self._kernel, self._plan, self._site = kernel, plan, site
         self._values: tuple[Any, ...] | None = values
@@ -113,6 +115,11 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def _execute(self, ctx: ExecutionContext, lend: bool = True) -> tuple[Any, ...]:
         """Enqueue the kernel on ``ctx`` (after the launches of arguments taken in flight); with ``lend``, hand the
         handles on in flight: whoever gets them before the work is done cannot use them."""
+        fast = _accel.execute
+        if fast is not None:  # compiled: a repeated GPU launch on this context; None: not handled, nothing done
+            done: tuple[Any, ...] | None = fast(self, ctx, lend, BUILTIN_CONTEXTS, tile.aio.HOST)
+            if done is not None:
+                return done
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
         if ctx.__class__ not in BUILTIN_CONTEXTS:
@@ -182,6 +189,10 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 return
             plan = self._plan
             lent, self._lent = self._lent, None
+            fast = _accel.release
+            if fast is not None:  # the same hand-back, compiled
+                fast(plan, values, lent)
+                return
             if lent is not None:  # the work is done: what it handed on early is live (unless moved on since)
                 for i in plan.moved:
                     if values[i]._fate is lent:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tile.compiler import CompiledKernel
+from tile.frontend import _accel
 from tile.frontend._errors import IN_FLIGHT, InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
@@ -39,7 +40,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param
 from tile.frontend._site import OURS
-from tile.frontend._storage import _FOREIGN, overlapping
+from tile.frontend._storage import _FOREIGN, Storage, overlapping
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Packing", "Plan", "launch_again", "layout_key"]
@@ -73,9 +74,6 @@ class Caller(Protocol):
 def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: dict[str, Any]) -> Launch | None:
     """The launch of a call with ``plan``'s layout that passes every re-check (`Plan.admit`), its handles moved in;
     None when the keyed path must decide."""
-    values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
-    if values is None:
-        return None
     frame = sys._getframe(2)  # `user_frame`, inlined (hot path): Kernel.__call__'s caller is two up
     while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
         frame = frame.f_back
@@ -84,6 +82,17 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
         where = f"{code.co_filename}:{line}"
         site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
+    fast = _accel.admit_move
+    if fast is not None:  # compiled admit + hand_over + Launch; None: not its common case, the pure path decides
+        name = kernel.__name__
+        launch: Launch | None = fast(
+            plan, args, generics, kernel._grid, kernel.unchecked, kernel._check_scalar, site[3], Launch, name, site[2]
+        )
+        if launch is not None:
+            return launch
+    values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
+    if values is None:
+        return None
     moved, after = plan.hand_over(values, site[3])
     return Launch(kernel.__name__, plan, moved, site[2], after)
 
@@ -318,21 +327,41 @@ class Plan:
         """Launch on ``stream``: again the last prepared launch when stream, grid and arguments repeat."""
         assert self.packing is not None, "only GPU plans are enqueued"
         template, slots, kinds = self.packing
-        packed = list(template)
-        for pos, mode, i in slots:
-            v = values[i]
-            if mode == _BASE:
-                packed[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
-            else:
-                packed[pos] = int(v) if mode == _INT else v
-        args = tuple(packed)
-        last = self.prepared
-        if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
-            last[3]()
-            return
+        fast = _accel.replay
+        if fast is not None:  # the same packing and relaunch, compiled: None when it relaunched
+            args = fast(self, values, grid, stream)
+            if args is None:
+                return
+        else:
+            packed = list(template)
+            for pos, mode, i in slots:
+                v = values[i]
+                if mode == _BASE:
+                    packed[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
+                else:
+                    packed[pos] = int(v) if mode == _INT else v
+            args = tuple(packed)
+            last = self.prepared
+            if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
+                last[3]()
+                return
         prepared = prepared_launch(self.compiled, grid, args, kinds, stream)
         self.prepared = (stream, grid, args, prepared)
         prepared()
+
+
+_accel.bind(
+    Tensor=Tensor,
+    Partition=Partition,
+    Shared=Shared,
+    Storage=Storage,
+    Plan=Plan,
+    Launch=Launch,
+    InFlight=InFlight,
+    IN_FLIGHT=IN_FLIGHT,
+    PLAIN=_PLAIN,
+    FOREIGN=_FOREIGN,
+)
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:

@@ -1,0 +1,97 @@
+"""Which launch path runs: the compiled hot path (``_fastlaunch``, a C extension) or the pure-Python one.
+
+Both paths do the same checks and moves on the same Python objects (the extension reads and writes the handles'
+own slots), so they interoperate and accept and reject exactly the same calls; the compiled path handles only the
+common case of a repeated launch and leaves every other call, and every error, to the pure path (`_plan`). The
+extension is chosen when it was built (the package's build hook does it); ``TILE_PURE_PYTHON=1`` forces the pure
+path, and `use` switches in-process (benchmarks and tests comparing both).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Any
+
+__all__ = ["PURE_ENV", "active", "admit_move", "compiled", "execute", "reason", "release", "replay", "use"]
+
+PURE_ENV = "TILE_PURE_PYTHON"
+"""Set to ``1`` to force the pure-Python launch path."""
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(PURE_ENV, "").strip() not in ("", "0"):
+        return None, f"pure Python ({PURE_ENV}={os.environ[PURE_ENV]})"
+    try:
+        from tile.frontend import _fastlaunch  # type: ignore[attr-defined]
+    except ImportError as error:
+        return None, f"pure Python (the compiled extension is not built: {error})"
+    return _fastlaunch, "compiled"
+
+
+_module, _reason = _load()
+# The compiled functions while the compiled path is active, else None; each is read per launch (one module attribute).
+admit_move: Any = None
+"""``_fastlaunch.admit_move``: `Plan.admit` + `Plan.hand_over` + the `Launch` (`_plan.launch_again`)."""
+replay: Any = None
+"""``_fastlaunch.replay``: `Plan.enqueue`'s packing and relaunch."""
+release: Any = None
+"""``_fastlaunch.release``: `Launch._drop`'s hand-back."""
+execute: Any = None
+"""``_fastlaunch.execute``: `Launch._execute` of a repeated GPU launch on the same context."""
+
+
+def _activate(module: ModuleType | None) -> None:
+    global admit_move, replay, release, execute  # noqa: PLW0603  # the process-wide path, read per launch
+    admit_move = module.admit_move if module is not None else None
+    replay = module.replay if module is not None else None
+    release = module.release if module is not None else None
+    execute = module.execute if module is not None else None
+
+
+def compiled() -> ModuleType | None:
+    """The loaded extension module (whether or not it is active), or None."""
+    return _module
+
+
+def active() -> str:
+    """``"compiled"`` or ``"pure"``: the path launches take now."""
+    return "compiled" if admit_move is not None else "pure"
+
+
+def reason() -> str:
+    """Why the active path is active (for ``tile-doctor`` and bug reports)."""
+    return "compiled (tile.frontend._fastlaunch)" if admit_move is not None else _reason
+
+
+def use(path: str) -> str:
+    """Switch launches to ``"compiled"`` or ``"pure"``; return the previous path.
+
+    Raises
+    ------
+    ValueError
+        For another name, or ``"compiled"`` when the extension is not loaded (the message says why).
+    """
+    global _reason  # noqa: PLW0603  # why the process-wide path is what it is
+    previous = active()
+    if path == "pure":
+        _activate(None)
+        _reason = "pure Python (tile.frontend._accel.use('pure'))"
+    elif path == "compiled":
+        if _module is None:
+            raise ValueError(f"the compiled launch path is not available: {_reason}")
+        _activate(_module)
+    else:
+        raise ValueError(f"unknown launch path {path!r}: use 'compiled' or 'pure'")
+    return previous
+
+
+_BOUND = ("Tensor", "Partition", "Shared", "Storage", "Plan", "Launch", "InFlight", "IN_FLIGHT", "PLAIN", "FOREIGN")
+
+
+def bind(**classes: Any) -> None:
+    """Give the extension the classes and registries it tests (called once by `_plan`), and activate it."""
+    if _module is not None:
+        _module.bind(*(classes[name] for name in _BOUND))
+        if _reason == "compiled":
+            _activate(_module)

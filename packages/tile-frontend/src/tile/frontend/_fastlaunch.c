@@ -1,0 +1,653 @@
+/* The compiled hot path of a repeated kernel launch (see _accel.py): `Plan.admit` + `Plan.hand_over` + the `Launch`
+ * in one call, `Plan.enqueue`'s packing and relaunch, and `Launch._drop`'s hand-back.
+ *
+ * It also runs `Launch._execute` for a repeated GPU launch on the same context (`execute`).
+ *
+ * admit_move(plan, args, generics, explicit, unchecked, check, fate[, Launch, name, site]) does what the pure path's
+ * `Plan.admit`, `Plan.hand_over` and `Launch.__init__` do for the latest plan of a kernel, in the same order, on the
+ * same Python objects (so both paths interoperate): the layout match with each handle's state (fate None, this plan's
+ * lent fate, or in flight; storage not freed), the scalar checks, the aliasing re-check, then the moves (a new handle
+ * per moved argument, the fate set on the old one, the storage's handle registry updated) and the pending counts. It
+ * returns the Launch (or, given 7 arguments, (values, after)), or None when it does not handle the call: any call the
+ * common case does not cover (a user-defined scalar or Const type, a storage with other handles or exports, several
+ * lenders, a failed check, a layout mismatch). It returns None only before it changed anything, so the caller then
+ * runs the pure path, which accepts or rejects the call and raises the precise typed error. It raises no ownership
+ * error itself.
+ *
+ * It runs with OWNERSHIP held and the cyclic collector paused (the caller is @owning) and runs no user code: its
+ * comparisons are between builtin values (layout tuples, plain scalars), the check it calls is Tile's own.
+ *
+ * Slots: the classes it reads (Tensor, Partition/Shared, Storage, Plan, Launch) keep their state in __slots__, which
+ * CPython stores as object pointers at fixed offsets in each instance. The stable ABI does not expose those offsets,
+ * so `bind` finds each one by writing a unique object through the attribute and locating it in a fresh instance; the
+ * hot path then reads and writes the slot directly (after checking the object's exact class), which is what makes it
+ * faster than the interpreter's own specialised attribute access. A slot found empty is treated as "not handled".
+ *
+ * Built against the stable ABI (abi3, CPython 3.10+). Free-threaded CPython has no stable ABI: the build hook does not
+ * build this module there and launches take the pure-Python path (the ownership lock orders every step). */
+#define Py_LIMITED_API 0x030A0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+
+static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
+    *FOREIGN, *s_release;
+static allocfunc tensor_alloc, partition_alloc, launch_alloc;
+
+/* Slot offsets, found by `bind`. */
+enum {
+    T_FATE, T_STORAGE, T_LAYOUT, T_RANGE, T_DTYPE, T_SHAPE, T_OFFSET, T_STRIDES, T_SITE, /* Tensor */
+    W_FATE, W_TENSOR, P_TILE, SH_USERS,                                                  /* Partition, Shared */
+    S_FREED, S_HANDLES, S_EXPORTS, S_PENDING,                                            /* Storage */
+    PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED, PL_PAIRS, PL_OTHERS, PL_SCALARS,
+    PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, /* Plan */
+    L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
+    N_SLOTS
+};
+static const char *slot_names[N_SLOTS] = {
+    "_fate", "_storage", "_layout", "_range", "_dtype", "_shape", "_offset", "_strides", "_site",
+    "_fate", "_tensor", "_tile_shape", "_users",
+    "freed_at", "_handles", "_exports", "pending",
+    "given", "explicit", "generics", "user_consts", "tensors", "wrapped", "pairs", "others", "scalars",
+    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared",
+    "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
+};
+static Py_ssize_t off[N_SLOTS];
+
+/* A slot's value (borrowed; NULL when empty): the object holds it. */
+#define GET(o, k) (*(PyObject **)((char *)(o) + off[k]))
+
+/* Store a new reference in a slot; the old value goes to `*dead` (released by the caller when the step is done, so no
+ * deallocation runs code in the middle of it), or is released now when dead is NULL. */
+static void put(PyObject *o, int k, PyObject *value, PyObject **dead) {
+    PyObject **slot = (PyObject **)((char *)o + off[k]);
+    PyObject *old = *slot;
+    Py_INCREF(value);
+    *slot = value;
+    if (dead) *dead = old;
+    else Py_XDECREF(old);
+}
+
+/* Outcomes of a step: go on, the call is not handled here (the pure path decides), or a Python error. */
+enum { OK = 0, NO = 1, ERR = -1 };
+
+static Py_ssize_t as_index(PyObject *o) { return PyLong_AsSsize_t(o); }
+
+/* A fate a kernel call may take (as `Plan._matches` tests it): none, this plan's own lent fate, or in flight. */
+static int takeable(PyObject *f, PyObject *lent) {
+    if (f == Py_None || f == lent) return 1;
+    if ((PyObject *)Py_TYPE(f) != InFlight_t) return 0;
+    return PyTuple_GetItem(f, 0) == IN_FLIGHT;
+}
+
+/* The tensor's storage, when it is a Storage (NULL: not handled). */
+static PyObject *storage_of(PyObject *t) {
+    PyObject *s = GET(t, T_STORAGE);
+    return s && (PyObject *)Py_TYPE(s) == Storage_t ? s : NULL;
+}
+
+/* A bare tensor argument: exactly a Tensor, with a takeable fate, unfreed, of this layout. */
+static int tensor_ok(PyObject *t, PyObject *layout, PyObject *lent) {
+    if ((PyObject *)Py_TYPE(t) != Tensor_t) return NO;
+    PyObject *f = GET(t, T_FATE), *s = storage_of(t), *own = GET(t, T_LAYOUT);
+    if (!f || !s || !own || !takeable(f, lent) || GET(s, S_FREED) != Py_None) return NO;
+    if (own == layout) return OK;
+    int eq = PyObject_RichCompareBool(own, layout, Py_EQ);
+    return eq < 0 ? ERR : eq ? OK : NO;
+}
+
+/* A wrapped argument (Partition or Shared): this class, takeable, this tile shape, its tensor live and of this
+ * layout. */
+static int wrapper_ok(PyObject *a, PyObject *entry, PyObject *lent) {
+    PyObject *cls = PyTuple_GetItem(entry, 1), *layout = PyTuple_GetItem(entry, 2), *tile = PyTuple_GetItem(entry, 3);
+    if ((PyObject *)Py_TYPE(a) != cls || (cls != Partition_t && cls != Shared_t)) return NO;
+    PyObject *f = GET(a, W_FATE), *t = GET(a, W_TENSOR);
+    if (!f || !t || !takeable(f, lent) || (PyObject *)Py_TYPE(t) != Tensor_t) return NO;
+    if (tile != Py_None) {
+        PyObject *own = GET(a, P_TILE);
+        if (!own) return NO;
+        int eq = PyObject_RichCompareBool(own, tile, Py_EQ);
+        if (eq <= 0) return eq < 0 ? ERR : NO;
+    }
+    return GET(t, T_FATE) == Py_None ? tensor_ok(t, layout, lent) : NO;
+}
+
+/* `Plan._matches`: the arguments have the plan's layout and every handle is live or takeable. */
+static int matches(PyObject *plan, PyObject *args) {
+    PyObject *lent = GET(plan, PL_LENT), *tensors = GET(plan, PL_TENSORS), *wrapped = GET(plan, PL_WRAPPED);
+    PyObject *pairs = GET(plan, PL_PAIRS), *others = GET(plan, PL_OTHERS);
+    if (!lent || !tensors || !wrapped || !pairs || !others) return NO;
+    int rc;
+    for (Py_ssize_t k = 0, n = PyTuple_Size(tensors); k < n; k++) {
+        PyObject *entry = PyTuple_GetItem(tensors, k);
+        PyObject *t = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
+        if (!t) return ERR;
+        if ((rc = tensor_ok(t, PyTuple_GetItem(entry, 1), lent)) != OK) return rc;
+    }
+    for (Py_ssize_t k = 0, n = PyTuple_Size(wrapped); k < n; k++) {
+        PyObject *entry = PyTuple_GetItem(wrapped, k);
+        PyObject *a = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
+        if (!a) return ERR;
+        if ((rc = wrapper_ok(a, entry, lent)) != OK) return rc;
+    }
+    for (Py_ssize_t k = 0, n = PyTuple_Size(pairs); k < n; k++) {
+        PyObject *pair = PyTuple_GetItem(pairs, k);
+        PyObject *a = PyTuple_GetItem(args, as_index(PyTuple_GetItem(pair, 0)));
+        PyObject *b = PyTuple_GetItem(args, as_index(PyTuple_GetItem(pair, 1)));
+        if (!a || !b) return ERR;
+        if (a == b) return NO;
+    }
+    for (Py_ssize_t k = 0, n = PyTuple_Size(others); k < n; k++) {
+        PyObject *entry = PyTuple_GetItem(others, k);
+        PyObject *a = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
+        if (!a) return ERR;
+        if ((PyObject *)Py_TYPE(a) != PyTuple_GetItem(entry, 1)) return NO;
+        if (PyTuple_GetItem(entry, 2) == Py_True) { /* a Const: its class is plain (user_consts is false) */
+            int eq = PyObject_RichCompareBool(a, PyTuple_GetItem(entry, 3), Py_EQ);
+            if (eq <= 0) return eq < 0 ? ERR : NO;
+        }
+    }
+    return PyErr_Occurred() ? ERR : OK;
+}
+
+/* The scalar checks of `Plan.try_launch`, for plain scalar classes only (a user type's __int__ needs the recheck
+ * the pure path does). A failed check is not handled: the full path reports it, in argument order. */
+static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check) {
+    PyObject *scalars = GET(plan, PL_SCALARS);
+    if (!scalars) return NO;
+    for (Py_ssize_t k = 0, n = PyTuple_Size(scalars); k < n; k++) {
+        PyObject *entry = PyTuple_GetItem(scalars, k);
+        PyObject *value = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
+        if (!value) return ERR;
+        int plain = PySet_Contains(PLAIN, (PyObject *)Py_TYPE(value));
+        if (plain <= 0) return plain < 0 ? ERR : NO;
+        PyObject *r = PyObject_CallFunctionObjArgs(check, PyTuple_GetItem(entry, 1), value, NULL);
+        if (!r) {
+            PyErr_Clear();
+            return NO;
+        }
+        Py_DECREF(r);
+    }
+    return OK;
+}
+
+/* The handle's tensor: itself, or the tensor a Partition/Shared wraps (checked by `matches`). */
+static PyObject *tensor_of(PyObject *a) { return (PyObject *)Py_TYPE(a) == Tensor_t ? a : GET(a, W_TENSOR); }
+
+static int range_of(PyObject *t, unsigned long long *lo, unsigned long long *hi) {
+    PyObject *r = GET(t, T_RANGE);
+    if (!r || !PyTuple_Check(r) || PyTuple_Size(r) != 2) return NO;
+    *lo = PyLong_AsUnsignedLongLong(PyTuple_GetItem(r, 0));
+    *hi = PyLong_AsUnsignedLongLong(PyTuple_GetItem(r, 1));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return NO; /* not a plain address range: the pure path compares the ints */
+    }
+    return OK;
+}
+
+/* `_overlaps`, common case only: no output overlaps another argument, and each output's storage holds no other
+ * handle, no export and there are no foreign imports. Anything else is not handled (the pure path searches). */
+static int no_overlap(PyObject *plan, PyObject *args) {
+    PyObject *alias = GET(plan, PL_ALIAS);
+    if (!alias) return NO;
+    for (Py_ssize_t k = 0, n = PyTuple_Size(alias); k < n; k++) {
+        PyObject *entry = PyTuple_GetItem(alias, k);
+        PyObject *out = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
+        if (!out) return ERR;
+        PyObject *t = GET(out, W_TENSOR);
+        unsigned long long lo, hi, olo, ohi;
+        int rc = range_of(t, &lo, &hi);
+        if (rc != OK) return rc;
+        PyObject *others = PyTuple_GetItem(entry, 1);
+        for (Py_ssize_t m = 0, nn = PyTuple_Size(others); m < nn; m++) {
+            PyObject *a = PyTuple_GetItem(args, as_index(PyTuple_GetItem(others, m)));
+            if (!a) return ERR;
+            if ((rc = range_of(tensor_of(a), &olo, &ohi)) != OK) return rc;
+            if (olo < hi && lo < ohi) return NO;
+        }
+        PyObject *storage = storage_of(t);
+        PyObject *handles = storage ? GET(storage, S_HANDLES) : NULL, *exports = storage ? GET(storage, S_EXPORTS) : NULL;
+        if (!handles || !exports || !PyDict_Check(handles)) return NO;
+        if (PyDict_Size(handles) != 1 || PyDict_Size(FOREIGN) != 0) return NO;
+        int any = PyObject_IsTrue(exports);
+        if (any) return any < 0 ? ERR : NO;
+    }
+    return PyErr_Occurred() ? ERR : OK;
+}
+
+/* `Tensor._hand_over`: a new handle on the same view takes this one's place in the storage's registry. */
+static PyObject *move_tensor(PyObject *v, PyObject *fate, PyObject **dead) {
+    static const int copied[] = {T_STORAGE, T_DTYPE, T_SHAPE, T_OFFSET, T_STRIDES, T_SITE, T_RANGE, T_LAYOUT};
+    for (size_t k = 0; k < sizeof copied / sizeof *copied; k++)
+        if (!GET(v, copied[k])) return PyErr_Format(PyExc_RuntimeError, "tile: a tensor without %s", slot_names[copied[k]]);
+    PyObject *handles = GET(GET(v, T_STORAGE), S_HANDLES);
+    if (!handles || !PyDict_Check(handles)) return PyErr_Format(PyExc_RuntimeError, "tile: a storage without handles");
+    PyObject *new = tensor_alloc((PyTypeObject *)Tensor_t, 0);
+    if (!new) return NULL;
+    for (size_t k = 0; k < sizeof copied / sizeof *copied; k++) put(new, copied[k], GET(v, copied[k]), NULL);
+    put(new, T_FATE, Py_None, NULL);
+    PyObject *old_key = PyLong_FromVoidPtr(v), *new_key = PyLong_FromVoidPtr(new), *ref = PyWeakref_NewRef(new, NULL);
+    int rc = !old_key || !new_key || !ref;
+    if (!rc && PyDict_DelItem(handles, old_key)) { /* handles.pop(id(self), None) */
+        if (PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear();
+        else rc = 1;
+    }
+    rc = rc || PyDict_SetItem(handles, new_key, ref);
+    Py_XDECREF(old_key);
+    Py_XDECREF(new_key);
+    Py_XDECREF(ref);
+    if (rc) {
+        Py_DECREF(new);
+        return NULL;
+    }
+    put(v, T_FATE, fate, dead);
+    return new;
+}
+
+/* `Partition._hand_over`: a new partition wraps the same tensor (which stays registered). */
+static PyObject *move_partition(PyObject *v, PyObject *fate, PyObject **dead) {
+    PyObject *t = GET(v, W_TENSOR), *tile = GET(v, P_TILE);
+    if (!t || !tile) return PyErr_Format(PyExc_RuntimeError, "tile: a partition without its tensor");
+    PyObject *new = partition_alloc((PyTypeObject *)Partition_t, 0);
+    if (!new) return NULL;
+    put(new, W_TENSOR, t, NULL);
+    put(new, P_TILE, tile, NULL);
+    put(new, W_FATE, Py_None, NULL);
+    put(v, W_FATE, fate, dead);
+    return new;
+}
+
+/* o's int slot k += delta (the pending and user counts). */
+static int add_to(PyObject *o, int k, long delta) {
+    PyObject *value = GET(o, k);
+    if (!value) return PyErr_Format(PyExc_RuntimeError, "tile: an empty %s count", slot_names[k]), -1;
+    long now = PyLong_AsLong(value);
+    if (now == -1 && PyErr_Occurred()) return -1;
+    PyObject *sum = PyLong_FromLong(now + delta);
+    if (!sum) return -1;
+    put(o, k, sum, NULL);
+    Py_DECREF(sum);
+    return 0;
+}
+
+/* The storage of the handle at position (i, inner) of `plan.held`. */
+static PyObject *held_storage(PyObject *values, PyObject *entry) {
+    PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(entry, 0)));
+    if (!v) return NULL;
+    PyObject *t = PyTuple_GetItem(entry, 1) == Py_True ? GET(v, W_TENSOR) : v;
+    PyObject *s = t && (PyObject *)Py_TYPE(t) == Tensor_t ? storage_of(t) : NULL;
+    if (!s) PyErr_SetString(PyExc_RuntimeError, "tile: a launch argument without its storage");
+    return s;
+}
+
+/* `Launch.__init__`: the op, with one pending count per handle argument and one user per share. */
+static PyObject *make_launch(PyObject *name, PyObject *plan, PyObject *values, PyObject *site, PyObject *after) {
+    PyObject *grid = GET(plan, PL_GRID), *held = GET(plan, PL_HELD), *shares = GET(plan, PL_SHARES);
+    if (!grid || !held || !shares) return PyErr_Format(PyExc_RuntimeError, "tile: a plan without grid/held/shares");
+    PyObject *op = launch_alloc((PyTypeObject *)Launch_t, 0);
+    if (!op) return NULL;
+    put(op, L_FATE, Py_None, NULL);
+    put(op, L_KERNEL, name, NULL);
+    put(op, L_PLAN, plan, NULL);
+    put(op, L_SITE, site, NULL);
+    put(op, L_GRID, grid, NULL);
+    put(op, L_AFTER, after, NULL);
+    put(op, L_LENT, Py_None, NULL);
+    put(op, L_VALUES, Py_None, NULL); /* until every count is taken: __del__ releases only a counted launch */
+    int rc = 0;
+    for (Py_ssize_t k = 0, n = PyTuple_Size(held); k < n && !rc; k++) {
+        PyObject *storage = held_storage(values, PyTuple_GetItem(held, k));
+        rc = !storage || add_to(storage, S_PENDING, 1);
+    }
+    for (Py_ssize_t k = 0, n = PyTuple_Size(shares); k < n && !rc; k++) {
+        PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(shares, k)));
+        rc = !v || add_to(v, SH_USERS, 1);
+    }
+    if (rc) { /* a MemoryError mid-count, as in the pure path: the counts taken keep their memory (a leak, never a
+                 free under a launch) */
+        Py_DECREF(op);
+        return NULL;
+    }
+    put(op, L_VALUES, values, NULL);
+    return op;
+}
+
+static PyObject *admit_move(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 7 && n != 10) return PyErr_Format(PyExc_TypeError, "admit_move takes 7 or 10 arguments, got %zd", n);
+    if (!Tensor_t) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind() was not called");
+    PyObject *plan = argv[0], *args = argv[1], *generics = argv[2], *explicit = argv[3], *check = argv[5];
+    PyObject *fate = argv[6];
+    if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(args)) Py_RETURN_NONE;
+    if (n == 10 && argv[7] != Launch_t) return PyErr_Format(PyExc_TypeError, "admit_move: not the bound Launch class");
+    int unchecked = PyObject_IsTrue(argv[4]);
+    if (unchecked < 0) return NULL;
+    /* Plan.admit's preamble: the argument count, the grid object, the generics; a user type's Const or generic
+     * (user_consts) needs the pure path's recheck. */
+    PyObject *given = GET(plan, PL_GIVEN), *plan_generics = GET(plan, PL_GENERICS);
+    if (!given || !plan_generics || PyTuple_Size(args) != as_index(given) || explicit != GET(plan, PL_EXPLICIT) ||
+        GET(plan, PL_USER_CONSTS) != Py_False)
+        Py_RETURN_NONE;
+    if (PyDict_Check(generics) && PyDict_Check(plan_generics) && PyDict_Size(generics) == 0) {
+        if (PyDict_Size(plan_generics) != 0) Py_RETURN_NONE;
+    } else {
+        int eq = PyObject_RichCompareBool(generics, plan_generics, Py_EQ);
+        if (eq <= 0) return eq < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    int rc = matches(plan, args);
+    if (rc == OK) rc = scalars_ok(plan, args, check);
+    if (rc == OK && !unchecked) rc = no_overlap(plan, args);
+    if (rc != OK) return rc == ERR ? NULL : Py_NewRef(Py_None);
+
+    /* The call's values (trailing keyword Consts appended), and the one lender of the handles taken in flight (several
+     * lenders: the pure path collects them). Nothing has changed yet. */
+    PyObject *tail = GET(plan, PL_TAIL), *moved = GET(plan, PL_MOVED);
+    if (!tail || !moved) Py_RETURN_NONE;
+    Py_ssize_t nargs = PyTuple_Size(args), ntail = PyTuple_Size(tail), nmoved = PyTuple_Size(moved);
+    if (nmoved > 64) Py_RETURN_NONE; /* more moved handles than the step's buffer: the pure path */
+    PyObject *after = Py_None;
+    for (Py_ssize_t k = 0; k < nmoved; k++) {
+        PyObject *v = PyTuple_GetItem(args, as_index(PyTuple_GetItem(moved, k)));
+        if (!v) return NULL;
+        PyObject *f = GET(v, (PyObject *)Py_TYPE(v) == Tensor_t ? T_FATE : W_FATE);
+        if (f != Py_None && f != after) {
+            if (after != Py_None) Py_RETURN_NONE;
+            after = f;
+        }
+    }
+    PyObject *out = PyTuple_New(nargs + ntail);
+    if (!out) return NULL;
+    for (Py_ssize_t k = 0; k < nargs + ntail; k++) {
+        PyObject *v = k < nargs ? PyTuple_GetItem(args, k) : PyTuple_GetItem(tail, k - nargs);
+        Py_INCREF(v);
+        PyTuple_SetItem(out, k, v);
+    }
+    PyObject *dead[64] = {NULL}; /* the replaced fates: released once the step is done */
+    Py_INCREF(after);
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < nmoved; k++) {
+        Py_ssize_t i = as_index(PyTuple_GetItem(moved, k));
+        PyObject *v = PyTuple_GetItem(out, i);
+        PyObject *new = (PyObject *)Py_TYPE(v) == Tensor_t ? move_tensor(v, fate, &dead[k])
+                        : (PyObject *)Py_TYPE(v) == Partition_t
+                            ? move_partition(v, fate, &dead[k])
+                            : PyErr_Format(PyExc_RuntimeError, "tile: a moved argument that is no handle");
+        if (!new) goto done;
+        PyTuple_SetItem(out, i, new); /* steals new, drops the old handle (args still holds it) */
+    }
+    result = n == 10 ? make_launch(argv[8], plan, out, argv[9], after) : PyTuple_Pack(2, out, after);
+done:
+    Py_DECREF(out);
+    Py_DECREF(after);
+    for (Py_ssize_t k = 0; k < nmoved; k++) Py_XDECREF(dead[k]);
+    return result;
+}
+
+/* release(plan, values, lent): `Launch._drop`'s hand-back, after `_values` was taken (OWNERSHIP held). */
+static PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 3) return PyErr_Format(PyExc_TypeError, "release takes 3 arguments, got %zd", n);
+    PyObject *plan = argv[0], *values = argv[1], *lent = argv[2];
+    if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(values))
+        return PyErr_Format(PyExc_TypeError, "release: not a plan and its values");
+    PyObject *moved = GET(plan, PL_MOVED), *held = GET(plan, PL_HELD), *shares = GET(plan, PL_SHARES);
+    if (!moved || !held || !shares) return PyErr_Format(PyExc_RuntimeError, "tile: a plan without moved/held/shares");
+    if (lent != Py_None) { /* the work is done: what it handed on early is live (unless moved on since) */
+        for (Py_ssize_t k = 0, m = PyTuple_Size(moved); k < m; k++) {
+            PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(moved, k)));
+            if (!v) return NULL;
+            int fate = (PyObject *)Py_TYPE(v) == Tensor_t ? T_FATE : W_FATE;
+            if (GET(v, fate) == lent) put(v, fate, Py_None, NULL);
+        }
+    }
+    for (Py_ssize_t k = 0, m = PyTuple_Size(held); k < m; k++) {
+        PyObject *storage = held_storage(values, PyTuple_GetItem(held, k));
+        if (!storage) return NULL;
+        if (GET(storage, S_FREED) == Py_None) {
+            if (add_to(storage, S_PENDING, -1)) return NULL;
+        } else { /* storage.release(): may perform the deferred free */
+            PyObject *r = PyObject_CallMethodObjArgs(storage, s_release, NULL);
+            if (!r) return NULL;
+            Py_DECREF(r);
+        }
+    }
+    for (Py_ssize_t k = 0, m = PyTuple_Size(shares); k < m; k++) {
+        PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(shares, k)));
+        if (!v || add_to(v, SH_USERS, -1)) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* replay(plan, values, grid, stream): `Plan.enqueue`'s packing; relaunch the plan's last prepared launch when stream,
+ * grid and packed arguments repeat and return None, else return the packed arguments (the caller prepares them). */
+static PyObject *replay_impl(PyObject *plan, PyObject *values, PyObject *grid, PyObject *stream) {
+    if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(values))
+        return PyErr_Format(PyExc_TypeError, "replay: not a plan and its values");
+    PyObject *packing = GET(plan, PL_PACKING);
+    PyObject *template = packing ? PyTuple_GetItem(packing, 0) : NULL, *slots = packing ? PyTuple_GetItem(packing, 1) : NULL;
+    if (!template || !slots) return NULL;
+    Py_ssize_t size = PyTuple_Size(template);
+    PyObject *args = PyTuple_New(size);
+    if (!args) return NULL;
+    for (Py_ssize_t k = 0; k < size; k++) {
+        PyObject *v = PyTuple_GetItem(template, k);
+        Py_INCREF(v);
+        PyTuple_SetItem(args, k, v);
+    }
+    for (Py_ssize_t k = 0, m = PyTuple_Size(slots); k < m; k++) {
+        PyObject *slot = PyTuple_GetItem(slots, k);
+        Py_ssize_t pos = as_index(PyTuple_GetItem(slot, 0));
+        long mode = PyLong_AsLong(PyTuple_GetItem(slot, 1));
+        PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(slot, 2)));
+        PyObject *packed = NULL;
+        if (v && mode == 1) { /* _BASE: the handle's base address */
+            PyObject *t = (PyObject *)Py_TYPE(v) == Tensor_t                                    ? v
+                          : (PyObject *)Py_TYPE(v) == Partition_t || (PyObject *)Py_TYPE(v) == Shared_t ? GET(v, W_TENSOR)
+                                                                                                         : NULL;
+            PyObject *range = t ? GET(t, T_RANGE) : NULL;
+            packed = range ? PyTuple_GetItem(range, 0) : NULL;
+            if (!packed && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "tile: a base without a range");
+            Py_XINCREF(packed);
+        } else if (v && mode == 2) { /* _INT: int(v) */
+            packed = (PyObject *)Py_TYPE(v) == (PyObject *)&PyLong_Type ? Py_NewRef(v) : PyNumber_Long(v);
+        } else if (v) { /* _RAW */
+            packed = Py_NewRef(v);
+        }
+        if (!packed || PyErr_Occurred()) {
+            Py_XDECREF(packed);
+            Py_DECREF(args);
+            return NULL;
+        }
+        PyTuple_SetItem(args, pos, packed);
+    }
+    PyObject *last = GET(plan, PL_PREPARED);
+    if (last && last != Py_None && PyTuple_GetItem(last, 0) == stream) {
+        int same = PyObject_RichCompareBool(PyTuple_GetItem(last, 2), args, Py_EQ);
+        if (same > 0) same = PyObject_RichCompareBool(PyTuple_GetItem(last, 1), grid, Py_EQ);
+        if (same < 0) {
+            Py_DECREF(args);
+            return NULL;
+        }
+        if (same) {
+            Py_DECREF(args);
+            PyObject *call = PyTuple_GetItem(last, 3);
+            Py_INCREF(call); /* the prepared launch may replace plan.prepared while it runs */
+            PyObject *r = PyObject_CallNoArgs(call);
+            Py_DECREF(call);
+            if (!r) return NULL;
+            Py_DECREF(r);
+            Py_RETURN_NONE;
+        }
+    }
+    return args;
+}
+
+static PyObject *replay(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 4) return PyErr_Format(PyExc_TypeError, "replay takes 4 arguments, got %zd", n);
+    return replay_impl(argv[0], argv[1], argv[2], argv[3]);
+}
+
+/* execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST): `Launch._execute` for a GPU launch on one of tile.aio's own
+ * contexts whose in-flight arguments (if any) come from a launch on the same context and whose prepared launch
+ * repeats: relaunch it, lend the handles (with ``lend``) and return the values. None when it does not handle the
+ * execution (another context, a CPU launch, a new prepared launch, ordering after another context): then nothing was
+ * done and the pure path runs it, raising its errors. */
+static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 5) return PyErr_Format(PyExc_TypeError, "execute takes 5 arguments, got %zd", n);
+    PyObject *op = argv[0], *ctx = argv[1], *builtin = argv[3], *host = argv[4];
+    int lend = PyObject_IsTrue(argv[2]);
+    if (lend < 0) return NULL;
+    if ((PyObject *)Py_TYPE(op) != Launch_t || !PyAnySet_Check(builtin)) Py_RETURN_NONE;
+    int ours = PySet_Contains(builtin, (PyObject *)Py_TYPE(ctx));
+    if (ours <= 0) return ours < 0 ? NULL : Py_NewRef(Py_None);
+    PyObject *values = GET(op, L_VALUES), *after = GET(op, L_AFTER), *plan = GET(op, L_PLAN), *grid = GET(op, L_GRID);
+    PyObject *site = GET(op, L_SITE);
+    if (!values || values == Py_None || !after || !plan || !grid || !site || (PyObject *)Py_TYPE(plan) != Plan_t)
+        Py_RETURN_NONE;
+    PyObject *packing = GET(plan, PL_PACKING);
+    if (!packing || packing == Py_None) Py_RETURN_NONE;
+    Py_INCREF(values);
+    PyObject *result = NULL, *stream = NULL, *fate = NULL;
+    if (after != Py_None) { /* taken in flight: handled only from a launch on this same context (stream order) */
+        if ((PyObject *)Py_TYPE(after) != InFlight_t) goto none;
+        PyObject *producer = PyObject_GetAttrString(after, "ctx");
+        if (!producer) goto done;
+        Py_DECREF(producer); /* compared by identity only */
+        if (producer != ctx) goto none;
+    }
+    PyObject *device = PyObject_GetAttrString(ctx, "device");
+    if (!device) goto done;
+    Py_DECREF(device); /* compared by identity only */
+    if (device == host) goto none;
+    stream = PyObject_GetAttrString(ctx, "stream");
+    if (!stream) goto done;
+    PyObject *packed = replay_impl(plan, values, grid, stream);
+    if (!packed) goto done;
+    if (packed != Py_None) { /* a new prepared launch: nothing was launched, the pure path prepares it */
+        Py_DECREF(packed);
+        goto none;
+    }
+    Py_DECREF(packed);
+    if (lend) { /* hand the moved handles on in flight (`Launch._execute`) */
+        fate = Py_NewRef(GET(plan, PL_LENT) ? GET(plan, PL_LENT) : Py_None);
+        int reuse = fate != Py_None;
+        if (reuse) {
+            PyObject *c = PyObject_GetAttrString(fate, "ctx"), *s = c ? PyObject_GetAttrString(fate, "site") : NULL;
+            reuse = c == ctx && s == site;
+            Py_XDECREF(c);
+            Py_XDECREF(s);
+            if (PyErr_Occurred()) goto done;
+        }
+        if (!reuse) {
+            Py_DECREF(fate);
+            fate = PyObject_CallMethod(op, "_fate_on", "O", ctx);
+            if (!fate) goto done;
+        }
+        PyObject *moved = GET(plan, PL_MOVED);
+        for (Py_ssize_t k = 0, m = moved ? PyTuple_Size(moved) : 0; k < m; k++) {
+            PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(moved, k)));
+            if (!v) goto done;
+            put(v, (PyObject *)Py_TYPE(v) == Tensor_t ? T_FATE : W_FATE, fate, NULL);
+        }
+        put(op, L_LENT, fate, NULL);
+    }
+    result = Py_NewRef(values);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    Py_DECREF(values);
+    Py_XDECREF(stream);
+    Py_XDECREF(fate);
+    return result;
+}
+
+/* The offset of slot `name` in instances of `cls`: write a unique object through the attribute of a fresh instance
+ * and find it. Every probed slot is set to None afterwards, so the instance's __del__ sees a finished object. */
+static int probe(PyObject *cls, const int *ks, int count) {
+    PyObject *basic = PyObject_GetAttrString(cls, "__basicsize__");
+    Py_ssize_t size = basic ? PyLong_AsSsize_t(basic) : -1;
+    Py_XDECREF(basic);
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (size <= 0 || !alloc) return PyErr_Format(PyExc_TypeError, "bind: %R has no instance layout", cls), -1;
+    PyObject *o = alloc((PyTypeObject *)cls, 0);
+    if (!o) return -1;
+    int rc = 0;
+    for (int j = 0; j < count && !rc; j++) {
+        int k = ks[j];
+        PyObject *mark = PyList_New(0);
+        rc = !mark || PyObject_SetAttrString(o, slot_names[k], mark);
+        off[k] = 0;
+        for (Py_ssize_t at = (Py_ssize_t)sizeof(PyObject); !rc && at + (Py_ssize_t)sizeof(PyObject *) <= size;
+             at += (Py_ssize_t)sizeof(PyObject *))
+            if (*(PyObject **)((char *)o + at) == mark) off[k] = at;
+        if (!rc && !off[k]) {
+            PyErr_Format(PyExc_TypeError, "bind: %R.%s is not a slot", cls, slot_names[k]);
+            rc = 1;
+        }
+        if (!rc) rc = PyObject_SetAttrString(o, slot_names[k], Py_None);
+        Py_XDECREF(mark);
+    }
+    Py_DECREF(o);
+    return rc ? -1 : 0;
+}
+
+/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN). */
+static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 10) return PyErr_Format(PyExc_TypeError, "bind takes 10 arguments, got %zd", n);
+    for (int k = 0; k < 7; k++)
+        if (!PyType_Check(argv[k])) return PyErr_Format(PyExc_TypeError, "bind: argument %d must be a class", k);
+    if (!PyFrozenSet_Check(argv[8]) || !PyDict_Check(argv[9]))
+        return PyErr_Format(PyExc_TypeError, "bind: PLAIN must be a frozenset and FOREIGN a dict");
+    static const int tensor[] = {T_FATE, T_STORAGE, T_LAYOUT, T_RANGE, T_DTYPE, T_SHAPE, T_OFFSET, T_STRIDES, T_SITE};
+    static const int partition[] = {W_FATE, W_TENSOR, P_TILE};
+    static const int storage[] = {S_FREED, S_HANDLES, S_EXPORTS, S_PENDING};
+    static const int plan[] = {PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED,
+                               PL_PAIRS, PL_OTHERS, PL_SCALARS, PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD,
+                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED};
+    static const int launch[] = {L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT};
+    static const int shared[] = {SH_USERS};
+    if (probe(argv[0], tensor, 9) || probe(argv[1], partition, 3) || probe(argv[3], storage, 4) ||
+        probe(argv[4], plan, 18) || probe(argv[5], launch, 8))
+        return NULL;
+    Py_ssize_t fate = off[W_FATE], inner = off[W_TENSOR];
+    if (probe(argv[2], (const int[]){W_FATE, W_TENSOR}, 2) || probe(argv[2], shared, 1)) return NULL;
+    if (off[W_FATE] != fate || off[W_TENSOR] != inner)
+        return PyErr_Format(PyExc_TypeError, "bind: Partition and Shared lay out their wrapper slots differently");
+    tensor_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)argv[0], Py_tp_alloc);
+    partition_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)argv[1], Py_tp_alloc);
+    launch_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)argv[5], Py_tp_alloc);
+    PyObject **bound[] = {&Tensor_t, &Partition_t, &Shared_t, &Storage_t, &Plan_t, &Launch_t, &InFlight_t, &IN_FLIGHT,
+                          &PLAIN, &FOREIGN};
+    for (int k = 0; k < 10; k++) {
+        Py_XDECREF(*bound[k]);
+        *bound[k] = Py_NewRef(argv[k]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"admit_move", (PyCFunction)(void (*)(void))admit_move, METH_FASTCALL,
+     "admit_move(plan, args, generics, explicit, unchecked, check, fate[, Launch, name, site]) -> Launch | "
+     "(values, after) | None"},
+    {"release", (PyCFunction)(void (*)(void))release, METH_FASTCALL,
+     "release(plan, values, lent): a launch's hand-back (Launch._drop)"},
+    {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
+     "replay(plan, values, grid, stream) -> None (relaunched) | packed arguments"},
+    {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
+     "execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST) -> values | None (Launch._execute, common case)"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__fastlaunch(void) {
+    if (!(s_release = PyUnicode_InternFromString("release"))) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,220 @@
+"""The two launch paths (`_accel`): the compiled hot path (``_fastlaunch``) and the pure-Python one accept the same
+calls, move the same handles and refuse every misuse with the same typed error and message; the compiled path
+handles only the common case and leaves everything else, untouched, to the pure path.
+
+The whole suite also runs on the pure path (``TILE_PURE_PYTHON=1``, ``nox -s tests-pure``); these tests compare the
+two in one process. ``TILE_REQUIRE_EXTENSION=1`` (set by ``scripts/dev.sh test``) makes a missing extension fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import tile.frontend as tile
+from tile.frontend import _accel, f32
+from tile.frontend._errors import TileError
+
+N = 512
+BUILT = _accel.compiled() is not None
+PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(not BUILT, reason=_accel.reason()))]
+
+
+@pytest.fixture(params=PATHS)
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test runs once per launch path, switched in-process and restored after."""
+    previous = _accel.use(request.param)
+    yield request.param
+    _accel.use(previous)
+
+
+@pytest.fixture
+def moves(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every compiled admit_move call: True when it handled the call (checked and moved), False when it left it."""
+    seen: list[bool] = []
+    real = _accel.admit_move
+    if real is None:
+        return seen
+
+    def spy(*args: Any) -> Any:
+        done = real(*args)
+        seen.append(done is not None)
+        return done
+
+    monkeypatch.setattr(_accel, "admit_move", spy)
+    return seen
+
+
+def _fresh() -> tuple[Any, Any, Any]:
+    return tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.full(f32, [N], 2.0)
+
+
+def _warm(k: ModuleType) -> tuple[Any, Any, Any]:
+    z, x, y = k.add(*_fresh()).sync()
+    z, x, y = k.add(z, x, y).sync()  # the kernel's latest plan now takes the calls below
+    return z, x, y
+
+
+def test_the_extension_is_built_where_ci_requires_it() -> None:
+    free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))  # no stable ABI there: never built
+    forced_pure = os.environ.get(_accel.PURE_ENV, "") not in ("", "0")
+    if os.environ.get("TILE_REQUIRE_EXTENSION") == "1" and not forced_pure and not free_threaded:
+        assert _accel.active() == "compiled", _accel.reason()
+    assert _accel.active() in ("compiled", "pure")
+    assert _accel.reason().startswith("compiled" if _accel.active() == "compiled" else "pure Python")
+
+
+def test_use_refuses_an_unknown_path() -> None:
+    with pytest.raises(ValueError, match="unknown launch path 'fast'"):
+        _accel.use("fast")
+    assert _accel.use(_accel.active()) == _accel.active()
+
+
+@pytest.mark.skipif(BUILT, reason="the extension is built here")
+def test_use_compiled_without_the_extension_says_why() -> None:
+    with pytest.raises(ValueError, match="not available"):
+        _accel.use("compiled")
+
+
+def test_a_repeated_launch_takes_the_active_path(k: ModuleType, path: str, moves: list[bool]) -> None:
+    z, x, y = _warm(k)
+    warm = len(moves)
+    for _ in range(3):
+        z, x, y = k.add(z, x, y).sync()
+    assert (z.unpartition().to_numpy() == 3).all()
+    assert moves[warm:] == ([True] * 3 if path == "compiled" else [])
+    assert all(moves)
+
+
+def test_a_then_chain_takes_in_flight_handles_on_both_paths(k: ModuleType, path: str, moves: list[bool]) -> None:
+    z, x, y = _warm(k)
+    warm = len(moves)
+    op = k.add(z, x, y)
+    for _ in range(4):
+        op = op.then(lambda out: k.add(*out))
+    z, x, y = op.sync()
+    assert (z.unpartition().to_numpy() == 3).all()
+    assert moves[warm:] == ([True] * 5 if path == "compiled" else [])
+    assert all(moves)
+
+
+def _error(call: Callable[[], object]) -> tuple[type[BaseException], str]:
+    with pytest.raises(TileError) as caught:
+        call()
+    return type(caught.value), str(caught.value)
+
+
+def _misuses(k: ModuleType) -> dict[str, tuple[type[BaseException], str]]:
+    """Each misuse of a warm plan, made the same way (same lines) whichever path is active."""
+    errors = {}
+    z, x, y = _warm(k)
+    k.add(z, x, y)  # moved, not run
+    errors["moved"] = _error(lambda: k.add(z, x, y))
+    z, x, y = _warm(k)
+    x.free()
+    errors["freed"] = _error(lambda: k.add(z, x, y))
+    z, x, y = _warm(k)
+    inner = z.unpartition()
+    errors["moved into a partition"] = _error(lambda: k.add(inner.partition([128]), inner, y))
+    z, x, y = _warm(k)
+    errors["output as an input"] = _error(lambda: k.add(z, z, y))
+    z, x, _ = _warm(k)
+    z, x, _ = k.scale_int(z, x, 3).sync()
+    errors["scalar out of range"] = _error(lambda: k.scale_int(z, x, 2**40))
+    z, x, y = _warm(k)
+    op = k.add(z, x, y)
+    errors["in flight"] = _error(lambda: op.then(lambda out: out[1].to_numpy()).sync())
+    return errors
+
+
+def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None:
+    if not BUILT:
+        pytest.skip(_accel.reason())
+    found = {}
+    for which in ("pure", "compiled"):
+        previous = _accel.use(which)
+        try:
+            found[which] = _misuses(k)
+        finally:
+            _accel.use(previous)
+    assert found["pure"] == found["compiled"]
+    kinds = {name: error.__name__ for name, (error, _) in found["pure"].items()}
+    assert kinds == {
+        "moved": "MovedError",
+        "freed": "FreedError",
+        "moved into a partition": "MovedError",
+        "output as an input": "ArgumentError",
+        "scalar out of range": "ArgumentError",
+        "in flight": "InFlightError",
+    }
+
+
+@pytest.mark.skipif(not BUILT, reason=_accel.reason())
+def test_a_call_the_compiled_path_leaves_changes_nothing(k: ModuleType) -> None:
+    fast = _accel.compiled()
+    assert fast is not None
+    z, x, y = _warm(k)
+    plan, fate = k.add._last, ("launch", "moved into the launch of add at here")
+
+    def admit(*args: Any) -> Any:
+        return fast.admit_move(plan, args, {}, None, k.add.unchecked, k.add._check_scalar, fate)
+
+    x.free()
+    assert admit(z, x, y) is None  # a freed input
+    assert z._fate is None
+    assert y._fate is None
+    x = tile.ones(f32, [N])
+    assert admit(z, y, tile.ones(f32, [N]).partition([128])) is None  # another layout
+    assert admit(z, x, y, 1) is None  # another argument count
+    assert z._fate is None
+    assert x._fate is None
+    assert y._fate is None
+
+
+@pytest.mark.skipif(not BUILT, reason=_accel.reason())
+def test_an_output_sharing_its_storage_takes_the_pure_path_and_launches(k: ModuleType, moves: list[bool]) -> None:
+    _warm(k)
+    warm = len(moves)
+    whole = tile.zeros(f32, [2 * N])
+    low, high = whole[:N], whole[N:]  # disjoint views: the output's storage holds another live handle
+    del whole
+    z, _x, _y = k.add(low.partition([128]), tile.ones(f32, [N]), tile.full(f32, [N], 2.0)).sync()
+    # The compiled path left it (it does not search the registry); the pure path found no overlap.
+    assert moves[warm:] == [False]
+    assert (z.unpartition().to_numpy() == 3).all()
+    assert (high.to_numpy() == 0).all()
+
+
+@pytest.mark.skipif(not BUILT, reason=_accel.reason())
+def test_the_compiled_move_keeps_the_registry_and_fates(k: ModuleType) -> None:
+    from tile.frontend._launch import Launch
+
+    fast = _accel.compiled()
+    assert fast is not None
+    z, x, y = _warm(k)
+    plan = k.add._last
+    fate = ("launch", "moved into the launch of add at here")
+    storage = x._storage
+    done = fast.admit_move(plan, (z, x, y), {}, None, k.add.unchecked, k.add._check_scalar, fate)
+    assert done is not None
+    (nz, nx, _ny), after = done
+    assert after is None
+    assert z._fate is fate
+    assert x._fate is fate
+    assert y._fate is fate
+    assert nz._fate is None
+    assert nz._tensor is z._tensor
+    assert nz.tile_shape == z.tile_shape
+    assert nx._fate is None
+    assert nx.shape == x.shape
+    assert nx._range == x._range
+    assert nx._layout is x._layout
+    assert id(x) not in storage._handles
+    assert storage._handles[id(nx)]() is nx
+    z, x, y = Launch("add", plan, done[0], "here", after).sync()
+    assert (z.unpartition().to_numpy() == 3).all()
