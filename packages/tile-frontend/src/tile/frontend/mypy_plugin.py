@@ -33,13 +33,13 @@ without a value, so Python binds nothing and the compiler binds the name from th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mypy.nodes import CallExpr, FuncItem, Import, ImportFrom, MemberExpr, MypyFile, NameExpr, TypeInfo
 from mypy.plugin import AnalyzeTypeContext, MethodContext, Plugin
 from mypy.types import AnyType, CallableType, Instance, Type, TypeOfAny
-
-from tile.compiler.lang import OPS
 
 __all__ = ["TilePlugin", "plugin"]
 
@@ -120,6 +120,20 @@ _TILE_FAMILIES = frozenset(
 )
 
 
+@functools.cache
+def _catalog() -> Mapping[str, Any]:
+    """The op catalog, imported at the first kernel-language call: the plugin itself needs no Tile package.
+
+    Per-package type checks load the plugin by path in environments without tile-compiler; a kernel-language call
+    can only appear where it is installed, and if it is not, calls go unchecked (``Any``) rather than failing mypy.
+    """
+    try:
+        from tile.compiler.lang import OPS
+    except ImportError:
+        return {}
+    return OPS
+
+
 def _lang_call(ctx: MethodContext) -> Type:
     """``tile.<op>(...)`` in kernel code: unknown keywords are errors; tile-valued families return `Tile`."""
     call = ctx.context
@@ -129,7 +143,7 @@ def _lang_call(ctx: MethodContext) -> Type:
     if not isinstance(callee, (NameExpr, MemberExpr)):  # e.g. an op picked from a dict: nothing names it
         return ctx.default_return_type
     name = (callee.fullname or callee.name).rsplit(".", 1)[-1]
-    op = OPS.get(name)
+    op = _catalog().get(name)
     if op is None:  # a LangOp under another name: nothing to check it against
         return ctx.default_return_type
     takes = [p.name for p in op.params if not p.variadic]
