@@ -1,6 +1,7 @@
 # ruff: noqa: F821, N803, PLR0917
-# Kernel-language source: shape strings such as "BM" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "BM" are const generics the compiler binds, declared at module level
+# (`BM: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """Flash-attention forward (causal and not) in the fast form: the forms fast kernels need, all safe.
 
 - K^T tiles come through an ordered partition view, ``k.partition((1, D, BN), order=(0, 2, 1))``: the view walks
@@ -25,12 +26,30 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, f16, f32
+from tile.frontend.kernel_types import PartitionView, Tile
 
 LOG2E = 1.4426950408889634
 
+# Const generics: the compiler binds them from the kernel's annotations; declared here for type checkers.
+BM: int
+D: int
+
 
 @tile.function
-def attend(qt, pk, pv, bh, m, n_k, scale, BM, BN, D, CAUSAL, EVEN_K):
+def attend(
+    qt: Tile,
+    pk: PartitionView,
+    pv: PartitionView,
+    bh: Tile,
+    m: Tile,
+    n_k: Tile,
+    scale: float,
+    BM: int,
+    BN: int,
+    D: int,
+    CAUSAL: bool,
+    EVEN_K: bool,
+) -> Tile:
     """One (BM, D) tile of softmax(q k^T * scale) v, f32 accumulation, online softmax in base 2."""
     m_i = tile.full((BM, 1), -math.inf, f32)
     l_i = tile.zeros((BM, 1), f32)
@@ -71,7 +90,7 @@ def attention(
     BN: Const[int],
     CAUSAL: Const[bool],
     EVEN_K: Const[bool],
-):
+) -> None:
     pk = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")  # tiles of K^T: (D, BN)
     pv = v.partition((1, BN, D), padding="zero")
     pq = q.partition((1, BM, D))
@@ -96,7 +115,7 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.n
     if causal:
         s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
-    return p @ v / p.sum(-1, keepdims=True)
+    return np.asarray(p @ v / p.sum(-1, keepdims=True))
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 # ruff: noqa: F821, N803
-# Kernel-language source: shape strings such as "BM" are const generics the compiler binds (undefined for Python),
-# and uppercase names follow cuTile's convention; keep the strings quoted.
+# Kernel-language source: shape strings such as "BM" are const generics the compiler binds, declared at module level
+# (`BM: int`, no value, which ruff does not count as a binding) for type checkers; uppercase names follow cuTile's
+# convention. mypy reads the kernels through the plugin tile.frontend.mypy_plugin.
 """RMSNorm in column chunks: each block owns rows (BM, NT) of the output and walks them in (BM, BN) sub-tiles.
 
 The first loop accumulates the sum of squares chunk by chunk; the second stores the normalised chunks through
@@ -14,9 +15,13 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, f32
 
+# Const generics: the compiler binds them from the kernel's annotations; declared here for type checkers.
+BM: int
+NT: int
+
 
 @tile.entry
-def rmsnorm(z: Mut[Tensor[f32, ("BM", "NT")]], x: Tensor[f32, (-1, -1)], w: Tensor[f32, -1], BN: Const[int]):
+def rmsnorm(z: Mut[Tensor[f32, ("BM", "NT")]], x: Tensor[f32, (-1, -1)], w: Tensor[f32, -1], BN: Const[int]) -> None:
     bm = tile.block_id()[0]
     zs = z.subtiles((BM, BN))  # this block's (BM, NT) tile, in (BM, BN) chunks
     px = x.partition((BM, BN), padding="zero")

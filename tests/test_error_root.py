@@ -3,6 +3,9 @@
 One case per package raises a real error through that package's public API (no GPU needed) and catches it as the
 frontend's ``TileError``; a walk over every module of every package checks that each exception class defined there
 derives from the one root, `tile.errors.TileError`, and that every package's ``TileError`` is that same class.
+A package that legitimately defines no exception class of its own (tile-kernels raises the frontend's) is listed in
+`DEFINES_NONE`: the walk still imports and scans each of its modules and must then find nothing, so a class added
+there later fails here until it is checked like every other package's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ PACKAGES = [
     "tile.frontend",
     "tile.kernels",
 ]
+# Packages whose modules define no exception class, and why (the walk checks that they still define none).
+DEFINES_NONE = {"tile.kernels": "raises tile.frontend's ArgumentError and BackendError"}
 
 
 def _modules(name: str) -> list[ModuleType]:
@@ -54,7 +59,10 @@ def _exception_classes(module: ModuleType) -> list[type[BaseException]]:
 @pytest.mark.parametrize("name", PACKAGES)
 def test_every_exception_class_a_package_defines_derives_from_the_one_root(name: str) -> None:
     classes = [cls for module in _modules(name) for cls in _exception_classes(module)]
-    assert classes, f"{name} defines no exception class: the walk found nothing to check"
+    if name in DEFINES_NONE:
+        assert classes == [], f"{name} now defines {classes}: take it out of DEFINES_NONE so they are checked"
+    else:
+        assert classes, f"{name} defines no exception class: the walk found nothing to check"
     strays = sorted(f"{cls.__module__}.{cls.__qualname__}" for cls in classes if not issubclass(cls, Root))
     assert strays == []
 

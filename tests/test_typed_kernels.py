@@ -61,6 +61,11 @@ def test_mistakes_in_a_kernel_are_reported(tmp_path: Path) -> None:
                 t.load()
                 reveal_type(n)
                 reveal_type(tile.zeros((B,), f32))
+                x.subtiles((B,))
+                z.subtiles((B,)).store(t)
+                reveal_type(tile.truediv(t, 2.0, rounding="approx", flush_to_zero=True))
+                tile.exp2(t, flush_to_zro=True)
+                reveal_type(tile.block_id())
 
 
             host = tile.zeros(f32, [4])
@@ -72,21 +77,26 @@ def test_mistakes_in_a_kernel_are_reported(tmp_path: Path) -> None:
     assert '"MutParam" has no attribute "stor"; maybe "store"?' in out
     assert '"TensorParam" has no attribute "store"' in out
     assert '"Tile" has no attribute "load"' in out
+    assert "wrong.py:16: error: an input owns no tile: subtiles() cuts the tile a block owns" in out
+    assert 'wrong.py:17: error: Missing positional argument "index" in call to "store" of "SubtileView"' in out
+    assert 'wrong.py:18: note: Revealed type is "tile.frontend.kernel_types.Tile"' in out  # a tile-valued op
+    assert "wrong.py:19: error: tile.exp2() takes no keyword argument 'flush_to_zro'; it takes x, rounding, " in out
+    assert 'wrong.py:20: note: Revealed type is "Any"' in out  # block_id's tuple is not a tile
+    assert "unreachable" not in out
     assert re.search(r'wrong.py:14: note: Revealed type is "(builtins\.)?int"', out)  # Const[int]
     assert 'Revealed type is "tile.frontend.kernel_types.Tile"' in out  # tile.zeros inside a kernel
     assert 'Revealed type is "tile.frontend._tensor.Tensor"' in out  # and on the host
 
 
-@pytest.mark.parametrize(
-    ("kind", "cls"),
-    [
-        ("tile", kernel_types.Tile),
-        ("tensor", kernel_types.TensorParam),
-        ("partition", kernel_types.PartitionView),
-        ("mut", kernel_types.MutParam),
-    ],
-)
-def test_the_typed_classes_cover_the_method_table(kind: str, cls: type) -> None:
+def test_every_receiver_kind_of_the_method_table_has_a_typed_class() -> None:
+    assert sorted(kernel_types.CLASSES) == sorted(METHODS)
+    assert kernel_types.CLASSES["mut"] is kernel_types.MutParam
+    assert kernel_types.CLASSES["subtiles"] is kernel_types.SubtileView
+
+
+@pytest.mark.parametrize("kind", sorted(METHODS))
+def test_the_typed_classes_cover_the_method_table(kind: str) -> None:
+    cls = kernel_types.CLASSES[kind]
     missing = sorted(name for name in METHODS[kind] if not callable(getattr(cls, name, None)))
     assert missing == [], f"tile.frontend.kernel_types.{cls.__name__} lacks {missing}"
 

@@ -14,10 +14,11 @@ method of the kernel language's method table (``tile.compiler.lang.METHODS``) is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, NoReturn
 
-__all__ = ["Index", "MutParam", "PartitionView", "Pointer", "Scalar", "TensorParam", "Tile"]
+__all__ = ["CLASSES", "Index", "MutParam", "PartitionView", "Pointer", "Scalar", "SubtileView", "TensorParam", "Tile"]
 
 Scalar = int | float | bool
 """A Python number, a compile-time constant inside a kernel."""
@@ -33,6 +34,11 @@ class Tile:
     __tile_kernel_type__: ClassVar[bool] = True
 
     shape: tuple[int, ...]
+    ndim: int
+    dtype: Any
+    """The element type (a `tile.frontend.DType`; ``t.dtype == tile.f32`` is a compile-time bool)."""
+    T: Tile
+    """The transpose (``transpose()``)."""
 
     def __init__(self) -> None:
         _outside("Tile")
@@ -202,8 +208,37 @@ class PartitionView:
     num_tiles: tuple[int, ...]
     """How many tiles the partition has along each dimension."""
 
+    tile_shape: tuple[int, ...]
+    """The shape of one tile (in the view's order, for ``partition(..., order=)``)."""
+
     def load(self, index: Index | Any, latency: int | None = None, allow_tma: bool | None = None) -> Tile:
         """The tile at ``index`` (out-of-bounds elements read the partition's padding)."""
+        _outside("load")
+
+
+class SubtileView:
+    """``z.subtiles(shape)``: the tile a block owns of an output, in smaller tiles of ``shape``.
+
+    Indices are relative to the owned tile; ``num_tiles`` counts the sub-tiles of it that touch the tensor, so a loop
+    over ``range(zs.num_tiles[d])`` stays inside the block's own tile.
+    """
+
+    __tile_kernel_type__: ClassVar[bool] = True
+
+    num_tiles: tuple[int, ...]
+    """How many sub-tiles of the owned tile touch the tensor, along each dimension."""
+
+    tile_shape: tuple[int, ...]
+    """The sub-tile shape."""
+
+    def store(
+        self, tile: Tile | Scalar, index: Index | Tile | int, latency: int | None = None, allow_tma: bool | None = None
+    ) -> None:
+        """Write the sub-tile at ``index`` (relative to the owned tile; one int or int tile for a 1-d output)."""
+        _outside("store")
+
+    def load(self, index: Index | Tile | int, latency: int | None = None, allow_tma: bool | None = None) -> Tile:
+        """Read the sub-tile at ``index`` (relative to the owned tile) back."""
         _outside("load")
 
 
@@ -213,10 +248,29 @@ class TensorParam:
     __tile_kernel_type__: ClassVar[bool] = True
 
     shape: tuple[Any, ...]
+    """The tensor's extents (index tiles; constants where the annotation fixes them)."""
 
-    def partition(self, shape: Any, padding: str | None = None) -> PartitionView:
-        """Split the tensor into tiles of ``shape``; ``padding`` names what out-of-bounds elements read."""
+    extents: tuple[Any, ...]
+    """The tensor's extents, as ``shape``."""
+
+    ndim: int
+    dtype: Any
+
+    def partition(self, shape: Any, padding: str | None = None, order: tuple[int, ...] | None = None) -> PartitionView:
+        """Split the tensor into tiles of ``shape``; ``padding`` names what out-of-bounds elements read.
+
+        ``order`` (a permutation of the dims) walks the tensor's dims in that order: ``order=(1, 0)`` of a 2-d
+        tensor gives tiles of its transpose, loaded without a permute.
+        """
         _outside("partition")
+
+    def subtiles(self, shape: Any, at: Index | None = None, padding: str = "zero") -> SubtileView:
+        """Refused: an input owns no tile (read it anywhere with ``partition(shape).load(index)``).
+
+        It is here because the kernel language's method table names it (to say so): the compiler refuses a call and
+        the mypy plugin reports it with the same advice (the return type lets mypy go on checking the rest).
+        """
+        _outside("subtiles")
 
     def ptr(self) -> Pointer:
         """The tensor's base address (unchecked kernels only)."""
@@ -229,6 +283,13 @@ class MutParam:
     __tile_kernel_type__: ClassVar[bool] = True
 
     shape: tuple[Any, ...]
+    """The tile this block owns (constants)."""
+
+    extents: tuple[Any, ...]
+    """The whole output tensor's extents (index tiles)."""
+
+    ndim: int
+    dtype: Any
 
     def store(
         self, tile: Tile | Scalar, at: Index | None = None, latency: int | None = None, allow_tma: bool | None = None
@@ -248,6 +309,16 @@ class MutParam:
         """This block's tile seen as sub-tiles of ``shape``."""
         _outside("partition")
 
+    def subtiles(self, shape: Any, at: Index | None = None, padding: str = "zero") -> SubtileView:
+        """This block's tile (or, with ``at``, one of the tiles `tiles` hands it) in sub-tiles of ``shape``."""
+        _outside("subtiles")
+
     def ptr(self) -> Pointer:
         """The output's base address (unchecked kernels only)."""
         _outside("ptr")
+
+
+CLASSES: Mapping[str, type] = MappingProxyType(
+    {"tile": Tile, "tensor": TensorParam, "partition": PartitionView, "mut": MutParam, "subtiles": SubtileView}
+)
+"""The class for each receiver kind of the method table ``tile.compiler.lang.METHODS`` (a test keeps them equal)."""

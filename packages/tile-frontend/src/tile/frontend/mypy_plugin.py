@@ -19,6 +19,13 @@ annotation                     type inside the kernel
 a dtype (``a: f32``)           `Tile` (a 0-d tile)
 =============================  =================================================
 
+Inside kernel code a call of a kernel-language function (``tile.exp2(x, flush_to_zero=True)``, ``tile.truediv``,
+``tile.mma``, ...) is checked against its row of the op catalog (``tile.compiler.lang.OPS``): a keyword the row does
+not take (a misspelt ``flush_to_zero``) is an error, and the ops whose families always give one tile return `Tile`
+(the others, such as ``tile.block_id`` or a multi-operand ``tile.reduce``, stay ``Any``). A method the kernel
+language's table names only to refuse it (``x.subtiles(...)`` on an input, which owns no tile) is reported with the
+compiler's advice.
+
 ``Tensor`` with no arguments stays the host `tile.frontend.Tensor` class. A const generic that a kernel body uses by
 name (``BM`` in ``x.partition((BM, BK))``) is declared for type checkers at module level, ``BM: int``: a declaration
 without a value, so Python binds nothing and the compiler binds the name from the kernel's annotations as before.
@@ -26,9 +33,11 @@ without a value, so Python binds nothing and the compiler binds the name from th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from mypy.nodes import FuncItem, Import, ImportFrom, MypyFile, TypeInfo
+from mypy.nodes import CallExpr, FuncItem, Import, ImportFrom, MemberExpr, MypyFile, NameExpr, TypeInfo
 from mypy.plugin import AnalyzeTypeContext, MethodContext, Plugin
 from mypy.types import AnyType, CallableType, Instance, Type, TypeOfAny
 
@@ -85,10 +94,7 @@ def _in_kernel_code(ctx: MethodContext) -> bool:
     return bool(kernel_arg)
 
 
-def _host_or_kernel_call(ctx: MethodContext) -> Type:
-    """``tile.zeros/ones/full/arange``: a host `Tensor` from Python, a `Tile` inside kernel code."""
-    if not _in_kernel_code(ctx):
-        return ctx.default_return_type
+def _tile_type(ctx: MethodContext) -> Type:
     # The checker's own lookup walks from the top package, which `tile` (a namespace package) is not.
     modules = getattr(ctx.api, "modules", {})
     symbol = modules[_KERNEL_TYPES].names.get("Tile") if _KERNEL_TYPES in modules else None
@@ -99,6 +105,76 @@ def _host_or_kernel_call(ctx: MethodContext) -> Type:
     )
 
 
+def _host_or_kernel_call(ctx: MethodContext) -> Type:
+    """``tile.zeros/ones/full/arange``: a host `Tensor` from Python, a `Tile` inside kernel code."""
+    return _tile_type(ctx) if _in_kernel_code(ctx) else ctx.default_return_type
+
+
+# Op families (``LangOp.family``) whose result is always one tile. Left out: index arithmetic that kernels also use as
+# plain ints (maximum/minimum, cdiv), the grid (a tuple), reduce/scan with a function (a tuple for several operands),
+# and the statements (print, assert_, scatter).
+_TILE_FAMILIES = frozenset(
+    {"unary_float", "unary", "arith", "binary_float", "fma", "where", "clamp", "isnan", "bitcast", "astype"}
+    | {"reshape", "broadcast_to", "expand_dims", "permute", "transpose", "cat", "extract", "reduce", "argreduce"}
+    | {"scan", "mma", "matmul", "load_tile_like", "gather", "atomic", "atomic_cas"}
+)
+
+
+@functools.cache
+def _catalog() -> Mapping[str, Any]:
+    """The op catalog, imported at the first kernel-language call: the plugin itself needs no Tile package.
+
+    Per-package type checks load the plugin by path in environments without tile-compiler; a kernel-language call
+    can only appear where it is installed, and if it is not, calls go unchecked (``Any``) rather than failing mypy.
+    """
+    try:
+        from tile.compiler.lang import OPS
+    except ImportError:
+        return {}
+    return OPS
+
+
+def _lang_call(ctx: MethodContext) -> Type:
+    """``tile.<op>(...)`` in kernel code: unknown keywords are errors; tile-valued families return `Tile`."""
+    call = ctx.context
+    if not isinstance(call, CallExpr) or not _in_kernel_code(ctx):
+        return ctx.default_return_type
+    callee = call.callee
+    if not isinstance(callee, (NameExpr, MemberExpr)):  # e.g. an op picked from a dict: nothing names it
+        return ctx.default_return_type
+    name = (callee.fullname or callee.name).rsplit(".", 1)[-1]
+    op = _catalog().get(name)
+    if op is None:  # a LangOp under another name: nothing to check it against
+        return ctx.default_return_type
+    takes = [p.name for p in op.params if not p.variadic]
+    for keyword in (k for k in call.arg_names if k is not None):
+        if keyword not in takes:
+            ctx.api.fail(f"tile.{op.name}() takes no keyword argument '{keyword}'; it takes {', '.join(takes)}", call)
+    return _tile_type(ctx) if op.family in _TILE_FAMILIES else ctx.default_return_type
+
+
+def _refused(advice: str) -> Callable[[MethodContext], Type]:
+    def report(ctx: MethodContext) -> Type:
+        ctx.api.fail(advice, ctx.context)
+        return ctx.default_return_type
+
+    return report
+
+
+# Calls the compiler refuses with a message of its own: reported by mypy with the same advice.
+_REFUSED: dict[str, str] = {
+    f"{_KERNEL_TYPES}.TensorParam.subtiles": (
+        "an input owns no tile: subtiles() cuts the tile a block owns of a Mut output; read an input anywhere with "
+        "x.partition(shape).load(index)"
+    ),
+}
+_METHOD_HOOKS: dict[str, Callable[[MethodContext], Type]] = {
+    "tile.frontend._create.HostOrKernelOp.__call__": _host_or_kernel_call,
+    "tile.compiler.lang._ops.LangOp.__call__": _lang_call,
+    **{name: _refused(advice) for name, advice in _REFUSED.items()},
+}
+
+
 class TilePlugin(Plugin):
     """Reads kernel-language annotations as `tile.frontend.kernel_types` classes (see the module docstring)."""
 
@@ -107,8 +183,8 @@ class TilePlugin(Plugin):
         return _HOOKS.get(fullname)
 
     def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
-        """The hook making ``tile.zeros(...)`` and its kin a `Tile` inside kernel code."""
-        return _host_or_kernel_call if fullname == "tile.frontend._create.HostOrKernelOp.__call__" else None
+        """The hook making ``tile.zeros(...)`` and its kin a `Tile` inside kernel code, or reporting a refused call."""
+        return _METHOD_HOOKS.get(fullname)
 
     def get_additional_deps(self, file: MypyFile) -> list[tuple[int, str, int]]:
         """Load `tile.frontend.kernel_types` for the modules that use the kernel language (and only those)."""

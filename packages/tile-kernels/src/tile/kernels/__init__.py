@@ -8,11 +8,13 @@ kernel keeps Tile's safety contract (disjoint output tiles, bounds-checked or pa
 Matmul family: `matmul` (persistent grouped GEMM, fused bias / activation / residual / cast epilogue, split-K for
 decode sizes M <= 16), `bmm` (batched). Row kernels (whole row in one tile, over the last dim): `softmax`,
 `rmsnorm`, `layernorm`. `autotune`: the config tuner and its on-disk records. Errors are `tile.frontend`'s
-(`ArgumentError`, `BackendError`; all `TileError`).
+(`ArgumentError`, `BackendError`; this package defines none of its own): ``except tk.TileError`` (the one root,
+`tile.errors.TileError`, re-exported here) catches them all.
 """
 
 from __future__ import annotations
 
+from tile.frontend import TileError
 from tile.kernels import autotune
 from tile.kernels._gemm import ACTIVATIONS, bmm, matmul
 from tile.kernels._rows import MAX_ROW, layernorm, log_softmax, rmsnorm, softmax
@@ -22,6 +24,7 @@ __all__ = [
     "ACTIVATIONS",
     "MAX_ROW",
     "Config",
+    "TileError",
     "autotune",
     "bmm",
     "layernorm",
