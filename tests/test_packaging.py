@@ -48,6 +48,7 @@ DISTRIBUTION_OF = {
     "numpy": "numpy",
     "ml_dtypes": "ml-dtypes",
     "mypy": "mypy",
+    "rich": "rich",
 }
 # Distributions that are used without being imported: executables found on disk.
 NOT_IMPORTED = {"nvidia-cuda-tileiras"}
