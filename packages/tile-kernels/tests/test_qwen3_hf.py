@@ -53,23 +53,25 @@ def test_logits_and_greedy_tokens_match_transformers(checkpoint: Path) -> None:
 
     model = Qwen3(TINY, load_checkpoint(checkpoint, TINY), max_seq=len(PROMPT) + NEW_TOKENS + 1)
     ours = [model.forward(PROMPT, all_logits=True)]
-    tokens = []
-    for step in range(NEW_TOKENS):
-        tokens.append(int(np.argmax(ours[-1][-1] if step == 0 else ours[-1])))
-        ours.append(model.forward([tokens[-1]])[None, :])
-    got = np.concatenate(ours)[: len(ids)].astype(np.float64)
+    for token in ids[len(PROMPT) : -1]:  # teacher-forced on the reference's tokens: one near-tie cannot derail the rest
+        ours.append(model.forward([token])[None, :])
+    got = np.concatenate(ours).astype(np.float64)
+    assert got.shape[0] == len(ids) - 1
 
     first = len(PROMPT) - 1  # rows whose argmax picks a generated token
-    for row in range(len(ids)):
+    decided = 0
+    for row in range(len(ids) - 1):
         hf_err = np.abs(ref16[row] - ref[row]).max()
         tile_err = np.abs(got[row] - ref[row]).max()
         assert tile_err <= 2 * hf_err, (
             f"position {row}: Tile is {tile_err:.3g} from float32, transformers' bf16 {hf_err:.3g}"
         )
-        if row >= first:
-            top2 = np.sort(ref[row])[-2:]
-            assert top2[1] - top2[0] > tile_err + hf_err, f"position {row}: the reference's top-2 gap is too small"
-    assert tokens == ids[len(PROMPT) :]
+        top2 = np.sort(ref[row])[-2:]
+        if row >= first and top2[1] - top2[0] > tile_err + hf_err:  # a clear winner: greedy must pick it
+            decided += 1
+            assert int(np.argmax(got[row])) == ids[row + 1], f"position {row}: Tile's greedy token differs"
+    # A near tie (the top-2 gap within both errors) may go either way in bf16; most steps must be clear.
+    assert decided >= 0.75 * (len(ids) - 1 - first), f"only {decided} clear greedy steps"
 
 
 def test_reads_a_checkpoint_written_by_transformers(tmp_path: Path) -> None:
