@@ -134,12 +134,14 @@ def test_a_distinct_tile_per_iteration_takes_the_pre_loop_token(kernel: str, con
     [
         ("chunks_stored_twice", CHUNKS),
         ("chunks_reversed", CHUNKS),
+        ("chunks_stepped_unchecked", CHUNKS),
         ("chunk_read_then_stored", CHUNKS),
         ("own_tile_stored_each_iteration", {"B": 16, "N": 3}),
     ],
 )
 def test_other_stores_stay_chained(kernel: str, consts: dict[str, int]) -> None:
-    t = check(getattr(f, kernel), "sm_90", **consts)
+    case = next(c for c in f.CASES if c.name == kernel)
+    t = check(case.kernel, "sm_90", options=case.options, **consts)
     tokens = _store_tokens(t)
     assert tokens
     assert {where for where, _ in tokens} == {"chained"}

@@ -12,7 +12,7 @@ import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
 
 import tile.compiler.lang as tile
-from tile.compiler.lang import Const, Mut, Tensor, f32
+from tile.compiler.lang import Const, Mut, Tensor, f32, i32
 
 
 def madd(z: Mut[Tensor[f32, "B"]], a: Tensor[f32, -1], b: Tensor[f32, -1], c: Tensor[f32, -1]):
@@ -70,6 +70,15 @@ def chunks_reversed(z: Mut[Tensor[f32, ("BM", "NT")]], x: Tensor[f32, (-1, -1)],
     n = zs.num_tiles[1]
     for j in range(n):
         zs.store(px.load((bm, n - 1 - j)) * 2.0, (0, n - 1 - j))  # distinct, but not the loop variable itself
+
+
+@unchecked
+def chunks_stepped_unchecked(z: Mut[Tensor[f32, ("BM", "NT")]], x: Tensor[f32, (-1, -1)], step: i32, BN: Const[int]):
+    zs = z.subtiles((BM, BN))
+    px = x.partition((BM, BN), padding="zero")
+    bm = tile.block_id()[0]
+    for j in range(0, zs.num_tiles[1], step):  # a run-time step: the variable is not known not to wrap
+        zs.store(px.load((bm, j)) * 2.0, (0, j))
 
 
 def walked_stores(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, -1)]):
@@ -160,6 +169,12 @@ CASES = [
         chunks_reversed,
         {"BM": 4, "NT": 128, "BN": 32},
         lambda r: {"z": poison((10, 100)), "x": rand(r, (10, 100))},
+        _chunks,
+    ),
+    Case(
+        chunks_stepped_unchecked,
+        {"BM": 4, "NT": 128, "BN": 32},
+        lambda r: {"z": poison((10, 100)), "x": rand(r, (10, 100)), "step": 1},
         _chunks,
     ),
     Case(

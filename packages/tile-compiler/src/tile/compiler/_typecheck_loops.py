@@ -223,8 +223,8 @@ class LoopMixin(CarryMixin):
         carried = self.bind_carried(names, structs, block.args[1:])
         self.env = dict(outer, **carried)
         # A store at a distinct tile per iteration needs no order against the other iterations' (see StoreScope);
-        # the loop variable is distinct per iteration when the step is a positive constant or the tiles() schedule's.
-        distinct = bind is not None or (type(bounds[2]) is int and bounds[2] > 0)
+        # the loop variable is distinct per iteration in the tiles() schedule and in a range it cannot wrap around in.
+        distinct = bind is not None or trusted
         frame = LoopFrame("for", names, types, structs)
         self.loops.append(frame)
         scope = None
