@@ -14,7 +14,9 @@ proves in range, so it should carry no in-kernel check (the launcher checks x's 
 
 GB/s counts the bytes a perfect kernel moves: x read once, y written once, w read once (``(2 * M * N + N) * 2``); the
 second pass re-reads x, mostly from L2. Every result is checked against numpy (float64) first. Rounds interleave the
-contenders (median of ROUNDS, each REPS back-to-back launches waited for once). Results go to
+contenders (median of ROUNDS, each SAMPLE_LAUNCHES back-to-back launches waited for once: 100, not the shared REPS,
+because one launch takes ~26 us and with 10 per sample the first launch's host work and the final wait, which differ
+between Tile's launch path and cuTile's ``ct.launch``, were several percent of the sample). Results go to
 ``benchmarks/results/lang_rmsnorm.json``. Run on the GPU machine from the repository root:
 ``python benchmarks/bench_lang_rmsnorm.py`` (``--tile 1024`` picks the chunk width, ``--smoke`` runs a small size on
 whatever backend is available, the CPU interpreter here, to check the script).
@@ -52,6 +54,7 @@ M, N = (64, 1000) if SMOKE else (4096, 4096)
 CHUNK = int(sys.argv[sys.argv.index("--tile") + 1]) if "--tile" in sys.argv else (256 if SMOKE else 1024)
 NT = 1 << (N - 1).bit_length()  # the row tile each block owns: N rounded up to a power of two
 EPS = 1e-6
+SAMPLE_LAUNCHES = REPS if SMOKE else 100  # back-to-back launches per timed sample (see the module docstring)
 
 
 def rmsnorm_body(
@@ -94,7 +97,7 @@ def tile_loop(kernel: Any, x: Any, w: Any, stream: Any) -> TileLoop:
 
 
 def peers_rmsnorm(peers: dict[str, Any], xn: np.ndarray[Any, Any], wn: np.ndarray[Any, Any]) -> dict[str, Any]:
-    """torch and cuTile Python on the same data, checked, as callables running REPS launches and waiting."""
+    """torch and cuTile Python on the same data, checked, as callables running SAMPLE_LAUNCHES launches and waiting."""
     torch, ct, found = peers.get("torch"), peers.get("ct"), {}
     want = reference(xn, wn)
     if torch is not None:
@@ -111,7 +114,7 @@ def peers_rmsnorm(peers: dict[str, Any], xn: np.ndarray[Any, Any], wn: np.ndarra
         np.testing.assert_allclose(torch_once().float().cpu().numpy(), want, rtol=1e-2, atol=1e-2)
 
         def torch_run() -> None:
-            for _ in range(REPS):
+            for _ in range(SAMPLE_LAUNCHES):
                 torch_once()
             stream.synchronize()
 
@@ -128,7 +131,7 @@ def peers_rmsnorm(peers: dict[str, Any], xn: np.ndarray[Any, Any], wn: np.ndarra
         np.testing.assert_allclose(ops.numpy(cout), want, rtol=1e-2, atol=1e-2)
 
         def ct_run() -> None:
-            for _ in range(REPS):
+            for _ in range(SAMPLE_LAUNCHES):
                 ct.launch(cstream, grid, kernel, (cx, cw, cout, N, EPS, CHUNK))
             cstream.synchronize()
 
@@ -149,12 +152,15 @@ def main() -> None:
     wn = rng.random(N).astype(np.float16)
     safe = tile_loop(SAFE, tile.from_numpy(xn), tile.from_numpy(wn), stream)
     raw = tile_loop(UNCHECKED, tile.from_numpy(xn), tile.from_numpy(wn), stream)
-    contenders = {"tile safe": lambda: safe.chain(REPS), "tile unchecked": lambda: raw.chain(REPS)}
+    contenders = {
+        "tile safe": lambda: safe.chain(SAMPLE_LAUNCHES),
+        "tile unchecked": lambda: raw.chain(SAMPLE_LAUNCHES),
+    }
     contenders |= peers_rmsnorm(peers, xn, wn)
-    results = interleaved({name: (run, REPS, 1) for name, run in contenders.items()}, warmup=2)
+    results = interleaved({name: (run, SAMPLE_LAUNCHES, 1) for name, run in contenders.items()}, warmup=2)
     moved = (2 * M * N + N) * 2
     report: dict[str, Any] = {"benchmark": "lang_rmsnorm", "device": device_name(), "backend": tile.backend()}
-    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS}
+    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": SAMPLE_LAUNCHES}
     report |= {"shape": [M, N], "dtype": "f16", "chunk": CHUNK, "row_tile": NT}
     report["ms"] = {k: v * 1e3 for k, v in results.items()}
     report["GB_per_s"] = {k: moved / v / 1e9 for k, v in results.items()}

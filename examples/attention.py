@@ -68,7 +68,13 @@ def attend(
         if CAUSAL or not EVEN_K:  # noqa: SIM102 - a compile-time if: no mask code at all for full, even attention
             if j >= mask_start:
                 cols = j * BN + tile.arange(BN).reshape((1, BN))
-                keep = (cols < n_k) & (rows >= cols) if CAUSAL else cols < n_k
+                # Causal over keys that end on a tile edge: a row's own limit is the only one (rows < n_k there).
+                if CAUSAL and EVEN_K:
+                    keep = rows >= cols
+                elif CAUSAL:
+                    keep = (cols < n_k) & (rows >= cols)
+                else:
+                    keep = cols < n_k
                 s = tile.where(keep, s, -math.inf)
         m_ij = tile.maximum(m_i, tile.max(s, axis=1, keepdims=True) * scale)
         p = tile.exp2(s * scale - m_ij, flush_to_zero=True)

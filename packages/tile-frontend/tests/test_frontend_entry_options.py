@@ -88,3 +88,15 @@ def test_an_ordered_view_too_small_for_the_grid_is_refused_before_launch(k: Modu
     with pytest.raises(tile.GridError, match=r"k of shape \(48, 16\) has only 2 tile\(s\) along dim 1"):
         k.transposed(z, src)
     z.unpartition()  # nothing moved: the handles are still usable
+
+
+@pytest.mark.parametrize("contract", [True, False])
+def test_fp_contract_rounds_a_product_plus_a_value_once(k: ModuleType, contract: bool) -> None:
+    # (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24 exactly: one fused rounding keeps 2^-24, rounding the product first loses it.
+    a = np.float32(1 + 2.0**-12)
+    x = tile.from_numpy(np.full(16, a, np.float32))
+    y = tile.from_numpy(np.full(16, -1.0, np.float32))
+    kernel = tile.entry(fp_contract=contract)(k.axpy.fn)
+    z, *_ = kernel(tile.empty(f32, [16]).partition([16]), a, x, y).sync()
+    want = 2.0**-11 + 2.0**-24 if contract else 2.0**-11
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(16, want, np.float32))

@@ -226,6 +226,8 @@ class CompileOptions:
     entry for the target's arch is used. ``flush_to_zero`` and ``approx`` are the kernel's default math modes: every
     f32 op whose Tile IR op takes the mode gets it (flush subnormal inputs and results to zero; approximate
     division, square root, exp and tanh) unless the call gives its own (see ``tile.compiler._math_modes``).
+    ``fp_contract`` (default on) fuses ``a * b + c`` / ``a * b - c`` into one ``fma`` where the product has no other
+    use, as nvcc does by default (see ``tile.compiler._contract``); off keeps every product separately rounded.
 
     ``unchecked`` compiles the kernel as ``@tile.entry(unchecked=True)``: no index guards, raw pointers allowed. It is
     an option of one compilation (part of the specialization, so of every cache key), never a mark on the function:
@@ -246,9 +248,10 @@ class CompileOptions:
     debug_guards: bool = False
     flush_to_zero: bool = False
     approx: bool = False
+    fp_contract: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("unchecked", "debug_guards", "flush_to_zero", "approx"):
+        for name in ("unchecked", "debug_guards", "flush_to_zero", "approx", "fp_contract"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"CompileOptions.{name} = {getattr(self, name)!r} must be True or False")
         if self.opt_level not in range(4):

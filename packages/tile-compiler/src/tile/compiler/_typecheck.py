@@ -13,6 +13,7 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
+from tile.compiler._contract import contract_fma
 from tile.compiler._diagnostics import CompileError, SourceLoc
 from tile.compiler._kir import Block, KernelIR, Value
 from tile.compiler._math_modes import apply_defaults
@@ -332,6 +333,8 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in resolved.name)
     hints = _entry_hints(spec, ch.arch)
     ir = KernelIR(name, params, ch.em.block, hints)
+    if spec.options.fp_contract:
+        contract_fma(ir)
     schemes = tuple((t.name, t.mode or "own") for t in outputs)
     return TypedKernel(name, ir, KernelABI(name, tuple(slots), tuple(ch.host_guards), schemes), spec, target)
 

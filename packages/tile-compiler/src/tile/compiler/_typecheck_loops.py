@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
+from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_carry import CarryMixin, Struct
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN, TileDim
@@ -37,6 +38,7 @@ class LoopFrame:
     types: list[Type]  # flat: one per carried value (a tuple variable carries one per leaf)
     structs: list[Struct]
     next_iv: Value | None = None
+    stores: StoreScope | None = None  # a plain for loop's output chains, for loop-parallel stores
 
 
 class LoopMixin(CarryMixin):
@@ -218,18 +220,41 @@ class LoopMixin(CarryMixin):
                 self.index_bounds[iv.id] = host
         block = Block([iv] + [self.em.value(t) for t in types])
         outer = self.env
-        self.env = dict(outer, **self.bind_carried(names, structs, block.args[1:]))
-        self.loops.append(LoopFrame("for", names, types, structs))
+        carried = self.bind_carried(names, structs, block.args[1:])
+        self.env = dict(outer, **carried)
+        # A store at a distinct tile per iteration needs no order against the other iterations' (see StoreScope);
+        # the loop variable is distinct per iteration in the tiles() schedule and in a range it cannot wrap around in.
+        distinct = bind is not None or trusted
+        frame = LoopFrame("for", names, types, structs)
+        self.loops.append(frame)
+        scope = None
         with self.in_loop_body(block):
-            self.env[node.target.id] = bind(iv) if bind else iv
+            self.env[node.target.id] = target = bind(iv) if bind else iv
+            if distinct:
+                frame.stores = scope = StoreScope(block, target, *self._output_chains(outer, carried))
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [self._carried(self.loops[-1])], [])
         self.loops.pop()
+        if scope is not None:
+            scope.finish()
         self.env = outer
         self.at(node)
         results = self.em.emit("for", [lb, ub, step, inits], types, {}, [block])
         self.env.update(self.bind_carried(names, structs, results))
         return None
+
+    @staticmethod
+    def _output_chains(
+        outer: dict[str, object], carried: dict[str, object]
+    ) -> tuple[dict[str, Value], dict[str, Value]]:
+        """Per carried output chain: its token before the loop and the body's block argument."""
+        keys = [k for k in carried if k.startswith("$tok:") and k not in (ENTRY_TOKEN, RAW_TOKEN)]
+        before = {k: v for k in keys if isinstance(v := outer.get(k), Value)}
+        return before, {k: v for k in before if isinstance(v := carried[k], Value)}
+
+    def store_scope(self) -> StoreScope | None:
+        """The innermost loop's `StoreScope` (None outside loops, in helpers and in while/break loops)."""
+        return self.loops[-1].stores if self.loops else None
 
     def _for_as_loop(
         self,

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
+from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_math import MathMixin
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
@@ -400,15 +401,40 @@ class MemoryMixin(MathMixin):
             value = self.broadcast(value, recv.tile)  # type: ignore[arg-type]  # checked Value
         idx = self._own_index(recv, a["at"], "store")
         p = self.partition(recv, recv.tile)
-        key = token_key(recv)
-        (tok,) = self.em.emit(
-            "store_view_tko",
-            [cast(Value, value), p.view, idx, cast(Value, self.env[key])],
-            [TokenType()],
-            {"memory_ordering_semantics": "weak", **self._hints(a["latency"], a["allow_tma"])},
+        scope = self.store_scope()
+        # The tile out.tiles() handed to this very iteration: a distinct tile each iteration.
+        injective = a["at"] is not None and scope is not None and a["at"] is scope.bound
+        self.emit_store(
+            cast(Value, value),
+            p.view,
+            idx,
+            token_key(recv),
+            self._hints(a["latency"], a["allow_tma"]),
+            injective=injective,
         )
-        self.env[key] = tok
         return None
+
+    def store_scope(self) -> StoreScope | None:
+        """The innermost loop's `StoreScope` (the loop checker overrides this; no loops, no scope)."""
+        return None
+
+    def emit_store(
+        self, value: Value, view: Value, idx: list[Value], key: str, hints: dict[str, Any], *, injective: bool
+    ) -> None:
+        """A ``store_view_tko`` on chain ``key``: chained after the chain's last access, or, for a store at a tile
+        distinct per iteration of the innermost loop (``injective``), after the loop's predecessor only (see
+        `StoreScope`; its token then joins the carried chain)."""
+        chained = cast(Value, self.env[key])
+        scope = self.store_scope()
+        early = scope.token_for(key, self.em.block, injective) if scope is not None else None
+        attrs = {"memory_ordering_semantics": "weak", **hints}
+        (tok,) = self.em.emit("store_view_tko", [value, view, idx, early or chained], [TokenType()], attrs)
+        if scope is None or early is None:
+            self.env[key] = tok
+            return
+        store = self.em.block.ops[-1]
+        self.env[key] = join = self.em.one("join_tokens", [[chained, tok]], TokenType())
+        scope.record(store, key, chained, join)
 
     # -- raw pointers (unchecked kernels) -------------------------------------------------------------------
     def require_unchecked(self, what: str) -> None:

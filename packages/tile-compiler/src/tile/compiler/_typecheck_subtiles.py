@@ -26,7 +26,7 @@ from tile.compiler._kir import Value
 from tile.compiler._typecheck_arith import I1, I32, is_const
 from tile.compiler._typecheck_memory import I64, MemoryMixin, token_key
 from tile.compiler._typecheck_values import SubtilesV, TensorV
-from tile.compiler._types import TileType, TokenType, broadcast_shapes
+from tile.compiler._types import TileType, broadcast_shapes
 from tile.compiler.lang._ops import OPS
 
 __all__ = ["SubtileMixin"]
@@ -86,35 +86,34 @@ class SubtileMixin(MemoryMixin):
             if broadcast_shapes(t.shape, recv.tile) != recv.tile:
                 self.fail(f"'{z.name}' sub-tiles have shape {recv.tile}, got a tile of shape {t.shape}")
             value = self.broadcast(cast(Value, value), recv.tile)
-        idx = self._subtile_index(recv, a["index"])
-        key = token_key(z)
-        (tok,) = self.em.emit(
-            "store_view_tko",
-            [cast(Value, value), recv.view.view, idx, cast(Value, self.env[key])],
-            [TokenType()],
-            {"memory_ordering_semantics": "weak", **self._hints(a["latency"], a["allow_tma"])},
-        )
-        self.env[key] = tok
+        idx, exact = self._subtile_index(recv, a["index"])
+        scope = self.store_scope()
+        # A coordinate that is the innermost loop's variable, used unclamped: a distinct sub-tile each iteration.
+        injective = scope is not None and any(c is scope.bound for c in exact)
+        hints = self._hints(a["latency"], a["allow_tma"])
+        self.emit_store(cast(Value, value), recv.view.view, idx, token_key(z), hints, injective=injective)
         return None
 
     def method_subtiles_load(self, recv: SubtilesV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)
-        idx = self._subtile_index(recv, a["index"])
+        idx, _ = self._subtile_index(recv, a["index"])
         return self.load_view(recv.view, tuple(idx), self._hints(a["latency"], a["allow_tma"]), trusted=True)
 
-    def _subtile_index(self, zs: SubtilesV, index: object) -> list[Value]:
+    def _subtile_index(self, zs: SubtilesV, index: object) -> tuple[list[Value], list[object]]:
         """The partition index of sub-tile ``index`` (relative to the owned tile), kept inside the owned tile.
 
         Per dim: a proven index (the constant 0, a loop variable of ``range(zs.num_tiles[d])``) is used as is; a
         constant outside ``[0, ratio)`` is a compile error (it names another block's tile); anything else is checked
         in the kernel (``0 <= j < zs.num_tiles[d]``) and clamped into that range, so no store leaves the own tile
-        even where the check only faults asynchronously. Unchecked kernels get neither check nor clamp.
+        even where the check only faults asynchronously. Unchecked kernels get neither check nor clamp. Also returns
+        the coordinates used exactly as given (neither converted nor clamped).
         """
         coords = index if isinstance(index, tuple) else (index,)
         z = zs.tensor
         if len(coords) != len(zs.tile):
             self.fail(f"the sub-tile index needs {len(zs.tile)} coordinates (one per dim), got {len(coords)}")
         out: list[Value] = []
+        exact: list[object] = []
         checks: list[Value] = []
         for d, j in enumerate(coords):
             if type(j) is int and not 0 <= j < zs.ratio[d]:
@@ -128,10 +127,12 @@ class SubtileMixin(MemoryMixin):
             if not self.unchecked and not self._proven(zs, d, j, v):
                 ok, v = self._checked(zs.counts[d], v)
                 checks.append(ok)
+            elif v is j:
+                exact.append(j)
             out.append(cast(Value, self.binary(ast.Add(), zs.base[d], v)))
         if checks:
             self._sub_guard(zs, checks)
-        return self.one_index_type(out)
+        return self.one_index_type(out), exact
 
     def _proven(self, zs: SubtilesV, d: int, j: object, v: Value) -> bool:
         """``j`` lies in ``[0, zs.num_tiles[d])`` by construction."""

@@ -329,6 +329,7 @@ def entry(
     num_worker_warps: _Hint = None,
     flush_to_zero: bool = False,
     approx: bool = False,
+    fp_contract: bool = True,
 ) -> Callable[[Callable[..., Any]], Kernel]: ...
 def entry(
     fn: Callable[..., Any] | None = None,
@@ -342,6 +343,7 @@ def entry(
     num_worker_warps: _Hint = None,
     flush_to_zero: bool = False,
     approx: bool = False,
+    fp_contract: bool = True,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make ``fn`` a tile kernel: ``@tile.entry`` or ``@tile.entry(unchecked=True, occupancy=2)``.
 
@@ -361,6 +363,9 @@ def entry(
         The kernel's default math modes: f32 ops flush subnormals to zero (where Tile IR's op allows it: ``+ - *
         /``, ``fma``, ``maximum``/``minimum``, ``exp2``, ``sqrt``, ``rsqrt``); f32 division, ``sqrt``, ``exp`` and
         ``tanh`` are approximate. A call's own ``flush_to_zero=``/``rounding=`` wins over the default.
+    fp_contract
+        Fuse ``a * b + c`` and ``a * b - c`` into one fused multiply-add where the product has no other use (on by
+        default, as in nvcc and cuTile Python; the fused result is rounded once). ``False`` rounds every product.
 
     Returns
     -------
@@ -382,6 +387,7 @@ def entry(
         num_worker_warps=num_worker_warps,
         flush_to_zero=flush_to_zero,
         approx=approx,
+        fp_contract=fp_contract,
     )
 
     def wrap(f: Callable[..., Any]) -> Kernel:
