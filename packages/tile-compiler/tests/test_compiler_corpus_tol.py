@@ -50,7 +50,7 @@ def test_unit_roundoff_of_the_dtypes() -> None:
 
 def test_integer_outputs_must_match_exactly() -> None:
     assert Tol(k=1024).bounds(np.zeros(3, np.int32), np.zeros(3)) == (0.0, 0.0)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="Mismatched elements: 1 / 3"):
         Tol().assert_close(np.array([1, 2, 4], np.int32), np.array([1, 2, 3]), "ints")
 
 

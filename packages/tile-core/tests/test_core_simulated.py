@@ -369,7 +369,7 @@ def test_each_allocation_is_freed_exactly_once(sim: SimDriver) -> None:
         pass
     dropped = tc.DeviceBuffer.allocate(64)
     explicit.free()
-    with pytest.raises(tc.DoubleFreeError):
+    with pytest.raises(tc.DoubleFreeError, match="was already freed: free each buffer once"):
         explicit.free()
     assert scoped.closed
     del dropped, explicit, scoped
@@ -419,7 +419,7 @@ def test_closed_home_stream_hands_frees_to_the_default_stream(sim: SimDriver) ->
     buffer.free()
     default = tc.Device(0).default_stream.handle
     assert sim.log.index(("wait", default, final.handle)) < sim.log.index(("free", buffer._ptr, default))
-    with pytest.raises(tc.StreamClosedError):
+    with pytest.raises(tc.StreamClosedError, match="was closed: create a new Stream"):
         stream.query()
 
 

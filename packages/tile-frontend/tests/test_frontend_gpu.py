@@ -66,11 +66,15 @@ def test_views_and_edge_tiles(k: ModuleType) -> None:
 def test_ownership_errors_on_device_memory(k: ModuleType) -> None:
     x, y, z = tile.ones(f32, [N]), tile.ones(f32, [N]), _poisoned(N)
     k.add(z, x, y).sync()
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(
+        tile.MovedError, match=r"moved into the launch of add at .*test_frontend_gpu\.py:\d+; use the handles"
+    ):
         x.to_numpy()
     t = tile.zeros(f32, [N])
     view = t[5:10]
-    with pytest.raises(tile.BorrowError):
+    with pytest.raises(
+        tile.BorrowError, match=r"cannot partition .* \(at .*test_frontend_gpu\.py:\d+\): that needs exclusive memory"
+    ):
         t.partition([1024])
     del view
     t.partition([1024])
@@ -162,7 +166,9 @@ def test_foreign_framework_memory(k: ModuleType, library: str) -> None:
         lib.cuda.runtime.deviceSynchronize()
     z = tile.from_dlpack(out)
     alias = tile.from_dlpack(out[N // 2 :])
-    with pytest.raises(tile.BorrowError):
+    with pytest.raises(
+        tile.BorrowError, match=r"cannot partition .* \(at .*test_frontend_gpu\.py:\d+\): that needs exclusive memory"
+    ):
         z.partition([1024])
     del alias
     k.add(z.partition([1024]), tile.ones(f32, [N]), tile.full(f32, [N], 2.0)).sync()
