@@ -54,6 +54,8 @@ def _register(package: str) -> None:
     def tests(session: nox.Session) -> None:
         """Run one package's tests with only that package (and the layers below) installed."""
         _install(session, package, "test")
+        if any(str(r).startswith("cuda-tile") for r in nox.project.dependency_groups(_pyproject(package), "test")):
+            session.env["TILE_REQUIRE_CUTILE"] = "1"  # a declared test dependency: its tests must run, not skip
         session.run("pytest", f"packages/tile-{package}", *session.posargs)
 
     @nox.session(name=f"typecheck-{package}")

@@ -41,11 +41,12 @@ def test_sample_assume_is_checked() -> None:
 
 
 def _corpus() -> list[Any]:
-    """The corpus entries, or none when cuTile Python (a test dependency) is missing."""
+    """The corpus entries; without cuTile Python (a test dependency) one placeholder that the requires_cutile
+    marker skips, or fails under TILE_REQUIRE_CUTILE=1, instead of the 44 cases silently vanishing."""
     try:
         from cutile_corpus.kernels import CORPUS
     except ImportError:
-        return []
+        return [pytest.param(None, id="cutile-missing")]
     return list(CORPUS)
 
 
@@ -63,6 +64,7 @@ def _argument(param: Any, name: str, rng: np.random.Generator) -> list[Any]:
     return [array, *array.shape, *(s // array.itemsize for s in array.strides)]
 
 
+@pytest.mark.requires_cutile
 @pytest.mark.parametrize("entry", _corpus(), ids=lambda e: e.name)
 def test_cutile_corpus_kernel_runs(entry: Any) -> None:
     from cutile_corpus.kernels import export
@@ -87,10 +89,10 @@ def _abi(*values: Any) -> list[Any]:
     return out
 
 
+@pytest.mark.requires_cutile
 @pytest.mark.parametrize(("name", "causal"), [("attention", False), ("attention_causal", True)])
 def test_cutile_corpus_attention_matches_numpy(name: str, causal: bool) -> None:
     """Flash attention with base-2 softmax (exp2, no log2(e) factor), online rescaling and an f16 P @ V."""
-    pytest.importorskip("cuda.tile")
     rng = np.random.default_rng(1)
     heads, seq, dim = 2, 128, 64
     q, k, v = (rng.standard_normal((heads, seq, dim)).astype(np.float16) for _ in range(3))
@@ -105,8 +107,8 @@ def test_cutile_corpus_attention_matches_numpy(name: str, causal: bool) -> None:
     np.testing.assert_allclose(out.astype(np.float64), expect, rtol=2e-2, atol=5e-3)
 
 
+@pytest.mark.requires_cutile
 def test_cutile_corpus_layernorm_matches_numpy() -> None:
-    pytest.importorskip("cuda.tile")
     rng = np.random.default_rng(2)
     x = rng.standard_normal((8, 1024)).astype(np.float32)
     w, bias = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)
