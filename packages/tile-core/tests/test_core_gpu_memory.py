@@ -104,14 +104,22 @@ def test_buffers_work_from_other_threads(device: tc.Device) -> None:
 
 
 def test_free_waits_for_uses_on_other_streams(device: tc.Device) -> None:
+    """Bug caught: a free that does not wait for the copy still running on `other` returns its memory to the pool,
+    the next allocation reuses it and is filled, and the late copy then overwrites the new buffer with ones."""
     other = device.create_stream()
     buffer = tc.DeviceBuffer.allocate(64 << 20, device=device)
     source = tc.DeviceBuffer.allocate(64 << 20, device=device)
     source.fill(1)
+    device.synchronize()
     buffer.copy_from(source, stream=other, sync=False)
     buffer.free()  # ordered after the copy on `other`
+    reused = tc.DeviceBuffer.allocate(64 << 20, device=device)  # stream-ordered after the free: may be the same bytes
+    reused.fill(2)
     other.synchronize()
     device.synchronize()
+    values = reused.to_numpy(np.uint8)
+    assert (values == 2).all(), f"{int((values != 2).sum())} bytes were written after their buffer was freed"
+    reused.free()
     source.free()
     other.close()
 
