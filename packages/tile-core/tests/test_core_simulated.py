@@ -43,6 +43,7 @@ class SimDriver:
         self.devices = devices
         self.stream_devices: dict[int, int] = {}
         self.log: list[tuple[Any, ...]] = []
+        self.recorded_at: dict[int, int] = {}  # event -> its position in the log (a clock: 0.5 ms per entry)
         self.device_mem: dict[int, np.ndarray] = {}
         self.host_mem: dict[int, np.ndarray] = {}
         self.capturing: set[int] = set()
@@ -221,6 +222,7 @@ class SimDriver:
 
     def cuEventRecord(self, event: Any, stream: Any) -> tuple[Any]:
         self.log.append(("record", int(event), int(stream)))
+        self.recorded_at[int(event)] = len(self.log)
         return (OK,)
 
     def cuEventQuery(self, event: Any) -> tuple[Any]:
@@ -241,7 +243,7 @@ class SimDriver:
         return OK, previous
 
     def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[Any, float]:
-        return OK, 1.5
+        return OK, 0.5 * (self.recorded_at[int(end)] - self.recorded_at[int(start)])
 
     def cuEventDestroy(self, event: Any) -> tuple[Any]:
         return (OK,)
@@ -508,7 +510,9 @@ def test_streams_events_and_borrowing(sim: SimDriver) -> None:
     start, end = tc.Event(timing=True), tc.Event(timing=True)
     stream.record(start)
     stream.record(end)
-    assert end.elapsed_ms(start) == 1.5
+    # the driver is asked for (start, end) in that order: end - start, positive (swapped arguments give -0.5)
+    assert end.elapsed_ms(start) == 0.5
+    assert start.elapsed_ms(end) == -0.5
     with pytest.raises(tc.StateError, match="never recorded"):
         tc.Event(timing=True).elapsed_ms(start)
     borrowed = tc.Stream.borrow(stream.handle)

@@ -99,8 +99,12 @@ def test_free_while_pending_is_stream_ordered(k: ModuleType) -> None:
     other = x[:]
     op = k.add(_poisoned(N), x, tile.ones(f32, [N]))
     other.free()
+    # Bug caught: a free not ordered after the pending launch hands x's memory to this allocation, whose fill
+    # the launch would then read (z != 4), or the launch's late read would race the fill.
+    reused = tile.full(f32, [N], 100.0)
     z, _, _ = op.sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 4.0, np.float32))
+    np.testing.assert_array_equal(reused.to_numpy(), np.full(N, 100.0, np.float32))
 
 
 def test_await_and_graph(k: ModuleType) -> None:
