@@ -96,6 +96,15 @@ def examples(session: nox.Session) -> None:
 
 
 @nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the promise-carrying modules (scripts/mutation.py); ``-- --sample 25`` runs a slice."""
+    _install(session, "frontend", "test")
+    for package in ("ir", "compiler", "core"):
+        session.install(*nox.project.dependency_groups(_pyproject(package), "test"))
+    session.run("python", "scripts/mutation.py", *session.posargs)
+
+
+@nox.session
 def gpu(session: nox.Session) -> None:
     """The ``gpu``-marked tests, for a machine with an NVIDIA GPU; skipping is a failure here."""
     _install(session, "frontend", "test")

@@ -271,6 +271,23 @@ def test_unchecked_kernels_reach_aliased_memory_through_raw_pointers(k: ModuleTy
         op.sync()
 
 
+@pytest.mark.parametrize("input_first", [False, True])
+def test_an_input_right_beside_the_output_in_memory_is_not_an_alias(k: ModuleType, input_first: bool) -> None:
+    """Byte ranges [lo, hi) and [hi, ...) touch but do not overlap. Mutants killed: either comparison of the
+    overlap test of _ownership._check_output written with <= (adjacent halves of one buffer refused as aliases).
+    The same mutants of _plan._overlaps only send the second call down the full path: equivalent."""
+    n = N if input_first else N // 2  # a layout of its own per case: the first call is never a plan's
+    for _ in range(2):
+        a = np.zeros(2 * n, np.float32)
+        first, second = a[:n], a[n:]
+        inp, out = (first, second) if input_first else (second, first)
+        inp[:] = 3.0
+        z = tile.from_dlpack(out).partition([128])
+        z, _, _ = k.add(z, tile.from_dlpack(inp), _vec(n)).sync()
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(n, 4.0, np.float32))
+        del z
+
+
 def test_one_tensor_as_two_inputs_is_shared_reading(k: ModuleType) -> None:
     x = _vec(value=2.0)
     z, x1, x2 = k.add(_out(), x, x).sync()
