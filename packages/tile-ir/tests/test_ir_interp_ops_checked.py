@@ -311,3 +311,46 @@ def test_token_only_ops_order_the_load_after_the_store(chain: tuple[str, ...]) -
     out = np.zeros(16, np.int32)
     interp.launch(_multicast_kernel(body), 1, [x.copy(), 16, out, 16])
     assert out.tolist() == [(i + 5) ** 2 for i in range(16)]
+
+
+def test_trunci_to_i1_keeps_the_low_bit() -> None:
+    """Kills: trunci to i1 as x | 1, or as x != 0 (2 would be true)."""
+    x = np.array([0, 1, 2, 3, -1, -2, 4, 5], np.int32)
+    got = unary("trunci", x, np.bool_)
+    assert got.tolist() == [(int(v) & 1) == 1 for v in x]
+
+
+def test_flush_to_zero_keeps_the_smallest_normal() -> None:
+    """Only subnormals flush: the smallest normal f32 stays. Kills: the flush test written with <= (or > 0)."""
+    tiny = np.finfo(np.float32).tiny
+    x = np.array([tiny, -tiny, tiny / 2, -tiny / 4], np.float32)
+    got = binary("addf", x, np.zeros(4, np.float32), flush_to_zero=True)
+    assert got.tolist() == [tiny, -tiny, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("element", "values"),
+    [
+        ("i1", [True, False, True, True, False, False, True, False, True]),
+        ("i1", [True, False, True, True]),  # packed into one byte, which is not a splat
+        ("i1", [False, True]),
+        ("tf32", [1.5, -2.0, 0.25, 3.0, -0.0, 65504.0]),
+        ("i4", [-8, 7, -1, 3, 0, -2]),
+        ("f4E2M1FN", [0.5, -1.0, 6.0, -0.0, 1.5, -4.0]),
+    ],
+)
+def test_dense_constants_of_packed_types_decode_to_their_values(element: str, values: list[float]) -> None:
+    """i1 (bits, little endian), tf32 (3 bytes), i4 and f4 (a nibble each) constants read back as written.
+
+    Bug caught: an i1 constant of at most 8 elements (one packed byte) was read as a splat of that byte != 0, so
+    [True, False, True, True] read as four Trues. Kills: the i1 splat test inverted, the tf32 bytes combined with &
+    or misaligned. (The i4 sign threshold at > 8 is equivalent: ml_dtypes wraps 8 to -8.)"""
+    from tile import ir
+    from tile.ir.interp._shape import decode_dense
+
+    attr = ir.DenseElementsAttr.from_values(tile((len(values),), getattr(ir, element)), values)
+    got = np.asarray(decode_dense(attr)).astype(np.float64 if element != "i1" else np.bool_)
+    assert got.tolist() == values
+    assert np.signbit(got).tolist() == np.signbit(np.array(values, np.float64)).tolist()
+    splat = ir.DenseElementsAttr.from_values(tile((4,), getattr(ir, element)), [values[0]] * 4)
+    assert np.asarray(decode_dense(splat)).astype(np.float64).tolist() == [float(values[0])] * 4
