@@ -646,3 +646,16 @@ def test_owning_handles_refuse_copies_and_pickling(sim: SimDriver) -> None:
     assert copy.deepcopy(tc.Device(0)) is tc.Device(0)
     buffer.free()
     assert len(sim.kinds("free")) == 1
+
+
+def test_a_freed_buffer_refuses_new_uses_and_one_byte_is_a_size(sim: SimDriver) -> None:
+    """Mutants killed (found by scripts/mutation.py): record_use not raising after the free (foreign work would be
+    ordered against memory the pool already hands out again), allocation refusing 1 byte (the <= 0 check at <= 1)."""
+    stream = tc.Stream()
+    buffer = tc.DeviceBuffer.allocate(1)
+    assert buffer.nbytes == 1
+    buffer.record_use(stream)
+    buffer.free()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed: it cannot be used on"):
+        buffer.record_use(stream)
+    stream.close()
