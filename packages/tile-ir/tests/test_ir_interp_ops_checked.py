@@ -334,6 +334,7 @@ def test_flush_to_zero_keeps_the_smallest_normal() -> None:
         ("i1", [True, False, True, True, False, False, True, False, True]),
         ("i1", [True, False, True, True]),  # packed into one byte, which is not a splat
         ("i1", [False, True]),
+        ("i1", [False] * 8 + [True]),  # two bytes, the first all zeros: not a splat either
         ("tf32", [1.5, -2.0, 0.25, 3.0, -0.0, 65504.0]),
         ("i4", [-8, 7, -1, 3, 0, -2]),
         ("f4E2M1FN", [0.5, -1.0, 6.0, -0.0, 1.5, -4.0]),
