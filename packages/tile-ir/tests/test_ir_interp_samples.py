@@ -112,7 +112,14 @@ def test_cutile_corpus_attention_matches_numpy(name: str, causal: bool) -> None:
         s = np.where(np.tril(np.ones((seq, seq), bool)), s, -np.inf)
     p = np.exp2(s - s.max(axis=-1, keepdims=True))
     expect = np.einsum("hqk,hkd->hqd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
-    np.testing.assert_allclose(out.astype(np.float64), expect, rtol=2e-2, atol=5e-3)
+    # The corpus tolerance rule (tile-compiler tests, corpus/tc_tol.py): an f16 output and an f16 P, f32 sums over
+    # `seq` keys, C = 16. A 10% scaling of the output fails it (rtol 2e-2 and atol 5e-3 let it pass).
+    u16, u32 = 2.0**-11, 2.0**-24
+    rms = float(np.sqrt(np.mean(expect**2)))
+    atol = 16 * rms * (2 * u16 + np.sqrt(seq) * u32)
+    np.testing.assert_allclose(out.astype(np.float64), expect, rtol=16 * u16, atol=atol)
+    with pytest.raises(AssertionError, match="Mismatched elements"):
+        np.testing.assert_allclose((out * np.float16(1.1)).astype(np.float64), expect, rtol=16 * u16, atol=atol)
 
 
 @pytest.mark.requires_cutile
