@@ -1,9 +1,14 @@
-"""Repository-wide pytest configuration: the `gpu` and `requires_tileiras` markers, and the `race` fixture.
+"""Repository-wide pytest configuration: the `gpu`, `requires_tileiras` and `requires_cutile` markers, the
+`missing` fixture and the `race` fixture.
 
-Both resources are probed once per session, and only when a collected test asks for them. A test whose
+The resources are probed once per session, and only when a collected test asks for them. A test whose
 resource is missing is skipped, unless the matching "require" variable is set, in which case it fails:
-``TILE_REQUIRE_GPU=1`` on the GPU machine (a GPU run that silently skips is no GPU run), and
-``TILE_REQUIRE_TILEIRAS=1`` in CI, where tier 2 (tileiras without a GPU) must really run.
+``TILE_REQUIRE_GPU=1`` on the GPU machine (a GPU run that silently skips is no GPU run),
+``TILE_REQUIRE_TILEIRAS=1`` in CI, where tier 2 (tileiras without a GPU) must really run, and
+``TILE_REQUIRE_CUTILE=1`` wherever cuTile Python (``cuda-tile``, the peer whose exports tile.ir's tests read) is a
+declared test dependency (nox sets it for those packages; scripts/dev.sh sets it). A test that finds a narrower
+piece missing (the pip distribution of tileiras, tileirdisasm beside it) calls the `missing` fixture, which obeys
+the same variables instead of skipping unconditionally.
 
 The markers themselves are registered once, in the root ``pyproject.toml``.
 
@@ -30,7 +35,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -93,9 +98,17 @@ def _tileiras_reason() -> str | None:
     return "tileiras not found (pip install nvidia-cuda-tileiras, or set TILE_TILEIRAS)"
 
 
+@functools.cache
+def _cutile_reason() -> str | None:
+    if importlib.util.find_spec("cuda") is not None and importlib.util.find_spec("cuda.tile") is not None:
+        return None
+    return "cuTile Python is not installed (pip install cuda-tile)"
+
+
 _PROBES = {
     "gpu": (_gpu_reason, "TILE_REQUIRE_GPU"),
     "requires_tileiras": (_tileiras_reason, "TILE_REQUIRE_TILEIRAS"),
+    "requires_cutile": (_cutile_reason, "TILE_REQUIRE_CUTILE"),
 }
 
 
@@ -108,18 +121,29 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"tile launch path: {_accel.reason()}"
 
 
+def _skip_or_fail(marker: str, reason: str) -> NoReturn:
+    """Skip for `reason`, or fail when the variable requiring `marker`'s resource is set."""
+    require_var = _PROBES[marker][1]
+    required = _flag(require_var) or (marker == "requires_tileiras" and _flag("TILE_REQUIRE_GPU"))
+    if required:
+        pytest.fail(f"{marker} test cannot run: {reason} ({require_var}=1 forbids skipping)", pytrace=False)
+    pytest.skip(reason)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip (or fail, when required) tests whose hardware or toolchain is missing."""
-    for marker, (probe, require_var) in _PROBES.items():
+    for marker, (probe, _require_var) in _PROBES.items():
         if item.get_closest_marker(marker) is None:
             continue
         reason = probe()
-        if reason is None:
-            continue
-        required = _flag(require_var) or (marker == "requires_tileiras" and _flag("TILE_REQUIRE_GPU"))
-        if required:
-            pytest.fail(f"{marker} test cannot run: {reason} ({require_var}=1 forbids skipping)", pytrace=False)
-        pytest.skip(reason)
+        if reason is not None:
+            _skip_or_fail(marker, reason)
+
+
+@pytest.fixture
+def missing() -> Callable[[str, str], NoReturn]:
+    """``missing(marker, reason)``: skip the test, or fail it when `marker`'s resource is required here."""
+    return _skip_or_fail
 
 
 class Race:

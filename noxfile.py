@@ -57,6 +57,8 @@ def _register(package: str) -> None:
     def tests(session: nox.Session) -> None:
         """Run one package's tests with only that package (and the layers below) installed."""
         _install(session, package, "test")
+        if any(str(r).startswith("cuda-tile") for r in nox.project.dependency_groups(_pyproject(package), "test")):
+            session.env["TILE_REQUIRE_CUTILE"] = "1"  # a declared test dependency: its tests must run, not skip
         session.run("pytest", f"packages/tile-{package}", *session.posargs)
 
     @nox.session(name=f"typecheck-{package}")
@@ -145,6 +147,15 @@ def examples(session: nox.Session) -> None:
     _install(session, "frontend")
     for script in sorted((ROOT / "examples").glob("*.py")):
         session.run("python", str(script))
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation testing of the promise-carrying modules (scripts/mutation.py); ``-- --sample 25`` runs a slice."""
+    _install(session, "frontend", "test")
+    for package in ("ir", "compiler", "core"):
+        session.install(*nox.project.dependency_groups(_pyproject(package), "test"))
+    session.run("python", "scripts/mutation.py", *session.posargs)
 
 
 @nox.session

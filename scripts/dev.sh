@@ -60,6 +60,8 @@ case "${1:-}" in
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "${groups[@]}"
     # Tier 2 (tileiras, installed above) must really run here, not skip.
     export TILE_REQUIRE_TILEIRAS=${TILE_REQUIRE_TILEIRAS:-1}
+    # So must the tests reading cuTile Python's exports (cuda-tile, installed above).
+    export TILE_REQUIRE_CUTILE=${TILE_REQUIRE_CUTILE:-1}
     status=0
     # shellcheck disable=SC2046  # parallel_args prints zero or two words
     "$venv/bin/python" -m pytest -q -p no:cacheprovider $(parallel_args) "$@" || status=$?

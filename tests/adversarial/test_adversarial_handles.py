@@ -182,8 +182,8 @@ def test_an_output_that_overlaps_itself_is_refused(layout: int) -> None:
 
 
 def test_dense_sliced_and_permuted_outputs_stay_accepted() -> None:
-    for t in (tile.zeros(f32, [8, 8]), tile.zeros(f32, [8, 16])[:, ::2], tile.zeros(f32, [4, 8]).T):
-        t.partition([4, 4])
+    outputs = (tile.zeros(f32, [8, 8]), tile.zeros(f32, [8, 16])[:, ::2], tile.zeros(f32, [4, 8]).T)
+    assert [t.partition([4, 4]).grid for t in outputs] == [(2, 2), (2, 2), (2, 1)]
 
 
 # -- 7. re-imports of Tile memory ---------------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def test_gpu_reimport_through_the_cuda_array_interface_keeps_the_memory(on_gpu: 
 @pytest.mark.requires_tileiras
 def test_gpu_copies_and_exports(on_gpu: None, k: ModuleType) -> None:
     z = tile.zeros(f32, [1024]).partition([128])
-    with pytest.raises(tile.HandleCopyError):
+    with pytest.raises(tile.HandleCopyError, match=r"copy\.copy of Partition.*handles cannot be copied"):
         copy.copy(z)
     twin = copy.deepcopy(z)
     z, _, _ = k.add(z, tile.ones(f32, [1024]), tile.ones(f32, [1024])).sync()
@@ -430,7 +430,7 @@ def test_user_code_run_by_the_checks_cannot_change_what_is_moved(k: ModuleType, 
     z, x, _ = k.scale(z, x, Sneaky(3)).sync()  # and its fast path is warm
     target.append(x)
     error = tile.MovedError if theft == "partition" else tile.FreedError
-    with pytest.raises(error):
+    with pytest.raises(error, match=rf"(moved into \.partition\(\)|freed) at .*{THIS}:\d+"):
         k.scale(z, x, Sneaky(3))
     assert stolen
     assert not z.moved  # the failed call moved nothing

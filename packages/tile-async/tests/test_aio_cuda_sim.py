@@ -379,7 +379,9 @@ def test_a_cuda_graph_replays_only_on_a_cuda_stream_of_its_device(sim: SimDriver
     with pytest.raises(aio.ContextMismatchError, match="CUDA graph launch needs a CUDA stream of SimDevice"):
         graph.launch().sync_on(aio.HostStream())
     elsewhere, _ = context(sim, 1)
-    with pytest.raises(aio.ContextMismatchError):
+    with pytest.raises(
+        aio.ContextMismatchError, match=r"needs a CUDA stream of SimDevice\(0\).*schedule it with a policy"
+    ):
         graph.launch().sync_on(elsewhere)
     graph.close()
     graph.close()

@@ -226,10 +226,25 @@ def test_await_waits_through_the_waiter_thread(
     n = 1 << 20
     b_ones, acc = buffers(tc, ctx, np.ones(n, np.float32), np.zeros(n, np.float32))
 
-    async def main() -> None:
-        await pipeline(vec_add, acc, b_ones, 200, n).schedule(aio.SingleStream(ctx))
+    ticks = 0
 
-    run_bounded(main())
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def main() -> int:
+        beside = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        started = ticks
+        await pipeline(vec_add, acc, b_ones, 200, n).schedule(aio.SingleStream(ctx))
+        beside.cancel()
+        return ticks - started
+
+    # Bug caught: an await that blocks the event loop until the GPU finishes (no waiter thread) lets no other
+    # task run meanwhile; through the waiter thread the loop keeps ticking during the 200 launches.
+    assert run_bounded(main()) > 0
     np.testing.assert_array_equal(host(acc, n), np.full(n, 200, np.float32))
 
 

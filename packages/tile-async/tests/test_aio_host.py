@@ -55,7 +55,7 @@ def test_a_failure_skips_later_work_up_to_the_next_completion(stream: aio.HostSt
 def test_query_reports_and_clears_a_failure_once_idle() -> None:
     s = aio.HostStream()
     s.enqueue(fail)
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="host work failed"):  # the work's own exception, unchanged
         s.query()
     assert s.query()
 
@@ -94,7 +94,7 @@ def test_a_failure_travels_through_a_wait(worker: aio.HostStream) -> None:
     worker.enqueue(fail)
     other.wait(worker.record())
     other.enqueue(lambda: log.append("dependent work"))
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="host work failed"):  # the work's own exception, unchanged
         other.synchronize()
     assert log == []  # work that depended on the failed work did not run
 
@@ -166,8 +166,9 @@ def test_work_that_exits_does_not_kill_the_worker(worker: aio.HostStream) -> Non
         raise SystemExit(3)
 
     worker.enqueue(leave)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as info:
         worker.synchronize()
+    assert info.value.code == 3  # the exit code the work gave, unchanged
     log: list[int] = []
     worker.enqueue(functools.partial(log.append, 1))
     worker.synchronize()

@@ -167,7 +167,9 @@ def test_a_nested_sync_raises_instead_of_deadlocking(make: Callable[[], aio.Devi
 
 
 def test_a_nested_sync_in_worker_host_work_raises(worker: aio.HostStream) -> None:
-    with pytest.raises(aio.ExecutionLockError):
+    with pytest.raises(
+        aio.ExecutionLockError, match=r"\.sync\(\) was called while.*Return a DeviceOp from \.then\(\) instead"
+    ):
         aio.host_call(nested_sync).sync_on(worker)
     assert aio.value(3).sync_on(worker) == 3
 

@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from cuda.bindings import driver as cu
@@ -104,11 +106,11 @@ def test_pip_package_is_located_without_importing_cuda() -> None:
     assert out.strip() == "False"
 
 
-def test_pip_candidate_matches_the_installed_distribution() -> None:
+def test_pip_candidate_matches_the_installed_distribution(missing: Callable[[str, str], NoReturn]) -> None:
     try:
         dist = importlib.metadata.distribution("nvidia-cuda-tileiras")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("nvidia-cuda-tileiras is not installed")
+        missing("requires_tileiras", "nvidia-cuda-tileiras is not installed")  # fails under TILE_REQUIRE_TILEIRAS=1
     found = _tileiras._pip_candidate()
     assert found is not None
     assert found == (Path(str(dist.locate_file("nvidia/cu13/bin/tileiras"))), dist.version)

@@ -175,6 +175,8 @@ def test_building_without_a_writable_folder_does_not_lock(tmp_path: Path) -> Non
     store = DiskCache(blocker)
     with store.building("ab" * 32), store.building("ab" * 32):  # would deadlock if it locked
         pass
+    assert blocker.is_file(), "the file standing where the cache folder should be is left alone"
+    assert blocker.read_text() == ""
 
 
 def test_clear_removes_everything(store: DiskCache) -> None:

@@ -78,13 +78,6 @@ def test_corpus_matches_numpy_on_the_gpu(case: Any) -> None:
     stream.synchronize()
     for name, want in expected.items():
         got = buffers[name].to_numpy(arrays[name].dtype, arrays[name].shape)
-        np.testing.assert_allclose(
-            got.astype("float64"),
-            np.asarray(want).astype("float64"),
-            rtol=case.rtol,
-            atol=case.atol,
-            equal_nan=True,
-            err_msg=f"{case.name}: output '{name}' on {device.name}",
-        )
+        case.tol.assert_close(got, want, f"{case.name}: output '{name}' on {device.name}")
     for buffer in buffers.values():
         buffer.free()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +24,14 @@ from tile.compiler._typecheck import typecheck
 
 _counter = itertools.count()
 _DIR = Path(tempfile.mkdtemp(prefix="tile_diag_fuzz_"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_the_kernel_files() -> Iterator[None]:
+    """The generated kernel sources stay in _DIR while the module runs (diagnostics read them), then go."""
+    yield
+    shutil.rmtree(_DIR, ignore_errors=True)
+
 
 leaves = st.sampled_from(
     ["x", "v", "i", "2", "2.5", "True", "(1, 2)", "f32", "i32", "tile", "None", "'s'", "x.shape", "BM", "z"]

@@ -47,3 +47,13 @@ def test_abi_without_guards_reads_back_from_an_older_cache_entry() -> None:
     data = abi.to_json()
     del data["guards"]
     assert KernelABI.from_json(data) == abi
+
+
+def test_a_constant_index_guard_names_the_index() -> None:
+    """A constant bound is one past the largest index used. Mutant killed (scripts/mutation.py): the message
+    printing value + 1 (or value) instead of the index."""
+    guard = HostGuard(Bound("const", value=9), "x", (128, 64), 0, " at k.py:4:9")  # index 8, cdiv(1000, 128) = 8
+    assert not guard.holds(SHAPES, GRID)
+    message = guard.explain(SHAPES, GRID)
+    assert "the constant index is 8" in message
+    assert "x of shape (1000, 64) has only 8 tile(s) along dim 0" in message

@@ -203,10 +203,11 @@ def vadd(a, b, c, TILE: ct.Constant[int]):
 
 
 @pytest.mark.requires_tileiras
+@pytest.mark.requires_cutile
 def test_bytecode_exported_by_cutile_python_compiles_with_its_entry_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ct = pytest.importorskip("cuda.tile")
+    import cuda.tile as ct
     from cuda.tile.compilation import ArrayConstraint, CallingConvention, KernelSignature, export_kernel
 
     import tile.compiler as tc

@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import re
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +23,19 @@ from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
 from tile.compiler._spec import Target
 from tile.compiler._typecheck import typecheck
-
-interp = pytest.importorskip("tile.ir.interp")
+from tile.ir import interp  # a declared dependency (tile-ir[interp]): missing, it must fail, not skip
 
 ROWS, COLS, BM, BN = 32, 64, 16, 32
 _counter = itertools.count()
 _DIR = Path(tempfile.mkdtemp(prefix="tile_fuzz_"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_the_kernel_files() -> Iterator[None]:
+    """The generated kernel sources stay in _DIR while the module runs (diagnostics read them), then go."""
+    yield
+    shutil.rmtree(_DIR, ignore_errors=True)
+
 
 # (kernel text, numpy text) pairs; "x" is a (BM, BN) tile, "v" a (BN,) row that broadcasts.
 # Float constants only: an int constant alone (tile.where(c, 3, 3)) is an i32 tile, which the typing rules refuse to

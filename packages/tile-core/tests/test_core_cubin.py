@@ -6,7 +6,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -67,12 +67,12 @@ def test_empty_image_is_a_null_handle() -> None:
 
 
 @pytest.mark.requires_tileiras
-def test_fixture_abi_is_what_its_generator_documents() -> None:
+def test_fixture_abi_is_what_its_generator_documents(missing: Callable[[str, str], NoReturn]) -> None:
     found = tb.find_tileiras()
     assert found is not None
     disasm = found.path.with_name("tileirdisasm")
     if not disasm.exists():
-        pytest.skip("tileirdisasm is not installed beside tileiras")
+        missing("requires_tileiras", "tileirdisasm is not installed beside tileiras")
     fixture = Path(__file__).with_name("fixtures") / "vec_add.tileirbc"
     text = subprocess.run([str(disasm), str(fixture)], capture_output=True, text=True, check=True).stdout
     entry = re.search(r"entry @vec_add\((.*?)\)", text)

@@ -67,12 +67,12 @@ def test_launch_misuse_is_caught_first(vec_add: tc.Function, device: tc.Device) 
         tc.launch(vec_add, 0, 1, vec_args(x, x, x, 128), signature=SIGNATURE)
     closed = device.create_stream()
     closed.close()
-    with pytest.raises(tc.StreamClosedError):
+    with pytest.raises(tc.StreamClosedError, match="was closed: create a new Stream"):
         tc.launch(vec_add, 1, 1, vec_args(x, x, x, 128), signature=SIGNATURE, stream=closed)
     with pytest.raises(tb.CudaError, match="CUDA_ERROR_NOT_FOUND"):
         vec_add.module.function("no_such_kernel")
     x.free()
-    with pytest.raises(tc.UseAfterFreeError):
+    with pytest.raises(tc.UseAfterFreeError, match="was freed: allocate a new buffer"):
         tc.launch(vec_add, 1, 1, vec_args(x, x, x, 128), signature=SIGNATURE)
 
 

@@ -70,15 +70,17 @@ def test_async_copies_through_pinned_memory_and_events(device: tc.Device) -> Non
 
 def test_misuse_changes_nothing(device: tc.Device) -> None:
     buffer = tc.DeviceBuffer.from_host(np.arange(16, dtype=np.int32), device=device)
-    with pytest.raises(tc.OutOfBoundsError):
+    with pytest.raises(
+        tc.OutOfBoundsError, match=r"bytes \[40, 72\) fall outside the 64-byte buffer; check the offset"
+    ):
         buffer.copy_from(np.zeros(8, np.int32), offset=40)
-    with pytest.raises(tc.LayoutMismatchError):
+    with pytest.raises(tc.LayoutMismatchError, match="copy dtype mismatch: destination is int32, source float32"):
         buffer.view(np.int32).copy_from(np.zeros(16, np.float32))
     np.testing.assert_array_equal(buffer.to_numpy(np.int32), np.arange(16))
     buffer.free()
-    with pytest.raises(tc.DoubleFreeError):
+    with pytest.raises(tc.DoubleFreeError, match="was already freed: free each buffer once"):
         buffer.free()
-    with pytest.raises(tc.UseAfterFreeError):
+    with pytest.raises(tc.UseAfterFreeError, match="was freed: allocate a new buffer"):
         buffer.to_numpy()
 
 
@@ -102,14 +104,22 @@ def test_buffers_work_from_other_threads(device: tc.Device) -> None:
 
 
 def test_free_waits_for_uses_on_other_streams(device: tc.Device) -> None:
+    """Bug caught: a free that does not wait for the copy still running on `other` returns its memory to the pool,
+    the next allocation reuses it and is filled, and the late copy then overwrites the new buffer with ones."""
     other = device.create_stream()
     buffer = tc.DeviceBuffer.allocate(64 << 20, device=device)
     source = tc.DeviceBuffer.allocate(64 << 20, device=device)
     source.fill(1)
+    device.synchronize()
     buffer.copy_from(source, stream=other, sync=False)
     buffer.free()  # ordered after the copy on `other`
+    reused = tc.DeviceBuffer.allocate(64 << 20, device=device)  # stream-ordered after the free: may be the same bytes
+    reused.fill(2)
     other.synchronize()
     device.synchronize()
+    values = reused.to_numpy(np.uint8)
+    assert (values == 2).all(), f"{int((values != 2).sum())} bytes were written after their buffer was freed"
+    reused.free()
     source.free()
     other.close()
 

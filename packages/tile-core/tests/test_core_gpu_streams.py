@@ -24,7 +24,7 @@ def test_stream_lifecycle(device: tc.Device) -> None:
     assert stream.closed
     with pytest.raises(tc.StreamClosedError, match="was closed"):
         stream.synchronize()
-    with pytest.raises(tc.StreamClosedError):
+    with pytest.raises(tc.StreamClosedError, match="was closed: create a new Stream"):
         tc.DeviceBuffer.allocate(16, device=device, stream=stream)
 
 
@@ -38,7 +38,7 @@ def test_priorities_within_the_device_range(device: tc.Device) -> None:
 
 def test_default_stream_is_protected(device: tc.Device) -> None:
     assert device.default_stream is device.default_stream
-    with pytest.raises(tc.StateError):
+    with pytest.raises(tc.StateError, match="is the device's default stream and lives as long as the process"):
         device.default_stream.close()
 
 

@@ -43,6 +43,7 @@ class SimDriver:
         self.devices = devices
         self.stream_devices: dict[int, int] = {}
         self.log: list[tuple[Any, ...]] = []
+        self.recorded_at: dict[int, int] = {}  # event -> its position in the log (a clock: 0.5 ms per entry)
         self.device_mem: dict[int, np.ndarray] = {}
         self.host_mem: dict[int, np.ndarray] = {}
         self.capturing: set[int] = set()
@@ -221,6 +222,7 @@ class SimDriver:
 
     def cuEventRecord(self, event: Any, stream: Any) -> tuple[Any]:
         self.log.append(("record", int(event), int(stream)))
+        self.recorded_at[int(event)] = len(self.log)
         return (OK,)
 
     def cuEventQuery(self, event: Any) -> tuple[Any]:
@@ -241,7 +243,7 @@ class SimDriver:
         return OK, previous
 
     def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[Any, float]:
-        return OK, 1.5
+        return OK, 0.5 * (self.recorded_at[int(end)] - self.recorded_at[int(start)])
 
     def cuEventDestroy(self, event: Any) -> tuple[Any]:
         return (OK,)
@@ -369,7 +371,7 @@ def test_each_allocation_is_freed_exactly_once(sim: SimDriver) -> None:
         pass
     dropped = tc.DeviceBuffer.allocate(64)
     explicit.free()
-    with pytest.raises(tc.DoubleFreeError):
+    with pytest.raises(tc.DoubleFreeError, match="was already freed: free each buffer once"):
         explicit.free()
     assert scoped.closed
     del dropped, explicit, scoped
@@ -419,7 +421,7 @@ def test_closed_home_stream_hands_frees_to_the_default_stream(sim: SimDriver) ->
     buffer.free()
     default = tc.Device(0).default_stream.handle
     assert sim.log.index(("wait", default, final.handle)) < sim.log.index(("free", buffer._ptr, default))
-    with pytest.raises(tc.StreamClosedError):
+    with pytest.raises(tc.StreamClosedError, match="was closed: create a new Stream"):
         stream.query()
 
 
@@ -508,7 +510,9 @@ def test_streams_events_and_borrowing(sim: SimDriver) -> None:
     start, end = tc.Event(timing=True), tc.Event(timing=True)
     stream.record(start)
     stream.record(end)
-    assert end.elapsed_ms(start) == 1.5
+    # the driver is asked for (start, end) in that order: end - start, positive (swapped arguments give -0.5)
+    assert end.elapsed_ms(start) == 0.5
+    assert start.elapsed_ms(end) == -0.5
     with pytest.raises(tc.StateError, match="never recorded"):
         tc.Event(timing=True).elapsed_ms(start)
     borrowed = tc.Stream.borrow(stream.handle)
@@ -642,3 +646,16 @@ def test_owning_handles_refuse_copies_and_pickling(sim: SimDriver) -> None:
     assert copy.deepcopy(tc.Device(0)) is tc.Device(0)
     buffer.free()
     assert len(sim.kinds("free")) == 1
+
+
+def test_a_freed_buffer_refuses_new_uses_and_one_byte_is_a_size(sim: SimDriver) -> None:
+    """Mutants killed (found by scripts/mutation.py): record_use not raising after the free (foreign work would be
+    ordered against memory the pool already hands out again), allocation refusing 1 byte (the <= 0 check at <= 1)."""
+    stream = tc.Stream()
+    buffer = tc.DeviceBuffer.allocate(1)
+    assert buffer.nbytes == 1
+    buffer.record_use(stream)
+    buffer.free()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed: it cannot be used on"):
+        buffer.record_use(stream)
+    stream.close()

@@ -66,11 +66,15 @@ def test_views_and_edge_tiles(k: ModuleType) -> None:
 def test_ownership_errors_on_device_memory(k: ModuleType) -> None:
     x, y, z = tile.ones(f32, [N]), tile.ones(f32, [N]), _poisoned(N)
     k.add(z, x, y).sync()
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(
+        tile.MovedError, match=r"moved into the launch of add at .*test_frontend_gpu\.py:\d+; use the handles"
+    ):
         x.to_numpy()
     t = tile.zeros(f32, [N])
     view = t[5:10]
-    with pytest.raises(tile.BorrowError):
+    with pytest.raises(
+        tile.BorrowError, match=r"cannot partition .* \(at .*test_frontend_gpu\.py:\d+\): that needs exclusive memory"
+    ):
         t.partition([1024])
     del view
     t.partition([1024])
@@ -95,8 +99,12 @@ def test_free_while_pending_is_stream_ordered(k: ModuleType) -> None:
     other = x[:]
     op = k.add(_poisoned(N), x, tile.ones(f32, [N]))
     other.free()
+    # Bug caught: a free not ordered after the pending launch hands x's memory to this allocation, whose fill
+    # the launch would then read (z != 4), or the launch's late read would race the fill.
+    reused = tile.full(f32, [N], 100.0)
     z, _, _ = op.sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 4.0, np.float32))
+    np.testing.assert_array_equal(reused.to_numpy(), np.full(N, 100.0, np.float32))
 
 
 def test_await_and_graph(k: ModuleType) -> None:
@@ -162,7 +170,9 @@ def test_foreign_framework_memory(k: ModuleType, library: str) -> None:
         lib.cuda.runtime.deviceSynchronize()
     z = tile.from_dlpack(out)
     alias = tile.from_dlpack(out[N // 2 :])
-    with pytest.raises(tile.BorrowError):
+    with pytest.raises(
+        tile.BorrowError, match=r"cannot partition .* \(at .*test_frontend_gpu\.py:\d+\): that needs exclusive memory"
+    ):
         z.partition([1024])
     del alias
     k.add(z.partition([1024]), tile.ones(f32, [N]), tile.full(f32, [N], 2.0)).sync()

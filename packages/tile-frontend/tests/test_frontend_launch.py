@@ -124,7 +124,10 @@ def test_explicit_grid_for_a_kernel_without_outputs(k: ModuleType) -> None:
 
 def test_launch_grid_builder_checks_the_outputs(k: ModuleType) -> None:
     op = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
-    with pytest.raises(tile.GridError):
+    with pytest.raises(
+        tile.GridError,
+        match=r"\.grid\(\[3, 1, 1\]\) at .*test_frontend_launch\.py:\d+ comes after the launch was checked",
+    ):
         op.grid((3,))
     assert op.grid((8, 1, 1)).launch_grid == (8, 1, 1)
     op.sync()

@@ -67,7 +67,9 @@ def test_a_moved_handle_on_a_known_layout_is_still_a_moved_error(k: ModuleType) 
         k.add(z, x, y)
     z, x, y = op.sync()
     x.free()
-    with pytest.raises(tile.FreedError):
+    with pytest.raises(
+        tile.FreedError, match=r"freed at .*test_frontend_plan\.py:\d+; keep the tensor .* or make a new one"
+    ):
         k.add(z, x, y)
 
 
@@ -121,7 +123,9 @@ def test_the_last_plan_refuses_what_its_key_would_not_match(k: ModuleType) -> No
     longer = tile.ones(f32, [2 * N])  # another layout of the same classes
     z2, _, _ = k.add(tile.zeros(f32, [2 * N]).partition([128]), longer, tile.full(f32, [2 * N], 2.0)).sync()
     np.testing.assert_array_equal(z2.unpartition().to_numpy(), np.full(2 * N, 3.0, np.float32))
-    with pytest.raises(tile.GridError):  # a clone with an explicit grid re-checks it (the outputs give 8 blocks)
+    with pytest.raises(
+        tile.GridError, match=r"explicit grid \[4, 1, 1\] differs.*drop \.grid\(\.\.\.\)"
+    ):  # a clone with an explicit grid re-checks it (the outputs give 8 blocks)
         k.add.grid((4, 1, 1))(z, x, y)
     z, x, y = k.add(z, x, y).sync()
     assert not z.moved
@@ -132,7 +136,7 @@ def test_the_last_plan_refuses_what_its_key_would_not_match(k: ModuleType) -> No
 def test_the_last_plan_rechecks_scalars_consts_and_keywords(k: ModuleType) -> None:
     z, x, n = _warm(k.scale_int, tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), 3)
     z, x, n = k.scale_int(z, x, 4).sync()
-    with pytest.raises(tile.ArgumentError):
+    with pytest.raises(tile.ArgumentError, match=r"argument 'n' of scale_int\(\) is a i32 scalar, got float 2\.5"):
         k.scale_int(z, x, 2.5)  # another scalar class: the full path reports it
     with pytest.raises(tile.ArgumentError, match="does not fit in i32"):
         k.scale_int(z, x, -(2**40))

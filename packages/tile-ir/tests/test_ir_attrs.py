@@ -39,7 +39,7 @@ def test_from_values_packs_i1_and_orders_row_major() -> None:
 
 
 def test_constants_need_number_elements() -> None:
-    with pytest.raises(IRTypeError):
+    with pytest.raises(IRTypeError, match="constants need a number element type, got ptr<f32>"):
         DenseElementsAttr.splat(scalar(ptr(f32)), 0)
 
 

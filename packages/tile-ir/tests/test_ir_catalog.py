@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tile.ir import SUPPORTED_VERSIONS, V13_1, V13_2, V13_3, V13_4, V13_5, Version
+from tile.ir import SUPPORTED_VERSIONS, V13_1, V13_2, V13_3, V13_4, V13_5, VerifyError, Version
 from tile.ir.ops import BY_OPCODE, CATALOG, AttrKind, OperandKind, OperandLayout, lookup
 
 # opcodes NVIDIA assigns to module/entry/global: encoded as sections, not ops
@@ -53,7 +53,7 @@ def test_entry_is_consistent(name: str) -> None:
 
 
 def test_lookup_unknown_op() -> None:
-    with pytest.raises(ValueError, match="unknown Tile IR op 'frobnicate'"):
+    with pytest.raises(VerifyError, match=r"unknown Tile IR op 'frobnicate'; see tile\.ir\.ops\.CATALOG"):
         lookup("frobnicate")
 
 

@@ -9,7 +9,6 @@ per-example alarm turns a hang into a failure.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
 from collections.abc import Iterator
@@ -68,8 +67,16 @@ def _no_hang(seconds: float = 5.0) -> Iterator[None]:
 
 
 def _read(data: bytes) -> None:
-    with _no_hang(), contextlib.suppress(BytecodeError):
-        read_bytecode(data)
+    """Read `data`: it decodes, or fails with a BytecodeError whose offset lies inside the input (any other
+    exception, a hang, or an error pointing past the input fails the test)."""
+    with _no_hang():
+        try:
+            read_bytecode(data)
+        except BytecodeError as err:
+            offset, message = err.offset, str(err)
+        else:
+            return
+    assert 0 <= offset <= len(data), f"{message} points outside the {len(data)}-byte input"
 
 
 def _sections(data: bytes) -> list[bytes]:

@@ -6,88 +6,21 @@ stores the result, so the same path (views, loads, stores) a compiled kernel tak
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
-import numpy.typing as npt
 import pytest
 
-from tile.ir import (
-    Builder,
-    FloatAttr,
-    Function,
-    FunctionType,
-    IntegerAttr,
-    Module,
-    PartitionViewType,
-    ScalarType,
-    TensorViewType,
-    Value,
-    bf16,
-    f16,
-    f32,
-    f64,
-    i1,
-    i8,
-    i16,
-    i32,
-    i64,
-    interp,
-    ptr,
-    scalar,
-    tile,
-)
+from tile.ir import Builder, FloatAttr, IntegerAttr, Value, f32, i32, tile
 
-Arr = npt.NDArray[Any]
-I32 = scalar(i32)
-_TYPES: dict[Any, ScalarType] = {
-    np.dtype(np.float32): f32, np.dtype(np.float16): f16, np.dtype(ml_dtypes.bfloat16): bf16,
-    np.dtype(np.float64): f64, np.dtype(np.int8): i8, np.dtype(np.int16): i16, np.dtype(np.int32): i32,
-    np.dtype(np.int64): i64, np.dtype(np.bool_): i1,
-}  # fmt: skip
+# helpers_ir_* modules live beside the tests; --import-mode=importlib does not put this folder on sys.path
+sys.path.insert(0, str(Path(__file__).parent))
 
-
-def run_ops(build: Callable[[Builder, list[Value]], Value], inputs: Sequence[Arr], out: Arr) -> Arr:
-    """Load each input whole, store ``build(builder, tiles)`` into `out` (grid 1); return `out`."""
-    arrays = [*inputs, out]
-    types: list[Any] = []
-    for a in arrays:
-        types += [scalar(ptr(_TYPES[a.dtype]))] + [I32] * (2 * a.ndim)
-    fn = Function("k", FunctionType(tuple(types)))
-    b = Builder(fn.body)
-    views, k = [], 0
-    for a in arrays:
-        p = fn.params[k : k + 1 + 2 * a.ndim]
-        k += 1 + 2 * a.ndim
-        tv_t = TensorViewType(_TYPES[a.dtype], (None,) * a.ndim, (None,) * a.ndim)
-        tv = b.call("make_tensor_view", p[0], p[1 : 1 + a.ndim], p[1 + a.ndim :], result_type=tv_t).results[0]
-        views.append(b.make_partition_view(tv, result_type=PartitionViewType(a.shape, tv_t, tuple(range(a.ndim)))))
-    zero = b.constant(0, I32)
-    tiles = [b.load_view_tko(v, [zero] * a.ndim)[0] for v, a in zip(views, inputs, strict=False)]
-    b.call("store_view_tko", build(b, tiles), views[-1], [zero] * out.ndim)
-    b.return_()
-    args: list[Any] = []
-    for a in arrays:
-        args += [a, *a.shape, *(s // a.itemsize for s in a.strides)]
-    interp.launch(Module([fn]), 1, args)
-    return out
-
-
-def binary(name: str, a: Arr, b: Arr, out_dtype: Any = None, **attrs: Any) -> Arr:
-    out = np.zeros(a.shape, out_dtype or a.dtype)
-    return run_ops(lambda bb, t: getattr(bb, name)(t[0], t[1], **attrs), [a, b], out)
-
-
-def unary(name: str, a: Arr, out_dtype: Any = None, **attrs: Any) -> Arr:
-    out = np.zeros(a.shape, out_dtype or a.dtype)
-    elem = _TYPES[np.dtype(out.dtype)]
-    kw = dict(attrs)
-    if out_dtype is not None:
-        kw["result_type"] = tile(a.shape, elem)
-    return run_ops(lambda bb, t: getattr(bb, name)(t[0], **kw), [a], out)
-
+from helpers_ir_interp_ops import I32, TYPES, Arr, binary, run_ops, unary
 
 F = np.array([1.5, -2.25, 0.0, -0.0, 3.0, 1e-3, 7.5, -100.0], np.float32)
 G = np.array([0.5, 4.0, -0.0, 0.0, -3.0, 2.0, np.nan, 8.0], np.float32)
@@ -252,7 +185,7 @@ def _sum_body(b: Builder, red: Any, op: str = "addf") -> None:
 def test_reduce_sum_fast_and_generic_paths(dtype: Any, dim: int) -> None:
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(dtype)
     shape = (8,) if dim == 0 else (4,)
-    elem = _TYPES[np.dtype(dtype)]
+    elem = TYPES[np.dtype(dtype)]
 
     def build(b: Builder, t: list[Value]) -> Value:
         with b.reduce([t[0]], dim, [FloatAttr.of(elem, 0.0)]) as red:
@@ -283,7 +216,7 @@ def test_two_operand_reduce_computes_argmax() -> None:
 @pytest.mark.parametrize(("dtype", "reverse"), [(np.float32, False), (np.float32, True), (np.float16, False)])
 def test_scan_is_an_inclusive_prefix(dtype: Any, reverse: bool) -> None:
     x = np.arange(1, 9, dtype=dtype)
-    elem = _TYPES[np.dtype(dtype)]
+    elem = TYPES[np.dtype(dtype)]
 
     def build(b: Builder, t: list[Value]) -> Value:
         with b.scan([t[0]], 0, [FloatAttr.of(elem, 0.0)], reverse=reverse) as sc:

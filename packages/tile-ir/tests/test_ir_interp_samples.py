@@ -29,8 +29,11 @@ def test_the_interpreter_covers_the_whole_catalog() -> None:
 
 @pytest.mark.parametrize("name", sorted(set(CATALOG) - {"assume"}))
 def test_sample_kernel_runs(name: str) -> None:
+    """Each sample runs; the samples only store back what they loaded, so the f32 buffer keeps its values (the
+    ops' results are checked in test_ir_interp_ops*.py, see test_ir_interp_op_registry.py)."""
     x, xi = np.arange(64, dtype=np.float32), np.arange(64, dtype=np.int32)
     interp.launch(build_sample(name, LATEST), 1, [x, 16, xi], stdout=io.StringIO())
+    assert x.tolist() == list(range(64))
 
 
 def test_sample_assume_is_checked() -> None:
@@ -41,11 +44,12 @@ def test_sample_assume_is_checked() -> None:
 
 
 def _corpus() -> list[Any]:
-    """The corpus entries, or none when cuTile Python (a test dependency) is missing."""
+    """The corpus entries; without cuTile Python (a test dependency) one placeholder that the requires_cutile
+    marker skips, or fails under TILE_REQUIRE_CUTILE=1, instead of the 44 cases silently vanishing."""
     try:
         from cutile_corpus.kernels import CORPUS
     except ImportError:
-        return []
+        return [pytest.param(None, id="cutile-missing")]
     return list(CORPUS)
 
 
@@ -63,6 +67,7 @@ def _argument(param: Any, name: str, rng: np.random.Generator) -> list[Any]:
     return [array, *array.shape, *(s // array.itemsize for s in array.strides)]
 
 
+@pytest.mark.requires_cutile
 @pytest.mark.parametrize("entry", _corpus(), ids=lambda e: e.name)
 def test_cutile_corpus_kernel_runs(entry: Any) -> None:
     from cutile_corpus.kernels import export
@@ -70,7 +75,12 @@ def test_cutile_corpus_kernel_runs(entry: Any) -> None:
     module = read_bytecode(export(entry, entry.versions[0]))
     rng = np.random.default_rng(0)
     args = [v for p in entry.params if hasattr(p, "dtype") for v in _argument(p, entry.name, rng)]
-    interp.launch(module, (1, 1, 1), args, stdout=io.StringIO())
+    before = [a.copy() for a in args if isinstance(a, np.ndarray)]
+    stdout = io.StringIO()
+    interp.launch(module, (1, 1, 1), args, stdout=stdout)
+    after = [a for a in args if isinstance(a, np.ndarray)]
+    wrote = any(not np.array_equal(b, a, equal_nan=True) for b, a in zip(before, after, strict=True))
+    assert wrote or stdout.getvalue(), f"{entry.name} ran but wrote and printed nothing"
 
 
 def _corpus_module(name: str) -> Any:
@@ -87,10 +97,10 @@ def _abi(*values: Any) -> list[Any]:
     return out
 
 
+@pytest.mark.requires_cutile
 @pytest.mark.parametrize(("name", "causal"), [("attention", False), ("attention_causal", True)])
 def test_cutile_corpus_attention_matches_numpy(name: str, causal: bool) -> None:
     """Flash attention with base-2 softmax (exp2, no log2(e) factor), online rescaling and an f16 P @ V."""
-    pytest.importorskip("cuda.tile")
     rng = np.random.default_rng(1)
     heads, seq, dim = 2, 128, 64
     q, k, v = (rng.standard_normal((heads, seq, dim)).astype(np.float16) for _ in range(3))
@@ -102,11 +112,18 @@ def test_cutile_corpus_attention_matches_numpy(name: str, causal: bool) -> None:
         s = np.where(np.tril(np.ones((seq, seq), bool)), s, -np.inf)
     p = np.exp2(s - s.max(axis=-1, keepdims=True))
     expect = np.einsum("hqk,hkd->hqd", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))
-    np.testing.assert_allclose(out.astype(np.float64), expect, rtol=2e-2, atol=5e-3)
+    # The corpus tolerance rule (tile-compiler tests, corpus/tc_tol.py): an f16 output and an f16 P, f32 sums over
+    # `seq` keys, C = 16. A 10% scaling of the output fails it (rtol 2e-2 and atol 5e-3 let it pass).
+    u16, u32 = 2.0**-11, 2.0**-24
+    rms = float(np.sqrt(np.mean(expect**2)))
+    atol = 16 * rms * (2 * u16 + np.sqrt(seq) * u32)
+    np.testing.assert_allclose(out.astype(np.float64), expect, rtol=16 * u16, atol=atol)
+    with pytest.raises(AssertionError, match="Mismatched elements"):
+        np.testing.assert_allclose((out * np.float16(1.1)).astype(np.float64), expect, rtol=16 * u16, atol=atol)
 
 
+@pytest.mark.requires_cutile
 def test_cutile_corpus_layernorm_matches_numpy() -> None:
-    pytest.importorskip("cuda.tile")
     rng = np.random.default_rng(2)
     x = rng.standard_normal((8, 1024)).astype(np.float32)
     w, bias = rng.standard_normal(1024).astype(np.float32), rng.standard_normal(1024).astype(np.float32)

@@ -117,7 +117,7 @@ def test_bytecode_error_is_a_value_error_and_pickles() -> None:
 
 def test_read_version() -> None:
     assert read_version(VALID[0]) == V13_4
-    with pytest.raises(BytecodeError):
+    with pytest.raises(BytecodeError, match=r"at offset 0: .*bad magic number"):
         read_version(b"\x7fTileIR")
 
 

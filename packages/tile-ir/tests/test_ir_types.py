@@ -122,9 +122,16 @@ def test_small_float_encodings(t: object, value: float, bits: int) -> None:
     assert attr.value == value
 
 
-@pytest.mark.parametrize(("t", "value"), [(f8E4M3FN, math.inf), (f8E4M3FN, 1000.0), (f4E2M1FN, math.nan)])
-def test_unrepresentable_floats_are_rejected(t: object, value: float) -> None:
-    with pytest.raises(IRTypeError):
+@pytest.mark.parametrize(
+    ("t", "value", "why"),
+    [
+        (f8E4M3FN, math.inf, "f8E4M3FN has no infinity"),
+        (f8E4M3FN, 1000.0, "1000.0 is outside the finite range of f8E4M3FN"),
+        (f4E2M1FN, math.nan, "f4E2M1FN has no NaN"),
+    ],
+)
+def test_unrepresentable_floats_are_rejected(t: object, value: float, why: str) -> None:
+    with pytest.raises(IRTypeError, match=why):
         FloatAttr.of(t, value)  # type: ignore[arg-type]  # parametrized values are ScalarTypes
 
 

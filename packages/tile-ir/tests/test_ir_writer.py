@@ -26,6 +26,7 @@ from tile.ir import (
     SymbolVisibility,
     TensorViewType,
     UnsupportedVersionError,
+    VerifyError,
     f16,
     f32,
     f64,
@@ -144,7 +145,7 @@ def _with_private_global() -> Module:
 def test_duplicate_function_names_are_refused() -> None:
     module = _kernel()
     module.functions.append(module.functions[0])
-    with pytest.raises(ValueError, match="unique"):
+    with pytest.raises(VerifyError, match="function names must be unique and non-empty; got 'k' twice"):
         write_bytecode(module, V13_3)
 
 

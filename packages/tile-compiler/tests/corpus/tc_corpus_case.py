@@ -3,7 +3,8 @@
 A `Case` is consumed by the compiler tests (lower, verify, bytecode, tileiras), the interpreter helper and the GPU
 tier. ``inputs(rng)`` returns every argument by parameter name: numpy arrays for tensors (outputs hold their
 initial contents), Python numbers for scalars; ``reference(args)`` returns the expected final contents of every
-output, by name. Const values and const generics are in ``consts``. ``grid`` is given only for kernels without a
+output, by name; ``tol`` says which rounding separates them (`tc_tol`). Const values and const generics are in
+``consts``. ``grid`` is given only for kernels without a
 ``Mut`` output (unchecked kernels writing through pointers); otherwise the grid is the first output's tile grid.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from tc_tol import Tol
 
 from tile.compiler import CompileOptions
 
@@ -32,8 +34,7 @@ class Case:
     inputs: Callable[[np.random.Generator], Args] | None = None
     reference: Callable[[Args], dict[str, np.ndarray]] | None = None
     archs: tuple[str, ...] = ALL_ARCHS
-    rtol: float = 1e-5
-    atol: float = 1e-5
+    tol: Tol = field(default_factory=Tol)
     contiguous: bool = True
     grid: Callable[[Args], tuple[int, ...]] | None = None
     hints: Mapping[str, Any] = field(default_factory=dict)  # more CompileOptions fields (math modes, entry hints)

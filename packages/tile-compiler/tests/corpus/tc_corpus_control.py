@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Const, Mut, Tensor, f32, i32
@@ -145,16 +146,14 @@ CASES = [
         TILES,
         lambda r: {"x": rand(r, (R, C), lo=0, hi=1), "z": poison((R,)), "limit": 40.0},
         lambda a: {"z": _tiles_until(a, 16, 32, 40.0, lambda j: True)},
-        rtol=1e-4,
-        atol=1e-4,
+        tol=Tol(k=C),
     ),
     Case(
         for_continue,
         TILES,
         lambda r: {"x": rand(r, (R, C)), "z": poison((R,))},
         lambda a: {"z": _tiles_until(a, 16, 32, None, lambda j: j % 2 == 0)},
-        rtol=1e-4,
-        atol=1e-4,
+        tol=Tol(k=C),
     ),
     Case(early_return, {"B": 128}, lambda r: {"x": rand(r, (N,)), "z": poison((N,)), "active": 5}, _early_ref),
     Case(
@@ -168,15 +167,14 @@ CASES = [
         TILES,
         lambda r: {"x": rand(r, (R, C)), "z": poison((R,))},
         lambda a: {"z": _tiles_until(a, 16, 32, None, lambda j: j % 2 == 1)},
-        rtol=1e-4,
-        atol=1e-4,
+        tol=Tol(k=C),
     ),
     Case(
         nested_loops,
         {"B": 128},
         lambda r: {"x": rand(r, (N,)), "z": poison((N,)), "reps": 3},
         lambda a: {"z": a["x"] * 30},
-        rtol=1e-5,
+        tol=Tol(k=30),
     ),
     Case(while_with_break, {"B": 128}, lambda r: {**_i(r), "cap": 10}, lambda a: {"z": a["x"] * 0 + 55}),
 ]

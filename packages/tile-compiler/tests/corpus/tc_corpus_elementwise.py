@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Mut, Tensor, f16, f32, i32
@@ -137,10 +138,10 @@ def _fma_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 CASES = [
     Case(nan_guard, {"B": 128}, _nan_inputs, _nan_ref),
-    Case(math_misc, {"B": 128}, lambda r: _f(r, "x", "y"), _math_ref, rtol=1e-4, atol=1e-4),
+    Case(math_misc, {"B": 128}, lambda r: _f(r, "x", "y"), _math_ref, tol=Tol(rounded="approx")),
     Case(add, {"B": 128}, lambda r: _f(r, "x", "y"), lambda a: {"z": a["x"] + a["y"]}),
     Case(axpy, {"B": 256}, lambda r: {**_f(r, "x", "y"), "a": 1.5}, lambda a: {"z": a["a"] * a["x"] + a["y"]}),
-    Case(unary_math, {"B": 128}, lambda r: _f(r, "x"), _unary_ref, rtol=1e-4, atol=1e-4),
+    Case(unary_math, {"B": 128}, lambda r: _f(r, "x"), _unary_ref, tol=Tol(rounded="approx")),
     Case(relu6, {"B": 128}, lambda r: _f(r, "x", lo=-8, hi=8), lambda a: {"z": np.clip(a["x"], 0, 6)}),
     Case(leaky_select, {"B": 64}, lambda r: _f(r, "x"), lambda a: {"z": np.where(a["x"] > 0, a["x"], a["x"] / 8)}),
     Case(
@@ -157,7 +158,7 @@ CASES = [
         lambda r: {"x": rand(r, N2), "b": rand(r, (N2[1],)), "z": poison(N2)},
         lambda a: {"z": a["x"] + a["b"][None, :]},
     ),
-    Case(fma_pow, {"B": 128}, lambda r: _f(r, "x", "y"), _fma_ref, rtol=1e-4, atol=1e-4),
+    Case(fma_pow, {"B": 128}, lambda r: _f(r, "x", "y"), _fma_ref, tol=Tol(rounded="approx")),
     Case(
         scalar_mix,
         {"B": 128},

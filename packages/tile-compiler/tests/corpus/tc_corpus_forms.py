@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Const, Mut, Tensor, bf16, f16, f32, i32
@@ -147,32 +148,26 @@ CASES = [
             "run": poison((64, 64), "int32"),
         },
         _reduce_pairs_ref,
-        rtol=0,
-        atol=0,
     ),
     Case(
         tuple_carried,
         {"BM": 16, "BN": 32},
         lambda r: {"x": rand(r, (128, 256)), "best": poison((128,)), "where": poison((128,), "int32")},
         _tuple_carried_ref,
-        rtol=0,
-        atol=0,
     ),
     Case(
         batch_broadcast_matmul,
         {"BB": 2, "F": 16, "X": 32},
         lambda r: {"w": rand(r, (16, 16), "float16"), "x": rand(r, (4, 16, 32), "float16"), "z": poison((4, 16, 32))},
         lambda a: {"z": 2 * np.matmul(a["w"].astype("float64"), a["x"].astype("float64")) + 1.0},
-        rtol=2e-2,
-        atol=2e-2,
+        tol=Tol(k=16, rounded="float16"),
     ),
     Case(
         dtype_dispatch,
         {"B": 128},
         lambda r: {"x": rand(r, (N,), "float16"), "z": poison((N,))},
         lambda a: {"z": a["x"].astype("float64") + 1.0},
-        rtol=1e-3,
-        atol=1e-3,
+        tol=Tol(),
     ),
     Case(
         spin_lock_sum,
@@ -184,7 +179,6 @@ CASES = [
         },
         lambda a: {"lock": np.zeros(1, "int32"), "total": np.array([a["x"].astype("float64").sum()])},
         grid=lambda a: (N // 128,),
-        rtol=1e-4,
-        atol=1e-4,
+        tol=Tol(k=N),
     ),
 ]

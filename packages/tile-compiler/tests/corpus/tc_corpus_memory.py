@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Const, Mut, Tensor, f32, i32
@@ -136,6 +137,6 @@ CASES = [
         {"B": 128},
         lambda r: {"x": rand(r, (N,)), "z": rand(r, (N,)), "rounds": 3},
         lambda a: {"z": a["z"] + 3 * a["x"]},
-        rtol=1e-5,
+        tol=Tol(k=3),
     ),
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Const, Mut, Tensor, bf16, f8e4m3fn, f16, f32, i8, i32, tf32
@@ -213,15 +214,15 @@ def _cab_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 T = {"BM": 64, "BN": 64, "BK": 32}
-LOOSE = {"rtol": 2e-2, "atol": 2e-2}
+TOL_GEMM = Tol(k=K)  # f32 accumulator over K
 CASES = [
-    Case(gemm, T, _mk("float16"), _ref, **LOOSE),
-    Case(gemm_f16_out, T, _mk("float16", "float16"), lambda a: _ref(a, "float16"), **LOOSE),
-    Case(gemm_bf16, T, _mk("bfloat16"), _ref, **LOOSE),
-    Case(gemm_tf32, T, _mk("float32"), _ref, **LOOSE),
-    Case(gemm_int8, T, _mk("int8", "int32"), lambda a: _ref(a, "int32"), rtol=0, atol=0),
-    Case(gemm_f8, T, _mk("float8_e4m3fn"), _ref, archs=("sm_90", "sm_100"), rtol=5e-2, atol=5e-1),
-    Case(matmul_operator, {"BM": 32, "BN": 64, "K": K}, _mk("float16"), _ref, rtol=5e-2, atol=5e-1),
+    Case(gemm, T, _mk("float16"), _ref, tol=TOL_GEMM),
+    Case(gemm_f16_out, T, _mk("float16", "float16"), lambda a: _ref(a, "float16"), tol=TOL_GEMM),
+    Case(gemm_bf16, T, _mk("bfloat16"), _ref, tol=TOL_GEMM),
+    Case(gemm_tf32, T, _mk("float32"), _ref, tol=Tol(k=K, rounded="tf32")),  # operands rounded to tf32
+    Case(gemm_int8, T, _mk("int8", "int32"), lambda a: _ref(a, "int32")),
+    Case(gemm_f8, T, _mk("float8_e4m3fn"), _ref, archs=("sm_90", "sm_100"), tol=Tol(acc="fp8_mma", k=K)),
+    Case(matmul_operator, {"BM": 32, "BN": 64, "K": K}, _mk("float16"), _ref, tol=Tol(k=K, rounded="float16")),
     Case(
         batched_gemm,
         {"BM": 32, "BN": 32, "K": 64},
@@ -231,17 +232,17 @@ CASES = [
             "z": poison((2, 64, 64)),
         },
         lambda a: {"z": a["x"].astype("float64") @ a["y"].astype("float64")},
-        **LOOSE,
+        tol=Tol(k=64),
     ),
-    Case(gemm_swizzled, {**T, "GROUP": 2}, _xyz, _ref, **LOOSE),
-    Case(gemm_persistent, T, _xyz, _ref, grid=lambda a: (2, 2), **LOOSE),
+    Case(gemm_swizzled, {**T, "GROUP": 2}, _xyz, _ref, tol=TOL_GEMM),
+    Case(gemm_persistent, T, _xyz, _ref, grid=lambda a: (2, 2), tol=TOL_GEMM),
     Case(
         gemm_swizzled_scatter,
         {**T, "GROUP": 4},
         _cab,
         _cab_ref,
         grid=lambda a: (-(-a["c"].shape[0] // 64) * -(-a["c"].shape[1] // 64),),
-        **LOOSE,
+        tol=TOL_GEMM,
     ),
-    Case(gemm_persistent_scatter, T, _cab, _cab_ref, grid=lambda a: (5,), **LOOSE),
+    Case(gemm_persistent_scatter, T, _cab, _cab_ref, grid=lambda a: (5,), tol=TOL_GEMM),
 ]

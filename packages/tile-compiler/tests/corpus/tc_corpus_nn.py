@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Const, Mut, Tensor, f16, f32
@@ -149,22 +150,20 @@ def _rows(rng: np.random.Generator, **extra: object) -> dict[str, object]:
 
 G = {"BM": 4, "N": COLS}
 CASES = [
-    Case(softmax, G, _rows, _softmax_ref),
+    Case(softmax, G, _rows, _softmax_ref, tol=Tol(k=COLS, rounded="approx")),
     Case(
         layernorm,
         {**G, "eps": 1e-5},
         lambda r: _rows(r, w=rand(r, (COLS,)), b=rand(r, (COLS,))),
         lambda a: {"z": _ln(a["x"], 1e-5) * a["w"] + a["b"]},
-        rtol=1e-4,
-        atol=1e-4,
+        tol=Tol(k=COLS),
     ),
     Case(
         layernorm_looped,
         {"BM": 16, "BN": 64, "eps": 1e-5},
         _rows,
         lambda a: {"z": _ln(a["x"], 1e-5)},
-        rtol=1e-3,
-        atol=1e-3,
+        tol=Tol(k=COLS),
     ),
     Case(
         rmsnorm,
@@ -179,16 +178,20 @@ CASES = [
                 "float16"
             )
         },
-        rtol=1e-2,
-        atol=1e-2,
+        tol=Tol(k=COLS),
     ),
-    Case(flash_attention, {"BM": 64, "BN": 64, "D": 64, "scale": 0.125}, _attn_inputs, _attn_ref, rtol=2e-2, atol=2e-2),
+    Case(
+        flash_attention,
+        {"BM": 64, "BN": 64, "D": 64, "scale": 0.125},
+        _attn_inputs,
+        _attn_ref,
+        tol=Tol(k=256, rounded="float16"),
+    ),
     Case(
         flash_attention_causal,
         {"BM": 64, "BN": 64, "D": 64, "scale": 0.125},
         _attn_inputs,
         lambda a: _attn_ref(a, causal=True),
-        rtol=2e-2,
-        atol=2e-2,
+        tol=Tol(k=256, rounded="float16"),
     ),
 ]

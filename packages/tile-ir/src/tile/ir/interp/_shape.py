@@ -30,8 +30,9 @@ def decode_dense(value: DenseElementsAttr) -> Array:
         raise TypeError(f"constant of non-number element type {elem}")
     raw = np.frombuffer(value.data, dtype=np.uint8)
     count = int(np.prod(t.shape, dtype=np.int64))
-    if elem.bits == 1:
-        flat = raw != 0 if raw.size == 1 else np.unpackbits(raw, bitorder="little")[:count].astype(bool)
+    if elem.bits == 1:  # bit-packed, LSB first; a splat is one byte of all zeros or all ones (as in MLIR)
+        splat = raw.size == 1 and int(raw[0]) in (0x00, 0xFF)
+        flat = raw != 0 if splat else np.unpackbits(raw, bitorder="little")[:count].astype(bool)
     elif elem.name == "tf32":
         b = raw.reshape(-1, 3).astype(np.uint32)
         flat = ((b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)) << 13).view(np.float32)
