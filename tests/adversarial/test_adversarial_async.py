@@ -164,7 +164,7 @@ def test_a_handle_that_escapes_the_function_is_caught_until_the_chain_is_done(k:
     # The escaped handles are live once the producer's work is done, but for the one taken out of the partition in
     # flight: nothing ordered it after the writer, so it stays in flight.
     np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
-    with pytest.raises(InFlightError):
+    with pytest.raises(InFlightError, match="before its work was done"):
         t.to_numpy()
 
 

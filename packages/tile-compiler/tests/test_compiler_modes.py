@@ -191,8 +191,9 @@ def test_by_arch_without_the_target_or_a_default_gives_no_hint() -> None:
     ],
 )
 def test_invalid_hints_and_modes_are_spec_errors(make: Callable[[], object]) -> None:
-    with pytest.raises(SpecError):
+    with pytest.raises(SpecError, match=r"must be|tile\.by_arch|hint values are ints") as info:
         make()
+    assert any(fix in str(info.value) for fix in (" use ", "must be", "ints", "at least one")), info.value
 
 
 def test_options_change_the_specialization_key() -> None:

@@ -57,4 +57,6 @@ def test_the_gpu_lowering_verifies(kernel: str) -> None:
     from tile.compiler._lower import lower
 
     case = next(k for k in c.CASES if k.name == kernel)
-    ir.verify(lower(check(case.kernel, "sm_90", **case.consts), Target("sm_90")).module)
+    module = lower(check(case.kernel, "sm_90", **case.consts), Target("sm_90")).module
+    ir.verify(module)
+    assert "store_view_tko" in ir.print_module(module)  # the sub-tile stores made it into the module

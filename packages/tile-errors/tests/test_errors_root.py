@@ -18,7 +18,7 @@ def test_a_subclass_mixing_a_builtin_is_caught_by_both() -> None:
     class BadInputError(tile.errors.TileError, ValueError):
         pass
 
-    with pytest.raises(tile.errors.TileError):
+    with pytest.raises(tile.errors.TileError, match="x"):
         raise BadInputError("x")
     with pytest.raises(ValueError, match="x"):
         raise BadInputError("x")

@@ -69,9 +69,11 @@ def test_modes_are_part_of_the_compiled_code(k: ModuleType) -> None:
     ],
 )
 def test_invalid_entry_options_raise_at_decoration(options: dict[str, object]) -> None:
-    with pytest.raises(SpecError):
+    with pytest.raises(SpecError, match=r"must be|not both") as info:
         tile.entry(**options)  # type: ignore[call-overload]  # the point: values the signature refuses
-    with pytest.raises(tile.TileError):  # the one root catches it too
+    name = next(iter(options)).replace("num_ctas", "num_cta")
+    assert name in str(info.value), info.value  # names the option it refuses
+    with pytest.raises(tile.TileError, match=r"must be|not both"):  # the one root catches it too
         tile.entry(**options)  # type: ignore[call-overload]  # the point: values the signature refuses
 
 

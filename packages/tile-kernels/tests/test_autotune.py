@@ -144,7 +144,7 @@ def test_buckets_and_config_values() -> None:
     assert config.as_dict() == {"BM": 1, "BN": 2}
     assert config == Config.of(BM=1, BN=2)
     assert str(config) == "BM=1, BN=2"
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="BK"):
         config["BK"]
     assert autotune.device_arch() == "cpu"
     assert autotune.environment() == {"arch": "cpu"}

@@ -126,7 +126,7 @@ def test_out_is_written_and_moved() -> None:
 
 def test_out_overlapping_an_input_is_refused() -> None:
     a = tile.ones(tile.f32, [4, 4])
-    with pytest.raises(OwnershipError):
+    with pytest.raises(OwnershipError, match="overlap"):
         tk.matmul(a, tile.ones(tile.f32, [4, 4]), out=a)
     np.testing.assert_array_equal(a.to_numpy(), np.ones((4, 4)))  # untouched, still usable
 

@@ -47,6 +47,6 @@ def test_matches_transformers_over_32_decoded_tokens(tmp_path: Path, monkeypatch
     monkeypatch.setattr(hf_test, "NEW_TOKENS", 32)
     from tile.kernels.qwen3 import save_checkpoint
 
-    hf_test.test_logits_and_greedy_tokens_match_transformers(
-        save_checkpoint(random_weights(TINY, seed=1), TINY, tmp_path)
-    )
+    checkpoint = save_checkpoint(random_weights(TINY, seed=1), TINY, tmp_path)
+    assert (checkpoint / "config.json").exists()
+    hf_test.test_logits_and_greedy_tokens_match_transformers(checkpoint)  # asserts logits and greedy tokens

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
+from tc_tol import Tol
 
 import tile.compiler.lang as tile
 from tile.compiler.lang import Const, Mut, Tensor, f16, f32, i32
@@ -94,8 +95,7 @@ CASES = [
         {"BM": 4, "NT": 512, "BN": 128},
         lambda r: {"x": rand(r, (30, 400), "float16"), "z": poison((30, 400), "float16"), "eps": 1e-5},
         _rms,
-        rtol=2e-3,
-        atol=2e-3,
+        tol=Tol(k=400),
     ),
     Case(
         rmsnorm_chunked_unchecked,
