@@ -53,6 +53,21 @@ def test_the_page_shows_every_example_verbatim_with_its_heading() -> None:
         assert f"### `tile.{name}`" in page
 
 
+def _anchors(markdown: str) -> set[str]:
+    """The anchors mkdocs gives the headings of a page."""
+    return {render._slug(h) for h in re.findall(r"^#+ (.*)$", markdown, flags=re.MULTILINE)}
+
+
+def test_every_link_on_the_page_reaches_a_heading() -> None:
+    page = (ROOT / render.PAGE).read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)]*)\)", page)
+    assert len(links) > 40
+    for link in links:
+        target, _, anchor = link.partition("#")
+        text = (ROOT / render.PAGE).parent.joinpath(target).read_text(encoding="utf-8") if target else page
+        assert not anchor or anchor in _anchors(text), f"{link}: no such heading"
+
+
 def test_gen_script_check_mode_reports_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gen = runpy.run_path(str(SCRIPTS / "gen_lang_reference.py"))
     assert gen["main"](["--check"]) == 0

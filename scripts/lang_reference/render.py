@@ -14,11 +14,12 @@ import inspect
 import re
 
 import tile.frontend as tile
-from lang_reference.sections import ENTRY_OPTIONS, FAMILY_DTYPES, IR_NOTES, METHOD_DOCS, RECEIVERS, SECTIONS
+from lang_reference.sections import ENTRY_OPTIONS, FAMILY_DTYPES, FAMILY_IR, IR_NOTES, METHOD_DOCS, RECEIVERS, SECTIONS
 from lang_reference.snippets_math import MATH_SNIPPETS
 from lang_reference.snippets_memory import MEMORY_SNIPPETS, PRINTS
 from tile.compiler import lang
 from tile.compiler._math_modes import FTZ_OPS, roundings
+from tile.compiler._typecheck_memory import _ATOMIC_MODES
 from tile.compiler._types import DTYPES
 from tile.compiler.lang import METHODS, OPS, LangOp
 
@@ -111,11 +112,18 @@ def _signature(op: LangOp) -> str:
 def _ir(op: LangOp) -> str:
     if op.name in IR_NOTES:
         return IR_NOTES[op.name]
+    if op.family == "atomic":
+        signed, unsigned, floats = _ATOMIC_MODES[op.ir[0]]
+        kinds = f"`{signed}` (signed ints), `{unsigned}` (unsigned ints), " + (
+            f"`{floats}` (floats)" if floats else "no float mode"
+        )
+        return f"`atomic_rmw_tko` with `mode`: {kinds}"
     names = [n for n in op.ir if n]
     if len(op.ir) == 2 and all(op.ir) and op.ir[0] != op.ir[1]:
-        return f"`{op.ir[0]}` (floats), `{op.ir[1]}` (ints)"
-    only = " (floats only)" if len(op.ir) == 2 and not op.ir[1] else ""
-    return ", ".join(f"`{n}`" for n in names) + only
+        text = f"`{op.ir[0]}` (floats), `{op.ir[1]}` (ints)"
+    else:
+        text = ", ".join(f"`{n}`" for n in names) + (" (floats only)" if len(op.ir) == 2 and not op.ir[1] else "")
+    return FAMILY_IR.get(op.family, "{ir}").format(ir=text)
 
 
 def _modes(op: LangOp) -> tuple[str, str] | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 __all__ = [
     "ENTRY_OPTIONS",
     "FAMILY_DTYPES",
+    "FAMILY_IR",
     "IR_NOTES",
     "METHOD_DOCS",
     "RECEIVERS",
@@ -124,9 +125,9 @@ SECTIONS: tuple[Section, ...] = (
         "Only in kernels marked `@tile.entry(unchecked=True)`: they bypass the bounds and ownership checks, and a "
         "safe kernel that calls them is a compile error. `x.ptr()` (or a `Ptr[dt]` parameter) is the tensor's base "
         "pointer; `ptr + offsets` broadcasts to a pointer tile (offsets in elements). `mask=` skips the elements "
-        "where it is false (a masked `gather` reads `padding`). Atomics are `acq_rel` at device scope and return "
-        "the old values; `atomic_add` takes ints and floats, `and/or/xor` ints, the others ints and floats "
-        "where Tile IR has them.",
+        "where it is false (a masked `gather` reads `padding`). Atomics are `acq_rel` at device scope, order every "
+        "memory op of their block around them, and return the old values; the Tile IR mode follows the dtype "
+        "(signed, unsigned or float).",
     ),
     Section(
         "debug",
@@ -173,8 +174,8 @@ FAMILY_DTYPES: dict[str, str] = {
     "cdiv": "ints",
     "gather": "pointer tiles of any dtype",
     "scatter": "pointer tiles of any dtype",
-    "atomic": "`i32 i64 u32 u64 f32 f64` (bitwise ops: ints)",
-    "atomic_cas": "`i32 i64 u32 u64 f32 f64`",
+    "atomic": "ints; floats where the Tile IR line below has a float mode",
+    "atomic_cas": "ints and floats",
     "print": "any scalars and tiles, strings",
     "printf": "any scalars and tiles",
     "assert": "bool tile or scalar",
@@ -199,29 +200,29 @@ RECEIVERS: dict[str, str] = {"tile": "t", "tensor": "x", "partition": "p", "mut"
 METHOD_DOCS: dict[str, MethodDoc] = {
     "partition": MethodDoc(
         "shape, padding=None, order=None",
-        "make_tensor_view, make_partition_view",
+        "`make_partition_view` (of the entry's `make_tensor_view`)",
         'a view of tiles of `shape`; `padding` (`"zero"`, `"neg_zero"`, `"nan"`, `"pos_inf"`, `"neg_inf"`) is '
         "what elements past the tensor's end read as; `order=` walks tensor dims in another order (inputs only)",
     ),
     "partition_load": MethodDoc(
         "index, latency=None, allow_tma=None",
-        "load_view_tko",
+        "`load_view_tko`",
         "the tile at `index` (one i32/i64 coordinate per dim); of an output, only a tile this block owns",
     ),
     "mut_store": MethodDoc(
         "tile, at=None, latency=None, allow_tma=None",
-        "store_view_tko",
+        "`store_view_tko`",
         "store this block's own tile (or, with `at=idx`, a tile `z.tiles()` handed it); the value must have the "
         "output's dtype and broadcast to its tile shape; stores past the tensor's end are masked",
     ),
     "mut_load": MethodDoc(
         "at=None, latency=None, allow_tma=None",
-        "load_view_tko",
+        "`load_view_tko`",
         "read back this block's own tile (or the `at=idx` one), zero-padded past the end",
     ),
     "mut_tiles": MethodDoc(
         "group=None",
-        "for, get_tile_block_id, get_num_tile_blocks",
+        "`for` over tile numbers from `get_tile_block_id` / `get_num_tile_blocks`",
         "iterate over the tiles of `z` this block owns (every tile to exactly one block, for any grid); "
         "`group=G` walks a rank-2 output in grouped order",
     ),
@@ -233,7 +234,7 @@ METHOD_DOCS: dict[str, MethodDoc] = {
     ),
     "mut_subtiles": MethodDoc(
         'shape, at=None, padding="zero"',
-        "make_partition_view, get_index_space_shape",
+        "`make_partition_view`, `get_index_space_shape`",
         "cut this block's own tile (or the `at=idx` one) into sub-tiles of `shape`, addressed relative to it",
     ),
     "tensor_subtiles": MethodDoc(
@@ -243,18 +244,29 @@ METHOD_DOCS: dict[str, MethodDoc] = {
     ),
     "subtiles_load": MethodDoc(
         "index, latency=None, allow_tma=None",
-        "load_view_tko",
+        "`load_view_tko`",
         "the sub-tile at `index`, relative to the owned tile (`0 <= index[d] < zs.num_tiles[d]`)",
     ),
     "subtiles_store": MethodDoc(
         "tile, index, latency=None, allow_tma=None",
-        "store_view_tko",
+        "`store_view_tko`",
         "store the sub-tile at `index`, relative to the owned tile; masked at the tensor's end",
     ),
 }
 
-# How the ops the catalog lists no Tile IR op for are lowered.
+# Families whose catalog IR names are the body of a region op: the page wraps them (``{ir}``: the names).
+FAMILY_IR: dict[str, str] = {
+    "reduce": "`reduce` whose region combines with {ir}",
+    "scan": "`scan` whose region combines with {ir}",
+    "argreduce": "`reduce` over (value, `iota` index) pairs, comparing with `cmpf`/`cmpi` {ir} (ties: the smaller "
+    "index)",
+    "reduce_fn": "{ir}, its region the inlined combiner",
+    "scan_fn": "{ir}, its region the inlined combiner",
+}
+
+# Ops whose lowering the catalog's IR names do not tell in full (or at all).
 IR_NOTES: dict[str, str] = {
+    "clamp": "`maxf` then `minf` (floats), `maxi` then `mini` (ints)",
     "astype": "`ftof`, `ftoi`, `itof`, `exti`, `trunci` or `cmpi`/`cmpf` (to bool), by the two dtypes; nothing for "
     "same-width signed/unsigned",
     "cdiv": '`divi` with `rounding="positive_inf"`; folded at compile time for constants',
