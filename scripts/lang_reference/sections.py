@@ -70,8 +70,9 @@ SECTIONS: tuple[Section, ...] = (
         ("astype", "bitcast", "full", "arange"),
         f"`x.astype(dt)` (also `tile.f32(x)`) converts values: `ftof`, `ftoi` (toward zero), `itof`, `exti`, "
         f"`trunci`, or `x != 0` for bool ([conversions]({TYPING}#conversions-xastypedt-tilef32x)). `tile.bitcast` "
-        "keeps the bits. Constructors take a compile-time shape (every dim a power of two) and make a constant "
-        "tile; `dtype=None` picks `i32` for an int value, `f32` for a float, `i1` for a bool.",
+        "keeps the bits. Constructors take a compile-time shape (every dim a power of two) and fill a tile "
+        "with a value. With `dtype=None`, `zeros`/`ones` give `f32`, `full` the value's dtype (a constant's: "
+        "`i32`, `f32` or `i1`; a run-time scalar's own) and `arange` `i32`; a `dtype` converts.",
     ),
     Section(
         "reductions-and-scans",
@@ -153,8 +154,8 @@ FAMILY_DTYPES: dict[str, str] = {
     "isnan": "floats; gives bool",
     "bitcast": "any, to a dtype of the same width",
     "astype": "any to any",
-    "full": "any (`dtype=None`: from the value)",
-    "arange": "ints (default `i32`)",
+    "full": "any (`dtype=None`: `f32` for `zeros`/`ones`, the value's for `full`)",
+    "arange": "`i32` (converted to `dtype` when given)",
     "reshape": "any",
     "broadcast_to": "any",
     "expand_dims": "any",
