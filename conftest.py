@@ -1,9 +1,11 @@
-"""Repository-wide pytest configuration: the `gpu` and `requires_tileiras` markers, and the `race` fixture.
+"""Repository-wide pytest configuration: the `gpu`, `multi_gpu` and `requires_tileiras` markers, and the `race` fixture.
 
 Both resources are probed once per session, and only when a collected test asks for them. A test whose
 resource is missing is skipped, unless the matching "require" variable is set, in which case it fails:
 ``TILE_REQUIRE_GPU=1`` on the GPU machine (a GPU run that silently skips is no GPU run), and
-``TILE_REQUIRE_TILEIRAS=1`` in CI, where tier 2 (tileiras without a GPU) must really run.
+``TILE_REQUIRE_TILEIRAS=1`` in CI, where tier 2 (tileiras without a GPU) must really run, and
+``TILE_REQUIRE_MULTI_GPU=1`` on a 2-GPU machine (its own variable: a one-GPU run with ``TILE_REQUIRE_GPU=1`` skips the
+``multi_gpu`` tests).
 
 The markers themselves are registered once, in the root ``pyproject.toml``.
 
@@ -72,6 +74,17 @@ def _gpu_reason() -> str | None:
     return None
 
 
+@functools.cache
+def _multi_gpu_reason() -> str | None:
+    """Return why two GPUs cannot be used, or None when they can."""
+    if (reason := _gpu_reason()) is not None:
+        return reason
+    from cuda.bindings import driver
+
+    _, count = driver.cuDeviceGetCount()
+    return None if count >= 2 else f"only {count} CUDA device(s); multi_gpu tests need 2"
+
+
 def _tileiras_candidates() -> list[Path]:
     found: list[Path] = []
     if env := os.environ.get("TILE_TILEIRAS"):
@@ -95,6 +108,7 @@ def _tileiras_reason() -> str | None:
 
 _PROBES = {
     "gpu": (_gpu_reason, "TILE_REQUIRE_GPU"),
+    "multi_gpu": (_multi_gpu_reason, "TILE_REQUIRE_MULTI_GPU"),
     "requires_tileiras": (_tileiras_reason, "TILE_REQUIRE_TILEIRAS"),
 }
 

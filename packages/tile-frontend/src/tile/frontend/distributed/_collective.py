@@ -34,10 +34,10 @@ from tile.frontend._errors import (
     InFlightError,
 )
 from tile.frontend._launch import taken_in_flight
-from tile.frontend._partition import Partition, require_exclusive
+from tile.frontend._partition import Partition
 from tile.frontend._placement import device_name
 from tile.frontend._shared import Shared, tensor_of
-from tile.frontend._storage import HOST, OWNED
+from tile.frontend._storage import HOST, OWNED, overlapping
 from tile.frontend._tensor import _FIX, Tensor
 
 __all__ = ["Collective", "collective"]
@@ -175,8 +175,8 @@ def collective(
             _check_handle(name, h, written=i < len(writes), device=device, site=site)
         _check_aliasing(name, list(writes), handles)
         for t in writes:
-            if isinstance(t, Tensor):
-                require_exclusive(t, f"run {name} in place on {t._describe()} (at {site})", "pass")
+            if isinstance(t, Tensor):  # (a partition's memory is exclusive already)
+                _require_exclusive(name, t, site)
         after = taken_in_flight([h for h in handles if isinstance(h, (Tensor, Partition))])
         where = f"moved into the {name} at {site}"
         moved: dict[int, Any] = {}
@@ -217,6 +217,23 @@ def _check_handle(name: str, h: object, *, written: bool, device: object, site: 
         )
     if not t.is_contiguous:
         raise ArgumentError(f"{name} (at {site}) needs contiguous tensors; {t._describe()} is strided: pass a .copy()")
+
+
+def _require_exclusive(name: str, t: Tensor, site: str) -> None:
+    """`require_exclusive` for a tensor the collective writes, which may be in flight (taken in a ``.then``)."""
+    storage = t._check(admit=True)
+    if storage.readonly:
+        raise BorrowError(f"{name} (at {site}) cannot write {t._describe()}: it borrows read-only foreign memory")
+    lo, hi = t._byte_range()
+    others = overlapping(storage, lo, hi, exclude=(t,))
+    if others:
+        listed = "; ".join(h._describe() for h in others[:4])
+        del others  # the traceback keeps this frame: it must not keep the conflicting handles alive
+        raise BorrowError(
+            f"{name} (at {site}) writes {t._describe()} in place, which needs exclusive memory (as a partition does), "
+            f"but other live handles overlap it: {listed}. Drop them first (`del view`), or pass a .copy()"
+        )
+    storage.settle()
 
 
 def _check_aliasing(name: str, writes: list[Any], handles: list[Any]) -> None:
