@@ -1,23 +1,23 @@
-"""One rank of the 2-process collective checks: ``python distributed_worker.py gloo|nccl`` under torchrun (or with
+"""One rank of the 2-process collective checks: ``python helpers_distributed.py gloo|nccl`` under torchrun (or with
 RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set by `run_ranks`). Each collective is checked against numpy; the process
 prints ``rank R ok`` and exits 0 only when every check passed (an AssertionError exits 1)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
-import socket
 from pathlib import Path
 
 import numpy as np
 
 import tile.frontend as tile
+import tile.frontend.distributed as d
 from tile.frontend import bf16, f32
 
 
 def _checks(backend: str) -> None:
-    d = tile.distributed
     g = d.init(backend)
     r, w, dev = g.rank, g.world_size, g.device
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
@@ -38,7 +38,9 @@ def _checks(backend: str) -> None:
     inp.unshare()
 
     whole = np.arange(4 * w * 5, dtype=np.float32).reshape(4 * w, 5)
-    block, _ = d.reduce_scatter(tile.empty(f32, [4, 5], device=dev), tile.from_numpy(whole * (r + 1), device=dev)).sync()
+    block, _ = d.reduce_scatter(
+        tile.empty(f32, [4, 5], device=dev), tile.from_numpy(whole * (r + 1), device=dev)
+    ).sync()
     total = whole * (w * (w + 1) / 2)
     np.testing.assert_array_equal(block.to_numpy(), total[4 * r : 4 * (r + 1)])
 
