@@ -181,7 +181,9 @@ class SimDriver:
         self.log.append(("pool_access", int(pool), [d.location.id for d in descs]))
         return (OK,)
 
-    def cuMemcpyPeerAsync(self, dst: Any, dst_ctx: Any, src: Any, src_ctx: Any, n: int, stream: Any) -> tuple[Any]:
+    def cuMemcpyPeerAsync(  # noqa: PLR0917  # the driver API's positional signature
+        self, dst: Any, dst_ctx: Any, src: Any, src_ctx: Any, n: int, stream: Any
+    ) -> tuple[Any]:
         return self._copy(dst, src, n, stream, "Peer")
 
     def _memset(self, ptr: Any, value: int, count: int, stream: Any, dtype: Any) -> tuple[Any]:
