@@ -1,5 +1,5 @@
-"""Repository-wide pytest configuration: the `gpu`, `requires_tileiras` and `requires_cutile` markers, the
-`missing` fixture and the `race` fixture.
+"""Repository-wide pytest configuration: the `gpu`, `multi_gpu`, `requires_tileiras` and `requires_cutile` markers,
+the `missing` fixture and the `race` fixture.
 
 The resources are probed once per session, and only when a collected test asks for them. A test whose
 resource is missing is skipped, unless the matching "require" variable is set, in which case it fails:
@@ -9,6 +9,8 @@ resource is missing is skipped, unless the matching "require" variable is set, i
 declared test dependency (nox sets it for those packages; scripts/dev.sh sets it). A test that finds a narrower
 piece missing (the pip distribution of tileiras, tileirdisasm beside it) calls the `missing` fixture, which obeys
 the same variables instead of skipping unconditionally.
+``TILE_REQUIRE_MULTI_GPU=1`` on a 2-GPU machine (its own variable: a one-GPU run with ``TILE_REQUIRE_GPU=1`` skips the
+``multi_gpu`` tests).
 
 The markers themselves are registered once, in the root ``pyproject.toml``.
 
@@ -77,6 +79,17 @@ def _gpu_reason() -> str | None:
     return None
 
 
+@functools.cache
+def _multi_gpu_reason() -> str | None:
+    """Return why two GPUs cannot be used, or None when they can."""
+    if (reason := _gpu_reason()) is not None:
+        return reason
+    from cuda.bindings import driver
+
+    _, count = driver.cuDeviceGetCount()
+    return None if count >= 2 else f"only {count} CUDA device(s); multi_gpu tests need 2"
+
+
 def _tileiras_candidates() -> list[Path]:
     found: list[Path] = []
     if env := os.environ.get("TILE_TILEIRAS"):
@@ -107,6 +120,7 @@ def _cutile_reason() -> str | None:
 
 _PROBES = {
     "gpu": (_gpu_reason, "TILE_REQUIRE_GPU"),
+    "multi_gpu": (_multi_gpu_reason, "TILE_REQUIRE_MULTI_GPU"),
     "requires_tileiras": (_tileiras_reason, "TILE_REQUIRE_TILEIRAS"),
     "requires_cutile": (_cutile_reason, "TILE_REQUIRE_CUTILE"),
 }

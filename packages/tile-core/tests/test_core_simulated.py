@@ -151,9 +151,9 @@ class SimDriver:
         raise AssertionError(f"device access [{ptr:#x}, +{nbytes}) outside every live allocation")
 
     def _copy(self, dst: Any, src: Any, n: int, stream: Any, kind: str) -> tuple[Any]:
-        if kind in ("HtoD", "DtoD"):
+        if kind in ("HtoD", "DtoD", "Peer"):
             self.device_range(int(dst), n)
-        if kind in ("DtoH", "DtoD"):
+        if kind in ("DtoH", "DtoD", "Peer"):
             self.device_range(int(src), n)
         ctypes.memmove(int(dst), int(src), n)
         self.log.append(("copy", kind, int(dst), int(src), n, int(stream)))
@@ -167,6 +167,25 @@ class SimDriver:
 
     def cuMemcpyAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
         return self._copy(dst, src, n, stream, "DtoD")
+
+    # peers: every pair of simulated devices can map each other
+    peer_capable = True
+
+    def cuDeviceCanAccessPeer(self, dev: Any, peer: Any) -> tuple[Any, int]:
+        return OK, int(self.peer_capable and int(dev) != int(peer))
+
+    def cuCtxEnablePeerAccess(self, peer_ctx: Any, flags: int) -> tuple[Any]:
+        self.log.append(("peer_access", int(peer_ctx)))
+        return (OK,)
+
+    def cuMemPoolSetAccess(self, pool: Any, descs: Any, count: int) -> tuple[Any]:
+        self.log.append(("pool_access", int(pool), [d.location.id for d in descs]))
+        return (OK,)
+
+    def cuMemcpyPeerAsync(  # noqa: PLR0917  # the driver API's positional signature
+        self, dst: Any, dst_ctx: Any, src: Any, src_ctx: Any, n: int, stream: Any
+    ) -> tuple[Any]:
+        return self._copy(dst, src, n, stream, "Peer")
 
     def _memset(self, ptr: Any, value: int, count: int, stream: Any, dtype: Any) -> tuple[Any]:
         size = np.dtype(dtype).itemsize
@@ -575,8 +594,26 @@ def test_memory_and_streams_of_another_device_are_refused(sim: SimDriver, vec_ad
         local.copy_from(np.zeros(4, np.uint8), stream=tc.Stream(second))
     assert len(sim.kinds("launch")) == launches
     assert sim.kinds("copy") == []
-    tc.copy(local, remote)  # device to device across devices is allowed (unified addressing)
-    assert sim.kinds("copy")[-1][1:4] == ("DtoD", local._ptr, remote._ptr)
+    tc.copy(local, remote)  # device to device across devices: a peer copy, with peer access enabled both ways
+    assert sim.kinds("copy")[-1][1:4] == ("Peer", local._ptr, remote._ptr)
+    assert len(sim.kinds("peer_access")) == 2
+    assert sorted(entry[2] for entry in sim.kinds("pool_access")) == [[0], [1]]
+    tc.copy(remote, local)  # enabled once per pair
+    assert sim.kinds("copy")[-1][1:4] == ("Peer", remote._ptr, local._ptr)
+    assert len(sim.kinds("peer_access")) == 2
+
+
+def test_peer_copy_without_peer_access_is_staged_by_the_driver(sim: SimDriver) -> None:
+    sim.devices, sim.peer_capable = 2, False
+    first, second = tc.Device(0), tc.Device(1)
+    remote = tc.DeviceBuffer.from_host(np.arange(16, dtype=np.uint8), device=second)
+    local = tc.DeviceBuffer.allocate(16, device=first)
+    assert not first.can_access_peer(second)
+    assert not first.enable_peer_access(second)
+    tc.copy(local, remote)
+    assert sim.kinds("copy")[-1][1] == "Peer"
+    assert sim.kinds("peer_access") == []
+    np.testing.assert_array_equal(local.to_numpy(np.dtype(np.uint8), (16,)), np.arange(16, dtype=np.uint8))
 
 
 class Producer:

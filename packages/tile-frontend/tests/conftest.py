@@ -33,8 +33,8 @@ def load_kernels(name: str) -> ModuleType:
 
 @pytest.fixture(autouse=True)
 def _cpu_backend(request: pytest.FixtureRequest) -> None:
-    """Every test not marked gpu runs on the CPU interpreter backend."""
-    if request.node.get_closest_marker("gpu") is None:
+    """Every test not marked gpu (or multi_gpu) runs on the CPU interpreter backend."""
+    if request.node.get_closest_marker("gpu") is None and request.node.get_closest_marker("multi_gpu") is None:
         tile.set_backend("cpu")
 
 

@@ -18,6 +18,7 @@ Devices and contexts
     ``.default_stream`` (a Tile-owned non-blocking stream, never the legacy NULL stream);
     ``.allocate(nbytes, stream=None)``; ``.memory_pool`` (``used_bytes``, ``reserved_bytes``, ``trim()``);
     ``.mem_info()`` ``(free, total)``; ``.stream_priorities`` ``(lowest, highest)``. ``Device.count()``.
+    ``.can_access_peer(other)``, ``.enable_peer_access(other)`` (context and memory-pool access; idempotent).
 Streams and events
     ``Stream(device=None, priority=0)`` creates an owned non-blocking stream; ``Stream.borrow(obj, device=None,
     allow_null=False)`` wraps a foreign one (an int ``CUstream``, any ``__cuda_stream__`` object,
@@ -41,7 +42,8 @@ Memory
     (torch, cupy), zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
     ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view whose base keeps it
     alive), ``.record_use(stream)``; released by the garbage collector after its recorded uses complete.
-    ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device.
+    ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device (between two GPUs a peer
+    copy, ``cuMemcpyPeerAsync``, with peer access enabled where ``Device.can_access_peer`` allows).
 Modules and launches
     ``Module.from_cubin(data, device=None)`` / ``Module.load(path, device=None)`` (the cubin's arch is checked
     against the device first); ``module.function(name) -> Function`` (``.name``, ``.num_params``,

@@ -227,6 +227,41 @@ class Device:
 
         return Event(self, timing=timing, blocking_sync=blocking_sync)
 
+    def can_access_peer(self, peer: Device) -> bool:
+        """Whether this device can map ``peer``'s memory directly (``cuDeviceCanAccessPeer``; False for itself)."""
+        if peer is self:
+            return False
+        found: bool = self._cached(
+            f"peer:{peer.ordinal}",
+            lambda: bool(check(tb.driver().cuDeviceCanAccessPeer(self.handle, peer.handle), "cuDeviceCanAccessPeer")),
+        )
+        return found
+
+    def enable_peer_access(self, peer: Device) -> bool:
+        """Let this device read and write ``peer``'s memory directly when the hardware allows it; idempotent.
+
+        Enables context peer access (``cuCtxEnablePeerAccess``) and maps ``peer``'s Tile memory pool for this device
+        (``cuMemPoolSetAccess``: pool allocations need both). Returns False, changing nothing, when
+        `can_access_peer` says no: peer copies then still work, staged by the driver.
+        """
+        if not self.can_access_peer(peer):
+            return False
+        with Device._lock:
+            if self._cache.get(f"peer-on:{peer.ordinal}"):
+                return True
+            d = tb.driver()
+            self.make_current()
+            (err,) = d.cuCtxEnablePeerAccess(peer.context, 0)
+            if err != d.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+                check((err,), "cuCtxEnablePeerAccess")
+            desc = d.CUmemAccessDesc()
+            desc.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+            desc.location.id = self.ordinal
+            desc.flags = d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+            check(d.cuMemPoolSetAccess(peer.memory_pool.handle, [desc], 1), "cuMemPoolSetAccess")
+            self._cache[f"peer-on:{peer.ordinal}"] = True
+        return True
+
     def allocate(self, nbytes: int, *, stream: Stream | None = None) -> DeviceBuffer:
         """Allocate ``nbytes`` of device memory, stream-ordered on ``stream`` (default: ``default_stream``)."""
         from tile.core._buffer import DeviceBuffer

@@ -133,8 +133,7 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
         _check_match(out, inp)
         s = _stream_for(stream, dst, src)
         _order_other_side(s, src)
-        d = tb.driver()
-        check(d.cuMemcpyAsync(out.ptr, inp.ptr, out.nbytes, s._raw), "cuMemcpyAsync")
+        _device_to_device(dst.device, out.ptr, src.device, inp.ptr, out.nbytes, stream=s)
         _finish(s, sync, out.buffer, inp.buffer)
     elif dst_dev:
         out, host = _device_side(dst, writable=True), host_region(src, writable=False)
@@ -148,6 +147,18 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
         s = _stream_for(stream, src)
         check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
         _finish(s, sync, inp.buffer, host.pinned)
+
+
+def _device_to_device(dst_dev: Any, dst: int, src_dev: Any, src: int, nbytes: int, *, stream: Stream) -> None:
+    """Copy ``nbytes`` device to device on ``stream``; between two GPUs a peer copy (``cuMemcpyPeerAsync``), direct
+    over NVLink/PCIe where peer access can be enabled (both ways, once per pair), else staged by the driver."""
+    d = tb.driver()
+    if dst_dev is src_dev:
+        check(d.cuMemcpyAsync(dst, src, nbytes, stream._raw), "cuMemcpyAsync")
+        return
+    dst_dev.enable_peer_access(src_dev)
+    src_dev.enable_peer_access(dst_dev)
+    check(d.cuMemcpyPeerAsync(dst, dst_dev.context, src, src_dev.context, nbytes, stream._raw), "cuMemcpyPeerAsync")
 
 
 def _order_other_side(stream: Stream, other: DeviceBuffer | DeviceView) -> None:
@@ -169,7 +180,9 @@ def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object,
         here = base + offset
         dst, src = (here, side.ptr) if into_buffer else (side.ptr, here)
         if side.nbytes:
-            check(tb.driver().cuMemcpyAsync(dst, src, side.nbytes, s._raw), "cuMemcpyAsync")
+            there = other.device
+            a, b = (buffer.device, there) if into_buffer else (there, buffer.device)
+            _device_to_device(a, dst, b, src, side.nbytes, stream=s)
         _finish(s, sync, buffer, side.buffer)
         return
     host = host_region(other, writable=not into_buffer)

@@ -20,6 +20,11 @@ helpers, written in the kernel language re-exported here from ``tile.compiler.la
 ``tile.exp``, ``tile.sum``, ``tile.mma``, ``tile.block_id``, ...). A launcher call returns a ``tile.aio.DeviceOp``.
 Kernels run on the GPU, or on the CPU through the Tile IR interpreter (``TILE_INTERPRET=1`` or
 ``tile.set_backend("cpu")``; chosen automatically, with a notice, when no GPU is visible).
+
+Devices: creation takes ``device=`` (``"cpu"``, a GPU ordinal, ``"cuda:1"`` or ``tile.Device(1)``), ``tensor.to(d)``
+copies to another device (a peer copy between GPUs), and a launch runs on its arguments' device (arguments on two
+devices are a `DeviceMismatchError`). ``tile.distributed`` (loaded on first use; needs torch) runs NCCL or gloo
+collectives on tensors through ``torch.distributed``, as ``tile.aio`` ops under the same ownership rules.
 """
 
 from __future__ import annotations
@@ -120,7 +125,7 @@ from tile.compiler.lang import (
     u64,
     where,
 )
-from tile.core import HandleCopyError
+from tile.core import Device, HandleCopyError
 from tile.frontend._backend import backend, gpu_available, set_backend
 from tile.frontend._create import (
     HostOrKernelOp,
@@ -144,6 +149,7 @@ from tile.frontend._errors import (
     ArgumentError,
     BackendError,
     BorrowError,
+    DeviceMismatchError,
     FreedError,
     FrozenError,
     GridError,
@@ -180,6 +186,8 @@ __all__ = [
     "Const",
     "ConstAnnotation",
     "DType",
+    "Device",
+    "DeviceMismatchError",
     "FreedError",
     "FrozenError",
     "GridError",
@@ -304,3 +312,12 @@ __all__ = [
     "where",
     "zeros",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``tile.distributed`` is imported on first use: it needs torch, which nothing else here does."""
+    if name == "distributed":
+        import importlib
+
+        return importlib.import_module("tile.frontend.distributed")
+    raise AttributeError(f"module 'tile.frontend' has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """Making tensors: ``zeros/ones/full/empty/arange/linspace/eye/rand/randn``, ``from_numpy`` and ``from_dlpack``.
 
-Invariants: every function returns a new live `Tensor` that owns fresh memory on the current backend (the host for
-the CPU backend, ``tile.core.Device(0)`` for the GPU), except `from_dlpack`, which borrows the producer's memory
+Invariants: every function returns a new live `Tensor` that owns fresh memory on ``device=`` (``"cpu"``, a GPU
+ordinal, ``"cuda:1"`` or ``tile.Device(1)``; by default the current backend's: the host for the CPU backend,
+``tile.core.Device(0)`` for the GPU), except `from_dlpack`, which borrows the producer's memory
 without copying (and never frees it). Random tensors come from one seeded generator (`manual_seed`), so a run is
 reproducible. Creation takes the dtype first, as cuTile Rust does (``tile.zeros(f32, [1024])``), or numpy's way
 (``tile.zeros([1024], f32)`` / ``dtype=``).
@@ -25,6 +26,7 @@ from tile.frontend import _device
 from tile.frontend._backend import backend
 from tile.frontend._dtypes import as_dtype, dtype_of, is_dtype_like, numpy_dtype
 from tile.frontend._errors import ArgumentError, HostMemoryError
+from tile.frontend._placement import resolve
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST, Storage
 from tile.frontend._tensor import MAX_BYTES, Tensor
@@ -60,14 +62,11 @@ def _gpu_device() -> Hashable:
 
 
 def _target(device: object) -> Hashable:
+    """Where a new tensor goes: ``device`` resolved (``"cpu"``, ``1``, ``"cuda:1"``, ``tile.Device(1)``), else the
+    current backend's default (the host, or GPU 0)."""
     if device is None:
         return HOST if backend() == "cpu" else _gpu_device()
-    if device in ("cpu", "host"):
-        return HOST
-    if device in ("gpu", "cuda"):
-        return _gpu_device()
-    assert isinstance(device, Hashable)
-    return device
+    return resolve(device)
 
 
 def _store(array: np.ndarray[Any, Any], dtype: DType, device: object) -> Tensor:

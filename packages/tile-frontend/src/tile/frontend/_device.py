@@ -17,7 +17,7 @@ from tile.frontend._storage import Storage
 if TYPE_CHECKING:
     from tile.frontend._tensor import Tensor
 
-__all__ = ["allocate", "borrow", "default_device", "read", "upload", "view"]
+__all__ = ["allocate", "borrow", "copy_to", "default_device", "read", "upload", "view"]
 
 
 def default_device() -> Any:
@@ -42,6 +42,29 @@ def upload(array: np.ndarray[Any, Any], device: Any) -> Storage:
 
     raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # bytes: ml_dtypes element types copy as they are
     buffer = core.DeviceBuffer.from_host(raw, device=device)
+    return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
+
+
+def copy_to(tensor: Tensor, device: Any) -> Storage:
+    """An owned allocation on ``device`` holding a copy of the contiguous device ``tensor`` (blocks until copied).
+
+    Between two GPUs this is a peer copy (``cuMemcpyPeerAsync``; tile.core enables peer access where the hardware
+    allows it). The copy is ordered after the source buffer's pending work and recorded on both buffers, so neither
+    is freed under it.
+    """
+    from tile import core
+
+    storage = tensor._check()
+    lo, hi = tensor._byte_range()
+    buffer = core.DeviceBuffer.allocate(max(hi - lo, 1), device=device)
+    if hi > lo:
+        home = storage.buffer if isinstance(storage.buffer, core.DeviceBuffer) else None
+        raw = (np.dtype(np.uint8), (hi - lo,), (1,))
+        src = core.DeviceView(lo, *raw, device=storage.device, owner=storage.buffer, buffer=home)  # type: ignore[arg-type]  # a tile.core.Device
+        dst = core.DeviceView(buffer.ptr, *raw, device=device, owner=buffer, buffer=buffer)
+        core.copy(dst, src, stream=buffer.stream)
+    else:
+        buffer.stream.synchronize()
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 

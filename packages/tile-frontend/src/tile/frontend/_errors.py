@@ -23,6 +23,7 @@ __all__ = [
     "ArgumentError",
     "BackendError",
     "BorrowError",
+    "DeviceMismatchError",
     "FreedError",
     "FrozenError",
     "GridError",
@@ -130,6 +131,11 @@ class GridError(TileError, ValueError):
 
 class BackendError(TileError, RuntimeError):
     """The requested backend cannot run here, or arguments live on a different device than the launch."""
+
+
+class DeviceMismatchError(ArgumentError, BackendError):
+    """Tensors that one call needs on one device live on two (a launch's arguments, a collective's tensors, a copy's
+    ends): the message names both devices. Move one with ``tensor.to(device)``."""
 
 
 class KernelFaultError(TileError, RuntimeError):

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tile.frontend._errors import AliasError, BackendError, BorrowError
+from tile.frontend._errors import AliasError, BorrowError, DeviceMismatchError
 from tile.frontend._partition import Partition
+from tile.frontend._placement import device_name
 from tile.frontend._shared import HANDLES, Shared, tensor_of
 from tile.frontend._signature import Param
 from tile.frontend._storage import overlapping
@@ -27,8 +28,11 @@ def check(kernel: str, params: Sequence[Param], args: Sequence[Any], unchecked: 
     handles = [(p, a) for p, a in zip(params, args, strict=False) if isinstance(a, HANDLES)]
     devices = {tensor_of(a).device for _, a in handles}
     if len(devices) > 1:
-        listed = ", ".join(f"'{p.name}' on {tensor_of(a).device}" for p, a in handles)
-        raise BackendError(f"{kernel}(): arguments live on different devices ({listed}); move them to one device")
+        listed = ", ".join(f"'{p.name}' on {device_name(tensor_of(a).device)}" for p, a in handles)
+        raise DeviceMismatchError(
+            f"{kernel}(): arguments live on different devices ({listed}); a kernel runs on one device: move them "
+            "there first (tensor.to(device))"
+        )
     if not unchecked:
         for p, a in handles:
             if isinstance(a, Partition):

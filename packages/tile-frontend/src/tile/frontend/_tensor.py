@@ -340,6 +340,17 @@ class Tensor(Uncopyable):
         out = self.to_numpy()
         return out if dtype is None else out.astype(dtype)
 
+    def to(self, device: object) -> Tensor:
+        """A new tensor on ``device`` (``"cpu"``, a GPU ordinal, ``"cuda:1"``, ``tile.Device(1)``) holding a copy.
+
+        This tensor is only read and stays usable; the result always owns fresh memory, also on the same device.
+        Between two GPUs the copy is a peer copy (``cuMemcpyPeerAsync``, direct where peer access is possible).
+        Blocks until the copy is done.
+        """
+        from tile.frontend._placement import to
+
+        return to(self, device)
+
     def copy(self) -> Tensor:
         """A new tensor owning a contiguous copy of these elements."""
         from tile.frontend._create import from_numpy
