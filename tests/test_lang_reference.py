@@ -128,9 +128,10 @@ def test_example_runs_on_the_gpu(key: str, tmp_path: Path) -> None:
     try:
         script = tmp_path / ("example_" + re.sub(r"\W", "_", key) + ".py")
         script.write_text(render.PRELUDE + "\n" + SNIPPETS[key], encoding="utf-8")
-        runpy.run_path(str(script), run_name="__example__")
+        namespace = runpy.run_path(str(script), run_name="__example__")  # each example asserts its own result
     finally:
         tile.set_backend("cpu")
+    assert namespace, "the example ran to its end"
 
 
 def test_a_wrong_expectation_fails_its_example(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ DISTRIBUTION_OF = {
     "ml_dtypes": "ml-dtypes",
     "mypy": "mypy",
     "rich": "rich",
+    "torch": "torch",
 }
 # Distributions that are used without being imported: executables found on disk.
 NOT_IMPORTED = {"nvidia-cuda-tileiras"}

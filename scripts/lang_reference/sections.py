@@ -289,4 +289,8 @@ ENTRY_OPTIONS: dict[str, tuple[str, str]] = {
     "num_worker_warps": ("`int` 4 or 8 or `tile.by_arch(...)`", "Tile IR hint `num_worker_warps_per_cta`"),
     "flush_to_zero": ("`bool` (False)", "every f32 op whose Tile IR op has `flush_to_zero` gets it by default"),
     "approx": ("`bool` (False)", 'every f32 op whose Tile IR op allows `rounding_mode="approx"` gets it by default'),
+    "fp_contract": (
+        "`bool` (True)",
+        "fuse `a * b + c` / `a * b - c` into one `fma` where the product has no other use; False rounds every product",
+    ),
 }
