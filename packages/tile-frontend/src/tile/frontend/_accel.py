@@ -23,7 +23,7 @@ def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get(PURE_ENV, "").strip() not in ("", "0"):
         return None, f"pure Python ({PURE_ENV}={os.environ[PURE_ENV]})"
     try:
-        from tile.frontend import _fastlaunch  # type: ignore[attr-defined]
+        from tile.frontend import _fastlaunch  # type: ignore[attr-defined, unused-ignore]  # built or not
     except ImportError as error:
         return None, f"pure Python (the compiled extension is not built: {error})"
     return _fastlaunch, "compiled"
