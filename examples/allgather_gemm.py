@@ -11,10 +11,12 @@ The all-gather is a ``tile.aio`` op: the GEMM is chained on it with ``.then``, s
 order, taking the gathered A while it is still in flight (only a launch may), with no host synchronisation between.
 """
 
+import importlib
 import importlib.util
 import os
 import sys
 import tempfile
+from typing import Any
 
 import numpy as np
 
@@ -23,14 +25,15 @@ import tile.frontend.distributed as d
 from tile.frontend import f16, f32
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gemm import gemm_f16  # the example next to this one
+gemm_f16: Any = importlib.import_module("gemm").gemm_f16  # the kernel of the example next to this one
 
 
-def gemm(a: tile.Tensor, b: tile.Tensor, tiles: tuple[int, int, int], device: object) -> np.ndarray:
+def gemm(a: tile.Tensor, b: tile.Tensor | tile.Shared, tiles: tuple[int, int, int], device: object) -> np.ndarray:
     bm, bn, bk = tiles
     c = tile.empty(f32, [a.shape[0], b.shape[1]], device=device).partition([bm, bn])
-    c, *_ = gemm_f16(c, a, b, BK=bk).sync()
-    return c.unpartition().to_numpy()
+    done, *_ = gemm_f16(c, a, b, BK=bk).sync()
+    result: np.ndarray = done.unpartition().to_numpy()
+    return result
 
 
 def main() -> None:
