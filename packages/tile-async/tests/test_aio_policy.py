@@ -141,3 +141,47 @@ def test_a_process_wide_default_reaches_new_threads(monkeypatch: pytest.MonkeyPa
     thread.start()
     thread.join(timeout=5)
     assert fresh == [[]]
+
+
+class _Homed(aio.DeviceOp[str]):
+    """An op bound to one context (as a launch is bound to its data's device): it records where it ran."""
+
+    __slots__ = ("_home_policy", "ran_on")
+
+    def __init__(self, home: aio.HostStream) -> None:
+        super().__init__()
+        self._home_policy = _policy.SingleStream(home)
+        self.ran_on: list[object] = []
+
+    def _home(self) -> _policy.SchedulingPolicy:
+        return self._home_policy
+
+    def _execute(self, ctx: aio.ExecutionContext) -> str:
+        self.ran_on.append(ctx)
+        return "out"
+
+
+@pytest.mark.parametrize("how", ["sync", "await", "graph"])
+def test_a_chain_runs_where_its_first_op_would(how: str) -> None:
+    """A chain on a multi-GPU rank ran on the default device's stream instead of its data's (seen: an all-gather on
+    GPU 1 refused the GPU 0 stream ``.sync()`` picked for the chain). A chain asks its first op where to run."""
+    home = aio.HostStream()
+    try:
+        first = _Homed(home)
+        chain = first.then(lambda out: aio.value(out + "!")).map(str.upper)
+        if how == "sync":
+            assert chain.sync() == "OUT!"
+        elif how == "await":
+            assert asyncio.run(_awaited(chain)) == "OUT!"
+        else:
+            graph = chain.graph()
+            assert graph._context is home  # captured on the first op's context, its recorder stands in
+            graph.close()
+            return
+        assert first.ran_on == [home]
+    finally:
+        home.close()
+
+
+async def _awaited(op: aio.DeviceOp[str]) -> str:
+    return await op

@@ -49,6 +49,20 @@ class FakeStream:
 FakeDevice.default_stream = FakeStream()  # type: ignore[attr-defined]  # set once both classes exist
 
 
+class _FakeDeviceType(type):
+    """``tile.core.Device`` stand-in: ``Device(0)`` is the one fake device, and ``isinstance`` recognises it."""
+
+    def __call__(cls, ordinal: int = 0) -> FakeDevice:  # a factory, not a constructor
+        return DEVICE
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return obj is DEVICE
+
+
+class FakeDeviceClass(metaclass=_FakeDeviceType):
+    """What the fake harness installs as ``tile.core.Device``."""
+
+
 class FakeBuffer:
     raw: np.ndarray[Any, Any]
     ptr: int
@@ -219,7 +233,7 @@ def install_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tile_core, "Module", FakeModule)
     monkeypatch.setattr(tile_core, "launch", fake_launch)
     monkeypatch.setattr(tile_core, "prepare", fake_prepare)
-    monkeypatch.setattr(tile_core, "Device", lambda ordinal=0: DEVICE)
+    monkeypatch.setattr(tile_core, "Device", FakeDeviceClass)
 
     def compile_and_remember(fn: Any, spec: Any, target: Any) -> Any:
         compiled = tile_compiler.compile_kernel(fn, spec, target)

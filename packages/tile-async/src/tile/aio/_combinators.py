@@ -10,11 +10,14 @@ the context it is executed on in the order given, and keeps them until it is rel
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from tile.aio._context import HOST, ExecutionContext
 from tile.aio._errors import OpTypeError
 from tile.aio._op import DeviceOp, Site, caller_site
+
+if TYPE_CHECKING:
+    from tile.aio._policy import SchedulingPolicy
 
 __all__ = [
     "Collect",
@@ -77,6 +80,13 @@ class _Link(DeviceOp[U]):
 
     def _step(self, out: Any, ctx: ExecutionContext) -> U:
         raise NotImplementedError
+
+    def _home(self) -> SchedulingPolicy | None:
+        """Where the chain's first op would run (a chain thousands of links deep is walked, not recursed)."""
+        src: DeviceOp[Any] = self._src
+        while isinstance(src, _Link):
+            src = src._src
+        return src._home()
 
     def _execute(self, ctx: ExecutionContext) -> U:
         links: list[_Link[Any]] = [self]

@@ -268,7 +268,7 @@ class DeviceOp(Uncopyable, Generic[T_co]):
             When called while this thread executes another op.
         """
         _lock.check(".sync()")
-        return _run.run_sync(self, _policy.default_policy().next_context(), ".sync()", caller_site())
+        return _run.run_sync(self, self._home_context(), ".sync()", caller_site())
 
     def sync_on(self, stream: object) -> T_co:
         """Execute on ``stream``, block until the work is done, and return the output.
@@ -287,8 +287,7 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         """``await op``: execute on the default policy; resolve when the work is done, without blocking the
         event loop (a short bounded poll, then a waiter thread or host callback wakes the loop)."""
         _lock.check("await")
-        ctx = _policy.default_policy().next_context()
-        return _run.run_async(self, ctx, "await", caller_site()).__await__()
+        return _run.run_async(self, self._home_context(), "await", caller_site()).__await__()
 
     def schedule(self, policy: SchedulingPolicy) -> Scheduled[T_co]:
         """Bind this op to a scheduling policy.
@@ -320,8 +319,17 @@ class DeviceOp(Uncopyable, Generic[T_co]):
             The graph; it owns this op until closed.
         """
         _lock.check(".graph()")
-        ctx = _policy.default_policy().next_context() if on is None else _policy.as_context(on)
+        ctx = self._home_context() if on is None else _policy.as_context(on)
         return _graph.capture_on(self, ctx, caller_site())
+
+    def _home(self) -> SchedulingPolicy | None:
+        """The policy this op runs on when ``.sync()``, ``await`` or ``.graph()`` name no context: None for the
+        default device's. An op bound to data on one device (a kernel launch, a collective) names that device's,
+        and a ``.then()``/``.map()`` chain runs where its first op would, so a chain on GPU 1 runs on GPU 1."""
+        return None
+
+    def _home_context(self) -> ExecutionContext:
+        return (self._home() or _policy.default_policy()).next_context()
 
 
 class Scheduled(Uncopyable, Generic[T]):

@@ -218,6 +218,10 @@ class Launch(DeviceOp[tuple[Any, ...]]):
 
     # A launch runs on the device its tensors live on (a CPU launch on a host stream), whatever tile.aio's default
     # device is: there may be no GPU, or the default may point at another device.
+    def _home(self) -> SchedulingPolicy:
+        """A stream of the device its data lives on: also where a ``.then()`` chain starting here runs."""
+        return self._policy()
+
     def _policy(self) -> SchedulingPolicy:
         return tile.aio.default_policy("host" if self.on_host else self._plan.device)
 

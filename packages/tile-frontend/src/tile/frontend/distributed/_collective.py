@@ -143,6 +143,10 @@ class Collective(DeviceOp[Any]):
         if self._values is not None and self._fate is None:  # dropped without ever running: nothing is queued
             self._drop()
 
+    def _home(self) -> SchedulingPolicy:
+        """A stream of the device its data lives on: also where a ``.then()`` chain starting here runs."""
+        return self._policy()
+
     def _policy(self) -> SchedulingPolicy:
         return tile.aio.default_policy("host" if self._device == HOST else self._device)
 
