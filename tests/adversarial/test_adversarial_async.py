@@ -230,6 +230,23 @@ def test_an_output_unpartitioned_in_flight_feeds_the_next_launch(k: ModuleType, 
     t.partition([128])  # and exclusive again
 
 
+def test_in_flight_says_whether_only_a_launch_may_take_a_tensor(k: ModuleType, stream: aio.HostStream) -> None:
+    """`Tensor.in_flight` lets library code choose between moving a handle into a launch and borrowing a view."""
+    states: list[bool] = []
+
+    def fn(out: tuple[Any, ...]) -> Any:
+        t = out[0].unpartition()
+        states.extend([t.in_flight, out[1].in_flight])
+        return k.add(tile.zeros(f32, [N]).partition([128]), t, out[1])
+
+    fresh = tile.zeros(f32, [N])
+    _y, t, x = k.add(*_args()).then(fn).sync_on(stream)
+    assert states == [True, True]
+    assert not t.in_flight  # handed back live once the chain is done
+    assert not x.in_flight
+    assert not fresh.in_flight
+
+
 def test_a_borrow_of_an_output_unpartitioned_in_flight_is_refused(k: ModuleType, stream: aio.HostStream) -> None:
     """The writer may still run when the function unpartitions its output: the memory stays held against new borrows
     (which would read it mid-kernel) until the writer's launch is done."""
