@@ -213,22 +213,22 @@ QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[
     "embed": ({"BH": 1024}, {"z": ("bf16", 2), "table": ("bf16", 2), "ids": ("i32", 1)}, {"D": "bf16"}),
     "q_prep": (
         {"HD": 128, "HALF": 64},
-        {"z": ("bf16", 3), "x": ("bf16", 3), "w": ("bf16", 2), **HEAD},
+        {"z": ("bf16", 2), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
         {"O": "bf16", "D": "bf16", "W": "bf16"},
     ),
     "kv_append": (
-        {"S": 1024, "HD": 128, "HALF": 64, "ROPE": True},
-        {"z": ("bf16", 3), "x": ("bf16", 3), "w": ("bf16", 2), **HEAD},
+        {"S": 1024, "HD": 128, "HALF": 64, "ROPE": True, "OFF": 16},
+        {"z": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
         {"C": "bf16", "D": "bf16", "W": "bf16"},
     ),
     "attention": (
         {"HD": 128, "GROUP": 4, "BS": 64},
-        {"z": ("bf16", 3), "q": ("bf16", 3), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
+        {"z": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
         {"O": "bf16", "D": "bf16", "C": "bf16"},
     ),
     "swiglu": (
-        {"BM": 1, "BN": 1024},
-        {"z": ("bf16", 2), "g": ("bf16", 2), "u": ("bf16", 2)},
+        {"BM": 1, "BN": 1024, "UP": 3},
+        {"z": ("bf16", 2), "gu": ("bf16", 2)},
         {"O": "bf16", "D": "bf16"},
     ),
 }
@@ -239,5 +239,7 @@ def test_kernels_are_checked_and_lower_for_sm_90(name: str) -> None:
     # Token ids and positions are data, so these kernels keep in-kernel index checks (unlike the GEMMs): that is the
     # point, a bad id or position faults instead of reading or writing past the tensor.
     ops = _lower_for_sm_90(name, *QWEN3_KERNELS[name])
+    # swiglu reads the up half at column tile j + UP of the fused gate/up rows, an index the compiler cannot prove in
+    # range, so it keeps a check too.
     checked = bool(ops & {"int_to_ptr", "assert"})
-    assert checked == (name != "swiglu"), f"{name}: index checks in the kernel: {checked}"
+    assert checked, f"{name}: no index checks in the kernel"
