@@ -359,6 +359,81 @@ def test_replay_then_close_then_read(k: ModuleType, stream: aio.HostStream) -> N
     np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
 
 
+# -- 6b. host data into and out of an open graph ----------------------------------------------------------------------
+
+
+def test_graph_write_and_graph_read_feed_and_drain_replays(k: ModuleType, stream: aio.HostStream) -> None:
+    """Per-replay inputs go into a tensor the graph reads and results come out of its output, each copy ordered
+    between replays by graph.update."""
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    for v in (1.0, 5.0, 7.0):
+        x = tile.graph_write(graph, x, np.full(N, v)).sync_on(stream)
+        graph.launch().sync_on(stream)
+        out = tile.graph_read(graph, graph.output[0]).sync_on(stream)
+        np.testing.assert_array_equal(out.to_numpy(), np.full(N, v + 1, np.float32))
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 7, np.float32))  # handed back live
+    z, _, _ = graph.close()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 8, np.float32))
+
+
+def test_graph_write_refuses_memory_others_can_see(k: ModuleType, stream: aio.HostStream) -> None:
+    """Another live view (or another graph's capture) could read the memory while the copy writes it."""
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    other = k.add(tile.zeros(f32, [256]).partition([128]), x[0:256], tile.ones(f32, [256])).graph(stream)
+    with pytest.raises(tile.BorrowError, match="handles the graph did not capture"):
+        tile.graph_write(graph, x, np.ones(N))  # the other graph reads x[0:256]
+    other.close()  # hands its view of x back live: still another handle
+    with pytest.raises(tile.BorrowError, match="handles the graph did not capture"):
+        tile.graph_write(graph, x, np.ones(N))
+    del other
+    view = x[512:]
+    with pytest.raises(tile.BorrowError, match="handles the graph did not capture"):
+        tile.graph_write(graph, x, np.ones(N))
+    del view
+    with pytest.raises(tile.ArgumentError, match=r"data has shape \[3\]"):
+        tile.graph_write(graph, x, np.ones(3))
+    x = tile.graph_write(graph, x, np.ones(N)).sync_on(stream)  # nothing refused moved x
+    graph.close()
+    with pytest.raises(aio.ClosedError):
+        tile.graph_write(graph, x, np.ones(N))
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))  # a refusal leaves x usable
+
+
+def test_graph_read_takes_only_what_the_graph_captured(k: ModuleType, stream: aio.HostStream) -> None:
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream)
+    other = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream)
+    with pytest.raises(InFlightError, match="not captured by this graph"):
+        tile.graph_read(graph, tile.ones(f32, [N]))
+    with pytest.raises(InFlightError, match="not captured by this graph"):
+        tile.graph_read(graph, other.output[0])
+    graph.close()
+    other.close()
+
+
+def test_what_graph_write_and_graph_read_return_is_in_flight_until_the_copy_is_done(
+    k: ModuleType, stream: aio.HostStream
+) -> None:
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    refused: list[str] = []
+
+    def peek(t: tile.Tensor) -> aio.DeviceOp[None]:
+        try:
+            t.to_numpy()
+        except InFlightError as exc:
+            refused.append(str(exc))
+        return aio.empty()
+
+    graph.update(aio.empty())  # (an update of nothing is fine)
+    tile.graph_write(graph, x, np.ones(N)).then(peek).sync_on(stream)
+    tile.graph_read(graph, graph.output[0]).then(peek).sync_on(stream)
+    assert len(refused) == 2
+    assert "before its copy was done" in refused[0]
+    graph.close()
+
+
 # -- 8. mutating what was checked --------------------------------------------------------------------------------------
 
 
