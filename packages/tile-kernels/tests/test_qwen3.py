@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
+from tile import aio
 from tile.kernels.qwen3 import (
     CONFIGS,
     TINY,
+    DecodeGraph,
     Qwen3,
     Qwen3Config,
     Sampler,
@@ -132,8 +134,17 @@ def _reference(w: dict[str, Any], c: Qwen3Config, ids: list[int]) -> np.ndarray[
     return np.asarray(norm(x, f["model.norm.weight"]) @ head.T)
 
 
+def _decode(model: Qwen3, ids: list[int], graph: bool) -> list[np.ndarray[Any, Any]]:
+    """Each token's logits, decoded eagerly (one chain per token) or by replaying a captured `DecodeGraph`."""
+    if not graph:
+        return [model.forward([i]) for i in ids]
+    with DecodeGraph(model) as step:
+        return [step.step(i) for i in ids]
+
+
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 @pytest.mark.parametrize("tied", [False, True])
-def test_prefill_and_decode_match_a_float64_reference(tied: bool) -> None:
+def test_prefill_and_decode_match_a_float64_reference(tied: bool, graph: bool) -> None:
     # Error budget: activations are rounded to bf16 (unit u = 2^-8) at each kernel boundary; a logit inherits about
     # one relative rounding per sublayer output that feeds the residual stream (2 per layer) plus the final norm and
     # the embedding: (2 * layers + 2) * u * max|logit|.
@@ -141,11 +152,40 @@ def test_prefill_and_decode_match_a_float64_reference(tied: bool) -> None:
     w = random_weights(c, seed=5)
     ids = [3, 141, 59, 26, 5, 35, 89, 79, 32, 38]
     model = Qwen3(c, w, max_seq=16)
-    got = np.concatenate([model.forward(ids[:7], all_logits=True)] + [model.forward([i])[None] for i in ids[7:]])
+    got = np.concatenate([model.forward(ids[:7], all_logits=True), np.stack(_decode(model, ids[7:], graph))])
     ref = _reference(w, c, ids)
     budget = (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
     assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
     assert model.length == len(ids)
+
+
+def test_the_decode_graph_replays_the_eager_step_exactly_and_hands_the_cache_back() -> None:
+    w = random_weights(TINY, seed=3)
+    eager, graphed = Qwen3(TINY, w, max_seq=16), Qwen3(TINY, w, max_seq=16)
+    eager.forward([5, 6, 7])
+    graphed.forward([5, 6, 7])
+    tokens = [9, 2, 40, 11]
+    want = [eager.forward([t]) for t in tokens]
+    step = DecodeGraph(graphed)
+    with pytest.raises(tile.ArgumentError, match="already has an open decode graph"):
+        DecodeGraph(graphed)
+    with pytest.raises(tile.ArgumentError, match="a decode graph holds the KV cache"):
+        graphed.forward([1])
+    got = [step.step(t) for t in tokens]
+    with pytest.raises(tile.ArgumentError, match="outside the vocabulary"):
+        step.step(TINY.vocab_size)
+    assert graphed.length == 7  # a refused token runs nothing
+    step.close()
+    step.close()  # idempotent
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_array_equal(a, b)  # the same kernels on the same data, bit for bit
+    np.testing.assert_array_equal(graphed.forward([3]), eager.forward([3]))  # the cache came back, positions agree
+    with DecodeGraph(graphed, on=aio.HostStream()) as again:  # a second capture on a given context
+        np.testing.assert_array_equal(again.step(8), eager.forward([8]))
+        while graphed.length < graphed.max_seq:
+            again.step(1)
+        with pytest.raises(tile.ArgumentError, match="exceed the cache of 16"):
+            again.step(1)
 
 
 def test_forward_refuses_bad_input_and_keeps_its_state() -> None:

@@ -8,7 +8,7 @@ the down projection with the residual fused. Activations are bf16 between launch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +97,8 @@ class Qwen3:
         self.v_cache = [tile.zeros(bf16, [c.num_key_value_heads, self.max_seq, c.head_dim]) for _ in self.layers]
         self.length = 0
         self.block = min(64, self.max_seq)
+        self.graphed = False  # a DecodeGraph holds the caches (see tile.kernels.qwen3.decode)
+        self._tuned: set[int] = set()
 
     def weight_bytes(self) -> int:
         """Bytes of weights one token reads (every matrix and vector once; a tied embedding counted once)."""
@@ -121,11 +123,13 @@ class Qwen3:
         bad = [i for i in ids if not 0 <= i < c.vocab_size]
         if bad:
             raise ArgumentError(f"qwen3: token id {bad[0]} is outside the vocabulary [0, {c.vocab_size})")
-        ids_t = tile.from_numpy(np.array(ids, dtype=np.int32))
-        pos = tile.from_numpy(np.array([self.length], dtype=np.int32))
+        if self.graphed:
+            raise ArgumentError("Qwen3.forward: a decode graph holds the KV cache; close it first (graph.close())")
+        self.tune(n)
+        inputs = tile.from_numpy(np.array([*ids, self.length], dtype=np.int32))
         chain = Chain()
         head = n == 1 or all_logits
-        chain.finish(chain.build(self.steps(ids_t, pos, n, head=head)).sync())
+        chain.finish(chain.build(self.steps(inputs, n, head=head)).sync())
         self.adopt_caches(chain)
         self.length += n
         logits: np.ndarray[Any, Any]
@@ -144,13 +148,23 @@ class Qwen3:
                 "make the model with a larger max_seq"
             )
 
-    def steps(self, ids: Tensor, pos: Tensor, n: int, *, head: bool) -> list[Step]:
-        """The steps of one forward pass of ``n`` tokens ``ids`` at positions ``pos[0] ..`` (device tensors the
-        launches borrow), for a `Chain`: the embedding, every layer, and with ``head`` the final norm and the LM head
-        (output ``"logits"``, f32 ``(n, vocab)``); the residual stream is ``"x"``. The caches are taken from the model
-        and filed back as ``"k{i}"`` / ``"v{i}"`` (see `adopt_caches`)."""
+    def steps(self, inputs: Tensor, n: int, *, head: bool) -> list[Step]:
+        """The steps of one forward pass of ``n`` tokens for a `Chain`: the embedding, every layer, and with ``head``
+        the final norm and the LM head (output ``"logits"``, f32 ``(n, vocab)``); the residual stream is ``"x"``.
+
+        ``inputs`` is an i32 device tensor ``[id_0, .., id_{n-1}, position of id_0]``; the launches borrow views of it
+        made when they are (so a captured graph reads it and `tile.graph_write` can refill it between replays). The
+        caches are taken from the model and filed back as ``"k{i}"`` / ``"v{i}"`` (see `adopt_caches`).
+        """
         c = self.config
-        steps: list[Step] = [lambda ch: (_ops.embed(self.embed, ids, n_ids=n, vocab=c.vocab_size, ids_host=None), X)]
+
+        def pos() -> Tensor:
+            return inputs[n : n + 1]
+
+        def embed(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
+            return _ops.embed(self.embed, inputs[0:n], n_ids=n, vocab=c.vocab_size, ids_host=None), X
+
+        steps: list[Step] = [embed]
         for i, layer in enumerate(self.layers):
             steps += self._layer_steps(i, layer, pos)
         if head:
@@ -159,28 +173,50 @@ class Qwen3:
             steps.append(lambda ch: (tk.matmul_op(ch.take("h"), self.lm_head.T, out_dtype=f32), {"logits": 0}))
         return steps
 
+    def tune(self, n: int) -> None:
+        """Choose the matmul and RMSNorm configs of an ``n``-token pass now (tuned on the GPU, on scratch inputs of
+        the same shapes): a chain cannot tune inside its functions, which run while the chain executes."""
+        if tile.backend() != "gpu" or n in self._tuned:
+            return
+        c, first = self.config, self.layers[0]
+        x, h = tile.zeros(bf16, [n, c.hidden_size]), tile.zeros(bf16, [n, c.q_size])
+        act = tile.zeros(bf16, [n, c.intermediate_size])
+        tk.rmsnorm(x, self.norm, eps=c.rms_norm_eps)
+        tk.matmul(x, first.wqkv.T)
+        tk.matmul(h, first.wo.T, residual=x)
+        tk.matmul(x, first.wgu.T)
+        tk.matmul(act, first.wd.T, residual=x)
+        if n == 1:
+            tk.matmul(x, self.lm_head.T, out_dtype=f32)
+        self._tuned.add(n)
+
     def adopt_caches(self, chain: Chain) -> None:
         """Take back the caches a finished chain filed (its launches moved the model's)."""
         for i in range(len(self.layers)):
             self.k_cache[i], self.v_cache[i] = chain.take(f"k{i}"), chain.take(f"v{i}")
 
-    def _layer_steps(self, i: int, layer: _Layer, pos: Tensor) -> list[Step]:
+    def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor]) -> list[Step]:
         c = self.config
         nq, nkv, eps = c.num_attention_heads, c.num_key_value_heads, c.rms_norm_eps
-        tables = {"cos": self.cos, "sin": self.sin, "pos": pos}
         k, v = f"k{i}", f"v{i}"
 
+        def tables() -> dict[str, Tensor]:
+            return {"cos": self.cos, "sin": self.sin, "pos": pos()}
+
         def append(ch: Chain, cache: Tensor, offset: int, rope: bool) -> _ops.Op:
-            return _ops.append_kv(cache, ch.take("qkv"), layer.k_norm, offset=offset, eps=eps, rope=rope, **tables)
+            return _ops.append_kv(cache, ch.take("qkv"), layer.k_norm, offset=offset, eps=eps, rope=rope, **tables())
+
+        def prep(ch: Chain) -> _ops.Op:
+            return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
 
         def attend(ch: Chain) -> _ops.Op:
             q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)
-            return _ops.attention(q, kc, vc, pos=pos, group=c.group, block=self.block)
+            return _ops.attention(q, kc, vc, pos=pos(), group=c.group, block=self.block)
 
         return [
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
-            lambda ch: (_ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables), {"q": 0, "qkv": 1}),
+            lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
             lambda ch: (append(ch, self.k_cache[i], nq, True), {k: 0, "qkv": 1}),
             lambda ch: (append(ch, self.v_cache[i], nq + nkv, False), {v: 0}),
             lambda ch: (attend(ch), {"o": 0, k: 2, v: 3}),
