@@ -207,8 +207,11 @@ def test_runner(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out = capsys.readouterr()
     assert "prefill: 4 tokens" in out.out
     assert "decode: 2 tokens" in out.out
-    assert len(out.out.split("tokens:")[1].split()) == 3
+    graphed = out.out.split("tokens:")[1].split()
+    assert len(graphed) == 3
     assert "25/25" in out.err
+    assert main(["--model", "tiny", "--prompt-len", "4", "--new-tokens", "3", "--plain-progress", "--eager"]) == 0
+    assert capsys.readouterr().out.split("tokens:")[1].split() == graphed  # the graph decodes what eager does
     assert main(["--model", "tiny", "--tp", "2"]) == 2
     assert "not supported yet" in capsys.readouterr().err
     save_checkpoint(random_weights(TINY, seed=2), TINY, tmp_path)
