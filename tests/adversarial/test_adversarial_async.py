@@ -18,6 +18,7 @@ a file and imported from there.
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 import sys
 import threading
@@ -399,6 +400,21 @@ def test_graph_write_refuses_memory_others_can_see(k: ModuleType, stream: aio.Ho
     with pytest.raises(aio.ClosedError):
         tile.graph_write(graph, x, np.ones(N))
     np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))  # a refusal leaves x usable
+
+
+def test_a_graph_write_never_run_lets_the_memory_go(k: ModuleType, stream: aio.HostStream) -> None:
+    """The write holds the tensor's memory from the moment it is made; dropping the op unrun releases it."""
+    a = np.zeros(N, np.float32)
+    x = tile.from_dlpack(a).copy()
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    storage = x._storage
+    op = tile.graph_write(graph, x, np.ones(N))
+    assert storage.pending > 0
+    del op
+    gc.collect()
+    graph.close()
+    assert storage.pending == 0
+    assert not storage._held
 
 
 def test_graph_read_takes_only_what_the_graph_captured(k: ModuleType, stream: aio.HostStream) -> None:

@@ -128,13 +128,14 @@ def _device_side(op: DeviceOp[Any], tensor: Tensor, ctx: ExecutionContext) -> An
 
 
 class _Write(DeviceOp[Tensor]):
-    __slots__ = ("_lent", "_tensor", "_values")
+    __slots__ = ("_lent", "_ran", "_tensor", "_values")
 
     def __init__(self, tensor: Tensor, values: np.ndarray[Any, Any]) -> None:
         super().__init__()
         self._tensor: Tensor | None = tensor
         self._values = values
         self._lent: InFlight | None = None
+        self._ran = False
 
     def _describe(self) -> str:
         return "graph_write"
@@ -145,6 +146,7 @@ class _Write(DeviceOp[Tensor]):
     def _execute(self, ctx: ExecutionContext) -> Tensor:
         tensor, values = self._tensor, self._values
         assert tensor is not None, "an op executes once"
+        self._ran = True
         stream = _device_side(self, tensor, ctx)
         raw = values.reshape(-1).view(np.uint8)
         if stream is None:
@@ -170,6 +172,12 @@ class _Write(DeviceOp[Tensor]):
                     tensor._fate = None  # the copy is done: the tensor is live again
                 tensor._storage.unhold(tensor)
                 tensor._storage.release()
+
+    def __del__(self) -> None:
+        # Dropped without ever running (also inside an update that never ran): no copy is pending, so the memory's
+        # hold and pending count go now.
+        if self._tensor is not None and not self._ran:
+            self._drop()
 
 
 class _Read(DeviceOp[Tensor]):
