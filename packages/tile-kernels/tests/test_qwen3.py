@@ -94,6 +94,11 @@ def test_sampler() -> None:
     logits = np.array([0.0, 3.0, 1.0, 2.9, -5.0])
     assert Sampler()(logits) == 1
     assert Sampler(temperature=1.0, top_k=1)(logits) == 1
+    assert [Sampler().greedy, Sampler(temperature=1.0, top_k=1).greedy, Sampler(temperature=1.0).greedy] == [
+        True,
+        True,
+        False,
+    ]
     draws = [Sampler(temperature=1.0, top_k=2, seed=s)(logits) for s in range(40)]
     assert set(draws) == {1, 3}  # only the two largest, both drawn
     assert draws == [Sampler(temperature=1.0, top_k=2, seed=s)(logits) for s in range(40)]
@@ -188,6 +193,32 @@ def test_the_decode_graph_replays_the_eager_step_exactly_and_hands_the_cache_bac
             again.step(1)
 
 
+def test_greedy_decoding_on_the_device_picks_the_host_argmax() -> None:
+    w = random_weights(TINY, seed=6)
+    host, device = Qwen3(TINY, w, max_seq=16), Qwen3(TINY, w, max_seq=16)
+    token = int(np.argmax(host.forward([1, 2])))
+    device.forward([1, 2])
+    with DecodeGraph(device) as graph:
+        for _ in range(5):
+            got = graph.greedy(token)
+            token = int(np.argmax(host.forward([token])))
+            assert got == token
+    assert device.length == host.length
+
+
+@pytest.mark.parametrize("n", [1, 5000, 4096 * 2 + 3])
+def test_the_argmax_kernel_takes_the_first_maximum_across_chunks(n: int) -> None:
+    from tile.kernels.qwen3 import _ops
+
+    rng = np.random.default_rng(n)
+    row = rng.standard_normal((1, n)).astype(np.float32)
+    row[0, n // 3] = row[0, n - 1] = 9.0  # a tie across chunks: the first one wins, as in numpy
+    got = _ops.argmax(tile.from_numpy(row)).sync()[0].unpartition().to_numpy()
+    assert int(got[0]) == int(np.argmax(row))
+    row[0, :] = -np.inf  # padding (-inf) never wins over a real column, even one that is -inf itself
+    assert int(_ops.argmax(tile.from_numpy(row)).sync()[0].unpartition().to_numpy()[0]) == 0
+
+
 def test_forward_refuses_bad_input_and_keeps_its_state() -> None:
     model = Qwen3(TINY, random_weights(TINY), max_seq=8)
     model.forward([1, 2, 3])
@@ -212,6 +243,11 @@ def test_runner(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert "25/25" in out.err
     assert main(["--model", "tiny", "--prompt-len", "4", "--new-tokens", "3", "--plain-progress", "--eager"]) == 0
     assert capsys.readouterr().out.split("tokens:")[1].split() == graphed  # the graph decodes what eager does
+    sampled = ["--model", "tiny", "--prompt-len", "4", "--new-tokens", "4", "--temperature", "1", "--plain-progress"]
+    assert main(sampled) == 0
+    drawn = capsys.readouterr().out.split("tokens:")[1].split()
+    assert main([*sampled, "--eager"]) == 0  # host sampling from the graph's logits row draws what eager draws
+    assert capsys.readouterr().out.split("tokens:")[1].split() == drawn
     assert main(["--model", "tiny", "--tp", "2"]) == 2
     assert "not supported yet" in capsys.readouterr().err
     save_checkpoint(random_weights(TINY, seed=2), TINY, tmp_path)
@@ -269,6 +305,7 @@ QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[
         {"z": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
         {"O": "bf16", "D": "bf16", "C": "bf16"},
     ),
+    "argmax_row": ({"BN": 4096}, {"z": ("i32", 1), "x": ("f32", 2)}, {}),
     "swiglu": (
         {"BM": 1, "BN": 1024, "UP": 3},
         {"z": ("bf16", 2), "gu": ("bf16", 2)},

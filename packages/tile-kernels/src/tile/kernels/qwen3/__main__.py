@@ -72,8 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             start = time.perf_counter()
             for _ in range(max(0, args.new_tokens - 1)):
-                logits = graph.step(tokens[-1]) if graph is not None else model.forward([tokens[-1]])
-                tokens.append(sampler(logits))
+                if graph is not None and sampler.greedy:
+                    tokens.append(graph.greedy(tokens[-1]))  # argmax on the device: one int comes back
+                else:
+                    logits = graph.step(tokens[-1]) if graph is not None else model.forward([tokens[-1]])
+                    tokens.append(sampler(logits))
             decode = time.perf_counter() - start
         finally:
             if graph is not None:

@@ -15,7 +15,7 @@ from tile.frontend import ArgumentError, Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["append_kv", "attention", "embed", "prep_q", "swiglu", "swiglu_block"]
+__all__ = ["append_kv", "argmax", "attention", "embed", "prep_q", "swiglu", "swiglu_block"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
@@ -90,4 +90,12 @@ def swiglu(gu: Tensor, inner: int) -> Op:
     bn = swiglu_block(inner)
     z = tile.empty(gu.dtype, [m, inner]).partition([1, bn])
     made: Op = kernels(_STEM).swiglu(z, _args.operand(gu, "gu", "swiglu"), UP=inner // bn)
+    return made
+
+
+def argmax(logits: Tensor) -> Op:
+    """The index of the largest of the f32 ``(1, vocab)`` logits (first on ties) into a new i32 ``(1,)``."""
+    n = logits.shape[-1]
+    z = tile.zeros(tile.i32, [1]).partition([1])
+    made: Op = kernels(_STEM).argmax_row(z, _args.operand(logits, "logits", "argmax"), BN=min(_args.next_pow2(n), 4096))
     return made

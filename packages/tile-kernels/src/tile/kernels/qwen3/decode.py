@@ -2,9 +2,10 @@
 
 The step is the model's forward chain for one token (embedding, every layer, final norm, LM head: about 11 launches
 a layer, no host wait between them), captured with ``.graph()`` (a CUDA graph on the GPU, a recorded host schedule on
-the CPU interpreter). Its launches read the token id and the position from one i32 device tensor ``[id, position]``;
-each token runs one chain of three ops with one host wait: `tile.graph_write` of the new ``[id, position]`` (ordered
-after the previous replay), the replay, and `tile.graph_read` of the f32 logits row. Sampling stays on the host.
+the CPU interpreter), ending with a one-block argmax of the logits. Its launches read the token id and the position
+from one i32 device tensor ``[id, position]``; each token runs one chain of three ops with one host wait:
+`tile.graph_write` of the new ``[id, position]`` (ordered after the previous replay), the replay, and `tile.graph_read`
+of the f32 logits row (`step`, for host sampling) or of the greedy id alone (`greedy`).
 
 While the graph is open it holds the model's KV cache (`Qwen3.forward` refuses to run); `close` hands it back.
 """
@@ -50,14 +51,15 @@ class DecodeGraph:
         ctx = aio.default_policy("host" if device == "cpu" else device).next_context() if on is None else on
         self._inputs: Tensor = tile.from_numpy(np.zeros(2, dtype=np.int32))
         self._chain = Chain()
-        op = self._chain.build(model.steps(self._inputs, 1, head=True))
+        op = self._chain.build(model.steps(self._inputs, 1, head=True, argmax=True))
         model.graphed = True
         try:
             self.graph: aio.Graph[tuple[Any, ...]] = op.graph(ctx)
         except BaseException:
             model.graphed = False
             raise
-        self._logits = self.graph.output[0]  # the LM head's output partition: f32 (1, vocab)
+        # The last launch is the argmax: its output partition is the greedy id, its second argument the logits.
+        self._next, self._logits = self.graph.output[0], self.graph.output[1]
 
     @property
     def context(self) -> aio.ExecutionContext:
@@ -69,6 +71,15 @@ class DecodeGraph:
 
         Raises `ArgumentError` (nothing run, state unchanged) for an id outside the vocabulary or a full cache.
         """
+        out: np.ndarray[Any, Any] = self._run(token, self._logits)[0]
+        return out
+
+    def greedy(self, token: int) -> int:
+        """Run ``token`` at the model's next position; return the id of its largest logit (the first on ties), found
+        on the device: one int comes back instead of the logits row. Errors as `step`."""
+        return int(self._run(token, self._next)[0])
+
+    def _run(self, token: int, result: Any) -> np.ndarray[Any, Any]:
         model, graph = self.model, self.graph
         token = int(token)
         if not 0 <= token < model.config.vocab_size:
@@ -81,11 +92,11 @@ class DecodeGraph:
             return graph.launch()
 
         op = tile.graph_write(graph, self._inputs, [token, model.length])
-        op = op.then(replay).then(lambda _: tile.graph_read(graph, self._logits))
-        logits = op.sync_on(self.context)
+        op = op.then(replay).then(lambda _: tile.graph_read(graph, result))
+        values = op.sync_on(self.context)
         self._inputs = kept[0]
         model.length += 1
-        out: np.ndarray[Any, Any] = logits.to_numpy()[0]
+        out: np.ndarray[Any, Any] = values.to_numpy()
         return out
 
     def close(self) -> None:

@@ -148,9 +148,11 @@ class Qwen3:
                 "make the model with a larger max_seq"
             )
 
-    def steps(self, inputs: Tensor, n: int, *, head: bool) -> list[Step]:
+    def steps(self, inputs: Tensor, n: int, *, head: bool, argmax: bool = False) -> list[Step]:
         """The steps of one forward pass of ``n`` tokens for a `Chain`: the embedding, every layer, and with ``head``
-        the final norm and the LM head (output ``"logits"``, f32 ``(n, vocab)``); the residual stream is ``"x"``.
+        the final norm and the LM head (output ``"logits"``, f32 ``(n, vocab)``), and with ``argmax`` (one token) the
+        greedy next id as the last launch (output ``"next"``, i32 ``(1,)``; the logits are its second argument); the
+        residual stream is ``"x"``.
 
         ``inputs`` is an i32 device tensor ``[id_0, .., id_{n-1}, position of id_0]``; the launches borrow views of it
         made when they are (so a captured graph reads it and `tile.graph_write` can refill it between replays). The
@@ -171,6 +173,10 @@ class Qwen3:
             eps = c.rms_norm_eps
             steps.append(lambda ch: (tk.rmsnorm_op(ch.take("x"), self.norm, eps=eps), {"h": 0}))
             steps.append(lambda ch: (tk.matmul_op(ch.take("h"), self.lm_head.T, out_dtype=f32), {"logits": 0}))
+        if argmax:
+            if not head or n != 1:
+                raise ArgumentError("Qwen3.steps: argmax needs the LM head of one token")
+            steps.append(lambda ch: (_ops.argmax(ch.take("logits")), {"next": 0, "logits": 1}))
         return steps
 
     def tune(self, n: int) -> None:
