@@ -116,6 +116,25 @@ def _host_bytes(tensor: Tensor) -> np.ndarray[Any, Any]:
     return storage.host[lo:hi]
 
 
+def _device_bytes(tensor: Tensor, writable: bool) -> Any:
+    """A byte ``tile.core.DeviceView`` of a device tensor's (contiguous) elements, made without the handle check: the
+    op owns the tensor (a write) or the graph does and the op is ordered with its replays (a read)."""
+    from tile import core
+
+    storage = tensor._storage
+    lo, hi = tensor._byte_range()
+    return core.DeviceView(
+        lo,
+        np.dtype(np.uint8),
+        (hi - lo,),
+        (1,),
+        device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
+        owner=storage.buffer if storage.owned else storage.keepalive,
+        buffer=storage.buffer if storage.owned else None,
+        readonly=not writable,
+    )
+
+
 def _device_side(op: DeviceOp[Any], tensor: Tensor, ctx: ExecutionContext) -> Any:
     """The stream of ``ctx`` if it can copy ``tensor``'s memory (None for host memory on a host stream)."""
     on_host = tensor._storage.host is not None
@@ -158,9 +177,8 @@ class _Write(DeviceOp[Tensor]):
             ctx.enqueue(run)
         else:
             from tile import core
-            from tile.frontend import _device
 
-            core.copy(_device.view(tensor, writable=True), values, stream=stream, sync=False)
+            core.copy(_device_bytes(tensor, writable=True), raw, stream=stream, sync=False)
         self._lent = _lend(tensor, self, ctx)
         return tensor
 
@@ -212,9 +230,8 @@ class _Read(DeviceOp[Tensor]):
             ctx.enqueue(run)
         else:
             from tile import core
-            from tile.frontend import _device
 
-            core.copy(target, _device.view(tensor), stream=stream, sync=False)
+            core.copy(target, _device_bytes(tensor, writable=False), stream=stream, sync=False)
         self._lent = _lend(out, self, ctx)
         return out
 
