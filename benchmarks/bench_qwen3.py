@@ -6,7 +6,12 @@ tokens/s and the fraction of the HBM roofline, i.e. (weight bytes + KV-cache byt
 over the bandwidth a device-to-device copy reaches in the same run (``--bandwidth`` overrides it, e.g. 3.35e12 for
 an H100 SXM's datasheet figure). Contenders get the same weights (Tile's are copied to torch through numpy):
 
-- ``tile``: `tile.kernels.qwen3.Qwen3.forward` (eager: every launch waits; no CUDA graph yet, see the guide);
+- ``tile_graph``: `tile.kernels.qwen3.DecodeGraph.greedy` (the one-token step captured once as a CUDA graph with an
+  on-device argmax, replayed per token; one host wait per token for the new id and position, the replay and the one
+  int read back); ``tile_graph_logits``: the same replay reading the f32 logits row back (`DecodeGraph.step`, what
+  host-side top-k sampling needs) and taking the argmax on the host;
+- ``tile``: `tile.kernels.qwen3.Qwen3.forward` (eager: the step as one ``.then()`` chain, enqueued launch by launch,
+  one host wait per token);
 - ``torch``: the same model written here in plain torch ops (``fn.scaled_dot_product_attention``, KV cache), eager;
 - ``transformers``: ``Qwen3ForCausalLM`` eager with its dynamic cache, when importable.
 
@@ -27,7 +32,7 @@ from typing import Any
 import numpy as np
 
 import tile.frontend as tile
-from tile.kernels.qwen3 import Qwen3, Qwen3Config, config_for, random_weights
+from tile.kernels.qwen3 import DecodeGraph, Qwen3, Qwen3Config, config_for, random_weights
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,8 +154,18 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
     start = time.perf_counter()
     first = int(np.argmax(model.forward(prompt)))
     row["tile_prefill_s"] = time.perf_counter() - start  # includes first-call compiles
+    after_prompt = model.length
     sec = decode_rate(lambda tok: int(np.argmax(model.forward([tok]))), first, args.tokens, lambda: None)
     row["tile"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    model.length = after_prompt  # decode the same positions again (the cache rows past them are rewritten)
+    start = time.perf_counter()
+    with DecodeGraph(model) as graph:
+        row["tile_graph_capture_s"] = time.perf_counter() - start
+        sec = decode_rate(graph.greedy, first, args.tokens, lambda: None)
+        row["tile_graph"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+        model.length = after_prompt
+        sec = decode_rate(lambda tok: int(np.argmax(graph.step(tok))), first, args.tokens, lambda: None)
+        row["tile_graph_logits"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
     model.reset()
     if torch is not None:
         tm = TorchQwen3(torch, c, w, max_seq)

@@ -18,6 +18,7 @@ a file and imported from there.
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 import sys
 import threading
@@ -230,6 +231,23 @@ def test_an_output_unpartitioned_in_flight_feeds_the_next_launch(k: ModuleType, 
     t.partition([128])  # and exclusive again
 
 
+def test_in_flight_says_whether_only_a_launch_may_take_a_tensor(k: ModuleType, stream: aio.HostStream) -> None:
+    """`Tensor.in_flight` lets library code choose between moving a handle into a launch and borrowing a view."""
+    states: list[bool] = []
+
+    def fn(out: tuple[Any, ...]) -> Any:
+        t = out[0].unpartition()
+        states.extend([t.in_flight, out[1].in_flight])
+        return k.add(tile.zeros(f32, [N]).partition([128]), t, out[1])
+
+    fresh = tile.zeros(f32, [N])
+    _y, t, x = k.add(*_args()).then(fn).sync_on(stream)
+    assert states == [True, True]
+    assert not t.in_flight  # handed back live once the chain is done
+    assert not x.in_flight
+    assert not fresh.in_flight
+
+
 def test_a_borrow_of_an_output_unpartitioned_in_flight_is_refused(k: ModuleType, stream: aio.HostStream) -> None:
     """The writer may still run when the function unpartitions its output: the memory stays held against new borrows
     (which would read it mid-kernel) until the writer's launch is done."""
@@ -340,6 +358,96 @@ def test_replay_then_close_then_read(k: ModuleType, stream: aio.HostStream) -> N
     assert graph.close() is graph.output  # idempotent
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 6, np.float32))
     np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))
+
+
+# -- 6b. host data into and out of an open graph ----------------------------------------------------------------------
+
+
+def test_graph_write_and_graph_read_feed_and_drain_replays(k: ModuleType, stream: aio.HostStream) -> None:
+    """Per-replay inputs go into a tensor the graph reads and results come out of its output, each copy ordered
+    between replays by graph.update."""
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    for v in (1.0, 5.0, 7.0):
+        x = tile.graph_write(graph, x, np.full(N, v)).sync_on(stream)
+        graph.launch().sync_on(stream)
+        out = tile.graph_read(graph, graph.output[0]).sync_on(stream)
+        np.testing.assert_array_equal(out.to_numpy(), np.full(N, v + 1, np.float32))
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 7, np.float32))  # handed back live
+    z, _, _ = graph.close()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 8, np.float32))
+
+
+def test_graph_write_refuses_memory_others_can_see(k: ModuleType, stream: aio.HostStream) -> None:
+    """Another live view (or another graph's capture) could read the memory while the copy writes it."""
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    other = k.add(tile.zeros(f32, [256]).partition([128]), x[0:256], tile.ones(f32, [256])).graph(stream)
+    with pytest.raises(tile.BorrowError, match="handles the graph did not capture"):
+        tile.graph_write(graph, x, np.ones(N))  # the other graph reads x[0:256]
+    other.close()  # hands its view of x back live: still another handle
+    with pytest.raises(tile.BorrowError, match="handles the graph did not capture"):
+        tile.graph_write(graph, x, np.ones(N))
+    del other
+    view = x[512:]
+    with pytest.raises(tile.BorrowError, match="handles the graph did not capture"):
+        tile.graph_write(graph, x, np.ones(N))
+    del view
+    with pytest.raises(tile.ArgumentError, match=r"data has shape \[3\]"):
+        tile.graph_write(graph, x, np.ones(3))
+    x = tile.graph_write(graph, x, np.ones(N)).sync_on(stream)  # nothing refused moved x
+    graph.close()
+    with pytest.raises(aio.ClosedError):
+        tile.graph_write(graph, x, np.ones(N))
+    np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))  # a refusal leaves x usable
+
+
+def test_a_graph_write_never_run_lets_the_memory_go(k: ModuleType, stream: aio.HostStream) -> None:
+    """The write holds the tensor's memory from the moment it is made; dropping the op unrun releases it."""
+    a = np.zeros(N, np.float32)
+    x = tile.from_dlpack(a).copy()
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    storage = x._storage
+    op = tile.graph_write(graph, x, np.ones(N))
+    assert storage.pending > 0
+    del op
+    gc.collect()
+    graph.close()
+    assert storage.pending == 0
+    assert not storage._held
+
+
+def test_graph_read_takes_only_what_the_graph_captured(k: ModuleType, stream: aio.HostStream) -> None:
+    graph = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream)
+    other = k.accumulate(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])).graph(stream)
+    with pytest.raises(InFlightError, match="not captured by this graph"):
+        tile.graph_read(graph, tile.ones(f32, [N]))
+    with pytest.raises(InFlightError, match="not captured by this graph"):
+        tile.graph_read(graph, other.output[0])
+    graph.close()
+    other.close()
+
+
+def test_what_graph_write_and_graph_read_return_is_in_flight_until_the_copy_is_done(
+    k: ModuleType, stream: aio.HostStream
+) -> None:
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    refused: list[str] = []
+
+    def peek(t: tile.Tensor) -> aio.DeviceOp[None]:
+        try:
+            t.to_numpy()
+        except InFlightError as exc:
+            refused.append(str(exc))
+        return aio.empty()
+
+    graph.update(aio.empty())  # (an update of nothing is fine)
+    tile.graph_write(graph, x, np.ones(N)).then(peek).sync_on(stream)
+    tile.graph_read(graph, graph.output[0]).then(peek).sync_on(stream)
+    assert len(refused) == 2
+    assert "before its copy was done" in refused[0]
+    graph.close()
 
 
 # -- 8. mutating what was checked --------------------------------------------------------------------------------------

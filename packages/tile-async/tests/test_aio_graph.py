@@ -55,6 +55,28 @@ def test_update_copies_into_captured_buffers() -> None:
         assert out_inp is inp
 
 
+def test_a_graph_knows_the_context_it_was_recorded_on() -> None:
+    """What ops saw as their context during the capture is the graph's recorder: libraries that mark the values a
+    capture took with that context can tell which graph owns them."""
+    seen: list[aio.ExecutionContext] = []
+
+    class Spy(aio.DeviceOp[None]):
+        def _execute(self, ctx: aio.ExecutionContext) -> None:
+            seen.append(ctx)
+
+    ctx = aio.HostStream()
+    graph, other = Spy().graph(ctx), Spy().graph(ctx)
+    assert len(seen) == 2
+    assert graph.recorded_on(seen[0])
+    assert not graph.recorded_on(seen[1])  # another capture's
+    assert not graph.recorded_on(ctx)  # the context it replays on is not the recorder
+    assert not graph.recorded_on(None)
+    before = graph.closed
+    graph.close()
+    assert (before, graph.closed) == (False, True)
+    other.close()
+
+
 def test_launches_on_different_contexts_are_ordered(gate: threading.Event) -> None:
     log: list[str] = []
     slow = aio.HostStream(worker=True)

@@ -122,6 +122,25 @@ def test_await_and_graph(k: ModuleType) -> None:
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
 
 
+def test_graph_write_and_graph_read_between_cuda_graph_replays(k: ModuleType) -> None:
+    """A captured chain (the second kernel reads the first one's output in flight) fed through graph_write and drained
+    through graph_read, on a CUDA graph: each copy is ordered between replays on the graph's stream."""
+    x = tile.zeros(f32, [N])
+
+    def second(out: tuple[Any, ...]) -> Any:
+        return k.add(tile.zeros(f32, [N]).partition([1024]), out[0].unpartition(), tile.ones(f32, [N]))
+
+    op = k.add(tile.zeros(f32, [N]).partition([1024]), x[()], tile.ones(f32, [N])).then(second)
+    graph = op.graph()
+    assert graph.kind == "cuda"
+    for v in (1.0, 4.0, 9.0):
+        x = tile.graph_write(graph, x, np.full(N, v)).sync_on(graph.context)
+        out = graph.launch().then(lambda _: tile.graph_read(graph, graph.output[0])).sync_on(graph.context)
+        np.testing.assert_array_equal(out.to_numpy(), np.full(N, v + 2, np.float32))
+    graph.close()
+    np.testing.assert_array_equal(x.to_numpy(), np.full(N, 9.0, np.float32))
+
+
 def test_threads_launch_concurrently_on_their_own_streams(k: ModuleType) -> None:
     import tile.core as tc
 

@@ -163,7 +163,7 @@ def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pyt
     tuner = Autotuner("matmul", source="s", timer=timer, cache_dir=tmp_path)
     real_launch = _gemm._launch_matmul
 
-    def spy(config: Config, z: tile.Tensor, **kw: Any) -> tile.Tensor:
+    def spy(config: Config, z: tile.Tensor, **kw: Any) -> Any:
         seen.append(config)
         return real_launch(config, z, **kw)
 

@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
 from test_qwen3 import U_BF16, _reference
-from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3, Qwen3Config, random_weights
+from tile.kernels.qwen3 import CONFIGS, TINY, DecodeGraph, Qwen3, Qwen3Config, random_weights
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
@@ -41,7 +41,10 @@ def test_prefill_and_decode_match_float64(config: Qwen3Config) -> None:
     assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
 
 
-def test_matches_transformers_over_32_decoded_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_matches_transformers_over_32_decoded_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graph: bool
+) -> None:
     import test_qwen3_hf as hf_test  # skips without transformers
 
     monkeypatch.setattr(hf_test, "NEW_TOKENS", 32)
@@ -49,4 +52,22 @@ def test_matches_transformers_over_32_decoded_tokens(tmp_path: Path, monkeypatch
 
     checkpoint = save_checkpoint(random_weights(TINY, seed=1), TINY, tmp_path)
     assert (checkpoint / "config.json").exists()
-    hf_test.test_logits_and_greedy_tokens_match_transformers(checkpoint)  # asserts logits and greedy tokens
+    hf_test.test_logits_and_greedy_tokens_match_transformers(checkpoint, graph)  # asserts logits and greedy tokens
+
+
+@pytest.mark.parametrize("config", [TINY, Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})])
+def test_the_cuda_graph_decode_replays_the_eager_step(config: Qwen3Config) -> None:
+    """The decode step captured as a CUDA graph (allocations of its intermediates happen during the capture, on
+    Tile's own non-capturing stream) gives the eager chain's logits for every token, and hands the cache back."""
+    w = random_weights(config, seed=4)
+    eager, graphed = Qwen3(config, w, max_seq=64), Qwen3(config, w, max_seq=64)
+    prompt = [int(i) for i in np.random.default_rng(1).integers(0, config.vocab_size, 20)]
+    eager.forward(prompt)
+    graphed.forward(prompt)
+    tokens = [int(i) for i in np.random.default_rng(2).integers(0, config.vocab_size, 12)]
+    with DecodeGraph(graphed) as step:
+        assert step.graph.kind == "cuda"
+        got = [step.step(t) for t in tokens]
+    for t, row in zip(tokens, got, strict=True):
+        np.testing.assert_array_equal(row, eager.forward([t]))
+    np.testing.assert_array_equal(graphed.forward([5]), eager.forward([5]))

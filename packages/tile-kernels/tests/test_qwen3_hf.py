@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tile.kernels.qwen3 import TINY, Qwen3, load_checkpoint, random_weights, save_checkpoint
+from tile.kernels.qwen3 import TINY, DecodeGraph, Qwen3, load_checkpoint, random_weights, save_checkpoint
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -44,7 +44,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return save_checkpoint(random_weights(TINY, seed=1), TINY, tmp_path_factory.mktemp("qwen3-tiny"))
 
 
-def test_logits_and_greedy_tokens_match_transformers(checkpoint: Path) -> None:
+@pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
+def test_logits_and_greedy_tokens_match_transformers(checkpoint: Path, graph: bool) -> None:
     hf16, hf32 = _hf(checkpoint, torch.bfloat16), _hf(checkpoint, torch.float32)
     ids = list(PROMPT)
     for _ in range(NEW_TOKENS):  # transformers' own greedy continuation, in bf16
@@ -53,8 +54,12 @@ def test_logits_and_greedy_tokens_match_transformers(checkpoint: Path) -> None:
 
     model = Qwen3(TINY, load_checkpoint(checkpoint, TINY), max_seq=len(PROMPT) + NEW_TOKENS + 1)
     ours = [model.forward(PROMPT, all_logits=True)]
-    for token in ids[len(PROMPT) : -1]:  # teacher-forced on the reference's tokens: one near-tie cannot derail the rest
-        ours.append(model.forward([token])[None, :])
+    # Teacher-forced on the reference's tokens (one near-tie cannot derail the rest); eagerly or by graph replay.
+    if graph:
+        with DecodeGraph(model) as step:
+            ours += [step.step(token)[None, :] for token in ids[len(PROMPT) : -1]]
+    else:
+        ours += [model.forward([token])[None, :] for token in ids[len(PROMPT) : -1]]
     got = np.concatenate(ours).astype(np.float64)
     assert got.shape[0] == len(ids) - 1
 

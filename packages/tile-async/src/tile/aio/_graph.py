@@ -116,11 +116,25 @@ class Graph(Uncopyable, Generic[T]):
     captured inputs back; a graph that is garbage-collected frees its driver objects.
     """
 
-    __slots__ = ("__weakref__", "_closed", "_context", "_finalizer", "_last", "_mutex", "_op", "_output", "_replay")
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_context",
+        "_finalizer",
+        "_last",
+        "_mutex",
+        "_op",
+        "_output",
+        "_recorder",
+        "_replay",
+    )
     _copy_fix = "use the graph itself (launch it as often as you like), or capture the op again for a second graph"
 
-    def __init__(self, op: DeviceOp[T], output: T, replay: _Replay, ctx: ExecutionContext) -> None:
+    def __init__(
+        self, op: DeviceOp[T], output: T, replay: _Replay, ctx: ExecutionContext, recorder: object = None
+    ) -> None:
         self._op: DeviceOp[T] | None = op
+        self._recorder = recorder
         self._output = output
         self._replay = replay
         self._context = ctx
@@ -143,6 +157,17 @@ class Graph(Uncopyable, Generic[T]):
     def context(self) -> ExecutionContext:
         """The context the graph was captured on."""
         return self._context
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (launches and updates then raise ``ClosedError``)."""
+        return self._closed
+
+    def recorded_on(self, ctx: object) -> bool:
+        """Whether ``ctx`` is the recording context this graph was captured on: the context that ops executed during
+        the capture saw (a library that marks what a capture took, as tile.frontend's handles do, can tell which
+        graph took it)."""
+        return ctx is not None and ctx is self._recorder
 
     @property
     def kind(self) -> str:
@@ -317,4 +342,4 @@ def capture_on(op: DeviceOp[T], ctx: ExecutionContext, site: Site) -> Graph[T]:
             raise
     finally:
         _lock.release()
-    return Graph(op, output, replay, ctx)
+    return Graph(op, output, replay, ctx, recorder)

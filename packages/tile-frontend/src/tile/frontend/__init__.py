@@ -15,6 +15,9 @@ blocks, failed ``assert_``, out-of-bounds accesses).
 Names of the kernel language that shadow Python builtins (``print``, ``abs``, ``max``, ``min``, ``sum``, ``pow``)
 are attributes (``tile.print``) but not in ``__all__``, so ``from tile.frontend import *`` leaves the builtins alone.
 
+Graphs: ``launch.graph()`` captures a launch or a ``.then()`` chain; `graph_write` and `graph_read` copy host data
+into the tensors a graph reads and out of those it writes between replays (ordered through ``graph.update``).
+
 Kernels: ``@tile.entry`` (``unchecked=True`` opts out of the checks and allows raw pointers) and ``@tile.function``
 helpers, written in the kernel language re-exported here from ``tile.compiler.lang`` (``Mut``, ``Const``, dtypes,
 ``tile.exp``, ``tile.sum``, ``tile.mma``, ``tile.block_id``, ...). A launcher call returns a ``tile.aio.DeviceOp``.
@@ -160,6 +163,7 @@ from tile.frontend._errors import (
     OwnershipError,
     TileError,
 )
+from tile.frontend._graphio import graph_read, graph_write
 from tile.frontend._launch import Launch
 from tile.frontend._lend import Lent
 from tile.frontend._partition import Partition
@@ -263,6 +267,8 @@ __all__ = [
     "function",
     "gather",
     "gpu_available",
+    "graph_read",
+    "graph_write",
     "i1",
     "i8",
     "i16",

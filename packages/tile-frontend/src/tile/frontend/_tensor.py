@@ -28,6 +28,7 @@ from tile.frontend._errors import (
     ArgumentError,
     BackendError,
     FreedError,
+    InFlight,
     frozen,
 )
 from tile.frontend._handle import FIX, check_fate
@@ -165,6 +166,12 @@ class Tensor(Uncopyable):
     def moved(self) -> bool:
         """True once the handle was moved into a launch or a partition (or freed)."""
         return self._fate is not None or self._storage.freed_at is not None
+
+    @property
+    def in_flight(self) -> bool:
+        """True for a handle in flight: handed on by a launch before its work was done (inside a ``.then()`` or
+        ``.map()`` function, or a graph capture's). Only a kernel call may take it (ownership rule 11)."""
+        return self._fate.__class__ is InFlight
 
     def _describe(self) -> str:
         return f"Tensor({self.dtype.name}, {list(self._shape)}) created at {self._site}"

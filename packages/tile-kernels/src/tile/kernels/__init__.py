@@ -5,6 +5,10 @@ through DLPack), waits for its work and returns a new Tile tensor (or writes ``o
 returned tensor). Inputs are borrowed, so the caller's handles stay usable. Nothing here is ``unchecked``: every
 kernel keeps Tile's safety contract (disjoint output tiles, bounds-checked or padded accesses).
 
+Chains: `matmul_op` and `rmsnorm_op` return the op instead of waiting (a ``tile.aio.DeviceOp`` whose output's first
+element is the output partition), so a model step composes as one ``.then()`` chain and can be captured as a graph;
+their activation inputs may be tensors in flight (``out[0].unpartition()`` of the previous launch).
+
 Matmul family: `matmul` (persistent grouped GEMM, fused bias / activation / residual / cast epilogue, split-K for
 decode sizes M <= 16), `bmm` (batched). Row kernels (whole row in one tile, over the last dim): `softmax`,
 `rmsnorm`, `layernorm`. `autotune`: the config tuner and its on-disk records. Errors are `tile.frontend`'s
@@ -16,8 +20,8 @@ from __future__ import annotations
 
 from tile.frontend import TileError
 from tile.kernels import autotune
-from tile.kernels._gemm import ACTIVATIONS, bmm, matmul
-from tile.kernels._rows import MAX_ROW, layernorm, log_softmax, rmsnorm, softmax
+from tile.kernels._gemm import ACTIVATIONS, bmm, matmul, matmul_op
+from tile.kernels._rows import MAX_ROW, layernorm, log_softmax, rmsnorm, rmsnorm_op, softmax
 from tile.kernels.autotune import Config
 
 __all__ = [
@@ -30,6 +34,8 @@ __all__ = [
     "layernorm",
     "log_softmax",
     "matmul",
+    "matmul_op",
     "rmsnorm",
+    "rmsnorm_op",
     "softmax",
 ]

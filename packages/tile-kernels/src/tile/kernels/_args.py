@@ -24,6 +24,7 @@ __all__ = [
     "ensure_rank",
     "first_output",
     "next_pow2",
+    "operand",
     "output",
     "placeholder",
 ]
@@ -45,6 +46,16 @@ def as_input(value: object, name: str, op: str) -> Tensor:
         f"{op}: {name} is a {type(value).__name__}; pass a tile Tensor, or a torch/cupy/numpy array (borrowed through "
         "DLPack)"
     )
+
+
+def operand(value: object, name: str, op: str) -> Tensor:
+    """The handle a launch-returning (``*_op``) function passes for an input: a tensor in flight (handed on inside a
+    ``.then()`` function or a capture, e.g. ``z.unpartition()`` of the previous launch's output) itself, moved into
+    the launch, which runs after its writer; anything else as `as_input` (a borrowed view, the caller's handle stays
+    usable)."""
+    if isinstance(value, Tensor) and value.in_flight:
+        return value
+    return as_input(value, name, op)
 
 
 def dtype_of(value: object, op: str) -> DType:

@@ -2,19 +2,22 @@
 `bmm` (batched GEMM). Kernels are in ``_gemm_kernels.tilepy``; configs come from the autotuner (see `autotune`).
 
 Inputs are borrowed for the call (the caller's handles stay usable), the output is new or ``out=`` (moved in; use
-the returned tensor). Every call waits for its GPU work and returns the result tensor.
+the returned tensor). `matmul` and `bmm` wait for their GPU work and return the result tensor; `matmul_op` returns the
+op (a launch, or the split-K pair chained with ``.then()``) for chains and graph captures.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import tile.frontend as tile
+from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, BackendError, DType, Tensor, f32
 from tile.kernels import _args, autotune
 from tile.kernels._source import kernels, source_digest
 
-__all__ = ["ACTIVATIONS", "bmm", "matmul"]
+__all__ = ["ACTIVATIONS", "bmm", "matmul", "matmul_op"]
 
 ACTIVATIONS = {None: 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
 _IN = ("f16", "bf16", "f32", "f8e4m3fn", "f8e5m2")
@@ -145,31 +148,105 @@ def matmul(
     """
     op = "matmul"
     x, y = _args.as_input(a, "a", op), _args.as_input(b, "b", op)
-    _args.ensure_rank(x, "a", op, 2)
-    _args.ensure_rank(y, "b", op, 2)
-    _args.check_dtype(x, "a", op, _IN)
-    if y.dtype != x.dtype:
-        raise ArgumentError(f"{op}: a is {x.dtype.name} but b is {y.dtype.name}; convert one so they match")
-    (m, k), (k2, n) = x.shape, y.shape
-    if k != k2:
-        raise ArgumentError(f"{op}: inner dimensions differ: a is {list(x.shape)}, b is {list(y.shape)}")
-    if activation not in ACTIVATIONS:
-        raise ArgumentError(f"{op}: activation {activation!r} is not one of {sorted(map(str, ACTIVATIONS))}")
-    _check_f8(x.dtype, op)
-    bias_t = _optional(bias, "bias", op, (n,))
-    res_t = _optional(residual, "residual", op, (m, n))
-    z = _args.output(out, out_dtype, _default_out(x), (m, n), op)
-    if m == 0 or n == 0:
-        return z
-    tuner = autotune.tuner("matmul", source_digest(_STEM))
-    epi = (activation, bias_t is not None, res_t is not None)
+    call = _MatmulCall(
+        op, x, y, bias=bias, activation=activation, residual=_optional_in(residual, op), out=out, out_dtype=out_dtype
+    )
+    if call.empty:
+        return call.z
+    return _args.first_output(call.launch(config, call.z).sync())
 
-    def run(cfg: autotune.Config, z: Tensor | None = None) -> Tensor:
-        target = z if z is not None else tile.empty(z_dtype, [m, n])
-        return _launch_matmul(cfg, target, x=x[()], y=y[()], bias=bias_t, res=res_t, epi=epi)
 
-    z_dtype = z.dtype
-    if config is None:
+def matmul_op(
+    a: object,
+    b: object,
+    *,
+    bias: object = None,
+    activation: str | None = None,
+    residual: object = None,
+    out_dtype: object = None,
+    out: object = None,
+    config: autotune.Config | None = None,
+) -> DeviceOp[tuple[Any, ...]]:
+    """`matmul` as an op that is not run yet: it composes in ``.then()`` chains and graph captures (no wait inside).
+
+    Arguments as in `matmul`; in addition ``a`` and ``residual`` may be tensors in flight (``z.unpartition()`` of the
+    previous launch's output inside a ``.then()`` function): they are moved into the launch, which runs after their
+    writer. Other tensors are borrowed as in `matmul`. The config is chosen when the op is made (tuned on scratch
+    inputs of the same shapes if it is not remembered yet, so tune before a graph capture, e.g. by one eager call).
+
+    Returns
+    -------
+    DeviceOp
+        Runs the kernel (split-K: the two kernels, chained); its output is the last launch's argument tuple, whose
+        first element is the output partition: ``op.sync()[0].unpartition()`` is the ``(M, N)`` result, and inside a
+        ``.then()`` function ``out[0].unpartition()`` passes it on in flight.
+
+    Raises
+    ------
+    ArgumentError
+        As `matmul`; also for ``M == 0`` or ``N == 0`` (there would be no launch to return).
+    """
+    op = "matmul_op"
+    x, y = _args.operand(a, "a", op), _args.as_input(b, "b", op)
+    call = _MatmulCall(
+        op, x, y, bias=bias, activation=activation, residual=_optional_in(residual, op), out=out, out_dtype=out_dtype
+    )
+    if call.empty:
+        raise ArgumentError(f"{op}: the result {list(call.z.shape)} is empty; there is nothing to launch")
+    return call.launch(config, call.z)
+
+
+def _optional_in(value: object, op: str) -> Tensor | None:
+    return None if value is None else _args.operand(value, "residual", op)
+
+
+class _MatmulCall:
+    """One checked matmul: operands, epilogue and output; `launch` makes the op for a config (tuned if None)."""
+
+    def __init__(
+        self,
+        op: str,
+        x: Tensor,
+        y: Tensor,
+        *,
+        bias: object,
+        activation: str | None,
+        residual: Tensor | None,
+        out: object,
+        out_dtype: object,
+    ) -> None:
+        _args.ensure_rank(x, "a", op, 2)
+        _args.ensure_rank(y, "b", op, 2)
+        _args.check_dtype(x, "a", op, _IN)
+        if y.dtype != x.dtype:
+            raise ArgumentError(f"{op}: a is {x.dtype.name} but b is {y.dtype.name}; convert one so they match")
+        (m, k), (k2, n) = x.shape, y.shape
+        if k != k2:
+            raise ArgumentError(f"{op}: inner dimensions differ: a is {list(x.shape)}, b is {list(y.shape)}")
+        if activation not in ACTIVATIONS:
+            raise ArgumentError(f"{op}: activation {activation!r} is not one of {sorted(map(str, ACTIVATIONS))}")
+        _check_f8(x.dtype, op)
+        self.op, self.x, self.y, self.m, self.n, self.k = op, x, y, m, n, k
+        self.bias = _optional(bias, "bias", op, (n,))
+        if residual is not None:
+            _args.check_dtype(residual, "residual", op, _args.FLOATS)
+            _args.check_shape(residual, "residual", op, (m, n))
+        self.res = residual
+        self.z = _args.output(out, out_dtype, _default_out(x), (m, n), op)
+        self.empty = m == 0 or n == 0
+        self.epi = (activation, self.bias is not None, residual is not None)
+
+    def launch(self, config: autotune.Config | None, z: Tensor) -> DeviceOp[tuple[Any, ...]]:
+        """The op writing ``z`` with ``config`` (the tuned one when None; tuning times fresh scratch operands)."""
+        if config is None:
+            config = self._choose()
+        _check_config(config, self.op)
+        b_arg = self.bias[()] if self.bias is not None else _args.placeholder(f32, 1)
+        r_arg = self.res if self.res is not None else _args.placeholder(f32, 2)
+        return _launch_matmul(config, z, x=self.x, y=self.y, bias=b_arg, res=r_arg, epi=self.epi)
+
+    def _choose(self) -> autotune.Config:
+        m, n, k, x, z_dtype, epi = self.m, self.n, self.k, self.x, self.z.dtype, self.epi
         key: dict[str, object] = {
             "m": autotune.bucket(m),
             "n": autotune.bucket(n),
@@ -177,9 +254,18 @@ def matmul(
             "dtype": x.dtype.name,
         }
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
-        config = tuner.choose(key, _SKINNY if m <= 16 else _WIDE, _default(m, n, k), run)
-    _check_config(config, op)
-    return run(config, z)
+
+        def run(cfg: autotune.Config) -> Tensor:
+            # Scratch operands of the same shapes and layouts: the real ones may be in flight (not readable yet).
+            xs = tile.zeros(x.dtype, [m, k])
+            ys = tile.zeros(x.dtype, [n, k]).T if self.y.strides[0] < self.y.strides[1] else tile.zeros(x.dtype, [k, n])
+            bs = tile.zeros(f32, [n]) if epi[1] else _args.placeholder(f32, 1)
+            rs = tile.zeros(f32, [m, n]) if epi[2] else _args.placeholder(f32, 2)
+            launch = _launch_matmul(cfg, tile.empty(z_dtype, [m, n]), x=xs, y=ys, bias=bs, res=rs, epi=epi)
+            return _args.first_output(launch.sync())
+
+        tuner = autotune.tuner("matmul", source_digest(_STEM))
+        return tuner.choose(key, _SKINNY if m <= 16 else _WIDE, _default(m, n, k), run)
 
 
 def _launch_matmul(
@@ -188,28 +274,31 @@ def _launch_matmul(
     *,
     x: Tensor,
     y: Tensor,
-    bias: Tensor | None,
-    res: Tensor | None,
+    bias: Any,
+    res: Any,
     epi: tuple[str | None, bool, bool],
-) -> Tensor:
+) -> DeviceOp[tuple[Any, ...]]:
     k = kernels(_STEM)
     bm, bn, bk, split = config["BM"], config["BN"], config["BK"], config["SPLIT"]
     m, n = z.shape
     flags = {"ACT": ACTIVATIONS[epi[0]], "HAS_BIAS": epi[1], "HAS_RES": epi[2]}
-    b_arg = bias[()] if bias is not None else _args.placeholder(f32, 1)
-    r_arg = res[()] if res is not None else _args.placeholder(f32, 2)
     split = min(split, -(-x.shape[1] // bk))
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)
         launch = k.gemm.grid((min(_blocks(), tiles),))
-        return _args.first_output(
-            launch(z.partition([bm, bn]), x, y, b_arg, r_arg, BK=bk, GROUP=config["GROUP"], **flags).sync()
+        result: DeviceOp[tuple[Any, ...]] = launch(
+            z.partition([bm, bn]), x, y, bias, res, BK=bk, GROUP=config["GROUP"], **flags
         )
+        return result
     partials = tile.empty(f32, [split, m, n]).partition([1, bm, bn])
-    # Two waits: the partials must be unpartitioned to be read as an input, which a .then() chain cannot do to a
-    # handle still in flight.
-    partials_out = _args.first_output(k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split).sync())
-    return _args.first_output(k.reduce_split_k(z.partition([bm, bn]), partials_out, b_arg, r_arg, **flags).sync())
+    target = z.partition([bm, bn])
+
+    def reduce(out: tuple[Any, ...]) -> Any:
+        # The partials are unpartitioned in flight: the reduction runs after the split-K kernel, with no wait between.
+        return k.reduce_split_k(target, out[0].unpartition(), bias, res, **flags)
+
+    first: DeviceOp[tuple[Any, ...]] = k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split)
+    return first.then(reduce)
 
 
 def bmm(

@@ -8,13 +8,15 @@ block (``BM``) is the tuned parameter. Longer rows need the chunked forms, which
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import tile.frontend as tile
+from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Partition, Tensor, f32
 from tile.kernels import _args, autotune
 from tile.kernels._source import kernels, source_digest
 
-__all__ = ["MAX_ROW", "layernorm", "log_softmax", "rmsnorm", "softmax"]
+__all__ = ["MAX_ROW", "layernorm", "log_softmax", "rmsnorm", "rmsnorm_op", "softmax"]
 
 MAX_ROW = 32768
 _STEM = "_row_kernels"
@@ -147,6 +149,50 @@ def rmsnorm(
         return _args.first_output(kernels(_STEM).rmsnorm(z, rows, w[()], float(eps)).sync())
 
     return _run_rows(op, x=xt, out_dtype=out_dtype, out=out, config=config, launch=launch)
+
+
+def rmsnorm_op(
+    x: object,
+    weight: object,
+    *,
+    eps: float = 1e-6,
+    out_dtype: object = None,
+    out: object = None,
+    config: autotune.Config | None = None,
+) -> DeviceOp[tuple[Any, ...]]:
+    """`rmsnorm` as an op that is not run yet, for ``.then()`` chains and graph captures (no wait inside).
+
+    ``x`` must be 2-D ``(rows, N)`` and may be a tensor in flight (moved into the launch, which runs after its
+    writer); the rest as in `rmsnorm`. The config is chosen now (tuned on a scratch input if not remembered). The
+    op's output is the launch's argument tuple; its first element is the output partition (``out[0].unpartition()``).
+    """
+    op = "rmsnorm_op"
+    xt = _args.operand(x, "x", op)
+    _args.ensure_rank(xt, "x", op, 2)
+    _args.check_dtype(xt, "x", op, _args.FLOATS)
+    m, n = xt.shape
+    if m == 0 or n == 0 or n > MAX_ROW:
+        raise ArgumentError(f"{op}: x has shape {list(xt.shape)}; rows must hold 1 to {MAX_ROW} elements")
+    w = _vector(weight, "weight", op, n)
+    z = _args.output(out, out_dtype, xt.dtype, (m, n), op)
+    n_pow2 = _args.next_pow2(n)
+
+    def launch(z: Tensor, rows: Tensor, cfg: autotune.Config) -> DeviceOp[tuple[Any, ...]]:
+        made: DeviceOp[tuple[Any, ...]] = kernels(_STEM).rmsnorm(z.partition([cfg["BM"], n_pow2]), rows, w[()], eps)
+        return made
+
+    if config is None:
+        key: dict[str, object] = {"m": autotune.bucket(m), "n": n_pow2, "dtype": xt.dtype.name, "out": z.dtype.name}
+        key |= autotune.environment()
+
+        def run(cfg: autotune.Config) -> Tensor:  # a scratch input: ``x`` may be in flight
+            return _args.first_output(launch(tile.empty(z.dtype, [m, n]), tile.zeros(xt.dtype, [m, n]), cfg).sync())
+
+        config = autotune.tuner("rmsnorm", source_digest(_STEM)).choose(key, _configs(n_pow2), _default(n_pow2), run)
+    bm = config.as_dict().get("BM", 0)
+    if bm < 1 or bm & (bm - 1):
+        raise ArgumentError(f"{op}: config {config}: BM (rows per block) must be a power of two")
+    return launch(z, xt, config)
 
 
 def layernorm(

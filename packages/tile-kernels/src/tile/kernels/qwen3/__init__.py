@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from tile.kernels.qwen3.config import CONFIGS, TINY, Qwen3Config, config_for
+from tile.kernels.qwen3.decode import DecodeGraph
 from tile.kernels.qwen3.model import Qwen3, rope_tables
 from tile.kernels.qwen3.sampling import Sampler
 from tile.kernels.qwen3.weights import WeightsError, load_checkpoint, random_weights, read_safetensors, save_checkpoint
@@ -14,6 +15,7 @@ from tile.kernels.qwen3.weights import WeightsError, load_checkpoint, random_wei
 __all__ = [
     "CONFIGS",
     "TINY",
+    "DecodeGraph",
     "Qwen3",
     "Qwen3Config",
     "Sampler",

@@ -1,7 +1,8 @@
 """``python -m tile.kernels.qwen3``: run Qwen3 on Tile and print prefill and decode tokens/s.
 
 Random weights of the chosen size unless ``--weights DIR`` names a Hugging Face checkpoint directory; the prompt is
-``--prompt-len`` seeded random token ids; decoding is greedy unless ``--temperature`` is set.
+``--prompt-len`` seeded random token ids; decoding is greedy unless ``--temperature`` is set, and replays the decode
+step captured once as a graph (`DecodeGraph`) unless ``--eager``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import TileError
-from tile.kernels.qwen3 import Qwen3, Qwen3Config, Sampler, config_for, load_checkpoint, random_weights
+from tile.kernels.qwen3 import (
+    DecodeGraph,
+    Qwen3,
+    Qwen3Config,
+    Sampler,
+    config_for,
+    load_checkpoint,
+    random_weights,
+)
 from tile.kernels.qwen3._progress import progress_bar
 
 
@@ -29,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights, the prompt and sampling")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs (only 1 is supported yet)")
+    p.add_argument("--eager", action="store_true", help="decode with the eager chain instead of the captured graph")
     p.add_argument("--plain-progress", action="store_true", help="a plain progress bar even if rich is installed")
     return p
 
@@ -58,10 +68,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = sampler(model.forward(prompt))
         prefill = time.perf_counter() - start
         tokens = [token]
-        start = time.perf_counter()
-        for _ in range(max(0, args.new_tokens - 1)):
-            tokens.append(sampler(model.forward([tokens[-1]])))
-        decode = time.perf_counter() - start
+        graph = None if args.eager or args.new_tokens < 2 else DecodeGraph(model)  # captured before the clock starts
+        try:
+            start = time.perf_counter()
+            for _ in range(max(0, args.new_tokens - 1)):
+                if graph is not None and sampler.greedy:
+                    tokens.append(graph.greedy(tokens[-1]))  # argmax on the device: one int comes back
+                else:
+                    logits = graph.step(tokens[-1]) if graph is not None else model.forward([tokens[-1]])
+                    tokens.append(sampler(logits))
+            decode = time.perf_counter() - start
+        finally:
+            if graph is not None:
+                graph.close()
     except TileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

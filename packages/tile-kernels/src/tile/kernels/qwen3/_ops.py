@@ -1,62 +1,101 @@
-"""Launch wrappers of Qwen3's own kernels (``_qwen3_kernels.tilepy``): each checks its arguments, launches, waits and
-returns the output tensor. Inputs are borrowed through fresh views (``t[()]``), as in the rest of `tile.kernels`."""
+"""Launch makers of Qwen3's own kernels (``_qwen3_kernels.tilepy``): each checks its arguments and returns the launch,
+not run yet, so a whole step composes as one ``.then()`` chain. The output is always the launch's first argument (a
+partition: ``out[0].unpartition()`` passes it on). Activation inputs may be tensors in flight (moved into the
+launch, which runs after their writer); the others are borrowed through fresh views (``t[()]``), as in the rest of
+`tile.kernels`. Activations are 2-D rows ``(T, heads * head_dim)``, so no launch needs a view of a tensor in flight.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import tile.frontend as tile
+from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["append_kv", "attention", "embed", "prep_q", "swiglu"]
+__all__ = ["append_kv", "argmax", "attention", "embed", "prep_q", "swiglu", "swiglu_block"]
 
 _STEM = "_qwen3_kernels"
+Op = DeviceOp[tuple[Any, ...]]
 
 
-def embed(table: Tensor, ids: Tensor, *, n_ids: int, vocab: int, ids_host: list[int]) -> Tensor:
-    """Rows ``table[ids]`` as a new ``(T, H)`` tensor; every id is checked against the vocabulary first."""
-    bad = [i for i in ids_host if not 0 <= i < vocab]
+def embed(table: Tensor, ids: Tensor, *, n_ids: int, vocab: int, ids_host: list[int] | None) -> Op:
+    """Rows ``table[ids]`` into a new ``(T, H)`` tensor; ids given on the host are checked against the vocabulary
+    first (the kernel checks every id it reads either way)."""
+    bad = [i for i in ids_host or () if not 0 <= i < vocab]
     if bad:
         raise ArgumentError(f"qwen3: token id {bad[0]} is outside the vocabulary [0, {vocab})")
     h = table.shape[1]
     bh = min(_args.next_pow2(h), 1024)
     z = tile.empty(table.dtype, [n_ids, h]).partition([1, bh])
-    return _args.first_output(kernels(_STEM).embed(z, table[()], ids[()]).sync())
+    made: Op = kernels(_STEM).embed(z, table[()], ids[()])
+    return made
 
 
-def prep_q(x: Tensor, w: Tensor, *, cos: Tensor, sin: Tensor, pos: Tensor, eps: float) -> Tensor:
-    """Per-head RMSNorm of the query heads ``x`` ``(T, heads, HD)``, then RoPE at positions ``pos + t``."""
-    t, heads, hd = x.shape
-    z = tile.empty(x.dtype, [t, heads, hd]).partition([1, 1, hd])
-    k = kernels(_STEM)
-    return _args.first_output(k.q_prep(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2).sync())
+def prep_q(qkv: Tensor, w: Tensor, *, heads: int, cos: Tensor, sin: Tensor, pos: Tensor, eps: float) -> Op:
+    """Per-head RMSNorm of the first ``heads`` heads of the fused q/k/v rows ``qkv`` ``(T, *)``, then RoPE at positions
+    ``pos + t``; into a new ``(T, heads * HD)``."""
+    hd = w.shape[-1]
+    z = tile.empty(qkv.dtype, [qkv.shape[0], heads * hd]).partition([1, hd])
+    x = _args.operand(qkv, "qkv", "prep_q")
+    made: Op = kernels(_STEM).q_prep(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2)
+    return made
 
 
 def append_kv(
-    cache: Tensor, x: Tensor, w: Tensor, *, cos: Tensor, sin: Tensor, pos: Tensor, eps: float, rope: bool
-) -> Tensor:
-    """Write the ``(T, kv_heads, HD)`` heads ``x`` into ``cache`` ``(kv_heads, S, HD)`` at positions ``pos + t``
-    (normed and rotated when ``rope``); ``cache`` is moved in, use the returned one."""
+    cache: Tensor,
+    qkv: Tensor,
+    w: Tensor,
+    *,
+    offset: int,
+    cos: Tensor,
+    sin: Tensor,
+    pos: Tensor,
+    eps: float,
+    rope: bool,
+) -> Op:
+    """Write heads ``offset ..`` of the fused rows ``qkv`` (one per KV head) into ``cache`` ``(kv_heads, S, HD)`` at
+    positions ``pos + t`` (normed and rotated when ``rope``); ``cache`` is moved in: the launch's output partition is
+    the cache."""
     _, s, hd = cache.shape
     z = cache.partition([1, s, hd])
+    x = _args.operand(qkv, "qkv", "append_kv")
     k = kernels(_STEM)
-    launch = k.kv_append(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, ROPE=rope)
-    return _args.first_output(launch.sync())
+    made: Op = k.kv_append(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, ROPE=rope, OFF=offset)
+    return made
 
 
-def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, *, pos: Tensor, group: int, block: int) -> Tensor:
-    """Causal grouped-query attention of ``q`` ``(T, heads, HD)`` (token t at position ``pos + t``) over the caches;
-    returns ``(T, heads, HD)``."""
-    t, heads, hd = q.shape
-    z = tile.empty(q.dtype, [t, heads, hd]).partition([1, 1, hd])
-    k = kernels(_STEM)
-    launch = k.attention(z, q[()], k_cache[()], v_cache[()], pos[()], hd**-0.5, GROUP=group, BS=block)
-    return _args.first_output(launch.sync())
+def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, *, pos: Tensor, group: int, block: int) -> Op:
+    """Causal grouped-query attention of ``q`` ``(T, heads * HD)`` (token t at position ``pos + t``) over the caches
+    (``(kv_heads, S, HD)``, in flight or borrowed); into a new ``(T, heads * HD)``."""
+    hd = k_cache.shape[-1]
+    z = tile.empty(q.dtype, list(q.shape)).partition([1, hd])
+    qs, ks, vs = (_args.operand(t, n, "attention") for t, n in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache")))
+    made: Op = kernels(_STEM).attention(z, qs, ks, vs, pos[()], hd**-0.5, GROUP=group, BS=block)
+    return made
 
 
-def swiglu(gate: Tensor, up: Tensor) -> Tensor:
-    """``silu(gate) * up`` in f32, rounded to the inputs' dtype."""
-    m, n = gate.shape
-    bn = min(_args.next_pow2(n), 1024)
-    z = tile.empty(gate.dtype, [m, n]).partition([1, bn])
-    return _args.first_output(kernels(_STEM).swiglu(z, gate, up).sync())
+def swiglu_block(inner: int) -> int:
+    """Columns per block of `swiglu`: the largest power of two up to 1024 that divides ``inner``, so the up half
+    starts on a tile boundary."""
+    return min(inner & -inner, 1024)
+
+
+def swiglu(gu: Tensor, inner: int) -> Op:
+    """``silu(gate) * up`` of the fused rows ``gu`` ``(T, 2 * inner)`` (gate first), in f32, rounded to ``gu``'s dtype;
+    into a new ``(T, inner)``."""
+    m = gu.shape[0]
+    bn = swiglu_block(inner)
+    z = tile.empty(gu.dtype, [m, inner]).partition([1, bn])
+    made: Op = kernels(_STEM).swiglu(z, _args.operand(gu, "gu", "swiglu"), UP=inner // bn)
+    return made
+
+
+def argmax(logits: Tensor) -> Op:
+    """The index of the largest of the f32 ``(1, vocab)`` logits (first on ties) into a new i32 ``(1,)``."""
+    n = logits.shape[-1]
+    z = tile.zeros(tile.i32, [1]).partition([1])
+    made: Op = kernels(_STEM).argmax_row(z, _args.operand(logits, "logits", "argmax"), BN=min(_args.next_pow2(n), 4096))
+    return made

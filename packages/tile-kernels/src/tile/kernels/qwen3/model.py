@@ -8,7 +8,7 @@ the down projection with the residual fused. Activations are bf16 between launch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ import tile.kernels as tk
 from tile.frontend import ArgumentError, Tensor, bf16, f32
 from tile.kernels import _args
 from tile.kernels.qwen3 import _ops
+from tile.kernels.qwen3._chain import Chain, Step
 from tile.kernels.qwen3.config import Qwen3Config
 
 __all__ = ["Qwen3", "rope_tables"]
@@ -96,6 +97,8 @@ class Qwen3:
         self.v_cache = [tile.zeros(bf16, [c.num_key_value_heads, self.max_seq, c.head_dim]) for _ in self.layers]
         self.length = 0
         self.block = min(64, self.max_seq)
+        self.graphed = False  # a DecodeGraph holds the caches (see tile.kernels.qwen3.decode)
+        self._tuned: set[int] = set()
 
     def weight_bytes(self) -> int:
         """Bytes of weights one token reads (every matrix and vector once; a tied embedding counted once)."""
@@ -109,43 +112,127 @@ class Qwen3:
         """Run ``ids`` at the next positions of the cached sequence and return f32 logits.
 
         Returns the last token's logits ``(vocab,)``, or every token's ``(len(ids), vocab)`` with ``all_logits``.
-        Raises `ArgumentError` if the cache cannot hold the tokens or an id is outside the vocabulary.
+        The layers run as one ``.then()`` chain (one host wait); one token's step includes the final norm and the
+        LM head. Raises `ArgumentError` if the cache cannot hold the tokens or an id is outside the vocabulary.
         """
         ids = [int(i) for i in ids]
         n, c = len(ids), self.config
         if n == 0:
             raise ArgumentError("Qwen3.forward: no tokens given")
+        self._check_room(n)
+        bad = [i for i in ids if not 0 <= i < c.vocab_size]
+        if bad:
+            raise ArgumentError(f"qwen3: token id {bad[0]} is outside the vocabulary [0, {c.vocab_size})")
+        if self.graphed:
+            raise ArgumentError("Qwen3.forward: a decode graph holds the KV cache; close it first (graph.close())")
+        self.tune(n)
+        inputs = tile.from_numpy(np.array([*ids, self.length], dtype=np.int32))
+        chain = Chain()
+        head = n == 1 or all_logits
+        chain.finish(chain.build(self.steps(inputs, n, head=head)).sync())
+        self.adopt_caches(chain)
+        self.length += n
+        logits: np.ndarray[Any, Any]
+        if head:
+            logits = chain.take("logits").to_numpy()
+        else:
+            x = chain.take("x")
+            h = tk.rmsnorm(x[n - 1 : n], self.norm, eps=c.rms_norm_eps)
+            logits = tk.matmul(h, self.lm_head.T, out_dtype=f32).to_numpy()
+        return logits if all_logits else logits[-1]
+
+    def _check_room(self, n: int) -> None:
         if self.length + n > self.max_seq:
             raise ArgumentError(
                 f"Qwen3.forward: {self.length} cached + {n} new tokens exceed the cache of {self.max_seq} positions; "
                 "make the model with a larger max_seq"
             )
-        pos = tile.from_numpy(np.array([self.length], dtype=np.int32))
-        x = _ops.embed(
-            self.embed, tile.from_numpy(np.array(ids, dtype=np.int32)), n_ids=n, vocab=c.vocab_size, ids_host=ids
-        )
-        for i, layer in enumerate(self.layers):
-            x = self._layer(i, layer, x, pos)
-        self.length += n
-        rows = x if all_logits else x[n - 1 : n]
-        h = tk.rmsnorm(rows, self.norm, eps=c.rms_norm_eps)
-        logits = tk.matmul(h, self.lm_head.T, out_dtype=f32).to_numpy()
-        return logits if all_logits else logits[0]
 
-    def _layer(self, i: int, layer: _Layer, x: Tensor, pos: Tensor) -> Tensor:
-        c, n = self.config, x.shape[0]
+    def steps(self, inputs: Tensor, n: int, *, head: bool, argmax: bool = False) -> list[Step]:
+        """The steps of one forward pass of ``n`` tokens for a `Chain`: the embedding, every layer, and with ``head``
+        the final norm and the LM head (output ``"logits"``, f32 ``(n, vocab)``), and with ``argmax`` (one token) the
+        greedy next id as the last launch (output ``"next"``, i32 ``(1,)``; the logits are its second argument); the
+        residual stream is ``"x"``.
+
+        ``inputs`` is an i32 device tensor ``[id_0, .., id_{n-1}, position of id_0]``; the launches borrow views of it
+        made when they are (so a captured graph reads it and `tile.graph_write` can refill it between replays). The
+        caches are taken from the model and filed back as ``"k{i}"`` / ``"v{i}"`` (see `adopt_caches`).
+        """
+        c = self.config
+
+        def pos() -> Tensor:
+            return inputs[n : n + 1]
+
+        def embed(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
+            return _ops.embed(self.embed, inputs[0:n], n_ids=n, vocab=c.vocab_size, ids_host=None), X
+
+        steps: list[Step] = [embed]
+        for i, layer in enumerate(self.layers):
+            steps += self._layer_steps(i, layer, pos)
+        if head:
+            eps = c.rms_norm_eps
+            steps.append(lambda ch: (tk.rmsnorm_op(ch.take("x"), self.norm, eps=eps), {"h": 0}))
+            steps.append(lambda ch: (tk.matmul_op(ch.take("h"), self.lm_head.T, out_dtype=f32), {"logits": 0}))
+        if argmax:
+            if not head or n != 1:
+                raise ArgumentError("Qwen3.steps: argmax needs the LM head of one token")
+            steps.append(lambda ch: (_ops.argmax(ch.take("logits")), {"next": 0, "logits": 1}))
+        return steps
+
+    def tune(self, n: int) -> None:
+        """Choose the matmul and RMSNorm configs of an ``n``-token pass now (tuned on the GPU, on scratch inputs of
+        the same shapes): a chain cannot tune inside its functions, which run while the chain executes."""
+        if tile.backend() != "gpu" or n in self._tuned:
+            return
+        c, first = self.config, self.layers[0]
+        x, h = tile.zeros(bf16, [n, c.hidden_size]), tile.zeros(bf16, [n, c.q_size])
+        act = tile.zeros(bf16, [n, c.intermediate_size])
+        tk.rmsnorm(x, self.norm, eps=c.rms_norm_eps)
+        tk.matmul(x, first.wqkv.T)
+        tk.matmul(h, first.wo.T, residual=x)
+        tk.matmul(x, first.wgu.T)
+        tk.matmul(act, first.wd.T, residual=x)
+        if n == 1:
+            tk.matmul(x, self.lm_head.T, out_dtype=f32)
+        self._tuned.add(n)
+
+    def adopt_caches(self, chain: Chain) -> None:
+        """Take back the caches a finished chain filed (its launches moved the model's)."""
+        for i in range(len(self.layers)):
+            self.k_cache[i], self.v_cache[i] = chain.take(f"k{i}"), chain.take(f"v{i}")
+
+    def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor]) -> list[Step]:
+        c = self.config
         nq, nkv, eps = c.num_attention_heads, c.num_key_value_heads, c.rms_norm_eps
-        h = tk.rmsnorm(x, layer.ln1, eps=eps)
-        qkv = tk.matmul(h, layer.wqkv.T).reshape(n, nq + 2 * nkv, c.head_dim)
-        tables = {"cos": self.cos, "sin": self.sin, "pos": pos}
-        q = _ops.prep_q(qkv[:, :nq], layer.q_norm, eps=eps, **tables)
-        k_new, v_new = qkv[:, nq : nq + nkv], qkv[:, nq + nkv :]
-        self.k_cache[i] = _ops.append_kv(self.k_cache[i], k_new, layer.k_norm, eps=eps, rope=True, **tables)
-        self.v_cache[i] = _ops.append_kv(self.v_cache[i], v_new, layer.k_norm, eps=eps, rope=False, **tables)
-        del qkv, k_new, v_new
-        o = _ops.attention(q, self.k_cache[i], self.v_cache[i], pos=pos, group=c.group, block=self.block)
-        x = tk.matmul(o.reshape(n, c.q_size), layer.wo.T, residual=x)
-        h = tk.rmsnorm(x, layer.ln2, eps=eps)
-        gu = tk.matmul(h, layer.wgu.T)
-        act = _ops.swiglu(gu[:, : c.intermediate_size], gu[:, c.intermediate_size :])
-        return tk.matmul(act, layer.wd.T, residual=x)
+        k, v = f"k{i}", f"v{i}"
+
+        def tables() -> dict[str, Tensor]:
+            return {"cos": self.cos, "sin": self.sin, "pos": pos()}
+
+        def append(ch: Chain, cache: Tensor, offset: int, rope: bool) -> _ops.Op:
+            return _ops.append_kv(cache, ch.take("qkv"), layer.k_norm, offset=offset, eps=eps, rope=rope, **tables())
+
+        def prep(ch: Chain) -> _ops.Op:
+            return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
+
+        def attend(ch: Chain) -> _ops.Op:
+            q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)
+            return _ops.attention(q, kc, vc, pos=pos(), group=c.group, block=self.block)
+
+        return [
+            lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
+            lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
+            lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
+            lambda ch: (append(ch, self.k_cache[i], nq, True), {k: 0, "qkv": 1}),
+            lambda ch: (append(ch, self.v_cache[i], nq + nkv, False), {v: 0}),
+            lambda ch: (attend(ch), {"o": 0, k: 2, v: 3}),
+            lambda ch: (tk.matmul_op(ch.take("o"), layer.wo.T, residual=ch.take("x")), X),
+            lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
+            lambda ch: (tk.matmul_op(ch.take("h"), layer.wgu.T), {"gu": 0}),
+            lambda ch: (_ops.swiglu(ch.take("gu"), c.intermediate_size), {"act": 0}),
+            lambda ch: (tk.matmul_op(ch.take("act"), layer.wd.T, residual=ch.take("x")), X),
+        ]
+
+
+X = {"x": 0}
+"""The output names of a step whose output partition is the new residual stream."""

@@ -22,10 +22,15 @@ class Sampler:
         self.top_k = int(top_k)
         self.rng = np.random.default_rng(seed)
 
+    @property
+    def greedy(self) -> bool:
+        """Whether this sampler always takes the largest logit (the first on ties)."""
+        return self.temperature == 0.0 or self.top_k == 1
+
     def __call__(self, logits: np.ndarray[Any, Any]) -> int:
         """The next token id for one row of logits ``(vocab,)``."""
         row = np.asarray(logits, dtype=np.float64).reshape(-1)
-        if self.temperature == 0.0 or self.top_k == 1:
+        if self.greedy:
             return int(np.argmax(row))
         k = row.size if self.top_k == 0 else min(self.top_k, row.size)
         top = np.argpartition(-row, k - 1)[:k]
