@@ -397,7 +397,7 @@ def test_graph_write_refuses_memory_others_can_see(k: ModuleType, stream: aio.Ho
         tile.graph_write(graph, x, np.ones(3))
     x = tile.graph_write(graph, x, np.ones(N)).sync_on(stream)  # nothing refused moved x
     graph.close()
-    with pytest.raises(aio.ClosedError):
+    with pytest.raises(aio.ClosedError, match="is closed"):
         tile.graph_write(graph, x, np.ones(N))
     np.testing.assert_array_equal(x.to_numpy(), np.ones(N, np.float32))  # a refusal leaves x usable
 

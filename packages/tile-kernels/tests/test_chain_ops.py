@@ -68,7 +68,7 @@ def test_an_in_flight_operand_escaping_the_chain_stays_unusable() -> None:
         return tk.rmsnorm_op(x, tile.ones(bf16, [16]))
 
     tk.matmul_op(x, w.T, config=PLAIN).then(keep).sync()
-    with pytest.raises(InFlightError):
+    with pytest.raises(InFlightError, match="may only pass it to a launch it returns"):
         kept[0].to_numpy()
 
 
