@@ -328,6 +328,28 @@ def test_the_tile_schedule_cannot_wrap_around() -> None:
     assert _asserts(t) == []
 
 
+def test_the_tile_schedule_divides_unsigned() -> None:
+    # Tile numbers and counts are non-negative, so the unravel uses unsigned division (tileiras expands a signed
+    # 64-bit one, plus the floor-mod sign fix-up, into more code): no signed divi/remi and no select in the schedule,
+    # and the slowest coordinate is what is left after the others (t < total), with no division of its own.
+    t = check(k.grouped_tiles, B=16)
+    tiles_loop = next(op for op in walk(t.ir.body) if op.name == "for")
+    body = tiles_loop.regions[0].ops[: next(i for i, o in enumerate(tiles_loop.regions[0].ops) if o.name == "for")]
+    divisions = [o for o in body if o.name in ("divi", "remi")]
+    assert len(divisions) == 4  # grouped: t // per_group, t % per_group, within % size_m, within // size_m
+    assert all(o.attrs["signedness"] == "unsigned" for o in divisions)
+    assert all(o.attrs.get("rounding", "zero") == "zero" for o in divisions)
+    assert "select" not in [o.name for o in body]
+
+
+def test_the_tile_schedule_leaves_the_slowest_coordinate_undivided() -> None:
+    # Row-major unravel of t over counts (c0, c1, c2): t % c2, (t // c2) % c1, and t // c2 // c1 is already below c0.
+    t = check(k.walks_rank3, B=16)
+    tiles_loop = next(op for op in walk(t.ir.body) if op.name == "for")
+    divisions = [o.name for o in tiles_loop.regions[0].ops if o.name in ("divi", "remi")]
+    assert sorted(divisions) == ["divi", "divi", "remi", "remi"]
+
+
 @pytest.mark.parametrize(("kernel", "wide"), [("k_loop", False), ("k_loop_step_2", True), ("k_loop_huge_step", True)])
 def test_a_strided_trusted_loop_index_cannot_wrap_around(kernel: str, wide: bool) -> None:
     # range(lo, p.num_tiles[d], step) trusts its variable in [lo, count); a 32-bit "iv + step" past 2**31 - 1 would
