@@ -13,7 +13,11 @@ Outputs are reused across calls (``out=``), so no allocation is timed.
 4. ``bmm`` f16, 32 x 512 x 512 x 128 (attention-sized) against ``torch.bmm``.
 5. Row kernels f16 / bf16 on 4096 rows of 1024 ... 32768: ``softmax``, ``rmsnorm``, ``layernorm`` against
    ``torch.softmax``, ``F.rms_norm`` (torch >= 2.4; a composed version before) and ``F.layer_norm``. GB/s (one read,
-   one write).
+   one write). A call that waits for its work (``tile``, ``torch``) costs a host round trip of tens of microseconds,
+   as much as the kernel below 8192 columns, so the row kernels are also timed back to back: ``tile back to back``
+   chains CHAIN launches of the row kernel at the tuned config (each the previous one's ``.then``, the output
+   preallocated and handed on), ``torch back to back`` issues CHAIN calls; each waits once. Those two compare the
+   kernels; the waiting pair compares what one call costs.
 
 Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time
 over each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root:
@@ -42,6 +46,7 @@ import numpy as np
 import tile.frontend as tile
 import tile.kernels as tk
 from tile.kernels import _gemm, _rows
+from tile.kernels._source import kernels, source_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "kernels.json"
@@ -53,6 +58,7 @@ QWEN = {"qwen3-4b": (2560, 9728), "qwen3-32b": (5120, 25600)}
 MS = [1, 16] if SMOKE else [1, 16, 128, 2048]
 ROW_LENGTHS = [64, 100] if SMOKE else [1024, 4096, 8192, 32768]
 ROWS = 8 if SMOKE else 4096
+CHAIN = 2 if SMOKE else 50  # back-to-back launches per timed row-kernel sample, waited for once
 Run = Callable[[], None]
 
 
@@ -216,8 +222,74 @@ def bench_rows(peers: Peers, name: str, dtype: Any, n: int) -> dict[str, Any]:
         }[name]
         paths["torch"] = peers.sync(peer)
         _check(tile_run.out, peer(), peers, 2e-2)
+
+        def torch_chain() -> None:
+            for _ in range(CHAIN):
+                peer()
+            torch.cuda.synchronize()
+
+        paths["torch back to back"] = torch_chain
+    chain = RowChain(name, x, w, bias, _tuned(name, x, n))
+    got = chain.output()
+    if torch is not None:
+        _check(got, peer(), peers, 2e-2)
+    else:  # the interpreter: the chained kernel against the waiting call's output
+        np.testing.assert_allclose(
+            np.asarray(got.to_numpy(), np.float64), tile_run.out.to_numpy(), rtol=2e-2, atol=2e-2
+        )
+    paths["tile back to back"] = chain
+    times = interleaved(paths)
+    for key in ("tile back to back", "torch back to back"):
+        if key in times:
+            times[key] /= CHAIN  # seconds per launch
     bytes_moved = 2.0 * ROWS * n * (2 if dtype.name != "f32" else 4)
-    return _entry(interleaved(paths), bytes_moved, "GB_per_s") | {"rows": ROWS, "n": n}
+    found = _entry(times, bytes_moved, "GB_per_s") | {"rows": ROWS, "n": n, "chain": CHAIN}
+    if "torch back to back" in times:
+        found["back_to_back_tile_vs_torch"] = times["tile back to back"] / times["torch back to back"]
+    return found
+
+
+def _tuned(name: str, x: tile.Tensor, n: int) -> Any:
+    """The config the ``tile`` call just chose (the autotuner's remembered pick for this key; the default if none)."""
+    n_pow2 = 1 << (n - 1).bit_length()
+    key: dict[str, object] = {"m": tk.autotune.bucket(ROWS), "n": n_pow2, "dtype": x.dtype.name, "out": x.dtype.name}
+    key |= tk.autotune.environment()
+    text = json.dumps(key, sort_keys=True, default=str)  # as Autotuner.choose keys it
+    remembered = tk.autotune.tuner(name, source_digest("_row_kernels")).remembered()
+    return remembered.get(text, _rows._default(n_pow2))
+
+
+class RowChain:
+    """CHAIN launches of one row kernel back to back, each made by the previous one's ``.then`` from its outputs
+    (the output tensor preallocated and handed on, nothing allocated per launch), waited for once."""
+
+    def __init__(self, name: str, x: Any, w: Any, bias: Any, config: Any) -> None:
+        k = kernels("_row_kernels")
+        n = x.shape[-1]
+        z = tile.empty(x.dtype, list(x.shape)).partition([config["BM"], 1 << (n - 1).bit_length()])
+        self.config = config
+        if name == "softmax":
+            self.kernel, self.args, self.generics = k.softmax, [z, x[()]], {"LOG": False}
+        elif name == "rmsnorm":
+            self.kernel, self.args, self.generics = k.rmsnorm, [z, x[()], w[()], 1e-6], {}
+        else:
+            self.kernel, self.args = k.layernorm, [z, x[()], w[()], bias[()], 1e-5]
+            self.generics = {"HAS_W": True, "HAS_B": True}
+        self.n = len(self.args)
+
+    def __call__(self) -> None:
+        op = self.kernel(*self.args, **self.generics)
+        for _ in range(CHAIN - 1):
+            op = op.then(lambda out: self.kernel(*out[: self.n], **self.generics))
+        self.args = list(op.sync())[: self.n]
+
+    def output(self) -> tile.Tensor:
+        """One chain's output (checked against the peer before timing); the chain keeps the output for the next."""
+        self()
+        z: tile.Tensor = self.args[0].unpartition()
+        got = z.copy()
+        self.args[0] = z.partition([self.config["BM"], 1 << (z.shape[-1] - 1).bit_length()])
+        return got
 
 
 def _with_config(name: str, x: Any, w: Any, bias: Any, *, out: Any, config: Any) -> tile.Tensor:
@@ -288,6 +360,9 @@ def main() -> None:
             continue
         ratios = {k: round(v, 3) for k, v in found["tile_vs"].items()}
         print(f"{name}: tile/peer time {ratios}")
+        if "tile back to back" in found.get("GB_per_s", {}):
+            gbs = {k: round(v, 1) for k, v in found["GB_per_s"].items() if k.endswith("back to back")}
+            print(f"  back to back GB/s {gbs}")
     report["tuned"] = {
         family: {key: str(config) for key, config in tk.autotune.tuner(family, "").remembered().items()}
         for family in ("matmul", "bmm", "softmax", "rmsnorm", "layernorm")

@@ -324,3 +324,30 @@ def test_a_helper_parameter_typed_for_checkers_is_unannotated_for_the_compiler(
     capsys.readouterr()
     assert _run(*argv)[0] == 1  # without the marker the annotation is an unsupported one, as before
     assert "parameter 't' has an unsupported annotation" in capsys.readouterr().err
+
+
+WALK = """
+import tile.compiler.lang as tile
+from tile.compiler.lang import Mut, Tensor, f32
+
+
+def walk(z: Mut[Tensor[f32, ("B",)]]):
+    for idx in z.tiles():
+        z.store(tile.zeros((B,), f32), at=idx)
+"""
+
+
+def test_any_grid_compiles_a_tiles_walk_as_a_loop(tmp_path: Path) -> None:
+    # By default the CLI compiles for a launch without .grid() (one block per tile: the walk is an if, see
+    # Specialization.own_grid); --any-grid compiles what kernel.grid(g) launches get (the walk loops).
+    source = tmp_path / "cli_walk.py"
+    source.write_text(WALK)
+    argv = ["compile", f"{source}::walk", "--arch", "cpu", "--const", "B=128", "--shape", "z=1024", "--no-cache"]
+    code, own = _run(*argv, "--emit", "ir", "-o", "-")
+    assert code == 0
+    assert " = if " in own
+    assert "for %" not in own
+    code, anywhere = _run(*argv, "--any-grid", "--emit", "ir", "-o", "-")
+    assert code == 0
+    assert "for %" in anywhere
+    assert " = if " not in anywhere

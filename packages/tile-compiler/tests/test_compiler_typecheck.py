@@ -38,7 +38,9 @@ k: Any = importlib.import_module("tc_unit_kernels")
 def check(fn: Any, target: str = "sm_90", **kw: Any) -> TypedKernel:
     params = kw.pop("params", {})
     options = kw.pop("options", None)
-    return typecheck(resolve(parse(fn)), Specialization.make(params=params, consts=kw, options=options), Target(target))
+    own_grid = kw.pop("own_grid", False)
+    spec = Specialization.make(params=params, consts=kw, options=options, own_grid=own_grid)
+    return typecheck(resolve(parse(fn)), spec, Target(target))
 
 
 def walk(block: Block) -> Iterator[Op]:
@@ -326,6 +328,52 @@ def test_the_tile_schedule_cannot_wrap_around() -> None:
     assert {str(v.type) for v in tiles_loop.operands[:3]} == {str(TileType(DTYPES["i64"]))}  # type: ignore[union-attr]
     assert str(k_loop.operands[0].type) == str(TileType(DTYPES["i32"]))  # type: ignore[union-attr]  # step 1: 32 bits
     assert _asserts(t) == []
+
+
+def test_the_tile_schedule_divides_unsigned() -> None:
+    # Tile numbers and counts are non-negative, so the unravel uses unsigned division (tileiras expands a signed
+    # 64-bit one, plus the floor-mod sign fix-up, into more code): no signed divi/remi and no select in the schedule,
+    # and the slowest coordinate is what is left after the others (t < total), with no division of its own.
+    t = check(k.grouped_tiles, B=16)
+    tiles_loop = next(op for op in walk(t.ir.body) if op.name == "for")
+    body = tiles_loop.regions[0].ops[: next(i for i, o in enumerate(tiles_loop.regions[0].ops) if o.name == "for")]
+    divisions = [o for o in body if o.name in ("divi", "remi")]
+    assert len(divisions) == 4  # grouped: t // per_group, t % per_group, within % size_m, within // size_m
+    assert all(o.attrs["signedness"] == "unsigned" for o in divisions)
+    assert all(o.attrs.get("rounding", "zero") == "zero" for o in divisions)
+    assert "select" not in [o.name for o in body]
+
+
+def test_the_tile_schedule_leaves_the_slowest_coordinate_undivided() -> None:
+    # Row-major unravel of t over counts (c0, c1, c2): t % c2, (t // c2) % c1, and t // c2 // c1 is already below c0.
+    t = check(k.walks_rank3, B=16)
+    tiles_loop = next(op for op in walk(t.ir.body) if op.name == "for")
+    divisions = [o.name for o in tiles_loop.regions[0].ops if o.name in ("divi", "remi")]
+    assert sorted(divisions) == ["divi", "divi", "remi", "remi"]
+
+
+@pytest.mark.parametrize("kernel", ["walks_rank3", "grouped_tiles"])
+def test_a_walk_on_its_own_grid_is_one_guarded_tile(kernel: str) -> None:
+    # One block per tile (a launch without .grid()): the walk is "if first < total: body", no loop around it (as a
+    # loop run once, tileiras still pipelined its loads across iterations: barriers and waits, SASS).
+    own = check(getattr(k, kernel), B=16, own_grid=True)
+    top = [op.name for op in own.ir.body.ops]
+    assert "if" in top
+    assert "for" not in top
+    (walk_if,) = [op for op in own.ir.body.ops if op.name == "if"]
+    cond = walk_if.operands[0]
+    test = next(op for op in own.ir.body.ops if cond in op.results)
+    assert (test.name, test.attrs["comparison_predicate"]) == ("cmpi", "less_than")
+    assert [op.name for op in walk(walk_if.regions[0]) if op.name.startswith("store")]  # the store is inside it
+    assert _asserts(own) == []
+    anywhere = [op.name for op in check(getattr(k, kernel), B=16).ir.body.ops]
+    assert "for" in anywhere  # any grid: the walk loops
+
+
+def test_a_walk_that_continues_stays_a_loop_on_its_own_grid() -> None:
+    # continue/break/return leave the walk's body early: they need the loop, so the own-grid form keeps it.
+    top = [op.name for op in check(k.walks_and_skips, B=16, own_grid=True).ir.body.ops]
+    assert "for" in top
 
 
 @pytest.mark.parametrize(("kernel", "wide"), [("k_loop", False), ("k_loop_step_2", True), ("k_loop_huge_step", True)])

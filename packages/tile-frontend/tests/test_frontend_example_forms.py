@@ -43,9 +43,10 @@ def _typed(
     arrays: dict[str, ArraySpec],
     options: CompileOptions,
     dtypes: dict[str, str] | None = None,
+    own_grid: bool = True,
     **consts: int,
 ) -> TypedKernel:
-    spec = Specialization.make(params=arrays, consts=consts, dtypes=dtypes, options=options)
+    spec = Specialization.make(params=arrays, consts=consts, dtypes=dtypes, options=options, own_grid=own_grid)
     return typecheck(resolve(parse(fn)), spec, Target("sm_90"))  # type: ignore[arg-type]  # a kernel function
 
 
@@ -61,17 +62,21 @@ def _loop_stores(t: TypedKernel) -> list[str]:
     return out
 
 
+@pytest.mark.parametrize("own_grid", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_fuses_the_score_scaling_and_leaves_walked_stores_unordered(causal: bool) -> None:
+def test_attention_fuses_the_score_scaling_and_leaves_walked_stores_unordered(causal: bool, own_grid: bool) -> None:
     example = _module(ROOT / "examples" / "attention.py")
     f16x3 = ArraySpec("f16", 3, stride_one=(False, False, True))
     arrays = dict.fromkeys(("o", "q", "k", "v"), f16x3)
     kernel = example.attention
-    t = _typed(kernel.fn, arrays, kernel.options, BM=128, D=64, BN=128, CAUSAL=causal, EVEN_K=True)
+    t = _typed(kernel.fn, arrays, kernel.options, None, own_grid, BM=128, D=64, BN=128, CAUSAL=causal, EVEN_K=True)
     names = [op.name for op in _walk(t.ir.body)]
     assert names.count("fma") == 2  # s * scale - m (with a negf) and l * alpha + sum
     assert "subf" in names  # m_i - m_ij stays a subtraction: it has no product
-    assert _loop_stores(t) == ["before"]
+    # Any grid: the o.tiles() walk is a loop whose stores are unordered; the own grid (a launch without .grid()):
+    # one tile per block, the walk is an if around the body (only the key loop is a for).
+    assert _loop_stores(t) == ([] if own_grid else ["before"])
+    assert [op.name for op in t.ir.body.ops].count("if") == (1 if own_grid else 0)
     scores = [
         op.name for op in _walk(t.ir.body) if op.results and getattr(op.results[0].type, "shape", None) == (128, 128)
     ]

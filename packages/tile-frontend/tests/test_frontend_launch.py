@@ -267,6 +267,22 @@ def test_persistent_kernels_take_any_grid(k: ModuleType, grid: Any) -> None:
     np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-4, atol=1e-4)
 
 
+def test_a_walk_compiles_for_its_own_grid_unless_a_grid_is_given(k: ModuleType) -> None:
+    # Without .grid(), a tiles() walk is compiled for one block per tile (Specialization.own_grid: no loop); a
+    # kernel.grid(g) clone shares the compiled-kernel caches, so it must not pick that code up for its own grid
+    # (on one block it would write one tile of fifteen).
+    a, b = tile.randn(f16, [96, 64]), tile.randn(f16, [64, 80])
+    expected = a.to_numpy().astype(np.float64) @ b.to_numpy().astype(np.float64)
+    flags = []
+    for kernel in (k.gemm_persistent, k.gemm_persistent.grid((1,)), k.gemm_persistent):
+        args = [tile.full(f32, [96, 80], np.nan).partition([32, 16]), a, b]
+        bound, _, _ = kernel._prepare(args, {"BK": 16})
+        flags.append(kernel._specialize(bound).own_grid)
+        c, a, b, _ = kernel(*args, BK=16).sync()
+        np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-4, atol=1e-4)
+    assert flags == [True, False, True]
+
+
 def test_outputs_agree_on_the_grid_at_different_ranks(k: ModuleType) -> None:
     # Issue 14 (6b): y's partition grid [5, 1] and mean's [5] are one grid (5, 1, 1); grids compare padded.
     xn = np.random.default_rng(7).standard_normal((37, 64)).astype(np.float32)

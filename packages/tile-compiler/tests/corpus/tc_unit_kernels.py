@@ -117,6 +117,18 @@ def grouped_tiles(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
         z.store(acc, at=idx)
 
 
+def walks_rank3(z: Mut[Tensor[f32, (1, "B", "B")]]):
+    for idx in z.tiles():
+        z.store(tile.zeros((1, B, B), f32), at=idx)
+
+
+def walks_and_skips(z: Mut[Tensor[f32, (1, "B", "B")]]):
+    for idx in z.tiles():
+        if idx[0] == 0:
+            continue
+        z.store(tile.zeros((1, B, B), f32), at=idx)
+
+
 def const_index(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.store(x.partition((B,)).load((3,)))
 

@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--no-lineinfo", action="store_true", help="omit line information from the cubin")
     comp.add_argument("--occupancy", type=int, help="occupancy hint (1-32)")
     comp.add_argument("--num-cta-in-cga", type=int, help="CTAs per cluster hint (1, 2, 4, 8, 16)")
+    comp.add_argument(
+        "--any-grid",
+        action="store_true",
+        help="compile tiles() walks for any launch grid, as kernel.grid(g) launches get (default: the outputs' own "
+        "tile grid, one block per tile, as a launch without .grid())",
+    )
     comp.add_argument("--bytecode-version", help="bytecode version to write, e.g. 13.3 (default: the highest usable)")
     comp.add_argument("--cache-dir", help="disk cache folder to use and fill (default TILE_CACHE_DIR)")
     comp.add_argument("--no-cache", action="store_true", help="run every stage; read and write no cache")
@@ -170,7 +176,7 @@ def _compile(args: argparse.Namespace, out: TextIO) -> int:
     )
     fn, unchecked = _load_kernel(Path(file), name)  # after checking the arguments: loading runs the user's module
     options = dataclasses.replace(options, unchecked=unchecked)
-    spec = specialize(fn, dict(shapes), consts=consts, dtypes=dtypes, options=options)
+    spec = specialize(fn, dict(shapes), consts=consts, dtypes=dtypes, options=options, own_grid=not args.any_grid)
     if shapes and (missing := _tensors_without_facts(fn, spec)):
         print(f"note: no --shape for {', '.join(missing)}: a launch would specialize on them", file=sys.stderr)
     for target in targets:

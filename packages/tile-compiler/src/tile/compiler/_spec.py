@@ -271,12 +271,20 @@ def _sorted_items(mapping: Mapping[str, Any] | Iterable[tuple[str, Any]] | None)
 
 @dataclass(frozen=True)
 class Specialization:
-    """Everything besides the source that decides a kernel's code. Build it with `Specialization.make`."""
+    """Everything besides the source that decides a kernel's code. Build it with `Specialization.make`.
+
+    ``own_grid`` (default): the kernel is launched on its outputs' own tile grid, one block per tile, as a launch
+    without an explicit grid is. A ``for idx in z.tiles()`` walk then gives each block exactly one tile and compiles
+    to a conditional body instead of a loop (tileiras pipelines a loop's loads across iterations with barriers and
+    waits that a loop run once only pays for); on a larger grid the extra blocks do nothing, on a smaller one tiles
+    stay unwritten. ``own_grid=False`` (what ``kernel.grid(g)`` launches use): the walk is a loop, right on any grid.
+    """
 
     params: tuple[tuple[str, ArraySpec | ScalarSpec], ...] = ()
     consts: tuple[tuple[str, Const], ...] = ()
     dtypes: tuple[tuple[str, str], ...] = ()
     options: CompileOptions = field(default_factory=CompileOptions)
+    own_grid: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", _sorted_items(self.params))
@@ -285,6 +293,8 @@ class Specialization:
         for name, value in self.consts:
             if not isinstance(value, (int, float, bool)):
                 raise SpecError(f"const {name} = {value!r} must be an int, float or bool")
+        if not isinstance(self.own_grid, bool):
+            raise SpecError(f"Specialization.own_grid = {self.own_grid!r} must be True or False")
 
     @classmethod
     def make(
@@ -293,9 +303,12 @@ class Specialization:
         consts: Mapping[str, Const] | None = None,
         dtypes: Mapping[str, str] | None = None,
         options: CompileOptions | None = None,
+        *,
+        own_grid: bool = True,
     ) -> Specialization:
         """Build a specialization from plain mappings (order does not matter)."""
-        return cls(_sorted_items(params), _sorted_items(consts), _sorted_items(dtypes), options or CompileOptions())
+        items = (_sorted_items(params), _sorted_items(consts), _sorted_items(dtypes))
+        return cls(*items, options or CompileOptions(), own_grid)
 
     def param(self, name: str) -> ArraySpec | ScalarSpec | None:
         """The facts given for parameter ``name``, or None."""
@@ -313,7 +326,8 @@ class Specialization:
         """A JSON-ready description, stable across processes and Python versions."""
         params = {n: {"kind": type(p).__name__, **asdict(p)} for n, p in self.params}
         consts = {n: [type(v).__name__, v] for n, v in self.consts}
-        return {"params": params, "consts": consts, "dtypes": dict(self.dtypes), "options": asdict(self.options)}
+        found = {"params": params, "consts": consts, "dtypes": dict(self.dtypes), "options": asdict(self.options)}
+        return found | {"own_grid": self.own_grid}
 
     def key(self) -> bytes:
         """Stable bytes identifying this specialization.

@@ -25,6 +25,7 @@ def specialize(
     consts: Mapping[str, int | float | bool] | None = None,
     dtypes: Mapping[str, str] | None = None,
     options: CompileOptions | None = None,
+    own_grid: bool = True,
 ) -> Specialization:
     """Derive the `Specialization` of a call of kernel ``fn``.
 
@@ -39,8 +40,8 @@ def specialize(
         Strides in elements per tensor parameter (default: row-major contiguous).
     pointers
         Base addresses (default 0: aligned like every device allocation).
-    consts, dtypes, options
-        As in `Specialization.make`.
+    consts, dtypes, options, own_grid
+        As in `Specialization.make` (``own_grid=False`` for a launch with an explicit grid, ``kernel.grid(g)``).
 
     Returns
     -------
@@ -73,7 +74,7 @@ def specialize(
             index_dtype="i64" if wide else "i32",
             max_divisibility=cap,
         )
-    return Specialization.make(params, consts, dtypes, options)
+    return Specialization.make(params, consts, dtypes, options, own_grid=own_grid)
 
 
 def row_major(shape: Sequence[int]) -> tuple[int, ...]:

@@ -60,7 +60,13 @@ class Checker(LoopMixin):
     """Walks a kernel's statements, emitting typed ops."""
 
     def __init__(
-        self, resolved: ResolvedKernel, target: Target, *, unchecked: bool = False, debug_guards: bool = False
+        self,
+        resolved: ResolvedKernel,
+        target: Target,
+        *,
+        unchecked: bool = False,
+        debug_guards: bool = False,
+        own_grid: bool = False,
     ) -> None:
         self.kernel = resolved.kernel
         self.resolved = resolved
@@ -81,6 +87,7 @@ class Checker(LoopMixin):
         self.unchecked = unchecked  # from the compile options only: a helper inlined here follows the entry
         self.arch = "default" if target.is_cpu else target.arch
         self.assert_guards = target.is_cpu or debug_guards  # see `_emit_guard`
+        self.own_grid = own_grid  # one block per output tile: a tiles() walk runs once (see Specialization)
 
     # -- statements -------------------------------------------------------------------------------------------
     def stmts(self, body: list[ast.stmt]) -> Exit:
@@ -313,7 +320,8 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     CompileError
         At the user's source position, for anything the kernel language rejects.
     """
-    ch = Checker(resolved, target, unchecked=spec.options.unchecked, debug_guards=spec.options.debug_guards)
+    o = spec.options
+    ch = Checker(resolved, target, unchecked=o.unchecked, debug_guards=o.debug_guards, own_grid=spec.own_grid)
     try:
         params, slots = build_entry(ch, spec)
         outputs = [v for v in ch.env.values() if isinstance(v, TensorV) and v.mut]

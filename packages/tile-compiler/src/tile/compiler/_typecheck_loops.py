@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
+from tile.compiler._run_once import run_once
 from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_carry import CarryMixin, Struct
@@ -45,6 +46,7 @@ class LoopMixin(CarryMixin):
     """Loop statements and the loop-carried variables they thread."""
 
     loops: list[LoopFrame]
+    own_grid: bool
 
     def stmts(self, body: list[ast.stmt]) -> Exit:
         """Check a statement list (implemented by the checker)."""
@@ -240,6 +242,8 @@ class LoopMixin(CarryMixin):
         self.env = outer
         self.at(node)
         results = self.em.emit("for", [lb, ub, step, inits], types, {}, [block])
+        if bind is not None and self.own_grid:  # one block per tile: the walk's one iteration, without the loop
+            run_once(self.em.block, lambda a, b: self.compare_tiles(ast.Lt, a, b))
         self.env.update(self.bind_carried(names, structs, results))
         return None
 

@@ -362,6 +362,8 @@ class MemoryMixin(MathMixin):
         group = it.group
 
         def op(kind: ast.operator, a: object, b: object) -> object:
+            if isinstance(kind, (ast.FloorDiv, ast.Mod)):
+                return self._nonnegative_divide(kind, a, b)
             return self.binary(kind, a, b)
 
         if group is not None:
@@ -373,9 +375,10 @@ class MemoryMixin(MathMixin):
             coords = [op(ast.Add(), first_m, op(ast.Mod(), within, size_m)), op(ast.FloorDiv(), within, size_m)]
         else:
             coords, rest = [], cast(object, t)
-            for c in reversed(counts):
+            for c in reversed(counts[1:]):
                 coords.insert(0, op(ast.Mod(), rest, c))
                 rest = op(ast.FloorDiv(), rest, c)
+            coords.insert(0, rest)  # t < the product of the counts, so what is left is below counts[0]
         out = tuple(self.convert(self.scalar_index(c, "tile index"), dt) for c in coords)
         self.owned_tiles[tuple(c.id for c in out)] = it.tensor
         for d, c in enumerate(out):
@@ -383,6 +386,20 @@ class MemoryMixin(MathMixin):
             # "z's count <= mine", which the launcher checks (host-known extents), so no guard sits in the tile loop.
             self.index_bounds[c.id] = Bound("count", it.tensor.name, it.tensor.tile, d)
         return out
+
+    def _nonnegative_divide(self, kind: ast.operator, a: object, b: object) -> object:
+        """``a // b`` or ``a % b`` for a tile number and a tile count (``a >= 0``, ``b >= 1``): unsigned division.
+
+        The signed forms are floor division (a sign fix-up after the remainder), and tileiras expands a signed 64-bit
+        division into more instructions than an unsigned one; on non-negative operands both give the same value.
+        A count of 1 (a constant) divides to ``a`` and leaves the remainder 0 without an op.
+        """
+        if b == 1 and type(b) is int:
+            return a if isinstance(kind, ast.FloorDiv) else 0
+        va, vb = self.coerce(a, b, "//" if isinstance(kind, ast.FloorDiv) else "%")
+        if isinstance(kind, ast.FloorDiv):
+            return self.em.one("divi", [va, vb], self.tile_of(va), signedness="unsigned", rounding="zero")
+        return self.em.one("remi", [va, vb], self.tile_of(va), signedness="unsigned")
 
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("store", ("tile", "at", "latency", "allow_tma"), (None, None, None), args, kw)

@@ -207,7 +207,7 @@ class Kernel:
         args, generics = _const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
         device = _device_of(_ownership.check(name, self.params, args, self.unchecked))
-        layout = _layout_key(device, bound)
+        layout = (_layout_key(device, bound), self._grid is None)  # kernel.grid(g) clones share this cache
         compiled = self._by_layout.get(layout)
         if compiled is None:
             compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), _target(device))
@@ -228,7 +228,9 @@ class Kernel:
         options = self.options
         if _knobs.debug_guards() and not options.debug_guards:
             options = dataclasses.replace(options, debug_guards=True)
-        return Specialization.make(params=params, consts=bound.consts, dtypes=dtypes, options=options)
+        # Without an explicit grid the launch grid is the outputs' own tile grid: a tiles() walk runs once per block.
+        own_grid = self._grid is None
+        return Specialization.make(params, bound.consts, dtypes, options, own_grid=own_grid)
 
     def _compiled(self, spec: Specialization, target: Target) -> CompiledKernel:
         key = (spec, target)
