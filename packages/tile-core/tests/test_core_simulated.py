@@ -121,6 +121,8 @@ class SimDriver:
         return OK, real.cuuint64_t(sum(a.nbytes for a in self.device_mem.values()))
 
     def cuMemAllocFromPoolAsync(self, size: int, pool: Any, stream: Any) -> tuple[Any, Any]:
+        if self.capturing and self.mode() != real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED:
+            return real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, None  # what the H100 answers
         array = np.zeros(size, np.uint8)
         self.device_mem[array.ctypes.data] = array
         self.log.append(("alloc", array.ctypes.data, int(stream)))
@@ -696,3 +698,18 @@ def test_a_freed_buffer_refuses_new_uses_and_one_byte_is_a_size(sim: SimDriver) 
     with pytest.raises(tc.UseAfterFreeError, match="was freed: it cannot be used on"):
         buffer.record_use(stream)
     stream.close()
+
+
+def test_an_allocation_while_another_stream_captures(sim: SimDriver) -> None:
+    """A decode step captured as a graph allocates its temporaries while the stream captures; the driver refuses an
+    allocation in the capturing thread unless it is in relaxed mode (seen on the H100: CUDA_ERROR_STREAM_CAPTURE_
+    UNSUPPORTED from cuMemAllocFromPoolAsync). The allocation runs relaxed and the thread's mode comes back."""
+    other = tc.Stream()
+    sim.capturing.add(other.handle)
+    try:
+        z = tc.DeviceBuffer.allocate(256)
+        assert sim.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+    finally:
+        sim.capturing.clear()
+    assert ("alloc", z.ptr, z.stream.handle) in sim.log
+    z.free()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,20 @@ def _wait_foreign(home: Stream, handle: int) -> None:
     home.wait(event)
 
 
+@contextlib.contextmanager
+def _relaxed_capture() -> Iterator[None]:
+    """This thread in relaxed capture mode for the block: driver calls on streams that are not being captured
+    (allocations and frees on the buffer's own stream) are then allowed while the thread captures a graph. A
+    thread-local capture refuses them (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), though they are not part of it."""
+    d = tb.driver()
+    relaxed = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    previous = check(d.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(d.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
+
+
 def _wait_during_capture(event: Event) -> None:
     """Block the host until ``event`` (recorded outside the capture) is done, while this thread captures.
 
@@ -91,13 +106,8 @@ def _wait_during_capture(event: Event) -> None:
     wait itself (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), though this event has nothing to do with the graph: the
     thread is switched to relaxed mode for the wait only (what ``cuThreadExchangeStreamCaptureMode`` is for).
     """
-    d = tb.driver()
-    relaxed = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-    previous = check(d.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
-    try:
+    with _relaxed_capture():
         event.synchronize()
-    finally:
-        check(d.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
 
 
 class Uses:
@@ -147,9 +157,12 @@ class DeviceBuffer(Uncopyable):
             device = stream.device if isinstance(stream, Stream) else Device(0)
         home = as_stream(stream, device)
         device.make_current()
-        _drain_deferred()
-        pool = device.memory_pool.handle
-        ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, home._raw), "cuMemAllocFromPoolAsync")
+        with _relaxed_capture():  # an allocation while this thread captures another stream (a step's temporaries)
+            _drain_deferred()
+            pool = device.memory_pool.handle
+            ptr: Any = check(
+                tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, home._raw), "cuMemAllocFromPoolAsync"
+            )
         self = cls.__new__(cls)
         self._ptr, self.nbytes, self.device, self.stream = int(ptr), int(nbytes), device, home
         self._freed, self._uses, self._foreign_streams = False, Uses(), set[int]()
