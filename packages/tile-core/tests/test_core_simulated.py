@@ -218,6 +218,9 @@ class SimDriver:
         return (OK,)
 
     def cuStreamSynchronize(self, stream: Any) -> tuple[Any]:
+        relaxed = self.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        if int(stream) in self.capturing or (self.capturing and not relaxed):
+            return (real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)  # what the H100 answers
         self.log.append(("sync", int(stream)))
         return (OK,)
 
@@ -708,6 +711,11 @@ def test_an_allocation_while_another_stream_captures(sim: SimDriver) -> None:
     sim.capturing.add(other.handle)
     try:
         z = tc.DeviceBuffer.allocate(256)
+        assert sim.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+        z.stream.synchronize()  # the host waits for the allocation (the frontend does): relaxed, this stream only
+        assert ("sync", z.stream.handle) in sim.log
+        with pytest.raises(tb.CudaError, match="CAPTURE_UNSUPPORTED"):
+            other.synchronize()  # the capturing stream itself can never be waited for
         assert sim.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
     finally:
         sim.capturing.clear()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, 
 from tile.core._event import Event
 from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
 from tile.core._nocopy import Uncopyable
-from tile.core._stream import Stream, as_stream, invalidation, open_successor
+from tile.core._stream import Stream, _relaxed_capture, as_stream, invalidation, open_successor
 
 if TYPE_CHECKING:
     from tile.core._view import DeviceView
@@ -82,20 +81,6 @@ def _wait_foreign(home: Stream, handle: int) -> None:
     except tb.CudaError:
         return
     home.wait(event)
-
-
-@contextlib.contextmanager
-def _relaxed_capture() -> Iterator[None]:
-    """This thread in relaxed capture mode for the block: driver calls on streams that are not being captured
-    (allocations and frees on the buffer's own stream) are then allowed while the thread captures a graph. A
-    thread-local capture refuses them (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), though they are not part of it."""
-    d = tb.driver()
-    relaxed = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-    previous = check(d.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
-    try:
-        yield
-    finally:
-        check(d.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
 
 
 def _wait_during_capture(event: Event) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import tile.bindings as tb
@@ -24,6 +25,20 @@ __all__ = ["Stream", "as_stream", "invalidation", "open_successor"]
 _closing = threading.Lock()  # held while a stream is closed: two threads closing one stream destroy it once
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
+
+
+@contextlib.contextmanager
+def _relaxed_capture() -> Iterator[None]:
+    """This thread in relaxed capture mode for the block: driver calls on streams that are not being captured
+    (allocations and frees on the buffer's own stream) are then allowed while the thread captures a graph. A
+    thread-local capture refuses them (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), though they are not part of it."""
+    d = tb.driver()
+    relaxed = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    previous = check(d.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(d.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
 
 
 class Stream(Uncopyable):
@@ -124,6 +139,13 @@ class Stream(Uncopyable):
             self._check_open()
         result = tb.driver().cuStreamSynchronize(self._raw)
         if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
+            d = tb.driver()
+            if result[0] == d.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and not self.is_capturing():
+                # This thread captures another stream and its thread-local mode refuses any wait; a host wait for
+                # this stream's own work (an allocation for a step being captured) is no part of that capture.
+                with _relaxed_capture():
+                    check(d.cuStreamSynchronize(self._raw), "cuStreamSynchronize")
+                return
             check(result, "cuStreamSynchronize")
 
     def query(self) -> bool:
