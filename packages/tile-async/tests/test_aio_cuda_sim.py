@@ -209,7 +209,10 @@ def sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimDriver]:
         DeviceBuffer=SimBuffer,
         launch=sim_launch,
         copy=sim_copy,
+        marks=[],  # begin/end_thread_capture calls: how tile.core learns this thread captures
     )
+    core.begin_thread_capture = lambda: core.marks.append("begin")
+    core.end_thread_capture = lambda: core.marks.append("end")
     driver = SimDriver(core)
     monkeypatch.setattr(_cuda, "core", lambda: core)
     monkeypatch.setattr(_cuda, "driver", lambda: driver)
@@ -314,6 +317,7 @@ def test_capture_replay_and_close_make_the_driver_calls_in_order(sim: SimDriver)
     graph = aio.launch(lambda: ran.append(1), 1, []).graph(ctx)
     assert graph.kind == "cuda"
     assert ran == []  # captured, not run
+    assert sim.core.marks == ["begin", "end"]  # tile.core knew this thread captured, for exactly the capture
     graph.launch().sync_on(ctx)
     graph.close()
     handle = stream.handle

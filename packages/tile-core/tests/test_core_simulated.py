@@ -705,11 +705,14 @@ def test_a_freed_buffer_refuses_new_uses_and_one_byte_is_a_size(sim: SimDriver) 
 
 def test_an_allocation_while_another_stream_captures(sim: SimDriver) -> None:
     """A decode step captured as a graph allocates its temporaries while the stream captures; the driver refuses an
-    allocation in the capturing thread unless it is in relaxed mode (seen on the H100: CUDA_ERROR_STREAM_CAPTURE_
-    UNSUPPORTED from cuMemAllocFromPoolAsync). The allocation runs relaxed and the thread's mode comes back."""
+    allocation or a host wait in the capturing thread unless it is in relaxed mode, and the refusal invalidates the
+    capture (seen on the H100: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED from cuMemAllocFromPoolAsync, then from
+    cuStreamSynchronize). Marked as capturing, the thread makes both calls relaxed and its mode comes back."""
     other = tc.Stream()
     sim.capturing.add(other.handle)
+    tc.begin_thread_capture()  # what tile.aio's CUDA recorder does when it begins the capture
     try:
+        assert tc.thread_is_capturing()
         z = tc.DeviceBuffer.allocate(256)
         assert sim.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
         z.stream.synchronize()  # the host waits for the allocation (the frontend does): relaxed, this stream only
@@ -718,6 +721,8 @@ def test_an_allocation_while_another_stream_captures(sim: SimDriver) -> None:
             other.synchronize()  # the capturing stream itself can never be waited for
         assert sim.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
     finally:
+        tc.end_thread_capture()
         sim.capturing.clear()
+    assert not tc.thread_is_capturing()
     assert ("alloc", z.ptr, z.stream.handle) in sim.log
     z.free()

@@ -262,6 +262,7 @@ class CudaRecorder(CudaContext):
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(d.cuStreamBeginCapture(self.raw_stream, mode), "cuStreamBeginCapture")
         self._open = True
+        core().begin_thread_capture()  # tile.core relaxes this thread's own waits and allocations on other streams
 
     @property
     def capturing(self) -> bool:
@@ -299,6 +300,8 @@ class CudaRecorder(CudaContext):
             check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
 
     def _end(self, ok: bool = True) -> Any:
+        if self._open:
+            core().end_thread_capture()
         self._open = False
         d = driver()
         result = d.cuStreamEndCapture(self.raw_stream)

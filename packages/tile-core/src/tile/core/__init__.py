@@ -115,7 +115,7 @@ from tile.core._launch import PreparedLaunch, launch, prepare
 from tile.core._module import Function, Module
 from tile.core._nocopy import Uncopyable
 from tile.core._pinned import PinnedBuffer
-from tile.core._stream import Stream
+from tile.core._stream import Stream, begin_thread_capture, end_thread_capture, thread_is_capturing
 from tile.core._view import DeviceView
 
 __all__ = [
@@ -148,11 +148,14 @@ __all__ = [
     "Uncopyable",
     "UseAfterFreeError",
     "WrongDeviceError",
+    "begin_thread_capture",
     "borrow",
     "copy",
     "cubin_arch",
+    "end_thread_capture",
     "launch",
     "pack_args",
     "param_layout",
     "prepare",
+    "thread_is_capturing",
 ]

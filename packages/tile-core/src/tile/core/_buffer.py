@@ -25,7 +25,14 @@ from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, 
 from tile.core._event import Event
 from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
 from tile.core._nocopy import Uncopyable
-from tile.core._stream import Stream, _relaxed_capture, as_stream, invalidation, open_successor
+from tile.core._stream import (
+    Stream,
+    _relaxed_capture,
+    as_stream,
+    invalidation,
+    open_successor,
+    thread_is_capturing,
+)
 
 if TYPE_CHECKING:
     from tile.core._view import DeviceView
@@ -142,7 +149,9 @@ class DeviceBuffer(Uncopyable):
             device = stream.device if isinstance(stream, Stream) else Device(0)
         home = as_stream(stream, device)
         device.make_current()
-        with _relaxed_capture():  # an allocation while this thread captures another stream (a step's temporaries)
+        # While this thread captures a graph, the allocation (a captured step's temporaries, on the buffer's own
+        # stream, not the captured one) runs in relaxed capture mode: thread-local mode refuses it.
+        with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
             _drain_deferred()
             pool = device.memory_pool.handle
             ptr: Any = check(

@@ -27,6 +27,33 @@ _closing = threading.Lock()  # held while a stream is closed: two threads closin
 invalidation = [0]
 
 
+class _ThreadCaptures(threading.local):
+    captures = 0  # graph captures this thread has begun (tile.aio's CUDA recorder) and not ended
+
+
+_THREAD = _ThreadCaptures()
+
+
+def begin_thread_capture() -> None:
+    """Mark that this thread begins capturing a stream into a graph (in thread-local capture mode).
+
+    While it captures, the thread's own host waits and allocations on *other* streams (a captured step allocating
+    its temporaries, then waiting for the allocation) switch to relaxed mode for the call: thread-local mode refuses
+    them, and a refused call invalidates the whole capture (seen on the H100). Pair with `end_thread_capture`.
+    """
+    _THREAD.captures += 1
+
+
+def end_thread_capture() -> None:
+    """This thread's capture ended (see `begin_thread_capture`)."""
+    _THREAD.captures = max(0, _THREAD.captures - 1)
+
+
+def thread_is_capturing() -> bool:
+    """Whether this thread is capturing a graph (between `begin_thread_capture` and `end_thread_capture`)."""
+    return _THREAD.captures > 0
+
+
 @contextlib.contextmanager
 def _relaxed_capture() -> Iterator[None]:
     """This thread in relaxed capture mode for the block: driver calls on streams that are not being captured
@@ -137,15 +164,12 @@ class Stream(Uncopyable):
         """Block the calling thread until all work queued on the stream is done."""
         if self._closed:
             self._check_open()
+        if _THREAD.captures:  # this thread captures a graph: a wait for another stream's work is no part of it
+            with _relaxed_capture():
+                check(tb.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
+            return
         result = tb.driver().cuStreamSynchronize(self._raw)
         if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
-            d = tb.driver()
-            if result[0] == d.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and not self.is_capturing():
-                # This thread captures another stream and its thread-local mode refuses any wait; a host wait for
-                # this stream's own work (an allocation for a step being captured) is no part of that capture.
-                with _relaxed_capture():
-                    check(d.cuStreamSynchronize(self._raw), "cuStreamSynchronize")
-                return
             check(result, "cuStreamSynchronize")
 
     def query(self) -> bool:
