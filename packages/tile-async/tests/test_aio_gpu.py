@@ -223,7 +223,9 @@ def test_await_waits_through_the_waiter_thread(
     tc: Any, ctx: aio.CudaContext, vec_add: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TILE_AIO_SPIN_US", "0")
-    n = 1 << 20
+    # 2**24 elements: the 200 adds run ~10 ms on an H100, longer than enqueueing them takes (with 2**20 they were
+    # done before the await began waiting, and the ticker never ran: seen on the H100).
+    n = 1 << 24
     b_ones, acc = buffers(tc, ctx, np.ones(n, np.float32), np.zeros(n, np.float32))
 
     ticks = 0
