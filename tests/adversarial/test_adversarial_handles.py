@@ -527,3 +527,15 @@ def test_the_collector_never_runs_a_finalizer_between_a_check_and_its_move(k: Mo
     log.append(False)
     log.extend([False] * 10_000)  # the last thief stops renewing
     gc.collect()
+
+
+def test_a_moved_handle_names_the_call_that_moved_it() -> None:
+    """After .unshare() or .reclaim(), the MovedError's fix named .unpartition() (noticed by the test audit)."""
+    shared = tile.zeros(f32, [8]).share()
+    shared.unshare()
+    with pytest.raises(tile.MovedError, match=r"unshared at .*use the Tensor that \.unshare\(\) returned"):
+        shared.unshare()
+    lent = tile.zeros(f32, [8]).lend()
+    lent.reclaim()
+    with pytest.raises(tile.MovedError, match=r"reclaimed at .*use the Tensor that \.reclaim\(\) returned"):
+        lent.reclaim()

@@ -25,6 +25,8 @@ FIX = {
     "launch": "use the handles the launch returned: `z, x, y = kernel(z, x, y).sync()` (or `await`)",
     "partition": "use the handle it returned (`.unpartition()` / `.unshare()` / `.reclaim()` give the tensor back)",
     "unpartition": "use the Tensor that .unpartition() returned",
+    "unshare": "use the Tensor that .unshare() returned",
+    "reclaim": "use the Tensor that .reclaim() returned",
     "inflight": "a .then() function may only pass it to a launch it returns (run after this one, in order); read it "
     "from what .sync()/await returns once the chain is done",
     "captured": "it belongs to the graph until graph.close(), which hands it back (`z, x = graph.close()`), so replays "

@@ -86,8 +86,8 @@ class Lent(Wrapper):
             )
         tensor._storage.settle()  # the other library's queued writes are done before Tile uses the memory again
         tensor._storage.unhold(tensor)
-        self._fate = ("unpartition", f"reclaimed at {site}")
-        return tensor._move("unpartition", f"reclaimed at {site}")
+        self._fate = ("reclaim", f"reclaimed at {site}")
+        return tensor._move("reclaim", f"reclaimed at {site}")
 
     def __repr__(self) -> str:
         state = "reclaimed" if self._fate is not None else f"{self.consumers} consumer(s)"

@@ -79,8 +79,8 @@ class Shared(Wrapper):
                 f"cannot unshare {self._describe()} at {site}: {self.users} launch(es) holding it are not done; "
                 "sync or await them first"
             )
-        self._fate = ("unpartition", f"unshared at {site}")
-        return tensor._move("unpartition", f"unshared at {site}")
+        self._fate = ("unshare", f"unshared at {site}")
+        return tensor._move("unshare", f"unshared at {site}")
 
     def __repr__(self) -> str:
         state = "unshared" if self.moved else f"{self.users} pending users"
