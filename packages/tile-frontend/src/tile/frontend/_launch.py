@@ -18,7 +18,7 @@ nothing. What was checked stays fixed: ``.grid(g)`` only confirms the grid the c
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import tile.aio
@@ -216,22 +216,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         if self._values is not None and self._fate is None:
             self._drop()
 
-    # A launch runs on the device its tensors live on (a CPU launch on a host stream), whatever tile.aio's default
-    # device is: there may be no GPU, or the default may point at another device.
     def _home(self) -> SchedulingPolicy:
-        """A stream of the device its data lives on: also where a ``.then()`` chain starting here runs."""
-        return self._policy()
-
-    def _policy(self) -> SchedulingPolicy:
+        """A stream of the device its tensors live on (a host stream for a CPU launch), whatever tile.aio's default
+        device is: ``.sync()``, ``await`` and ``.graph()`` run there, and so does a ``.then()`` chain starting here."""
         return tile.aio.default_policy("host" if self.on_host else self._plan.device)
-
-    def sync(self) -> tuple[Any, ...]:
-        """Execute on a stream of the arguments' device, block until done, and return all arguments."""
-        return self.sync_on(self._policy().next_context())
-
-    def __await__(self) -> Generator[Any, None, tuple[Any, ...]]:
-        return self.schedule(self._policy()).__await__()
-
-    def graph(self, on: object = None) -> Any:
-        """Capture this launch into a replayable graph (see ``tile.aio.DeviceOp.graph``)."""
-        return super().graph(on if on is not None else self._policy().next_context())

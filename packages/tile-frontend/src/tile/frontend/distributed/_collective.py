@@ -16,7 +16,7 @@ Invariants (the launch rules of ``_launch``, applied to a collective):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -144,22 +144,9 @@ class Collective(DeviceOp[Any]):
             self._drop()
 
     def _home(self) -> SchedulingPolicy:
-        """A stream of the device its data lives on: also where a ``.then()`` chain starting here runs."""
-        return self._policy()
-
-    def _policy(self) -> SchedulingPolicy:
+        """A stream of the device its tensors live on: ``.sync()``, ``await`` and ``.graph()`` (NCCL allows capture on
+        GPU streams) run there, and so does a ``.then()`` chain starting here."""
         return tile.aio.default_policy("host" if self._device == HOST else self._device)
-
-    def sync(self) -> Any:
-        """Execute on a stream of the tensors' device, block until done, and return the tensors."""
-        return self.sync_on(self._policy().next_context())
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return self.schedule(self._policy()).__await__()
-
-    def graph(self, on: object = None) -> Any:
-        """Capture into a replayable graph (NCCL allows it on GPU streams; see ``tile.aio.DeviceOp.graph``)."""
-        return super().graph(on if on is not None else self._policy().next_context())
 
 
 def collective(
