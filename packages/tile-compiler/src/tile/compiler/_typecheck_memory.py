@@ -401,28 +401,33 @@ class MemoryMixin(MathMixin):
             return self.em.one("divi", [va, vb], self.tile_of(va), signedness="unsigned", rounding="zero")
         return self.em.one("remi", [va, vb], self.tile_of(va), signedness="unsigned")
 
+    def value_to_store(self, value: object, z: TensorV, shape: tuple[int, ...], what: str) -> Value:
+        """``value`` (a tile or a constant) as a tile of ``z``'s dtype and ``shape``, broadcast when it fits;
+        ``what`` begins the shape error (``'z' stores tiles of shape``)."""
+        if is_const(value):
+            value = self.materialize(value, z.dtype, shape)
+        t = self.tile_of(value, "stored value")
+        if t.elem != z.dtype:
+            self.fail(
+                f"cannot store a {t.elem.name} tile into '{z.name}' of dtype {z.dtype.name}; "
+                f"convert it with .astype(tile.{z.dtype.name})"
+            )
+        if t.shape != shape:
+            if broadcast_shapes(t.shape, shape) != shape:
+                self.fail(f"{what} {shape}, got a tile of shape {t.shape}")
+            value = self.broadcast(cast(Value, value), shape)
+        return cast(Value, value)
+
     def method_mut_store(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("store", ("tile", "at", "latency", "allow_tma"), (None, None, None), args, kw)
-        value = a["tile"]
-        if is_const(value):
-            value = self.materialize(value, recv.dtype, recv.tile)
-        t = self.tile_of(value, "stored value")
-        if t.elem != recv.dtype:
-            self.fail(
-                f"cannot store a {t.elem.name} tile into '{recv.name}' of dtype {recv.dtype.name}; "
-                f"convert it with .astype(tile.{recv.dtype.name})"
-            )
-        if t.shape != recv.tile:
-            if broadcast_shapes(t.shape, recv.tile) != recv.tile:
-                self.fail(f"'{recv.name}' stores tiles of shape {recv.tile}, got a tile of shape {t.shape}")
-            value = self.broadcast(value, recv.tile)  # type: ignore[arg-type]  # checked Value
+        value = self.value_to_store(a["tile"], recv, recv.tile, f"'{recv.name}' stores tiles of shape")
         idx = self._own_index(recv, a["at"], "store")
         p = self.partition(recv, recv.tile)
         scope = self.store_scope()
         # The tile out.tiles() handed to this very iteration: a distinct tile each iteration.
         injective = a["at"] is not None and scope is not None and a["at"] is scope.bound
         self.emit_store(
-            cast(Value, value),
+            value,
             p.view,
             idx,
             token_key(recv),

@@ -23,10 +23,10 @@ from typing import cast
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Value
-from tile.compiler._typecheck_arith import I1, I32, is_const
+from tile.compiler._typecheck_arith import I1, I32
 from tile.compiler._typecheck_memory import I64, MemoryMixin, token_key
 from tile.compiler._typecheck_values import SubtilesV, TensorV
-from tile.compiler._types import TileType, broadcast_shapes
+from tile.compiler._types import TileType
 from tile.compiler.lang._ops import OPS
 
 __all__ = ["SubtileMixin"]
@@ -73,25 +73,13 @@ class SubtileMixin(MemoryMixin):
     def method_subtiles_store(self, recv: SubtilesV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("store", ("tile", "index", "latency", "allow_tma"), (None, None), args, kw)
         z = recv.tensor
-        value = a["tile"]
-        if is_const(value):
-            value = self.materialize(value, z.dtype, recv.tile)
-        t = self.tile_of(value, "stored value")
-        if t.elem != z.dtype:
-            self.fail(
-                f"cannot store a {t.elem.name} tile into '{z.name}' of dtype {z.dtype.name}; "
-                f"convert it with .astype(tile.{z.dtype.name})"
-            )
-        if t.shape != recv.tile:
-            if broadcast_shapes(t.shape, recv.tile) != recv.tile:
-                self.fail(f"'{z.name}' sub-tiles have shape {recv.tile}, got a tile of shape {t.shape}")
-            value = self.broadcast(cast(Value, value), recv.tile)
+        value = self.value_to_store(a["tile"], z, recv.tile, f"'{z.name}' sub-tiles have shape")
         idx, exact = self._subtile_index(recv, a["index"])
         scope = self.store_scope()
         # A coordinate that is the innermost loop's variable, used unclamped: a distinct sub-tile each iteration.
         injective = scope is not None and any(c is scope.bound for c in exact)
         hints = self._hints(a["latency"], a["allow_tma"])
-        self.emit_store(cast(Value, value), recv.view.view, idx, token_key(z), hints, injective=injective)
+        self.emit_store(value, recv.view.view, idx, token_key(z), hints, injective=injective)
         return None
 
     def method_subtiles_load(self, recv: SubtilesV, args: list[object], kw: dict[str, object]) -> object:
