@@ -40,6 +40,19 @@ def test_in_place_tensor_is_moved_and_given_back() -> None:
     back.partition([16])  # live and exclusive again
 
 
+def test_memory_a_collective_writes_cannot_be_borrowed_again_until_it_is_done() -> None:
+    """A collective writing a borrowed tensor in place did not hold its memory: a second tile.from_dlpack of the same
+    array made while it was pending gave a handle that could read the bytes mid-collective (the hole a partition's
+    hold closes for launches)."""
+    a = np.arange(16, dtype=np.float32)
+    op = d.all_reduce(tile.from_dlpack(a))
+    with pytest.raises(tile.BorrowError, match="a writer holds it, the all_reduce"):
+        tile.from_dlpack(a)
+    back = op.sync()
+    del back
+    np.testing.assert_array_equal(tile.from_dlpack(a).to_numpy(), np.arange(16, dtype=np.float32))  # done: free again
+
+
 def test_shared_input_cannot_be_written() -> None:
     s = tile.ones(f32, [8]).share()
     with pytest.raises(tile.BorrowError, match="a share is read-only"):

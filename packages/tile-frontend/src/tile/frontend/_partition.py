@@ -144,10 +144,11 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
     return self
 
 
-def require_exclusive(tensor: Tensor, what: str, verb: str) -> None:
+def require_exclusive(tensor: Tensor, what: str, verb: str, admit: bool = False) -> None:
     """Raise `BorrowError` unless ``tensor``'s memory is writable and no other live handle overlaps it (``what`` says
-    what was asked, e.g. "partition Tensor(...) (at f.py:3)"; ``verb`` how to retry it)."""
-    storage = tensor._check()
+    what was asked, e.g. "partition Tensor(...) (at f.py:3)"; ``verb`` how to retry it; ``admit``: the tensor may be
+    in flight, taken by an op that runs after its producer)."""
+    storage = tensor._check(admit)
     if storage.readonly:
         raise BorrowError(
             f"cannot {what}: it borrows read-only foreign memory, which cannot be written; "

@@ -34,10 +34,10 @@ from tile.frontend._errors import (
     InFlightError,
 )
 from tile.frontend._launch import taken_in_flight
-from tile.frontend._partition import Partition
+from tile.frontend._partition import Partition, require_exclusive
 from tile.frontend._placement import device_name
 from tile.frontend._shared import Shared, tensor_of
-from tile.frontend._storage import HOST, OWNED, overlapping
+from tile.frontend._storage import HOST, OWNED
 from tile.frontend._tensor import _FIX, Tensor
 
 __all__ = ["Collective", "collective"]
@@ -53,8 +53,9 @@ class Collective(DeviceOp[Any]):
     ``broadcast``, ``(out, inp)`` for ``all_gather`` and ``reduce_scatter``.
     """
 
-    __slots__ = ("_after", "_body", "_device", "_lent", "_name", "_site", "_torch", "_values")
+    __slots__ = ("_after", "_body", "_device", "_held", "_lent", "_name", "_site", "_torch", "_values")
     _after: InFlight | tuple[InFlight, ...] | None
+    _held: tuple[Tensor, ...]  # the tensors it writes in place, held against new borrows until it is released
     _body: Body
     _device: Any
     _lent: InFlight | None
@@ -127,6 +128,8 @@ class Collective(DeviceOp[Any]):
             values, self._values = self._values, None
             if values is None:
                 return
+            for t in self._held:
+                t._storage.unhold(t)
             lent, self._lent = self._lent, None
             for v in values:
                 if isinstance(v, Shared):
@@ -167,7 +170,7 @@ def collective(
         _check_aliasing(name, list(writes), handles)
         for t in writes:
             if isinstance(t, Tensor):  # (a partition's memory is exclusive already)
-                _require_exclusive(name, t, site)
+                require_exclusive(t, f"write {t._describe()} in place in the {name} (at {site})", "pass", admit=True)
         after = taken_in_flight([h for h in handles if isinstance(h, (Tensor, Partition))])
         where = f"moved into the {name} at {site}"
         moved: dict[int, Any] = {}
@@ -181,7 +184,12 @@ def collective(
                     moved[id(h)] = h._move("launch", where, admit=True)
                 values.append(moved[id(h)])
             tensor_of(h)._storage.pending += 1
+        # What it writes is held like a partition's memory: no new borrow may read it while the collective runs.
+        held = tuple(v for v in values[: len(writes)] if isinstance(v, Tensor))
+        for t in held:
+            t._storage.hold(t, f"the {name} at {site}")
         self = object.__new__(Collective)
+        self._held = held
         self._fate = None
         self._name, self._body, self._torch, self._device, self._site = name, body, torch, device, site
         self._values, self._after, self._lent = tuple(values), after, None
@@ -208,23 +216,6 @@ def _check_handle(name: str, h: object, *, written: bool, device: object, site: 
         )
     if not t.is_contiguous:
         raise ArgumentError(f"{name} (at {site}) needs contiguous tensors; {t._describe()} is strided: pass a .copy()")
-
-
-def _require_exclusive(name: str, t: Tensor, site: str) -> None:
-    """`require_exclusive` for a tensor the collective writes, which may be in flight (taken in a ``.then``)."""
-    storage = t._check(admit=True)
-    if storage.readonly:
-        raise BorrowError(f"{name} (at {site}) cannot write {t._describe()}: it borrows read-only foreign memory")
-    lo, hi = t._byte_range()
-    others = overlapping(storage, lo, hi, exclude=(t,))
-    if others:
-        listed = "; ".join(h._describe() for h in others[:4])
-        del others  # the traceback keeps this frame: it must not keep the conflicting handles alive
-        raise BorrowError(
-            f"{name} (at {site}) writes {t._describe()} in place, which needs exclusive memory (as a partition does), "
-            f"but other live handles overlap it: {listed}. Drop them first (`del view`), or pass a .copy()"
-        )
-    storage.settle()
 
 
 def _check_aliasing(name: str, writes: list[Any], handles: list[Any]) -> None:
