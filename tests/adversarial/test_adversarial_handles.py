@@ -539,3 +539,31 @@ def test_a_moved_handle_names_the_call_that_moved_it() -> None:
     lent.reclaim()
     with pytest.raises(tile.MovedError, match=r"reclaimed at .*use the Tensor that \.reclaim\(\) returned"):
         lent.reclaim()
+
+
+# -- 17. a scalar that claims to be an int ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("theft", ["unpartition", "free_input"])
+def test_a_scalar_spoofing_its_class_cannot_take_a_checked_handle(k: ModuleType, theft: str) -> None:
+    """``__class__ = int`` made a user scalar pass the plan's plain-type test (read through ``.__class__``), so the
+    handles were not checked again after its ``__int__`` ran: that ``__int__`` unpartitioned the checked output (two
+    writers of one memory) or freed the checked input (a launch over freed memory), and the launch was still made."""
+    z, x = tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8])
+    z, x, _ = k.scale(z, x, 2).sync()  # the plan the next call would take
+    stolen: list[Any] = []
+
+    class Spoof:
+        __class__ = int  # isinstance(Spoof(), int) is True; type() is not int
+
+        def __int__(self) -> int:
+            if not stolen:
+                stolen.append(z.unpartition() if theft == "unpartition" else x.free())
+            return 3
+
+        __index__ = __int__
+
+    with pytest.raises(tile.OwnershipError, match=r"moved|freed|overlap"):
+        k.scale(z, x, Spoof())
+    storage = (stolen[0] if theft == "unpartition" else x)._storage
+    assert storage.pending == 0, "no launch holds the memory the scalar took"

@@ -38,7 +38,7 @@ FIX = {
 def check_fate(what: str, fate: tuple[str, str], admit: bool = False) -> None:
     """Raise unless a handle described by ``what`` with this (non-None) ``fate`` may be used here: an in-flight handle
     only by a kernel call taking it (``admit``: see ``_launch``), a moved one never."""
-    if fate.__class__ is not InFlight:
+    if type(fate) is not InFlight:
         raise MovedError(what, fate[1], FIX[fate[0]])
     if not (admit and fate.takeable()):
         raise InFlightError(what, fate[1], FIX[fate[0]])

@@ -46,7 +46,7 @@ they all came from one launch (a launch chained in a ``.then()``: nothing to all
 
 def taken_in_flight(args: Sequence[Any]) -> Taken | None:
     """The fates of the in-flight arguments among ``args`` (read before they are moved), or None."""
-    found = tuple({a._fate: None for a in args if a.__class__ in (Tensor, Partition) and a._fate.__class__ is InFlight})
+    found = tuple({a._fate: None for a in args if type(a) in (Tensor, Partition) and type(a._fate) is InFlight})
     return None if not found else found[0] if len(found) == 1 else found
 
 
@@ -122,14 +122,14 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 return done
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
-        if ctx.__class__ not in BUILTIN_CONTEXTS:
+        if type(ctx) not in BUILTIN_CONTEXTS:
             raise BackendError(
                 f"{self._describe()} was executed on {type(ctx).__name__}, a context tile.aio did not make: a launch "
                 "hands its memory back when its context says the work is done, so it runs only on tile.aio's own "
                 "contexts. Pass a tile.core.Stream (or a torch/cupy stream), a tile.aio.HostStream, or use .sync()"
             )
         after = self._after
-        if after is not None and (after.__class__ is not InFlight or after.ctx is not ctx):
+        if after is not None and (type(after) is not InFlight or after.ctx is not ctx):
             self._order_after(ctx)  # not a launch chained on its lender's context (that one needs nothing)
         plan = self._plan
         if plan.packing is None:

@@ -110,7 +110,7 @@ class Partition(Wrapper):
 
         site = user_site()
         fate = self._fate
-        if fate.__class__ is InFlight and fate.takeable():
+        if type(fate) is InFlight and fate.takeable():
             held = self._tensor
             held._check()
             tensor = held._hand_over(("unpartition", f"unpartitioned at {site}"))

@@ -108,7 +108,7 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
     parts: list[Any] = [grid, tuple(generics.items()) if generics else ()]
     seen: dict[int, int] = {}  # handle identity -> first position
     for i, (p, a) in enumerate(zip(params, args, strict=False)):
-        cls = a.__class__
+        cls = type(a)
         if cls is Tensor:
             t, tile_shape = a, None
         elif cls is Partition or cls is Shared:
@@ -191,11 +191,11 @@ class Plan:
     ) -> None:
         """What `admit` compares a call with: this plan's `layout_key`, spread by argument kind."""
         self.given, self.explicit, self.generics = given, explicit, dict(generics)
-        self.tensors = tuple((i, args[i]._layout) for i in self.handles if args[i].__class__ is Tensor)
+        self.tensors = tuple((i, args[i]._layout) for i in self.handles if type(args[i]) is Tensor)
         self.wrapped: tuple[tuple[int, type[Any], Any, tuple[int, ...] | None], ...] = tuple(
-            (i, a.__class__, a._tensor._layout, a.tile_shape if isinstance(a, Partition) else None)
+            (i, type(a), a._tensor._layout, a.tile_shape if isinstance(a, Partition) else None)
             for i, a in enumerate(args)
-            if a.__class__ is Partition or a.__class__ is Shared
+            if type(a) is Partition or type(a) is Shared
         )
         self.shares = tuple(i for i, _, _, tile in self.wrapped if tile is None)
         self.bare = tuple(i for i, _ in self.tensors)
@@ -204,18 +204,18 @@ class Plan:
         self.moved = self.bare + self.outputs  # the handles a launch moves (a share is not moved, nor lent)
         # Scalars by class, Const values by class and value (`layout_key` keys them so).
         self.others = tuple(
-            (i, args[i].__class__, p.kind == "const", args[i])
+            (i, type(args[i]), p.kind == "const", args[i])
             for i, p in enumerate(params[:given])
             if i not in self.handles
         )
         self.pairs = tuple(
-            (i, j) for i in self.handles for j in self.handles if i < j and args[i].__class__ is args[j].__class__
+            (i, j) for i in self.handles for j in self.handles if i < j and type(args[i]) is type(args[j])
         )
         self.alias = tuple((o, tuple(j for j in self.handles if j != o)) for o in self.outputs)
         # Comparing a call's Const or generic values with this plan's runs their type's __eq__: user code, unless the
         # type is a builtin or numpy one (then `try_launch` checks the handles again after it).
         self.user_consts = any(const and cls not in _PLAIN for _, cls, const, _ in self.others) or any(
-            v.__class__ not in _PLAIN for v in self.generics.values()
+            type(v) not in _PLAIN for v in self.generics.values()
         )
 
     def try_launch(
@@ -230,7 +230,7 @@ class Plan:
         try:
             for i, p in self.scalars:
                 value = args[i]
-                if value.__class__ not in _PLAIN:
+                if type(value) not in _PLAIN:
                     recheck = True
                 check(p, value)
         except Exception:  # the full path reports it, in argument order
@@ -248,7 +248,7 @@ class Plan:
             f = a._fate
             if f is not None and not _in_flight(f):
                 return False
-            t = a if a.__class__ is Tensor else a._tensor
+            t = a if type(a) is Tensor else a._tensor
             if (t is not a and t._fate is not None) or t._storage.freed_at is not None:
                 return False
         return True
@@ -276,12 +276,8 @@ class Plan:
         for i, layout in self.tensors:
             t = args[i]
             if (
-                t.__class__ is not Tensor
-                or (
-                    (f := t._fate) is not None
-                    and f is not lent
-                    and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT)
-                )
+                type(t) is not Tensor
+                or ((f := t._fate) is not None and f is not lent and (type(f) is not InFlight or f[0] is not IN_FLIGHT))
                 or t._storage.freed_at is not None
                 or (t._layout is not layout and t._layout != layout)
             ):
@@ -289,12 +285,8 @@ class Plan:
         for i, cls, layout, tile in self.wrapped:
             a = args[i]
             if (
-                a.__class__ is not cls
-                or (
-                    (f := a._fate) is not None
-                    and f is not lent
-                    and (f.__class__ is not InFlight or f[0] is not IN_FLIGHT)
-                )
+                type(a) is not cls
+                or ((f := a._fate) is not None and f is not lent and (type(f) is not InFlight or f[0] is not IN_FLIGHT))
                 or (tile is not None and a._tile_shape != tile)
             ):
                 return False
@@ -305,10 +297,7 @@ class Plan:
         for i, j in self.pairs:
             if args[i] is args[j]:
                 return False
-        for i, cls, const, value in self.others:
-            if args[i].__class__ is not cls or (const and args[i] != value):
-                return False
-        return True
+        return all(type(args[i]) is cls and not (const and args[i] != value) for i, cls, const, value in self.others)
 
     def hand_over(self, values: Sequence[Any], fate: tuple[str, str]) -> tuple[tuple[Any, ...], Taken | None]:
         """Move the (distinct, just checked) handles into a launch: the values it hands back once done, and the
@@ -337,7 +326,7 @@ class Plan:
             for pos, mode, i in slots:
                 v = values[i]
                 if mode == _BASE:
-                    packed[pos] = (v if v.__class__ is Tensor else v._tensor)._range[0]
+                    packed[pos] = (v if type(v) is Tensor else v._tensor)._range[0]
                 else:
                     packed[pos] = int(v) if mode == _INT else v
             args = tuple(packed)
@@ -366,13 +355,13 @@ _accel.bind(
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:
     """``after`` with one more lender (handles of several launches in flight: rare)."""
-    known = (after,) if after.__class__ is InFlight else after
+    known = (after,) if type(after) is InFlight else after
     return known if lent in known else (*known, lent)  # type: ignore[return-value]  # a tuple of InFlight
 
 
 def _in_flight(fate: tuple[str, str]) -> bool:
     """True for the fate of a handle a kernel call may take in flight (see `InFlight.takeable`)."""
-    return fate.__class__ is InFlight and fate.takeable()
+    return type(fate) is InFlight and fate.takeable()
 
 
 def _overlaps(plan: Plan, args: Sequence[Any]) -> bool:
@@ -383,13 +372,13 @@ def _overlaps(plan: Plan, args: Sequence[Any]) -> bool:
         lo, hi = t._range
         for j in others:
             a = args[j]
-            other_lo, other_hi = (a if a.__class__ is Tensor else a._tensor)._range
+            other_lo, other_hi = (a if type(a) is Tensor else a._tensor)._range
             if other_lo < hi and lo < other_hi:
                 return True
         storage = t._storage
         if len(storage._handles) == 1 and not _FOREIGN and not storage._exports:
             continue  # the one registered handle is the live output itself
-        tensors = tuple(args[j] if args[j].__class__ is Tensor else args[j]._tensor for j in plan.handles)
+        tensors = tuple(args[j] if type(args[j]) is Tensor else args[j]._tensor for j in plan.handles)
         if overlapping(storage, lo, hi, exclude=tensors):
             return True
     return False

@@ -166,7 +166,7 @@ def _check_dtype_rank(
 
 def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred: dict[str, tuple[Any, str]]) -> None:
     for axis, (item, n) in enumerate(zip(p.shape, dims, strict=False)):
-        if item.__class__ is int:
+        if type(item) is int:
             if item not in (-1, n):
                 source = f"{what} of '{p.name}' (axis {axis})"
                 raise ArgumentError(f"{_where(kernel, p)}: {source} is {n} but the kernel declares {item}")

@@ -171,7 +171,7 @@ class Tensor(Uncopyable):
     def in_flight(self) -> bool:
         """True for a handle in flight: handed on by a launch before its work was done (inside a ``.then()`` or
         ``.map()`` function, or a graph capture's). Only a kernel call may take it (ownership rule 11)."""
-        return self._fate.__class__ is InFlight
+        return type(self._fate) is InFlight
 
     def _describe(self) -> str:
         return f"Tensor({self.dtype.name}, {list(self._shape)}) created at {self._site}"
