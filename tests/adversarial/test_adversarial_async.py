@@ -619,3 +619,16 @@ def test_a_launch_refuses_a_context_tile_aio_did_not_make(k: ModuleType) -> None
             op.sync_on(ctx)
         assert HERE in str(info.value)
         assert "tile.core.Stream" in str(info.value)
+
+    # The graph copies move handles too (found in review: they ran on any context, which could then hand x back while
+    # the copy still wrote it).
+    stream = aio.HostStream()
+    for ctx in (Liar(), SubclassLiar()):
+        x = tile.zeros(f32, [N])
+        graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+        with pytest.raises(tile.BackendError, match=r"graph_write .* a context tile.aio did not make"):
+            tile.graph_write(graph, x, np.ones(N)).sync_on(ctx)
+        with pytest.raises(tile.BackendError, match=r"graph_read .* a context tile.aio did not make"):
+            tile.graph_read(graph, graph.output[0]).sync_on(ctx)
+        graph.close()
+    stream.close()

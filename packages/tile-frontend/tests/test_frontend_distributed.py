@@ -12,6 +12,7 @@ import pytest
 
 import tile.frontend as tile
 import tile.frontend.distributed as d
+from tile import aio
 from tile.frontend import f32, i32
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -51,6 +52,17 @@ def test_memory_a_collective_writes_cannot_be_borrowed_again_until_it_is_done() 
     back = op.sync()
     del back
     np.testing.assert_array_equal(tile.from_dlpack(a).to_numpy(), np.arange(16, dtype=np.float32))  # done: free again
+
+
+def test_a_collective_refuses_a_context_tile_aio_did_not_make() -> None:
+    """A home-made context could say the collective is done while it still writes: tile.aio's own contexts only."""
+
+    class SubclassLiar(aio.HostStream):
+        def synchronize(self) -> None:
+            pass  # the lie: nothing waits for the work
+
+    with pytest.raises(tile.BackendError, match=r"a context tile.aio did not make"):
+        d.all_reduce(tile.arange(f32, 8)).sync_on(SubclassLiar())
 
 
 def test_shared_input_cannot_be_written() -> None:

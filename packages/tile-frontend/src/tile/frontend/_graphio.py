@@ -22,6 +22,7 @@ import tile.aio
 from tile.aio import ClosedError, DeviceOp, ExecutionContext, Graph
 from tile.frontend._dtypes import numpy_dtype
 from tile.frontend._errors import IN_FLIGHT, ArgumentError, BackendError, BorrowError, InFlight, InFlightError
+from tile.frontend._launch import require_builtin_context
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
 from tile.frontend._storage import OWNED, overlapping
@@ -136,7 +137,9 @@ def _device_bytes(tensor: Tensor, writable: bool) -> Any:
 
 
 def _device_side(op: DeviceOp[Any], tensor: Tensor, ctx: ExecutionContext) -> Any:
-    """The stream of ``ctx`` if it can copy ``tensor``'s memory (None for host memory on a host stream)."""
+    """The stream of ``ctx`` if it can copy ``tensor``'s memory (None for host memory on a host stream); only on
+    tile.aio's own contexts, which say truthfully when the copy is done."""
+    require_builtin_context(op, ctx)
     on_host = tensor._storage.host is not None
     if on_host and ctx.device is tile.aio.HOST:
         return None

@@ -27,6 +27,7 @@ FIX = {
     "unpartition": "use the Tensor that .unpartition() returned",
     "unshare": "use the Tensor that .unshare() returned",
     "reclaim": "use the Tensor that .reclaim() returned",
+    "graph_write": "use the Tensor that tile.graph_write(...).sync() (or await) returned",
     "inflight": "a .then() function may only pass it to a launch it returns (run after this one, in order); read it "
     "from what .sync()/await returns once the chain is done",
     "captured": "it belongs to the graph until graph.close(), which hands it back (`z, x = graph.close()`), so replays "

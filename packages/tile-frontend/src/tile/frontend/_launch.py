@@ -37,11 +37,23 @@ from tile.frontend._tensor import _FIX, Tensor
 if TYPE_CHECKING:
     from tile.frontend._plan import Plan
 
-__all__ = ["Launch", "Taken", "taken_in_flight"]
+__all__ = ["Launch", "Taken", "require_builtin_context", "taken_in_flight"]
 
 Taken = InFlight | tuple[InFlight, ...]
 """The fates of the arguments a launch took while the launches that handed them on were not done: the one fate when
 they all came from one launch (a launch chained in a ``.then()``: nothing to allocate), else a tuple of them."""
+
+
+def require_builtin_context(op: Any, ctx: ExecutionContext) -> None:
+    """Raise `BackendError` unless ``ctx`` is one of tile.aio's own contexts (its exact class): an op that moves
+    handles (a launch, a collective, a graph write or read) hands its memory back when its context says the work is
+    done, and a context written elsewhere (or a subclass of a builtin one) could say so while the work still runs."""
+    if type(ctx) not in BUILTIN_CONTEXTS:
+        raise BackendError(
+            f"{op._describe()} was executed on {type(ctx).__name__}, a context tile.aio did not make: a launch "
+            "hands its memory back when its context says the work is done, so it runs only on tile.aio's own "
+            "contexts. Pass a tile.core.Stream (or a torch/cupy stream), a tile.aio.HostStream, or use .sync()"
+        )
 
 
 def taken_in_flight(args: Sequence[Any]) -> Taken | None:
@@ -122,12 +134,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 return done
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
-        if type(ctx) not in BUILTIN_CONTEXTS:
-            raise BackendError(
-                f"{self._describe()} was executed on {type(ctx).__name__}, a context tile.aio did not make: a launch "
-                "hands its memory back when its context says the work is done, so it runs only on tile.aio's own "
-                "contexts. Pass a tile.core.Stream (or a torch/cupy stream), a tile.aio.HostStream, or use .sync()"
-            )
+        require_builtin_context(self, ctx)
         after = self._after
         if after is not None and (type(after) is not InFlight or after.ctx is not ctx):
             self._order_after(ctx)  # not a launch chained on its lender's context (that one needs nothing)

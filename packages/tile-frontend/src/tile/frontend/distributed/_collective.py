@@ -33,7 +33,7 @@ from tile.frontend._errors import (
     InFlight,
     InFlightError,
 )
-from tile.frontend._launch import taken_in_flight
+from tile.frontend._launch import require_builtin_context, taken_in_flight
 from tile.frontend._partition import Partition, require_exclusive
 from tile.frontend._placement import device_name
 from tile.frontend._shared import Shared, tensor_of
@@ -79,6 +79,7 @@ class Collective(DeviceOp[Any]):
     def _execute(self, ctx: ExecutionContext, lend: bool = True) -> Any:
         values = self._values
         assert values is not None, "a collective executes once, before it is released"
+        require_builtin_context(self, ctx)
         on_host = self._device == HOST
         if (ctx.device is tile.aio.HOST) != on_host or (not on_host and ctx.device != self._device):
             raise BackendError(
