@@ -378,6 +378,27 @@ def test_graph_write_and_graph_read_feed_and_drain_replays(k: ModuleType, stream
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 8, np.float32))
 
 
+def test_graph_write_settles_what_other_libraries_queued(
+    k: ModuleType, stream: aio.HostStream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like a partition, a loan or an in-place collective, graph_write writes memory an export may have handed to
+    another library, whose queued work (torch reading a dropped view) must end first: found in review without it."""
+    from tile.frontend._storage import Storage
+
+    settled: list[Storage] = []
+
+    def settle(self: Storage) -> None:
+        settled.append(self)
+
+    monkeypatch.setattr(Storage, "settle", settle)
+    x = tile.zeros(f32, [N])
+    graph = k.add(tile.zeros(f32, [N]).partition([128]), x[()], tile.ones(f32, [N])).graph(stream)
+    storage = x._storage
+    x = tile.graph_write(graph, x, np.ones(N)).sync_on(stream)
+    assert storage in settled
+    graph.close()
+
+
 def test_graph_write_refuses_memory_others_can_see(k: ModuleType, stream: aio.HostStream) -> None:
     """Another live view (or another graph's capture) could read the memory while the copy writes it."""
     x = tile.zeros(f32, [N])

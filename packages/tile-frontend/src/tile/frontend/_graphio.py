@@ -82,6 +82,7 @@ def graph_write(graph: Graph[Any], dst: Tensor, data: object) -> DeviceOp[Tensor
                 f"graph_write at {site}: {dst._describe()} is also viewed by handles the graph did not capture "
                 f"({listed}); a write between replays may only race with nothing, so drop them first"
             )
+        storage.settle()  # what a former consumer of an export queued on the memory finishes before the copy writes it
         moved = dst._hand_over(("graph_write", f"moved into graph_write at {site}"))
         storage.hold(moved, f"graph_write at {site}")
         storage.pending += 1
