@@ -567,3 +567,16 @@ def test_a_scalar_spoofing_its_class_cannot_take_a_checked_handle(k: ModuleType,
         k.scale(z, x, Spoof())
     storage = (stolen[0] if theft == "unpartition" else x)._storage
     assert storage.pending == 0, "no launch holds the memory the scalar took"
+
+
+# -- 18. a dim longer than 32-bit tile indices -----------------------------------------------------------------------
+
+
+def test_a_dim_longer_than_32_bit_indices_is_refused_at_the_launch(k: ModuleType) -> None:
+    """Tile indices are 32-bit: ``z.subtiles((1,))`` on a 2**32 + 2**24 element output wrapped block 256's base onto
+    block 0's tile (a review found it with a DataRaceError on the interpreter; a GPU would overwrite silently)."""
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (2**31,), (0,))  # no memory behind it
+    x = tile.from_dlpack(huge)
+    with pytest.raises(tile.ArgumentError, match=r"argument 'x' of add\(\) has 2147483648 elements along dim 0"):
+        k.add(tile.zeros(f32, [8]).partition([4]), x, tile.ones(f32, [8]))
+    assert not x.moved

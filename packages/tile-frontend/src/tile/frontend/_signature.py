@@ -164,6 +164,21 @@ def _check_dtype_rank(
         )
 
 
+MAX_DIM_EXTENT = 2**31 - 1
+"""The longest tensor dim a kernel takes. Tile IR counts a partition's tiles along a dim, and the kernel indexes them
+(block ids, sub-tile bases ``own * ratio + j``, loop bounds), in 32-bit integers: a longer dim could wrap an index
+onto another block's tile (seen with ``z.subtiles((1,))`` on a 2**32 + 2**24 element output)."""
+
+
+def _check_extents(kernel: str, p: Param, shape: Sequence[int]) -> None:
+    for axis, n in enumerate(shape):
+        if n > MAX_DIM_EXTENT:
+            raise ArgumentError(
+                f"{_where(kernel, p)} has {n} elements along dim {axis}, more than a kernel can index (2**31 - 1: "
+                "tile indices are 32-bit); reshape it so no dim is that long (e.g. x.reshape(-1, 2**20))"
+            )
+
+
 def _match_dims(kernel: str, p: Param, dims: Sequence[int], what: str, inferred: dict[str, tuple[Any, str]]) -> None:
     for axis, (item, n) in enumerate(zip(p.shape, dims, strict=False)):
         if type(item) is int:
@@ -193,6 +208,7 @@ def _check_mut(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str
     if not isinstance(a, Partition):
         raise ArgumentError(f"{_where(kernel, p)} is a Mut output and needs a Partition, got {type(a).__name__}")
     a._check(admit=True)  # the kernel call may take a partition in flight (see _launch)
+    _check_extents(kernel, p, a.shape)
     _check_dtype_rank(kernel, p, a.dtype, len(a.tile_shape), what="of its tiles", inferred=inferred)
     _match_dims(kernel, p, a.tile_shape, "the tile shape", inferred)
 
@@ -207,6 +223,7 @@ def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
     if not isinstance(a, Tensor):
         raise ArgumentError(f"{_where(kernel, p)} needs a tile Tensor, got {type(a).__name__}: use tile.from_numpy")
     a._check(admit=True)  # the kernel call may take a tensor in flight (see _launch)
+    _check_extents(kernel, p, a.shape)
     _check_dtype_rank(kernel, p, a.dtype, a.ndim, what=f"shape {list(a.shape)}", inferred=inferred)
     _match_dims(kernel, p, a.shape, "the extent", inferred)
 
