@@ -65,6 +65,13 @@ def test_a_collective_refuses_a_context_tile_aio_did_not_make() -> None:
         d.all_reduce(tile.arange(f32, 8)).sync_on(SubclassLiar())
 
 
+def test_every_reduction_the_docs_name_runs() -> None:
+    """``op="prod"`` raised torch's AttributeError (ReduceOp has PRODUCT, not PROD): found in review."""
+    for op in ("sum", "prod", "min", "max"):
+        back = d.all_reduce(tile.full(f32, [4], 2.0), op).sync()
+        np.testing.assert_array_equal(back.to_numpy(), np.full(4, 2.0, np.float32))  # one rank: its own values
+
+
 def test_shared_input_cannot_be_written() -> None:
     s = tile.ones(f32, [8]).share()
     with pytest.raises(tile.BorrowError, match="a share is read-only"):

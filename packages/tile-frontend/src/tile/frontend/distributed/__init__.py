@@ -142,7 +142,10 @@ def _reduce_op(torch: Any, op: str, g: Group) -> Any:
     if op not in _OPS or (op == "avg" and g.backend != "nccl"):
         allowed = _OPS if g.backend == "nccl" else _OPS[:4]
         raise ArgumentError(f"unknown reduction {op!r} for {g.backend}: use one of {', '.join(allowed)}")
-    return getattr(torch.distributed.ReduceOp, op.upper())
+    return getattr(torch.distributed.ReduceOp, _TORCH_OPS.get(op, op.upper()))
+
+
+_TORCH_OPS = {"prod": "PRODUCT"}  # torch's name where it is not the upper-cased one
 
 
 def _tensor(name: str, h: object, torch: Any) -> Tensor:
