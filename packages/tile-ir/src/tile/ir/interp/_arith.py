@@ -19,6 +19,7 @@ from tile.ir._types import ScalarType, TileType
 
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, compute_dtype, from_wide, storage, unsigned_view
+from ._fused import fma_f64, fma_odd
 
 __all__ = ["HANDLERS", "element_of"]
 
@@ -45,10 +46,12 @@ def float_kernel(
 ) -> Kernel:
     """Wrap the numpy function `fn` so it computes with Tile IR's rounding for element type `t`.
 
-    `fused` marks an op rounded once although numpy would round twice (fma): it is computed in float64, where the
-    product of two f32 (or narrower) values is exact.
+    `fused` marks an op rounded once although numpy would round twice (fma): for types narrower than f64
+    `fn` is `_fused.fma_odd`, which takes float64 operands and returns the sum rounded to odd, so the one rounding to
+    `t` afterwards is correct; f64 uses `_fused.fma_f64` natively.
     """
     native = t.name in ("f32", "f64") and rounding in _NEAREST and not (fused and t.name == "f32")
+    native = native or (fused and t.name == "f64")  # f64 rounds to nearest whatever the mode (module docstring)
     wide = np.dtype(np.float64) if rounding not in _NEAREST or fused else compute_dtype(t)
 
     def run(*xs: Array) -> Array:
@@ -65,10 +68,6 @@ def float_kernel(
 
 def _rsqrt(x: Array) -> Array:
     return np.asarray(1 / np.sqrt(x))
-
-
-def _fma(a: Array, b: Array, c: Array) -> Array:
-    return np.asarray(a * b + c)
 
 
 def _maxf(propagate: bool) -> Kernel:
@@ -91,7 +90,7 @@ def _minf(propagate: bool) -> Kernel:
 
 _FLOAT_FNS: dict[str, Kernel] = {
     "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "remf": np.fmod,
-    "fma": _fma, "negf": np.negative, "absf": np.abs, "ceil": np.ceil, "floor": np.floor,
+    "negf": np.negative, "absf": np.abs, "ceil": np.ceil, "floor": np.floor,
     "cos": np.cos, "cosh": np.cosh, "sin": np.sin, "sinh": np.sinh, "tan": np.tan, "tanh": np.tanh,
     "log": np.log, "log2": np.log2, "exp": np.exp, "exp2": np.exp2, "sqrt": np.sqrt, "rsqrt": _rsqrt,
     "pow": np.power, "atan2": np.arctan2,
@@ -102,6 +101,8 @@ def _float_op(op: Operation, c: Compiler) -> Step:
     t = element_of(op)
     if op.name in ("maxf", "minf"):
         fn = (_maxf if op.name == "maxf" else _minf)(bool(attr(op, "propagate_nan", False)))
+    elif op.name == "fma":
+        fn = fma_f64 if t.name == "f64" else fma_odd
     else:
         fn = _FLOAT_FNS[op.name]
     rounding, ftz = attr(op, "rounding_mode", "nearest_even"), bool(attr(op, "flush_to_zero", False))
@@ -274,7 +275,7 @@ def _select(op: Operation, c: Compiler) -> Step:
 
 
 HANDLERS: dict[str, StepFactory] = {
-    **dict.fromkeys((*_FLOAT_FNS, "maxf", "minf"), _float_op),
+    **dict.fromkeys((*_FLOAT_FNS, "fma", "maxf", "minf"), _float_op),
     "fpowi": _fpowi,
     **dict.fromkeys(
         ("addi", "subi", "muli", "andi", "ori", "xori", "maxi", "mini", "remi", "divi", "shli", "shri", "mulhii"),
