@@ -1,5 +1,8 @@
 """Loops of the kernel subset: ``for`` over ``range(...)`` or ``out.tiles()``, ``while``, ``break``, ``continue``.
 
+A ``for`` over a tuple, or over a constant range whose variable indexes a tuple, is unrolled at compile time instead
+(see ``tile.compiler._typecheck_unroll``).
+
 A loop carries every variable that exists before it and is reassigned inside it (and the memory tokens of outputs
 it may touch) as Tile IR loop values; their types may not change. A ``for`` containing ``break`` becomes a Tile IR
 ``loop`` with an explicit induction variable, since Tile IR's ``for`` cannot be left early. Invariant: every loop
@@ -21,6 +24,7 @@ from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_carry import CarryMixin, Struct
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN, TileDim
+from tile.compiler._typecheck_unroll import unroll_values
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIter
 from tile.compiler._types import DTYPES, DType, TileType, Type
 from tile.compiler.lang._function import is_function
@@ -50,6 +54,10 @@ class LoopMixin(CarryMixin):
 
     def stmts(self, body: list[ast.stmt]) -> Exit:
         """Check a statement list (implemented by the checker)."""
+        raise NotImplementedError
+
+    def assign(self, target: ast.expr, value: object) -> None:
+        """Bind ``target`` to ``value`` (implemented by the checker)."""
         raise NotImplementedError
 
     def stmt_break(self, node: ast.Break) -> Exit:
@@ -188,6 +196,15 @@ class LoopMixin(CarryMixin):
         return False, ivdt
 
     def stmt_for(self, node: ast.For) -> Exit:
+        if (values := unroll_values(self, node)) is None:  # type: ignore[arg-type]  # self is the Checker
+            return self._for_loop(node)
+        for value in values:
+            self.at(node)
+            self.assign(node.target, value)
+            self.stmts(node.body)  # nothing leaves it early (see _typecheck_unroll)
+        return None
+
+    def _for_loop(self, node: ast.For) -> Exit:
         if not isinstance(node.target, ast.Name):
             self.fail("the loop variable must be a single name", node.target)
         bounds, bind = self._iteration(node)
