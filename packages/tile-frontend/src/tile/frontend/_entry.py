@@ -129,14 +129,17 @@ class Kernel:
         ----------
         *args
             One value per kernel parameter: a `Partition` for each ``Mut`` output, a `Tensor` for each input,
-            numbers for scalars and ``Const`` parameters (trailing ``Const`` parameters may be keywords).
+            numbers for scalars and ``Const`` parameters (trailing ``Const`` parameters may be keywords), and a
+            tuple (or list) of those for each ``tuple[...]`` parameter, every element checked and moved like a lone
+            argument.
         **generics
             Const generics that cannot be inferred (``BK=64``).
 
         Returns
         -------
         Launch
-            A lazy ``tile.aio.DeviceOp`` whose output is the tuple of all arguments, handed back once done.
+            A lazy ``tile.aio.DeviceOp`` whose output is the tuple of all arguments, handed back once done (a
+            tuple parameter's elements as a tuple).
 
         Raises
         ------
