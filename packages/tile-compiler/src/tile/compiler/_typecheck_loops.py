@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
+from tile.compiler._parse import parse
+from tile.compiler._resolve import resolve
 from tile.compiler._run_once import run_once
 from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
@@ -51,6 +53,7 @@ class LoopMixin(CarryMixin):
 
     loops: list[LoopFrame]
     own_grid: bool
+    nonnegative: set[int]
 
     def stmts(self, body: list[ast.stmt]) -> Exit:
         """Check a statement list (implemented by the checker)."""
@@ -112,13 +115,13 @@ class LoopMixin(CarryMixin):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if (name in _MEMORY_CALLS or name.startswith("atomic_")) and not self._reads_input(node):
                 return True
-            if isinstance(node.func, ast.Name) and is_function(self.resolved.names.get(node.func.id)):
+            if isinstance(node.func, ast.Name) and _helper_touches(self.resolved.names.get(node.func.id)):
                 return True
             if isinstance(node.func, ast.Attribute) and not isinstance(node.func.value, ast.Name):
                 continue
             if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 owner = self.resolved.names.get(node.func.value.id)
-                if owner is not None and is_function(getattr(owner, node.func.attr, None)):
+                if owner is not None and _helper_touches(getattr(owner, node.func.attr, None)):
                     return True
         return False
 
@@ -174,9 +177,11 @@ class LoopMixin(CarryMixin):
         return self.count_dim(bounds[1]) if self._nonnegative(bounds) else None
 
     def _nonnegative(self, bounds: tuple[object, object, object]) -> bool:
-        """``range(lo, ub, step)`` with constants ``lo >= 0`` and ``step > 0``: its variable stays in [0, ub)."""
+        """``range(lo, ub, step)`` with ``lo >= 0`` (a constant, or ``tile.maximum(v, c)`` with a constant ``c >= 0``)
+        and a constant ``step > 0``: its variable stays in [0, ub)."""
         lo, _, step = bounds
-        return type(lo) is int and lo >= 0 and type(step) is int and step > 0
+        known = (type(lo) is int and lo >= 0) or (isinstance(lo, Value) and lo.id in self.nonnegative)
+        return known and type(step) is int and step > 0
 
     def _trusted(self, bounds: tuple[object, object, object], ivdt: DType) -> tuple[bool, DType]:
         """Whether the variable of ``range(lo, ub, step)`` provably stays in [lo, ub), and the dtype that needs.
@@ -348,3 +353,29 @@ class LoopMixin(CarryMixin):
         return None
 
     # -- helpers --------------------------------------------------------------------------------------------
+
+
+def _helper_touches(fn: object, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether ``@tile.function`` ``fn`` may access memory: a memory or atomic call in its body, or a helper that may,
+    or anything that cannot be told (a helper calling itself, a body that does not parse). Not a helper: False."""
+    if not is_function(fn) or not callable(fn):
+        return False
+    if id(fn) in seen:
+        return True
+    try:
+        resolved = resolve(parse(fn))
+    except Exception:  # a helper that fails to compile fails at its call; here it only "may touch memory"
+        return True
+    for node in ast.walk(resolved.kernel.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _MEMORY_CALLS or name.startswith("atomic_"):
+            return True
+        inner = resolved.names.get(func.id) if isinstance(func, ast.Name) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            inner = getattr(resolved.names.get(func.value.id), func.attr, None)
+        if _helper_touches(inner, seen | {id(fn)}):
+            return True
+    return False
