@@ -6,8 +6,10 @@ One process, one GPU. Shapes as cuTile Python's sample benchmark: batch BATCH, 3
 64 and 128, f16, causal and not. Tile's kernel is ``examples/attention.py`` (K^T through an ordered partition view,
 ftz ``exp2``, approximate division, occupancy hint); cuTile Python's is its sample's algorithm in
 ``benchmarks/cutile_peers.py`` (``ct_fmha``); torch runs ``scaled_dot_product_attention`` (its flash backend).
-Tile (two forms: ``tile``, the example's ``o.tiles()`` walk with query tiles fastest like cuTile's grid, and
-``tile_grid``, one tile per block with heads fastest) and cuTile Python run the same tile configurations
+Tile (three forms: ``tile``, the example's ``o.tiles()`` walk with query tiles fastest like cuTile's grid;
+``tile_grid``, one tile per block with heads fastest; ``tile_qmajor``, one tile per block of the output's
+(seq, batch*heads, D) view, query tiles fastest with no tile-number unravel: cuTile's grid exactly) and cuTile
+Python run the same tile configurations
 (``CONFIGS``: tile_m, tile_n, occupancy) and each reports its best; ``tile_vs`` divides each peer's best time by
 Tile's best (at least 1: Tile is as fast or faster; the issue's target is ``tile_vs.cutile_python >= 1.0``), and
 ``same_config_cutile_over_tile`` gives cuTile's time over Tile's (``tile`` form) per configuration.
@@ -72,6 +74,33 @@ def attention_grid(
     o.store(out.astype(f16).reshape((1, BM, D)))
 
 
+@tile.entry
+def attention_qmajor(
+    o: Mut[Tensor[f16, ("BM", 1, "D")]],
+    q: Tensor[f16, (-1, -1, "D")],
+    k: Tensor[f16, (-1, -1, "D")],
+    v: Tensor[f16, (-1, -1, "D")],
+    qk_scale: float,
+    BN: Const[int],
+    CAUSAL: Const[bool],
+    EVEN_K: Const[bool],
+):
+    # cuTile Python's grid without a tile-number unravel: o is the (seq, batch*heads, D) view of the output
+    # (o.permute(1, 0, 2)), so its tile grid is (query tiles, batch*heads) and block (m, bh) stores its own tile.
+    # Query tiles run fastest, as in the peer's grid, and the tile index is the block id (docs/compiler/performance.md).
+    m, bh, _ = tile.block_id()
+    pk = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")
+    pv = v.partition((1, BN, D), padding="zero")
+    qt = q.partition((1, BM, D)).load((bh, m, 0)).reshape((BM, D))
+    out = attend(qt, pk, pv, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
+    o.store(out.astype(f16).reshape((BM, 1, D)))
+
+
+FORMS = (("tile", example.attention.fn, False), ("tile_grid", attention_grid.fn, False))
+FORMS += (("tile_qmajor", attention_qmajor.fn, True),)
+"""Tile's forms: family name, kernel, whether its output is the (seq, batch*heads, D) view."""
+
+
 def flops(dim: int, causal: bool) -> float:
     """Two GEMMs of 2*S*S*D per head (half of them under a causal mask)."""
     total = 4 * BATCH * HEADS * SEQ * SEQ * dim
@@ -92,12 +121,23 @@ class TileFMHA:
     """Tile's attention at one configuration, with its operands kept across launches."""
 
     def __init__(
-        self, stream: Any, qkv: list[Any], dim: int, causal: bool, config: tuple[int, int, int], fn: Any
+        self,
+        stream: Any,
+        qkv: list[Any],
+        dim: int,
+        causal: bool,
+        config: tuple[int, int, int],
+        fn: Any,
+        qmajor: bool = False,
     ) -> None:
         bm, bn, occupancy = config
         kernel = tile.entry(occupancy=occupancy)(fn)
-        self.tile_shape = [1, bm, dim]
-        out = tile.full(f16, [BATCH * HEADS, SEQ, dim], np.nan).partition(self.tile_shape)
+        self.qmajor = qmajor
+        self.tile_shape = [bm, 1, dim] if qmajor else [1, bm, dim]
+        out = tile.full(f16, [BATCH * HEADS, SEQ, dim], np.nan)
+        if qmajor:
+            out = out.permute(1, 0, 2)  # the view replaces the tensor: a partition needs its memory to itself
+        out = out.partition(self.tile_shape)
         self.loop = TileLoop(kernel, [out, *qkv, 1 / math.sqrt(dim), bn, causal, SEQ % bn == 0], stream)
 
     def run(self) -> None:
@@ -109,7 +149,7 @@ class TileFMHA:
         out = self.loop.args[0].unpartition()
         result = np.asarray(out.to_numpy())
         self.loop.args[0] = out.partition(self.tile_shape)
-        return result
+        return result.transpose(1, 0, 2) if self.qmajor else result
 
 
 def bench_case(stream: Any, peers: dict[str, Any], dim: int, causal: bool) -> dict[str, Any]:
@@ -119,8 +159,8 @@ def bench_case(stream: Any, peers: dict[str, Any], dim: int, causal: bool) -> di
     want = reference(*host, causal)
     contenders: dict[str, Callable[[], None]] = {}
     for config in CONFIGS:
-        for family, fn in (("tile", example.attention.fn), ("tile_grid", attention_grid.fn)):
-            fmha = TileFMHA(stream, qkv, dim, causal, config, fn)
+        for family, fn, qmajor in FORMS:
+            fmha = TileFMHA(stream, qkv, dim, causal, config, fn, qmajor)
             check(f"{family} {config}", fmha.output(), want)
             contenders[f"{family} {config}"] = fmha.run
     contenders |= peer_runs(peers, host, want, dim, causal)

@@ -8,6 +8,7 @@
   K's head dim along the tile's rows, so tileiras can load the transposed tile with the tensor-memory (TMA)
   path, with no permute in registers;
 - the online softmax uses ``tile.exp2(..., flush_to_zero=True)`` with the scale folded into log2(e);
+- the key tiles run in two loops, the ones that need no mask first (cuTile Python's compiler splits its loop there);
 - the final normalisation is an approximate division, ``tile.truediv(acc, l, rounding="approx")``;
 - ``occupancy`` asks for two blocks per SM on Hopper (``tile.by_arch``: other GPUs take the ``default`` entry);
 - ``o.tiles()`` hands each block its (batch*head, query-tile) tile with the query tile fastest, so blocks running
@@ -36,6 +37,17 @@ D: int
 
 
 @tile.function
+def step(s: Tile, vt: Tile, acc: Tile, m_i: Tile, l_i: Tile, scale: float) -> tuple[Tile, Tile, Tile]:
+    """One key tile of the online softmax in base 2: ``(acc, m_i, l_i)`` after the scores ``s`` and values ``vt``."""
+    m_ij = tile.maximum(m_i, tile.max(s, axis=1, keepdims=True) * scale)
+    p = tile.exp2(s * scale - m_ij, flush_to_zero=True)
+    alpha = tile.exp2(m_i - m_ij, flush_to_zero=True)
+    l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
+    acc = tile.mma(p.astype(f16), vt, acc * alpha)
+    return acc, m_ij, l_i
+
+
+@tile.function
 def attend(
     qt: Tile,
     pk: PartitionView,
@@ -50,7 +62,11 @@ def attend(
     CAUSAL: bool,
     EVEN_K: bool,
 ) -> Tile:
-    """One (BM, D) tile of softmax(q k^T * scale) v, f32 accumulation, online softmax in base 2."""
+    """One (BM, D) tile of softmax(q k^T * scale) v, f32 accumulation, online softmax in base 2.
+
+    The key tiles split in two loops, as cuTile Python's compiler splits its loop at ``j >= mask_start``: tiles
+    below ``mask_start`` need no mask (the tight loop), the rest (the causal diagonal, a partial last tile) do.
+    """
     m_i = tile.full((BM, 1), -math.inf, f32)
     l_i = tile.zeros((BM, 1), f32)
     acc = tile.zeros((BM, D), f32)
@@ -61,28 +77,26 @@ def attend(
     else:
         end = pk.num_tiles[2]
         mask_start = n_k // BN  # only a partial last key tile needs a mask
-    rows = m * BM + tile.arange(BM).reshape((BM, 1))
-    for j in range(end):
+    unmasked = tile.minimum(mask_start, end) if CAUSAL or not EVEN_K else end
+    for j in range(unmasked):
         kt = pk.load((bh, 0, j), latency=2).reshape((D, BN))  # K^T straight from memory
         s = tile.mma(qt, kt, tile.zeros((BM, BN), f32))
-        if CAUSAL or not EVEN_K:  # noqa: SIM102 - a compile-time if: no mask code at all for full, even attention
-            if j >= mask_start:
-                cols = j * BN + tile.arange(BN).reshape((1, BN))
-                # Causal over keys that end on a tile edge: a row's own limit is the only one (rows < n_k there).
-                if CAUSAL and EVEN_K:
-                    keep = rows >= cols
-                elif CAUSAL:
-                    keep = (cols < n_k) & (rows >= cols)
-                else:
-                    keep = cols < n_k
-                s = tile.where(keep, s, -math.inf)
-        m_ij = tile.maximum(m_i, tile.max(s, axis=1, keepdims=True) * scale)
-        p = tile.exp2(s * scale - m_ij, flush_to_zero=True)
-        alpha = tile.exp2(m_i - m_ij, flush_to_zero=True)
-        l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
-        vt = pv.load((bh, j, 0), latency=4).reshape((BN, D))
-        acc = tile.mma(p.astype(f16), vt, acc * alpha)
-        m_i = m_ij
+        acc, m_i, l_i = step(s, pv.load((bh, j, 0), latency=4).reshape((BN, D)), acc, m_i, l_i, scale)
+    if CAUSAL or not EVEN_K:  # a compile-time if: full, even attention has no masked loop
+        rows = m * BM + tile.arange(BM).reshape((BM, 1))
+        for j in range(tile.maximum(unmasked, 0), end):  # maximum(.., 0): j >= 0, so the loads stay proven
+            kt = pk.load((bh, 0, j), latency=2).reshape((D, BN))
+            s = tile.mma(qt, kt, tile.zeros((BM, BN), f32))
+            cols = j * BN + tile.arange(BN).reshape((1, BN))
+            # Causal over keys that end on a tile edge: a row's own limit is the only one (rows < n_k there).
+            if CAUSAL and EVEN_K:
+                keep = rows >= cols
+            elif CAUSAL:
+                keep = (cols < n_k) & (rows >= cols)
+            else:
+                keep = cols < n_k
+            s = tile.where(keep, s, -math.inf)
+            acc, m_i, l_i = step(s, pv.load((bh, j, 0), latency=4).reshape((BN, D)), acc, m_i, l_i, scale)
     return tile.truediv(acc, l_i, rounding="approx", flush_to_zero=True)
 
 

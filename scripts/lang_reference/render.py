@@ -14,7 +14,16 @@ import inspect
 import re
 
 import tile.frontend as tile
-from lang_reference.sections import ENTRY_OPTIONS, FAMILY_DTYPES, FAMILY_IR, IR_NOTES, METHOD_DOCS, RECEIVERS, SECTIONS
+from lang_reference.sections import (
+    ENTRY_OPTIONS,
+    FAMILY_DTYPES,
+    FAMILY_IR,
+    IR_NOTES,
+    METHOD_DOCS,
+    RECEIVERS,
+    SECTIONS,
+    TUPLE_DOC,
+)
 from lang_reference.snippets_math import MATH_SNIPPETS
 from lang_reference.snippets_memory import MEMORY_SNIPPETS, PRINTS
 from tile.compiler import lang
@@ -31,7 +40,7 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Ptr, Tensor, f16, f32, i32
 """
-ANNOTATIONS = ("Tensor", "Mut", "Const", "Ptr")
+ANNOTATIONS = ("Tensor", "Mut", "Const", "Ptr", "tuple")
 TOPICS = ("tile methods", "entry", "by_arch")
 
 
@@ -214,6 +223,9 @@ def _annotations() -> list[str]:
         "Ptr": lang.PtrAnnotation,
     }
     for name in ANNOTATIONS:
+        if name == "tuple":
+            lines += ["### `tuple[Tensor[...], ...]`", "", TUPLE_DOC, "", *_example(name)]
+            continue
         doc = " ".join(inspect.getdoc(kinds[name]).split())  # type: ignore[union-attr]  # all documented
         lines += [f"### `{name}`", "", doc, "", *_example(name)]
     lines += ["### Dtypes", "", "| name | kind | bits | numpy |", "|---|---|---|---|"]

@@ -294,3 +294,15 @@ ENTRY_OPTIONS: dict[str, tuple[str, str]] = {
         "fuse `a * b + c` / `a * b - c` into one `fma` where the product has no other use; False rounds every product",
     ),
 }
+
+
+TUPLE_DOC = (
+    "`tuple[Tensor[dtype, shape], ...]` or `tuple[Mut[Tensor[dtype, tile_shape]], ...]`: a tuple (or list) of tensors "
+    "or of output partitions, one element type, each element its own shape (a grouped GEMM's groups). A launch "
+    "checks and moves every element as it would a lone argument (an output element must be a partition; no output "
+    "element may overlap another element, another output or any input) and hands the tuple back as a tuple. In the "
+    "kernel `len(t)` is a compile-time int (one compiled kernel per length, 1 to 64) and `t[i]` needs a "
+    "compile-time index: a constant, or the variable of `for g in range(len(t))` or `for x in t`, loops that are "
+    "unrolled at compile time (no `break`, `continue` or `return` inside). An output element is stored at its own "
+    "tile (then every output's grid must agree) or walked with `t[g].tiles()` on any grid."
+)

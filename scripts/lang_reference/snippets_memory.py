@@ -362,6 +362,33 @@ src = tile.from_numpy(np.arange(16, dtype=np.float32))
 z, _ = read_pointer(tile.zeros(f32, [16]).partition([8]), src.data_ptr()).sync()  # src must outlive the launch
 np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(16))
 """,
+    "tuple": """\
+@tile.entry
+def grouped_gemm(
+    Cs: tuple[Mut[Tensor[f32, ("BM", "BN")]], ...],  # one output partition per group
+    As: tuple[Tensor[f16, (-1, -1)], ...],
+    Bs: tuple[Tensor[f16, (-1, -1)], ...],
+    BK: Const[int],
+):
+    for g in range(len(Cs)):  # len() is compile-time; this loop is unrolled, so Cs[g] is one tensor
+        pa = As[g].partition((BM, BK), padding="zero")
+        pb = Bs[g].partition((BK, BN), padding="zero")
+        for idx in Cs[g].tiles():  # each block takes its share of this group's tiles
+            acc = tile.zeros((BM, BN), f32)
+            for k in range(pa.num_tiles[1]):
+                acc = tile.mma(pa.load((idx[0], k)), pb.load((k, idx[1])), acc)
+            Cs[g].store(acc, at=idx)
+
+
+shapes = [(24, 16, 40), (8, 40, 8)]  # (M, N, K) of each group
+a = [np.random.default_rng(m).standard_normal((m, k)).astype(np.float16) for m, n, k in shapes]
+b = [np.random.default_rng(n).standard_normal((k, n)).astype(np.float16) for m, n, k in shapes]
+cs = tuple(tile.zeros(f32, [m, n]).partition([16, 16]) for m, n, _ in shapes)
+As, Bs = tuple(map(tile.from_numpy, a)), tuple(map(tile.from_numpy, b))
+cs, As, Bs, _ = grouped_gemm.grid((4,))(cs, As, Bs, BK=16).sync()  # tuples come back as tuples
+for c, x, y in zip(cs, a, b):
+    np.testing.assert_allclose(c.unpartition().to_numpy(), x.astype(np.float64) @ y.astype(np.float64), atol=1e-4)
+""",
     "entry": """\
 @tile.entry(flush_to_zero=True, approx=True, occupancy=2, num_worker_warps=4)
 def fast_div(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):

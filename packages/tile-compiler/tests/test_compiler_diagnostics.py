@@ -104,7 +104,7 @@ CASES: list[tuple[Callable[..., object], str]] = [
     (bad.assigns_attribute, "only names can be assigned"),
     (bad.static_assert_fails, "static assertion failed: B must exceed 256"),
     (bad.negative_step, "the range step must be positive, got -1"),
-    (bad.iterates_tuple, "kernel 'for' loops iterate over range"),
+    (bad.iterates_tensor, "kernel 'for' loops iterate over range"),
     (bad.chained_compare, "chained comparisons of tiles are not supported"),
     (bad.bad_unpack, "cannot unpack 3 values into 2 names"),
     (bad.while_on_tile, "a 'while' condition must be a bool scalar"),

@@ -48,3 +48,9 @@ def k() -> ModuleType:
 def sk() -> ModuleType:
     """The sub-tile test kernels (``tests/kernels/subtile_kernels.py``)."""
     return load_kernels("subtile_kernels")
+
+
+@pytest.fixture(scope="session")
+def gk() -> ModuleType:
+    """The tuple-parameter test kernels (``tests/kernels/group_kernels.py``)."""
+    return load_kernels("group_kernels")

@@ -201,8 +201,8 @@ def negative_step(z: Mut[Tensor[f32, "B"]]):
     z.store(1.0)
 
 
-def iterates_tuple(z: Mut[Tensor[f32, "B"]]):
-    for _ in (1, 2):  # <-
+def iterates_tensor(z: Mut[Tensor[f32, "B"]]):
+    for _ in z:  # <- (a tuple would be unrolled; a tensor is no iterable)
         pass
     z.store(1.0)
 

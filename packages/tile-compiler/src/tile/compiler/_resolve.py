@@ -1,6 +1,7 @@
 """Stage ``resolve``: parameter annotations parsed into `ParamInfo`, free names bound, the Python subset checked.
 
-Invariants: after this stage every parameter has a kind (tensor, mut, const, scalar, ptr); every name the body reads
+Invariants: after this stage every parameter has a kind (tensor, mut, const, scalar, ptr, or tuple: a tuple of
+tensors or of outputs, ``tuple[Tensor[...], ...]``); every name the body reads
 is either a local (assigned somewhere in the function, Python's rule) or bound in ``names`` to the object found in
 the closure, the module globals or the builtins at compile time; every statement and expression is in the supported
 subset, so later stages only meet node types they handle. Errors point at the offending node.
@@ -13,15 +14,15 @@ import builtins
 import inspect
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, get_args, get_origin
 
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._parse import KernelAST
 from tile.compiler._types import DTYPES, DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
 
-__all__ = ["ParamInfo", "ResolvedKernel", "resolve"]
+__all__ = ["ParamInfo", "ResolvedKernel", "resolve", "tuple_element"]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 
@@ -95,12 +96,20 @@ class ParamInfo:
     """A kernel parameter: its kind, dtype and declared shape (tensors) as written in the annotation."""
 
     name: str
-    kind: str  # "tensor" | "mut" | "const" | "scalar" | "ptr"
+    kind: str  # "tensor" | "mut" | "const" | "scalar" | "ptr" | "tuple"
     dtype: DType | None  # None for a dtype generic (see dtype_generic) and for Const/untyped parameters
     shape: tuple[int | str, ...] = ()
     const_kind: type | None = None
     node: ast.arg | None = None
     dtype_generic: str | None = None
+    # A tuple parameter (``tuple[Tensor[...], ...]``): the kind of each element, "tensor" or "mut"; dtype and shape
+    # are the elements'. Its length is a compile-time value of the specialization (``spec.const(name)``).
+    element: str | None = None
+
+    def elements(self, count: int) -> tuple[ParamInfo, ...]:
+        """The element parameters ``name[0] .. name[count-1]`` of a tuple parameter (each a tensor or mut)."""
+        assert self.element is not None, "only tuple parameters have elements"
+        return tuple(replace(self, name=f"{self.name}[{i}]", kind=self.element, element=None) for i in range(count))
 
 
 @dataclass(eq=False)
@@ -185,11 +194,16 @@ def _param(tree: KernelAST, arg: ast.arg, index: int) -> ParamInfo:
     if ann is inspect.Parameter.empty or getattr(ann, "__tile_kernel_type__", False) is True:
         return ParamInfo(arg.arg, "untyped", None, node=arg)
     if isinstance(ann, (TensorAnnotation, MutAnnotation)):
-        t = ann if isinstance(ann, TensorAnnotation) else ann.tensor
-        kind = "tensor" if isinstance(ann, TensorAnnotation) else "mut"
-        generic = t.dtype if isinstance(t.dtype, str) else None
-        dtype = t.dtype if isinstance(t.dtype, DType) else None
-        return ParamInfo(arg.arg, kind, dtype, t.shape, node=arg, dtype_generic=generic)
+        return _tensor_param(arg, ann)
+    if (element := tuple_element(ann)) is not None:
+        inner = _tensor_param(arg, element)
+        return replace(inner, kind="tuple", element=inner.kind)
+    if get_origin(ann) in (tuple, list):
+        raise CompileError(
+            f"parameter '{arg.arg}' is a tuple of tensors: write tuple[Tensor[dtype, shape], ...] or "
+            f"tuple[Mut[Tensor[dtype, tile_shape]], ...] (one element type, any length), got {ann!r}",
+            tree.loc(arg.annotation or arg),
+        )
     if isinstance(ann, ConstAnnotation):
         return ParamInfo(arg.arg, "const", None, const_kind=ann.kind, node=arg)
     if isinstance(ann, PtrAnnotation):
@@ -198,9 +212,25 @@ def _param(tree: KernelAST, arg: ast.arg, index: int) -> ParamInfo:
         return ParamInfo(arg.arg, "scalar", ann if isinstance(ann, DType) else _SCALARS[ann], node=arg)
     raise CompileError(
         f"parameter '{arg.arg}' has an unsupported annotation {ann!r}; use Tensor[dtype, shape], "
-        "Mut[Tensor[dtype, tile_shape]], Const[int], Ptr[dtype] or a scalar type (int, float, tile.f32)",
+        "Mut[Tensor[dtype, tile_shape]], tuple[Tensor[dtype, shape], ...], Const[int], Ptr[dtype] or a scalar type "
+        "(int, float, tile.f32)",
         tree.loc(arg.annotation or arg),
     )
+
+
+def tuple_element(ann: object) -> TensorAnnotation | MutAnnotation | None:
+    """The element annotation of ``tuple[Tensor[...], ...]`` / ``tuple[Mut[...], ...]``, else None."""
+    args = get_args(ann)
+    homogeneous = get_origin(ann) is tuple and len(args) == 2 and args[1] is Ellipsis
+    return args[0] if homogeneous and isinstance(args[0], (TensorAnnotation, MutAnnotation)) else None
+
+
+def _tensor_param(arg: ast.arg, ann: TensorAnnotation | MutAnnotation) -> ParamInfo:
+    t = ann if isinstance(ann, TensorAnnotation) else ann.tensor
+    kind = "tensor" if isinstance(ann, TensorAnnotation) else "mut"
+    generic = t.dtype if isinstance(t.dtype, str) else None
+    dtype = t.dtype if isinstance(t.dtype, DType) else None
+    return ParamInfo(arg.arg, kind, dtype, t.shape, node=arg, dtype_generic=generic)
 
 
 def _assigned(fn: ast.FunctionDef) -> set[str]:

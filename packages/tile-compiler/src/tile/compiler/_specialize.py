@@ -34,8 +34,9 @@ def specialize(
     fn
         The kernel.
     shapes
-        Extents per tensor parameter (the whole tensor for ``Mut`` outputs). Tensors left out take the
-        annotation's defaults (nothing known), as a launch never does: give every tensor to match a launch.
+        Extents per tensor parameter (the whole tensor for ``Mut`` outputs); an element of a tuple parameter is
+        named ``name[i]`` (its length given as ``consts[name]``). Tensors left out take the annotation's defaults
+        (nothing known), as a launch never does: give every tensor to match a launch.
     strides
         Strides in elements per tensor parameter (default: row-major contiguous).
     pointers
@@ -52,6 +53,9 @@ def specialize(
     from ._resolve import resolve
 
     info = {p.name: p for p in resolve(parse(fn)).params}
+    for p in [p for p in info.values() if p.kind == "tuple"]:  # a tuple's elements, given its length in ``consts``
+        count = (consts or {}).get(p.name)
+        info |= {e.name: e for e in p.elements(count)} if type(count) is int and count > 0 else {}
     cap = options.max_divisibility if options else DIV_CAP
     params: dict[str, ArraySpec | ScalarSpec] = {}
     for p in info.values():

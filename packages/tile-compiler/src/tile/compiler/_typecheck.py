@@ -81,6 +81,7 @@ class Checker(LoopMixin):
         self.index_constants = {}
         self.host_values = {}
         self.below_count = {}
+        self.nonnegative = set()
         self.index_bounds = {}
         self.host_guards = {}
         self.owned_tiles = {}

@@ -1,7 +1,9 @@
 """The entry wrapper: kernel parameters per the entry ABI, ``assume`` facts, tensor views, the first token.
 
 For each tensor (``Tensor`` or ``Mut``) parameter of rank r the kernel takes a base pointer, r extents and r
-strides (index dtype from the specialization); scalars take one slot (``bool`` as i32); ``Const`` parameters and
+strides (index dtype from the specialization); a tuple parameter of n tensors takes those of each element in order,
+as the parameters ``name[0]`` .. ``name[n-1]`` (n is the compile-time ``spec.const(name)``), and is a tuple in the
+body; scalars take one slot (``bool`` as i32); ``Const`` parameters and
 const generics take none and become compile-time ints in the body. Facts from the specialization become
 ``assume`` ops: extents and strides are non-negative, and power-of-two divisibility (capped by
 ``CompileOptions.max_divisibility``) for extents, strides and the base address.
@@ -37,6 +39,8 @@ def build_entry(ch: Checker, spec: Specialization) -> tuple[list[Value], list[Ab
         ch.at(p.node or ch.kernel.tree)
         if p.kind in ("tensor", "mut"):
             _tensor(ch, p, spec, params, slots)
+        elif p.kind == "tuple":
+            _tuple(ch, p, spec, params, slots)
         elif p.kind == "const":
             _const(ch, p, spec)
         elif p.kind in ("scalar", "ptr"):
@@ -112,11 +116,31 @@ def _tensor(ch: Checker, p: ParamInfo, spec: Specialization, params: list[Value]
         ch.env[f"$tok:{p.name}"] = ch.env[ENTRY_TOKEN]
 
 
+MAX_TUPLE = 64
+"""The most elements a tuple parameter takes: each is its own set of kernel parameters (pointer, extents, strides)."""
+
+
+def _tuple(ch: Checker, p: ParamInfo, spec: Specialization, params: list[Value], slots: list[AbiSlot]) -> None:
+    """A tuple of tensors: one tensor parameter per element (``name[i]``), bound in the body as a Python tuple."""
+    count = spec.const(p.name)
+    if type(count) is not int or not 1 <= count <= MAX_TUPLE:
+        got = "no length" if count is None else f"the length {count!r}"
+        ch.fail(
+            f"tuple parameter '{p.name}' has {got}; it takes 1 to {MAX_TUPLE} tensors, its length given at launch "
+            f"(or as the const {p.name}=N when compiling ahead of time)"
+        )
+    elements = []
+    for element in p.elements(count):
+        _tensor(ch, element, spec, params, slots)
+        elements.append(ch.env[element.name])
+    ch.env[p.name] = tuple(elements)
+
+
 def _generic_dtype(ch: Checker, p: ParamInfo, spec: Specialization, given: ArraySpec | None) -> DType:
     """The dtype bound to a dtype generic: ``spec.dtype(generic)``, ``spec.dtype(param)`` or the array's dtype."""
     name = p.dtype_generic or p.name
     bound = ch.env.get(name)
-    arrays = [spec.param(q.name) for q in ch.resolved.params if q.dtype_generic == name]
+    arrays = [spec.param(q.name) for q in ch.resolved.params if q.dtype_generic == name and q.kind != "tuple"]
     from_arrays = [a.dtype for a in arrays if isinstance(a, ArraySpec)]
     found = spec.dtype(name) or spec.dtype(p.name) or (given.dtype if given is not None else None)
     found = found or (from_arrays[0] if from_arrays else None)

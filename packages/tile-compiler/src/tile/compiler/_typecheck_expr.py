@@ -209,7 +209,12 @@ class ExprMixin(SubtileMixin):
                 )
                 return base[slice(cast(Any, lo), cast(Any, hi), cast(Any, step))]
             if type(index) is not int or not -len(base) <= index < len(base):
-                self.fail(f"tuple index must be a compile-time int in range, got {index!r}")
+                got = f"a runtime {type_name(index)}" if isinstance(index, Value) else repr(index)
+                self.fail(
+                    f"tuple index must be a compile-time int in range(-{len(base)}, {len(base)}), got {got}; a tuple "
+                    "of tensors is indexed by a constant or by the variable of `for g in range(len(t))`, which is "
+                    "unrolled at compile time"
+                )
             return base[index]
         if isinstance(base, Value):
             self.fail("tiles cannot be indexed; use tile.extract(x, index, shape) or a reduction")

@@ -1,5 +1,8 @@
 """Loops of the kernel subset: ``for`` over ``range(...)`` or ``out.tiles()``, ``while``, ``break``, ``continue``.
 
+A ``for`` over a tuple, or over a constant range whose variable indexes a tuple, is unrolled at compile time instead
+(see ``tile.compiler._typecheck_unroll``).
+
 A loop carries every variable that exists before it and is reassigned inside it (and the memory tokens of outputs
 it may touch) as Tile IR loop values; their types may not change. A ``for`` containing ``break`` becomes a Tile IR
 ``loop`` with an explicit induction variable, since Tile IR's ``for`` cannot be left early. Invariant: every loop
@@ -16,11 +19,14 @@ from dataclasses import dataclass
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
+from tile.compiler._parse import parse
+from tile.compiler._resolve import resolve
 from tile.compiler._run_once import run_once
 from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
 from tile.compiler._typecheck_carry import CarryMixin, Struct
 from tile.compiler._typecheck_memory import ENTRY_TOKEN, RAW_TOKEN, TileDim
+from tile.compiler._typecheck_unroll import unroll_values
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIter
 from tile.compiler._types import DTYPES, DType, TileType, Type
 from tile.compiler.lang._function import is_function
@@ -47,9 +53,14 @@ class LoopMixin(CarryMixin):
 
     loops: list[LoopFrame]
     own_grid: bool
+    nonnegative: set[int]
 
     def stmts(self, body: list[ast.stmt]) -> Exit:
         """Check a statement list (implemented by the checker)."""
+        raise NotImplementedError
+
+    def assign(self, target: ast.expr, value: object) -> None:
+        """Bind ``target`` to ``value`` (implemented by the checker)."""
         raise NotImplementedError
 
     def stmt_break(self, node: ast.Break) -> Exit:
@@ -104,13 +115,13 @@ class LoopMixin(CarryMixin):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if (name in _MEMORY_CALLS or name.startswith("atomic_")) and not self._reads_input(node):
                 return True
-            if isinstance(node.func, ast.Name) and is_function(self.resolved.names.get(node.func.id)):
+            if isinstance(node.func, ast.Name) and _helper_touches(self.resolved.names.get(node.func.id)):
                 return True
             if isinstance(node.func, ast.Attribute) and not isinstance(node.func.value, ast.Name):
                 continue
             if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 owner = self.resolved.names.get(node.func.value.id)
-                if owner is not None and is_function(getattr(owner, node.func.attr, None)):
+                if owner is not None and _helper_touches(getattr(owner, node.func.attr, None)):
                     return True
         return False
 
@@ -166,9 +177,11 @@ class LoopMixin(CarryMixin):
         return self.count_dim(bounds[1]) if self._nonnegative(bounds) else None
 
     def _nonnegative(self, bounds: tuple[object, object, object]) -> bool:
-        """``range(lo, ub, step)`` with constants ``lo >= 0`` and ``step > 0``: its variable stays in [0, ub)."""
+        """``range(lo, ub, step)`` with ``lo >= 0`` (a constant, or ``tile.maximum(v, c)`` with a constant ``c >= 0``)
+        and a constant ``step > 0``: its variable stays in [0, ub)."""
         lo, _, step = bounds
-        return type(lo) is int and lo >= 0 and type(step) is int and step > 0
+        known = (type(lo) is int and lo >= 0) or (isinstance(lo, Value) and lo.id in self.nonnegative)
+        return known and type(step) is int and step > 0
 
     def _trusted(self, bounds: tuple[object, object, object], ivdt: DType) -> tuple[bool, DType]:
         """Whether the variable of ``range(lo, ub, step)`` provably stays in [lo, ub), and the dtype that needs.
@@ -188,6 +201,15 @@ class LoopMixin(CarryMixin):
         return False, ivdt
 
     def stmt_for(self, node: ast.For) -> Exit:
+        if (values := unroll_values(self, node)) is None:  # type: ignore[arg-type]  # self is the Checker
+            return self._for_loop(node)
+        for value in values:
+            self.at(node)
+            self.assign(node.target, value)
+            self.stmts(node.body)  # nothing leaves it early (see _typecheck_unroll)
+        return None
+
+    def _for_loop(self, node: ast.For) -> Exit:
         if not isinstance(node.target, ast.Name):
             self.fail("the loop variable must be a single name", node.target)
         bounds, bind = self._iteration(node)
@@ -331,3 +353,29 @@ class LoopMixin(CarryMixin):
         return None
 
     # -- helpers --------------------------------------------------------------------------------------------
+
+
+def _helper_touches(fn: object, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether ``@tile.function`` ``fn`` may access memory: a memory or atomic call in its body, or a helper that may,
+    or anything that cannot be told (a helper calling itself, a body that does not parse). Not a helper: False."""
+    if not is_function(fn) or not callable(fn):
+        return False
+    if id(fn) in seen:
+        return True
+    try:
+        resolved = resolve(parse(fn))
+    except Exception:  # a helper that fails to compile fails at its call; here it only "may touch memory"
+        return True
+    for node in ast.walk(resolved.kernel.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in _MEMORY_CALLS or name.startswith("atomic_"):
+            return True
+        inner = resolved.names.get(func.id) if isinstance(func, ast.Name) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            inner = getattr(resolved.names.get(func.value.id), func.attr, None)
+        if _helper_touches(inner, seen | {id(fn)}):
+            return True
+    return False

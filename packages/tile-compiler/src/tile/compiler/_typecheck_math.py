@@ -29,6 +29,7 @@ class MathMixin(ReduceMixin):
     # Values known to be at most a tile count ``(tensor, tile shape, dim)``: ``tile.minimum(x, p.num_tiles[d])``. A
     # loop ``range(0, v)`` over such a value stays inside that partition dim (see ``_typecheck_loops``).
     below_count: dict[int, tuple[str, tuple[int, ...], int]]
+    nonnegative: set[int]  # ids of integer scalars known >= 0: tile.maximum(v, c) with a constant c >= 0
 
     def modes(self, op: LangOp, ir_op: str, dtype: DType, a: dict[str, Any]) -> dict[str, Any]:
         """The Tile IR mode attributes of call ``a`` to ``op`` (lowering to ``ir_op`` on ``dtype``)."""
@@ -67,6 +68,8 @@ class MathMixin(ReduceMixin):
         dims = [d for d in (self.count_dim(a["x"]), self.count_dim(a["y"])) if d is not None]
         if op.name == "minimum" and dims and t.rank == 0:
             self.below_count[out.id] = dims[0]  # min(v, count) <= count, whatever v (exact: no rounding, no wrap)
+        if op.name == "maximum" and t.rank == 0 and any(type(c) is int and c >= 0 for c in (a["x"], a["y"])):
+            self.nonnegative.add(out.id)  # max(v, c) >= c >= 0, whatever v: a loop may start there (see LoopMixin)
         return out
 
     def count_dim(self, v: object) -> tuple[str, tuple[int, ...], int] | None:

@@ -35,6 +35,7 @@ from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _backend, _knobs, _ownership
 from tile.frontend._errors import ArgumentError, FrozenError, GridError
+from tile.frontend._groups import GroupedLaunch, Lengths, flat_params, flatten, lengths_of
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
@@ -82,6 +83,12 @@ class Kernel:
         options = dataclasses.replace(options or CompileOptions(), unchecked=unchecked)
         self.fn, self.unchecked, self.options, self._grid = fn, unchecked, options, grid
         self.params: tuple[Param, ...] = read_params(fn)
+        # Tuple parameters: this kernel delegates each call to the flat kernel of its tuples' lengths (see _groups),
+        # which has one parameter per element and hands the arguments back regrouped.
+        self._grouped = any(p.kind == "tuple" for p in self.params)
+        self._lengths: dict[str, int] = {}  # a flat kernel: each tuple parameter's length (compile-time len(t))
+        self._regroup: Lengths | None = None  # a flat kernel: how to regroup its arguments
+        self._flat: dict[tuple[Lengths, tuple[int, ...] | None], Kernel] = {}
         self._cache: dict[tuple[Specialization, Target], CompiledKernel] = {}
         # Repeated launches with the same layouts skip building the Specialization (most of a call's host time).
         self._by_layout: dict[tuple[Any, ...], CompiledKernel] = {}
@@ -122,22 +129,62 @@ class Kernel:
         ----------
         *args
             One value per kernel parameter: a `Partition` for each ``Mut`` output, a `Tensor` for each input,
-            numbers for scalars and ``Const`` parameters (trailing ``Const`` parameters may be keywords).
+            numbers for scalars and ``Const`` parameters (trailing ``Const`` parameters may be keywords), and a
+            tuple (or list) of those for each ``tuple[...]`` parameter, every element checked and moved like a lone
+            argument.
         **generics
             Const generics that cannot be inferred (``BK=64``).
 
         Returns
         -------
         Launch
-            A lazy ``tile.aio.DeviceOp`` whose output is the tuple of all arguments, handed back once done.
+            A lazy ``tile.aio.DeviceOp`` whose output is the tuple of all arguments, handed back once done (a
+            tuple parameter's elements as a tuple).
 
         Raises
         ------
         ArgumentError, GridError, OwnershipError, BackendError, tile.compiler.CompileError
             Before anything is moved: the caller's handles stay usable.
         """
+        if self._grouped:
+            flat, args, generics = self._flatten(args, generics)
+            return flat(*args, **generics)
         launch = self._call_again(args, generics)
         return launch if launch is not None else self._call_checked(args, generics)
+
+    def _flatten(self, args: Sequence[Any], generics: dict[str, Any]) -> tuple[Kernel, tuple[Any, ...], dict[str, Any]]:
+        """The flat kernel for these tuple lengths, and the arguments flattened for it (nothing is checked yet)."""
+        args, generics = _const_keywords(self.__name__, self.params, args, dict(generics))
+        if len(args) != len(self.params):
+            names = ", ".join(p.name for p in self.params)
+            raise ArgumentError(
+                f"{self.__name__}({names}) takes {len(self.params)} arguments but {len(args)} were given"
+            )
+        lengths = lengths_of(self.__name__, self.params, args)
+        key = (lengths, self._grid)
+        flat = self._flat.get(key)
+        if flat is None:
+            with self._lock:
+                flat = self._flat.get(key)
+                if flat is None:
+                    flat = self._flat[key] = self._flat_kernel(lengths)
+        return flat, flatten(args, lengths), generics
+
+    def _flat_kernel(self, lengths: Lengths) -> Kernel:
+        clone = Kernel.__new__(Kernel)
+        clone.__dict__.update(self.__dict__)
+        clone.__dict__.update(
+            params=flat_params(self.params, lengths),
+            _grouped=False,
+            _lengths={p.name: n for p, n in zip(self.params, lengths, strict=True) if n is not None},
+            _regroup=lengths,
+            _flat={},
+            _cache={},
+            _by_layout={},
+            _plans={},
+            _lock=threading.Lock(),
+        )
+        return clone
 
     @owning
     def _call_again(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
@@ -156,7 +203,7 @@ class Kernel:
                 # The key's hashing ran the __hash__/__eq__ of Const and generic values: check the handles again.
                 values = plan.try_launch(args, self._check_scalar, self.unchecked, recheck=True)
                 if values is not None:
-                    if plan.distinct:
+                    if plan.distinct and self._regroup is None:
                         self._last = plan
                     return self._launch(plan, values, site, checked=plan.distinct)
         self._prepare(args, dict(generics))  # every check, and the compile, without holding the lock
@@ -182,7 +229,7 @@ class Kernel:
             if len(self._plans) >= _PLAN_CAP:  # ever-new layouts (say, a growing size) must not grow it unbounded
                 self._plans.clear()
             self._plans[key] = plan
-            if plan.distinct:
+            if plan.distinct and self._regroup is None:  # the compiled path makes plain Launch objects
                 self._last = plan
         return self._launch(plan, bound.values, site)
 
@@ -191,15 +238,21 @@ class Kernel:
         name = self.__name__
         if checked:
             values, after = plan.hand_over(args, ("launch", f"moved into the launch of {name} at {site}"))
-            return Launch(name, plan, values, site, after)
-        after = taken_in_flight(args)  # before the move: it replaces the fates that tell
-        return Launch(name, plan, tuple(_ownership.move(name, args, site)), site, after)
+        else:
+            after = taken_in_flight(args)  # before the move: it replaces the fates that tell
+            values = tuple(_ownership.move(name, args, site))
+        if self._regroup is not None:
+            return GroupedLaunch(self._regroup, name, plan, values, site, after)
+        return Launch(name, plan, values, site, after)
 
     def _check_scalar(self, p: Param, value: Any) -> None:
         CHECKS[p.kind](self.__name__, p, value, {}, self.unchecked)
 
     def compile(self, *args: Any, **generics: int) -> CompiledKernel:
         """Check and compile for these arguments without launching or moving them (a warm-up)."""
+        if self._grouped:
+            flat, flat_args, generics = self._flatten(args, generics)
+            return flat.compile(*flat_args, **generics)
         return self._prepare(args, generics)[1]
 
     def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
@@ -230,7 +283,8 @@ class Kernel:
             options = dataclasses.replace(options, debug_guards=True)
         # Without an explicit grid the launch grid is the outputs' own tile grid: a tiles() walk runs once per block.
         own_grid = self._grid is None
-        return Specialization.make(params, bound.consts, dtypes, options, own_grid=own_grid)
+        consts = {**bound.consts, **self._lengths}  # a tuple's length is a compile-time len() in the kernel
+        return Specialization.make(params, consts, dtypes, options, own_grid=own_grid)
 
     def _compiled(self, spec: Specialization, target: Target) -> CompiledKernel:
         key = (spec, target)

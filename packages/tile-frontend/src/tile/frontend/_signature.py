@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tile.compiler import KernelABI
+from tile.compiler._resolve import tuple_element
 from tile.compiler._types import DTYPES
 from tile.compiler.lang import DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
@@ -35,7 +36,11 @@ _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 @dataclass(frozen=True)
 class Param:
-    """One kernel parameter: ``kind`` is tensor, mut, const, scalar or ptr."""
+    """One kernel parameter: ``kind`` is tensor, mut, const, scalar, ptr or tuple.
+
+    A tuple parameter (``tuple[Tensor[...], ...]``) has ``element`` "tensor" or "mut" and the elements' dtype and
+    shape; a call flattens it into one parameter per element, ``name[i]`` (see ``tile.frontend._groups``).
+    """
 
     name: str
     kind: str
@@ -45,6 +50,7 @@ class Param:
     # A Mut output the compiled kernel walks with ``z.tiles()`` (any grid covers it race-free); set from the compiled
     # kernel's ABI by `with_schemes`, so before compiling every output counts as stored at its own tile.
     tiled: bool = False
+    element: str | None = None
 
 
 @dataclass
@@ -74,6 +80,9 @@ def with_schemes(params: tuple[Param, ...], abi: KernelABI) -> tuple[Param, ...]
 
 
 def _param(name: str, ann: object) -> Param:
+    if (element := tuple_element(ann)) is not None:
+        inner = _param(name, element)
+        return dataclasses.replace(inner, kind="tuple", element=inner.kind)
     if isinstance(ann, TensorAnnotation):
         return Param(name, "tensor", ann.dtype, ann.shape)
     if isinstance(ann, MutAnnotation):
@@ -86,7 +95,7 @@ def _param(name: str, ann: object) -> Param:
         return Param(name, "scalar", ann if isinstance(ann, DType) else _SCALARS[ann])
     raise ArgumentError(
         f"kernel parameter '{name}' needs an annotation: Tensor[dtype, shape], Mut[Tensor[dtype, tile_shape]], "
-        f"Const[int], Ptr[dtype] or a scalar type (int, float, tile.f32); got {ann!r}"
+        f"tuple[Tensor[dtype, shape], ...], Const[int], Ptr[dtype] or a scalar type (int, float, tile.f32); got {ann!r}"
     )
 
 
