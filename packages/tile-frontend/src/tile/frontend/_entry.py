@@ -33,7 +33,7 @@ from tile.compiler import (
 )
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
-from tile.frontend import _backend, _knobs, _ownership
+from tile.frontend import _accel, _backend, _knobs, _ownership
 from tile.frontend._errors import ArgumentError, FrozenError, GridError
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
@@ -136,15 +136,23 @@ class Kernel:
         ArgumentError, GridError, OwnershipError, BackendError, tile.compiler.CompileError
             Before anything is moved: the caller's handles stay usable.
         """
-        launch = self._call_again(args, generics)
-        return launch if launch is not None else self._call_checked(args, generics)
+        plan = self._last
+        if plan is not None:
+            fast = _accel.call
+            if fast is not None:  # compiled: the common case of the latest plan, one C call (None: not handled)
+                launch: Launch | None = fast(plan, self, args, generics)
+                if launch is not None:
+                    return launch
+            launch = self._call_again(plan, args, generics)
+            if launch is not None:
+                return launch
+        return self._call_checked(args, generics)
 
     @owning
-    def _call_again(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
+    def _call_again(self, plan: Plan, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
         """The latest plan's launch, its checks and the move as one step (no other thread, and no collector run, takes
         a handle in between); None when the call does not fit that plan."""
-        plan = self._last
-        return launch_again(plan, self, args, generics) if plan is not None else None
+        return launch_again(plan, self, args, generics)
 
     def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
         """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""
