@@ -484,6 +484,46 @@ def test_cross_stream_launch_is_ordered_and_tracked(sim: SimDriver, vec_add: tc.
     assert sim.kinds("launch")[-1][1] == other.handle
 
 
+def test_a_checked_cross_stream_launch_is_ordered_and_tracked(sim: SimDriver, vec_add: tc.Function) -> None:
+    # tc.launch does prepare's checks and tracking without making a PreparedLaunch: the same events and waits.
+    z = tc.DeviceBuffer.allocate(512)
+    other = tc.Stream()
+    tc.launch(vec_add, 1, 1, [z, 128, 1, z, 128, 1, z, 128, 1], signature=SIGNATURE, stream=other)
+    assert sim.kinds("launch")[-1][1] == other.handle
+    assert len(z._uses.events) == 1
+    assert sim.kinds("record")[-1][2] == other.handle  # the launch's event, recorded after it on its stream
+    sim.capturing.add(other.handle)
+    tc.launch(vec_add, 1, 1, [z, 128, 1, z, 128, 1, z, 128, 1], signature=SIGNATURE, stream=other)
+    sim.capturing.clear()
+    assert len(z._uses.events) == 1  # none recorded inside the capture
+    waits_before = len(sim.kinds("wait"))
+    z.free()
+    assert ("wait", z.stream.handle) in [w[:2] for w in sim.kinds("wait")[waits_before:]]
+
+
+def test_a_checked_launch_after_a_good_one_still_refuses_bad_arguments(sim: SimDriver, vec_add: tc.Function) -> None:
+    # The layout check of the previous launch is reused only for the same kinds and kernel layout.
+    z = tc.DeviceBuffer.allocate(512)
+    args = [z, 128, 1, z, 128, 1, z, 128, 1]
+    tc.launch(vec_add, 1, 1, args, signature=SIGNATURE)
+    launches = len(sim.kinds("launch"))
+    wide = ("ptr", "i64", "i32", *SIGNATURE[3:])
+    with pytest.raises(tc.LaunchArgumentError, match="argument 1 is i64"):
+        tc.launch(vec_add, 1, 1, args, signature=wide)
+    with pytest.raises(tc.LaunchArgumentError, match="takes 9 parameters"):
+        tc.launch(vec_add, 1, 1, args[:6], signature=SIGNATURE[:6])
+    with pytest.raises(tc.LaunchArgumentError, match="9 kinds but 8 arguments"):
+        tc.launch(vec_add, 1, 1, args[:8], signature=SIGNATURE)
+    with pytest.raises(tc.LaunchArgumentError, match="grid"):
+        tc.launch(vec_add, 0, 1, args, signature=SIGNATURE)
+    tc.launch(vec_add, 1, 1, args, signature=SIGNATURE)
+    assert len(sim.kinds("launch")) == launches + 1
+    vec_add.module.unload()
+    with pytest.raises(tc.UseAfterFreeError, match="unloaded module"):
+        tc.launch(vec_add, 1, 1, args, signature=SIGNATURE)
+    assert len(sim.kinds("launch")) == launches + 1
+
+
 def test_cross_stream_launch_during_a_capture_records_no_event(sim: SimDriver, vec_add: tc.Function) -> None:
     z = tc.DeviceBuffer.allocate(512)
     other = tc.Stream()

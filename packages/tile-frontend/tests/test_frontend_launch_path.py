@@ -35,9 +35,10 @@ def path(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def moves(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Every compiled admit_move call: True when it handled the call (checked and moved), False when it left it."""
+    """Every compiled kernel call (`_accel.call`): True when it handled the call (checked and moved), False when it left
+    it."""
     seen: list[bool] = []
-    real = _accel.admit_move
+    real = _accel.call
     if real is None:
         return seen
 
@@ -46,7 +47,7 @@ def moves(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         seen.append(done is not None)
         return done
 
-    monkeypatch.setattr(_accel, "admit_move", spy)
+    monkeypatch.setattr(_accel, "call", spy)
     return seen
 
 

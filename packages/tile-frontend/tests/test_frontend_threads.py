@@ -38,7 +38,7 @@ def test_two_threads_cannot_both_launch_with_one_output_on_the_fast_path(k: Modu
     z, x, y = k.add(*_args()).sync()  # the kernel now holds a plan: the calls below take `launch_again`
     z, x, y = k.add(z, x, y).sync()
     if _accel.active() == "compiled":  # the check and the move are one C call: both threads reach it, in turn
-        plans = race.meet_in(_accel, "admit_move")
+        plans = race.meet_in(_accel, "call")
         launch = _one_launch(race.run(lambda: k.add(z, x, y)))
         assert len(plans) == 2  # the second found the handles moved (not handled: the pure path raised)
     else:

@@ -32,6 +32,8 @@ __all__ = ["PreparedLaunch", "launch", "prepare"]
 
 
 def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    if type(value) is int and value >= 1:  # the common case of a 1-D grid or block, without the checks below
+        return (value, 1, 1)
     dims = (value,) if isinstance(value, int) else tuple(value)
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
         raise LaunchArgumentError(f"{what} {value!r} is invalid: give 1 to 3 positive ints")
@@ -72,7 +74,7 @@ class PreparedLaunch(Uncopyable):
         self.grid, self.block = grid, block
         self._params, address = kernel_params(packed)
         d = tb.driver()
-        kernel = d.CUfunction(int(function.kernel.handle))  # a CUkernel: launched in the stream's context
+        kernel = function.cu_function  # a CUkernel: launched in the stream's context
         self._launch = d.cuLaunchKernel
         self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
         self._shared = tuple(b for b in self.buffers if b.stream is not stream)
@@ -88,10 +90,8 @@ class PreparedLaunch(Uncopyable):
         result = self._launch(*self._call)
         if result[0] != 0:
             check(result, "cuLaunchKernel")
-        if self._shared and not self.stream.is_capturing():
-            event = self.stream.record()
-            for buffer in self._shared:
-                buffer._uses.add_event(event)
+        if self._shared:
+            _track(self.stream, self._shared)
 
     def _revalidate(self) -> None:
         if self.stream.closed:
@@ -148,5 +148,32 @@ def launch(
     shared_mem: int = 0,
     signature: Sequence[str] | None = None,
 ) -> None:
-    """Check, pack and enqueue one launch (see :func:`prepare` for the parameters)."""
-    prepare(function, grid, block, args, stream=stream, shared_mem=shared_mem, signature=signature)()
+    """Check, pack and enqueue one launch (see :func:`prepare` for the parameters).
+
+    The same checks and stream ordering as ``prepare(...)()``, without making the `PreparedLaunch` (its driver
+    argument list and invalidation guard serve relaunches only): a checked launch costs its checks and one
+    ``cuLaunchKernel``.
+    """
+    (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")  # before any stream ordering
+    device = function.module.device
+    chosen = as_stream(stream, device)
+    packed = pack_args(args, signature, device=device, expected=function.param_layout)
+    for buffer in packed.buffers:
+        buffer._before_use(chosen)
+    kernel = function.cu_function  # raises once the module was unloaded
+    _block, address = kernel_params(packed)  # the block holds the cells ``address`` points at: alive until launched
+    result = tb.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+    if result[0] != 0:
+        check(result, "cuLaunchKernel")
+    shared = tuple(b for b in packed.buffers if b.stream is not chosen)
+    if shared:
+        _track(chosen, shared)
+
+
+def _track(stream: Stream, shared: Sequence[Any]) -> None:
+    """Record the launch just enqueued on ``stream`` for buffers of other streams, so their frees wait for it (not
+    during a capture, whose events guard nothing: see the module docstring)."""
+    if not stream.is_capturing():
+        event = stream.record()
+        for buffer in shared:
+            buffer._uses.add_event(event)

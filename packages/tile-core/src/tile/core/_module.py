@@ -135,6 +135,17 @@ class Function(Uncopyable):
             raise UseAfterFreeError(f"{self!r} belongs to an unloaded module: load it again")
         return self._kernel
 
+    @property
+    def cu_function(self) -> Any:
+        """The kernel as the ``CUfunction`` that ``cuLaunchKernel`` takes (a ``CUkernel``, launched in the stream's
+        context), made once; raises once the module was unloaded."""
+        if self._closed:
+            raise UseAfterFreeError(f"{self!r} belongs to an unloaded module: load it again")
+        handle = self.__dict__.get("_cu_function")
+        if handle is None:
+            handle = self.__dict__["_cu_function"] = tb.driver().CUfunction(int(self._kernel.handle))
+        return handle
+
     @cached_property
     def param_layout(self) -> tuple[tuple[int, int], ...]:
         """``(offset, size)`` in bytes of each kernel parameter, as the driver reports it."""

@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PURE_ENV", "active", "admit_move", "compiled", "execute", "reason", "release", "replay", "use"]
+__all__ = ["PURE_ENV", "active", "call", "compiled", "drop", "execute", "reason", "replay", "use"]
 
 PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
@@ -31,21 +31,22 @@ def _load() -> tuple[ModuleType | None, str]:
 
 _module, _reason = _load()
 # The compiled functions while the compiled path is active, else None; each is read per launch (one module attribute).
-admit_move: Any = None
-"""``_fastlaunch.admit_move``: `Plan.admit` + `Plan.hand_over` + the `Launch` (`_plan.launch_again`)."""
+call: Any = None
+"""``_fastlaunch.call``: `Kernel.__call__` on the kernel's latest plan: the call site, then, holding `OWNERSHIP`,
+`Plan.admit` + `Plan.hand_over` + the `Launch` (`_plan.launch_again`'s work in one step)."""
 replay: Any = None
 """``_fastlaunch.replay``: `Plan.enqueue`'s packing and relaunch."""
-release: Any = None
-"""``_fastlaunch.release``: `Launch._drop`'s hand-back."""
+drop: Any = None
+"""``_fastlaunch.drop``: `Launch._drop`'s hand-back, under `OWNERSHIP`."""
 execute: Any = None
 """``_fastlaunch.execute``: `Launch._execute` of a repeated GPU launch on the same context."""
 
 
 def _activate(module: ModuleType | None) -> None:
-    global admit_move, replay, release, execute  # noqa: PLW0603  # the process-wide path, read per launch
-    admit_move = module.admit_move if module is not None else None
+    global call, replay, drop, execute  # noqa: PLW0603  # the process-wide path, read per launch
+    call = module.call if module is not None else None
     replay = module.replay if module is not None else None
-    release = module.release if module is not None else None
+    drop = module.drop if module is not None else None
     execute = module.execute if module is not None else None
 
 
@@ -56,12 +57,12 @@ def compiled() -> ModuleType | None:
 
 def active() -> str:
     """``"compiled"`` or ``"pure"``: the path launches take now."""
-    return "compiled" if admit_move is not None else "pure"
+    return "compiled" if call is not None else "pure"
 
 
 def reason() -> str:
     """Why the active path is active (for ``tile-doctor`` and bug reports)."""
-    return "compiled (tile.frontend._fastlaunch)" if admit_move is not None else _reason
+    return "compiled (tile.frontend._fastlaunch)" if call is not None else _reason
 
 
 def use(path: str) -> str:
@@ -86,11 +87,15 @@ def use(path: str) -> str:
     return previous
 
 
-_BOUND = ("Tensor", "Partition", "Shared", "Storage", "Plan", "Launch", "InFlight", "IN_FLIGHT", "PLAIN", "FOREIGN")
+_BOUND = (
+    *("Tensor", "Partition", "Shared", "Storage", "Plan", "Launch", "InFlight", "IN_FLIGHT", "PLAIN", "FOREIGN"),
+    *("OURS", "OWNERSHIP"),
+)
 
 
 def bind(**classes: Any) -> None:
-    """Give the extension the classes and registries it tests (called once by `_plan`), and activate it."""
+    """Give the extension the classes and registries it tests, the user-site prefixes and the ownership lock (called
+    once by `_plan`), and activate it."""
     if _module is not None:
         _module.bind(*(classes[name] for name in _BOUND))
         if _reason == "compiled":

@@ -33,7 +33,7 @@ from tile.compiler import (
 )
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
-from tile.frontend import _backend, _knobs, _ownership
+from tile.frontend import _accel, _backend, _knobs, _ownership
 from tile.frontend._errors import ArgumentError, FrozenError, GridError
 from tile.frontend._groups import GroupedLaunch, Lengths, flat_params, flatten, lengths_of
 from tile.frontend._launch import Launch, taken_in_flight
@@ -149,8 +149,17 @@ class Kernel:
         if self._grouped:
             flat, args, generics = self._flatten(args, generics)
             return flat(*args, **generics)
-        launch = self._call_again(args, generics)
-        return launch if launch is not None else self._call_checked(args, generics)
+        plan = self._last  # never set on a flat (grouped) kernel: the compiled path makes plain Launch objects
+        if plan is not None:
+            fast = _accel.call
+            if fast is not None:  # compiled: the common case of the latest plan, one C call (None: not handled)
+                launch: Launch | None = fast(plan, self, args, generics)
+                if launch is not None:
+                    return launch
+            launch = self._call_again(plan, args, generics)
+            if launch is not None:
+                return launch
+        return self._call_checked(args, generics)
 
     def _flatten(self, args: Sequence[Any], generics: dict[str, Any]) -> tuple[Kernel, tuple[Any, ...], dict[str, Any]]:
         """The flat kernel for these tuple lengths, and the arguments flattened for it (nothing is checked yet)."""
@@ -187,11 +196,10 @@ class Kernel:
         return clone
 
     @owning
-    def _call_again(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
+    def _call_again(self, plan: Plan, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
         """The latest plan's launch, its checks and the move as one step (no other thread, and no collector run, takes
         a handle in between); None when the call does not fit that plan."""
-        plan = self._last
-        return launch_again(plan, self, args, generics) if plan is not None else None
+        return launch_again(plan, self, args, generics)
 
     def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
         """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""

@@ -3,6 +3,11 @@
  *
  * It also runs `Launch._execute` for a repeated GPU launch on the same context (`execute`).
  *
+ * call(plan, kernel, args, generics) is `Kernel.__call__` on the kernel's latest plan as one C call: it finds the
+ * user's call site (the innermost frame outside tile.frontend and tile.aio, as `_site.user_site` does; the plan keeps
+ * the messages formatted for it), takes OWNERSHIP and pauses the cyclic collector (as `_storage.owning` does), runs
+ * admit_move's step and gives both back. drop(launch) is `Launch._drop` the same way: the hand-back under OWNERSHIP.
+ *
  * admit_move(plan, args, generics, explicit, unchecked, check, fate[, Launch, name, site]) does what the pure path's
  * `Plan.admit`, `Plan.hand_over` and `Launch.__init__` do for the latest plan of a kernel, in the same order, on the
  * same Python objects (so both paths interoperate): the layout match with each handle's state (fate None, this plan's
@@ -31,7 +36,8 @@
 #include <stddef.h>
 
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
-    *FOREIGN, *s_release;
+    *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
+    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
 
 /* Slot offsets, found by `bind`. */
@@ -40,7 +46,7 @@ enum {
     W_FATE, W_TENSOR, P_TILE, SH_USERS,                                                  /* Partition, Shared */
     S_FREED, S_HANDLES, S_EXPORTS, S_PENDING,                                            /* Storage */
     PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED, PL_PAIRS, PL_OTHERS, PL_SCALARS,
-    PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, /* Plan */
+    PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, /* Plan */
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
     N_SLOTS
 };
@@ -49,7 +55,7 @@ static const char *slot_names[N_SLOTS] = {
     "_fate", "_tensor", "_tile_shape", "_users",
     "freed_at", "_handles", "_exports", "pending",
     "given", "explicit", "generics", "user_consts", "tensors", "wrapped", "pairs", "others", "scalars",
-    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared",
+    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
 };
 static Py_ssize_t off[N_SLOTS];
@@ -152,23 +158,35 @@ static int matches(PyObject *plan, PyObject *args) {
 
 /* The scalar checks of `Plan.try_launch`, for plain scalar classes only (a user type's __int__ needs the recheck
  * the pure path does). A failed check is not handled: the full path reports it, in argument order. */
-static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check) {
+static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject *kernel) {
     PyObject *scalars = GET(plan, PL_SCALARS);
     if (!scalars) return NO;
-    for (Py_ssize_t k = 0, n = PyTuple_Size(scalars); k < n; k++) {
+    Py_ssize_t n = PyTuple_Size(scalars);
+    if (!n) return OK;
+    if (check) Py_INCREF(check);
+    else if (!(check = PyObject_GetAttr(kernel, s_check_scalar))) return ERR;
+    int rc = OK;
+    for (Py_ssize_t k = 0; k < n && rc == OK; k++) {
         PyObject *entry = PyTuple_GetItem(scalars, k);
         PyObject *value = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
-        if (!value) return ERR;
+        if (!value) {
+            rc = ERR;
+            break;
+        }
         int plain = PySet_Contains(PLAIN, (PyObject *)Py_TYPE(value));
-        if (plain <= 0) return plain < 0 ? ERR : NO;
+        if (plain <= 0) {
+            rc = plain < 0 ? ERR : NO;
+            break;
+        }
         PyObject *r = PyObject_CallFunctionObjArgs(check, PyTuple_GetItem(entry, 1), value, NULL);
         if (!r) {
             PyErr_Clear();
-            return NO;
+            rc = NO;
         }
-        Py_DECREF(r);
+        Py_XDECREF(r);
     }
-    return OK;
+    Py_DECREF(check);
+    return rc;
 }
 
 /* The handle's tensor: itself, or the tensor a Partition/Shared wraps (checked by `matches`). */
@@ -313,16 +331,12 @@ static PyObject *make_launch(PyObject *name, PyObject *plan, PyObject *values, P
     return op;
 }
 
-static PyObject *admit_move(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
-    (void)self;
-    if (n != 7 && n != 10) return PyErr_Format(PyExc_TypeError, "admit_move takes 7 or 10 arguments, got %zd", n);
-    if (!Tensor_t) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind() was not called");
-    PyObject *plan = argv[0], *args = argv[1], *generics = argv[2], *explicit = argv[3], *check = argv[5];
-    PyObject *fate = argv[6];
+/* `Plan.admit` + `Plan.hand_over` + `Launch.__init__` (see the top of the file). ``check`` is the kernel's
+ * `_check_scalar`, or NULL: then it is read from ``kernel`` when the plan has scalars. ``name`` NULL: return
+ * (values, after) instead of the Launch. The caller holds OWNERSHIP with the collector paused. */
+static PyObject *admit_impl(PyObject *plan, PyObject *args, PyObject *generics, PyObject *explicit, int unchecked,
+                            PyObject *check, PyObject *kernel, PyObject *fate, PyObject *name, PyObject *site) {
     if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(args)) Py_RETURN_NONE;
-    if (n == 10 && argv[7] != Launch_t) return PyErr_Format(PyExc_TypeError, "admit_move: not the bound Launch class");
-    int unchecked = PyObject_IsTrue(argv[4]);
-    if (unchecked < 0) return NULL;
     /* Plan.admit's preamble: the argument count, the grid object, the generics; a user type's Const or generic
      * (user_consts) needs the pure path's recheck. */
     PyObject *given = GET(plan, PL_GIVEN), *plan_generics = GET(plan, PL_GENERICS);
@@ -336,7 +350,7 @@ static PyObject *admit_move(PyObject *self, PyObject *const *argv, Py_ssize_t n)
         if (eq <= 0) return eq < 0 ? NULL : Py_NewRef(Py_None);
     }
     int rc = matches(plan, args);
-    if (rc == OK) rc = scalars_ok(plan, args, check);
+    if (rc == OK) rc = scalars_ok(plan, args, check, kernel);
     if (rc == OK && !unchecked) rc = no_overlap(plan, args);
     if (rc != OK) return rc == ERR ? NULL : Py_NewRef(Py_None);
 
@@ -376,7 +390,7 @@ static PyObject *admit_move(PyObject *self, PyObject *const *argv, Py_ssize_t n)
         if (!new) goto done;
         PyTuple_SetItem(out, i, new); /* steals new, drops the old handle (args still holds it) */
     }
-    result = n == 10 ? make_launch(argv[8], plan, out, argv[9], after) : PyTuple_Pack(2, out, after);
+    result = name ? make_launch(name, plan, out, site, after) : PyTuple_Pack(2, out, after);
 done:
     Py_DECREF(out);
     Py_DECREF(after);
@@ -384,11 +398,19 @@ done:
     return result;
 }
 
-/* release(plan, values, lent): `Launch._drop`'s hand-back, after `_values` was taken (OWNERSHIP held). */
-static PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+static PyObject *admit_move(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 3) return PyErr_Format(PyExc_TypeError, "release takes 3 arguments, got %zd", n);
-    PyObject *plan = argv[0], *values = argv[1], *lent = argv[2];
+    if (n != 7 && n != 10) return PyErr_Format(PyExc_TypeError, "admit_move takes 7 or 10 arguments, got %zd", n);
+    if (!Tensor_t) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind() was not called");
+    if (n == 10 && argv[7] != Launch_t) return PyErr_Format(PyExc_TypeError, "admit_move: not the bound Launch class");
+    int unchecked = PyObject_IsTrue(argv[4]);
+    if (unchecked < 0) return NULL;
+    return admit_impl(argv[0], argv[1], argv[2], argv[3], unchecked, argv[5], NULL, argv[6], n == 10 ? argv[8] : NULL,
+                      n == 10 ? argv[9] : NULL);
+}
+
+/* release(plan, values, lent): `Launch._drop`'s hand-back, after `_values` was taken (OWNERSHIP held). */
+static PyObject *release_impl(PyObject *plan, PyObject *values, PyObject *lent) {
     if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(values))
         return PyErr_Format(PyExc_TypeError, "release: not a plan and its values");
     PyObject *moved = GET(plan, PL_MOVED), *held = GET(plan, PL_HELD), *shares = GET(plan, PL_SHARES);
@@ -417,6 +439,147 @@ static PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         if (!v || add_to(v, SH_USERS, -1)) return NULL;
     }
     Py_RETURN_NONE;
+}
+
+static PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 3) return PyErr_Format(PyExc_TypeError, "release takes 3 arguments, got %zd", n);
+    return release_impl(argv[0], argv[1], argv[2]);
+}
+
+/* One step under OWNERSHIP with the cyclic collector paused, as `_storage.owning` and `OWNED` make it: `enter` takes
+ * the lock (it may wait, the GIL released, like `with OWNERSHIP`) and returns whether it paused the collector (-1: an
+ * error); `leave` restores the collector and gives the lock back, keeping a pending exception. */
+static int enter(void) {
+    PyObject *r = PyObject_CallNoArgs(lock_acquire);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return PyGC_Disable();
+}
+
+static void leave(int paused) {
+    if (paused) PyGC_Enable();
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyObject *r = PyObject_CallNoArgs(lock_release);
+    if (r) Py_DECREF(r);
+    else PyErr_WriteUnraisable(lock_release); /* cannot happen: this thread holds the lock it releases */
+    PyErr_Restore(type, value, trace);
+}
+
+/* drop(launch): `Launch._drop` (the hand-back once the work is done), the step holding OWNERSHIP. */
+static PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 1 || (PyObject *)Py_TYPE(argv[0]) != Launch_t) return PyErr_Format(PyExc_TypeError, "drop(launch)");
+    PyObject *op = argv[0], *values = NULL, *lent = NULL, *result = NULL;
+    int paused = enter();
+    if (paused < 0) return NULL;
+    PyObject *now = GET(op, L_VALUES), *plan = GET(op, L_PLAN);
+    if (!now || now == Py_None || !plan) {
+        result = Py_NewRef(Py_None);
+    } else {
+        put(op, L_VALUES, Py_None, &values); /* values, self._values = self._values, None */
+        put(op, L_LENT, Py_None, &lent);
+        result = release_impl(plan, values, lent ? lent : Py_None);
+    }
+    leave(paused);
+    Py_XDECREF(values); /* the handles may die here, after the step, as the pure path's locals do */
+    Py_XDECREF(lent);
+    return result;
+}
+
+/* The innermost frame outside tile.frontend and tile.aio (`_site.user_site`), as a new reference. */
+static PyObject *user_frame(void) {
+    PyObject *frame = (PyObject *)PyEval_GetFrame();
+    if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: a kernel call without a Python frame");
+    Py_INCREF(frame);
+    for (;;) {
+        PyObject *back = PyObject_GetAttr(frame, s_f_back);
+        if (!back) break;
+        if (back == Py_None) {
+            Py_DECREF(back);
+            return frame;
+        }
+        PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+        PyObject *file = code ? PyObject_GetAttr(code, s_co_filename) : NULL;
+        Py_XDECREF(code);
+        if (!file) {
+            Py_DECREF(back);
+            break;
+        }
+        int ours = 0;
+        for (Py_ssize_t k = 0, m = PyTuple_Size(OURS); k < m && !ours && ours >= 0; k++)
+            ours = (int)PyUnicode_Tailmatch(file, PyTuple_GetItem(OURS, k), 0, PY_SSIZE_T_MAX, -1);
+        Py_DECREF(file);
+        if (ours <= 0) {
+            Py_DECREF(back);
+            if (ours < 0) break;
+            return frame;
+        }
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_DECREF(frame);
+    return NULL;
+}
+
+/* The plan's call site for the user's frame (`launch_again`'s site): (code, line, "file:line", the moved-fate),
+ * made once per call site; a new reference. */
+static PyObject *site_of(PyObject *plan, PyObject *name) {
+    PyObject *frame = user_frame();
+    if (!frame) return NULL;
+    PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    Py_DECREF(frame);
+    PyObject *site = GET(plan, PL_SITE), *result = NULL;
+    if (site && PyTuple_Check(site) && PyTuple_Size(site) == 4 && PyTuple_GetItem(site, 0) == code &&
+        PyLong_AsLong(PyTuple_GetItem(site, 1)) == line) {
+        Py_DECREF(code);
+        return Py_NewRef(site);
+    }
+    PyErr_Clear(); /* an int that is no C long (not from here): make the site */
+    PyObject *file = PyObject_GetAttr(code, s_co_filename);
+    PyObject *where = file ? PyUnicode_FromFormat("%S:%d", file, line) : NULL;
+    PyObject *what = where ? PyUnicode_FromFormat("moved into the launch of %S at %U", name, where) : NULL;
+    PyObject *fate = what ? PyTuple_Pack(2, s_launch, what) : NULL;
+    PyObject *number = fate ? PyLong_FromLong(line) : NULL;
+    if (number) result = PyTuple_Pack(4, code, number, where, fate);
+    if (result) put(plan, PL_SITE, result, NULL);
+    Py_DECREF(code);
+    Py_XDECREF(file);
+    Py_XDECREF(where);
+    Py_XDECREF(what);
+    Py_XDECREF(fate);
+    Py_XDECREF(number);
+    return result;
+}
+
+/* call(plan, kernel, args, generics): `Kernel.__call__` for the kernel's latest plan, as `_call_again` and
+ * `launch_again` do it: the user's call site, then OWNERSHIP with the collector paused around the checks and the
+ * moves (`admit_impl`). The Launch, or None when the compiled path does not handle the call (nothing changed). */
+static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 4) return PyErr_Format(PyExc_TypeError, "call takes 4 arguments, got %zd", n);
+    if (!Tensor_t) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind() was not called");
+    PyObject *plan = argv[0], *kernel = argv[1], *args = argv[2], *generics = argv[3];
+    if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(args)) Py_RETURN_NONE;
+    PyObject *name = PyObject_GetAttr(kernel, s_name), *explicit = NULL, *flag = NULL, *site = NULL, *result = NULL;
+    if (!name || !(explicit = PyObject_GetAttr(kernel, s_grid)) || !(flag = PyObject_GetAttr(kernel, s_unchecked)) ||
+        !(site = site_of(plan, name)))
+        goto done;
+    int unchecked = PyObject_IsTrue(flag);
+    if (unchecked < 0) goto done;
+    int paused = enter();
+    if (paused < 0) goto done;
+    result = admit_impl(plan, args, generics, explicit, unchecked, NULL, kernel, PyTuple_GetItem(site, 3), name,
+                        PyTuple_GetItem(site, 2));
+    leave(paused);
+done:
+    Py_XDECREF(name);
+    Py_XDECREF(explicit);
+    Py_XDECREF(flag);
+    Py_XDECREF(site);
+    return result;
 }
 
 /* replay(plan, values, grid, stream): `Plan.enqueue`'s packing; relaunch the plan's last prepared launch when stream,
@@ -513,16 +676,16 @@ static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     PyObject *result = NULL, *stream = NULL, *fate = NULL;
     if (after != Py_None) { /* taken in flight: handled only from a launch on this same context (stream order) */
         if ((PyObject *)Py_TYPE(after) != InFlight_t) goto none;
-        PyObject *producer = PyObject_GetAttrString(after, "ctx");
+        PyObject *producer = PyObject_GetAttr(after, s_ctx);
         if (!producer) goto done;
         Py_DECREF(producer); /* compared by identity only */
         if (producer != ctx) goto none;
     }
-    PyObject *device = PyObject_GetAttrString(ctx, "device");
+    PyObject *device = PyObject_GetAttr(ctx, s_device);
     if (!device) goto done;
     Py_DECREF(device); /* compared by identity only */
     if (device == host) goto none;
-    stream = PyObject_GetAttrString(ctx, "stream");
+    stream = PyObject_GetAttr(ctx, s_stream);
     if (!stream) goto done;
     PyObject *packed = replay_impl(plan, values, grid, stream);
     if (!packed) goto done;
@@ -535,7 +698,7 @@ static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         fate = Py_NewRef(GET(plan, PL_LENT) ? GET(plan, PL_LENT) : Py_None);
         int reuse = fate != Py_None;
         if (reuse) {
-            PyObject *c = PyObject_GetAttrString(fate, "ctx"), *s = c ? PyObject_GetAttrString(fate, "site") : NULL;
+            PyObject *c = PyObject_GetAttr(fate, s_ctx), *s = c ? PyObject_GetAttr(fate, s_site) : NULL;
             reuse = c == ctx && s == site;
             Py_XDECREF(c);
             Py_XDECREF(s);
@@ -595,10 +758,25 @@ static int probe(PyObject *cls, const int *ks, int count) {
     return rc ? -1 : 0;
 }
 
-/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN). */
+/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP). */
 static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 10) return PyErr_Format(PyExc_TypeError, "bind takes 10 arguments, got %zd", n);
+    if (n != 12) return PyErr_Format(PyExc_TypeError, "bind takes 12 arguments, got %zd", n);
+    if (!PyTuple_Check(argv[10])) return PyErr_Format(PyExc_TypeError, "bind: OURS must be a tuple of paths");
+    for (Py_ssize_t k = 0; k < PyTuple_Size(argv[10]); k++)
+        if (!PyUnicode_Check(PyTuple_GetItem(argv[10], k)))
+            return PyErr_Format(PyExc_TypeError, "bind: OURS must be a tuple of paths");
+    PyObject *acquire = PyObject_GetAttrString(argv[11], "acquire");
+    PyObject *release_ = acquire ? PyObject_GetAttrString(argv[11], "release") : NULL;
+    if (!release_) {
+        Py_XDECREF(acquire);
+        return NULL;
+    }
+    PyObject *old[] = {lock_acquire, lock_release, OURS};
+    lock_acquire = acquire;
+    lock_release = release_;
+    OURS = Py_NewRef(argv[10]);
+    for (int k = 0; k < 3; k++) Py_XDECREF(old[k]);
     for (int k = 0; k < 7; k++)
         if (!PyType_Check(argv[k])) return PyErr_Format(PyExc_TypeError, "bind: argument %d must be a class", k);
     if (!PyFrozenSet_Check(argv[8]) || !PyDict_Check(argv[9]))
@@ -608,11 +786,11 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     static const int storage[] = {S_FREED, S_HANDLES, S_EXPORTS, S_PENDING};
     static const int plan[] = {PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED,
                                PL_PAIRS, PL_OTHERS, PL_SCALARS, PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD,
-                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED};
+                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE};
     static const int launch[] = {L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT};
     static const int shared[] = {SH_USERS};
     if (probe(argv[0], tensor, 9) || probe(argv[1], partition, 3) || probe(argv[3], storage, 4) ||
-        probe(argv[4], plan, 18) || probe(argv[5], launch, 8))
+        probe(argv[4], plan, 19) || probe(argv[5], launch, 8))
         return NULL;
     Py_ssize_t fate = off[W_FATE], inner = off[W_TENSOR];
     if (probe(argv[2], (const int[]){W_FATE, W_TENSOR}, 2) || probe(argv[2], shared, 1)) return NULL;
@@ -634,6 +812,9 @@ static PyMethodDef methods[] = {
     {"admit_move", (PyCFunction)(void (*)(void))admit_move, METH_FASTCALL,
      "admit_move(plan, args, generics, explicit, unchecked, check, fate[, Launch, name, site]) -> Launch | "
      "(values, after) | None"},
+    {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL,
+     "call(plan, kernel, args, generics) -> Launch | None (Kernel.__call__ on the kernel's latest plan)"},
+    {"drop", (PyCFunction)(void (*)(void))drop, METH_FASTCALL, "drop(launch): Launch._drop, holding OWNERSHIP"},
     {"release", (PyCFunction)(void (*)(void))release, METH_FASTCALL,
      "release(plan, values, lent): a launch's hand-back (Launch._drop)"},
     {"replay", (PyCFunction)(void (*)(void))replay, METH_FASTCALL,
@@ -641,13 +822,21 @@ static PyMethodDef methods[] = {
     {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
      "execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST) -> values | None (Launch._execute, common case)"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN)"},
+     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP)"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastlaunch", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
-    if (!(s_release = PyUnicode_InternFromString("release"))) return NULL;
+    struct {
+        PyObject **name;
+        const char *text;
+    } names[] = {{&s_release, "release"}, {&s_check_scalar, "_check_scalar"}, {&s_grid, "_grid"},
+                 {&s_unchecked, "unchecked"}, {&s_name, "__name__"}, {&s_f_back, "f_back"},
+                 {&s_co_filename, "co_filename"}, {&s_launch, "launch"}, {&s_ctx, "ctx"}, {&s_site, "site"},
+                 {&s_device, "device"}, {&s_stream, "stream"}};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     return PyModule_Create(&module);
 }

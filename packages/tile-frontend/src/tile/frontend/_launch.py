@@ -190,16 +190,16 @@ class Launch(DeviceOp[tuple[Any, ...]]):
             waited.append(producer)
 
     def _drop(self) -> None:
+        fast = _accel.drop
+        if fast is not None and type(self) is Launch:  # the same step, compiled (holding OWNERSHIP, collector paused)
+            fast(self)
+            return
         with OWNED:  # completion may come on another thread than the launches and frees of these handles
             values, self._values = self._values, None
             if values is None:
                 return
             plan = self._plan
             lent, self._lent = self._lent, None
-            fast = _accel.release
-            if fast is not None:  # the same hand-back, compiled
-                fast(plan, values, lent)
-                return
             if lent is not None:  # the work is done: what it handed on early is live (unless moved on since)
                 for i in plan.moved:
                     if values[i]._fate is lent:

@@ -40,7 +40,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._signature import Param
 from tile.frontend._site import OURS
-from tile.frontend._storage import _FOREIGN, Storage, overlapping
+from tile.frontend._storage import _FOREIGN, OWNERSHIP, Storage, overlapping
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Packing", "Plan", "launch_again", "layout_key"]
@@ -82,14 +82,6 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
         where = f"{code.co_filename}:{line}"
         site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
-    fast = _accel.admit_move
-    if fast is not None:  # compiled admit + hand_over + Launch; None: not its common case, the pure path decides
-        name = kernel.__name__
-        launch: Launch | None = fast(
-            plan, args, generics, kernel._grid, kernel.unchecked, kernel._check_scalar, site[3], Launch, name, site[2]
-        )
-        if launch is not None:
-            return launch
     values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
     if values is None:
         return None
@@ -350,6 +342,8 @@ _accel.bind(
     IN_FLIGHT=IN_FLIGHT,
     PLAIN=_PLAIN,
     FOREIGN=_FOREIGN,
+    OURS=OURS,
+    OWNERSHIP=OWNERSHIP,
 )
 
 
