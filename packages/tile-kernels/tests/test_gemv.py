@@ -101,6 +101,7 @@ def test_gemv_default_widens_tiles_only_while_every_sm_keeps_two_blocks() -> Non
     assert _gemv.default(1000, sms, gpu=True) is None  # 125 blocks of 8 leave SMs idle: the caller splits K
     widths = {n: getattr(_gemv.default(n, sms, gpu=True), "values", None) for n in (2560, 6144, 151936)}
     assert {n: dict(v or ())["BN"] for n, v in widths.items()} == {2560: 8, 6144: 16, 151936: 64}  # 320, 384 blocks
+    assert {n: dict(v or ())["BK"] for n, v in widths.items()} == {2560: 1024, 6144: 512, 151936: 128}
 
 
 def test_decode_candidates_fit_the_shape() -> None:
@@ -108,10 +109,12 @@ def test_decode_candidates_fit_the_shape() -> None:
     few = _gemv.candidates(1, 2560, sms)
     assert {c["BN"] for c in few} == {8, 16}  # 32-wide tiles would give 80 blocks for 132 SMs
     assert {c["FORM"] for c in few} == {1, 2}
+    assert {c["BN"] * c["BK"] for c in few if c["FORM"] == 1} == {4096, 8192}
     assert all(c["BM"] * c["BN"] * c["BK"] <= 8192 for c in few if c["FORM"] == 2)
     assert {c["FORM"] for c in _gemv.candidates(16, 2560, sms)} == {1}  # no dot form above M = 4
     assert {c["BM"] for c in _gemv.candidates(3, 2560, sms) if c["FORM"] == 2} == {4}
-    assert max(c["BN"] for c in _gemv.candidates(1, 151936, sms)) == 128
+    assert {c["BN"] for c in _gemv.candidates(1, 151936, sms)} == {8, 64, 128}  # 8 and the two widest
+    assert len(_gemv.candidates(1, 151936, sms)) <= 24
     for config in (*few, *_gemv.candidates(16, 151936, sms)):
         _gemm._check_config(config, "matmul")  # every candidate passes the checks a hand-picked config gets
 

@@ -33,6 +33,7 @@ __all__ = ["FORMS", "candidates", "check", "default", "launch"]
 
 FORMS = {1: "gemv_mma", 2: "gemv_dot"}
 _STEM = "_gemm_kernels"
+_TILE_SIZES = (4096, 8192)  # elements of one gemv_mma weight tile, BN x BK
 _DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
 
 
@@ -43,22 +44,25 @@ def _gemv(**values: int) -> autotune.Config:
 def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
     """The GEMV configs the tuner times for an ``(m, n)`` output on a GPU of ``blocks`` SMs.
 
-    Tile widths whose grid would leave SMs idle are left out (the narrowest, 8, always stays), so the tuner compiles
-    only configs that can stream at full bandwidth; gemv_dot only up to M = 4, where its accumulator stays small.
+    Widths: 8 and the two widest whose grid still gives every SM a block (wider ones would leave SMs idle). Weight
+    tiles of 4096 or 8192 elements (8 or 16 KiB of bf16: with 3-4 in flight and a few blocks an SM, enough bytes in
+    flight to cover HBM latency; larger tiles take tileiras 5-10x longer to compile and stream no faster). gemv_dot
+    only up to M = 4, where its accumulator stays small. 14 to 24 configs.
     """
-    widths = [bn for bn in (8, 16, 32, 64, 128) if bn == 8 or -(-n // bn) >= blocks]
+    eligible = [bn for bn in (8, 16, 32, 64, 128) if -(-n // bn) >= blocks]
+    widths = sorted({8, *eligible[-2:]})
     found = [
-        _gemv(FORM=1, BM=16, BN=bn, BK=bk, LAT=lat, TMA=tma, OCC=0)
+        _gemv(FORM=1, BM=16, BN=bn, BK=size // bn, LAT=lat, TMA=tma, OCC=0)
         for bn in widths
-        for bk in (256, 512)
+        for size in _TILE_SIZES
         for tma, lat in ((1, 3), (0, 4))
     ]
-    found += [_gemv(FORM=1, BM=16, BN=bn, BK=512, LAT=4, TMA=0, OCC=4) for bn in widths[:2]]
+    found += [_gemv(FORM=1, BM=16, BN=bn, BK=_TILE_SIZES[1] // bn, LAT=4, TMA=0, OCC=4) for bn in widths[:2]]
     if m <= 4:
         bm = _args.next_pow2(m)
         found += [
             _gemv(FORM=2, BM=bm, BN=bn, BK=bk, LAT=4, TMA=tma, OCC=0)
-            for bn in widths[:3]
+            for bn in widths[:2]
             for bk in (256, 512)
             for tma in (0, 1)
             if bm * bn * bk <= _DOT_BUDGET
@@ -68,15 +72,16 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
 
 def default(n: int, blocks: int, gpu: bool) -> autotune.Config | None:
     """The untuned GEMV config for N = ``n`` on ``blocks`` SMs, or None where even 8-wide tiles leave SMs idle (the
-    caller splits K then): gemv_mma with the widest BN that still gives every SM two blocks (32 wide on the CPU
-    interpreter, whose tiles stay small)."""
-    narrowest = 8 if gpu else 32
-    if -(-n // narrowest) < blocks:
+    caller splits K then): gemv_mma with the widest BN up to 64 that still gives every SM two blocks and 8192-element
+    weight tiles (32 x 32 tiles on the CPU interpreter, whose tiles stay small)."""
+    if not gpu:
+        return _gemv(FORM=1, BM=16, BN=32, BK=32, LAT=3, TMA=1, OCC=0) if -(-n // 32) >= blocks else None
+    if -(-n // 8) < blocks:
         return None
-    bn = narrowest
-    while bn < (64 if gpu else 32) and -(-n // (2 * bn)) >= 2 * blocks:
+    bn = 8
+    while bn < 64 and -(-n // (2 * bn)) >= 2 * blocks:
         bn *= 2
-    return _gemv(FORM=1, BM=16, BN=bn, BK=256 if gpu else 32, LAT=3, TMA=1, OCC=0)
+    return _gemv(FORM=1, BM=16, BN=bn, BK=_TILE_SIZES[1] // bn, LAT=3, TMA=1, OCC=0)
 
 
 def check(config: autotune.Config, op: str) -> None:
