@@ -9,7 +9,11 @@ Outputs are reused across calls (``out=``), so no allocation is timed.
    25600) MLP projections with M in {1, 16, 128, 2048}, weights stored (K, N). Contenders: Tile tuned (the autotuner's
    choice; the first call tunes and prints), Tile's untuned default config, ``torch.matmul``. TFLOP/s.
 2. Fused epilogue: ``matmul(a, b, bias=, activation="silu")`` against ``F.silu(torch.addmm(bias, a, b))``.
-3. GEMV (M = 1) bandwidth: GB/s of reading the weight, against a device-to-device copy of the same bytes.
+3. Decode GEMM (``gemv``): every Qwen3-4B and -32B projection (fused q/k/v, o, fused gate/up, down, lm_head with
+   f32 logits) at M in {1, 16}, bf16 weights in a Linear layer's (N, K) layout: Tile against cuBLAS ``x @ w.T``, GB/s
+   of weight read and the fraction of the device-to-device copy bandwidth measured in the same run; launches timed
+   back to back in a graph over weight copies that outgrow L2 (see gemv_decode.py). ``--only=gemv-4b`` or
+   ``--only=gemv-32b`` runs one model.
 4. ``bmm`` f16, 32 x 512 x 512 x 128 (attention-sized) against ``torch.bmm``.
 5. Row kernels f16 / bf16 on 4096 rows of 1024 ... 32768: ``softmax``, ``rmsnorm``, ``layernorm`` against
    ``torch.softmax``, ``F.rms_norm`` (torch >= 2.4; a composed version before) and ``F.layer_norm``. GB/s (one read,
@@ -47,6 +51,9 @@ import tile.frontend as tile
 import tile.kernels as tk
 from tile.kernels import _gemm, _rows
 from tile.kernels._source import kernels, source_digest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gemv_decode  # type: ignore[import-not-found]  # beside this script, found through sys.path above
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "kernels.json"
@@ -170,17 +177,21 @@ def bench_matmul(peers: Peers, dtype: Any, m: int, n: int, k: int, *, epilogue: 
     return entry | {"shape": [m, n, k], "default_config": str(default)}
 
 
-def bench_gemv_bandwidth(peers: Peers, dtype: Any, n: int, k: int) -> dict[str, Any]:
-    entry = bench_matmul(peers, dtype, 1, n, k)
-    weight_bytes = 2.0 * n * k
-    gbs = {name: weight_bytes / (ms / 1e3) / 1e9 for name, ms in entry["ms"].items()}
-    if peers.torch is not None:
-        src = peers.torch.empty(n * k, device="cuda", dtype=peers.torch.float16)
-        dst = peers.torch.empty_like(src)
-        copy = interleaved({"copy": peers.sync(lambda: dst.copy_(src))})["copy"]
-        gbs["device copy (read + write)"] = 2 * weight_bytes / copy / 1e9
-        entry["tile_vs_copy_bandwidth"] = gbs["tile"] / gbs["device copy (read + write)"]
-    return entry | {"GB_per_s_weight": gbs}
+def bench_gemv(
+    peers: Peers, model: str, proj: str, *, mnk: tuple[int, int, int], copy: dict[str, float]
+) -> dict[str, Any]:
+    """A decode projection (see gemv_decode.py); the copy bandwidth is measured once per run, on first use."""
+    if peers.torch is not None and "bytes_per_s" not in copy:
+        copy["bytes_per_s"] = gemv_decode.copy_bandwidth(peers.torch, ROUNDS)
+    found: dict[str, Any] = gemv_decode.bench(
+        peers.torch,
+        *mnk,
+        f32_out=proj == "lm_head",
+        chain=4 if SMOKE else 50,
+        rounds=ROUNDS,
+        copy=copy.get("bytes_per_s", 0.0),
+    )
+    return found | {"model": f"qwen3-{model}", "projection": proj}
 
 
 def bench_bmm(peers: Peers) -> dict[str, Any]:
@@ -318,14 +329,19 @@ def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
                     )
     s = SQUARES[0]
     found.append(("epilogue", "matmul_bias_silu_f16", lambda: bench_matmul(peers, tile.f16, s, s, s, epilogue=True)))
-    n, k = (96, 64) if SMOKE else (9728, 2560)
-    found.append(("gemv", "gemv_f16_bandwidth", lambda: bench_gemv_bandwidth(peers, tile.f16, n, k)))
+    copy: dict[str, float] = {}
+    for model in gemv_decode.MODELS:
+        for proj, (n, k) in gemv_decode.projections(model, SMOKE).items():
+            for m in (1, 16):
+                name = f"gemv_bf16_qwen3-{model}_{proj}_m{m}"
+                found.append((f"gemv-{model}", name, partial(bench_gemv, peers, model, proj, mnk=(m, n, k), copy=copy)))
     found.append(("bmm", "bmm_f16", lambda: bench_bmm(peers)))
     for name in ("softmax", "rmsnorm", "layernorm"):
         for dtype in (tile.f16, tile.bf16):
             for n in ROW_LENGTHS:
                 found.append(("rows", f"{name}_{dtype.name}_{n}", partial(bench_rows, peers, name, dtype, n)))
-    return [s for s in found if not ONLY or s[0] in ONLY.split(",")]
+    picked = ONLY.split(",")
+    return [s for s in found if not ONLY or s[0] in picked or s[0].split("-")[0] in picked]
 
 
 def versions() -> dict[str, str | None]:
@@ -363,6 +379,10 @@ def main() -> None:
         if "tile back to back" in found.get("GB_per_s", {}):
             gbs = {k: round(v, 1) for k, v in found["GB_per_s"].items() if k.endswith("back to back")}
             print(f"  back to back GB/s {gbs}")
+        if "GB_per_s_weight" in found:
+            gbs = {k: round(v, 1) for k, v in found["GB_per_s_weight"].items()}
+            frac = {k: round(v, 3) for k, v in found.get("fraction_of_copy_bandwidth", {}).items()}
+            print(f"  weight GB/s {gbs}, of the copy bandwidth {frac}, config {found['config']}")
     report["tuned"] = {
         family: {key: str(config) for key, config in tk.autotune.tuner(family, "").remembered().items()}
         for family in ("matmul", "bmm", "softmax", "rmsnorm", "layernorm")

@@ -151,8 +151,10 @@ def test_buckets_and_config_values() -> None:
 
 
 def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The library path: a tuner with an injected timer times matmul's skinny candidates; the call runs the winner."""
-    picked = _gemm._SKINNY[5]
+    """The library path: a tuner with an injected timer times matmul's decode candidates (the GEMV forms and, N being
+    tiny, split-K); the call runs the winner."""
+    candidates = _gemm._decode_candidates(2, 3)
+    picked = next(c for c in candidates if c.as_dict().get("FORM") == 2)
     seen: list[Config] = []
 
     def timer(fn: Callable[[], object]) -> float:
@@ -176,7 +178,9 @@ def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pyt
         np.testing.assert_allclose(z.to_numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
     finally:
         autotune.set_tuner("matmul", old)
-    assert seen[: len(_gemm._SKINNY)] == list(_gemm._SKINNY)  # every skinny candidate was timed
+    assert list(dict.fromkeys(seen)) == list(candidates)  # every decode candidate was timed
+    assert seen[:8] == [candidates[0]] * 8  # a decode sample is 8 launches waited for once
+    assert set(_gemm._SKINNY) < set(candidates)
     assert seen[-1] == picked  # and the real call ran the winner
     assert tuner.tuned == 1
 

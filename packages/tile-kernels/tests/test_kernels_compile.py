@@ -19,13 +19,18 @@ from tile.kernels._source import kernels
 
 
 def _arrays(**dims: tuple[str, int]) -> dict[str, ArraySpec]:
-    """Row-major tensors of the given (dtype, rank), extents divisible by 16 as the GPU tests' are."""
+    """Row-major tensors of the given (dtype, rank), extents divisible by 16 as the GPU tests' are; a negative rank
+    is a transposed view (contiguous along dim 0)."""
     return {
-        name: ArraySpec(dt, n, stride_one=tuple(i == n - 1 for i in range(n)), shape_div=(16,) * n)
+        name: ArraySpec(
+            dt, abs(n), stride_one=tuple(i == (0 if n < 0 else n - 1) for i in range(abs(n))), shape_div=(16,) * abs(n)
+        )
         for name, (dt, n) in dims.items()
     }
 
 
+# A decode GEMV's operands: the weight b is a Linear layer's (N, K) weight seen as (K, N), contiguous along K (dim 0).
+GEMV_ARRAYS = {"z": ("bf16", 2), "a": ("bf16", 2), "b": ("bf16", -2), "bias": ("f32", 1), "res": ("bf16", 2)}
 GEMM_EPILOGUE = {"ACT": 3, "HAS_BIAS": True, "HAS_RES": True}
 CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
     "gemm_bf16_bias_gelu_residual": (
@@ -55,6 +60,20 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
         {"BM": 16, "BN": 128, "ACT": 4, "HAS_BIAS": True, "HAS_RES": True},
         {"z": ("f16", 2), "partials": ("f32", 3), "bias": ("f16", 1), "res": ("f16", 2)},
         {"O": "f16", "BT": "f16", "RT": "f16"},
+    ),
+    "gemv_mma_bf16_residual": (
+        "_gemm_kernels",
+        "gemv_mma",
+        {"BM": 16, "BN": 8, "BK": 256, "LAT": 3, "TMA": True, "ACT": 0, "HAS_BIAS": False, "HAS_RES": True},
+        GEMV_ARRAYS,
+        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16"},
+    ),
+    "gemv_dot_bf16_bias_silu": (
+        "_gemm_kernels",
+        "gemv_dot",
+        {"BM": 1, "BN": 16, "BK": 512, "LAT": 4, "TMA": False, "ACT": 2, "HAS_BIAS": True, "HAS_RES": False},
+        GEMV_ARRAYS | {"z": ("f32", 2), "bias": ("bf16", 1)},
+        {"O": "f32", "T": "bf16", "BT": "bf16", "RT": "bf16"},
     ),
     "bmm": (
         "_gemm_kernels",

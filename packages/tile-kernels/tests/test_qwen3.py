@@ -296,8 +296,8 @@ QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[
         {"O": "bf16", "D": "bf16", "W": "bf16"},
     ),
     "kv_append": (
-        {"S": 1024, "HD": 128, "HALF": 64, "ROPE": True, "OFF": 16},
-        {"z": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
+        {"S": 1024, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
+        {"zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
         {"C": "bf16", "D": "bf16", "W": "bf16"},
     ),
     "attention": (

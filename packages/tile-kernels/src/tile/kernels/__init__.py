@@ -9,12 +9,11 @@ Chains: `matmul_op` and `rmsnorm_op` return the op instead of waiting (a ``tile.
 element is the output partition), so a model step composes as one ``.then()`` chain and can be captured as a graph;
 their activation inputs may be tensors in flight (``out[0].unpartition()`` of the previous launch).
 
-Matmul family: `matmul` (persistent grouped GEMM, fused bias / activation / residual / cast epilogue, split-K for
-decode sizes M <= 16), `bmm` (batched). Row kernels (whole row in one tile, over the last dim): `softmax`,
-`rmsnorm`, `layernorm`. `autotune`: the config tuner and its on-disk records. Errors are `tile.frontend`'s
-(`ArgumentError`, `BackendError`; this package defines none of its own): ``except tk.TileError`` (the one root,
-`tile.errors.TileError`, re-exported here) catches them all.
-"""
+Matmul family: `matmul` (persistent grouped GEMM, fused bias / activation / residual / cast epilogue; for decode sizes M
+<= 16 one-kernel GEMV forms with narrow output tiles, split-K where N is too small for them), `bmm` (batched). Row
+kernels (whole row in one tile, over the last dim): `softmax`, `rmsnorm`, `layernorm`. `autotune`: the config tuner and
+its on-disk records. Errors are `tile.frontend`'s (`ArgumentError`, `BackendError`; this package defines none of its
+own): ``except tk.TileError`` (the one root, `tile.errors.TileError`, re-exported here) catches them all."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The matmul family's Python API: `matmul` (persistent grouped GEMM with a fused epilogue, split-K for skinny M) and
-`bmm` (batched GEMM). Kernels are in ``_gemm_kernels.tilepy``; configs come from the autotuner (see `autotune`).
+"""The matmul family's Python API: `matmul` (persistent grouped GEMM with a fused epilogue; for decode sizes M <= 16
+the GEMV forms of `_gemv`, or split-K where N is too small for them) and `bmm` (batched GEMM). Kernels are in
+``_gemm_kernels.tilepy``; configs come from the autotuner (see `autotune`).
 
 Inputs are borrowed for the call (the caller's handles stay usable), the output is new or ``out=`` (moved in; use
 the returned tensor). `matmul` and `bmm` wait for their GPU work and return the result tensor; `matmul_op` returns the
@@ -8,13 +9,14 @@ op (a launch, or the split-K pair chained with ``.then()``) for chains and graph
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, BackendError, DType, Tensor, f32
-from tile.kernels import _args, autotune
+from tile.kernels import _args, _gemv, autotune
 from tile.kernels._source import kernels, source_digest
 
 __all__ = ["ACTIVATIONS", "bmm", "matmul", "matmul_op"]
@@ -22,9 +24,12 @@ __all__ = ["ACTIVATIONS", "bmm", "matmul", "matmul_op"]
 ACTIVATIONS = {None: 0, "relu": 1, "silu": 2, "gelu": 3, "gelu_tanh": 4}
 _IN = ("f16", "bf16", "f32", "f8e4m3fn", "f8e5m2")
 _F8 = frozenset({"f8e4m3fn", "f8e5m2"})
+_L2_SPAN = 128 << 20  # bytes of weight copies a decode tuning sample rotates over: more than any GPU's L2 cache
 _STEM = "_gemm_kernels"
+_Op = DeviceOp[tuple[Any, ...]]
 
-# Candidates the GPU tuner times: big tiles for M > 16, skinny tiles with split-K for decode sizes.
+# Candidates the GPU tuner times: big tiles for M > 16; for decode sizes the GEMV forms (`_gemv.candidates`), and
+# skinny tiles with split-K where N is too small for narrow GEMV tiles to fill the SMs.
 _WIDE = tuple(
     autotune.Config.of(BM=bm, BN=bn, BK=bk, GROUP=g, SPLIT=1)
     for bm, bn, bk, g in (
@@ -45,6 +50,13 @@ _SKINNY = tuple(
 )
 
 
+def _decode_candidates(m: int, n: int) -> tuple[autotune.Config, ...]:
+    """What the tuner times for M <= 16: the GEMV forms, plus split-K where 8-wide tiles give < 2 blocks an SM."""
+    blocks = _blocks()
+    split = _SKINNY if -(-n // 8) < 2 * blocks else ()
+    return _gemv.candidates(m, n, blocks) + split
+
+
 def _blocks() -> int:
     """Blocks of a persistent launch: one per SM on the GPU, a few on the CPU interpreter."""
     if tile.backend() != "gpu":
@@ -55,10 +67,14 @@ def _blocks() -> int:
 
 
 def _default(m: int, n: int, k: int) -> autotune.Config:
-    """The deterministic config used untuned: 128x128x64 tiles (32^3 on the interpreter), split-K for skinny M."""
+    """The deterministic config used untuned: 128x128x64 tiles (32^3 on the interpreter); for M <= 16 the GEMV form
+    (`_gemv.default`), or split-K where N is too small for it."""
     gpu = tile.backend() == "gpu"
     if m > 16:
         return _WIDE[0] if gpu else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=2, SPLIT=1)
+    gemv = _gemv.default(n, _blocks(), gpu)
+    if gemv is not None:
+        return gemv
     bn, bk = (128, 128) if gpu else (32, 32)
     tiles_n, tiles_k = -(-n // bn), -(-k // bk)
     split = 1
@@ -74,6 +90,8 @@ def _check_config(config: autotune.Config, op: str) -> None:
         raise ArgumentError(f"{op}: config {config} lacks {exc.args[0]}; give BM, BN, BK, GROUP and SPLIT") from None
     if any(v < 1 for v in values) or any(v & (v - 1) for v in values[:3]):
         raise ArgumentError(f"{op}: config {config}: BM, BN, BK must be powers of two, GROUP and SPLIT >= 1")
+    if config.as_dict().get("FORM", 0) != 0:
+        _gemv.check(config, op)
 
 
 def _default_out(a: Tensor) -> DType:
@@ -129,15 +147,17 @@ def matmul(
     out
         Optional ``(M, N)`` output tensor (f16, bf16 or f32); it is moved into the call: use the returned tensor.
     config
-        A hand-picked `autotune.Config` (BM, BN, BK, GROUP, SPLIT); default: the tuned one (the default config on
-        the CPU interpreter or with ``TILE_AUTOTUNE=0``).
+        A hand-picked `autotune.Config` (BM, BN, BK, GROUP, SPLIT; for the decode GEMV forms also FORM, LAT, TMA,
+        OCC, see `tile.kernels._gemv`); default: the tuned one (the default config on the CPU interpreter or with
+        ``TILE_AUTOTUNE=0``).
 
     Returns
     -------
     Tensor
         The ``(M, N)`` result. SPLIT > 1 runs split-K: each block sums one of SPLIT runs of consecutive K tiles into its
         own slice of an f32 ``(SPLIT, M, N)`` scratch tensor, and a second kernel adds the slices and applies the
-        epilogue, so no two blocks ever write one element.
+        epilogue, so no two blocks ever write one element. FORM 1 or 2 (the GEMV forms, what M <= 16 gets where N
+        allows) runs one block per ``(BM, BN)`` output tile, each walking all of K, epilogue included: one kernel.
 
     Raises
     ------
@@ -247,25 +267,46 @@ class _MatmulCall:
 
     def _choose(self) -> autotune.Config:
         m, n, k, x, z_dtype, epi = self.m, self.n, self.k, self.x, self.z.dtype, self.epi
-        key: dict[str, object] = {
-            "m": autotune.bucket(m),
-            "n": autotune.bucket(n),
-            "k": autotune.bucket(k),
-            "dtype": x.dtype.name,
-        }
+        # Decode shapes are keyed finely (N = 6144 and 8192 may want different tiles); larger M by powers of two.
+        shape = autotune.fine_bucket if m <= 16 else autotune.bucket
+        key: dict[str, object] = {"m": autotune.bucket(m), "n": shape(n), "k": shape(k), "dtype": x.dtype.name}
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
 
+        scratch: list[tuple[Tensor, Tensor, Any, Any]] = []
+        copies, launches = (1, 1) if m > 16 else (max(1, min(8, -(-_L2_SPAN // max(1, n * k * x.dtype.itemsize)))), 8)
+
+        def operands(i: int) -> tuple[Tensor, Tensor, Any, Any]:
+            # Scratch operands of the same shapes and layouts (the real ones may be in flight, not readable yet), made
+            # once per tuning. A decode-sized sample is `launches` calls (one wait: the host round trip would swamp a
+            # few-microsecond kernel) rotating over weight copies that together outgrow the L2 cache, so candidates
+            # are timed streaming the weight from HBM as in a model, not re-reading a cached one.
+            if not scratch:
+                for _ in range(copies):
+                    yt = self.y.strides[0] < self.y.strides[1]
+                    ys = tile.zeros(x.dtype, [n, k]).T if yt else tile.zeros(x.dtype, [k, n])
+                    bs = tile.zeros(f32, [n]) if epi[1] else _args.placeholder(f32, 1)
+                    rs = tile.zeros(f32, [m, n]) if epi[2] else _args.placeholder(f32, 2)
+                    scratch.append((tile.zeros(x.dtype, [m, k]), ys, bs, rs))
+            xs, ys, bs, rs = scratch[i % copies]
+            return xs[()], ys[()], bs[()] if epi[1] else bs, rs[()] if epi[2] else rs
+
+        def launch(cfg: autotune.Config, i: int) -> DeviceOp[tuple[Any, ...]]:
+            xs, ys, bs, rs = operands(i)
+            return _launch_matmul(cfg, tile.empty(z_dtype, [m, n]), x=xs, y=ys, bias=bs, res=rs, epi=epi)
+
         def run(cfg: autotune.Config) -> Tensor:
-            # Scratch operands of the same shapes and layouts: the real ones may be in flight (not readable yet).
-            xs = tile.zeros(x.dtype, [m, k])
-            ys = tile.zeros(x.dtype, [n, k]).T if self.y.strides[0] < self.y.strides[1] else tile.zeros(x.dtype, [k, n])
-            bs = tile.zeros(f32, [n]) if epi[1] else _args.placeholder(f32, 1)
-            rs = tile.zeros(f32, [m, n]) if epi[2] else _args.placeholder(f32, 2)
-            launch = _launch_matmul(cfg, tile.empty(z_dtype, [m, n]), x=xs, y=ys, bias=bs, res=rs, epi=epi)
-            return _args.first_output(launch.sync())
+            op = launch(cfg, 0)
+            for i in range(1, launches):
+                op = op.then(functools.partial(_discard, launch, cfg, i))
+            return _args.first_output(op.sync())
 
         tuner = autotune.tuner("matmul", source_digest(_STEM))
-        return tuner.choose(key, _SKINNY if m <= 16 else _WIDE, _default(m, n, k), run)
+        return tuner.choose(key, _decode_candidates(m, n) if m <= 16 else _WIDE, _default(m, n, k), run)
+
+
+def _discard(make: Callable[[autotune.Config, int], _Op], cfg: autotune.Config, i: int, _: object) -> _Op:
+    """``make(cfg, i)``, dropping the previous op's output (a ``.then`` function of the tuning samples)."""
+    return make(cfg, i)
 
 
 def _launch_matmul(
@@ -282,6 +323,8 @@ def _launch_matmul(
     bm, bn, bk, split = config["BM"], config["BN"], config["BK"], config["SPLIT"]
     m, n = z.shape
     flags = {"ACT": ACTIVATIONS[epi[0]], "HAS_BIAS": epi[1], "HAS_RES": epi[2]}
+    if config.as_dict().get("FORM", 0) != 0:
+        return _gemv.launch(config, z, x=x, y=y, bias=bias, res=res, flags=flags)
     split = min(split, -(-x.shape[1] // bk))
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)
@@ -342,4 +385,6 @@ def bmm(
         default = _WIDE[0] if tile.backend() == "gpu" else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=1, SPLIT=1)
         config = autotune.tuner("bmm", source_digest(_STEM)).choose(key, _WIDE, default, run)
     _check_config(config, op)
+    if config.as_dict().get("FORM", 0) != 0:
+        raise ArgumentError(f"{op}: config {config}: the GEMV forms (FORM 1, 2) are matmul's; give bmm BM, BN, BK")
     return run(config, z)

@@ -42,6 +42,7 @@ __all__ = [
     "bucket",
     "device_arch",
     "environment",
+    "fine_bucket",
     "set_tuner",
     "tuner",
     "wall_timer",
@@ -82,6 +83,16 @@ class Config:
 def bucket(n: int) -> int:
     """The shape bucket of an extent: itself up to 16 (decode sizes matter one by one), else the next power of two."""
     return n if n <= 16 else 1 << (n - 1).bit_length()
+
+
+def fine_bucket(n: int) -> int:
+    """A finer shape bucket, for extents whose best config changes within an octave (decode GEMV's N and K): itself
+    up to 16, else ``n`` rounded up to a multiple of a quarter of the power of two below it, so four buckets per
+    octave (2560, 6144, 8192 and 9728 -> 10240 are all distinct; a bucket's extents are within 25% of each other)."""
+    if n <= 16:
+        return n
+    step = 1 << ((n - 1).bit_length() - 3)
+    return -(-n // step) * step
 
 
 def wall_timer(fn: Callable[[], object]) -> float:

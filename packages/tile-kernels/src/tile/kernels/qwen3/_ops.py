@@ -45,7 +45,8 @@ def prep_q(qkv: Tensor, w: Tensor, *, heads: int, cos: Tensor, sin: Tensor, pos:
 
 
 def append_kv(
-    cache: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
     qkv: Tensor,
     w: Tensor,
     *,
@@ -54,16 +55,15 @@ def append_kv(
     sin: Tensor,
     pos: Tensor,
     eps: float,
-    rope: bool,
 ) -> Op:
-    """Write heads ``offset ..`` of the fused rows ``qkv`` (one per KV head) into ``cache`` ``(kv_heads, S, HD)`` at
-    positions ``pos + t`` (normed and rotated when ``rope``); ``cache`` is moved in: the launch's output partition is
-    the cache."""
-    _, s, hd = cache.shape
-    z = cache.partition([1, s, hd])
+    """One launch writing both caches ``(kv_heads, S, HD)`` at positions ``pos + t``: keys from heads ``offset ..`` of
+    the fused rows ``qkv`` (normed with ``w`` and rotated), values from the ``kv_heads`` heads after them (as is).
+    The caches are moved in: the launch's first two output partitions are the key and value caches."""
+    kv, s, hd = k_cache.shape
+    zk, zv = k_cache.partition([1, s, hd]), v_cache.partition([1, s, hd])
     x = _args.operand(qkv, "qkv", "append_kv")
     k = kernels(_STEM)
-    made: Op = k.kv_append(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, ROPE=rope, OFF=offset)
+    made: Op = k.kv_append(zk, zv, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=offset, KV=kv)
     return made
 
 

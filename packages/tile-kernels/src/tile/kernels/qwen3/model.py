@@ -1,7 +1,7 @@
 """The Qwen3 forward pass on Tile: `Qwen3` holds the weights and the KV cache, runs prefill and decode.
 
-One layer is eleven launches: RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the concatenated
-weight), q RMSNorm+RoPE, k RMSNorm+RoPE into the cache, v into the cache, attention, the output projection with the
+One layer is ten launches: RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the concatenated
+weight), q RMSNorm+RoPE, k RMSNorm+RoPE and v into the caches (one launch), attention, the output projection with the
 residual add fused (`tk.matmul(..., residual=x)`), RMSNorm, the fused gate/up projection, the SiLU-gated product and
 the down projection with the residual fused. Activations are bf16 between launches, every kernel computes in f32.
 """
@@ -203,14 +203,15 @@ class Qwen3:
 
     def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor]) -> list[Step]:
         c = self.config
-        nq, nkv, eps = c.num_attention_heads, c.num_key_value_heads, c.rms_norm_eps
+        nq, eps = c.num_attention_heads, c.rms_norm_eps
         k, v = f"k{i}", f"v{i}"
 
         def tables() -> dict[str, Tensor]:
             return {"cos": self.cos, "sin": self.sin, "pos": pos()}
 
-        def append(ch: Chain, cache: Tensor, offset: int, rope: bool) -> _ops.Op:
-            return _ops.append_kv(cache, ch.take("qkv"), layer.k_norm, offset=offset, eps=eps, rope=rope, **tables())
+        def append(ch: Chain) -> _ops.Op:
+            caches = (self.k_cache[i], self.v_cache[i])
+            return _ops.append_kv(*caches, ch.take("qkv"), layer.k_norm, offset=nq, eps=eps, **tables())
 
         def prep(ch: Chain) -> _ops.Op:
             return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
@@ -223,8 +224,7 @@ class Qwen3:
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
             lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
-            lambda ch: (append(ch, self.k_cache[i], nq, True), {k: 0, "qkv": 1}),
-            lambda ch: (append(ch, self.v_cache[i], nq + nkv, False), {v: 0}),
+            lambda ch: (append(ch), {k: 0, v: 1}),
             lambda ch: (attend(ch), {"o": 0, k: 2, v: 3}),
             lambda ch: (tk.matmul_op(ch.take("o"), layer.wo.T, residual=ch.take("x")), X),
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),

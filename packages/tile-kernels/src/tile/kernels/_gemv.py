@@ -1,0 +1,115 @@
+"""Decode-sized matmul (M <= 16): the GEMV forms `matmul` picks for skinny M, their autotune candidates and launches.
+
+Batch-1 decode multiplies one row (or a few) by every weight of the model, so the work is reading the weight once at
+the HBM bandwidth. The persistent GEMM's 128-wide tiles leave most SMs idle at the small N of a decode projection
+(N = 2560 is 20 tiles of 128), and splitting K to fill them costs an f32 partials round trip and a second kernel.
+The GEMV forms instead give every block a narrow (BM, BN) output tile, BN 8..128, and let it walk all of K: N / BN
+blocks fill the machine without splitting (2560 / 8 = 320 blocks), and the epilogue (bias, activation, residual,
+output cast) runs in the same kernel. Two forms, both offered to the autotuner because which one tileiras makes
+faster depends on the shape:
+
+- ``FORM=1`` (``gemv_mma``): the activation rows padded with zeros to BM = 16, times a (BK, BN) weight tile on the
+  matrix unit;
+- ``FORM=2`` (``gemv_dot``): multiply and add in f32 on the CUDA cores into a (BM, BN, BK) accumulator reduced once
+  after the loop; BM is M rounded up to a power of two, so no padded rows are multiplied.
+
+Each config also carries the loads' ``LAT`` (latency hint: tiles in flight) and ``TMA`` (1: bulk-copy engine
+allowed, 0: plain loads), and ``OCC`` (blocks per SM hint, 0: tileiras' choice). Split-K (``FORM=0``, the
+``gemm_split_k`` pair in `_gemm`) stays a candidate only where N is too small for narrow tiles to fill the SMs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import tile.frontend as tile
+from tile.aio import DeviceOp
+from tile.frontend import ArgumentError, Kernel, Tensor
+from tile.kernels import _args, autotune
+from tile.kernels._source import kernels
+
+__all__ = ["FORMS", "candidates", "check", "default", "launch"]
+
+FORMS = {1: "gemv_mma", 2: "gemv_dot"}
+_STEM = "_gemm_kernels"
+_TILE_SIZES = (4096, 8192)  # elements of one gemv_mma weight tile, BN x BK
+_DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
+
+
+def _gemv(**values: int) -> autotune.Config:
+    return autotune.Config.of(GROUP=1, SPLIT=1, **values)
+
+
+def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
+    """The GEMV configs the tuner times for an ``(m, n)`` output on a GPU of ``blocks`` SMs.
+
+    Widths: 8 and the two widest whose grid still gives every SM a block (wider ones would leave SMs idle). Weight
+    tiles of 4096 or 8192 elements (8 or 16 KiB of bf16: with 3-4 in flight and a few blocks an SM, enough bytes in
+    flight to cover HBM latency; larger tiles take tileiras 5-10x longer to compile and stream no faster). gemv_dot
+    only up to M = 4, where its accumulator stays small. 14 to 24 configs.
+    """
+    eligible = [bn for bn in (8, 16, 32, 64, 128) if -(-n // bn) >= blocks]
+    widths = sorted({8, *eligible[-2:]})
+    found = [
+        _gemv(FORM=1, BM=16, BN=bn, BK=size // bn, LAT=lat, TMA=tma, OCC=0)
+        for bn in widths
+        for size in _TILE_SIZES
+        for tma, lat in ((1, 3), (0, 4))
+    ]
+    found += [_gemv(FORM=1, BM=16, BN=bn, BK=_TILE_SIZES[1] // bn, LAT=4, TMA=0, OCC=4) for bn in widths[:2]]
+    if m <= 4:
+        bm = _args.next_pow2(m)
+        found += [
+            _gemv(FORM=2, BM=bm, BN=bn, BK=bk, LAT=4, TMA=tma, OCC=0)
+            for bn in widths[:2]
+            for bk in (256, 512)
+            for tma in (0, 1)
+            if bm * bn * bk <= _DOT_BUDGET
+        ]
+    return tuple(found)
+
+
+def default(n: int, blocks: int, gpu: bool) -> autotune.Config | None:
+    """The untuned GEMV config for N = ``n`` on ``blocks`` SMs, or None where even 8-wide tiles leave SMs idle (the
+    caller splits K then): gemv_mma with the widest BN up to 64 that still gives every SM two blocks and 8192-element
+    weight tiles (32 x 32 tiles on the CPU interpreter, whose tiles stay small)."""
+    if not gpu:
+        return _gemv(FORM=1, BM=16, BN=32, BK=32, LAT=3, TMA=1, OCC=0) if -(-n // 32) >= blocks else None
+    if -(-n // 8) < blocks:
+        return None
+    bn = 8
+    while bn < 64 and -(-n // (2 * bn)) >= 2 * blocks:
+        bn *= 2
+    return _gemv(FORM=1, BM=16, BN=bn, BK=_TILE_SIZES[1] // bn, LAT=3, TMA=1, OCC=0)
+
+
+def check(config: autotune.Config, op: str) -> None:
+    """Raise `ArgumentError` for a GEMV config with a bad form, hint or a split (the GEMV forms do not split K)."""
+    values = config.as_dict()
+    form, lat, tma, occ = (values.get(name, -1) for name in ("FORM", "LAT", "TMA", "OCC"))
+    if form not in FORMS:
+        raise ArgumentError(f"{op}: config {config}: FORM must be 0 (GEMM / split-K), 1 (gemv_mma) or 2 (gemv_dot)")
+    if values.get("SPLIT") != 1:
+        raise ArgumentError(f"{op}: config {config}: the GEMV forms walk all of K in one block; give SPLIT=1")
+    if not 1 <= lat <= 10 or tma not in (0, 1) or not 0 <= occ <= 32:
+        raise ArgumentError(f"{op}: config {config}: give LAT in 1..10, TMA 0 or 1 and OCC in 0..32 (0: no hint)")
+
+
+@functools.cache
+def _kernel(form: int, occupancy: int) -> Kernel:
+    """The form's kernel, with an occupancy hint when ``occupancy`` > 0 (a kernel object of its own, compiled apart)."""
+    base: Kernel = getattr(kernels(_STEM), FORMS[form])
+    return base if occupancy == 0 else tile.entry(occupancy=occupancy)(base.fn)
+
+
+def launch(
+    config: autotune.Config, z: Tensor, *, x: Tensor, y: Tensor, bias: Any, res: Any, flags: dict[str, Any]
+) -> DeviceOp[tuple[Any, ...]]:
+    """The GEMV launch writing ``z`` (one block per (BM, BN) tile of it) for a config `check` accepted."""
+    kernel = _kernel(config["FORM"], config["OCC"])
+    hints = {"BK": config["BK"], "LAT": config["LAT"], "TMA": bool(config["TMA"])}
+    made: DeviceOp[tuple[Any, ...]] = kernel(
+        z.partition([config["BM"], config["BN"]]), x, y, bias, res, **hints, **flags
+    )
+    return made

@@ -1,0 +1,90 @@
+"""The decode GEMV forms on the GPU at Qwen3's projection shapes: numerics against float64 (bounds as in
+test_kernels_gpu), weights in a Linear layer's (N, K) layout passed as ``w.T``, outputs poisoned with NaN; every
+form and load hint compiles and runs; the tuned choice for a decode shape is one of its candidates.
+
+Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-kernels/tests/test_gemv_gpu.py -m gpu``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tile.frontend as tile
+import tile.kernels as tk
+from helpers_kernels import U32, act_ref, array, assert_within, cast_error, f64, gemm_bound, tensor
+from tile.kernels import _gemm, autotune
+
+pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
+
+# (N, K) of Qwen3-4B's fused q/k/v, o, gate/up and down projections, and of Qwen3-32B's q/k/v and down.
+SHAPES = [(6144, 2560), (2560, 4096), (19456, 2560), (2560, 9728), (10240, 5120), (5120, 25600)]
+
+
+@pytest.fixture(autouse=True)
+def _gpu_backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TILE_AUTOTUNE", "0")
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+def _check(m: int, n: int, k: int, *, config: tk.Config | None, out: str = "bf16", **epilogue: Any) -> None:
+    rng = np.random.default_rng(m + n + k)
+    x, w = array(rng, "bf16", (m, k)), array(rng, "bf16", (n, k), scale=k**-0.5)
+    res = array(rng, "bf16", (m, n)) if epilogue.get("residual") else None
+    act = epilogue.get("activation")
+    z = tk.matmul(
+        tensor(x),
+        tensor(w).T,
+        activation=act,
+        residual=None if res is None else tensor(res),
+        out=tile.full(getattr(tile, out), [m, n], np.nan),
+        config=config,
+    )
+    pre = f64(x) @ f64(w).T
+    err = gemm_bound(x, w.T, k, "bf16", gpu=True) + U32 * np.abs(pre)
+    ref = act_ref(pre, act)
+    err = 1.2 * err + 8 * U32 * np.abs(ref)
+    if res is not None:
+        ref = ref + f64(res)
+    assert_within(z.to_numpy(), ref, err + U32 * np.abs(ref) + cast_error(out, ref))
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize(("n", "k"), SHAPES)
+def test_default_decode_config_at_qwen3_shapes(m: int, n: int, k: int) -> None:
+    assert _gemm._default(m, n, k)["FORM"] == 1  # every Qwen3 projection is wide enough for the GEMV form
+    _check(m, n, k, config=None, residual=True)
+
+
+def test_lm_head_with_f32_logits() -> None:
+    _check(1, 151936, 2560, config=None, out="f32")
+
+
+@pytest.mark.parametrize("form", [1, 2])
+@pytest.mark.parametrize(("tma", "lat", "occ"), [(1, 3, 0), (0, 4, 0), (0, 4, 4)])
+@pytest.mark.parametrize("m", [1, 3])
+def test_every_form_and_hint_runs(form: int, tma: int, lat: int, occ: int, m: int) -> None:
+    bm, bk = (16, 512) if form == 1 else (4, 256)
+    config = tk.Config.of(FORM=form, BM=bm, BN=8, BK=bk, GROUP=1, SPLIT=1, LAT=lat, TMA=tma, OCC=occ)
+    _check(m, 2560, 9728, config=config, activation="silu")
+
+
+def test_tuned_decode_config_is_a_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILE_AUTOTUNE", "1")
+    tuner = autotune.Autotuner("matmul", source="gpu-test", timer=autotune.wall_timer, cache_dir=tmp_path)
+    old = autotune.set_tuner("matmul", tuner)
+    try:
+        _check(1, 6144, 2560, config=None)
+        (chosen,) = tuner.remembered().values()
+        assert chosen in _gemm._decode_candidates(1, 6144)
+        assert tuner.tuned == 1
+    finally:
+        autotune.set_tuner("matmul", old)
