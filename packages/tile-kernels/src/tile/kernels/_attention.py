@@ -8,26 +8,15 @@ reads KV head ``h // (Hq // Hkv)``, as torch's ``enable_gqa`` and Hugging Face's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import ArgumentError, Tensor, f32, i32
+from tile.frontend import ArgumentError, Tensor
 from tile.kernels import _args, autotune
 from tile.kernels._source import kernels, source_digest
 
-__all__ = [
-    "HEAD_DIMS",
-    "append_kv",
-    "append_kv_op",
-    "attention",
-    "attention_op",
-    "decode_attention",
-    "decode_attention_op",
-]
+__all__ = ["HEAD_DIMS", "attention", "attention_op"]
 
 HEAD_DIMS = (64, 128)
 _STEM = "_attention_kernels"
@@ -106,7 +95,9 @@ def attention(
     op = "attention"
     x = _args.as_input(q, "q", op)
     shape = tuple(x.shape)
-    launch = _prefill(op, x, _args.as_input(k, "k", op), _args.as_input(v, "v", op), causal, scale, config)
+    launch = _prefill(
+        op, x, _args.as_input(k, "k", op), _args.as_input(v, "v", op), causal=causal, scale=scale, config=config
+    )
     if launch is None:
         return tile.empty(x.dtype, list(shape))
     result = _args.first_output(launch.sync())
@@ -130,7 +121,9 @@ def attention_op(
     """
     op = "attention_op"
     x = _args.operand(q, "q", op)
-    made = _prefill(op, x, _args.operand(k, "k", op), _args.operand(v, "v", op), causal, scale, config)
+    made = _prefill(
+        op, x, _args.operand(k, "k", op), _args.operand(v, "v", op), causal=causal, scale=scale, config=config
+    )
     if made is None:
         raise ArgumentError(f"{op}: the output {list(x.shape)} is empty; there is nothing to launch")
     return made
@@ -141,6 +134,7 @@ def _prefill(
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    *,
     causal: bool,
     scale: float | None,
     config: autotune.Config | None,
@@ -181,10 +175,16 @@ def _choose_prefill(q: Tensor, k: Tensor, causal: bool, group: int) -> autotune.
 
     def run(cfg: autotune.Config) -> Tensor:
         # Scratch operands of the same shapes: the real ones may be in flight.
-        qs, ks, vs = tile.zeros(q.dtype, [bhq, sq, d]), tile.zeros(q.dtype, [bhkv, sk, d]), tile.zeros(q.dtype, [bhkv, sk, d])
+        qs, ks, vs = (
+            tile.zeros(q.dtype, [bhq, sq, d]),
+            tile.zeros(q.dtype, [bhkv, sk, d]),
+            tile.zeros(q.dtype, [bhkv, sk, d]),
+        )
         z = tile.empty(q.dtype, [bhq, sq, d]).partition([1, cfg["BM"], d])
         bn = cfg["BN"]
-        launch = kernels(_STEM).fmha(z, qs, ks, vs, d**-0.5, sk - sq, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0)
+        launch = kernels(_STEM).fmha(
+            z, qs, ks, vs, d**-0.5, sk - sq, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0
+        )
         return _args.first_output(launch.sync())
 
     return autotune.tuner("attention", source_digest(_STEM)).choose(key, _PREFILL, default, run)

@@ -54,7 +54,7 @@ def _cache3(t: Tensor, name: str, op: str) -> Tensor:
     return t.reshape(b * h, s, d)
 
 
-def _lengths(value: object, batch: int, limit: int, op: str, name: str) -> tuple[Tensor, int | None]:
+def _lengths(value: object, batch: int | None, limit: int, op: str, name: str) -> tuple[Tensor, int | None]:
     """The i32 ``(B,)`` device tensor of ``value`` and, when the values are readable here, their maximum (checked
     against ``[0, limit]``). A tensor in flight is passed as it is (its values are clamped inside the kernel)."""
     if isinstance(value, Tensor) and value.in_flight:
@@ -74,8 +74,9 @@ def _lengths(value: object, batch: int, limit: int, op: str, name: str) -> tuple
         bad = [int(n) for n in host.reshape(-1) if not 0 <= int(n) <= limit]
         if bad:
             raise ArgumentError(f"{op}: {name} holds {bad[0]}, outside [0, {limit}]")
-    if tuple(t.shape) != (batch,):
-        raise ArgumentError(f"{op}: {name} has shape {list(t.shape)}, expected [{batch}] (one per sequence)")
+    if t.ndim != 1 or (batch is not None and t.shape[0] != batch):
+        want = "B" if batch is None else batch
+        raise ArgumentError(f"{op}: {name} has shape {list(t.shape)}, expected [{want}] (one per sequence)")
     return t, None if host is None else int(host.max(initial=0))
 
 
@@ -117,7 +118,7 @@ def decode_attention(
     """
     op = "decode_attention"
     x = _args.as_input(q, "q", op)
-    made = _decode(op, x, k_cache, v_cache, lengths, scale, splits, inflight=False)
+    made = _decode(op, x, k_cache, v_cache, lengths=lengths, scale=scale, splits=splits, inflight=False)
     result = _args.first_output(made.sync())
     return result.reshape(*x.shape) if x.ndim == 3 else result
 
@@ -142,7 +143,8 @@ def decode_attention_op(
     length (for graph replays).
     """
     op = "decode_attention_op"
-    return _decode(op, _args.operand(q, "q", op), k_cache, v_cache, lengths, scale, splits, inflight=True, plus=plus)
+    x = _args.operand(q, "q", op)
+    return _decode(op, x, k_cache, v_cache, lengths=lengths, scale=scale, splits=splits, inflight=True, plus=plus)
 
 
 def _decode(
@@ -150,10 +152,10 @@ def _decode(
     x: Tensor,
     k_cache: object,
     v_cache: object,
+    *,
     lengths: object,
     scale: float | None,
     splits: int | None,
-    *,
     inflight: bool,
     plus: int = 0,
 ) -> Op:
@@ -201,9 +203,7 @@ def _decode(
     m = tile.empty(f32, [batch * nqb, splits, hb]).partition([1, 1, hb])
     l_ = tile.empty(f32, [batch * nqb, splits, hb]).partition([1, 1, hb])
     z = tile.empty(x.dtype, [batch, hq * d]).partition([1, hb * d])
-    first: Op = k.decode_split(
-        acc, m, l_, x, kc, vc, lens, int(plus), qk_scale, BN=bn, TPS=tps, GROUP=group, HKV=hkv
-    )
+    first: Op = k.decode_split(acc, m, l_, x, kc, vc, lens, int(plus), qk_scale, BN=bn, TPS=tps, GROUP=group, HKV=hkv)
 
     def combine(out: tuple[Any, ...]) -> Any:
         # The partials are handed on in flight: the combine runs after the split kernel, with no wait between.
@@ -238,7 +238,7 @@ def append_kv(k_cache: object, v_cache: object, k: object, v: object, positions:
         the reshaped handle: the kernel writes it, so no other handle may see that memory).
     """
     op = "append_kv"
-    made = _append(op, k_cache, v_cache, k, v, positions, inflight=False)
+    made = _append(op, k_cache, v_cache, new=(k, v), positions=positions, inflight=False)
     out = made.sync()
     return out[0].unpartition(), out[1].unpartition()
 
@@ -247,7 +247,7 @@ def append_kv_op(k_cache: object, v_cache: object, k: object, v: object, positio
     """`append_kv` as an op not run yet: the caches (``(B * Hkv, S, D)``) and new rows may be tensors in flight; the
     op's outputs ``[0]`` and ``[1]`` are the K and V cache partitions. Positions in flight are not read here (the
     kernel's assertion still guards the cache)."""
-    return _append("append_kv_op", k_cache, v_cache, k, v, positions, inflight=True)
+    return _append("append_kv_op", k_cache, v_cache, new=(k, v), positions=positions, inflight=True)
 
 
 def _writable_cache(value: object, name: str, op: str) -> Tensor:
@@ -267,7 +267,10 @@ def _writable_cache(value: object, name: str, op: str) -> Tensor:
     return t
 
 
-def _append(op: str, k_cache: object, v_cache: object, k: object, v: object, positions: object, *, inflight: bool) -> Op:
+def _append(
+    op: str, k_cache: object, v_cache: object, *, new: tuple[object, object], positions: object, inflight: bool
+) -> Op:
+    k, v = new
     kc, vc = _writable_cache(k_cache, "k_cache", op), _writable_cache(v_cache, "v_cache", op)
     get = _args.operand if inflight else _args.as_input
     kn, vn = _cache3(get(k, "k", op), "k", op), _cache3(get(v, "v", op), "v", op)
@@ -279,14 +282,13 @@ def _append(op: str, k_cache: object, v_cache: object, k: object, v: object, pos
             raise ArgumentError(f"{op}: {name} is {t.dtype.name} but the cache is {kc.dtype.name}; convert it")
         if t.shape[0] != bhkv or t.shape[2] != d or tuple(t.shape) != tuple(kn.shape):
             raise ArgumentError(
-                f"{op}: {name} has shape {list(t.shape)}; expected ({bhkv}, T, {d}) rows matching the cache and each other"
+                f"{op}: {name} has shape {list(t.shape)}; expected ({bhkv}, T, {d}), matching the cache and each other"
             )
     n_new = kn.shape[1]
-    pos_shape = positions.shape if isinstance(positions, Tensor) else np.shape(positions)
-    batch = int(pos_shape[0]) if len(pos_shape) == 1 else -1
+    pos, _ = _lengths(positions, None, s - n_new, op, "positions")
+    batch = pos.shape[0]
     if batch < 1 or bhkv % batch:
-        raise ArgumentError(f"{op}: positions has shape {list(pos_shape)}; pass one start per sequence, (B,)")
-    pos, _ = _lengths(positions, batch, s - n_new, op, "positions")
+        raise ArgumentError(f"{op}: {batch} positions for {bhkv} cache rows; pass one start per sequence, (B,)")
     sp = _args.next_pow2(s)
     made: Op = kernels(_STEM).kv_append(
         kc.partition([1, sp, d]), vc.partition([1, sp, d]), kn, vn, pos, HKV=bhkv // batch
