@@ -78,7 +78,7 @@ def test_attention_op_flattened() -> None:
 @pytest.mark.parametrize(
     ("shapes", "kwargs", "message"),
     [
-        (((1, 2, 8, 32), (1, 2, 8, 32)), {}, "one of [64, 128]"),
+        (((1, 2, 8, 48), (1, 2, 8, 48)), {}, "one of [16, 32, 64, 128, 256]"),
         (((1, 3, 8, 64), (1, 2, 8, 64)), {}, "Hkv must divide Hq"),
         (((1, 2, 8, 64), (1, 2, 4, 64)), {"causal": True}, "at least as many keys (4) as queries (8)"),
         (((2, 2, 8, 64), (1, 2, 8, 64)), {}, "q has batch 2 but k has 1"),

@@ -18,7 +18,9 @@ from tile.kernels._source import kernels, source_digest
 
 __all__ = ["HEAD_DIMS", "attention", "attention_op"]
 
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (16, 32, 64, 128, 256)
+"""Head dims the attention kernels take (any power of two from 16 to 256); 64 and 128 are the tuned and benchmarked
+ones."""
 _STEM = "_attention_kernels"
 _DTYPES = ("f16", "bf16")
 _PREFILL = tuple(autotune.Config.of(BM=bm, BN=bn) for bm, bn in ((128, 64), (128, 128), (64, 64), (64, 128)))
@@ -70,7 +72,8 @@ def attention(
     Parameters
     ----------
     q
-        ``(B, Hq, Sq, D)`` (or flattened ``(B * Hq, Sq, D)``), f16 or bf16, D 64 or 128, any Sq.
+        ``(B, Hq, Sq, D)`` (or flattened ``(B * Hq, Sq, D)``), f16 or bf16, any Sq; D a power of two from 16 to 256
+        (64 and 128 tuned).
     k, v
         ``(B, Hkv, Sk, D)`` (or flattened), q's dtype; ``Hkv`` divides ``Hq`` (grouped-query attention).
     causal

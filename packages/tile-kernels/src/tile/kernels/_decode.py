@@ -54,9 +54,12 @@ def _cache3(t: Tensor, name: str, op: str) -> Tensor:
     return t.reshape(b * h, s, d)
 
 
-def _lengths(value: object, batch: int | None, limit: int, op: str, name: str) -> tuple[Tensor, int | None]:
-    """The i32 ``(B,)`` device tensor of ``value`` and, when the values are readable here, their maximum (checked
-    against ``[0, limit]``). A tensor in flight is passed as it is (its values are clamped inside the kernel)."""
+def _lengths(
+    value: object, batch: int | None, limit: int, op: str, name: str, *, read: bool = True
+) -> tuple[Tensor, int | None]:
+    """The i32 ``(B,)`` device tensor of ``value`` and, when its values are read here, their maximum (checked against
+    ``[0, limit]``). Host values (ints, numpy) are always read; a tensor only with ``read`` (the plain functions: the
+    ``*_op`` forms must not wait, and may run in a graph capture); a tensor in flight is passed as it is."""
     if isinstance(value, Tensor) and value.in_flight:
         host = None
         t = value
@@ -70,8 +73,8 @@ def _lengths(value: object, batch: int | None, limit: int, op: str, name: str) -
             t = _args.as_input(value, name, op)
             if t.dtype != i32:
                 raise ArgumentError(f"{op}: {name} has dtype {t.dtype.name}; pass an i32 tensor")
-            host = np.asarray(t.to_numpy())
-        bad = [int(n) for n in host.reshape(-1) if not 0 <= int(n) <= limit]
+            host = np.asarray(t.to_numpy()) if read else None
+        bad = [int(n) for n in ([] if host is None else host.reshape(-1)) if not 0 <= int(n) <= limit]
         if bad:
             raise ArgumentError(f"{op}: {name} holds {bad[0]}, outside [0, {limit}]")
     if t.ndim != 1 or (batch is not None and t.shape[0] != batch):
@@ -94,7 +97,7 @@ def decode_attention(
     Parameters
     ----------
     q
-        ``(B, Hq, D)`` or its rows ``(B, Hq * D)``; f16 or bf16, D 64 or 128.
+        ``(B, Hq, D)`` or its rows ``(B, Hq * D)``; f16 or bf16, D a power of two from 16 to 256 (64 and 128 tuned).
     k_cache, v_cache
         ``(B, Hkv, S, D)`` or ``(B * Hkv, S, D)`` of q's dtype; ``Hkv`` divides ``Hq``. Rows past a sequence's length
         are not read into the result (whatever they hold).
@@ -136,11 +139,12 @@ def decode_attention_op(
     """`decode_attention` as an op not run yet (the two kernels chained), for ``.then()`` chains and graph captures.
 
     ``q`` (rows ``(B, Hq * D)`` if in flight), the caches (``(B * Hkv, S, D)`` if in flight) and ``lengths`` may be
-    tensors in flight; lengths in flight are not read here, and values outside ``[0, S]`` are clamped into it inside
-    the kernel. ``plus`` is added to every length inside the kernel (a model that keeps the new token's position,
-    ``length - 1``, passes ``plus=1``). The op's output is the combine launch's arguments: ``[0]`` is the ``(B, Hq *
-    D)`` output partition. Without ``splits`` the split count is sized for the whole cache, so one op serves every
-    length (for graph replays).
+    tensors in flight. A lengths tensor is not read here (no wait: the op may be captured in a graph); its values
+    are clamped into ``[0, S]`` inside the kernel. ``plus`` is added to every length inside the kernel (a model that
+    keeps the new token's position, ``length - 1``, passes ``plus=1``). The op's output is ``(o, q, k_cache,
+    v_cache, lengths)``: ``o`` the ``(B, Hq * D)`` output partition, then the inputs handed back (a chain that moved
+    the caches in keeps them). Without ``splits`` the split count is sized for the whole cache, so one op serves
+    every length (for graph replays).
     """
     op = "decode_attention_op"
     x = _args.operand(q, "q", op)
@@ -187,7 +191,7 @@ def _decode(
     hkv = bhkv // batch
     group = hq // hkv
     hb = min(group & -group, 16)
-    lens, longest = _lengths(lengths, batch, s, op, "lengths")
+    lens, longest = _lengths(lengths, batch, s, op, "lengths", read=not inflight)
     bn = _block_n()
     tiles = max(1, -(-(s if longest is None or splits is not None else min(s, _args.next_pow2(longest))) // bn))
     nqb = hq // hb
@@ -207,7 +211,10 @@ def _decode(
 
     def combine(out: tuple[Any, ...]) -> Any:
         # The partials are handed on in flight: the combine runs after the split kernel, with no wait between.
-        return k.decode_combine(z, out[0].unpartition(), out[1].unpartition(), out[2].unpartition(), HB=hb, NQB=nqb)
+        made = k.decode_combine(z, out[0].unpartition(), out[1].unpartition(), out[2].unpartition(), HB=hb, NQB=nqb)
+        # The split launch's inputs ride along, so a chain gets back the caches it moved in: the op's output is
+        # (o, q, k_cache, v_cache, lengths).
+        return made.map(lambda res: (res[0], *out[3:7]))
 
     return first.then(combine)
 
@@ -245,8 +252,8 @@ def append_kv(k_cache: object, v_cache: object, k: object, v: object, positions:
 
 def append_kv_op(k_cache: object, v_cache: object, k: object, v: object, positions: object) -> Op:
     """`append_kv` as an op not run yet: the caches (``(B * Hkv, S, D)``) and new rows may be tensors in flight; the
-    op's outputs ``[0]`` and ``[1]`` are the K and V cache partitions. Positions in flight are not read here (the
-    kernel's assertion still guards the cache)."""
+    op's outputs ``[0]`` and ``[1]`` are the K and V cache partitions. Position tensors are not read here (the
+    kernel's assertion guards the cache); host positions are checked."""
     return _append("append_kv_op", k_cache, v_cache, new=(k, v), positions=positions, inflight=True)
 
 
@@ -285,7 +292,7 @@ def _append(
                 f"{op}: {name} has shape {list(t.shape)}; expected ({bhkv}, T, {d}), matching the cache and each other"
             )
     n_new = kn.shape[1]
-    pos, _ = _lengths(positions, None, s - n_new, op, "positions")
+    pos, _ = _lengths(positions, None, s - n_new, op, "positions", read=not inflight)
     batch = pos.shape[0]
     if batch < 1 or bhkv % batch:
         raise ArgumentError(f"{op}: {batch} positions for {bhkv} cache rows; pass one start per sequence, (B,)")
