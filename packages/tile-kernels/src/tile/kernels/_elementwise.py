@@ -137,13 +137,16 @@ def _tiles(n: int) -> tuple[int, int]:
 def swiglu(gate: object, up: object) -> Tensor:
     """``silu(gate) * up`` of two ``(T, I)`` tensors (f16, bf16 or f32, one dtype), in f32; a new ``(T, I)`` tensor
     of their dtype."""
-    return _args.first_output(swiglu_op(gate, up, _borrow=True).sync())
+    return _args.first_output(_swiglu("swiglu", gate, up, borrow=True).sync())
 
 
-def swiglu_op(gate: object, up: object, *, _borrow: bool = False) -> Op:
+def swiglu_op(gate: object, up: object) -> Op:
     """`swiglu` as an op (``gate`` and ``up`` may be tensors in flight); output ``[0]`` is the result partition."""
-    op = "swiglu" if _borrow else "swiglu_op"
-    get = _args.as_input if _borrow else _args.operand
+    return _swiglu("swiglu_op", gate, up, borrow=False)
+
+
+def _swiglu(op: str, gate: object, up: object, *, borrow: bool) -> Op:
+    get = _args.as_input if borrow else _args.operand
     a, b = get(gate, "gate", op), get(up, "up", op)
     for t, name in ((a, "gate"), (b, "up")):
         _args.check_dtype(t, name, op, _args.FLOATS)
@@ -159,14 +162,17 @@ def swiglu_op(gate: object, up: object, *, _borrow: bool = False) -> Op:
 def swiglu_fused(gu: object) -> Tensor:
     """``silu(gate) * up`` of the fused ``(T, 2 * I)`` rows of a concatenated gate/up projection (gate first), as
     `swiglu`; a new ``(T, I)`` tensor."""
-    return _args.first_output(swiglu_fused_op(gu, _borrow=True).sync())
+    return _args.first_output(_swiglu_fused("swiglu_fused", gu, borrow=True).sync())
 
 
-def swiglu_fused_op(gu: object, *, _borrow: bool = False) -> Op:
+def swiglu_fused_op(gu: object) -> Op:
     """`swiglu_fused` as an op (``gu`` may be in flight). Columns per block are the largest power of two up to 1024
     dividing ``I``, so the up half starts on a tile boundary."""
-    op = "swiglu_fused" if _borrow else "swiglu_fused_op"
-    t = (_args.as_input if _borrow else _args.operand)(gu, "gu", op)
+    return _swiglu_fused("swiglu_fused_op", gu, borrow=False)
+
+
+def _swiglu_fused(op: str, gu: object, *, borrow: bool) -> Op:
+    t = (_args.as_input if borrow else _args.operand)(gu, "gu", op)
     _args.check_dtype(t, "gu", op, _args.FLOATS)
     _args.ensure_rank(t, "gu", op, 2)
     m, n2 = t.shape
@@ -232,13 +238,15 @@ def _chunk(n: int) -> int:
 
 def argmax(x: object) -> Tensor:
     """Index of the largest value of each row of ``x`` (``(R, N)`` or ``(N,)``; the first on ties); i32 ``(R,)``."""
-    return _args.first_output(argmax_op(x, _borrow=True).sync())
+    return _args.first_output(_argmax(_rows_in(x, "argmax", False)).sync())
 
 
-def argmax_op(x: object, *, _borrow: bool = False) -> Op:
+def argmax_op(x: object) -> Op:
     """`argmax` as an op (``x`` ``(R, N)``, may be in flight); output ``[0]`` is the i32 ``(R,)`` partition."""
-    op = "argmax" if _borrow else "argmax_op"
-    t = _rows_in(x, op, not _borrow)
+    return _argmax(_rows_in(x, "argmax_op", True))
+
+
+def _argmax(t: Tensor) -> Op:
     z = tile.empty(i32, [t.shape[0]]).partition([1])
     made: Op = kernels(_STEM).argmax_rows(z, t, BN=_chunk(t.shape[1]))
     return made
@@ -267,18 +275,21 @@ def sample(x: object, temperature: float, top_k: int = 0, seed: int = 0) -> Tens
     ``temperature == 0`` or ``top_k == 1`` is greedy (`argmax`). Sampling is the Gumbel-max trick with noise from a
     hash of ``(seed, row, index)``: deterministic for a seed, different per seed; change the seed every step.
     """
-    return _args.first_output(sample_op(x, temperature, top_k, seed, _borrow=True).sync())
+    return _args.first_output(_sample("sample", x, temperature, top_k, seed, borrow=True).sync())
 
 
-def sample_op(x: object, temperature: float, top_k: int = 0, seed: int = 0, *, _borrow: bool = False) -> Op:
+def sample_op(x: object, temperature: float, top_k: int = 0, seed: int = 0) -> Op:
     """`sample` as an op (``x`` ``(R, N)``, may be in flight); output ``[0]`` is the i32 ``(R,)`` partition. The
     seed is baked into the op (and into a captured graph)."""
-    op = "sample" if _borrow else "sample_op"
+    return _sample("sample_op", x, temperature, top_k, seed, borrow=False)
+
+
+def _sample(op: str, x: object, temperature: float, top_k: int, seed: int, *, borrow: bool) -> Op:
     if not temperature >= 0 or not math.isfinite(temperature) or top_k < 0:
         raise ArgumentError(f"{op}: temperature ({temperature}) must be finite and >= 0, top_k ({top_k}) >= 0")
-    t = _rows_in(x, op, not _borrow)
+    t = _rows_in(x, op, not borrow)
     if temperature == 0 or top_k == 1:
-        return argmax_op(t) if not _borrow else argmax_op(t, _borrow=True)
+        return _argmax(t)
     n = t.shape[1]
     if top_k > MAX_TOP_K:
         raise ArgumentError(f"{op}: top_k={top_k} is more than {MAX_TOP_K}")
