@@ -187,3 +187,34 @@ def test_prefill_then_decode_agree() -> None:
     full = tk.attention(tensor(q), tensor(k), tensor(v), causal=True).to_numpy()
     last = tk.decode_attention(tensor(q[:, :, -1]), tensor(k), tensor(v), [12]).to_numpy()
     assert math.isclose(float(np.abs(f64(full[:, :, -1]) - f64(last)).max()), 0.0, abs_tol=2e-3)
+
+
+def test_decode_step_as_one_chain() -> None:
+    # Two append_kv_op (the second takes the cache partitions the first handed on, in flight) and a
+    # decode_attention_op reading the caches in flight: one chain, one wait; the caches come back at the end.
+    rng = np.random.default_rng(9)
+    hq, hkv, s, d = 4, 2, 24, 64
+    kc, vc = np.zeros((hkv, s, d), np.float16), np.zeros((hkv, s, d), np.float16)
+    kc[:, :5], vc[:, :5] = array(rng, "f16", (hkv, 5, d)), array(rng, "f16", (hkv, 5, d))
+    new = [(array(rng, "f16", (hkv, 1, d)), array(rng, "f16", (hkv, 1, d))) for _ in range(2)]
+    q = array(rng, "f16", (1, hq * d))
+    lengths = tile.from_numpy(np.array([6], np.int32))  # the last new token's position; plus=1 makes it a length
+
+    def second(out: Any) -> Any:
+        return tk.append_kv_op(out[0], out[1], tensor(new[1][0]), tensor(new[1][1]), [6])
+
+    def attend(out: Any) -> Any:
+        return tk.decode_attention_op(tensor(q), out[0].unpartition(), out[1].unpartition(), lengths, plus=1)
+
+    first = tk.append_kv_op(tensor(kc), tensor(vc), tensor(new[0][0]), tensor(new[0][1]), [5])
+    out = first.then(second).then(attend).sync()
+    for i, (kn, vn) in enumerate(new):
+        kc[:, 5 + i], vc[:, 5 + i] = kn[:, 0], vn[:, 0]
+    np.testing.assert_array_equal(out[2].to_numpy(), kc)
+    np.testing.assert_array_equal(out[3].to_numpy(), vc)
+    ref, mag = _decode_ref(q.reshape(1, hq, d), kc[None], vc[None], [7])
+    assert_within(out[0].unpartition().to_numpy().reshape(1, hq, d), ref, bound("f16", ref, mag))
+    with pytest.raises(ArgumentError, match="in flight, which cannot be partitioned"):
+        tk.append_kv_op(tensor(kc), tensor(vc), tensor(new[0][0]), tensor(new[0][1]), [5]).then(
+            lambda o: tk.append_kv_op(o[0].unpartition(), o[1], tensor(new[1][0]), tensor(new[1][1]), [6])
+        ).sync()

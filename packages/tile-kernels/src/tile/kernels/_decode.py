@@ -16,7 +16,7 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import ArgumentError, Tensor, f32, i32
+from tile.frontend import ArgumentError, Partition, Tensor, f32, i32
 from tile.kernels import _args
 from tile.kernels._attention import HEAD_DIMS
 from tile.kernels._source import kernels
@@ -251,14 +251,24 @@ def append_kv(k_cache: object, v_cache: object, k: object, v: object, positions:
 
 
 def append_kv_op(k_cache: object, v_cache: object, k: object, v: object, positions: object) -> Op:
-    """`append_kv` as an op not run yet: the caches (``(B * Hkv, S, D)``) and new rows may be tensors in flight; the
-    op's outputs ``[0]`` and ``[1]`` are the K and V cache partitions. Position tensors are not read here (the
-    kernel's assertion guards the cache); host positions are checked."""
+    """`append_kv` as an op not run yet: the new rows may be tensors in flight, and each cache a ``(B * Hkv, S, D)``
+    tensor (not in flight: it is partitioned here for writing) or the cache partition a previous `append_kv_op`
+    handed on (in flight or not). The op's outputs ``[0]`` and ``[1]`` are the K and V cache partitions. Position
+    tensors are not read here (the kernel's assertion guards the cache); host positions are checked."""
     return _append("append_kv_op", k_cache, v_cache, new=(k, v), positions=positions, inflight=True)
 
 
-def _writable_cache(value: object, name: str, op: str) -> Tensor:
+def _writable_cache(value: object, name: str, op: str) -> Tensor | Partition:
+    if isinstance(value, Partition):  # a cache partition handed on by a previous append (in flight or not)
+        if len(value.shape) != 3 or value.tile_shape != (1, _args.next_pow2(value.shape[1]), value.shape[2]):
+            raise ArgumentError(f"{op}: {name} is {value!r}; pass the cache, or the partition append_kv_op returned")
+        return value
     if isinstance(value, Tensor):
+        if value.in_flight:
+            raise ArgumentError(
+                f"{op}: {name} is a tensor in flight, which cannot be partitioned for writing; pass the partition "
+                "append_kv_op handed on, or run the chain that owns the cache first"
+            )
         if value.ndim != 3:
             raise ArgumentError(
                 f"{op}: {name} is a Tile tensor of shape {list(value.shape)}; pass it as (B * Hkv, S, D) "
@@ -297,7 +307,7 @@ def _append(
     if batch < 1 or bhkv % batch:
         raise ArgumentError(f"{op}: {batch} positions for {bhkv} cache rows; pass one start per sequence, (B,)")
     sp = _args.next_pow2(s)
-    made: Op = kernels(_STEM).kv_append(
-        kc.partition([1, sp, d]), vc.partition([1, sp, d]), kn, vn, pos, HKV=bhkv // batch
-    )
+    zk = kc if isinstance(kc, Partition) else kc.partition([1, sp, d])
+    zv = vc if isinstance(vc, Partition) else vc.partition([1, sp, d])
+    made: Op = kernels(_STEM).kv_append(zk, zv, kn, vn, pos, HKV=bhkv // batch)
     return made
