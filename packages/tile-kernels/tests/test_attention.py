@@ -218,3 +218,16 @@ def test_decode_step_as_one_chain() -> None:
         tk.append_kv_op(tensor(kc), tensor(vc), tensor(new[0][0]), tensor(new[0][1]), [5]).then(
             lambda o: tk.append_kv_op(o[0].unpartition(), o[1], tensor(new[1][0]), tensor(new[1][1]), [6])
         ).sync()
+
+
+def test_append_kv_writes_foreign_caches_in_place() -> None:
+    # A numpy (or torch, cupy) cache of shape (B, Hkv, S, D) is borrowed through DLPack and written where it is.
+    kc, vc = np.zeros((2, 2, 8, 64), np.float16), np.zeros((2, 2, 8, 64), np.float16)
+    kn, vn = np.ones((2, 2, 1, 64), np.float16), np.full((2, 2, 1, 64), 2.0, np.float16)
+    k2, _ = tk.append_kv(kc, vc, kn, vn, np.array([3, 7]))
+    assert k2.shape == (4, 8, 64)
+    want_k, want_v = np.zeros_like(kc), np.zeros_like(vc)
+    want_k[0, :, 3], want_k[1, :, 7] = 1, 1
+    want_v[0, :, 3], want_v[1, :, 7] = 2, 2
+    np.testing.assert_array_equal(kc, want_k)
+    np.testing.assert_array_equal(vc, want_v)
