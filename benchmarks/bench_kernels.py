@@ -18,17 +18,18 @@ Outputs are reused across calls (``out=``), so no allocation is timed.
    chains CHAIN launches of the row kernel at the tuned config (each the previous one's ``.then``, the output
    preallocated and handed on), ``torch back to back`` issues CHAIN calls; each waits once. Those two compare the
    kernels; the waiting pair compares what one call costs.
-6. Attention (``--only=attn``, in ``bench_kernels_attn.py``): FMHA prefill against torch SDPA and cuTile Python's FMHA
-   sample (causal and not, d64/d128, sequences 1k-8k, and a GQA case), decode attention against SDPA at batch 1 and
-   8 over KV lengths 1k-32k (waiting calls and back-to-back chains).
+6. Attention (``--only=attn``, or ``attn_prefill`` / ``attn_decode`` for one half; in ``bench_kernels_attn.py``):
+   FMHA prefill against torch SDPA and cuTile Python's FMHA sample (causal and not, d64/d128, sequences 1k-8k, and
+   a GQA case), decode attention against SDPA at batch 1 and 8 over KV lengths 1k-32k (waiting calls and
+   back-to-back chains).
 
-Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time
-over each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root:
-``python benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU
-interpreter here, without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows,attn`` picks
-measurements and merges them into an existing ``kernels.json`` (the first run tunes every key, and each tuned config
-compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the JSON lists every
-config the autotuner chose.
+Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time over
+each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root: ``python
+benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here,
+without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows,attn`` (``attn_prefill``,
+``attn_decode``) picks measurements and merges them into an existing ``kernels.json`` (the first run tunes every key,
+and each tuned config compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the
+JSON lists every config the autotuner chose.
 """
 
 from __future__ import annotations
@@ -332,7 +333,8 @@ def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
             for n in ROW_LENGTHS:
                 found.append(("rows", f"{name}_{dtype.name}_{n}", partial(bench_rows, peers, name, dtype, n)))
     found += attn_steps(peers, interleaved, _entry, SMOKE)
-    return [s for s in found if not ONLY or s[0] in ONLY.split(",")]
+    only = ONLY.split(",")
+    return [s for s in found if not ONLY or s[0] in only or s[0].split("_")[0] in only]  # "attn": both attn_* groups
 
 
 def versions() -> dict[str, str | None]:

@@ -1,5 +1,6 @@
-"""The attention part of ``bench_kernels.py`` (``--only=attn``): FMHA prefill and decode attention against torch SDPA
-and cuTile Python's FMHA sample, on the same inputs (shared through DLPack), checked against each other first.
+"""The attention part of ``bench_kernels.py`` (``--only=attn``; ``attn_prefill`` or ``attn_decode`` for one half):
+FMHA prefill and decode attention against torch SDPA and cuTile Python's FMHA sample, on the same inputs (shared
+through DLPack), checked against each other first.
 
 1. ``attention`` prefill, f16, 32 heads, head dims 64 and 128, causal and not, sequences 1024 ... 8192 with batch
    ``16384 // seq`` (the same tokens per shape): ``tile`` (tuned), ``torch`` (``scaled_dot_product_attention``, its
@@ -28,7 +29,7 @@ Step = tuple[str, str, Callable[[], dict[str, Any]]]
 
 
 def steps(peers: Any, interleaved: Callable[[dict[str, Run]], dict[str, float]], entry: Any, smoke: bool) -> list[Step]:
-    """The ``attn`` measurements: (group, name, function returning the result entry)."""
+    """The ``attn_prefill`` and ``attn_decode`` measurements: (group, name, function returning the result entry)."""
     bench = _Bench(peers, interleaved, entry, smoke)
     found: list[Step] = []
     seqs = [64] if smoke else [1024, 2048, 4096, 8192]
@@ -37,18 +38,18 @@ def steps(peers: Any, interleaved: Callable[[dict[str, Run]], dict[str, float]],
             for s in seqs:
                 name = f"fmha_f16_d{d}_{'causal' if causal else 'full'}_s{s}"
                 found.append(
-                    ("attn", name, lambda d=d, c=causal, s=s: bench.fmha(d, c, s, heads=(32, 32), dtype="f16"))
+                    ("attn_prefill", name, lambda d=d, c=causal, s=s: bench.fmha(d, c, s, heads=(32, 32), dtype="f16"))
                 )
     gqa_seq = 64 if smoke else 4096
     gqa = (
-        "attn",
+        "attn_prefill",
         f"fmha_bf16_gqa32x8_d128_causal_s{gqa_seq}",
         lambda: bench.fmha(128, True, gqa_seq, heads=(32, 8), dtype="bf16"),
     )
     found.append(gqa)
     for batch in (1, 8):
         for kv in [64, 200] if smoke else [1024, 4096, 16384, 32768]:
-            found.append(("attn", f"decode_bf16_b{batch}_kv{kv}", lambda b=batch, kv=kv: bench.decode(b, kv)))
+            found.append(("attn_decode", f"decode_bf16_b{batch}_kv{kv}", lambda b=batch, kv=kv: bench.decode(b, kv)))
     return found
 
 
