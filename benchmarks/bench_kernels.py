@@ -22,14 +22,18 @@ Outputs are reused across calls (``out=``), so no allocation is timed.
    chains CHAIN launches of the row kernel at the tuned config (each the previous one's ``.then``, the output
    preallocated and handed on), ``torch back to back`` issues CHAIN calls; each waits once. Those two compare the
    kernels; the waiting pair compares what one call costs.
+6. Attention (``--only=attn``, or ``attn_prefill`` / ``attn_decode`` for one half; in ``bench_kernels_attn.py``):
+   FMHA prefill against torch SDPA and cuTile Python's FMHA sample (causal and not, d64/d128, sequences 1k-8k, and
+   a GQA case), decode attention against SDPA at batch 1 and 8 over KV lengths 1k-32k (waiting calls and
+   back-to-back chains).
 
-Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time
-over each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root:
-``python benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU
-interpreter here, without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows`` picks
-measurements and merges them into an existing ``kernels.json`` (the first run tunes every key, and each tuned config
-compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the JSON lists every
-config the autotuner chose.
+Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time over
+each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root: ``python
+benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here,
+without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows,attn`` (``attn_prefill``,
+``attn_decode``) picks measurements and merges them into an existing ``kernels.json`` (the first run tunes every key,
+and each tuned config compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the
+JSON lists every config the autotuner chose.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gemv_decode  # type: ignore[import-not-found]  # beside this script, found through sys.path above
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_kernels_attn import steps as attn_steps  # noqa: E402 - the attention measurements, same directory
+
 RESULTS = ROOT / "benchmarks" / "results" / "kernels.json"
 SMOKE = "--smoke" in sys.argv
 ONLY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "")
@@ -340,8 +347,9 @@ def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
         for dtype in (tile.f16, tile.bf16):
             for n in ROW_LENGTHS:
                 found.append(("rows", f"{name}_{dtype.name}_{n}", partial(bench_rows, peers, name, dtype, n)))
-    picked = ONLY.split(",")
-    return [s for s in found if not ONLY or s[0] in picked or s[0].split("-")[0] in picked]
+    found += attn_steps(peers, interleaved, _entry, SMOKE)
+    picked = ONLY.split(",")  # a group ("rows"), its prefix before "-" ("gemv") or before "_" ("attn": both attn_*)
+    return [s for s in found if not ONLY or {s[0], s[0].split("-")[0], s[0].split("_")[0]} & set(picked)]
 
 
 def versions() -> dict[str, str | None]:
@@ -385,7 +393,7 @@ def main() -> None:
             print(f"  weight GB/s {gbs}, of the copy bandwidth {frac}, config {found['config']}")
     report["tuned"] = {
         family: {key: str(config) for key, config in tk.autotune.tuner(family, "").remembered().items()}
-        for family in ("matmul", "bmm", "softmax", "rmsnorm", "layernorm")
+        for family in ("matmul", "bmm", "softmax", "rmsnorm", "layernorm", "attention")
     }
     report["errors"] = errors
     if not SMOKE:

@@ -208,15 +208,15 @@ def test_greedy_decoding_on_the_device_picks_the_host_argmax() -> None:
 
 @pytest.mark.parametrize("n", [1, 5000, 4096 * 2 + 3])
 def test_the_argmax_kernel_takes_the_first_maximum_across_chunks(n: int) -> None:
-    from tile.kernels.qwen3 import _ops
+    import tile.kernels as tk  # the model's greedy step is the library's argmax
 
     rng = np.random.default_rng(n)
     row = rng.standard_normal((1, n)).astype(np.float32)
     row[0, n // 3] = row[0, n - 1] = 9.0  # a tie across chunks: the first one wins, as in numpy
-    got = _ops.argmax(tile.from_numpy(row)).sync()[0].unpartition().to_numpy()
+    got = tk.argmax_op(tile.from_numpy(row)).sync()[0].unpartition().to_numpy()
     assert int(got[0]) == int(np.argmax(row))
     row[0, :] = -np.inf  # padding (-inf) never wins over a real column, even one that is -inf itself
-    assert int(_ops.argmax(tile.from_numpy(row)).sync()[0].unpartition().to_numpy()[0]) == 0
+    assert int(tk.argmax_op(tile.from_numpy(row)).sync()[0].unpartition().to_numpy()[0]) == 0
 
 
 def test_forward_refuses_bad_input_and_keeps_its_state() -> None:
@@ -289,7 +289,6 @@ def _lower_for_sm_90(name: str, consts: dict[str, Any], arrays: dict[str, tuple[
 
 HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
 QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
-    "embed": ({"BH": 1024}, {"z": ("bf16", 2), "table": ("bf16", 2), "ids": ("i32", 1)}, {"D": "bf16"}),
     "q_prep": (
         {"HD": 128, "HALF": 64},
         {"z": ("bf16", 2), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
@@ -305,12 +304,6 @@ QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[
         {"z": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
         {"O": "bf16", "D": "bf16", "C": "bf16"},
     ),
-    "argmax_row": ({"BN": 4096}, {"z": ("i32", 1), "x": ("f32", 2)}, {}),
-    "swiglu": (
-        {"BM": 1, "BN": 1024, "UP": 3},
-        {"z": ("bf16", 2), "gu": ("bf16", 2)},
-        {"O": "bf16", "D": "bf16"},
-    ),
 }
 
 
@@ -319,7 +312,5 @@ def test_kernels_are_checked_and_lower_for_sm_90(name: str) -> None:
     # Token ids and positions are data, so these kernels keep in-kernel index checks (unlike the GEMMs): that is the
     # point, a bad id or position faults instead of reading or writing past the tensor.
     ops = _lower_for_sm_90(name, *QWEN3_KERNELS[name])
-    # swiglu reads the up half at column tile j + UP of the fused gate/up rows, an index the compiler cannot prove in
-    # range, so it keeps a check too.
     checked = bool(ops & {"int_to_ptr", "assert"})
     assert checked, f"{name}: no index checks in the kernel"

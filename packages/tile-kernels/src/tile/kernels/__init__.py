@@ -9,32 +9,75 @@ Chains: `matmul_op` and `rmsnorm_op` return the op instead of waiting (a ``tile.
 element is the output partition), so a model step composes as one ``.then()`` chain and can be captured as a graph;
 their activation inputs may be tensors in flight (``out[0].unpartition()`` of the previous launch).
 
-Matmul family: `matmul` (persistent grouped GEMM, fused bias / activation / residual / cast epilogue; for decode sizes M
-<= 16 one-kernel GEMV forms with narrow output tiles, split-K where N is too small for them), `bmm` (batched). Row
-kernels (whole row in one tile, over the last dim): `softmax`, `rmsnorm`, `layernorm`. `autotune`: the config tuner and
-its on-disk records. Errors are `tile.frontend`'s (`ArgumentError`, `BackendError`; this package defines none of its
-own): ``except tk.TileError`` (the one root, `tile.errors.TileError`, re-exported here) catches them all."""
+Matmul family: `matmul` (persistent grouped GEMM, fused bias / activation / residual / cast epilogue; for decode sizes
+M <= 16 one-kernel GEMV forms with narrow output tiles raced against skinny and split-K tiles), `bmm` (batched). Row
+kernels (whole row in one tile, over the last dim): `softmax`, `rmsnorm`, `layernorm`. Attention: `attention` (FMHA
+prefill, GQA, causal or not), `decode_attention` (flash-decoding over a KV cache), `append_kv`. Elementwise and
+selection: `rope`, `swiglu`, `swiglu_fused`, `embedding`, `argmax`, `top_k`, `sample`. Most have ``*_op`` forms for
+chains. `autotune`: the config tuner and its on-disk records. Errors are `tile.frontend`'s (`ArgumentError`,
+`BackendError`; this package defines none of its own): ``except tk.TileError`` (the one root, `tile.errors.TileError`,
+re-exported here) catches them all.
+"""
 
 from __future__ import annotations
 
 from tile.frontend import TileError
 from tile.kernels import autotune
+from tile.kernels._attention import HEAD_DIMS, attention, attention_op
+from tile.kernels._decode import append_kv, append_kv_op, decode_attention, decode_attention_op
+from tile.kernels._elementwise import (
+    MAX_TOP_K,
+    argmax,
+    argmax_op,
+    embedding,
+    embedding_op,
+    rope,
+    rope_op,
+    sample,
+    sample_op,
+    swiglu,
+    swiglu_fused,
+    swiglu_fused_op,
+    swiglu_op,
+    top_k,
+)
 from tile.kernels._gemm import ACTIVATIONS, bmm, matmul, matmul_op
 from tile.kernels._rows import MAX_ROW, layernorm, log_softmax, rmsnorm, rmsnorm_op, softmax
 from tile.kernels.autotune import Config
 
 __all__ = [
     "ACTIVATIONS",
+    "HEAD_DIMS",
     "MAX_ROW",
+    "MAX_TOP_K",
     "Config",
     "TileError",
+    "append_kv",
+    "append_kv_op",
+    "argmax",
+    "argmax_op",
+    "attention",
+    "attention_op",
     "autotune",
     "bmm",
+    "decode_attention",
+    "decode_attention_op",
+    "embedding",
+    "embedding_op",
     "layernorm",
     "log_softmax",
     "matmul",
     "matmul_op",
     "rmsnorm",
     "rmsnorm_op",
+    "rope",
+    "rope_op",
+    "sample",
+    "sample_op",
     "softmax",
+    "swiglu",
+    "swiglu_fused",
+    "swiglu_fused_op",
+    "swiglu_op",
+    "top_k",
 ]

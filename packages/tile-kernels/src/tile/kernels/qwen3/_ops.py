@@ -1,8 +1,10 @@
-"""Launch makers of Qwen3's own kernels (``_qwen3_kernels.tilepy``): each checks its arguments and returns the launch,
-not run yet, so a whole step composes as one ``.then()`` chain. The output is always the launch's first argument (a
-partition: ``out[0].unpartition()`` passes it on). Activation inputs may be tensors in flight (moved into the
-launch, which runs after their writer); the others are borrowed through fresh views (``t[()]``), as in the rest of
-`tile.kernels`. Activations are 2-D rows ``(T, heads * head_dim)``, so no launch needs a view of a tensor in flight.
+"""Launch makers of Qwen3's own kernels (``_qwen3_kernels.tilepy``): the fusions the library does not have (per-head
+RMSNorm with RoPE from the fused q/k/v rows, its KV-cache append, and the causal attention of a multi-token pass
+starting at a device-side position; decode uses `tile.kernels.decode_attention_op`). Each checks its arguments and
+returns the launch, not run yet, so a whole step composes as one ``.then()`` chain. The output is always the launch's
+first argument (a partition: ``out[0].unpartition()`` passes it on). Activation inputs may be tensors in flight (moved
+into the launch, which runs after their writer); the others are borrowed through fresh views (``t[()]``), as in the rest
+of `tile.kernels`. Activations are 2-D rows ``(T, heads * head_dim)``, so no launch needs a view of a tensor in flight.
 """
 
 from __future__ import annotations
@@ -11,27 +13,14 @@ from typing import Any
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import ArgumentError, Tensor
+from tile.frontend import Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["append_kv", "argmax", "attention", "embed", "prep_q", "swiglu", "swiglu_block"]
+__all__ = ["append_kv", "attention", "prep_q"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
-
-
-def embed(table: Tensor, ids: Tensor, *, n_ids: int, vocab: int, ids_host: list[int] | None) -> Op:
-    """Rows ``table[ids]`` into a new ``(T, H)`` tensor; ids given on the host are checked against the vocabulary
-    first (the kernel checks every id it reads either way)."""
-    bad = [i for i in ids_host or () if not 0 <= i < vocab]
-    if bad:
-        raise ArgumentError(f"qwen3: token id {bad[0]} is outside the vocabulary [0, {vocab})")
-    h = table.shape[1]
-    bh = min(_args.next_pow2(h), 1024)
-    z = tile.empty(table.dtype, [n_ids, h]).partition([1, bh])
-    made: Op = kernels(_STEM).embed(z, table[()], ids[()])
-    return made
 
 
 def prep_q(qkv: Tensor, w: Tensor, *, heads: int, cos: Tensor, sin: Tensor, pos: Tensor, eps: float) -> Op:
@@ -74,28 +63,4 @@ def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, *, pos: Tensor, group
     z = tile.empty(q.dtype, list(q.shape)).partition([1, hd])
     qs, ks, vs = (_args.operand(t, n, "attention") for t, n in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache")))
     made: Op = kernels(_STEM).attention(z, qs, ks, vs, pos[()], hd**-0.5, GROUP=group, BS=block)
-    return made
-
-
-def swiglu_block(inner: int) -> int:
-    """Columns per block of `swiglu`: the largest power of two up to 1024 that divides ``inner``, so the up half
-    starts on a tile boundary."""
-    return min(inner & -inner, 1024)
-
-
-def swiglu(gu: Tensor, inner: int) -> Op:
-    """``silu(gate) * up`` of the fused rows ``gu`` ``(T, 2 * inner)`` (gate first), in f32, rounded to ``gu``'s dtype;
-    into a new ``(T, inner)``."""
-    m = gu.shape[0]
-    bn = swiglu_block(inner)
-    z = tile.empty(gu.dtype, [m, inner]).partition([1, bn])
-    made: Op = kernels(_STEM).swiglu(z, _args.operand(gu, "gu", "swiglu"), UP=inner // bn)
-    return made
-
-
-def argmax(logits: Tensor) -> Op:
-    """The index of the largest of the f32 ``(1, vocab)`` logits (first on ties) into a new i32 ``(1,)``."""
-    n = logits.shape[-1]
-    z = tile.zeros(tile.i32, [1]).partition([1])
-    made: Op = kernels(_STEM).argmax_row(z, _args.operand(logits, "logits", "argmax"), BN=min(_args.next_pow2(n), 4096))
     return made

@@ -1,9 +1,12 @@
 """The Qwen3 forward pass on Tile: `Qwen3` holds the weights and the KV cache, runs prefill and decode.
 
-One layer is ten launches: RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the concatenated
-weight), q RMSNorm+RoPE, k RMSNorm+RoPE and v into the caches (one launch), attention, the output projection with the
-residual add fused (`tk.matmul(..., residual=x)`), RMSNorm, the fused gate/up projection, the SiLU-gated product and
-the down projection with the residual fused. Activations are bf16 between launches, every kernel computes in f32.
+One layer is ten launches (eleven in decode): RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the
+concatenated weight), q RMSNorm+RoPE, k RMSNorm+RoPE and v into the caches (one launch; those two are the model's own
+fusions), attention (decode: `tk.decode_attention_op`, split over the sequence, two kernels; a multi-token pass: the
+model's causal kernel over the cache), the output projection with the residual add fused (`tk.matmul(..., residual=x)`),
+RMSNorm, the fused gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and the down projection with the
+residual fused. The embedding is `tk.embedding`, greedy decoding's last launch `tk.argmax`. Activations are bf16
+between launches, every kernel computes in f32.
 """
 
 from __future__ import annotations
@@ -164,11 +167,11 @@ class Qwen3:
             return inputs[n : n + 1]
 
         def embed(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
-            return _ops.embed(self.embed, inputs[0:n], n_ids=n, vocab=c.vocab_size, ids_host=None), X
+            return tk.embedding_op(self.embed, inputs[0:n]), X
 
         steps: list[Step] = [embed]
         for i, layer in enumerate(self.layers):
-            steps += self._layer_steps(i, layer, pos)
+            steps += self._layer_steps(i, layer, pos, n)
         if head:
             eps = c.rms_norm_eps
             steps.append(lambda ch: (tk.rmsnorm_op(ch.take("x"), self.norm, eps=eps), {"h": 0}))
@@ -176,7 +179,7 @@ class Qwen3:
         if argmax:
             if not head or n != 1:
                 raise ArgumentError("Qwen3.steps: argmax needs the LM head of one token")
-            steps.append(lambda ch: (_ops.argmax(ch.take("logits")), {"next": 0, "logits": 1}))
+            steps.append(lambda ch: (tk.argmax_op(ch.take("logits")), {"next": 0, "logits": 1}))
         return steps
 
     def tune(self, n: int) -> None:
@@ -201,7 +204,7 @@ class Qwen3:
         for i in range(len(self.layers)):
             self.k_cache[i], self.v_cache[i] = chain.take(f"k{i}"), chain.take(f"v{i}")
 
-    def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor]) -> list[Step]:
+    def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor], n: int) -> list[Step]:
         c = self.config
         nq, eps = c.num_attention_heads, c.rms_norm_eps
         k, v = f"k{i}", f"v{i}"
@@ -216,20 +219,22 @@ class Qwen3:
         def prep(ch: Chain) -> _ops.Op:
             return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
 
-        def attend(ch: Chain) -> _ops.Op:
+        def attend(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
             q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)
-            return _ops.attention(q, kc, vc, pos=pos(), group=c.group, block=self.block)
+            if n == 1:  # decode: the library's split-sequence kernel; pos + 1 rows of the cache are valid
+                return tk.decode_attention_op(q, kc, vc, pos(), plus=1), {"o": 0, k: 2, v: 3}
+            return _ops.attention(q, kc, vc, pos=pos(), group=c.group, block=self.block), {"o": 0, k: 2, v: 3}
 
         return [
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
             lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
             lambda ch: (append(ch), {k: 0, v: 1}),
-            lambda ch: (attend(ch), {"o": 0, k: 2, v: 3}),
+            attend,
             lambda ch: (tk.matmul_op(ch.take("o"), layer.wo.T, residual=ch.take("x")), X),
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wgu.T), {"gu": 0}),
-            lambda ch: (_ops.swiglu(ch.take("gu"), c.intermediate_size), {"act": 0}),
+            lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}),
             lambda ch: (tk.matmul_op(ch.take("act"), layer.wd.T, residual=ch.take("x")), X),
         ]
 

@@ -1,0 +1,193 @@
+"""The attention family's Python API: `attention` (FMHA prefill), `decode_attention` (split-sequence decoding over a
+KV cache) and `append_kv` (write new rows into the cache). Kernels are in ``_attention_kernels.tilepy``.
+
+Inputs are borrowed for the call (the caller's handles stay usable) or, in the ``*_op`` forms, may be tensors in
+flight. Grouped-query attention: ``Hq`` query heads share ``Hkv`` KV heads (``Hkv`` divides ``Hq``; query head ``h``
+reads KV head ``h // (Hq // Hkv)``, as torch's ``enable_gqa`` and Hugging Face's ``repeat_kv`` do).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tile.frontend as tile
+from tile.aio import DeviceOp
+from tile.frontend import ArgumentError, Tensor
+from tile.kernels import _args, autotune
+from tile.kernels._source import kernels, source_digest
+
+__all__ = ["HEAD_DIMS", "attention", "attention_op"]
+
+HEAD_DIMS = (16, 32, 64, 128, 256)
+"""Head dims the attention kernels take (any power of two from 16 to 256); 64 and 128 are the tuned and benchmarked
+ones."""
+_STEM = "_attention_kernels"
+_DTYPES = ("f16", "bf16")
+_PREFILL = tuple(autotune.Config.of(BM=bm, BN=bn) for bm, bn in ((128, 64), (128, 128), (64, 64), (64, 128)))
+Op = DeviceOp[tuple[Any, ...]]
+
+
+def _heads(t: Tensor, name: str, op: str, rank4: str) -> Tensor:
+    """A rank-4 ``(B, H, S, D)`` tensor as ``(B * H, S, D)``; rank 3 is taken as already flattened."""
+    if t.ndim == 3:
+        return t
+    if t.ndim != 4:
+        raise ArgumentError(f"{op}: {name} must be {rank4} (or flattened to 3 dimensions), got shape {list(t.shape)}")
+    if t.in_flight or not t.is_contiguous:
+        raise ArgumentError(
+            f"{op}: {name} of shape {list(t.shape)} is {'in flight' if t.in_flight else 'a strided view'}; pass a "
+            "contiguous tensor (.contiguous() in torch, .copy() in Tile) or its (B * H, S, D) form"
+        )
+    b, h, s, d = t.shape
+    return t.reshape(b * h, s, d)
+
+
+def _check_common(q: Tensor, k: Tensor, v: Tensor, op: str) -> int:
+    """Dtypes, head dim and the GQA ratio of flattened ``q``, ``k``, ``v`` (rows ``[heads, S, D]``)."""
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        _args.check_dtype(t, name, op, _DTYPES)
+        if t.dtype != q.dtype:
+            raise ArgumentError(f"{op}: q is {q.dtype.name} but {name} is {t.dtype.name}; convert them to one dtype")
+    d = q.shape[-1]
+    if d not in HEAD_DIMS or k.shape[-1] != d or v.shape[-1] != d:
+        raise ArgumentError(
+            f"{op}: head dims q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}; all must be one of {list(HEAD_DIMS)}"
+        )
+    if tuple(k.shape) != tuple(v.shape):
+        raise ArgumentError(f"{op}: k has shape {list(k.shape)} but v has {list(v.shape)}; they must match")
+    return d
+
+
+def attention(
+    q: object,
+    k: object,
+    v: object,
+    *,
+    causal: bool,
+    scale: float | None = None,
+    config: autotune.Config | None = None,
+) -> Tensor:
+    """Flash attention forward, ``softmax(q k^T * scale) v`` per head, f32 accumulation.
+
+    Parameters
+    ----------
+    q
+        ``(B, Hq, Sq, D)`` (or flattened ``(B * Hq, Sq, D)``), f16 or bf16, any Sq; D a power of two from 16 to 256
+        (64 and 128 tuned).
+    k, v
+        ``(B, Hkv, Sk, D)`` (or flattened), q's dtype; ``Hkv`` divides ``Hq`` (grouped-query attention).
+    causal
+        Mask keys after each query. With ``Sk > Sq`` the mask is bottom-right aligned (query ``i`` sits at key
+        position ``Sk - Sq + i``, as a chunk of a longer sequence); causal needs ``Sk >= Sq``.
+    scale
+        Score scale; default ``1 / sqrt(D)``.
+    config
+        ``Config.of(BM=, BN=)`` query and key tile sizes; default the tuned one.
+
+    Returns
+    -------
+    Tensor
+        The output, of q's shape and dtype.
+
+    Raises
+    ------
+    ArgumentError
+        Wrong ranks, shapes, dtypes, head dims, a GQA ratio that does not divide, causal with ``Sk < Sq``, or a
+        strided 4-D input (pass a contiguous one).
+    """
+    op = "attention"
+    x = _args.as_input(q, "q", op)
+    shape = tuple(x.shape)
+    launch = _prefill(
+        op, x, _args.as_input(k, "k", op), _args.as_input(v, "v", op), causal=causal, scale=scale, config=config
+    )
+    if launch is None:
+        return tile.empty(x.dtype, list(shape))
+    result = _args.first_output(launch.sync())
+    return result.reshape(*shape) if len(shape) == 4 else result
+
+
+def attention_op(
+    q: object,
+    k: object,
+    v: object,
+    *,
+    causal: bool,
+    scale: float | None = None,
+    config: autotune.Config | None = None,
+) -> Op:
+    """`attention` as an op not run yet, for ``.then()`` chains and graph captures.
+
+    Inputs as in `attention`; a tensor in flight must be in the flattened ``(B * H, S, D)`` form (a view of a tensor
+    in flight cannot be made). The op's first output is the ``(B * Hq, Sq, D)`` output partition. The config is
+    chosen when the op is made (tune first by one eager call).
+    """
+    op = "attention_op"
+    x = _args.operand(q, "q", op)
+    made = _prefill(
+        op, x, _args.operand(k, "k", op), _args.operand(v, "v", op), causal=causal, scale=scale, config=config
+    )
+    if made is None:
+        raise ArgumentError(f"{op}: the output {list(x.shape)} is empty; there is nothing to launch")
+    return made
+
+
+def _prefill(
+    op: str,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool,
+    scale: float | None,
+    config: autotune.Config | None,
+) -> Op | None:
+    rank4 = "(B, H, S, D)"
+    q3, k3, v3 = _heads(q, "q", op, rank4), _heads(k, "k", op, rank4), _heads(v, "v", op, rank4)
+    if q.ndim == 4 and k.ndim == 4 and (q.shape[0] != k.shape[0]):
+        raise ArgumentError(f"{op}: q has batch {q.shape[0]} but k has {k.shape[0]}")
+    d = _check_common(q3, k3, v3, op)
+    (bhq, sq, _), (bhkv, sk, _) = q3.shape, k3.shape
+    if bhkv == 0 or bhq % bhkv:
+        raise ArgumentError(f"{op}: {bhq} query heads cannot share {bhkv} KV heads; Hkv must divide Hq")
+    if causal and sk < sq:
+        raise ArgumentError(f"{op}: causal attention needs at least as many keys ({sk}) as queries ({sq})")
+    if sk == 0 and sq > 0:
+        raise ArgumentError(f"{op}: k and v have no positions; every query needs at least one key")
+    if bhq == 0 or sq == 0:
+        return None
+    z3 = tile.empty(q3.dtype, [bhq, sq, d])
+    qk_scale = float(d**-0.5 if scale is None else scale)
+    group = bhq // bhkv
+    if config is None:
+        config = _choose_prefill(q3, k3, causal, group)
+    bm, bn = config["BM"], config["BN"]
+    if bm < 1 or bn < 1 or bm & (bm - 1) or bn & (bn - 1):
+        raise ArgumentError(f"{op}: config {config}: BM and BN must be powers of two")
+    made: Op = kernels(_STEM).fmha(
+        z3.partition([1, bm, d]), q3, k3, v3, qk_scale, sk - sq, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0
+    )
+    return made
+
+
+def _choose_prefill(q: Tensor, k: Tensor, causal: bool, group: int) -> autotune.Config:
+    (bhq, sq, d), (bhkv, sk, _) = q.shape, k.shape
+    default = autotune.Config.of(BM=128, BN=64) if tile.backend() == "gpu" else autotune.Config.of(BM=16, BN=16)
+    key: dict[str, object] = {"bh": autotune.bucket(bhq), "sq": autotune.bucket(sq), "sk": autotune.bucket(sk)}
+    key |= {"d": d, "dtype": q.dtype.name, "causal": causal, "group": group, **autotune.environment()}
+
+    def run(cfg: autotune.Config) -> Tensor:
+        # Scratch operands of the same shapes: the real ones may be in flight.
+        qs, ks, vs = (
+            tile.zeros(q.dtype, [bhq, sq, d]),
+            tile.zeros(q.dtype, [bhkv, sk, d]),
+            tile.zeros(q.dtype, [bhkv, sk, d]),
+        )
+        z = tile.empty(q.dtype, [bhq, sq, d]).partition([1, cfg["BM"], d])
+        bn = cfg["BN"]
+        launch = kernels(_STEM).fmha(
+            z, qs, ks, vs, d**-0.5, sk - sq, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0
+        )
+        return _args.first_output(launch.sync())
+
+    return autotune.tuner("attention", source_digest(_STEM)).choose(key, _PREFILL, default, run)

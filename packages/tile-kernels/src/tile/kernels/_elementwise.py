@@ -1,0 +1,300 @@
+"""Elementwise and selection kernels' Python API: `rope`, `swiglu`, `swiglu_fused`, `embedding`, `argmax`, `top_k`,
+`sample`, and the ``*_op`` forms for chains. Kernels are in ``_elementwise_kernels.tilepy``.
+
+Each plain function borrows its inputs, waits for its work and returns a new tensor; each ``*_op`` returns the launch
+(its first output is the output partition) and takes tensors in flight for its activation input. Math is f32 inside
+every kernel; outputs are in the input's dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import tile.frontend as tile
+from tile.aio import DeviceOp
+from tile.frontend import ArgumentError, Tensor, i32
+from tile.kernels import _args
+from tile.kernels._source import kernels
+
+__all__ = [
+    "argmax",
+    "argmax_op",
+    "embedding",
+    "embedding_op",
+    "rope",
+    "rope_op",
+    "sample",
+    "sample_op",
+    "swiglu",
+    "swiglu_fused",
+    "swiglu_fused_op",
+    "swiglu_op",
+    "top_k",
+]
+
+_STEM = "_elementwise_kernels"
+_IDS = ("i32", "i64")
+MAX_TOP_K = 1024
+Op = DeviceOp[tuple[Any, ...]]
+
+
+def _index_tensor(value: object, name: str, op: str, inflight: bool) -> tuple[Tensor, np.ndarray[Any, Any] | None]:
+    """An integer index tensor (ints, a numpy array, or a tensor) and its values when they can be read here."""
+    if isinstance(value, Tensor) and value.in_flight:
+        if not inflight:
+            raise ArgumentError(f"{op}: {name} is in flight; use the _op form inside a chain")
+        t, host = value, None
+    elif isinstance(value, (Sequence, np.ndarray)) and not isinstance(value, Tensor):
+        host = np.asarray(value)
+        if host.dtype.kind not in "iu" and host.size:
+            raise ArgumentError(f"{op}: {name} must be integers, got dtype {host.dtype}")
+        t = tile.from_numpy(host.astype(np.int32).reshape(host.shape))
+    else:
+        t = _args.as_input(value, name, op)
+        host = None if inflight else np.asarray(t.to_numpy())
+    if t.dtype.name not in _IDS:
+        raise ArgumentError(f"{op}: {name} has dtype {t.dtype.name}; pass i32 or i64 indices")
+    return t, host
+
+
+# -- RoPE ------------------------------------------------------------------------------------------------------------
+
+
+def rope(x: object, positions: object, *, theta: float, head_dim: int) -> Tensor:
+    """Rotary position embedding, neox style (the first half of each head rotated with the second).
+
+    Parameters
+    ----------
+    x
+        ``(T, H * head_dim)`` rows or ``(T, H, head_dim)``; f16, bf16 or f32.
+    positions
+        ``(T,)`` integer positions (ints or an i32/i64 tensor).
+    theta
+        The RoPE base (Qwen3: 1e6).
+    head_dim
+        Even, a power of two from 2 to 1024.
+
+    Returns
+    -------
+    Tensor
+        ``x`` rotated, of its shape and dtype: ``[a, b] -> [a cos - b sin, b cos + a sin]`` at angles
+        ``p * theta ** (-2i / head_dim)`` (f32).
+    """
+    op = "rope"
+    t = _args.as_input(x, "x", op)
+    shape = tuple(t.shape)
+    rows = _rope_rows(t, head_dim, op)
+    pos, _ = _index_tensor(positions, "positions", op, False)
+    made = _rope(op, rows, pos, theta, head_dim)
+    return _args.first_output(made.sync()).reshape(*shape)
+
+
+def rope_op(x: object, positions: object, *, theta: float, head_dim: int) -> Op:
+    """`rope` as an op: ``x`` as ``(T, H * head_dim)`` rows (may be in flight), positions as in `rope` (may be in
+    flight); the op's output ``[0]`` is the rotated rows' partition."""
+    op = "rope_op"
+    t = _args.operand(x, "x", op)
+    pos, _ = _index_tensor(positions, "positions", op, True)
+    return _rope(op, _rope_rows(t, head_dim, op), pos, theta, head_dim)
+
+
+def _rope_rows(t: Tensor, head_dim: int, op: str) -> Tensor:
+    _args.check_dtype(t, "x", op, _args.FLOATS)
+    if head_dim < 2 or head_dim > 1024 or head_dim & (head_dim - 1):
+        raise ArgumentError(f"{op}: head_dim {head_dim} must be a power of two from 2 to 1024")
+    if t.ndim == 3 and t.shape[2] == head_dim and not t.in_flight and t.is_contiguous:
+        return t.reshape(t.shape[0], t.shape[1] * head_dim)
+    if t.ndim != 2 or t.shape[1] % head_dim:
+        raise ArgumentError(
+            f"{op}: x has shape {list(t.shape)}; pass contiguous (T, H, {head_dim}) or rows (T, H * {head_dim})"
+        )
+    return t
+
+
+def _rope(op: str, rows: Tensor, pos: Tensor, theta: float, head_dim: int) -> Op:
+    if tuple(pos.shape) != (rows.shape[0],):
+        raise ArgumentError(f"{op}: positions has shape {list(pos.shape)}, expected [{rows.shape[0]}] (one per row)")
+    if not theta > 1.0 or not math.isfinite(theta):
+        raise ArgumentError(f"{op}: theta {theta} must be a finite number > 1")
+    z = tile.empty(rows.dtype, list(rows.shape)).partition([1, head_dim])
+    made: Op = kernels(_STEM).rope(z, rows, pos, math.log2(theta), HALF=head_dim // 2)
+    return made
+
+
+# -- SwiGLU ----------------------------------------------------------------------------------------------------------
+
+
+def _tiles(n: int) -> tuple[int, int]:
+    """(BM, BN) of an elementwise launch over rows of ``n`` columns: about 4096 elements per block."""
+    bn = min(_args.next_pow2(n), 1024)
+    return max(1, 4096 // bn), bn
+
+
+def swiglu(gate: object, up: object) -> Tensor:
+    """``silu(gate) * up`` of two ``(T, I)`` tensors (f16, bf16 or f32, one dtype), in f32; a new ``(T, I)`` tensor
+    of their dtype."""
+    return _args.first_output(_swiglu("swiglu", gate, up, borrow=True).sync())
+
+
+def swiglu_op(gate: object, up: object) -> Op:
+    """`swiglu` as an op (``gate`` and ``up`` may be tensors in flight); output ``[0]`` is the result partition."""
+    return _swiglu("swiglu_op", gate, up, borrow=False)
+
+
+def _swiglu(op: str, gate: object, up: object, *, borrow: bool) -> Op:
+    get = _args.as_input if borrow else _args.operand
+    a, b = get(gate, "gate", op), get(up, "up", op)
+    for t, name in ((a, "gate"), (b, "up")):
+        _args.check_dtype(t, name, op, _args.FLOATS)
+        _args.ensure_rank(t, name, op, 2)
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        raise ArgumentError(f"{op}: gate {a!r} and up {b!r} must have one shape and dtype")
+    bm, bn = _tiles(a.shape[1])
+    z = tile.empty(a.dtype, list(a.shape)).partition([bm, bn])
+    made: Op = kernels(_STEM).swiglu(z, a, b)
+    return made
+
+
+def swiglu_fused(gu: object) -> Tensor:
+    """``silu(gate) * up`` of the fused ``(T, 2 * I)`` rows of a concatenated gate/up projection (gate first), as
+    `swiglu`; a new ``(T, I)`` tensor."""
+    return _args.first_output(_swiglu_fused("swiglu_fused", gu, borrow=True).sync())
+
+
+def swiglu_fused_op(gu: object) -> Op:
+    """`swiglu_fused` as an op (``gu`` may be in flight). Columns per block are the largest power of two up to 1024
+    dividing ``I``, so the up half starts on a tile boundary."""
+    return _swiglu_fused("swiglu_fused_op", gu, borrow=False)
+
+
+def _swiglu_fused(op: str, gu: object, *, borrow: bool) -> Op:
+    t = (_args.as_input if borrow else _args.operand)(gu, "gu", op)
+    _args.check_dtype(t, "gu", op, _args.FLOATS)
+    _args.ensure_rank(t, "gu", op, 2)
+    m, n2 = t.shape
+    if n2 % 2 or n2 == 0:
+        raise ArgumentError(f"{op}: gu has {n2} columns; pass the (T, 2 * I) concatenation, gate first")
+    inner = n2 // 2
+    bn = min(inner & -inner, 1024)
+    z = tile.empty(t.dtype, [m, inner]).partition([max(1, 4096 // bn) if m > 1 else 1, bn])
+    made: Op = kernels(_STEM).swiglu_fused(z, t, UP=inner // bn)
+    return made
+
+
+# -- embedding -------------------------------------------------------------------------------------------------------
+
+
+def embedding(table: object, ids: object) -> Tensor:
+    """Rows ``table[ids]``: ``table`` ``(V, H)`` (any dtype), ``ids`` ``(T,)`` integers; a new ``(T, H)``.
+
+    Raises `ArgumentError` for an id outside ``[0, V)`` (checked here; the kernel checks every id it reads too).
+    """
+    return _args.first_output(_embedding("embedding", table, ids, inflight=False).sync())
+
+
+def embedding_op(table: object, ids: object) -> Op:
+    """`embedding` as an op; ``ids`` may be in flight (then not read here: an id outside the table faults in the
+    kernel instead of reading other memory). Output ``[0]`` is the ``(T, H)`` partition."""
+    return _embedding("embedding_op", table, ids, inflight=True)
+
+
+def _embedding(op: str, table: object, ids: object, *, inflight: bool) -> Op:
+    tab = _args.as_input(table, "table", op)
+    _args.ensure_rank(tab, "table", op, 2)
+    idt, host = _index_tensor(ids, "ids", op, inflight)
+    _args.ensure_rank(idt, "ids", op, 1)
+    vocab, h = tab.shape
+    if host is not None:
+        bad = [int(i) for i in host.reshape(-1) if not 0 <= int(i) < vocab]
+        if bad:
+            raise ArgumentError(f"{op}: id {bad[0]} is outside the table's {vocab} rows")
+    bh = min(_args.next_pow2(h), 1024)
+    z = tile.empty(tab.dtype, [idt.shape[0], h]).partition([1, bh])
+    made: Op = kernels(_STEM).embed(z, tab, idt)
+    return made
+
+
+# -- selection -------------------------------------------------------------------------------------------------------
+
+
+def _rows_in(x: object, op: str, inflight: bool) -> Tensor:
+    t = (_args.operand if inflight else _args.as_input)(x, "x", op)
+    _args.check_dtype(t, "x", op, _args.FLOATS)
+    if t.ndim == 1 and not t.in_flight:
+        t = t.reshape(1, t.shape[0])
+    _args.ensure_rank(t, "x", op, 2)
+    if t.shape[1] == 0:
+        raise ArgumentError(f"{op}: rows of x are empty; there is nothing to choose from")
+    return t
+
+
+def _chunk(n: int) -> int:
+    return min(_args.next_pow2(n), 4096 if tile.backend() == "gpu" else 256)
+
+
+def argmax(x: object) -> Tensor:
+    """Index of the largest value of each row of ``x`` (``(R, N)`` or ``(N,)``; the first on ties); i32 ``(R,)``."""
+    return _args.first_output(_argmax(_rows_in(x, "argmax", False)).sync())
+
+
+def argmax_op(x: object) -> Op:
+    """`argmax` as an op (``x`` ``(R, N)``, may be in flight); output ``[0]`` is the i32 ``(R,)`` partition."""
+    return _argmax(_rows_in(x, "argmax_op", True))
+
+
+def _argmax(t: Tensor) -> Op:
+    z = tile.empty(i32, [t.shape[0]]).partition([1])
+    made: Op = kernels(_STEM).argmax_rows(z, t, BN=_chunk(t.shape[1]))
+    return made
+
+
+def top_k(x: object, k: int) -> tuple[Tensor, Tensor]:
+    """The ``k`` largest values of each row of ``x`` (``(R, N)`` or ``(N,)``) and their indices, values descending
+    (ties: lower index first); ``((R, k)`` values of x's dtype, ``(R, k)`` i32 indices). Each row costs ``k`` passes
+    over it, so this is for small ``k`` (at most `MAX_TOP_K`)."""
+    op = "top_k"
+    t = _rows_in(x, op, False)
+    rows, n = t.shape
+    if not 1 <= k <= min(n, MAX_TOP_K):
+        raise ArgumentError(f"{op}: k={k} must be in [1, {min(n, MAX_TOP_K)}] for rows of {n}")
+    kp = _args.next_pow2(k)
+    zv = tile.empty(t.dtype, [rows, k]).partition([1, kp])
+    zi = tile.empty(i32, [rows, k]).partition([1, kp])
+    out = kernels(_STEM).top_k(zv, zi, t, K=k, BN=_chunk(n)).sync()
+    return out[0].unpartition(), out[1].unpartition()
+
+
+def sample(x: object, temperature: float, top_k: int = 0, seed: int = 0) -> Tensor:
+    """One index per row of ``x`` (``(R, N)`` or ``(N,)`` logits) drawn from ``softmax(x / temperature)`` over the
+    row's ``top_k`` largest values (all for 0); i32 ``(R,)``.
+
+    ``temperature == 0`` or ``top_k == 1`` is greedy (`argmax`). Sampling is the Gumbel-max trick with noise from a
+    hash of ``(seed, row, index)``: deterministic for a seed, different per seed; change the seed every step.
+    """
+    return _args.first_output(_sample("sample", x, temperature, top_k, seed, borrow=True).sync())
+
+
+def sample_op(x: object, temperature: float, top_k: int = 0, seed: int = 0) -> Op:
+    """`sample` as an op (``x`` ``(R, N)``, may be in flight); output ``[0]`` is the i32 ``(R,)`` partition. The
+    seed is baked into the op (and into a captured graph)."""
+    return _sample("sample_op", x, temperature, top_k, seed, borrow=False)
+
+
+def _sample(op: str, x: object, temperature: float, top_k: int, seed: int, *, borrow: bool) -> Op:
+    if not temperature >= 0 or not math.isfinite(temperature) or top_k < 0:
+        raise ArgumentError(f"{op}: temperature ({temperature}) must be finite and >= 0, top_k ({top_k}) >= 0")
+    t = _rows_in(x, op, not borrow)
+    if temperature == 0 or top_k == 1:
+        return _argmax(t)
+    n = t.shape[1]
+    if top_k > MAX_TOP_K:
+        raise ArgumentError(f"{op}: top_k={top_k} is more than {MAX_TOP_K}")
+    k = min(top_k, n)
+    z = tile.empty(i32, [t.shape[0]]).partition([1])
+    seed32 = int(seed) % (1 << 31)
+    made: Op = kernels(_STEM).sample(z, t, 1.0 / temperature, seed32, K=k, BN=_chunk(n))
+    return made
