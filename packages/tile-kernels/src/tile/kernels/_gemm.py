@@ -29,8 +29,8 @@ _STEM = "_gemm_kernels"
 _Op = DeviceOp[tuple[Any, ...]]
 
 # Candidates the GPU tuner times: big tiles for M > 16; for decode sizes the GEMV forms (`_gemv.candidates`) and the
-# skinny (BM = 16) tiles with and without split-K, which stay in the race: on an H100 the skinny unsplit tile was
-# faster than every GEMV form for Qwen3-4B's fused gate/up (29 vs 51 us), and split-K wins where N is small.
+# skinny (BM = 16) tiles with and without split-K, which stay in the race (without them Qwen3-4B decode on an H100 was
+# slower: 166 against 175 tokens/s), and split-K wins where N is small.
 _WIDE = tuple(
     autotune.Config.of(BM=bm, BN=bn, BK=bk, GROUP=g, SPLIT=1)
     for bm, bn, bk, g in (
