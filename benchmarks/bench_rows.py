@@ -52,11 +52,11 @@ def plans_seen() -> Iterator[list[Plan]]:
         seen.append(real(config, np_, op, unit=unit))
         return seen[-1]
 
-    _rowforms.plan = spy  # type: ignore[assignment]  # a read-only spy, restored below
+    _rowforms.plan = spy  # a read-only spy, restored below
     try:
         yield seen
     finally:
-        _rowforms.plan = real  # type: ignore[assignment]
+        _rowforms.plan = real
 
 
 class Case:
@@ -88,7 +88,7 @@ class Case:
 
     @property
     def bytes_moved(self) -> float:
-        per = self.m * self.n * self.dtype.itemsize
+        per = float(self.m * self.n * self.dtype.itemsize)
         return 4.0 * per if self.name == "add_rmsnorm" else 2.0 * per
 
     def call(self, config: Any = None) -> list[tile.Tensor]:
@@ -246,7 +246,7 @@ class Env:
         self.triton: Any = None
         if torch is not None:
             try:
-                import triton_rows
+                import triton_rows  # type: ignore[import-untyped]  # a script beside this one, not a package
 
                 self.triton = triton_rows
             except ImportError as exc:  # triton missing: the Triton contender is skipped with this note
@@ -276,7 +276,9 @@ def _peers(env: Env, case: Case) -> tuple[dict[str, Run], list[Any] | None]:
     return paths, want
 
 
-def _tile_paths(env: Env, case: Case, configs: dict[str, Any], want: list[Any] | None) -> tuple[dict[str, Run], dict]:
+def _tile_paths(
+    env: Env, case: Case, configs: dict[str, Any], want: list[Any] | None
+) -> tuple[dict[str, Run], dict[str, str]]:
     """One graph-replay contender per config (None: the tuned one), each checked; and the plan each ran."""
     outputs = 2 if case.name == "add_rmsnorm" else 1
     reference = want if want is not None else [to_numpy(t) for t in case.call(tk.Config.of(BM=1))]

@@ -24,7 +24,7 @@ FORMS = {
     "default": None,
     "chunk256": tk.Config.of(BM=1, BN=256),
     "chunk128x4": tk.Config.of(BM=4, BN=128, LAT=2),
-    "whole4": tk.Config.of(BM=4, BN=0, WARPS=8, OCC=2),
+    "whole8": tk.Config.of(BM=8, BN=0, WARPS=8, OCC=2),
 }
 ROWS = 5  # not a multiple of 2 or 4 rows per block: the last block's extra rows are masked
 
@@ -77,7 +77,7 @@ def test_every_row_kernel_at_odd_lengths(dtype: str, n: int, form: str) -> None:
     rng = np.random.default_rng(n)
     x, w, b = array(rng, dtype, (ROWS, n), scale=3.0), array(rng, "bf16", (n,)), array(rng, "f32", (n,))
     xt = tensor(x)
-    if form == "whole4" and n > 2048:  # 4 whole rows of 8192 padded columns: past the whole-row form's tile
+    if form == "whole8" and n > 4096:  # 8 whole rows of 8192 padded columns: past the whole-row form's tile
         with pytest.raises(ArgumentError, match="set a smaller BN"):
             tk.softmax(xt, config=config)
         return

@@ -90,7 +90,7 @@ def test_rmsnorm_op_runs_the_chunked_form() -> None:
     rng = np.random.default_rng(3)
     x, w = array(rng, "f16", (3, 5000)), array(rng, "f16", (5000,))
     got = tk.rmsnorm_op(tensor(x), tensor(w)).sync()[0].unpartition()  # 5000 columns: chunked by default here
-    assert _rowforms.plan(_rowforms.default(8192), 8192, "t").bn == 1024
+    assert _rowforms.plan(_rowforms.default(8192), 8192, "t").bn == 1024  # the interpreter's chunk width
     assert_within(got.to_numpy(), *_norm_ref(x, w, "f16"))
 
 
@@ -154,9 +154,9 @@ def test_bad_input_gets_a_typed_error(call: Callable[[], object], message: str) 
 def test_the_row_tuner_times_every_candidate_and_the_call_runs_the_winner(tmp_path: Path) -> None:
     """With an injected timer the candidates of a 4096-column row are timed; the chunked one made fastest wins."""
     candidates = _rowforms.configs(4096)
-    assert {c.as_dict().get("BN", 0) for c in candidates} == {0, 1024}  # whole rows and 1024-column chunks
+    assert {c.as_dict().get("BN", 0) for c in candidates} == {0, 1024, 2048}  # whole rows and chunks narrower
     assert all(c["BM"] * 4096 <= 8192 for c in candidates)
-    winner = tk.Config.of(BM=1, BN=1024, WARPS=8)
+    winner = tk.Config.of(BM=1, BN=2048, WARPS=8)
     ran: list[int] = []
     real = _rowforms.plan
 
@@ -184,3 +184,18 @@ def test_the_row_tuner_times_every_candidate_and_the_call_runs_the_winner(tmp_pa
     xd = f64(x)
     ref = np.exp(xd - xd.max(-1, keepdims=True))
     assert_within(got.to_numpy(), ref / ref.sum(-1, keepdims=True), 1e-6)
+
+
+def test_the_default_form_follows_the_row_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU defaults (read without a GPU): whole rows with 8 warps up to 8192 columns, 2048-wide chunks above."""
+    monkeypatch.setattr(tile, "backend", lambda: "gpu")
+    plans = {np_: _rowforms.plan(_rowforms.default(np_), np_, "t") for np_ in (1, 1024, 4096, 8192, 16384, 65536)}
+    assert [(p.bm, p.bn, p.whole, p.warps) for p in plans.values()] == [
+        (16, 1, True, 8),
+        (4, 1024, True, 8),
+        (1, 4096, True, 8),
+        (1, 8192, True, 8),
+        (1, 2048, False, 8),
+        (1, 2048, False, 8),
+    ]
+    assert all(_rowforms.default(np_) in _rowforms.configs(np_) for np_ in plans if np_ > 1)  # the tuner times it

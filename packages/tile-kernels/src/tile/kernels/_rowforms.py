@@ -34,7 +34,7 @@ __all__ = ["WHOLE_MAX", "Plan", "configs", "default", "plan", "source"]
 WHOLE_MAX = 32768
 """The most elements a whole-row block holds (``BM * NP``): longer rows, or more rows per block, are chunked."""
 WHOLE, CHUNKED = "_row_kernels", "_row_chunked"
-_TUNED_BN = (1024, 4096)
+_TUNED_BN = (1024, 2048, 4096)
 _VARIANTS: dict[tuple[str, str, int, int], Kernel] = {}
 _LOCK = threading.Lock()
 
@@ -123,20 +123,25 @@ def plan(config: autotune.Config, np_: int, op: str, *, unit: int = 1) -> Plan:
 
 def configs(np_: int) -> tuple[autotune.Config, ...]:
     """The candidates the tuner times for rows padded to ``np_``: whole-row forms with 1..8 rows per block (at most
-    8192 elements, or one row) and chunked forms of 1024 and 4096 columns, each with and without 8 worker warps."""
+    8192 elements, or one row) and chunked forms of 1024, 2048 and 4096 columns, each with tileiras' warp count and
+    with 8 worker warps."""
     shapes = [(bm, 0) for bm in (1, 2, 4, 8) if bm * np_ <= max(8192, np_) and np_ <= WHOLE_MAX]
     shapes += [(1, bn) for bn in _TUNED_BN if bn < np_]
     return tuple(autotune.Config.of(BM=bm, BN=bn, WARPS=w) for bm, bn in shapes for w in (0, 8))
 
 
 def default(np_: int) -> autotune.Config:
-    """The untuned choice: whole rows up to 8192 columns (4096 elements per block on the GPU, several rows for short
-    rows), chunks of 2048 above; on the interpreter, whole rows up to 2048 and chunks of 1024 (fewer blocks)."""
-    gpu = tile.backend() == "gpu"
-    fits, budget, chunk = (8192, 4096, 2048) if gpu else (2048, 2048, 1024)
-    if np_ <= fits:
-        return autotune.Config.of(BM=max(1, min(16, budget // np_)))
-    return autotune.Config.of(BM=1, BN=chunk)
+    """The untuned choice. GPU: whole rows up to 8192 columns, 4096 elements per block (several rows for short rows),
+    8 worker warps; longer rows in chunks of 2048 with 8 warps. Read from the SASS (benchmarks/inspect_rows.py): 8
+    warps keep 16-32 f32 values per thread, while a whole 32768-element row needs 252 registers a thread at 8 warps
+    (one block per SM) and spills at 4. The interpreter: whole rows up to 2048, chunks of 1024 (fewer blocks)."""
+    if tile.backend() != "gpu":
+        if np_ <= 2048:
+            return autotune.Config.of(BM=max(1, min(16, 2048 // np_)))
+        return autotune.Config.of(BM=1, BN=1024)
+    if np_ <= 8192:
+        return autotune.Config.of(BM=max(1, min(16, 4096 // np_)), BN=0, WARPS=8)
+    return autotune.Config.of(BM=1, BN=2048, WARPS=8)
 
 
 def heads_configs(np_: int, d: int) -> tuple[autotune.Config, ...]:
