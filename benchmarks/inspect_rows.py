@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tile.compiler import ArraySpec, Specialization, compile_kernel
+from tile.compiler import ArraySpec, Specialization, Target, compile_kernel
 from tile.compiler._lower import lower
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
@@ -124,7 +124,8 @@ def _spec(name: str) -> tuple[Any, Specialization]:
 def ir_text(name: str) -> str:
     """The Tile IR of a variant (what the bytecode writer encodes for tileiras)."""
     kernel, spec = _spec(name)
-    module = lower(typecheck(resolve(parse(kernel.fn)), spec, "sm_90"), "sm_90").module  # type: ignore[arg-type]
+    target = Target("sm_90")
+    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
     return print_module(module)
 
 

@@ -1,5 +1,5 @@
 """Row kernels on the GPU at the benchmark's row lengths (1024..32768, plus odd ones), in every form the tuner can
-pick (whole rows, 1..8 per block; chunks of 1024 and 4096; the hints), against float64 with the CPU tests' bounds;
+pick (whole rows, 1..8 per block; chunks of 1024, 2048 and 4096; the hints), against float64 with the CPU tests' bounds;
 outputs poisoned with NaN first. Also add_rmsnorm, Qwen3's per-head q/k norm on a slice of a q/k/v projection, and
 one tuned call.
 
