@@ -29,8 +29,10 @@ def _softmax(z, x, stride_z, stride_x, N, BLOCK: tl.constexpr, LOG: tl.constexpr
     shifted = t - tl.max(t, axis=0)
     e = tl.exp(shifted)
     total = tl.sum(e, axis=0)
-    y = shifted - tl.log(total) if LOG else e / total
-    tl.store(z + row * stride_z + cols, y.to(z.dtype.element_ty), mask=cols < N)
+    if LOG:
+        tl.store(z + row * stride_z + cols, (shifted - tl.log(total)).to(z.dtype.element_ty), mask=cols < N)
+    else:
+        tl.store(z + row * stride_z + cols, (e / total).to(z.dtype.element_ty), mask=cols < N)
 
 
 @triton.jit
