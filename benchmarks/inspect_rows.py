@@ -6,8 +6,11 @@ global loads and stores by width (``LDG.E.128`` moves 16 bytes per thread, ``LDG
 (``BAR``), warp shuffles (``SHFL``, the reductions), ``MUFU`` (exp, rsqrt...), branches and spills, the highest
 register number and the instruction count. ``--ir NAME`` also prints that variant's Tile IR (tile.ir's printer: the
 bytecode tileiras reads, as text). Needs tileiras (``nvidia-cuda-tileiras``) and ``nvdisasm`` (``NVDISASM=path`` or
-on PATH; the ``nvidia-cuda-nvdisasm`` wheel has one). Run from the repository root:
-``python benchmarks/inspect_rows.py [--ir softmax_whole_bm1]``. docs/packages/kernels.md discusses the output.
+on PATH; the ``nvidia-cuda-nvdisasm`` wheel has one). ``--triton`` adds Triton's kernels of ``triton_rows.py``
+compiled for sm_90 (needs ``triton``, not a GPU). The row length is compiled in (``N`` = the padded length here), as
+the kernels' launches do. Run from the repository root:
+``python benchmarks/inspect_rows.py [--triton] [--ir softmax_whole_bm1]``. docs/packages/kernels.md discusses the
+output.
 """
 
 from __future__ import annotations
@@ -183,6 +186,39 @@ def sass(name: str, nvdisasm: str) -> str:
         return subprocess.run([nvdisasm, "-c", str(path)], check=True, capture_output=True, text=True).stdout
 
 
+def triton_sass(nvdisasm: str) -> dict[str, str]:
+    """SASS of triton_rows.py's softmax and rmsnorm for sm_90 (no GPU needed), with the divisibility Triton's
+    launcher specializes for contiguous f16 rows (pointers, row stride and N by 16) and the warps its launch picks."""
+    import triton  # type: ignore[import-not-found]  # optional: only for --triton
+    import triton_rows  # type: ignore[import-untyped]  # the script beside this one
+    from triton.backends.compiler import GPUTarget  # type: ignore[import-not-found]
+    from triton.compiler import ASTSource  # type: ignore[import-not-found]
+
+    rows = {"z": "*fp16", "x": "*fp16", "stride_z": "i32", "stride_x": "i32", "N": "i32"}
+    soft, norm = rows | {"BLOCK": "constexpr", "LOG": "constexpr"}, rows | {"w": "*fp16", "eps": "fp32"}
+    norm = {k: norm[k] for k in ("z", "x", "w", "stride_z", "stride_x", "N", "eps")} | {"BLOCK": "constexpr"}
+    found = {}
+    for label, fn, sig, consts in (
+        ("triton_softmax_4096", triton_rows._softmax, soft, {"BLOCK": 4096, "LOG": False}),
+        ("triton_softmax_32768", triton_rows._softmax, soft, {"BLOCK": 32768, "LOG": False}),
+        ("triton_rmsnorm_4096", triton_rows._rmsnorm, norm, {"BLOCK": 4096}),
+        ("triton_rmsnorm_32768", triton_rows._rmsnorm, norm, {"BLOCK": 32768}),
+    ):
+        names = list(sig)
+        wide = [a for a in names if sig[a].startswith("*") or a.startswith("stride") or a == "N"]
+        attrs = {(names.index(a),): [["tt.divisibility", 16]] for a in wide}
+        source = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
+        warps = triton_rows._warps(consts["BLOCK"])
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "k.cubin"
+            path.write_bytes(compiled.asm["cubin"])
+            found[label] = subprocess.run(
+                [nvdisasm, "-c", str(path)], check=True, capture_output=True, text=True
+            ).stdout
+    return found
+
+
 def main() -> None:
     if "--ir" in sys.argv:
         print(ir_text(sys.argv[sys.argv.index("--ir") + 1]))
@@ -190,8 +226,11 @@ def main() -> None:
     nvdisasm = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
     if nvdisasm is None:
         sys.exit("nvdisasm not found: set NVDISASM=/path/to/nvdisasm (the nvidia-cuda-nvdisasm wheel has one)")
-    for name in VARIANTS:
-        counts = sass_counts(sass(name, nvdisasm))
+    found = {name: sass(name, nvdisasm) for name in VARIANTS}
+    if "--triton" in sys.argv:
+        found |= triton_sass(nvdisasm)
+    for name, text in found.items():
+        counts = sass_counts(text)
         print(f"{name:>22}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
