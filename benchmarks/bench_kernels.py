@@ -23,8 +23,8 @@ over each peer's (below 1: Tile is faster). Run on the GPU machine from the repo
 interpreter here, without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows,rows_knobs`` picks
 measurements and merges them into an existing ``kernels.json`` (the first run tunes every key, and each tuned config
 compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the JSON lists every
-config the autotuner chose. ``--match=TEXT`` runs only the measurements whose name contains TEXT
-(``--only=rows --match=softmax_f16``).
+config the autotuner chose. ``--match=TEXT,...`` runs only the measurements whose name contains one of the TEXTs
+(``--only=rows --match=rmsnorm_f16,rmsnorm_bf16``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "kernels.json"
 SMOKE = "--smoke" in sys.argv
 ONLY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "")
-MATCH = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--match=")), "")
+MATCH = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--match=")), "").split(",")
 ROUNDS, REPS = (2, 1) if SMOKE else (7, 10)
 SQUARES = [64] if SMOKE else [4096, 8192]
 QWEN = {"qwen3-4b": (2560, 9728), "qwen3-32b": (5120, 25600)}
@@ -224,7 +224,7 @@ def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
     if not ONLY or {"rows", "rows_knobs"} & set(ONLY.split(",")):
         env = bench_rows.Env(peers.torch, peers.errors, rows=ROWS, chain=CHAIN, timer=bench_rows_timer)
         found += bench_rows.steps(env, ROW_LENGTHS)
-    return [s for s in found if (not ONLY or s[0] in ONLY.split(",")) and MATCH in s[1]]
+    return [s for s in found if (not ONLY or s[0] in ONLY.split(",")) and any(m in s[1] for m in MATCH)]
 
 
 def bench_rows_timer(paths: dict[str, tuple[Run, int, int]], warmup: int = 2) -> dict[str, float]:
