@@ -15,25 +15,25 @@ Outputs are reused across calls (``out=``), so no allocation is timed.
    back to back in a graph over weight copies that outgrow L2 (see gemv_decode.py). ``--only=gemv-4b`` or
    ``--only=gemv-32b`` runs one model.
 4. ``bmm`` f16, 32 x 512 x 512 x 128 (attention-sized) against ``torch.bmm``.
-5. Row kernels f16 / bf16 on 4096 rows of 1024 ... 32768: ``softmax``, ``rmsnorm``, ``layernorm`` against
-   ``torch.softmax``, ``F.rms_norm`` (torch >= 2.4; a composed version before) and ``F.layer_norm``. GB/s (one read,
-   one write). A call that waits for its work (``tile``, ``torch``) costs a host round trip of tens of microseconds,
-   as much as the kernel below 8192 columns, so the row kernels are also timed back to back: ``tile back to back``
-   chains CHAIN launches of the row kernel at the tuned config (each the previous one's ``.then``, the output
-   preallocated and handed on), ``torch back to back`` issues CHAIN calls; each waits once. Those two compare the
-   kernels; the waiting pair compares what one call costs.
+5. Row kernels (``bench_rows.py``): softmax, log_softmax, rmsnorm, layernorm, add_rmsnorm, rmsnorm_heads on 4096
+   rows of 1024 ... 32768, f16 / bf16, against torch and Triton's one-program-per-row kernels (``triton_rows.py``,
+   skipped with a note if ``import triton`` fails), each timed as CHAIN launches replayed from a captured graph, so
+   the kernels are compared, not the host's launch paths. GB/s. ``--only=rows_knobs``: the knob study (rows per
+   block, chunk width, warps, occupancy, latency) of softmax and rmsnorm, f16.
 6. Attention (``--only=attn``, or ``attn_prefill`` / ``attn_decode`` for one half; in ``bench_kernels_attn.py``):
    FMHA prefill against torch SDPA and cuTile Python's FMHA sample (causal and not, d64/d128, sequences 1k-8k, and
    a GQA case), decode attention against SDPA at batch 1 and 8 over KV lengths 1k-32k (waiting calls and
    back-to-back chains).
 
-Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time over
-each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root: ``python
-benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU interpreter here,
-without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows,attn`` (``attn_prefill``,
-``attn_decode``) picks measurements and merges them into an existing ``kernels.json`` (the first run tunes every key,
-and each tuned config compiles once, so a full run can outlast a 10-minute limit: run it in parts). ``tuned`` in the
-JSON lists every config the autotuner chose.
+Results go to ``benchmarks/results/kernels.json`` with the device name and versions; ``tile_vs`` gives Tile's time
+over each peer's (below 1: Tile is faster). Run on the GPU machine from the repository root:
+``python benchmarks/bench_kernels.py``; ``--smoke`` runs tiny sizes on whatever backend is available (the CPU
+interpreter here, without peers) to check the script itself; ``--only=matmul,epilogue,gemv,bmm,rows,rows_knobs,attn``
+(``attn_prefill``, ``attn_decode``) picks measurements and merges them into an existing ``kernels.json`` (the first
+run tunes every key, and each tuned config compiles once, so a full run can outlast a 10-minute limit: run it in
+parts). ``tuned`` in the JSON lists every
+config the autotuner chose. ``--match=TEXT,...`` runs only the measurements whose name contains one of the TEXTs
+(``--only=rows --match=rmsnorm_f16,rmsnorm_bf16``).
 """
 
 from __future__ import annotations
@@ -53,8 +53,10 @@ import numpy as np
 
 import tile.frontend as tile
 import tile.kernels as tk
-from tile.kernels import _gemm, _rows
-from tile.kernels._source import kernels, source_digest
+from tile.kernels import _gemm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_rows  # the row kernels' measurements (and triton_rows, their Triton peer)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gemv_decode  # type: ignore[import-not-found]  # beside this script, found through sys.path above
@@ -66,13 +68,14 @@ from bench_kernels_attn import steps as attn_steps  # noqa: E402 - the attention
 RESULTS = ROOT / "benchmarks" / "results" / "kernels.json"
 SMOKE = "--smoke" in sys.argv
 ONLY = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), "")
+MATCH = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--match=")), "").split(",")
 ROUNDS, REPS = (2, 1) if SMOKE else (7, 10)
 SQUARES = [64] if SMOKE else [4096, 8192]
 QWEN = {"qwen3-4b": (2560, 9728), "qwen3-32b": (5120, 25600)}
 MS = [1, 16] if SMOKE else [1, 16, 128, 2048]
-ROW_LENGTHS = [64, 100] if SMOKE else [1024, 4096, 8192, 32768]
+ROW_LENGTHS = [64, 96] if SMOKE else [1024, 4096, 8192, 32768]
 ROWS = 8 if SMOKE else 4096
-CHAIN = 2 if SMOKE else 50  # back-to-back launches per timed row-kernel sample, waited for once
+CHAIN = 2 if SMOKE else 50  # row-kernel launches per captured graph, replayed and waited for once per sample
 Run = Callable[[], None]
 
 
@@ -96,6 +99,7 @@ class Peers:
 
     def __init__(self, errors: dict[str, str]) -> None:
         self.torch: Any = None
+        self.errors = errors
         if tile.backend() != "gpu":
             errors["torch"] = "no GPU: peers are not run"
             return
@@ -215,109 +219,6 @@ def bench_bmm(peers: Peers) -> dict[str, Any]:
     return _entry(interleaved(paths), 2.0 * batch * m * n * k, "TFLOP_per_s") | {"shape": [batch, m, n, k]}
 
 
-def bench_rows(peers: Peers, name: str, dtype: Any, n: int) -> dict[str, Any]:
-    tx, x = peers.randn(dtype, (ROWS, n))
-    tw, w = peers.randn(dtype, (n,))
-    tbias, bias = peers.randn(dtype, (n,))
-    calls: dict[str, Callable[[Any], tile.Tensor]] = {
-        "softmax": lambda out: tk.softmax(x, out=out),
-        "rmsnorm": lambda out: tk.rmsnorm(x, w, out=out),
-        "layernorm": lambda out: tk.layernorm(x, w, bias, out=out),
-    }
-    tile_run = Reuse(calls[name])
-    paths: dict[str, Run] = {"tile": tile_run}
-    default = _rows._default(1 << (n - 1).bit_length())
-    paths["tile default config"] = Reuse(lambda out: _with_config(name, x, w, bias, out=out, config=default))
-    torch = peers.torch
-    if torch is not None:
-        f = torch.nn.functional
-        peer: Callable[[], Any] = {
-            "softmax": lambda: torch.softmax(tx, dim=-1),
-            "rmsnorm": (lambda: f.rms_norm(tx, (n,), tw, eps=1e-6))
-            if hasattr(f, "rms_norm")
-            else (lambda: tx * torch.rsqrt(tx.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(tx.dtype) * tw),
-            "layernorm": lambda: f.layer_norm(tx, (n,), tw, tbias, eps=1e-5),
-        }[name]
-        paths["torch"] = peers.sync(peer)
-        _check(tile_run.out, peer(), peers, 2e-2)
-
-        def torch_chain() -> None:
-            for _ in range(CHAIN):
-                peer()
-            torch.cuda.synchronize()
-
-        paths["torch back to back"] = torch_chain
-    chain = RowChain(name, x, w, bias, _tuned(name, x, n))
-    got = chain.output()
-    if torch is not None:
-        _check(got, peer(), peers, 2e-2)
-    else:  # the interpreter: the chained kernel against the waiting call's output
-        np.testing.assert_allclose(
-            np.asarray(got.to_numpy(), np.float64), tile_run.out.to_numpy(), rtol=2e-2, atol=2e-2
-        )
-    paths["tile back to back"] = chain
-    times = interleaved(paths)
-    for key in ("tile back to back", "torch back to back"):
-        if key in times:
-            times[key] /= CHAIN  # seconds per launch
-    bytes_moved = 2.0 * ROWS * n * (2 if dtype.name != "f32" else 4)
-    found = _entry(times, bytes_moved, "GB_per_s") | {"rows": ROWS, "n": n, "chain": CHAIN}
-    if "torch back to back" in times:
-        found["back_to_back_tile_vs_torch"] = times["tile back to back"] / times["torch back to back"]
-    return found
-
-
-def _tuned(name: str, x: tile.Tensor, n: int) -> Any:
-    """The config the ``tile`` call just chose (the autotuner's remembered pick for this key; the default if none)."""
-    n_pow2 = 1 << (n - 1).bit_length()
-    key: dict[str, object] = {"m": tk.autotune.bucket(ROWS), "n": n_pow2, "dtype": x.dtype.name, "out": x.dtype.name}
-    key |= tk.autotune.environment()
-    text = json.dumps(key, sort_keys=True, default=str)  # as Autotuner.choose keys it
-    remembered = tk.autotune.tuner(name, source_digest("_row_kernels")).remembered()
-    return remembered.get(text, _rows._default(n_pow2))
-
-
-class RowChain:
-    """CHAIN launches of one row kernel back to back, each made by the previous one's ``.then`` from its outputs
-    (the output tensor preallocated and handed on, nothing allocated per launch), waited for once."""
-
-    def __init__(self, name: str, x: Any, w: Any, bias: Any, config: Any) -> None:
-        k = kernels("_row_kernels")
-        n = x.shape[-1]
-        z = tile.empty(x.dtype, list(x.shape)).partition([config["BM"], 1 << (n - 1).bit_length()])
-        self.config = config
-        if name == "softmax":
-            self.kernel, self.args, self.generics = k.softmax, [z, x[()]], {"LOG": False}
-        elif name == "rmsnorm":
-            self.kernel, self.args, self.generics = k.rmsnorm, [z, x[()], w[()], 1e-6], {}
-        else:
-            self.kernel, self.args = k.layernorm, [z, x[()], w[()], bias[()], 1e-5]
-            self.generics = {"HAS_W": True, "HAS_B": True}
-        self.n = len(self.args)
-
-    def __call__(self) -> None:
-        op = self.kernel(*self.args, **self.generics)
-        for _ in range(CHAIN - 1):
-            op = op.then(lambda out: self.kernel(*out[: self.n], **self.generics))
-        self.args = list(op.sync())[: self.n]
-
-    def output(self) -> tile.Tensor:
-        """One chain's output (checked against the peer before timing); the chain keeps the output for the next."""
-        self()
-        z: tile.Tensor = self.args[0].unpartition()
-        got = z.copy()
-        self.args[0] = z.partition([self.config["BM"], 1 << (z.shape[-1] - 1).bit_length()])
-        return got
-
-
-def _with_config(name: str, x: Any, w: Any, bias: Any, *, out: Any, config: Any) -> tile.Tensor:
-    if name == "softmax":
-        return tk.softmax(x, out=out, config=config)
-    if name == "rmsnorm":
-        return tk.rmsnorm(x, w, out=out, config=config)
-    return tk.layernorm(x, w, bias, out=out, config=config)
-
-
 def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
     found: list[tuple[str, str, Callable[[], dict[str, Any]]]] = []
     for dtype in (tile.f16, tile.bf16):
@@ -343,13 +244,24 @@ def steps(peers: Peers) -> list[tuple[str, str, Callable[[], dict[str, Any]]]]:
                 name = f"gemv_bf16_qwen3-{model}_{proj}_m{m}"
                 found.append((f"gemv-{model}", name, partial(bench_gemv, peers, model, proj, mnk=(m, n, k), copy=copy)))
     found.append(("bmm", "bmm_f16", lambda: bench_bmm(peers)))
-    for name in ("softmax", "rmsnorm", "layernorm"):
-        for dtype in (tile.f16, tile.bf16):
-            for n in ROW_LENGTHS:
-                found.append(("rows", f"{name}_{dtype.name}_{n}", partial(bench_rows, peers, name, dtype, n)))
+    if not ONLY or {"rows", "rows_knobs"} & set(ONLY.split(",")):
+        env = bench_rows.Env(peers.torch, peers.errors, rows=ROWS, chain=CHAIN, timer=bench_rows_timer)
+        found += bench_rows.steps(env, ROW_LENGTHS)
     found += attn_steps(peers, interleaved, _entry, SMOKE)
-    picked = ONLY.split(",")  # a group ("rows"), its prefix before "-" ("gemv") or before "_" ("attn": both attn_*)
-    return [s for s in found if not ONLY or {s[0], s[0].split("-")[0], s[0].split("_")[0]} & set(picked)]
+    picked = set(
+        ONLY.split(",")
+    )  # a group ("rows"), its prefix before "-" ("gemv") or before "_" ("attn": both attn_*)
+    return [
+        s
+        for s in found
+        if (not ONLY or {s[0], s[0].split("-")[0], s[0].split("_")[0]} & picked) and any(m in s[1] for m in MATCH)
+    ]
+
+
+def bench_rows_timer(paths: dict[str, tuple[Run, int, int]], warmup: int = 2) -> dict[str, float]:
+    """Seconds per launch of each ``(run, launches per run, runs per sample)`` path, interleaved (see `interleaved`)."""
+    per_run = interleaved({name: run for name, (run, _, _) in paths.items()}, warmup)
+    return {name: per_run[name] / paths[name][1] for name in paths}
 
 
 def versions() -> dict[str, str | None]:
@@ -393,7 +305,7 @@ def main() -> None:
             print(f"  weight GB/s {gbs}, of the copy bandwidth {frac}, config {found['config']}")
     report["tuned"] = {
         family: {key: str(config) for key, config in tk.autotune.tuner(family, "").remembered().items()}
-        for family in ("matmul", "bmm", "softmax", "rmsnorm", "layernorm", "attention")
+        for family in ("matmul", "bmm", *bench_rows.KERNELS, "attention")
     }
     report["errors"] = errors
     if not SMOKE:

@@ -85,23 +85,65 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
     "log_softmax": (
         "_row_kernels",
         "softmax",
-        {"BM": 4, "NP": 1024, "LOG": True},
+        {"BM": 4, "NP": 1024, "N": 1000, "LOG": True, "LAT": 0},
         {"z": ("bf16", 2), "x": ("bf16", 2)},
         {"O": "bf16", "T": "bf16"},
     ),
     "layernorm": (
         "_row_kernels",
         "layernorm",
-        {"BM": 2, "NP": 4096, "HAS_W": True, "HAS_B": True},
+        {"BM": 2, "NP": 4096, "N": 4096, "HAS_W": True, "HAS_B": True, "LAT": 0},
         {"z": ("f16", 2), "x": ("f16", 2), "w": ("bf16", 1), "b": ("f32", 1)},
         {"O": "f16", "T": "f16", "W": "bf16", "B": "f32"},
     ),
     "rmsnorm": (
         "_row_kernels",
         "rmsnorm",
-        {"BM": 1, "NP": 8192},
+        {"BM": 1, "NP": 8192, "N": 5000, "LAT": 1},
         {"z": ("f16", 2), "x": ("f16", 2), "w": ("f32", 1)},
         {"O": "f16", "T": "f16", "W": "f32"},
+    ),
+    "add_rmsnorm": (
+        "_row_kernels",
+        "add_rmsnorm",
+        {"BM": 2, "NP": 2048, "N": 2048, "LAT": 0},
+        {"z": ("bf16", 2), "s": ("bf16", 2), "x": ("bf16", 2), "r": ("bf16", 2), "w": ("bf16", 1)},
+        {"O": "bf16", "S": "bf16", "T": "bf16", "R": "bf16", "W": "bf16"},
+    ),
+    "softmax_chunked": (
+        "_row_chunked",
+        "softmax_chunked",
+        {"BM": 1, "NP": 32768, "N": 32768, "BN": 2048, "LOG": False, "LAT": 1},
+        {"z": ("f16", 2), "x": ("f16", 2)},
+        {"O": "f16", "T": "f16"},
+    ),
+    "rmsnorm_chunked": (
+        "_row_chunked",
+        "rmsnorm_chunked",
+        {"BM": 2, "NP": 16384, "N": 16384, "BN": 1024, "LAT": 0},
+        {"z": ("bf16", 2), "x": ("bf16", 2), "w": ("bf16", 1)},
+        {"O": "bf16", "T": "bf16", "W": "bf16"},
+    ),
+    "add_rmsnorm_chunked": (
+        "_row_chunked",
+        "add_rmsnorm_chunked",
+        {"BM": 1, "NP": 8192, "N": 5000, "BN": 1024, "LAT": 0},
+        {"z": ("f16", 2), "s": ("f16", 2), "x": ("f16", 2), "r": ("f16", 2), "w": ("f32", 1)},
+        {"O": "f16", "S": "f16", "T": "f16", "R": "f16", "W": "f32"},
+    ),
+    "layernorm_chunked": (
+        "_row_chunked",
+        "layernorm_chunked",
+        {"BM": 1, "NP": 32768, "N": 32768, "BN": 4096, "HAS_W": True, "HAS_B": True, "LAT": 0},
+        {"z": ("f16", 2), "x": ("f16", 2), "w": ("f16", 1), "b": ("f16", 1)},
+        {"O": "f16", "T": "f16", "W": "f16", "B": "f16"},
+    ),
+    "rmsnorm_heads": (
+        "_row_chunked",
+        "rmsnorm_heads",
+        {"BM": 4, "NP": 4096, "N": 4096, "BN": 1024, "D": 128, "LAT": 0},
+        {"z": ("bf16", 2), "x": ("bf16", 2), "w": ("bf16", 1)},
+        {"O": "bf16", "T": "bf16", "W": "bf16"},
     ),
 }
 
@@ -115,7 +157,7 @@ def _spec(case: str) -> tuple[Any, Specialization]:
 def test_every_kernel_is_covered_and_none_is_unchecked() -> None:
     found = {
         (stem, name): value
-        for stem in ("_gemm_kernels", "_row_kernels")
+        for stem in ("_gemm_kernels", "_row_kernels", "_row_chunked")
         for name, value in vars(kernels(stem)).items()
         if hasattr(value, "unchecked") and hasattr(value, "fn")
     }
