@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tile.frontend._errors import BorrowError
+from tile.frontend._errors import BorrowError, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import require_exclusive
 from tile.frontend._site import user_site
@@ -32,6 +32,9 @@ class Lent(Wrapper):
     """
 
     __slots__ = ("_tokens",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
     _tokens: list[_Export]
     _copy_fix = "pass the Lent itself to the other library's from_dlpack, as many times as you need"
 

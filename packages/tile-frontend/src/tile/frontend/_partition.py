@@ -25,6 +25,7 @@ from tile.frontend._errors import (
     BorrowError,
     InFlight,
     frozen,
+    refuse_subclass,
 )
 from tile.frontend._handle import Wrapper
 from tile.frontend._storage import overlapping, owning
@@ -39,6 +40,9 @@ class Partition(Wrapper):
     """A tensor split into tiles of ``tile_shape``, for a kernel's ``Mut`` argument (attributes are read-only)."""
 
     __slots__ = ("_tile_shape",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
     _tile_shape: tuple[int, ...]
 
     def __init__(self) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tile.frontend._errors import BorrowError, frozen
+from tile.frontend._errors import BorrowError, frozen, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
@@ -29,6 +29,9 @@ class Shared(Wrapper):
     """
 
     __slots__ = ("_users",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
     _users: int
 
     def __init__(self) -> None:

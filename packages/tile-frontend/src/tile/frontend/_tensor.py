@@ -30,6 +30,7 @@ from tile.frontend._errors import (
     FreedError,
     InFlight,
     frozen,
+    refuse_subclass,
 )
 from tile.frontend._handle import FIX, check_fate
 from tile.frontend._site import user_site
@@ -84,6 +85,9 @@ class Tensor(Uncopyable):
     _site: str
     _fate: tuple[str, str] | None
     _dtype: DType
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
 
     def __init__(self) -> None:
         raise TypeError("make tensors with tile.zeros/ones/full/empty/arange/from_numpy/from_dlpack")
