@@ -69,3 +69,69 @@ def test_a_tensor_cannot_be_given_an_overriding_class(k: ModuleType) -> None:
     assert type(x) is tile.Tensor
     z, x, y = k.add(z.partition((16,)), x, y).sync()  # everything still usable
     assert z.unpartition().to_numpy().tolist() == [2.0] * 16
+
+
+# -- 2. tile.kernels ops: what a caller gets back, and a refused call ----------------------------------------------
+
+
+def test_a_kernels_op_placeholder_cannot_be_unshared() -> None:
+    """Hole: ``tk.matmul_op(a, b).sync()`` hands back the launch's arguments, among them the process-wide placeholder
+    ``Shared`` passed for the missing bias and residual; ``unshare()`` on it took it away from every later call in the
+    process (each then failed with MovedError), and gave the caller a writable tensor of memory every call reads."""
+    import tile.kernels as tk
+
+    a, b = tile.ones(f32, [4, 8]), tile.ones(f32, [8, 4])
+    config = tk.autotune.Config.of(BM=16, BN=16, BK=16, GROUP=1, SPLIT=1)
+    handed_back = tk.matmul_op(a, b, config=config).sync()
+    placeholders = [v for v in handed_back if isinstance(v, tile.Shared)]
+    assert placeholders, "the op hands back its placeholder inputs"
+    for s in placeholders:
+        with pytest.raises(tile.BorrowError, match=r"shared for good .*copy.deepcopy it for a share of your own"):
+            s.unshare()
+        assert s.to_numpy().sum() == 0.0  # still readable, still the process's
+    assert tk.matmul(a, b, config=config).to_numpy().tolist() == [[8.0] * 4] * 4  # later calls unaffected
+
+
+def test_a_permanent_share_refuses_unshare_but_copies() -> None:
+    """The class the placeholder fix belongs to: ``t.share(permanent=True)`` is a share nobody can take back; a
+    deep copy is an ordinary share of its own."""
+    s = tile.arange(f32, 4).share(permanent=True)
+    with pytest.raises(tile.BorrowError, match="shared for good"):
+        s.unshare()
+    mine = __import__("copy").deepcopy(s)
+    assert mine.unshare().to_numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_refused_kernels_op_leaves_out_usable() -> None:
+    """Hole: ``tk.rmsnorm_op(x, w, eps="bad", out=o)`` partitioned ``o`` before the launch refused the bad scalar;
+    the refused call left ``o`` moved into a partition nobody could reach (the caller's tensor was lost)."""
+    import tile.kernels as tk
+
+    x, w, o = tile.ones(f32, [4, 8]), tile.ones(f32, [8]), tile.zeros(f32, [4, 8])
+    with pytest.raises(tile.ArgumentError, match="eps"):
+        tk.rmsnorm_op(x, w, eps="bad", out=o)  # type: ignore[arg-type]  # the bad input under test
+    assert o.to_numpy().sum() == 0.0  # o is live again
+    result = tk.rmsnorm_op(x, w, out=o).sync()[0].unpartition()
+    assert np.allclose(result.to_numpy(), 1.0, atol=1e-3)
+
+
+def test_partitioned_gives_back_only_what_no_launch_took(k: ModuleType) -> None:
+    """``tile.partitioned``: a refused call inside the block gives the partition back to the tensor; a launch that
+    took it keeps it (the tensor stays moved, whatever the block raises afterwards)."""
+    z, x = tile.zeros(f32, [16]), tile.ones(f32, [16])
+    with pytest.raises(tile.ArgumentError), tile.partitioned(z, [16]) as p:
+        k.scale(p, x, "two")  # refused: a str for an i32
+    assert z.to_numpy().sum() == 0.0
+    taken: list[Any] = []
+
+    def launch_then_fail() -> None:
+        with tile.partitioned(z, [16]) as p:
+            taken.append(k.scale(p, x, 3))
+            raise RuntimeError("after the launch")
+
+    with pytest.raises(RuntimeError, match="after the launch"):
+        launch_then_fail()
+    with pytest.raises(tile.MovedError):
+        z.to_numpy()
+    out = taken[0].sync()
+    assert out[0].unpartition().to_numpy().tolist() == [3.0] * 16

@@ -167,7 +167,7 @@ from tile.frontend._errors import (
 from tile.frontend._graphio import graph_read, graph_write
 from tile.frontend._launch import Launch
 from tile.frontend._lend import Lent
-from tile.frontend._partition import Partition
+from tile.frontend._partition import Partition, partitioned
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
@@ -292,6 +292,7 @@ __all__ = [
     "num_blocks",
     "numpy_dtype",
     "ones",
+    "partitioned",
     "permute",
     "printf",
     "prod",

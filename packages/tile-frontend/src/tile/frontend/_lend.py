@@ -32,10 +32,11 @@ class Lent(Wrapper):
     """
 
     __slots__ = ("_tokens",)
+    _tokens: list[_Export]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
-    _tokens: list[_Export]
+
     _copy_fix = "pass the Lent itself to the other library's from_dlpack, as many times as you need"
 
     def __init__(self) -> None:

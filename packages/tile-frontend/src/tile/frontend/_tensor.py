@@ -374,11 +374,16 @@ class Tensor(Uncopyable):
         self._check().free(user_site())
 
     @owning
-    def share(self) -> Shared:
-        """Move this tensor into a `Shared` handle that many launches may read at once (not moved by launches)."""
+    def share(self, *, permanent: bool = False) -> Shared:
+        """Move this tensor into a `Shared` handle that many launches may read at once (not moved by launches).
+
+        With ``permanent=True`` the share can never be unshared (`Shared.unshare` raises `BorrowError`): for a
+        constant a library passes to every call (a placeholder input), which its callers see in the arguments a
+        launch hands back and must not be able to take away from later calls.
+        """
         from tile.frontend._shared import share
 
-        return share(self, user_site())
+        return share(self, user_site(), permanent)
 
     @owning
     def partition(self, tile_shape: Sequence[int]) -> Partition:

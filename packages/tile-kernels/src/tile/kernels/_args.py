@@ -97,12 +97,15 @@ def output(out: object, out_dtype: object, default: DType, shape: Sequence[int],
 
 
 def placeholder(dtype: DType, rank: int) -> Shared:
-    """A one-element shared tensor of ``rank`` passed for an input a kernel does not read (no bias, no residual)."""
+    """A one-element shared tensor of ``rank`` passed for an input a kernel does not read (no bias, no residual).
+
+    One per (backend, dtype, rank) for the process, shared for good: a ``*_op``'s caller gets it back among the
+    launch's arguments, and ``unshare()`` on it must not take it away from every later call."""
     key = (tile.backend(), dtype.name, rank)
     with _LOCK:
         found = _PLACEHOLDERS.get(key)
         if found is None:
-            found = _PLACEHOLDERS[key] = tile.zeros(dtype, [1] * rank).share()
+            found = _PLACEHOLDERS[key] = tile.zeros(dtype, [1] * rank).share(permanent=True)
         return found
 
 

@@ -72,7 +72,8 @@ def _run_rows(
 
     def run(cfg: autotune.Config, z: Tensor | None = None) -> Tensor:
         target = z if z is not None else tile.empty(dtype, [m, n])
-        return launch(target.partition([cfg["BM"], n_pow2]), rows[()])
+        with tile.partitioned(target, [cfg["BM"], n_pow2]) as part:  # a refused launch gives ``out`` back
+            return launch(part, rows[()])
 
     if config is None:
         key: dict[str, object] = {"m": autotune.bucket(m), "n": n_pow2, "dtype": x.dtype.name, "out": dtype.name}
@@ -178,7 +179,8 @@ def rmsnorm_op(
     n_pow2 = _args.next_pow2(n)
 
     def launch(z: Tensor, rows: Tensor, cfg: autotune.Config) -> DeviceOp[tuple[Any, ...]]:
-        made: DeviceOp[tuple[Any, ...]] = kernels(_STEM).rmsnorm(z.partition([cfg["BM"], n_pow2]), rows, w[()], eps)
+        with tile.partitioned(z, [cfg["BM"], n_pow2]) as part:  # a refused launch gives ``out`` back
+            made: DeviceOp[tuple[Any, ...]] = kernels(_STEM).rmsnorm(part, rows, w[()], eps)
         return made
 
     if config is None:
