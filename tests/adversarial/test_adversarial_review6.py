@@ -135,3 +135,33 @@ def test_partitioned_gives_back_only_what_no_launch_took(k: ModuleType) -> None:
         z.to_numpy()
     out = taken[0].sync()
     assert out[0].unpartition().to_numpy().tolist() == [3.0] * 16
+
+
+# -- 3. numbers that report one value to the check and another to the kernel ------------------------------------
+
+
+class _Lying(int):
+    """An int whose ``__int__`` and ``__index__`` say 2, whatever its value."""
+
+    def __int__(self) -> int:
+        return 2
+
+    def __index__(self) -> int:
+        return 2
+
+
+@pytest.mark.parametrize("path", ["first call", "repeated call"])
+def test_a_scalar_is_checked_and_packed_as_one_value(k: ModuleType, path: str) -> None:
+    """Hole: the range check of an ``i32`` scalar read ``int(a)`` (a subclass's ``__int__``: 2) while the kernel
+    received the object itself (on the GPU: ``int(a)`` again, which a stateful ``__int__`` can change), so
+    ``_Lying(2**40)`` passed as an in-range i32. The launch now reads the number's own value once, without its
+    methods, checks it and packs it."""
+    if path == "repeated call":  # the plan's path (and the compiled one, which leaves user types to it)
+        z, x, _ = k.scale(tile.zeros(f32, [16]).partition((16,)), tile.ones(f32, [16]), 1).sync()
+    p, x = tile.zeros(f32, [16]).partition((16,)), tile.ones(f32, [16])
+    with pytest.raises(tile.ArgumentError, match=r"= 1099511627776 does not fit in i32"):
+        k.scale(p, x, _Lying(2**40))
+    z, x, n = k.scale(p, x, _Lying(3)).sync()  # the refused call moved nothing
+    assert type(n) is int
+    assert n == 3
+    assert z.unpartition().to_numpy().tolist() == [3.0] * 16
