@@ -165,3 +165,34 @@ def test_a_scalar_is_checked_and_packed_as_one_value(k: ModuleType, path: str) -
     assert type(n) is int
     assert n == 3
     assert z.unpartition().to_numpy().tolist() == [3.0] * 16
+
+
+# -- 4. placement: an object that claims to be a device ------------------------------------------------------------
+
+
+def test_a_device_is_named_by_its_type_not_its_claims() -> None:
+    """Hole: ``tensor.to(device)`` and every ``device=`` resolved the device with ``device in ("cpu", "host")`` (the
+    object's ``__eq__``: user code in the middle of the copy step) and ``isinstance(device, tile.Device)``, which an
+    object passes by claiming ``__class__ = tile.Device``: it was then used as the GPU to allocate on and copy to,
+    with whatever ``ordinal`` and ``context`` it reported."""
+    from tile import core
+
+    ran: list[str] = []
+
+    class Impostor:
+        __class__ = core.Device  # type: ignore[assignment]  # the claim under test
+        ordinal = 0
+
+        def __eq__(self, other: object) -> bool:
+            ran.append("__eq__")
+            return False
+
+        __hash__ = object.__hash__
+
+    t = tile.arange(f32, 4)
+    with pytest.raises(tile.ArgumentError, match=r"is not a device: use 'cpu', a GPU ordinal"):
+        t.to(Impostor())
+    with pytest.raises(tile.ArgumentError, match="is not a device"):
+        tile.zeros(f32, [4], device=Impostor())
+    assert not ran, "none of the object's code ran"
+    assert t.to("cpu").to_numpy().tolist() == [0.0, 1.0, 2.0, 3.0]  # t still usable
