@@ -17,7 +17,7 @@ import pytest
 import tile.frontend as tile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers_adversarial import KERNELS, load_path  # a sibling helper module
+from helpers_adversarial import KERNELS, load_path, load_source  # a sibling helper module
 
 from tile.frontend import f32
 
@@ -196,3 +196,41 @@ def test_a_device_is_named_by_its_type_not_its_claims() -> None:
         tile.zeros(f32, [4], device=Impostor())
     assert not ran, "none of the object's code ran"
     assert t.to("cpu").to_numpy().tolist() == [0.0, 1.0, 2.0, 3.0]  # t still usable
+
+
+# -- 5. a kernel compiled for its own grid (a tiles() walk run once) launched on another grid --------------------------
+
+WALK = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32
+
+
+@tile.entry
+def bump(z: Mut[Tensor[f32, ("BM", "BN")]]):
+    for idx in z.tiles():
+        z.store(z.load(idx) + 1.0, at=idx)
+"""
+
+
+def test_an_own_grid_kernel_never_runs_on_another_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tried, found closed: a launch without ``.grid()`` compiles a ``tiles()`` walk as its one iteration (one block
+    per tile); run on a smaller grid, tiles would stay unwritten. ``kernel.grid(g)`` clones share the kernel's
+    caches, and ahead-of-time artifacts (``tile compile``, ``--any-grid``) reach launches through the disk cache,
+    whose ABI does not record own_grid: the compile key does (``Specialization.own_grid``), in memory and on disk,
+    so a ``.grid(g)`` launch always gets the loop, even from a cache an own-grid launch filled."""
+    monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path / "cache"))
+    walk = load_source("adversarial_review6_walk", WALK, tmp_path)
+
+    def run(kernel: Any) -> list[float]:
+        z = tile.zeros(f32, [10, 6]).partition([2, 2])  # 5 x 3 tiles
+        (z,) = kernel(z).sync()
+        return sorted(set(z.unpartition().to_numpy().ravel().tolist()))
+
+    own = walk.bump.compile(tile.zeros(f32, [10, 6]).partition([2, 2]))
+    assert run(walk.bump) == [1.0]
+    fresh = load_source("adversarial_review6_walk", WALK, tmp_path)  # new kernel objects: only the disk cache is shared
+    anywhere = fresh.bump.grid((4,)).compile(tile.zeros(f32, [10, 6]).partition([2, 2]))
+    assert anywhere.key != own.key
+    assert "for " in anywhere.ir_text() and "for " not in own.ir_text()
+    for grid in [(4,), (1,), (40,), (2, 2)]:
+        assert run(fresh.bump.grid(grid)) == [1.0], grid  # every tile once, whatever the grid
