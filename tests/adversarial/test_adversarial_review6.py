@@ -235,3 +235,39 @@ def test_an_own_grid_kernel_never_runs_on_another_grid(tmp_path: Path, monkeypat
     assert "for " not in own.ir_text()
     for grid in [(4,), (1,), (40,), (2, 2)]:
         assert run(fresh.bump.grid(grid)) == [1.0], grid  # every tile once, whatever the grid
+
+
+# -- 6. graph I/O with an object that only looks like a graph ----------------------------------------------------
+
+
+class _LookalikeGraph:
+    """Says yes to every question graph_write and graph_read ask, and hands the op back to run whenever."""
+
+    closed = False
+
+    def recorded_on(self, ctx: object) -> bool:
+        return True
+
+    def update(self, op: Any) -> Any:
+        return op
+
+
+def test_graph_io_takes_only_a_real_graph(k: ModuleType) -> None:
+    """Hole: ``graph_write``/``graph_read`` asked the graph argument which handles it captured (``recorded_on``)
+    and ordered the copy with its ``update``: a look-alike object exempted another graph's captured view of ``x`` and
+    ran the copy whenever its caller liked, so it wrote memory the real graph's replays read (and read memory they
+    write)."""
+    from tile import aio
+
+    stream = aio.HostStream()
+    x = tile.zeros(f32, [256])
+    graph = k.add(tile.zeros(f32, [256]).partition([128]), x[()], tile.ones(f32, [256])).graph(stream)
+    with pytest.raises(tile.ArgumentError, match=r"graph_write: graph is a _LookalikeGraph; pass the tile.aio.Graph"):
+        tile.graph_write(_LookalikeGraph(), x, np.ones(256))  # type: ignore[arg-type]  # the look-alike under test
+    with pytest.raises(tile.ArgumentError, match="graph_read: graph is a _LookalikeGraph"):
+        tile.graph_read(_LookalikeGraph(), graph.output[0])  # type: ignore[arg-type]
+    x = tile.graph_write(graph, x, np.full(256, 2.0)).sync_on(stream)  # x still usable with its real graph
+    graph.launch().sync_on(stream)
+    out = tile.graph_read(graph, graph.output[0]).sync_on(stream)
+    assert out.to_numpy().tolist() == [3.0] * 256
+    graph.close()
