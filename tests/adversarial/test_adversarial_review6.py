@@ -271,3 +271,27 @@ def test_graph_io_takes_only_a_real_graph(k: ModuleType) -> None:
     out = tile.graph_read(graph, graph.output[0]).sync_on(stream)
     assert out.to_numpy().tolist() == [3.0] * 256
     graph.close()
+
+
+# -- 7. the compiled launch path's slot reads ---------------------------------------------------------------------
+
+
+def test_the_compiled_hand_back_reads_slots_only_of_the_classes_that_have_them(k: ModuleType) -> None:
+    """Known, now closed: the compiled ``release``/``execute`` read a value's wrapper slot (``_tensor``) and fate slot
+    at fixed offsets without checking its class, so a non-handle in a plan's handle position would be read as one
+    (a wild read). Safe code cannot put one there: the classes are final (section 1) and every value passed the
+    exact-class checks; the hand-back now checks the class too and raises instead (reached here through the private
+    module, the only way to get there)."""
+    from tile.frontend import _accel
+
+    module = _accel.compiled()
+    if module is None:
+        pytest.skip("the compiled launch path is not built here")
+    launch = k.add(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), tile.ones(f32, [8]))
+    plan = launch._plan
+    with pytest.raises(RuntimeError, match="tile: a launch argument without its storage"):
+        module.release(plan, (object(), object(), object()), None)
+    with pytest.raises(RuntimeError, match="not a Tensor or Partition"):
+        module.release(plan, (object(), object(), object()), "a lent fate")
+    z, _, _ = launch.sync()  # the real launch is unaffected
+    assert z.unpartition().to_numpy().tolist() == [2.0] * 8
