@@ -135,6 +135,8 @@ def test_partitioned_gives_back_only_what_no_launch_took(k: ModuleType) -> None:
         z.to_numpy()
     out = taken[0].sync()
     assert out[0].unpartition().to_numpy().tolist() == [3.0] * 16
+    with pytest.raises(tile.ArgumentError, match="takes a Tensor to partition, got Partition"):
+        tile.partitioned(out[0], [16])
 
 
 # -- 3. numbers that report one value to the check and another to the kernel ------------------------------------

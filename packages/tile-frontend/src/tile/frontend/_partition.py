@@ -161,6 +161,8 @@ class partitioned:  # noqa: N801  # used as a function: `with tile.partitioned(o
     """
 
     def __init__(self, tensor: Tensor, tile_shape: Sequence[int]) -> None:
+        if type(tensor) is not Tensor:
+            raise ArgumentError(f"tile.partitioned takes a Tensor to partition, got {type(tensor).__name__}")
         self._source, self._shape = tensor, tile_shape
         self._made: Partition | None = None
 
