@@ -231,7 +231,11 @@ def test_an_own_grid_kernel_never_runs_on_another_grid(tmp_path: Path, monkeypat
     own = walk.bump.compile(tile.zeros(f32, [10, 6]).partition([2, 2]))
     assert run(walk.bump) == [1.0]
     fresh = load_source("adversarial_review6_walk", WALK, tmp_path)  # new kernel objects: only the disk cache is shared
+    again = fresh.bump.compile(tile.zeros(f32, [10, 6]).partition([2, 2]))
+    assert again.origin in ("memory", "disk")  # the shared caches serve it (the disk one `tile compile` fills)
+    assert again.key == own.key
     anywhere = fresh.bump.grid((4,)).compile(tile.zeros(f32, [10, 6]).partition([2, 2]))
+    assert anywhere.origin == "compiled"  # not the own-grid entry the caches hold
     assert anywhere.key != own.key
     assert "for " in anywhere.ir_text()
     assert "for " not in own.ir_text()
