@@ -167,7 +167,7 @@ class partitioned:  # noqa: N801  # used as a function: `with tile.partitioned(o
         self._made: Partition | None = None
 
     def __enter__(self) -> Partition:
-        self._made = make_partition(self._source, self._shape, user_site())
+        self._made = self._source.partition(self._shape)  # its checks and move as one step (OWNED), as always
         return self._made
 
     def __exit__(
