@@ -100,6 +100,10 @@ def test_a_permanent_share_refuses_unshare_but_copies() -> None:
         s.unshare()
     mine = __import__("copy").deepcopy(s)
     assert mine.unshare().to_numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+    t = tile.arange(f32, 4)
+    with pytest.raises(tile.ArgumentError, match=r"share\(permanent=...\) takes True or False, got int"):
+        t.share(permanent=1)  # type: ignore[arg-type]  # the bad input under test
+    assert t.share().unshare().to_numpy().tolist() == [0.0, 1.0, 2.0, 3.0]  # t was not moved
 
 
 def test_a_refused_kernels_op_leaves_out_usable() -> None:

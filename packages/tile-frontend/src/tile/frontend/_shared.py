@@ -102,7 +102,7 @@ def share(tensor: Tensor, site: str, permanent: bool = False) -> Shared:
     """Move ``tensor`` into a new `Shared` (see `Tensor.share`)."""
     inner = tensor._move("partition", f"moved into .share() at {site}")
     self = object.__new__(Shared)
-    self._tensor, self._fate, self._users, self._permanent = inner, None, 0, bool(permanent)
+    self._tensor, self._fate, self._users, self._permanent = inner, None, 0, permanent
     return self
 
 

@@ -383,6 +383,8 @@ class Tensor(Uncopyable):
         """
         from tile.frontend._shared import share
 
+        if type(permanent) is not bool:  # checked before the move; no user __bool__ runs inside the step
+            raise ArgumentError(f"share(permanent=...) takes True or False, got {type(permanent).__name__}")
         return share(self, user_site(), permanent)
 
     @owning
