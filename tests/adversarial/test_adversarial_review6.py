@@ -305,3 +305,38 @@ def test_the_compiled_hand_back_reads_slots_only_of_the_classes_that_have_them(k
         module.release(plan, (object(), object(), object()), "a lent fate")
     z, _, _ = launch.sync()  # the real launch is unaffected
     assert z.unpartition().to_numpy().tolist() == [2.0] * 8
+
+
+# -- 8. a DType made by the caller ------------------------------------------------------------------------------------
+
+DTYPE_GENERIC = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor
+
+
+@tile.entry
+def fill2(a: Mut[Tensor["T", "B"]], b: Mut[Tensor["T", "B"]], x: Tensor["T", -1]):
+    a.store(tile.load_tile_like(x, a))
+    b.store(tile.load_tile_like(x, b))
+"""
+
+
+def test_a_dtype_made_elsewhere_is_refused(tmp_path: Path) -> None:
+    """Hole: ``tile.DType`` is a public dataclass and ``as_dtype`` returned any instance as it is: an "f32" of 8 bits
+    sized and addressed views one byte per element while a dtype-generic kernel compiled for "f32" wrote four, so
+    ``x[0:8]`` and ``x[8:16]`` partitioned as disjoint and one launch wrote both outputs over the same bytes (the
+    interpreter caught it; a GPU would race)."""
+    from tile.compiler.lang import DType
+
+    k = load_source("adversarial_review6_dtypes", DTYPE_GENERIC, tmp_path)
+    for fake in (DType("f32", "f", 8, "f32", "float32"), DType("f16", "f", 32, "f16", "float16")):
+        with pytest.raises(tile.ArgumentError, match=r"DType\(name='f\d+', bits=\d+, ...\) is not one of Tile's"):
+            tile.zeros(fake, [16])
+    same = DType("f32", "f", 32, "f32", "float32")  # equal to Tile's own: resolves to it
+    x = tile.zeros(same, [16])
+    assert x.dtype is f32
+    a, b = x[0:8], x[8:16]
+    del x
+    pa, pb = a.partition([8]), b.partition([8])
+    pa, pb, _ = k.fill2(pa, pb, tile.ones(f32, [8])).sync()
+    assert pa.unpartition().to_numpy().tolist() == [1.0] * 8
