@@ -387,23 +387,31 @@ def test_gpu_lend_to_torch_and_reclaim(on_gpu: None, k: ModuleType) -> None:
 
 
 def test_user_code_run_by_a_kernel_call_cannot_use_handles_in_flight(k: ModuleType) -> None:
-    """A kernel call may take handles in flight; user code it runs meanwhile (a scalar's ``__int__``) may not: the
-    admission is the call's own checks, not a switch that is on for the whole thread while the call runs."""
+    """A kernel call may take handles in flight; user code it runs meanwhile (a const generic's ``__int__`` and
+    ``__hash__``; a scalar's methods no longer run, see test_adversarial_review6) may not: the admission is the call's
+    own checks, not a switch that is on for the whole thread while the call runs."""
     seen: list[str] = []
     escaped: list[Any] = []
 
+    def probe() -> None:
+        try:
+            escaped[0].to_numpy()
+            seen.append("read")
+        except tile.InFlightError:
+            seen.append("refused")
+
     class Sneaky(int):
         def __int__(self) -> int:
-            try:
-                escaped[0].to_numpy()
-                seen.append("read")
-            except tile.InFlightError:
-                seen.append("refused")
-            return 3
+            probe()
+            return 4
+
+        def __hash__(self) -> int:
+            probe()
+            return 4
 
     def chain(out: tuple[Any, ...]) -> Any:
         escaped.append(out[1])  # an input of the first launch, which may still be reading it
-        return k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), Sneaky(3))
+        return k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), 3, B=Sneaky(4))
 
     z, _, _ = k.add(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), tile.ones(f32, [8])).then(chain).sync()
     assert seen
@@ -414,24 +422,33 @@ def test_user_code_run_by_a_kernel_call_cannot_use_handles_in_flight(k: ModuleTy
 
 @pytest.mark.parametrize("theft", ["partition", "free"])
 def test_user_code_run_by_the_checks_cannot_change_what_is_moved(k: ModuleType, theft: str) -> None:
-    """A scalar's ``__int__`` runs after the handles were checked: if it partitions an input (a second writer) or
-    frees it (a use after free), the launch must not go ahead with the stale checks."""
+    """A const generic's ``__eq__`` (comparing with the latest plan's) and ``__hash__`` (the layout key, after the
+    handles were checked) run user code in a kernel call: if it partitions an input (a second writer) or frees it (a
+    use after free), the launch must not go ahead with stale checks. (A scalar's methods no longer run at all: see
+    test_adversarial_review6.)"""
     target: list[Any] = []
     stolen: list[Any] = []
 
-    class Sneaky(int):
-        def __int__(self) -> int:
-            if target:
-                victim = target.pop()
-                stolen.append(victim.partition([4]) if theft == "partition" else victim.free())
-            return 3
+    def steal() -> None:
+        if target:
+            victim = target.pop()
+            stolen.append(victim.partition([4]) if theft == "partition" else victim.free())
 
-    z, x, _ = k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), Sneaky(3)).sync()  # a plan for it
-    z, x, _ = k.scale(z, x, Sneaky(3)).sync()  # and its fast path is warm
+    class Sneaky(int):
+        def __hash__(self) -> int:
+            steal()
+            return 4
+
+        def __eq__(self, other: object) -> bool:
+            steal()
+            return int(self) == other
+
+    z, x, _ = k.scale(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8]), 3, B=Sneaky(4)).sync()  # a plan
+    z, x, _ = k.scale(z, x, 3, B=Sneaky(4)).sync()  # and its fast path is warm
     target.append(x)
     error = tile.MovedError if theft == "partition" else tile.FreedError
     with pytest.raises(error, match=rf"(moved into \.partition\(\)|freed) at .*{THIS}:\d+"):
-        k.scale(z, x, Sneaky(3))
+        k.scale(z, x, 3, B=Sneaky(4))
     assert stolen
     assert not z.moved  # the failed call moved nothing
 
@@ -548,7 +565,8 @@ def test_a_moved_handle_names_the_call_that_moved_it() -> None:
 def test_a_scalar_spoofing_its_class_cannot_take_a_checked_handle(k: ModuleType, theft: str) -> None:
     """``__class__ = int`` made a user scalar pass the plan's plain-type test (read through ``.__class__``), so the
     handles were not checked again after its ``__int__`` ran: that ``__int__`` unpartitioned the checked output (two
-    writers of one memory) or freed the checked input (a launch over freed memory), and the launch was still made."""
+    writers of one memory) or freed the checked input (a launch over freed memory), and the launch was still made.
+    Now a scalar's type is read with type(): the object is no number, refused before any of its code runs."""
     z, x = tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8])
     z, x, _ = k.scale(z, x, 2).sync()  # the plan the next call would take
     stolen: list[Any] = []
@@ -563,10 +581,11 @@ def test_a_scalar_spoofing_its_class_cannot_take_a_checked_handle(k: ModuleType,
 
         __index__ = __int__
 
-    with pytest.raises(tile.OwnershipError, match=r"moved|freed|overlap"):
+    with pytest.raises(tile.ArgumentError, match=r"argument 'n' of scale\(\) is a i32 scalar, got Spoof"):
         k.scale(z, x, Spoof())
-    storage = (stolen[0] if theft == "unpartition" else x)._storage
-    assert storage.pending == 0, "no launch holds the memory the scalar took"
+    assert not stolen, "none of the object's code ran"
+    z, x, _ = k.scale(z, x, 3).sync()  # both handles still usable
+    assert z.unpartition().to_numpy().tolist() == [3.0] * 8
 
 
 # -- 18. a dim longer than 32-bit tile indices -----------------------------------------------------------------------

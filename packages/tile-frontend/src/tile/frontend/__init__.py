@@ -8,9 +8,10 @@ the values into new memory. Ownership (docs/architecture.md) is enforced at ever
 and handed back by ``.sync()``/``await`` once the work is done; a partition needs exclusive memory; overlapping
 arguments are found by address range. Misuse raises a typed error (`MovedError` and its `InFlightError`,
 `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `FrozenError`, `BackendError`) before any
-memory is touched. `TileError` catches everything Tile raises here: those, ``CompileError`` and the toolchain's
-errors, CUDA errors, and `KernelFaultError` (what the CPU interpreter finds in a running kernel: data races between
-blocks, failed ``assert_``, out-of-bounds accesses).
+memory is touched; the classes launches trust cannot be subclassed (`FinalClassError`). `TileError` catches
+everything Tile raises here: those, ``CompileError`` and the toolchain's errors, CUDA errors, and `KernelFaultError`
+(what the CPU interpreter finds in a running kernel: data races between blocks, failed ``assert_``, out-of-bounds
+accesses).
 
 Names of the kernel language that shadow Python builtins (``print``, ``abs``, ``max``, ``min``, ``sum``, ``pow``)
 are attributes (``tile.print``) but not in ``__all__``, so ``from tile.frontend import *`` leaves the builtins alone.
@@ -153,6 +154,7 @@ from tile.frontend._errors import (
     BackendError,
     BorrowError,
     DeviceMismatchError,
+    FinalClassError,
     FreedError,
     FrozenError,
     GridError,
@@ -166,7 +168,7 @@ from tile.frontend._errors import (
 from tile.frontend._graphio import graph_read, graph_write
 from tile.frontend._launch import Launch
 from tile.frontend._lend import Lent
-from tile.frontend._partition import Partition
+from tile.frontend._partition import Partition, partitioned
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
@@ -192,6 +194,7 @@ __all__ = [
     "DType",
     "Device",
     "DeviceMismatchError",
+    "FinalClassError",
     "FreedError",
     "FrozenError",
     "GridError",
@@ -290,6 +293,7 @@ __all__ = [
     "num_blocks",
     "numpy_dtype",
     "ones",
+    "partitioned",
     "permute",
     "printf",
     "prod",

@@ -54,7 +54,16 @@ def is_dtype_like(obj: object) -> bool:
 def as_dtype(obj: object) -> DType:
     """Resolve ``obj`` (a `DType`, a name like ``"f16"``/``"float16"``, or a numpy dtype) to a `DType`."""
     if isinstance(obj, DType):
-        return obj
+        # Tile's own instance only: `DType` is a public dataclass, and one made with other fields (an "f32" of 8
+        # bits, a subclass) would size and address the memory one way while kernels compiled for its name read it
+        # another (views Tile thinks disjoint overlap; two outputs write one element).
+        found = DTYPES.get(obj.name) if type(obj.name) is str else None
+        if found is not None and found == obj:
+            return found
+        raise ArgumentError(
+            f"DType(name={obj.name!r}, bits={obj.bits!r}, ...) is not one of Tile's dtypes (a DType made elsewhere, "
+            f"whose fields or class differ from Tile's own); use tile.{', tile.'.join(DTYPES)}"
+        )
     if isinstance(obj, TensorAnnotation):
         return as_dtype(obj.dtype)
     if isinstance(obj, str):

@@ -34,7 +34,7 @@ from tile.compiler import (
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _accel, _backend, _knobs, _ownership
-from tile.frontend._errors import ArgumentError, FrozenError, GridError
+from tile.frontend._errors import ArgumentError, FrozenError, GridError, refuse_subclass
 from tile.frontend._groups import GroupedLaunch, Lengths, flat_params, flatten, lengths_of
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
@@ -69,6 +69,9 @@ class Kernel:
 
     __name__: str
     _last: Plan | None = None  # the plan of the latest call (of distinct handles): tried first, without a key
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
 
     def __init__(
         self,

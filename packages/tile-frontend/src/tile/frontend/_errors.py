@@ -24,6 +24,7 @@ __all__ = [
     "BackendError",
     "BorrowError",
     "DeviceMismatchError",
+    "FinalClassError",
     "FreedError",
     "FrozenError",
     "GridError",
@@ -35,6 +36,7 @@ __all__ = [
     "OwnershipError",
     "TileError",
     "as_kernel_fault",
+    "refuse_subclass",
 ]
 
 
@@ -103,6 +105,22 @@ class FrozenError(TileError, AttributeError):
 def frozen(handle: object, name: str, fix: str) -> FrozenError:
     """The error for assigning ``handle.name``: what launches check must not change under them."""
     return FrozenError(f"{handle!r}.{name} is read-only: launches and partitions were checked against it; {fix}")
+
+
+class FinalClassError(TileError, TypeError):
+    """A subclass of a class whose instances launches trust (`Tensor`, `Partition`, `Shared`, `Lent`, `Kernel`,
+    `Launch`): an override of ``shape``, ``tile_shape`` or ``unchecked`` would change what a launch checked and
+    packed, and ``handle.__class__ = Subclass`` would give any live handle the override."""
+
+
+def refuse_subclass(cls: type) -> FinalClassError:
+    """The error for defining ``cls``, a subclass of one of Tile's final classes (raised by ``__init_subclass__``)."""
+    base = cls.__mro__[1]
+    return FinalClassError(
+        f"class {cls.__qualname__} cannot subclass tile's {base.__name__}: launches trust what a {base.__name__} "
+        f"reports (shapes, strides, tile shapes, the checks it asks for), so it cannot be overridden. Wrap the handle "
+        f"in a class of your own (has-a, not is-a) and pass the handle itself to kernels"
+    )
 
 
 class FreedError(OwnershipError, RuntimeError):

@@ -289,11 +289,24 @@ static int add_to(PyObject *o, int k, long delta) {
     return 0;
 }
 
+/* True for an object of exactly the class whose slot k is read (slots are read at fixed offsets: reading one of another
+ * class's instance would read whatever lies there). The classes are final (FinalClassError), so a plan's handle
+ * positions hold exactly these; this keeps a broken invariant from becoming a wild read. */
+static int is_wrapper(PyObject *v) { return (PyObject *)Py_TYPE(v) == Partition_t || (PyObject *)Py_TYPE(v) == Shared_t; }
+
+/* The fate slot of a moved handle (a Tensor or a Partition), or -1 with a RuntimeError. */
+static int fate_slot(PyObject *v) {
+    if ((PyObject *)Py_TYPE(v) == Tensor_t) return T_FATE;
+    if ((PyObject *)Py_TYPE(v) == Partition_t) return W_FATE;
+    PyErr_SetString(PyExc_RuntimeError, "tile: a moved launch argument that is not a Tensor or Partition");
+    return -1;
+}
+
 /* The storage of the handle at position (i, inner) of `plan.held`. */
 static PyObject *held_storage(PyObject *values, PyObject *entry) {
     PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(entry, 0)));
     if (!v) return NULL;
-    PyObject *t = PyTuple_GetItem(entry, 1) == Py_True ? GET(v, W_TENSOR) : v;
+    PyObject *t = PyTuple_GetItem(entry, 1) == Py_True ? (is_wrapper(v) ? GET(v, W_TENSOR) : NULL) : v;
     PyObject *s = t && (PyObject *)Py_TYPE(t) == Tensor_t ? storage_of(t) : NULL;
     if (!s) PyErr_SetString(PyExc_RuntimeError, "tile: a launch argument without its storage");
     return s;
@@ -320,6 +333,10 @@ static PyObject *make_launch(PyObject *name, PyObject *plan, PyObject *values, P
     }
     for (Py_ssize_t k = 0, n = PyTuple_Size(shares); k < n && !rc; k++) {
         PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(shares, k)));
+        if (v && (PyObject *)Py_TYPE(v) != Shared_t) {
+            PyErr_SetString(PyExc_RuntimeError, "tile: a shared launch argument that is not a Shared");
+            v = NULL;
+        }
         rc = !v || add_to(v, SH_USERS, 1);
     }
     if (rc) { /* a MemoryError mid-count, as in the pure path: the counts taken keep their memory (a leak, never a
@@ -418,8 +435,8 @@ static PyObject *release_impl(PyObject *plan, PyObject *values, PyObject *lent) 
     if (lent != Py_None) { /* the work is done: what it handed on early is live (unless moved on since) */
         for (Py_ssize_t k = 0, m = PyTuple_Size(moved); k < m; k++) {
             PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(moved, k)));
-            if (!v) return NULL;
-            int fate = (PyObject *)Py_TYPE(v) == Tensor_t ? T_FATE : W_FATE;
+            int fate = v ? fate_slot(v) : -1;
+            if (fate < 0) return NULL;
             if (GET(v, fate) == lent) put(v, fate, Py_None, NULL);
         }
     }
@@ -436,6 +453,8 @@ static PyObject *release_impl(PyObject *plan, PyObject *values, PyObject *lent) 
     }
     for (Py_ssize_t k = 0, m = PyTuple_Size(shares); k < m; k++) {
         PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(shares, k)));
+        if (v && (PyObject *)Py_TYPE(v) != Shared_t)
+            return PyErr_Format(PyExc_RuntimeError, "tile: a shared launch argument that is not a Shared");
         if (!v || add_to(v, SH_USERS, -1)) return NULL;
     }
     Py_RETURN_NONE;
@@ -712,8 +731,9 @@ static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         PyObject *moved = GET(plan, PL_MOVED);
         for (Py_ssize_t k = 0, m = moved ? PyTuple_Size(moved) : 0; k < m; k++) {
             PyObject *v = PyTuple_GetItem(values, as_index(PyTuple_GetItem(moved, k)));
-            if (!v) goto done;
-            put(v, (PyObject *)Py_TYPE(v) == Tensor_t ? T_FATE : W_FATE, fate, NULL);
+            int slot = v ? fate_slot(v) : -1;
+            if (slot < 0) goto done;
+            put(v, slot, fate, NULL);
         }
         put(op, L_LENT, fate, NULL);
     }

@@ -36,6 +36,16 @@ def _captured_by(handle: object, graph: Graph[Any]) -> bool:
     return isinstance(fate, InFlight) and fate[0] == "captured" and graph.recorded_on(fate.ctx)
 
 
+def _require_graph(op: str, graph: object) -> None:
+    """Raise `ArgumentError` unless ``graph`` is a tile.aio ``Graph`` (its exact class): which handles it captured
+    (``recorded_on``) decides what the op may write or read, and its ``update`` orders the op with its replays, so an
+    object that only looks like a graph could exempt any captured handle and run the copy mid-replay."""
+    if type(graph) is not Graph:
+        raise ArgumentError(
+            f"{op}: graph is a {type(graph).__name__}; pass the tile.aio.Graph that op.graph(stream) returned"
+        )
+
+
 def graph_write(graph: Graph[Any], dst: Tensor, data: object) -> DeviceOp[Tensor]:
     """An op copying host ``data`` into ``dst`` between two replays of ``graph`` (ordered by ``graph.update``).
 
@@ -52,12 +62,15 @@ def graph_write(graph: Graph[Any], dst: Tensor, data: object) -> DeviceOp[Tensor
     ------
     BorrowError
         Some other live handle (not captured by ``graph``) overlaps ``dst``, or ``dst`` is read-only foreign memory.
+    ArgumentError
+        ``graph`` is not a tile.aio ``Graph``.
     ClosedError
         ``graph`` was closed (checked before ``dst`` is moved).
     ArgumentError
         ``dst`` is not contiguous or ``data`` has another shape.
     """
     site = user_site()
+    _require_graph("graph_write", graph)
     if graph.closed:
         raise ClosedError("graph_write: this graph", "capture the op again")
     if not isinstance(dst, Tensor):
@@ -99,6 +112,7 @@ def graph_read(graph: Graph[Any], src: Tensor | Partition) -> DeviceOp[Tensor]:
     InFlightError
         ``src`` is not a handle this graph captured (a live handle is read with ``to_numpy()``).
     """
+    _require_graph("graph_read", graph)
     if not _captured_by(src, graph):
         raise InFlightError(
             f"graph_read: {src!r}",

@@ -86,7 +86,7 @@ def regroup(values: Sequence[Any], lengths: Lengths) -> tuple[Any, ...]:
     return tuple(out)
 
 
-class GroupedLaunch(Launch):
+class GroupedLaunch(Launch, _tile_internal=True):
     """The launch of a kernel with tuple parameters: it hands the arguments back grouped, tuples as tuples."""
 
     __slots__ = ("_lengths",)

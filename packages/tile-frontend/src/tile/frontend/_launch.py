@@ -26,7 +26,7 @@ from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.aio._context import BUILTIN_CONTEXTS
 from tile.compiler import CompiledKernel
 from tile.frontend import _accel
-from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError
+from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError, refuse_subclass
 from tile.frontend._execute import run_cpu
 from tile.frontend._partition import Partition
 from tile.frontend._signature import _pad, explicit_grid
@@ -70,6 +70,12 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     """
 
     __slots__ = ("_after", "_grid", "_kernel", "_lent", "_plan", "_site", "_values")
+
+    def __init_subclass__(cls, _tile_internal: bool = False, **kwargs: Any) -> None:
+        # Launches trust this class's methods (see FinalClassError); Tile's own GroupedLaunch is the one subclass.
+        if not _tile_internal:
+            raise refuse_subclass(cls)
+        super().__init_subclass__(**kwargs)
 
     def __init__(self, kernel: str, plan: Plan, values: tuple[Any, ...], site: str, after: Taken | None = None) -> None:
         # The compiled path (`_fastlaunch.make_launch`) makes a launch without this method: keep both alike.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tile.frontend._errors import BorrowError
+from tile.frontend._errors import BorrowError, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import require_exclusive
 from tile.frontend._site import user_site
@@ -33,6 +33,10 @@ class Lent(Wrapper):
 
     __slots__ = ("_tokens",)
     _tokens: list[_Export]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
+
     _copy_fix = "pass the Lent itself to the other library's from_dlpack, as many times as you need"
 
     def __init__(self) -> None:

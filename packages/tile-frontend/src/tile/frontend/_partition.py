@@ -15,7 +15,9 @@ Invariants:
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
 from tile.compiler._types import MAX_TILE_EXTENT
@@ -25,9 +27,11 @@ from tile.frontend._errors import (
     BorrowError,
     InFlight,
     frozen,
+    refuse_subclass,
 )
 from tile.frontend._handle import Wrapper
-from tile.frontend._storage import overlapping, owning
+from tile.frontend._site import user_site
+from tile.frontend._storage import OWNED, overlapping, owning
 from tile.frontend._tensor import Tensor
 
 __all__ = ["Partition", "injective", "make_partition", "require_exclusive"]
@@ -40,6 +44,9 @@ class Partition(Wrapper):
 
     __slots__ = ("_tile_shape",)
     _tile_shape: tuple[int, ...]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
 
     def __init__(self) -> None:
         raise TypeError("make partitions with tensor.partition(tile_shape)")
@@ -142,6 +149,51 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
     self = Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
     self._tensor._storage.hold(self._tensor, f"{self._describe()} made at {site}")
     return self
+
+
+class partitioned:  # noqa: N801  # used as a function: `with tile.partitioned(out, shape) as p:`
+    """``tensor.partition(tile_shape)`` for a kernel call that may be refused: ``with partitioned(out, [64]) as p:
+    op = kernel(p, x)``. If the block raises while no launch took the partition (a refused call), the partition is
+    given back to ``tensor``, which is live again, so the caller's handle stays usable after a bad argument. Once a
+    launch took it, the partition's memory is the launch's and ``tensor`` stays moved, as after ``tensor.partition``.
+
+    For libraries that partition their caller's output tensor (``out=``) before checking the rest of a call.
+    """
+
+    def __init__(self, tensor: Tensor, tile_shape: Sequence[int]) -> None:
+        if type(tensor) is not Tensor:
+            raise ArgumentError(f"tile.partitioned takes a Tensor to partition, got {type(tensor).__name__}")
+        self._source, self._shape = tensor, tile_shape
+        self._made: Partition | None = None
+
+    def __enter__(self) -> Partition:
+        self._made = self._source.partition(self._shape)  # its checks and move as one step (OWNED), as always
+        return self._made
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        made, self._made = self._made, None
+        if error is not None and made is not None:
+            _give_back(made, self._source, user_site())
+
+
+def _give_back(made: Partition, source: Tensor, site: str) -> None:
+    """Undo ``source.partition(...)`` that made ``made``, when no launch took ``made`` (its fate is still None): the
+    one live handle on that memory is ``source`` again (registered, not held) and ``made`` is moved."""
+    with OWNED:
+        held = made._tensor
+        if made._fate is not None or held._fate is not None or type(source._fate) is InFlight:
+            return  # taken by a launch (or unpartitioned by the block): the caller's handle stays moved
+        if source._storage is not held._storage or source._range != held._range or source._layout != held._layout:
+            return
+        storage = held._storage
+        storage.unhold(held)
+        storage._handles.pop(id(held), None)
+        storage._handles[id(source)] = weakref.ref(source)
+        held._fate = ("unpartition", f"given back to the tensor it was made from at {site}")
+        made._fate = ("unpartition", f"given back to the tensor it was made from at {site}")
+        source._fate = None
 
 
 def require_exclusive(tensor: Tensor, what: str, verb: str, admit: bool = False) -> None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["device_name", "resolve", "to"]
 
 _GPU_NAMES = ("gpu", "cuda")
+_NP_INTS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQ")
 
 
 def resolve(device: object, default: Hashable | None = None) -> Hashable:
@@ -42,16 +43,19 @@ def resolve(device: object, default: Hashable | None = None) -> Hashable:
 
     if device is None and default is not None:
         return default
-    if device in (HOST, "host"):
-        return HOST
-    if isinstance(device, core.Device):
+    kind = type(device)  # not isinstance, and no == on the object: its class's code must not run (nor lie)
+    if kind is core.Device:
         return device
+    if device is HOST or (kind is str and device in ("cpu", "host")):
+        return HOST
     ordinal: int | None = None
-    if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
+    if isinstance(device, int) and issubclass(kind, int) and not issubclass(kind, bool):
+        ordinal = int.__index__(device)  # the int it is, not what a subclass's __int__ says
+    elif isinstance(device, np.integer) and kind in _NP_INTS:
         ordinal = int(device)
-    elif isinstance(device, str) and device in _GPU_NAMES:
+    elif isinstance(device, str) and kind is str and device in _GPU_NAMES:
         ordinal = 0
-    elif isinstance(device, str) and device.startswith("cuda:") and device[5:].isdigit():
+    elif isinstance(device, str) and kind is str and device.startswith("cuda:") and device[5:].isdigit():
         ordinal = int(device[5:])
     if ordinal is None or ordinal < 0:
         raise ArgumentError(

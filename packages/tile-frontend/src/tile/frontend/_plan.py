@@ -38,7 +38,7 @@ from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
-from tile.frontend._signature import Param
+from tile.frontend._signature import Param, plain_number
 from tile.frontend._site import OURS
 from tile.frontend._storage import _FOREIGN, OWNERSHIP, Storage, overlapping
 from tile.frontend._tensor import Tensor
@@ -219,14 +219,20 @@ class Plan:
         A scalar of a user-defined type runs user code while it is checked (its ``__int__``), which may move or free
         a handle checked before; then (and with ``recheck``, when hashing keys ran user code) the handles are checked
         again after it, so nothing that ran between the checks and the move can change what is moved."""
+        plain: list[Any] | None = None
         try:
             for i, p in self.scalars:
                 value = args[i]
                 if type(value) not in _PLAIN:
                     recheck = True
+                    if plain is None:
+                        plain = list(args)
+                    value = plain[i] = plain_number(value)  # the value checked is the value packed
                 check(p, value)
         except Exception:  # the full path reports it, in argument order
             return None
+        if plain is not None:
+            args = plain
         if recheck and not self._live(args):
             return None
         if self.alias and not unchecked and _overlaps(self, args):

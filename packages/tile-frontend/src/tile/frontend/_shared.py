@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tile.frontend._errors import BorrowError, frozen
+from tile.frontend._errors import BorrowError, frozen, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
@@ -28,8 +28,12 @@ class Shared(Wrapper):
     Its attributes are read-only.
     """
 
-    __slots__ = ("_users",)
+    __slots__ = ("_permanent", "_users")
     _users: int
+    _permanent: bool
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
 
     def __init__(self) -> None:
         raise TypeError("share a tensor with tensor.share()")
@@ -70,10 +74,17 @@ class Shared(Wrapper):
         Raises
         ------
         BorrowError
-            While launches holding it are pending: ``.sync()`` / ``await`` them first.
+            While launches holding it are pending: ``.sync()`` / ``await`` them first; always for a permanent share
+            (``tensor.share(permanent=True)``).
         """
         tensor = self._check()
         site = user_site()
+        if self._permanent:
+            raise BorrowError(
+                f"cannot unshare {self._describe()} at {site}: it was shared for good (`.share(permanent=True)`) by "
+                "the code that made it, which passes it to other calls; read it (to_numpy()), or copy.deepcopy it for "
+                "a share of your own"
+            )
         if self._users:
             raise BorrowError(
                 f"cannot unshare {self._describe()} at {site}: {self.users} launch(es) holding it are not done; "
@@ -87,11 +98,11 @@ class Shared(Wrapper):
         return f"Shared({self.dtype.name}, {list(self.shape)}, {state})"
 
 
-def share(tensor: Tensor, site: str) -> Shared:
+def share(tensor: Tensor, site: str, permanent: bool = False) -> Shared:
     """Move ``tensor`` into a new `Shared` (see `Tensor.share`)."""
     inner = tensor._move("partition", f"moved into .share() at {site}")
     self = object.__new__(Shared)
-    self._tensor, self._fate, self._users = inner, None, 0
+    self._tensor, self._fate, self._users, self._permanent = inner, None, 0, permanent
     return self
 
 

@@ -28,7 +28,7 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
-__all__ = ["CHECKS", "Bound", "Param", "bind", "launch_grid", "read_params", "with_schemes"]
+__all__ = ["CHECKS", "Bound", "Param", "bind", "launch_grid", "plain_number", "read_params", "with_schemes"]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -128,7 +128,10 @@ def bind(
             raise ArgumentError(f"{kernel}(): const generic {name}={value!r} must be an int, e.g. {name}=64")
     inferred: dict[str, tuple[Any, str]] = {k: (int(v), "the keyword argument") for k, v in generics.items()}
     bound = Bound(list(args))
-    for p, a in zip(params, args, strict=False):
+    for i, (p, given) in enumerate(zip(params, args, strict=False)):
+        a = given
+        if p.kind in ("scalar", "ptr") and type(a) not in _BUILTIN_NUMBERS:
+            a = bound.values[i] = plain_number(a)  # the value checked is the value packed
         CHECKS[p.kind](kernel, p, a, inferred, unchecked)
         if p.kind == "const":
             bound.consts[p.name] = a
@@ -252,11 +255,35 @@ def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
             raise ArgumentError(f"{_where(kernel, p)} = {a} does not fit in {p.dtype.name}")
 
 
+_BUILTIN_NUMBERS = frozenset({int, float, bool})
+
+
+def plain_number(a: Any) -> Any:
+    """The builtin number a scalar argument of a subclass of int, float or a numpy scalar type holds, read without its
+    methods (``int.__index__``, not its ``__int__``): a subclass could report one value to the range check and
+    another to the packing (or the interpreter, which receives the object). Anything else is returned as it is (the
+    check refuses it)."""
+    cls = type(a)  # not isinstance: an object may claim any class through a __class__ attribute
+    if issubclass(cls, bool | np.bool_):
+        return a
+    if issubclass(cls, int):
+        return int.__index__(a)
+    if issubclass(cls, float):
+        return float.__float__(a)
+    if issubclass(cls, np.generic) and cls not in _NUMPY_NUMBERS:
+        return np.generic.item(a)
+    return a
+
+
+_NUMPY_NUMBERS = frozenset(np.dtype(c).type for c in "bBhHiIlLqQefdg?")
+
+
 def _is_number(a: Any, int_only: bool) -> bool:
-    if isinstance(a, (bool, np.bool_)):
+    cls = type(a)  # not isinstance: ``__class__ = int`` must not make an object a number
+    if issubclass(cls, (bool, np.bool_)):
         return False
     kinds = (int, np.integer) if int_only else (int, float, np.integer, np.floating)
-    return isinstance(a, kinds)
+    return issubclass(cls, kinds)
 
 
 def _check_const(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:

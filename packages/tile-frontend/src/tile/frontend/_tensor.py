@@ -30,6 +30,7 @@ from tile.frontend._errors import (
     FreedError,
     InFlight,
     frozen,
+    refuse_subclass,
 )
 from tile.frontend._handle import FIX, check_fate
 from tile.frontend._site import user_site
@@ -84,6 +85,9 @@ class Tensor(Uncopyable):
     _site: str
     _fate: tuple[str, str] | None
     _dtype: DType
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
 
     def __init__(self) -> None:
         raise TypeError("make tensors with tile.zeros/ones/full/empty/arange/from_numpy/from_dlpack")
@@ -370,11 +374,18 @@ class Tensor(Uncopyable):
         self._check().free(user_site())
 
     @owning
-    def share(self) -> Shared:
-        """Move this tensor into a `Shared` handle that many launches may read at once (not moved by launches)."""
+    def share(self, *, permanent: bool = False) -> Shared:
+        """Move this tensor into a `Shared` handle that many launches may read at once (not moved by launches).
+
+        With ``permanent=True`` the share can never be unshared (`Shared.unshare` raises `BorrowError`): for a
+        constant a library passes to every call (a placeholder input), which its callers see in the arguments a
+        launch hands back and must not be able to take away from later calls.
+        """
         from tile.frontend._shared import share
 
-        return share(self, user_site())
+        if type(permanent) is not bool:  # checked before the move; no user __bool__ runs inside the step
+            raise ArgumentError(f"share(permanent=...) takes True or False, got {type(permanent).__name__}")
+        return share(self, user_site(), permanent)
 
     @owning
     def partition(self, tile_shape: Sequence[int]) -> Partition:

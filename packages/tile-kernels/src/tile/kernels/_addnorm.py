@@ -63,12 +63,13 @@ def rmsnorm_op(
         raise ArgumentError(f"{op}: x has shape {list(xt.shape)}; pass at least one row of at least one element")
     w = vector(weight, "weight", op, n)
     z = _args.output(out, out_dtype, xt.dtype, (m, n), op)
+    eps_f = _args.real(eps, "eps", op)  # refused (ArgumentError) before any output is partitioned
 
     def job(scratch: bool) -> RowJob:
         inputs = _Inputs([xt], scratch)
 
         def make(plan: Plan, outs: Sequence[Partition]) -> Launch:
-            made: Launch = plan.kernel("rmsnorm")(outs[0], inputs.get()[0], w[()], float(eps), **plan.generics())
+            made: Launch = plan.kernel("rmsnorm")(outs[0], inputs.get()[0], w[()], eps_f, **plan.generics())
             return made
 
         return RowJob(op, "rmsnorm", m, n, (xt.dtype.name, z.dtype.name), (z.dtype,), make)
@@ -81,9 +82,11 @@ def _add_job(op: str, x: Tensor, r: Tensor, w: Tensor, eps: float, *, dtypes: tu
     m, n = x.shape
     inputs = _Inputs([x, r], scratch)
 
+    eps_f = _args.real(eps, "eps", op)  # refused (ArgumentError) before any output is partitioned
+
     def make(plan: Plan, outs: Sequence[Partition]) -> Launch:
         xs, rs = inputs.get()
-        made: Launch = plan.kernel("add_rmsnorm")(outs[0], outs[1], xs, rs, w[()], float(eps), **plan.generics())
+        made: Launch = plan.kernel("add_rmsnorm")(outs[0], outs[1], xs, rs, w[()], eps_f, **plan.generics())
         return made
 
     names = (x.dtype.name, r.dtype.name, dtypes[0].name, dtypes[1].name)

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import numpy as np
+
 import tile.frontend as tile
 from tile.frontend import ArgumentError, DType, Shared, Tensor
 
@@ -97,12 +99,15 @@ def output(out: object, out_dtype: object, default: DType, shape: Sequence[int],
 
 
 def placeholder(dtype: DType, rank: int) -> Shared:
-    """A one-element shared tensor of ``rank`` passed for an input a kernel does not read (no bias, no residual)."""
+    """A one-element shared tensor of ``rank`` passed for an input a kernel does not read (no bias, no residual).
+
+    One per (backend, dtype, rank) for the process, shared for good: a ``*_op``'s caller gets it back among the
+    launch's arguments, and ``unshare()`` on it must not take it away from every later call."""
     key = (tile.backend(), dtype.name, rank)
     with _LOCK:
         found = _PLACEHOLDERS.get(key)
         if found is None:
-            found = _PLACEHOLDERS[key] = tile.zeros(dtype, [1] * rank).share()
+            found = _PLACEHOLDERS[key] = tile.zeros(dtype, [1] * rank).share(permanent=True)
         return found
 
 
@@ -111,6 +116,13 @@ def first_output(handed_back: Sequence[Any]) -> Tensor:
     out = handed_back[0].unpartition()
     assert isinstance(out, Tensor)
     return out
+
+
+def real(value: object, name: str, op: str) -> float:
+    """``value`` as a float: a Python or numpy real number (not a bool), else `ArgumentError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ArgumentError(f"{op}: {name} must be a real number, got {type(value).__name__} {value!r}")
+    return float(value)
 
 
 def next_pow2(n: int) -> int:

@@ -157,7 +157,7 @@ def _prefill(
     if bhq == 0 or sq == 0:
         return None
     z3 = tile.empty(q3.dtype, [bhq, sq, d])
-    qk_scale = float(d**-0.5 if scale is None else scale)
+    qk_scale = d**-0.5 if scale is None else _args.real(scale, "scale", op)
     group = bhq // bhkv
     if config is None:
         config = _choose_prefill(q3, k3, causal, group)

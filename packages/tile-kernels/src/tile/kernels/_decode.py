@@ -9,6 +9,7 @@ sequence, and writes an f32 partial (unnormalised output, running max and sum) i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -201,7 +202,7 @@ def _decode(
         raise ArgumentError(f"{op}: splits must be >= 1, got {splits}")
     tps = -(-tiles // splits)
     splits = -(-tiles // tps)
-    qk_scale = float(d**-0.5 if scale is None else scale)
+    qk_scale = d**-0.5 if scale is None else _args.real(scale, "scale", op)
     k = kernels(_STEM)
     acc = tile.empty(f32, [batch * nqb, splits, hb * d]).partition([1, 1, hb * d])
     m = tile.empty(f32, [batch * nqb, splits, hb]).partition([1, 1, hb])
@@ -307,7 +308,8 @@ def _append(
     if batch < 1 or bhkv % batch:
         raise ArgumentError(f"{op}: {batch} positions for {bhkv} cache rows; pass one start per sequence, (B,)")
     sp = _args.next_pow2(s)
-    zk = kc if isinstance(kc, Partition) else kc.partition([1, sp, d])
-    zv = vc if isinstance(vc, Partition) else vc.partition([1, sp, d])
-    made: Op = kernels(_STEM).kv_append(zk, zv, kn, vn, pos, HKV=bhkv // batch)
+    with contextlib.ExitStack() as stack:  # a refused launch gives the caller's caches back (partitioned)
+        zk = kc if isinstance(kc, Partition) else stack.enter_context(tile.partitioned(kc, [1, sp, d]))
+        zv = vc if isinstance(vc, Partition) else stack.enter_context(tile.partitioned(vc, [1, sp, d]))
+        made: Op = kernels(_STEM).kv_append(zk, zv, kn, vn, pos, HKV=bhkv // batch)
     return made

@@ -328,19 +328,18 @@ def _launch_matmul(
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)
         launch = k.gemm.grid((min(_blocks(), tiles),))
-        result: DeviceOp[tuple[Any, ...]] = launch(
-            z.partition([bm, bn]), x, y, bias, res, BK=bk, GROUP=config["GROUP"], **flags
-        )
+        with tile.partitioned(z, [bm, bn]) as part:  # a refused launch gives ``out`` back to the caller
+            result: DeviceOp[tuple[Any, ...]] = launch(part, x, y, bias, res, BK=bk, GROUP=config["GROUP"], **flags)
         return result
     partials = tile.empty(f32, [split, m, n]).partition([1, bm, bn])
-    target = z.partition([bm, bn])
+    with tile.partitioned(z, [bm, bn]) as target:  # a refused first launch gives ``out`` back to the caller
 
-    def reduce(out: tuple[Any, ...]) -> Any:
-        # The partials are unpartitioned in flight: the reduction runs after the split-K kernel, with no wait between.
-        return k.reduce_split_k(target, out[0].unpartition(), bias, res, **flags)
+        def reduce(out: tuple[Any, ...]) -> Any:
+            # The partials are unpartitioned in flight: the reduction runs after the split-K kernel, no wait between.
+            return k.reduce_split_k(target, out[0].unpartition(), bias, res, **flags)
 
-    first: DeviceOp[tuple[Any, ...]] = k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split)
-    return first.then(reduce)
+        first: DeviceOp[tuple[Any, ...]] = k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split)
+        return first.then(reduce)
 
 
 def bmm(
@@ -371,7 +370,8 @@ def bmm(
         bm, bn = cfg["BM"], cfg["BN"]
         tiles = batch * -(-m // bm) * -(-n // bn)
         launch = kernels(_STEM).bmm.grid((min(_blocks(), tiles),))
-        return _args.first_output(launch(target.partition([1, bm, bn]), x[()], y[()], BK=cfg["BK"]).sync())
+        with tile.partitioned(target, [1, bm, bn]) as part:  # a refused launch gives ``out`` back
+            return _args.first_output(launch(part, x[()], y[()], BK=cfg["BK"]).sync())
 
     if config is None:
         key: dict[str, object] = {

@@ -109,7 +109,6 @@ def launch(
     """The GEMV launch writing ``z`` (one block per (BM, BN) tile of it) for a config `check` accepted."""
     kernel = _kernel(config["FORM"], config["OCC"])
     hints = {"BK": config["BK"], "LAT": config["LAT"], "TMA": bool(config["TMA"])}
-    made: DeviceOp[tuple[Any, ...]] = kernel(
-        z.partition([config["BM"], config["BN"]]), x, y, bias, res, **hints, **flags
-    )
+    with tile.partitioned(z, [config["BM"], config["BN"]]) as part:  # a refused launch gives ``z`` (maybe out=) back
+        made: DeviceOp[tuple[Any, ...]] = kernel(part, x, y, bias, res, **hints, **flags)
     return made

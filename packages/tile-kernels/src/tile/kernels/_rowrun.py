@@ -7,6 +7,7 @@ inputs through fresh borrowed views. The tuner runs it on scratch outputs; the c
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,8 @@ class RowJob:
 
     def launch(self, plan: Plan, outputs: Sequence[Tensor]) -> DeviceOp[tuple[Any, ...]]:
         """The launch writing ``outputs`` with ``plan``."""
-        return self.make(plan, [o.partition(plan.tile) for o in outputs])
+        with contextlib.ExitStack() as stack:  # a refused launch gives the caller's ``out=`` tensors back
+            return self.make(plan, [stack.enter_context(tile.partitioned(o, plan.tile)) for o in outputs])
 
     def choose(self, config: autotune.Config | None) -> Plan:
         """The plan for ``config``, or the remembered / tuned / default one when it is None."""

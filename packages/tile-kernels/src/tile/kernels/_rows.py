@@ -102,8 +102,10 @@ def rmsnorm(
     m, n = rows.shape
     w = vector(weight, "weight", op, n)
 
+    eps_f = _args.real(eps, "eps", op)  # refused (ArgumentError) before any output is partitioned
+
     def make(plan: Plan, outs: Sequence[Partition]) -> Launch:
-        return plan.kernel("rmsnorm")(outs[0], rows[()], w[()], float(eps), **plan.generics())
+        return plan.kernel("rmsnorm")(outs[0], rows[()], w[()], eps_f, **plan.generics())
 
     job = RowJob(op, op, m, n, (rows.dtype.name, z.dtype.name), (z.dtype,), make)
     return _run(job, config, z, shape)
@@ -131,11 +133,13 @@ def layernorm(
     w = None if weight is None else vector(weight, "weight", op, n)
     b = None if bias is None else vector(bias, "bias", op, n)
 
+    eps_f = _args.real(eps, "eps", op)  # refused (ArgumentError) before any output is partitioned
+
     def make(plan: Plan, outs: Sequence[Partition]) -> Launch:
         w_arg = w[()] if w is not None else _args.placeholder(f32, 1)
         b_arg = b[()] if b is not None else _args.placeholder(f32, 1)
         flags = {"HAS_W": w is not None, "HAS_B": b is not None}
-        return plan.kernel("layernorm")(outs[0], rows[()], w_arg, b_arg, float(eps), **flags, **plan.generics())
+        return plan.kernel("layernorm")(outs[0], rows[()], w_arg, b_arg, eps_f, **flags, **plan.generics())
 
     job = RowJob(op, op, m, n, (rows.dtype.name, z.dtype.name), (z.dtype,), make)
     return _run(job, config, z, shape)
@@ -184,8 +188,10 @@ def rmsnorm_heads(
     m, n = rows.shape
     _args.check_dtype(w, "weight", op, _args.FLOATS)
 
+    eps_f = _args.real(eps, "eps", op)  # refused (ArgumentError) before any output is partitioned
+
     def make(plan: Plan, outs: Sequence[Partition]) -> Launch:
-        return plan.kernel("rmsnorm_heads")(outs[0], rows[()], w[()], float(eps), D=d, BN=plan.bn, LAT=plan.lat)
+        return plan.kernel("rmsnorm_heads")(outs[0], rows[()], w[()], eps_f, D=d, BN=plan.bn, LAT=plan.lat)
 
     np_ = _args.next_pow2(n)
     candidates = _rowforms.heads_configs(np_, d) if n else ()
