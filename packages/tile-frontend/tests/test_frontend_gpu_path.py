@@ -18,7 +18,7 @@ import tile.compiler as tile_compiler
 import tile.core as tile_core
 import tile.frontend as tile
 import tile.ir as tile_ir
-from tile.aio import Completion, ExecutionContext
+from tile.aio import Completion, CudaContext, ExecutionContext
 from tile.aio._context import BUILTIN_CONTEXTS
 from tile.frontend import _accel, f16, f32
 from tile.frontend import _entry as entry_module
@@ -386,3 +386,38 @@ def test_a_gpu_launch_refuses_a_host_stream(fake_gpu: None, k: ModuleType) -> No
     op = k.add(_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
     with pytest.raises(tile.BackendError, match="host stream"):
         op.sync_on(HostStream())
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+def test_launches_on_tile_aios_own_cuda_context_on_both_launch_paths(
+    fake_gpu: None, k: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `CudaContext` (over a fake stream): the compiled path reads its stream from the context's slot
+    (`_fastlaunch.execute`) and runs ``.sync_on`` in one step (`_fastlaunch.sync`); both paths give the same result."""
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    ctx = CudaContext(FakeStream())
+    args = (_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
+    z, x, y = k.add(*args).sync_on(ctx)  # compiles, makes the plan and its prepared launch
+    previous = _accel.use(path)
+    executed: list[bool] = []
+    if path == "compiled":
+        real = _accel.execute
+
+        def spy(*a: Any) -> Any:
+            done = real(*a)
+            executed.append(done is not None)
+            return done
+
+        monkeypatch.setattr(_accel, "execute", spy)
+    try:
+        z, x, y = k.add(z, x, y).sync_on(ctx)
+        op = k.add(z, x, y)
+        for _ in range(3):
+            op = op.then(lambda out: k.add(*out))
+        z, x, y = op.sync_on(ctx)
+    finally:
+        _accel.use(previous)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(256, 2, np.float32))
+    assert x._storage.pending == 0
+    assert executed == ([True] * 4 if path == "compiled" else [])  # the chain's links, relaunched in C

@@ -101,9 +101,9 @@ def bind(**classes: Any) -> None:
     """Give the extension the classes and registries it tests, the user-site prefixes and the ownership lock (called
     once by `_plan`), and activate it."""
     if _module is not None:
-        from tile.aio import _lock, _op, _run
+        from tile.aio import _cuda, _lock, _op, _run
 
         _module.bind(*(classes[name] for name in _BOUND))
-        _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING)
+        _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING, _cuda.CudaContext)
         if _reason == "compiled":
             _activate(_module)

@@ -38,8 +38,9 @@
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute,
-    *run_state, *run_note, *claim_acquire, *claim_release;
+    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
+static int probe(PyObject *cls, const int *ks, int count);
 
 /* Slot offsets, found by `bind`. */
 enum {
@@ -50,6 +51,7 @@ enum {
     PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED,
     /* Plan */
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
+    C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     N_SLOTS
 };
 static const char *slot_names[N_SLOTS] = {
@@ -59,6 +61,7 @@ static const char *slot_names[N_SLOTS] = {
     "given", "explicit", "generics", "user_consts", "tensors", "wrapped", "pairs", "others", "scalars",
     "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
+    "_stream", "_device",
 };
 static Py_ssize_t off[N_SLOTS];
 
@@ -682,12 +685,18 @@ static PyObject *execute_impl(PyObject *op, PyObject *ctx, int lend, PyObject *b
         Py_DECREF(producer); /* compared by identity only */
         if (producer != ctx) goto none;
     }
-    PyObject *device = PyObject_GetAttr(ctx, s_device);
-    if (!device) goto done;
-    Py_DECREF(device); /* compared by identity only */
-    if (device == host) goto none;
-    stream = PyObject_GetAttr(ctx, s_stream);
-    if (!stream) goto done;
+    if (CudaContext_t && (PyObject *)Py_TYPE(ctx) == CudaContext_t) { /* its slots, not its properties */
+        stream = GET(ctx, C_STREAM);
+        if (!stream || !GET(ctx, C_DEVICE)) goto none;
+        Py_INCREF(stream);
+    } else {
+        PyObject *device = PyObject_GetAttr(ctx, s_device);
+        if (!device) goto done;
+        Py_DECREF(device); /* compared by identity only */
+        if (device == host) goto none;
+        stream = PyObject_GetAttr(ctx, s_stream);
+        if (!stream) goto done;
+    }
     PyObject *packed = replay_impl(plan, values, grid, stream);
     if (!packed) goto done;
     if (packed != Py_None) { /* a new prepared launch: nothing was launched, the pure path prepares it */
@@ -848,23 +857,29 @@ static PyObject *sync_launch(PyObject *self, PyObject *const *argv, Py_ssize_t n
     return output;
 }
 
-/* bind_run(tile.aio._lock._state, tile.aio._run._note_waited_for, tile.aio._op._CLAIMING): what `sync` uses of
- * tile.aio. */
+/* bind_run(tile.aio._lock._state, tile.aio._run._note_waited_for, tile.aio._op._CLAIMING, tile.aio.CudaContext): what
+ * `sync` uses of tile.aio, and the context class whose stream `execute` reads from its slot (a CUDA context's device
+ * is never the host: only that class, exactly, is read so; a subclass such as a capture's recorder goes through its
+ * attributes). */
 static PyObject *bind_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 3 || !PyCallable_Check(argv[1])) return PyErr_Format(PyExc_TypeError, "bind_run(state, note, claiming)");
+    if (n != 4 || !PyCallable_Check(argv[1]) || !PyType_Check(argv[3]))
+        return PyErr_Format(PyExc_TypeError, "bind_run(state, note, claiming, CudaContext)");
+    static const int context[] = {C_STREAM, C_DEVICE};
+    if (probe(argv[3], context, 2)) return NULL;
     PyObject *acquire = PyObject_GetAttrString(argv[2], "acquire");
     PyObject *release_ = acquire ? PyObject_GetAttrString(argv[2], "release") : NULL;
     if (!release_) {
         Py_XDECREF(acquire);
         return NULL;
     }
-    PyObject *old[] = {run_state, run_note, claim_acquire, claim_release};
+    PyObject *old[] = {run_state, run_note, claim_acquire, claim_release, CudaContext_t};
+    CudaContext_t = Py_NewRef(argv[3]);
     run_state = Py_NewRef(argv[0]);
     run_note = Py_NewRef(argv[1]);
     claim_acquire = acquire;
     claim_release = release_;
-    for (int k = 0; k < 4; k++) Py_XDECREF(old[k]);
+    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
     Py_RETURN_NONE;
 }
 
@@ -964,7 +979,7 @@ static PyMethodDef methods[] = {
     {"sync", (PyCFunction)(void (*)(void))sync_launch, METH_FASTCALL,
      "sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST) -> output | NotImplemented (run_sync of a plain launch)"},
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
-     "bind_run(state, note, claiming): tile.aio's execution-lock state, _run._note_waited_for, _op._CLAIMING"},
+     "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP)"},
     {NULL, NULL, 0, NULL},
