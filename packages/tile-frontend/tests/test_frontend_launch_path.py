@@ -143,6 +143,11 @@ def _misuses(k: ModuleType) -> dict[str, tuple[type[BaseException], str]]:
     errors["foreign context"] = _error(lambda: k.add(z, x, y).sync_on(_Foreign()))
     assert x._storage.pending == 0  # the refused run handed its arguments back
     z, x, y = _warm(k)
+    inner = k.add(z, x, y)
+    twice = k.add(*_fresh()).then(lambda out: inner).then(lambda out: inner)  # `_fastlaunch.claim_run` refuses it
+    errors["returned by .then twice"] = _error(twice.sync)
+    assert x._storage.pending == 0  # released once, by the link that took it
+    z, x, y = _warm(k)
     errors["not a stream"] = _error(lambda: k.add(z, x, y).sync_on("stream"))
     return errors
 
@@ -175,8 +180,10 @@ def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None
         "sync inside .then": "ExecutionLockError",
         "foreign context": "BackendError",
         "not a stream": "OpTypeError",
+        "returned by .then twice": "OpConsumedError",
     }
     assert f"executed by .sync() at {__file__}:" in found["pure"]["synced twice"][1]
+    assert f"returned by the .then() function at {__file__}:" in found["pure"]["returned by .then twice"][1]
 
 
 @pytest.mark.skipif(not BUILT, reason=_accel.reason())

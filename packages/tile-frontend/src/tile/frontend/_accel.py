@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PURE_ENV", "active", "call", "compiled", "drop", "execute", "reason", "replay", "sync", "use"]
+__all__ = ["PURE_ENV", "active", "call", "claim_run", "compiled", "drop", "execute", "reason", "replay", "sync", "use"]
 
 PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
@@ -43,11 +43,14 @@ execute: Any = None
 sync: Any = None
 """``_fastlaunch.sync``: tile.aio's `run_sync` of a plain `Launch` (lock, claim, execute, wait, hand-back) in one step;
 NotImplemented when the generic path must run it (it then raises the typed error)."""
+claim_run: Any = None
+"""``_fastlaunch.claim_run``: a ``.then()`` step's claim and execution of the launch its function returned, one step."""
 
 
 def _activate(module: ModuleType | None) -> None:
-    global call, replay, drop, execute, sync  # noqa: PLW0603  # the process-wide path, read per launch
+    global call, replay, drop, execute, sync, claim_run  # noqa: PLW0603  # the process-wide path, read per launch
     call = module.call if module is not None else None
+    claim_run = module.claim_run if module is not None else None
     sync = module.sync if module is not None else None
     replay = module.replay if module is not None else None
     drop = module.drop if module is not None else None

@@ -37,7 +37,7 @@
 
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
-    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute,
+    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
     *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
 static int probe(PyObject *cls, const int *ks, int count);
@@ -49,7 +49,7 @@ enum {
     S_FREED, S_HANDLES, S_EXPORTS, S_PENDING,                                            /* Storage */
     PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED, PL_PAIRS, PL_OTHERS, PL_SCALARS,
     PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED,
-    /* Plan */
+    PL_CHAINED, /* Plan */
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     N_SLOTS
@@ -59,7 +59,7 @@ static const char *slot_names[N_SLOTS] = {
     "_fate", "_tensor", "_tile_shape", "_users",
     "freed_at", "_handles", "_exports", "pending",
     "given", "explicit", "generics", "user_consts", "tensors", "wrapped", "pairs", "others", "scalars",
-    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced",
+    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced", "chained",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
     "_stream", "_device",
 };
@@ -781,6 +781,55 @@ static PyObject *sync_fate(PyObject *plan, PyObject *verb) {
 /* Set the thread's execution lock (`tile.aio._lock`) to `value`; 0, or -1 with an error. */
 static int set_held(PyObject *value) { return PyObject_SetAttr(run_state, s_held, value); }
 
+/* Take `op` for one use under `_CLAIMING` with the fate `fate` (`DeviceOp._claim`): 1 taken, 0 it was taken before
+ * (nothing changed), -1 an error. */
+static int claim(PyObject *op, PyObject *fate) {
+    PyObject *r = PyObject_CallNoArgs(claim_acquire);
+    if (!r) return -1;
+    Py_DECREF(r);
+    PyObject *now = GET(op, L_FATE);
+    int taken = now && now != Py_None;
+    if (!taken) put(op, L_FATE, fate, NULL);
+    r = PyObject_CallNoArgs(claim_release);
+    if (!r) return -1; /* cannot happen: this thread holds the lock */
+    Py_DECREF(r);
+    return !taken;
+}
+
+/* claim_run(launch, verb, site, ctx, BUILTIN_CONTEXTS, HOST, link): `Then._step`'s claim of the launch its function
+ * returned ("verb at site", the fate kept on the plan for the next link of that site), the link's hold on it
+ * (`link._next`, so the tree releases it also when its execution fails) and its execution in flight (the compiled
+ * `execute`, else `Launch._execute`). NotImplemented, with nothing changed, when the launch was claimed
+ * before (the generic claim then raises OpConsumedError). */
+static PyObject *claim_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 7) return PyErr_Format(PyExc_TypeError, "claim_run takes 7 arguments, got %zd", n);
+    if (!claim_acquire) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind_run() was not called");
+    PyObject *op = argv[0], *verb = argv[1], *site = argv[2], *ctx = argv[3];
+    if ((PyObject *)Py_TYPE(op) != Launch_t) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *plan = GET(op, L_PLAN);
+    if (!plan || (PyObject *)Py_TYPE(plan) != Plan_t) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *last = GET(plan, PL_CHAINED), *fate = NULL;
+    if (last && PyTuple_Check(last) && PyTuple_Size(last) == 2 && PyTuple_GetItem(last, 0) == verb &&
+        PyTuple_GetItem(last, 1) == site) {
+        fate = Py_NewRef(last); /* the same (verb, site) objects: the same fate */
+    } else {
+        PyErr_Clear();
+        if (!(fate = PyTuple_Pack(2, verb, site))) return NULL;
+        put(plan, PL_CHAINED, fate, NULL);
+    }
+    int took = claim(op, fate);
+    Py_DECREF(fate);
+    if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    if (PyObject_SetAttr(argv[6], s_next, op) < 0) return NULL; /* the link owns it now (released with the tree) */
+    PyObject *output = execute_impl(op, ctx, 1, argv[4], argv[5]);
+    if (output == Py_None) {
+        Py_DECREF(output);
+        output = PyObject_CallMethodObjArgs(op, s_execute, ctx, NULL);
+    }
+    return output;
+}
+
 /* sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST): `tile.aio._run.run_sync` of a plain launch, as one C call: the
  * execution lock, the claim (its fate "verb at the user's line", the site kept on the plan), the execution (the
  * compiled `execute`, else `Launch._execute`), the wait, the hand-back, then the output or the first error. Returns
@@ -802,20 +851,10 @@ static PyObject *sync_launch(PyObject *self, PyObject *const *argv, Py_ssize_t n
     if (busy) return busy < 0 ? NULL : Py_NewRef(Py_NotImplemented);
     PyObject *fate = sync_fate(plan, verb);
     if (!fate) return NULL;
-    PyObject *r = PyObject_CallNoArgs(claim_acquire); /* `DeviceOp._claim`'s test and take, under `_CLAIMING` */
-    if (!r) {
-        Py_DECREF(fate);
-        return NULL;
-    }
-    Py_DECREF(r);
-    now = GET(op, L_FATE);
-    int taken = now && now != Py_None;
-    if (!taken) put(op, L_FATE, fate, NULL);
+    int took = claim(op, fate); /* `DeviceOp._claim`'s test and take, under `_CLAIMING` */
     Py_DECREF(fate);
-    r = PyObject_CallNoArgs(claim_release);
-    if (!r) return NULL; /* cannot happen: this thread holds the lock */
-    Py_DECREF(r);
-    if (taken) Py_RETURN_NOTIMPLEMENTED; /* another thread took it meanwhile: the generic path raises */
+    if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented); /* taken meanwhile: the generic path raises */
+    PyObject *r;
     if (set_held(Py_True) < 0) return NULL; /* cannot fail for a threading.local; nothing was enqueued */
     PyObject *type = NULL, *value = NULL, *trace = NULL;
     PyObject *output = execute_impl(op, ctx, 0, argv[3], argv[4]);
@@ -941,11 +980,11 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     static const int storage[] = {S_FREED, S_HANDLES, S_EXPORTS, S_PENDING};
     static const int plan[] = {PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED,
                                PL_PAIRS, PL_OTHERS, PL_SCALARS, PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD,
-                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED};
+                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED, PL_CHAINED};
     static const int launch[] = {L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT};
     static const int shared[] = {SH_USERS};
     if (probe(argv[0], tensor, 9) || probe(argv[1], partition, 3) || probe(argv[3], storage, 4) ||
-        probe(argv[4], plan, 20) || probe(argv[5], launch, 8))
+        probe(argv[4], plan, 21) || probe(argv[5], launch, 8))
         return NULL;
     Py_ssize_t fate = off[W_FATE], inner = off[W_TENSOR];
     if (probe(argv[2], (const int[]){W_FATE, W_TENSOR}, 2) || probe(argv[2], shared, 1)) return NULL;
@@ -978,6 +1017,8 @@ static PyMethodDef methods[] = {
      "execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST) -> values | None (Launch._execute, common case)"},
     {"sync", (PyCFunction)(void (*)(void))sync_launch, METH_FASTCALL,
      "sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST) -> output | NotImplemented (run_sync of a plain launch)"},
+    {"claim_run", (PyCFunction)(void (*)(void))claim_run, METH_FASTCALL,
+     "claim_run(launch, verb, site, ctx, BUILTIN_CONTEXTS, HOST, link) -> output | NotImplemented (Then._step's claim + run)"},
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
      "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
@@ -995,7 +1036,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
                  {&s_unchecked, "unchecked"}, {&s_name, "__name__"}, {&s_f_back, "f_back"},
                  {&s_co_filename, "co_filename"}, {&s_launch, "launch"}, {&s_ctx, "ctx"}, {&s_site, "site"},
                  {&s_device, "device"}, {&s_stream, "stream"}, {&s_held, "held"},
-                 {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}};
+                 {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     return PyModule_Create(&module);

@@ -182,6 +182,21 @@ class Launch(DeviceOp[tuple[Any, ...]]):
             self._lent = fate
         return values
 
+    def _claim_run(self, verb: str, site: Any, ctx: ExecutionContext, link: Any) -> tuple[Any, ...]:
+        """A ``.then()`` step on this launch (``DeviceOp._claim_run``): compiled, the claim (its fate kept on the plan
+        for the next link of the chain), the link's hold and the execution in one step (`_fastlaunch.claim_run`)."""
+        fast = _accel.claim_run
+        if fast is not None:
+            done: Any = fast(self, verb, site, ctx, BUILTIN_CONTEXTS, tile.aio.HOST, link)
+            if done is not NotImplemented:
+                return done  # type: ignore[no-any-return]
+        return DeviceOp._claim_run(self, verb, site, ctx, link)  # the generic claim raises the typed error
+
+    def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
+        """Hand back (`_drop`); a launch has no children (the release of a chain calls this per launch)."""
+        self._drop()
+        return ()
+
     def _fate_on(self, ctx: ExecutionContext) -> InFlight:
         """The `InFlight` fate of handles this launch hands on early on ``ctx`` (kept on the plan for the next launch
         of this call site, except a capture's: the plan must not keep a recorder and its recorded work alive)."""
