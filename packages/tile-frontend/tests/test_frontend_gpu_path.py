@@ -18,7 +18,7 @@ import tile.compiler as tile_compiler
 import tile.core as tile_core
 import tile.frontend as tile
 import tile.ir as tile_ir
-from tile.aio import Completion, ExecutionContext
+from tile.aio import Completion, CudaContext, ExecutionContext
 from tile.aio._context import BUILTIN_CONTEXTS
 from tile.frontend import _accel, f16, f32
 from tile.frontend import _entry as entry_module
@@ -265,6 +265,30 @@ def test_launch_on_a_cuda_context(fake_gpu: None, k: ModuleType) -> None:
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(1000, dtype=np.float32) + 0.5)
 
 
+_CHAIN_OF_4 = ["execute", "claim_run", "claim_run", "claim_run"]
+"""What the compiled path does for a chain of four launches: the first is executed (`_fastlaunch.execute`), each one a
+``.then()`` function returned is claimed and executed in one step (`_fastlaunch.claim_run`)."""
+
+
+def _spy_compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The compiled steps that handled a launch's execution, in order (``"pure"``: one the pure path had to run)."""
+    seen: list[str] = []
+    execute, claim_run = _accel.execute, _accel.claim_run
+
+    def spy_execute(*a: Any) -> Any:
+        done = execute(*a)
+        seen.append("execute" if done is not None else "pure")
+        return done
+
+    def spy_claim_run(*a: Any) -> Any:  # noted first: a step it leaves to the pure path comes after it
+        seen.append("claim_run")
+        return claim_run(*a)
+
+    monkeypatch.setattr(_accel, "execute", spy_execute)
+    monkeypatch.setattr(_accel, "claim_run", spy_claim_run)
+    return seen
+
+
 @pytest.mark.parametrize("path", ["pure", "compiled"])
 def test_a_then_chain_on_a_cuda_context_on_both_launch_paths(
     fake_gpu: None, k: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
@@ -277,16 +301,7 @@ def test_a_then_chain_on_a_cuda_context_on_both_launch_paths(
     z, x, y = k.add(z, x, y).sync_on(ctx)
     previous = _accel.use(path)
     try:
-        executed: list[bool] = []
-        if path == "compiled":
-            real = _accel.execute
-
-            def spy(*a: Any) -> Any:
-                done = real(*a)
-                executed.append(done is not None)
-                return done
-
-            monkeypatch.setattr(_accel, "execute", spy)
+        executed = _spy_compiled(monkeypatch) if path == "compiled" else []
         op = k.add(z, x, y)
         for _ in range(3):
             op = op.then(lambda out: k.add(*out))
@@ -294,7 +309,7 @@ def test_a_then_chain_on_a_cuda_context_on_both_launch_paths(
         out = z.unpartition()
         np.testing.assert_array_equal(out.to_numpy(), np.full(256, 2, np.float32))
         z = out.partition([128])
-        assert executed == ([True] * 4 if path == "compiled" else [])
+        assert executed == (_CHAIN_OF_4 if path == "compiled" else [])
         peek = k.add(z, x, y).then(lambda out: out[1].to_numpy())
         with pytest.raises(tile.InFlightError, match="handed on by the launch of add"):
             peek.sync_on(ctx)
@@ -386,3 +401,29 @@ def test_a_gpu_launch_refuses_a_host_stream(fake_gpu: None, k: ModuleType) -> No
     op = k.add(_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
     with pytest.raises(tile.BackendError, match="host stream"):
         op.sync_on(HostStream())
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+def test_launches_on_tile_aios_own_cuda_context_on_both_launch_paths(
+    fake_gpu: None, k: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `CudaContext` (over a fake stream): the compiled path reads its stream from the context's slot
+    (`_fastlaunch.execute`) and runs ``.sync_on`` in one step (`_fastlaunch.sync`); both paths give the same result."""
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    ctx = CudaContext(FakeStream())
+    args = (_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
+    z, x, y = k.add(*args).sync_on(ctx)  # compiles, makes the plan and its prepared launch
+    previous = _accel.use(path)
+    executed = _spy_compiled(monkeypatch) if path == "compiled" else []
+    try:
+        z, x, y = k.add(z, x, y).sync_on(ctx)
+        op = k.add(z, x, y)
+        for _ in range(3):
+            op = op.then(lambda out: k.add(*out))
+        z, x, y = op.sync_on(ctx)
+    finally:
+        _accel.use(previous)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(256, 2, np.float32))
+    assert x._storage.pending == 0
+    assert executed == (_CHAIN_OF_4 if path == "compiled" else [])  # the chain's launches, relaunched in C

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import sysconfig
+import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 import tile.frontend as tile
+from tile.aio import ExecutionLockError, HostStream, OpConsumedError
 from tile.frontend import _accel, f32
 from tile.frontend._errors import TileError
 
@@ -134,7 +136,28 @@ def _misuses(k: ModuleType) -> dict[str, tuple[type[BaseException], str]]:
     z, x, y = _warm(k)
     op = k.add(z, x, y)
     errors["in flight"] = _error(lambda: op.then(lambda out: out[1].to_numpy()).sync())
+    z, x, y = _warm(k)
+    op = k.add(z, x, y)
+    z, x, y = op.sync()
+    errors["synced twice"] = _error(op.sync)  # names the line of the first .sync() (`_fastlaunch.sync`)
+    errors["synced on twice"] = _error(lambda: op.sync_on(HostStream()))
+    op = k.add(z, x, y)
+    errors["sync inside .then"] = _error(lambda: k.add(*_fresh()).then(lambda out: op.sync()).sync())
+    z, x, y = op.sync()
+    errors["foreign context"] = _error(lambda: k.add(z, x, y).sync_on(_Foreign()))
+    assert x._storage.pending == 0  # the refused run handed its arguments back
+    z, x, y = _warm(k)
+    inner = k.add(z, x, y)
+    twice = k.add(*_fresh()).then(lambda out: inner).then(lambda out: inner)  # `_fastlaunch.claim_run` refuses it
+    errors["returned by .then twice"] = _error(twice.sync)
+    assert x._storage.pending == 0  # released once, by the link that took it
+    z, x, y = _warm(k)
+    errors["not a stream"] = _error(lambda: k.add(z, x, y).sync_on("stream"))
     return errors
+
+
+class _Foreign(HostStream):
+    """A context tile.aio did not make (a subclass of a builtin one): a launch refuses to run on it."""
 
 
 def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None:
@@ -156,7 +179,15 @@ def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None
         "output as an input": "ArgumentError",
         "scalar out of range": "ArgumentError",
         "in flight": "InFlightError",
+        "synced twice": "OpConsumedError",
+        "synced on twice": "OpConsumedError",
+        "sync inside .then": "ExecutionLockError",
+        "foreign context": "BackendError",
+        "not a stream": "OpTypeError",
+        "returned by .then twice": "OpConsumedError",
     }
+    assert f"executed by .sync() at {__file__}:" in found["pure"]["synced twice"][1]
+    assert f"returned by the .then() function at {__file__}:" in found["pure"]["returned by .then twice"][1]
 
 
 @pytest.mark.skipif(not BUILT, reason=_accel.reason())
@@ -223,3 +254,56 @@ def test_the_compiled_move_keeps_the_registry_and_fates(k: ModuleType) -> None:
     assert storage._handles[id(nx)]() is nx
     z, x, y = Launch("add", plan, done[0], "here", after).sync()
     assert (z.unpartition().to_numpy() == 3).all()
+
+
+def test_one_launch_synced_from_two_threads_runs_once(k: ModuleType, path: str) -> None:
+    """The claim of `_fastlaunch.sync` takes tile.aio's claiming lock like every claim: one thread runs the launch, the
+    other gets OpConsumedError; the arguments come back once."""
+    for _ in range(20):
+        z, x, y = _warm(k)
+        op = k.add(z, x, y)
+        start = threading.Barrier(2)
+        outcomes: list[object] = []
+
+        def run(op: Any, start: threading.Barrier, outcomes: list[object]) -> None:
+            start.wait()
+            try:
+                outcomes.append(op.sync())
+            except OpConsumedError as error:
+                outcomes.append(error)
+
+        threads = [threading.Thread(target=run, args=(op, start, outcomes)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(type(o).__name__ for o in outcomes) == ["OpConsumedError", "tuple"]
+        z, x, y = next(o for o in outcomes if isinstance(o, tuple))
+        assert (z.unpartition().to_numpy() == 3).all()
+        assert x._storage.pending == 0
+
+
+def test_a_sync_is_one_compiled_step(k: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the compiled path a plain launch's ``.sync()``/``.sync_on()`` is handled by `_fastlaunch.sync` (not left to
+    the generic run); inside a ``.then`` function it is left (the lock is held) and refused there."""
+    if not BUILT:
+        pytest.skip(_accel.reason())
+    previous = _accel.use("compiled")
+    handled: list[bool] = []
+    real = _accel.sync
+
+    def spy(*args: Any) -> Any:
+        done = real(*args)
+        handled.append(done is not NotImplemented)
+        return done
+
+    monkeypatch.setattr(_accel, "sync", spy)
+    try:
+        z, x, y = _warm(k)
+        z, x, y = k.add(z, x, y).sync_on(HostStream())
+        assert handled == [True, True, True]
+        with pytest.raises(ExecutionLockError):
+            k.add(z, x, y).then(lambda out: k.add(*_fresh()).sync()).sync()
+        assert handled == [True, True, True]  # the chain runs generically; the inner .sync() is refused before it
+    finally:
+        _accel.use(previous)

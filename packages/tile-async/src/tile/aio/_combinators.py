@@ -42,6 +42,9 @@ C = TypeVar("C")
 D = TypeVar("D")
 
 
+_RETURNED = "returned by the .then() function"  # the fate's verb of an op a .then() function returned
+
+
 def _as_op(obj: object, where: str) -> DeviceOp[Any]:
     if not isinstance(obj, DeviceOp):
         raise OpTypeError(where, "a DeviceOp", type(obj).__name__)
@@ -121,9 +124,7 @@ class Then(_Link[U]):
         nxt = self._fn(out)
         if not isinstance(nxt, DeviceOp):  # described only on error: repr() of the function costs more than a step
             raise OpTypeError(f"the function passed to .then() ({self._fn!r})", "a DeviceOp", type(nxt).__name__)
-        nxt._claim("returned by the .then() function", self._site)
-        self._next = nxt
-        return nxt._run_in(ctx)
+        return nxt._claim_run(_RETURNED, self._site, ctx, self)  # sets self._next once claimed
 
     def _children(self) -> tuple[DeviceOp[Any], ...]:
         return (self._src,) if self._next is None else (self._src, self._next)

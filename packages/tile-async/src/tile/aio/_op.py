@@ -138,6 +138,14 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         verb_before, (file, line) = taken
         raise OpConsumedError(self._describe(), f"{verb_before} at {file}:{line}")
 
+    def _claim_run(self, verb: str, site: Site, ctx: ExecutionContext, link: Any) -> T_co:
+        """Claim this op (``verb`` at ``site``), give it to ``link`` (``link._next``: the tree releases it from now
+        on) and execute it in ``link``'s tree on ``ctx``: a ``.then()`` step's work on the op its function returned.
+        A subclass may do the three in one step; a refused claim must leave ``link`` untouched."""
+        self._claim(verb, site)
+        link._next = self
+        return self._run_in(ctx)
+
     def _release(self) -> None:
         """Hand everything back: drop inputs and children, the whole tree. The work must be complete.
 

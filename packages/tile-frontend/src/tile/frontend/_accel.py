@@ -13,7 +13,7 @@ import os
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PURE_ENV", "active", "call", "compiled", "drop", "execute", "reason", "replay", "use"]
+__all__ = ["PURE_ENV", "active", "call", "claim_run", "compiled", "drop", "execute", "reason", "replay", "sync", "use"]
 
 PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
@@ -40,11 +40,18 @@ drop: Any = None
 """``_fastlaunch.drop``: `Launch._drop`'s hand-back, under `OWNERSHIP`."""
 execute: Any = None
 """``_fastlaunch.execute``: `Launch._execute` of a repeated GPU launch on the same context."""
+sync: Any = None
+"""``_fastlaunch.sync``: tile.aio's `run_sync` of a plain `Launch` (lock, claim, execute, wait, hand-back) in one step;
+NotImplemented when the generic path must run it (it then raises the typed error)."""
+claim_run: Any = None
+"""``_fastlaunch.claim_run``: a ``.then()`` step's claim and execution of the launch its function returned, one step."""
 
 
 def _activate(module: ModuleType | None) -> None:
-    global call, replay, drop, execute  # noqa: PLW0603  # the process-wide path, read per launch
+    global call, replay, drop, execute, sync, claim_run  # noqa: PLW0603  # the process-wide path, read per launch
     call = module.call if module is not None else None
+    claim_run = module.claim_run if module is not None else None
+    sync = module.sync if module is not None else None
     replay = module.replay if module is not None else None
     drop = module.drop if module is not None else None
     execute = module.execute if module is not None else None
@@ -97,6 +104,9 @@ def bind(**classes: Any) -> None:
     """Give the extension the classes and registries it tests, the user-site prefixes and the ownership lock (called
     once by `_plan`), and activate it."""
     if _module is not None:
+        from tile.aio import _cuda, _lock, _op, _run
+
         _module.bind(*(classes[name] for name in _BOUND))
+        _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING, _cuda.CudaContext)
         if _reason == "compiled":
             _activate(_module)

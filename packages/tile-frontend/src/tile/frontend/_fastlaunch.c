@@ -37,8 +37,10 @@
 
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
-    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream;
+    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
+    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
+static int probe(PyObject *cls, const int *ks, int count);
 
 /* Slot offsets, found by `bind`. */
 enum {
@@ -46,8 +48,10 @@ enum {
     W_FATE, W_TENSOR, P_TILE, SH_USERS,                                                  /* Partition, Shared */
     S_FREED, S_HANDLES, S_EXPORTS, S_PENDING,                                            /* Storage */
     PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED, PL_PAIRS, PL_OTHERS, PL_SCALARS,
-    PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, /* Plan */
+    PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED,
+    PL_CHAINED, /* Plan */
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
+    C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     N_SLOTS
 };
 static const char *slot_names[N_SLOTS] = {
@@ -55,8 +59,9 @@ static const char *slot_names[N_SLOTS] = {
     "_fate", "_tensor", "_tile_shape", "_users",
     "freed_at", "_handles", "_exports", "pending",
     "given", "explicit", "generics", "user_consts", "tensors", "wrapped", "pairs", "others", "scalars",
-    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site",
+    "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced", "chained",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
+    "_stream", "_device",
 };
 static Py_ssize_t off[N_SLOTS];
 
@@ -487,10 +492,8 @@ static void leave(int paused) {
 }
 
 /* drop(launch): `Launch._drop` (the hand-back once the work is done), the step holding OWNERSHIP. */
-static PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
-    (void)self;
-    if (n != 1 || (PyObject *)Py_TYPE(argv[0]) != Launch_t) return PyErr_Format(PyExc_TypeError, "drop(launch)");
-    PyObject *op = argv[0], *values = NULL, *lent = NULL, *result = NULL;
+static PyObject *drop_impl(PyObject *op) {
+    PyObject *values = NULL, *lent = NULL, *result = NULL;
     int paused = enter();
     if (paused < 0) return NULL;
     PyObject *now = GET(op, L_VALUES), *plan = GET(op, L_PLAN);
@@ -505,6 +508,12 @@ static PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     Py_XDECREF(values); /* the handles may die here, after the step, as the pure path's locals do */
     Py_XDECREF(lent);
     return result;
+}
+
+static PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 1 || (PyObject *)Py_TYPE(argv[0]) != Launch_t) return PyErr_Format(PyExc_TypeError, "drop(launch)");
+    return drop_impl(argv[0]);
 }
 
 /* The innermost frame outside tile.frontend and tile.aio (`_site.user_site`), as a new reference. */
@@ -676,12 +685,7 @@ static PyObject *replay(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
  * repeats: relaunch it, lend the handles (with ``lend``) and return the values. None when it does not handle the
  * execution (another context, a CPU launch, a new prepared launch, ordering after another context): then nothing was
  * done and the pure path runs it, raising its errors. */
-static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
-    (void)self;
-    if (n != 5) return PyErr_Format(PyExc_TypeError, "execute takes 5 arguments, got %zd", n);
-    PyObject *op = argv[0], *ctx = argv[1], *builtin = argv[3], *host = argv[4];
-    int lend = PyObject_IsTrue(argv[2]);
-    if (lend < 0) return NULL;
+static PyObject *execute_impl(PyObject *op, PyObject *ctx, int lend, PyObject *builtin, PyObject *host) {
     if ((PyObject *)Py_TYPE(op) != Launch_t || !PyAnySet_Check(builtin)) Py_RETURN_NONE;
     int ours = PySet_Contains(builtin, (PyObject *)Py_TYPE(ctx));
     if (ours <= 0) return ours < 0 ? NULL : Py_NewRef(Py_None);
@@ -700,12 +704,18 @@ static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         Py_DECREF(producer); /* compared by identity only */
         if (producer != ctx) goto none;
     }
-    PyObject *device = PyObject_GetAttr(ctx, s_device);
-    if (!device) goto done;
-    Py_DECREF(device); /* compared by identity only */
-    if (device == host) goto none;
-    stream = PyObject_GetAttr(ctx, s_stream);
-    if (!stream) goto done;
+    if (CudaContext_t && (PyObject *)Py_TYPE(ctx) == CudaContext_t) { /* its slots, not its properties */
+        stream = GET(ctx, C_STREAM);
+        if (!stream || !GET(ctx, C_DEVICE)) goto none;
+        Py_INCREF(stream);
+    } else {
+        PyObject *device = PyObject_GetAttr(ctx, s_device);
+        if (!device) goto done;
+        Py_DECREF(device); /* compared by identity only */
+        if (device == host) goto none;
+        stream = PyObject_GetAttr(ctx, s_stream);
+        if (!stream) goto done;
+    }
     PyObject *packed = replay_impl(plan, values, grid, stream);
     if (!packed) goto done;
     if (packed != Py_None) { /* a new prepared launch: nothing was launched, the pure path prepares it */
@@ -746,6 +756,190 @@ done:
     Py_XDECREF(stream);
     Py_XDECREF(fate);
     return result;
+}
+
+static PyObject *execute(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 5) return PyErr_Format(PyExc_TypeError, "execute takes 5 arguments, got %zd", n);
+    int lend = PyObject_IsTrue(argv[2]);
+    if (lend < 0) return NULL;
+    return execute_impl(argv[0], argv[1], lend, argv[3], argv[4]);
+}
+
+/* The fate a launch synced at the user's current line gets, ("executed by .sync_on()", (file, line)) as
+ * `DeviceOp._claim` makes it, kept on the plan for the next sync at that line (a new reference). */
+static PyObject *sync_fate(PyObject *plan, PyObject *verb) {
+    PyObject *frame = user_frame();
+    if (!frame) return NULL;
+    PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    Py_DECREF(frame);
+    PyObject *last = GET(plan, PL_SYNCED), *result = NULL;
+    if (last && PyTuple_Check(last) && PyTuple_Size(last) == 4 && PyTuple_GetItem(last, 0) == code &&
+        PyTuple_GetItem(last, 2) == verb && PyLong_AsLong(PyTuple_GetItem(last, 1)) == line) {
+        Py_DECREF(code);
+        return Py_NewRef(PyTuple_GetItem(last, 3));
+    }
+    PyErr_Clear();
+    PyObject *file = PyObject_GetAttr(code, s_co_filename);
+    PyObject *number = file ? PyLong_FromLong(line) : NULL;
+    PyObject *site = number ? PyTuple_Pack(2, file, number) : NULL;
+    PyObject *fate = site ? PyTuple_Pack(2, verb, site) : NULL;
+    PyObject *entry = fate ? PyTuple_Pack(4, code, number, verb, fate) : NULL;
+    if (entry) {
+        put(plan, PL_SYNCED, entry, NULL);
+        result = Py_NewRef(fate);
+    }
+    Py_DECREF(code);
+    Py_XDECREF(file);
+    Py_XDECREF(number);
+    Py_XDECREF(site);
+    Py_XDECREF(fate);
+    return result;
+}
+
+/* Set the thread's execution lock (`tile.aio._lock`) to `value`; 0, or -1 with an error. */
+static int set_held(PyObject *value) { return PyObject_SetAttr(run_state, s_held, value); }
+
+/* Take `op` for one use under `_CLAIMING` with the fate `fate` (`DeviceOp._claim`): 1 taken, 0 it was taken before
+ * (nothing changed), -1 an error. */
+static int claim(PyObject *op, PyObject *fate) {
+    PyObject *r = PyObject_CallNoArgs(claim_acquire);
+    if (!r) return -1;
+    Py_DECREF(r);
+    PyObject *now = GET(op, L_FATE);
+    int taken = now && now != Py_None;
+    if (!taken) put(op, L_FATE, fate, NULL);
+    r = PyObject_CallNoArgs(claim_release);
+    if (!r) return -1; /* cannot happen: this thread holds the lock */
+    Py_DECREF(r);
+    return !taken;
+}
+
+/* claim_run(launch, verb, site, ctx, BUILTIN_CONTEXTS, HOST, link): `Then._step`'s claim of the launch its function
+ * returned ("verb at site", the fate kept on the plan for the next link of that site), the link's hold on it
+ * (`link._next`, so the tree releases it also when its execution fails) and its execution in flight (the compiled
+ * `execute`, else `Launch._execute`). NotImplemented, with nothing changed, when the launch was claimed
+ * before (the generic claim then raises OpConsumedError). */
+static PyObject *claim_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 7) return PyErr_Format(PyExc_TypeError, "claim_run takes 7 arguments, got %zd", n);
+    if (!claim_acquire) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind_run() was not called");
+    PyObject *op = argv[0], *verb = argv[1], *site = argv[2], *ctx = argv[3];
+    if ((PyObject *)Py_TYPE(op) != Launch_t) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *plan = GET(op, L_PLAN);
+    if (!plan || (PyObject *)Py_TYPE(plan) != Plan_t) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *last = GET(plan, PL_CHAINED), *fate = NULL;
+    if (last && PyTuple_Check(last) && PyTuple_Size(last) == 2 && PyTuple_GetItem(last, 0) == verb &&
+        PyTuple_GetItem(last, 1) == site) {
+        fate = Py_NewRef(last); /* the same (verb, site) objects: the same fate */
+    } else {
+        PyErr_Clear();
+        if (!(fate = PyTuple_Pack(2, verb, site))) return NULL;
+        put(plan, PL_CHAINED, fate, NULL);
+    }
+    int took = claim(op, fate);
+    Py_DECREF(fate);
+    if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    if (PyObject_SetAttr(argv[6], s_next, op) < 0) return NULL; /* the link owns it now (released with the tree) */
+    PyObject *output = execute_impl(op, ctx, 1, argv[4], argv[5]);
+    if (output == Py_None) {
+        Py_DECREF(output);
+        output = PyObject_CallMethodObjArgs(op, s_execute, ctx, NULL);
+    }
+    return output;
+}
+
+/* sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST): `tile.aio._run.run_sync` of a plain launch, as one C call: the
+ * execution lock, the claim (its fate "verb at the user's line", the site kept on the plan), the execution (the
+ * compiled `execute`, else `Launch._execute`), the wait, the hand-back, then the output or the first error. Returns
+ * NotImplemented before changing anything when it does not handle the call (the lock held, the launch already
+ * claimed, not a plain launch): the generic path then runs and raises the typed error. The claim takes `_CLAIMING`
+ * like every other claim, so two threads executing one launch never both get it. */
+static PyObject *sync_launch(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 5) return PyErr_Format(PyExc_TypeError, "sync takes 5 arguments, got %zd", n);
+    if (!run_state) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind_run() was not called");
+    PyObject *op = argv[0], *ctx = argv[1], *verb = argv[2];
+    if ((PyObject *)Py_TYPE(op) != Launch_t || !PyUnicode_Check(verb)) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *plan = GET(op, L_PLAN), *now = GET(op, L_FATE);
+    if (!plan || (PyObject *)Py_TYPE(plan) != Plan_t || (now && now != Py_None)) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *held = PyObject_GetAttr(run_state, s_held);
+    if (!held) return NULL;
+    int busy = PyObject_IsTrue(held);
+    Py_DECREF(held);
+    if (busy) return busy < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    PyObject *fate = sync_fate(plan, verb);
+    if (!fate) return NULL;
+    int took = claim(op, fate); /* `DeviceOp._claim`'s test and take, under `_CLAIMING` */
+    Py_DECREF(fate);
+    if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented); /* taken meanwhile: the generic path raises */
+    PyObject *r;
+    if (set_held(Py_True) < 0) return NULL; /* cannot fail for a threading.local; nothing was enqueued */
+    PyObject *type = NULL, *value = NULL, *trace = NULL;
+    PyObject *output = execute_impl(op, ctx, 0, argv[3], argv[4]);
+    if (output == Py_None) {
+        Py_DECREF(output);
+        output = PyObject_CallMethodObjArgs(op, s_execute, ctx, Py_False, NULL);
+    }
+    if (!output) PyErr_Fetch(&type, &value, &trace); /* the work enqueued so far still runs: report after it */
+    if (set_held(Py_False) < 0) PyErr_WriteUnraisable(run_state);
+    r = PyObject_CallMethodObjArgs(ctx, s_synchronize, NULL);
+    if (r) {
+        Py_DECREF(r);
+    } else if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* as `except Exception`: e.g. KeyboardInterrupt */
+        Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(trace), Py_XDECREF(output);
+        return NULL;
+    } else if (type) {
+        PyErr_Clear(); /* the first error wins */
+    } else {
+        PyErr_Fetch(&type, &value, &trace);
+        PyErr_NormalizeException(&type, &value, &trace);
+        if (trace) PyException_SetTraceback(value, trace);
+        r = value ? PyObject_CallFunctionObjArgs(run_note, value, op, NULL) : NULL;
+        if (r) Py_DECREF(r);
+        else PyErr_WriteUnraisable(run_note);
+    }
+    r = drop_impl(op);
+    if (r) {
+        Py_DECREF(r);
+    } else if (type) {
+        PyErr_WriteUnraisable(op);
+    } else {
+        PyErr_Fetch(&type, &value, &trace);
+    }
+    if (type) {
+        Py_XDECREF(output);
+        PyErr_Restore(type, value, trace);
+        return NULL;
+    }
+    return output;
+}
+
+/* bind_run(tile.aio._lock._state, tile.aio._run._note_waited_for, tile.aio._op._CLAIMING, tile.aio.CudaContext): what
+ * `sync` uses of tile.aio, and the context class whose stream `execute` reads from its slot (a CUDA context's device
+ * is never the host: only that class, exactly, is read so; a subclass such as a capture's recorder goes through its
+ * attributes). */
+static PyObject *bind_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 4 || !PyCallable_Check(argv[1]) || !PyType_Check(argv[3]))
+        return PyErr_Format(PyExc_TypeError, "bind_run(state, note, claiming, CudaContext)");
+    static const int context[] = {C_STREAM, C_DEVICE};
+    if (probe(argv[3], context, 2)) return NULL;
+    PyObject *acquire = PyObject_GetAttrString(argv[2], "acquire");
+    PyObject *release_ = acquire ? PyObject_GetAttrString(argv[2], "release") : NULL;
+    if (!release_) {
+        Py_XDECREF(acquire);
+        return NULL;
+    }
+    PyObject *old[] = {run_state, run_note, claim_acquire, claim_release, CudaContext_t};
+    CudaContext_t = Py_NewRef(argv[3]);
+    run_state = Py_NewRef(argv[0]);
+    run_note = Py_NewRef(argv[1]);
+    claim_acquire = acquire;
+    claim_release = release_;
+    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
+    Py_RETURN_NONE;
 }
 
 /* The offset of slot `name` in instances of `cls`: write a unique object through the attribute of a fresh instance
@@ -806,11 +1000,11 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     static const int storage[] = {S_FREED, S_HANDLES, S_EXPORTS, S_PENDING};
     static const int plan[] = {PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED,
                                PL_PAIRS, PL_OTHERS, PL_SCALARS, PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD,
-                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE};
+                               PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED, PL_CHAINED};
     static const int launch[] = {L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT};
     static const int shared[] = {SH_USERS};
     if (probe(argv[0], tensor, 9) || probe(argv[1], partition, 3) || probe(argv[3], storage, 4) ||
-        probe(argv[4], plan, 19) || probe(argv[5], launch, 8))
+        probe(argv[4], plan, 21) || probe(argv[5], launch, 8))
         return NULL;
     Py_ssize_t fate = off[W_FATE], inner = off[W_TENSOR];
     if (probe(argv[2], (const int[]){W_FATE, W_TENSOR}, 2) || probe(argv[2], shared, 1)) return NULL;
@@ -841,6 +1035,12 @@ static PyMethodDef methods[] = {
      "replay(plan, values, grid, stream) -> None (relaunched) | packed arguments"},
     {"execute", (PyCFunction)(void (*)(void))execute, METH_FASTCALL,
      "execute(launch, ctx, lend, BUILTIN_CONTEXTS, HOST) -> values | None (Launch._execute, common case)"},
+    {"sync", (PyCFunction)(void (*)(void))sync_launch, METH_FASTCALL,
+     "sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST) -> output | NotImplemented (run_sync of a plain launch)"},
+    {"claim_run", (PyCFunction)(void (*)(void))claim_run, METH_FASTCALL,
+     "claim_run(launch, verb, site, ctx, BUILTIN_CONTEXTS, HOST, link) -> output | NotImplemented (Then._step's claim + run)"},
+    {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
+     "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP)"},
     {NULL, NULL, 0, NULL},
@@ -855,7 +1055,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
     } names[] = {{&s_release, "release"}, {&s_check_scalar, "_check_scalar"}, {&s_grid, "_grid"},
                  {&s_unchecked, "unchecked"}, {&s_name, "__name__"}, {&s_f_back, "f_back"},
                  {&s_co_filename, "co_filename"}, {&s_launch, "launch"}, {&s_ctx, "ctx"}, {&s_site, "site"},
-                 {&s_device, "device"}, {&s_stream, "stream"}};
+                 {&s_device, "device"}, {&s_stream, "stream"}, {&s_held, "held"},
+                 {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     return PyModule_Create(&module);

@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any
 import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.aio._context import BUILTIN_CONTEXTS
+from tile.aio._lock import _state as _lock_state
+from tile.aio._policy import as_context
+from tile.aio._run import _executed_by
 from tile.compiler import CompiledKernel
 from tile.frontend import _accel
 from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError, refuse_subclass
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
     from tile.frontend._plan import Plan
 
 __all__ = ["Launch", "Taken", "require_builtin_context", "taken_in_flight"]
+
+_SYNCED_ON, _SYNCED = _executed_by(".sync_on()"), _executed_by(".sync()")  # the fates' verbs, as `run_sync` makes them
 
 Taken = InFlight | tuple[InFlight, ...]
 """The fates of the arguments a launch took while the launches that handed them on were not done: the one fate when
@@ -126,6 +131,25 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     def _describe(self) -> str:
         return f"the launch of {self._kernel} at {self._site}"
 
+    def sync_on(self, stream: object) -> tuple[Any, ...]:
+        """Execute on ``stream``, block until the work is done, and return the arguments (see ``DeviceOp.sync_on``)."""
+        fast = _accel.sync
+        if fast is not None and not _lock_state.held:  # compiled: the whole run in one step (`_fastlaunch.sync`)
+            ctx = stream if type(stream) in BUILTIN_CONTEXTS else as_context(stream)
+            done: Any = fast(self, ctx, _SYNCED_ON, BUILTIN_CONTEXTS, tile.aio.HOST)
+            if done is not NotImplemented:
+                return done  # type: ignore[no-any-return]
+        return DeviceOp.sync_on(self, stream)  # the generic run, which raises the typed errors
+
+    def sync(self) -> tuple[Any, ...]:
+        """Execute on this launch's device's policy, block until the work is done, and return the arguments."""
+        fast = _accel.sync
+        if fast is not None and not _lock_state.held:
+            done: Any = fast(self, self._home_context(), _SYNCED, BUILTIN_CONTEXTS, tile.aio.HOST)
+            if done is not NotImplemented:
+                return done  # type: ignore[no-any-return]
+        return DeviceOp.sync(self)
+
     def _run_root(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         """Enqueue the kernel on ``ctx`` as the root of a run: its output goes to nobody before the work is done."""
         return self._execute(ctx, False)
@@ -163,6 +187,21 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 values[i]._fate = fate
             self._lent = fate
         return values
+
+    def _claim_run(self, verb: str, site: Any, ctx: ExecutionContext, link: Any) -> tuple[Any, ...]:
+        """A ``.then()`` step on this launch (``DeviceOp._claim_run``): compiled, the claim (its fate kept on the plan
+        for the next link of the chain), the link's hold and the execution in one step (`_fastlaunch.claim_run`)."""
+        fast = _accel.claim_run
+        if fast is not None:
+            done: Any = fast(self, verb, site, ctx, BUILTIN_CONTEXTS, tile.aio.HOST, link)
+            if done is not NotImplemented:
+                return done  # type: ignore[no-any-return]
+        return DeviceOp._claim_run(self, verb, site, ctx, link)  # the generic claim raises the typed error
+
+    def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
+        """Hand back (`_drop`); a launch has no children (the release of a chain calls this per launch)."""
+        self._drop()
+        return ()
 
     def _fate_on(self, ctx: ExecutionContext) -> InFlight:
         """The `InFlight` fate of handles this launch hands on early on ``ctx`` (kept on the plan for the next launch

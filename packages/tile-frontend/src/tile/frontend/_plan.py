@@ -126,6 +126,7 @@ class Plan:
     __slots__ = (
         "alias",
         "bare",
+        "chained",
         "compiled",
         "device",
         "distinct",
@@ -147,6 +148,7 @@ class Plan:
         "scalars",
         "shares",
         "site",
+        "synced",
         "tail",
         "tensors",
         "user_consts",
@@ -175,6 +177,8 @@ class Plan:
         self.packing = _packing(compiled, params, args)
         self.prepared: tuple[Any, ...] | None = None  # (stream, grid, packed arguments, the prepared launch)
         self.site: tuple[Any, ...] = (None, 0, "", ("", ""))  # (code, line, "file:line", fate) of the last call site
+        self.chained: tuple[str, Any] | None = None  # the fate `_fastlaunch.claim_run` gave the last chained launch
+        self.synced: tuple[Any, ...] | None = None  # (code, line, verb, fate) of the last `_fastlaunch.sync` site
         self.lent: InFlight | None = None  # the fate of the last launch's handles handed on early (`Launch._execute`)
         self._layout(params, args, given, explicit, generics or {})
 
