@@ -50,11 +50,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _load(args: argparse.Namespace, config: Qwen3Config, rank: int, world: int) -> Qwen3:
+    """The model (rank ``rank``'s `TPQwen3` shard when ``world > 1``), its weights made or read with a progress bar."""
+    select = shard_slices(config, rank, world) if world > 1 else None
+    with progress_bar(f"Qwen3-{config.name} weights", plain=args.plain_progress or rank > 0) as update:
+        shown = update if rank == 0 else None
+        if args.weights:
+            weights = load_checkpoint(args.weights, config, progress=shown, select=select)
+        else:
+            weights = random_weights(config, seed=args.seed, progress=shown, select=select)
+    max_seq = args.prompt_len + args.new_tokens
+    if world == 1:
+        return Qwen3(config, weights, max_seq=max_seq)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack
+    dist.init()
+    return TPQwen3(config, weights, rank=rank, world=world, max_seq=max_seq)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
     if args.prompt_len < 1 or args.new_tokens < 0 or args.tp < 1:
-        print("--prompt-len and --tp must be >= 1 and --new-tokens >= 0", file=sys.stderr)
+        print("--prompt-len must be >= 1, --tp must be >= 1 and --new-tokens >= 0", file=sys.stderr)
         return 2
     rank, world = 0, 1
     if args.tp > 1:
@@ -65,21 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     try:
         config = Qwen3Config.from_dir(args.weights) if args.weights else config_for(args.model)
-        select = shard_slices(config, rank, world) if world > 1 else None
-        with progress_bar(f"Qwen3-{config.name} weights", plain=args.plain_progress or rank > 0) as update:
-            shown = update if rank == 0 else None
-            if args.weights:
-                weights = load_checkpoint(args.weights, config, progress=shown, select=select)
-            else:
-                weights = random_weights(config, seed=args.seed, progress=shown, select=select)
-        max_seq = args.prompt_len + args.new_tokens
-        if world > 1:
-            os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack
-            dist.init()
-            model: Qwen3 = TPQwen3(config, weights, rank=rank, world=world, max_seq=max_seq)
-        else:
-            model = Qwen3(config, weights, max_seq=max_seq)
-        del weights
+        model = _load(args, config, rank, world)
         rng = np.random.default_rng(args.seed)
         prompt = rng.integers(0, config.vocab_size, args.prompt_len).tolist()
         sampler = Sampler(args.temperature, args.top_k, seed=args.seed)

@@ -41,7 +41,7 @@ from tile.kernels._source import kernels
 from tile.kernels.qwen3 import _ops
 from tile.kernels.qwen3._chain import Step
 from tile.kernels.qwen3.config import Qwen3Config
-from tile.kernels.qwen3.model import X, Qwen3
+from tile.kernels.qwen3.model import Qwen3, X
 
 __all__ = ["TPQwen3", "argmax_rows", "local_config", "shard_slices", "torchrun_world"]
 
@@ -153,7 +153,13 @@ class TPQwen3(Qwen3):
     """
 
     def __init__(
-        self, config: Qwen3Config, weights: dict[str, np.ndarray[Any, Any]], *, rank: int, world: int, max_seq: int = 1024
+        self,
+        config: Qwen3Config,
+        weights: dict[str, np.ndarray[Any, Any]],
+        *,
+        rank: int,
+        world: int,
+        max_seq: int = 1024,
     ) -> None:
         import tile.frontend.distributed as dist
 
@@ -186,10 +192,8 @@ class TPQwen3(Qwen3):
     def residual_steps(self, name: str, w: Tensor) -> list[Step]:
         """The row-parallel projection: a partial sum on every rank (rank 0 adds the residual), then the all-reduce."""
         dist = self._dist
-        if self.rank == 0:
-            steps = super().residual_steps(name, w)
-        else:  # the others' copies of the residual stream are dropped: the sum brings it back from rank 0
-            steps = [lambda ch: (_matmul(ch.take(name), w), X)]
+        # The other ranks drop their copies of the residual stream: the sum brings rank 0's back.
+        steps = super().residual_steps(name, w) if self.rank == 0 else [lambda ch: (_matmul(ch.take(name), w), X)]
         steps.append(lambda ch: (dist.all_reduce(ch.take("x")).map(_one), X))
         return steps
 
@@ -202,7 +206,8 @@ class TPQwen3(Qwen3):
     def logits_rows(self, logits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """Rank-major gathered rows ``(world * n, vocab / world)`` back to ``(n, vocab)``."""
         w = self.world
-        return logits.reshape(w, -1, logits.shape[-1]).transpose(1, 0, 2).reshape(-1, w * logits.shape[-1])
+        rows: np.ndarray[Any, Any] = logits.reshape(w, -1, logits.shape[-1]).transpose(1, 0, 2)
+        return rows.reshape(-1, w * logits.shape[-1])
 
     def argmax_op(self, logits: Tensor) -> _ops.Op:
         """The greedy id over the gathered rows (one token: they are the vocabulary in order)."""

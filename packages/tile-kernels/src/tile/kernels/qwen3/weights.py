@@ -203,4 +203,5 @@ def _rows_of_periodic(period: np.ndarray[Any, Any], shape: tuple[int, ...], part
     row = int(np.prod(shape[1:], dtype=np.int64))
     start = first * row % period.size
     rows = np.resize(np.roll(period, -start), max(0, last - first) * row).reshape(max(0, last - first), *shape[1:])
-    return rows[(slice(None), *part[1:])]
+    columns = (slice(None), *part[1:])
+    return rows[columns]
