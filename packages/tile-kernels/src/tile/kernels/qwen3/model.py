@@ -180,7 +180,7 @@ class Qwen3:
             steps.append(lambda ch: (self.argmax_op(ch.take("logits")), {"next": 0, "logits": 1}))
         return steps
 
-    # The three places tensor parallelism changes (tile.kernels.qwen3.tp overrides them).
+    # The four places tensor parallelism changes (tile.kernels.qwen3.tp overrides them).
 
     def residual_steps(self, name: str, w: Tensor) -> list[Step]:
         """Steps adding ``name @ w.T`` to the residual stream ``"x"``: the attention output and MLP down projections
