@@ -45,6 +45,7 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.kernels.qwen3 import DecodeGraph, Qwen3, Qwen3Config, TPQwen3, config_for, random_weights, shard_slices
+from tile.kernels.qwen3.tp import sliced_shape
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -246,7 +247,7 @@ def _tp_rates(model: TPQwen3, prompt: list[int], tokens: int, floor: float) -> d
 def _rank_shapes(c: Qwen3Config, rank: int, world: int) -> list[tuple[int, ...]]:
     """Shapes of the tensors rank ``rank`` holds (a tied LM head is a view of the embedding: not counted again)."""
     parts = shard_slices(c, rank, world)
-    return [np.empty(s, dtype=np.bool_)[parts[n]].shape for n, s in c.weight_shapes().items()]
+    return [sliced_shape(s, parts[n]) for n, s in c.weight_shapes().items()]
 
 
 def bench_one_gpu(c: Qwen3Config, args: argparse.Namespace, bandwidth: float) -> dict[str, Any]:

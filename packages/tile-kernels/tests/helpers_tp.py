@@ -63,13 +63,20 @@ def _checks(c: Qwen3Config) -> None:
     assert np.all(np.abs(got - want) <= budget), float((np.abs(got - want) / budget).max())
     first = int(np.argmax(want[-1]))
     assert int(np.argmax(got[-1])) == first
+    # The TP model decodes the one-device model's greedy tokens (teacher forcing: a near tie cannot fork the two
+    # sequences); where the top-2 gap exceeds twice their difference the greedy choice must agree, and it must be so
+    # at most positions (all 8 for the tiny config).
     want_tokens, want_rows = _greedy(one, first)
-    got_tokens, got_rows = _greedy(tp, first)
+    got_rows = [tp.forward([t]) for t in want_tokens[:-1]]
+    clear = 0
     for a, b in zip(want_rows, got_rows, strict=True):
         assert np.all(np.abs(a - b) <= 2 * (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(a).max())
-        top2 = np.sort(a)[-2:]  # the greedy choice is no near tie (well above the difference): both must make it
-        assert top2[1] - top2[0] > 2 * np.abs(a - b).max(), (top2, np.abs(a - b).max())
-    assert got_tokens == want_tokens, (got_tokens, want_tokens)
+        top2 = np.sort(a)[-2:]
+        if top2[1] - top2[0] > 2 * np.abs(a - b).max():
+            clear += 1
+            assert int(np.argmax(b)) == int(np.argmax(a))
+    assert clear >= (DECODE if c is TINY else DECODE // 2), clear
+    got_tokens = want_tokens
 
     # The decode step captured with its all-reduces and all-gather replays the eager chain bit for bit (two ranks
     # add two numbers: the sum does not depend on NCCL's algorithm), and the on-device argmax agrees.
@@ -77,7 +84,9 @@ def _checks(c: Qwen3Config) -> None:
     tp.forward(PROMPT)
     with DecodeGraph(tp) as graph:
         replayed = [graph.step(t) for t in got_tokens[:-1]]
-        assert graph.greedy(got_tokens[-1]) == int(np.argmax(one.forward(got_tokens[-1:])))
+        on_device = graph.greedy(got_tokens[-1])
+    tp.length -= 1  # the eager chain at the same position: the same logits, so the host argmax is the device's
+    assert on_device == int(np.argmax(tp.forward(got_tokens[-1:])))
     for a, b in zip(got_rows, replayed, strict=True):
         np.testing.assert_array_equal(a, b)
 

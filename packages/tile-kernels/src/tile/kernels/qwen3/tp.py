@@ -43,7 +43,7 @@ from tile.kernels.qwen3._chain import Step
 from tile.kernels.qwen3.config import Qwen3Config
 from tile.kernels.qwen3.model import Qwen3, X
 
-__all__ = ["TPQwen3", "argmax_rows", "local_config", "shard_slices", "torchrun_world"]
+__all__ = ["TPQwen3", "argmax_rows", "local_config", "shard_slices", "sliced_shape", "torchrun_world"]
 
 Slices = tuple[slice, ...]
 
@@ -109,6 +109,15 @@ def shard_slices(config: Qwen3Config, rank: int, world: int) -> dict[str, Slices
     return out
 
 
+def sliced_shape(shape: tuple[int, ...], part: Slices) -> tuple[int, ...]:
+    """The shape of ``array[part]`` for an array of ``shape`` (``part``: slices of step 1, as `shard_slices` gives)."""
+    out = list(shape)
+    for axis, sl in enumerate(part):
+        lo, hi, _ = sl.indices(shape[axis])
+        out[axis] = max(0, hi - lo)
+    return tuple(out)
+
+
 def torchrun_world(tp: int) -> tuple[int, int]:
     """``(rank, world)`` from torchrun's environment, checked against ``--tp tp``; `BackendError` saying how to launch
     otherwise (a missing or different ``WORLD_SIZE``)."""
@@ -163,11 +172,10 @@ class TPQwen3(Qwen3):
     ) -> None:
         import tile.frontend.distributed as dist
 
-        expected = shard_slices(config, rank, world)
         shapes = config.weight_shapes()
-        for name, sl in expected.items():
-            want = np.empty(shapes[name], dtype=np.bool_)[sl].shape if name in weights else None
-            if want is not None and tuple(weights[name].shape) != want:
+        for name, sl in shard_slices(config, rank, world).items():
+            want = sliced_shape(shapes[name], sl)
+            if name in weights and tuple(weights[name].shape) != want:
                 raise ArgumentError(
                     f"TPQwen3: {name} has shape {list(weights[name].shape)}, rank {rank} of {world} holds {list(want)}"
                     " (pass the rank's shard: select=shard_slices(config, rank, world))"
@@ -181,6 +189,7 @@ class TPQwen3(Qwen3):
         if config.tie_word_embeddings:  # the LM head's vocabulary shard is a view of the replicated embedding
             v = config.vocab_size // world
             self.lm_head = self.embed[rank * v : (rank + 1) * v]
+        dist.barrier()  # every rank is here, and NCCL's communicator exists before a graph capture could need it
 
     def weight_bytes(self) -> int:
         """Bytes of weights this rank reads per token: its layer shards, its LM head shard, the final norm (the
