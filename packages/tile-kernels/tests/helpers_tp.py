@@ -63,19 +63,27 @@ def _checks(c: Qwen3Config) -> None:
     assert np.all(np.abs(got - want) <= budget), float((np.abs(got - want) / budget).max())
     first = int(np.argmax(want[-1]))
     assert int(np.argmax(got[-1])) == first
-    # The TP model decodes the one-device model's greedy tokens (teacher forcing: a near tie cannot fork the two
-    # sequences); where the top-2 gap exceeds twice their difference the greedy choice must agree, and it must be so
-    # at most positions (all 8 for the tiny config).
+    # The TP model decodes the one-device model's greedy tokens (teacher forcing, so a near tie cannot fork the two
+    # sequences and every position is compared): logits within the budget at each.
     want_tokens, want_rows = _greedy(one, first)
     got_rows = [tp.forward([t]) for t in want_tokens[:-1]]
+    budgets = [2 * (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(a).max() for a in want_rows]
+    for a, b, bound in zip(want_rows, got_rows, budgets, strict=True):
+        assert np.all(np.abs(a - b) <= bound), float(np.abs(a - b).max() / bound)
+    # Greedy decoding on its own (free running) picks tp=1's tokens for as long as tp=1's top-2 gaps exceed twice the
+    # logit difference measured above (past a closer call the two may fork legitimately: the full vocabulary has near
+    # ties); with the tiny config that is all 8 tokens.
     clear = 0
-    for a, b in zip(want_rows, got_rows, strict=True):
-        assert np.all(np.abs(a - b) <= 2 * (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(a).max())
-        top2 = np.sort(a)[-2:]
-        if top2[1] - top2[0] > 2 * np.abs(a - b).max():
-            clear += 1
-            assert int(np.argmax(b)) == int(np.argmax(a))
-    assert clear >= (DECODE if c is TINY else DECODE // 2), clear
+    while (
+        clear < DECODE
+        and np.diff(np.sort(want_rows[clear])[-2:])[0] > 2 * np.abs(want_rows[clear] - got_rows[clear]).max()
+    ):
+        clear += 1
+    assert clear == DECODE or c is not TINY, clear
+    tp.reset()
+    tp.forward(PROMPT)
+    got_tokens, _ = _greedy(tp, first)
+    assert got_tokens[: clear + 1] == want_tokens[: clear + 1], (got_tokens, want_tokens, clear)
     got_tokens = want_tokens
 
     # The decode step captured with its all-reduces and all-gather replays the eager chain bit for bit (two ranks
