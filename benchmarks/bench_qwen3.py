@@ -18,12 +18,24 @@ an H100 SXM's datasheet figure). Contenders get the same weights (Tile's are cop
 Run on the GPU machine from the repository root: ``python benchmarks/bench_qwen3.py`` (about 5 minutes for the three
 sizes on an H100); ``--smoke`` runs the tiny config on the CPU interpreter without peers. Results go to
 ``benchmarks/results/qwen3.json``.
+
+``--tp N`` (under ``torchrun --nproc-per-node N``; default models 4B,32B) times the tensor-parallel model
+(`tile.kernels.qwen3.TPQwen3`, each rank making only its shard of the seeded weights): ``tile_tp_graph`` (the captured
+step with its all-reduces, on-device argmax) and ``tile_tp`` (eager chain), against the N-GPU weight-streaming
+roofline: (this rank's weight bytes + its KV bytes per token) / the D2D copy bandwidth measured on its GPU; then, for
+a model whose bf16 weights fit one GPU, the one-GPU graph decode (``tile_graph``, rank 0 alone) for the tp=N vs tp=1
+comparison. Results go to ``benchmarks/results/qwen3_tp.json``::
+
+    NCCL_NVLS_ENABLE=0 python -m torch.distributed.run --nproc-per-node 2 benchmarks/bench_qwen3.py --tp 2
+
+With ``--smoke`` it runs the tiny config on the CPU interpreter over gloo (no roofline, no results file).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -32,7 +44,8 @@ from typing import Any
 import numpy as np
 
 import tile.frontend as tile
-from tile.kernels.qwen3 import DecodeGraph, Qwen3, Qwen3Config, config_for, random_weights
+from tile.kernels.qwen3 import DecodeGraph, Qwen3, Qwen3Config, TPQwen3, config_for, random_weights, shard_slices
+from tile.kernels.qwen3.tp import sliced_shape
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -182,14 +195,120 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
     return row
 
 
+def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> dict[str, Any]:
+    """Tensor-parallel decode of ``name`` on this rank (every rank runs it; rank 0's numbers are reported)."""
+    import tile.frontend.distributed as dist
+
+    g = dist.group()
+    c = config_for(name)
+    w = random_weights(c, seed=0, select=shard_slices(c, g.rank, g.world_size))
+    prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
+    max_seq = args.context + args.tokens + 4
+    model = TPQwen3(c, w, rank=g.rank, world=g.world_size, max_seq=max_seq)
+    del w
+    loc = model.config
+    kv_bytes = 2 * c.num_hidden_layers * loc.kv_size * 2 * (args.context + args.tokens // 2)
+    kv_cache = 2 * c.num_hidden_layers * loc.kv_size * 2 * model.max_seq
+    row: dict[str, Any] = {"model": name, "tp": g.world_size, "context": args.context}
+    row |= {"weight_bytes_per_rank": model.weight_bytes(), "kv_bytes_per_token_per_rank": kv_bytes}
+    row["device_bytes_per_rank"] = sum(2 * int(np.prod(s)) for s in _rank_shapes(c, g.rank, g.world_size)) + kv_cache
+    floor = (row["weight_bytes_per_rank"] + kv_bytes) / bandwidth if bandwidth else 0.0
+    row["roofline_s_per_token"] = floor
+    row |= _tp_rates(model, prompt, args.tokens, floor)
+    del model  # freed before the one-GPU comparison
+    dist.barrier()
+    room = torch.cuda.get_device_properties(0).total_memory if args.tp_gpu else float("inf")
+    if 2 * c.num_parameters() < 0.7 * room:
+        if g.rank == 0:  # tp=1 on GPU 0 alone, the others wait
+            row |= bench_one_gpu(c, args, bandwidth)
+        dist.barrier()
+    if g.rank == 0:
+        print(json.dumps(row), flush=True)
+    return row
+
+
+def _tp_rates(model: TPQwen3, prompt: list[int], tokens: int, floor: float) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    start = time.perf_counter()
+    first = int(np.argmax(model.forward(prompt)))
+    row["tile_tp_prefill_s"] = time.perf_counter() - start
+    after_prompt = model.length
+    sec = decode_rate(lambda tok: int(np.argmax(model.forward([tok]))), first, tokens, lambda: None)
+    row["tile_tp"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    model.length = after_prompt
+    start = time.perf_counter()
+    with DecodeGraph(model) as graph:
+        row["tile_tp_graph_capture_s"] = time.perf_counter() - start
+        sec = decode_rate(graph.greedy, first, tokens, lambda: None)
+        row["tile_tp_graph"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    return row
+
+
+def _rank_shapes(c: Qwen3Config, rank: int, world: int) -> list[tuple[int, ...]]:
+    """Shapes of the tensors rank ``rank`` holds (a tied LM head is a view of the embedding: not counted again)."""
+    parts = shard_slices(c, rank, world)
+    return [sliced_shape(s, parts[n]) for n, s in c.weight_shapes().items()]
+
+
+def bench_one_gpu(c: Qwen3Config, args: argparse.Namespace, bandwidth: float) -> dict[str, Any]:
+    """The one-GPU graph decode of ``c`` (tp=1), for comparison with the tensor-parallel row."""
+    w = random_weights(c, seed=0)
+    prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
+    model = Qwen3(c, w, max_seq=args.context + args.tokens + 4)
+    del w
+    kv_bytes = 2 * c.num_hidden_layers * c.kv_size * 2 * (args.context + args.tokens // 2)
+    floor = (model.weight_bytes() + kv_bytes) / bandwidth if bandwidth else 0.0
+    first = int(np.argmax(model.forward(prompt)))
+    with DecodeGraph(model) as graph:
+        sec = decode_rate(graph.greedy, first, args.tokens, lambda: None)
+    return {"tp1_tile_graph": {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}}
+
+
+def main_tp(args: argparse.Namespace) -> None:
+    """``--tp N``: every rank runs `bench_tp` for each model; rank 0 writes the results."""
+    import torch
+
+    import tile.frontend.distributed as dist
+
+    if os.environ.get("WORLD_SIZE") != str(args.tp):
+        raise SystemExit(
+            f"--tp {args.tp} runs one process per GPU: NCCL_NVLS_ENABLE=0 python -m torch.distributed.run "
+            f"--nproc-per-node {args.tp} benchmarks/bench_qwen3.py --tp {args.tp}"
+        )
+    if args.smoke:
+        tile.set_backend("cpu")
+        args.models, args.context, args.tokens = "tiny", 8, 2
+    args.tp_gpu = tile.backend() == "gpu"
+    g = dist.init()
+    bandwidth = args.bandwidth or (copy_bandwidth(torch) if args.tp_gpu else 0.0)  # this rank's GPU after init
+    rows = [bench_tp(m, args, torch, bandwidth) for m in (args.models or "4B,32B").split(",")]
+    if g.rank == 0:
+        info = {"backend": tile.backend(), "python": platform.python_version(), "bandwidth_Bps": bandwidth}
+        info |= {"torch": torch.__version__, "tp": args.tp, "NCCL_NVLS_ENABLE": os.environ.get("NCCL_NVLS_ENABLE")}
+        if args.tp_gpu:
+            info["device"] = torch.cuda.get_device_name()
+        if not args.smoke:
+            out = ROOT / "benchmarks" / "results" / "qwen3_tp.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps({"info": info, "rows": rows}, indent=2) + "\n")
+        print(json.dumps(info))
+    dist.destroy()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default="0.6B,1.7B,4B")
+    p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (run under torchrun)")
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s; default: measured D2D copy")
     p.add_argument("--smoke", action="store_true", help="tiny config on the CPU interpreter, no peers")
     args = p.parse_args()
+    if args.tp > 1:
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack
+        main_tp(args)
+        return
+    args.models = args.models or "0.6B,1.7B,4B"
     if args.smoke:
         tile.set_backend("cpu")
         args.models, args.context, args.tokens = "tiny", 8, 2

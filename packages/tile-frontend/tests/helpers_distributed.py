@@ -21,6 +21,7 @@ def _checks(backend: str) -> None:
     g = d.init(backend)
     r, w, dev = g.rank, g.world_size, g.device
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
+    assert tile.zeros(f32, [1]).device == dev  # the rank's device is its default (NCCL) or the host (gloo)
 
     t = d.all_reduce(tile.full(f32, [1000], float(r + 1), device=dev)).sync()
     np.testing.assert_array_equal(t.to_numpy(), np.full(1000, w * (w + 1) / 2, np.float32))

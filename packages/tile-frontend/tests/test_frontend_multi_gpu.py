@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
+from tile import aio
 from tile.frontend import f32
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -36,6 +37,14 @@ def test_create_on_each_device() -> None:
         t = tile.arange(f32, 10, device=spelling)
         assert t.device is tile.Device(1)
         np.testing.assert_array_equal(t.to_numpy(), np.arange(10, dtype=np.float32))
+
+
+def test_new_tensors_follow_tile_aios_default_gpu() -> None:
+    """tile.distributed.init makes the rank's GPU the default this way, so one script serves every rank."""
+    with aio.use_device(1):
+        assert tile.zeros(f32, [4]).device is tile.Device(1)
+        assert tile.from_numpy(np.ones(3, np.float32)).device is tile.Device(1)
+    assert tile.zeros(f32, [4]).device is tile.Device(0)
 
 
 @pytest.mark.parametrize(("src", "dst"), [(0, 1), (1, 0), (1, 1)])

@@ -21,10 +21,13 @@ __all__ = ["allocate", "borrow", "copy_to", "default_device", "read", "upload", 
 
 
 def default_device() -> Any:
-    """The device new GPU tensors go to: ``tile.core.Device(0)``."""
+    """The device new GPU tensors go to: tile.aio's default device when it is a GPU (``tile.aio.use_device(1)``,
+    ``tile.aio.set_default_device``, which ``tile.distributed.init`` sets to the process's GPU), else GPU 0."""
+    import tile.aio
     from tile import core
 
-    return core.Device(0)
+    found = tile.aio.default_device()
+    return found if isinstance(found, core.Device) else core.Device(0)
 
 
 def allocate(nbytes: int, device: Any) -> Storage:

@@ -21,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import tile.aio
 from tile.frontend._errors import ArgumentError, BackendError
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared, tensor_of
@@ -86,7 +87,10 @@ def init(
         ``"nccl"`` (GPU tensors) or ``"gloo"`` (host tensors, the CPU backend); by default NCCL when Tile's backend
         is the GPU, else gloo.
     device
-        This process's GPU for NCCL (default: ``LOCAL_RANK``, as torchrun sets it); gloo uses the host.
+        This process's GPU for NCCL (default: ``LOCAL_RANK``, as torchrun sets it); gloo uses the host. With NCCL it
+        becomes the process's default device (``tile.aio.set_default_device(..., process=True)``): tensors made
+        without ``device=`` and ops run without a context go there, so one script serves every rank. Choose the
+        backend (``tile.set_backend``) before ``init``: switching it resets the default to GPU 0.
     init_method, rank, world_size
         Passed to ``torch.distributed.init_process_group`` (default: torchrun's environment, ``env://``).
 
@@ -109,6 +113,7 @@ def init(
     )
     if chosen == "nccl":
         torch.cuda.set_device(where.ordinal)  # type: ignore[attr-defined]  # a tile.core.Device
+        tile.aio.set_default_device(where, process=True)  # new tensors and ops of this process go to its GPU
     if not dist.is_initialized():
         extra: dict[str, Any] = {k: v for k, v in (("rank", rank), ("world_size", world_size)) if v is not None}
         dist.init_process_group(backend=chosen, init_method=init_method, **extra)
@@ -129,6 +134,8 @@ def destroy() -> None:
     """Leave the process group (``torch.distributed.destroy_process_group``)."""
     if _State.group is not None:
         _torch().distributed.destroy_process_group()
+        if _State.group.backend == "nccl":
+            tile.aio.set_default_device("cuda", process=True)  # back to the GPU backend's default, GPU 0
         _State.group = None
 
 

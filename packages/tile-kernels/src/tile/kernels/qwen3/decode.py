@@ -71,7 +71,7 @@ class DecodeGraph:
 
         Raises `ArgumentError` (nothing run, state unchanged) for an id outside the vocabulary or a full cache.
         """
-        out: np.ndarray[Any, Any] = self._run(token, self._logits)[0]
+        out: np.ndarray[Any, Any] = self.model.logits_rows(self._run(token, self._logits))[0]
         return out
 
     def greedy(self, token: int) -> int:

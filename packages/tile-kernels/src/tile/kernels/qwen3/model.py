@@ -135,13 +135,14 @@ class Qwen3:
         chain.finish(chain.build(self.steps(inputs, n, head=head)).sync())
         self.adopt_caches(chain)
         self.length += n
-        logits: np.ndarray[Any, Any]
         if head:
-            logits = chain.take("logits").to_numpy()
+            out = chain.take("logits")
         else:
             x = chain.take("x")
-            h = tk.rmsnorm(x[n - 1 : n], self.norm, eps=c.rms_norm_eps)
-            logits = tk.matmul(h, self.lm_head.T, out_dtype=f32).to_numpy()
+            tail = Chain(h=tk.rmsnorm(x[n - 1 : n], self.norm, eps=c.rms_norm_eps))
+            tail.finish(tail.build(self.logits_steps(1)).sync())
+            out = tail.take("logits")
+        logits = self.logits_rows(out.to_numpy())
         return logits if all_logits else logits[-1]
 
     def _check_room(self, n: int) -> None:
@@ -175,12 +176,31 @@ class Qwen3:
         if head:
             eps = c.rms_norm_eps
             steps.append(lambda ch: (tk.rmsnorm_op(ch.take("x"), self.norm, eps=eps), {"h": 0}))
-            steps.append(lambda ch: (tk.matmul_op(ch.take("h"), self.lm_head.T, out_dtype=f32), {"logits": 0}))
+            steps += self.logits_steps(n)
         if argmax:
             if not head or n != 1:
                 raise ArgumentError("Qwen3.steps: argmax needs the LM head of one token")
-            steps.append(lambda ch: (tk.argmax_op(ch.take("logits")), {"next": 0, "logits": 1}))
+            steps.append(lambda ch: (self.argmax_op(ch.take("logits")), {"next": 0, "logits": 1}))
         return steps
+
+    # The four places tensor parallelism changes (tile.kernels.qwen3.tp overrides them).
+
+    def residual_steps(self, name: str, w: Tensor) -> list[Step]:
+        """Steps adding ``name @ w.T`` to the residual stream ``"x"``: the attention output and MLP down projections
+        (here one matmul with the residual add fused)."""
+        return [lambda ch: (tk.matmul_op(ch.take(name), w.T, residual=ch.take("x")), X)]
+
+    def logits_steps(self, n: int) -> list[Step]:
+        """Steps from the normed last hidden rows ``"h"`` (``n`` of them) to the f32 ``"logits"`` (the LM head)."""
+        return [lambda ch: (tk.matmul_op(ch.take("h"), self.lm_head.T, out_dtype=f32), {"logits": 0})]
+
+    def logits_rows(self, logits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The ``(n, vocab)`` rows of the host copy of a ``"logits"`` tensor."""
+        return logits
+
+    def argmax_op(self, logits: Tensor) -> _ops.Op:
+        """The launch writing the greedy id of one token's ``"logits"`` (output: the id, then the logits)."""
+        return tk.argmax_op(logits)
 
     def tune(self, n: int) -> None:
         """Choose the matmul and RMSNorm configs of an ``n``-token pass now (tuned on the GPU, on scratch inputs of
@@ -231,11 +251,11 @@ class Qwen3:
             lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
             lambda ch: (append(ch), {k: 0, v: 1}),
             attend,
-            lambda ch: (tk.matmul_op(ch.take("o"), layer.wo.T, residual=ch.take("x")), X),
+            *self.residual_steps("o", layer.wo),
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wgu.T), {"gu": 0}),
             lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}),
-            lambda ch: (tk.matmul_op(ch.take("act"), layer.wd.T, residual=ch.take("x")), X),
+            *self.residual_steps("act", layer.wd),
         ]
 
 

@@ -28,6 +28,9 @@ __all__ = ["WeightsError", "load_checkpoint", "random_weights", "read_safetensor
 Weights = dict[str, np.ndarray[Any, Any]]
 Progress = Callable[[str, int, int], None]
 """``progress(name, done, total)``: called after each tensor is read or made."""
+Select = dict[str, tuple[slice, ...]]
+"""The part of each tensor to keep, by name (``full[select[name]]``; a missing name or ``()``: all of it); slices of
+step 1 (a tensor-parallel rank's shard: `tile.kernels.qwen3.tp.shard_slices`)."""
 
 _DTYPES: dict[str, Any] = {
     "BF16": ml_dtypes.bfloat16,
@@ -98,11 +101,14 @@ def _files(directory: Path) -> list[Path]:
     return files
 
 
-def load_checkpoint(directory: str | Path, config: Qwen3Config, progress: Progress | None = None) -> Weights:
+def load_checkpoint(
+    directory: str | Path, config: Qwen3Config, progress: Progress | None = None, *, select: Select | None = None
+) -> Weights:
     """Read the Qwen3 tensors of a Hugging Face checkpoint directory as bf16 arrays.
 
     Every tensor `Qwen3Config.weight_shapes` names must be there with its shape (f16/f32 tensors are converted to
-    bf16); ``lm_head.weight`` is ignored for a tied model. Raises `WeightsError` naming what is missing or wrong.
+    bf16); ``lm_head.weight`` is ignored for a tied model. With ``select`` only that part of each tensor is read
+    (the files are memory-mapped). Raises `WeightsError` naming what is missing or wrong.
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -117,7 +123,7 @@ def load_checkpoint(directory: str | Path, config: Qwen3Config, progress: Progre
                 raise WeightsError(
                     f"{file}: {name} has shape {list(array.shape)}, the config needs {list(shapes[name])}"
                 )
-            out[name] = np.ascontiguousarray(array, dtype=ml_dtypes.bfloat16)
+            out[name] = np.ascontiguousarray(array[(select or {}).get(name, ())], dtype=ml_dtypes.bfloat16)
             if progress is not None:
                 progress(name, len(out), len(shapes))
     missing = [n for n in shapes if n not in out]
@@ -156,12 +162,16 @@ def save_checkpoint(weights: Weights, config: Qwen3Config, directory: str | Path
 _POOL = 1 << 20
 
 
-def random_weights(config: Qwen3Config, seed: int = 0, progress: Progress | None = None) -> Weights:
+def random_weights(
+    config: Qwen3Config, seed: int = 0, progress: Progress | None = None, *, select: Select | None = None
+) -> Weights:
     """Seeded random bf16 weights of the exact checkpoint shapes.
 
     Matrices are normal with variance ``1 / fan_in`` (activations stay O(1) through the layers, logits are O(1)),
     embeddings standard normal, norm weights ``1 + 0.1 * normal``. Tensors larger than a million elements are cut
     from one seeded pool of normal values at seeded offsets (fast enough for 32B; the values are for timing).
+    With ``select``, each tensor is that part of the same full tensor, made without making the rest of a large one
+    (only its selected rows), so tensor-parallel ranks derive their shards of the same model independently.
     """
     rng = np.random.default_rng(seed)
     pool = rng.standard_normal(_POOL, dtype=np.float32)
@@ -170,13 +180,28 @@ def random_weights(config: Qwen3Config, seed: int = 0, progress: Progress | None
     for name, shape in shapes.items():
         count = int(np.prod(shape))
         scale = np.float32(1.0 if len(shape) == 1 or "embed_tokens" in name else shape[1] ** -0.5)
+        part = (select or {}).get(name, ())
         if count <= _POOL:
             values = rng.standard_normal(count, dtype=np.float32) * scale
             values = 1.0 + 0.1 * values if len(shape) == 1 else values
-            array = values.astype(ml_dtypes.bfloat16)
+            array = values.astype(ml_dtypes.bfloat16).reshape(shape)[part]
         else:  # bf16 from the start: a 32B model's matrices never exist in f32
-            array = np.resize(np.roll((pool * scale).astype(ml_dtypes.bfloat16), int(rng.integers(_POOL))), count)
-        out[name] = array.reshape(shape)
+            rolled = np.roll((pool * scale).astype(ml_dtypes.bfloat16), int(rng.integers(_POOL)))
+            array = _rows_of_periodic(rolled, shape, part)
+        out[name] = np.ascontiguousarray(array)
         if progress is not None:
             progress(name, len(out), len(shapes))
     return out
+
+
+def _rows_of_periodic(period: np.ndarray[Any, Any], shape: tuple[int, ...], part: tuple[slice, ...]) -> Any:
+    """``np.resize(period, prod(shape)).reshape(shape)[part]``, making only the selected rows: element ``k`` of the
+    flat tensor is ``period[k % len(period)]``, so rows ``a..b`` start at ``period[a * row % len(period)]``."""
+    first, last, step = (part[0] if part else slice(None)).indices(shape[0])
+    if step != 1:
+        raise ArgumentError(f"random_weights: select takes slices of step 1, got {part[0]}")
+    row = int(np.prod(shape[1:], dtype=np.int64))
+    start = first * row % period.size
+    rows = np.resize(np.roll(period, -start), max(0, last - first) * row).reshape(max(0, last - first), *shape[1:])
+    columns = (slice(None), *part[1:])
+    return rows[columns]
