@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import sysconfig
 import threading
 from collections.abc import Callable, Iterator
@@ -74,6 +75,22 @@ def test_the_extension_is_built_where_ci_requires_it() -> None:
         assert _accel.active() == "compiled", _accel.reason()
     assert _accel.active() in ("compiled", "pure")
     assert _accel.reason().startswith("compiled" if _accel.active() == "compiled" else "pure Python")
+
+
+def test_a_stale_extension_is_not_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension built from older sources (an editable install after a pull) lacks functions this Python side
+    calls: it is refused with the rebuild command, not loaded to fail with an AttributeError at the first launch."""
+    stale = ModuleType("tile.frontend._fastlaunch")
+    stale.__file__ = "/old/_fastlaunch.abi3.so"
+    stale.call = stale.bind = lambda *a: None  # type: ignore[attr-defined]  # the functions an older build had
+    monkeypatch.setitem(sys.modules, "tile.frontend._fastlaunch", stale)
+    monkeypatch.setattr(tile, "_fastlaunch", stale, raising=False)  # `from tile.frontend import` reads it first
+    monkeypatch.delenv(_accel.PURE_ENV, raising=False)
+    module, why = _accel._load()
+    assert module is None
+    assert "stale" in why
+    assert "bind_run" in why
+    assert "hatch_build.py" in why
 
 
 def test_use_refuses_an_unknown_path() -> None:

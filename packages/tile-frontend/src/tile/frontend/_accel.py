@@ -19,6 +19,10 @@ PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
 
 
+_FUNCTIONS = ("bind", "bind_run", "call", "claim_run", "drop", "execute", "replay", "sync")
+"""What this version of the Python side calls in the extension."""
+
+
 def _load() -> tuple[ModuleType | None, str]:
     if os.environ.get(PURE_ENV, "").strip() not in ("", "0"):
         return None, f"pure Python ({PURE_ENV}={os.environ[PURE_ENV]})"
@@ -26,6 +30,13 @@ def _load() -> tuple[ModuleType | None, str]:
         from tile.frontend import _fastlaunch  # type: ignore[attr-defined, unused-ignore]  # built or not
     except ImportError as error:
         return None, f"pure Python (the compiled extension is not built: {error})"
+    missing = [name for name in _FUNCTIONS if not hasattr(_fastlaunch, name)]
+    if missing:  # built from older sources (an editable install after a pull): never mix it with these modules
+        where = getattr(_fastlaunch, "__file__", "?")
+        return None, (
+            f"pure Python (the compiled extension at {where} is stale: it lacks {', '.join(missing)}; "
+            f"rebuild it with `python packages/tile-frontend/hatch_build.py` or reinstall tile-frontend)"
+        )
     return _fastlaunch, "compiled"
 
 
