@@ -176,6 +176,49 @@ def test_decode_attention(dtype: str, d: int, case: tuple[int, int, list[int], i
     assert_within(z.to_numpy(), ref, bound(dtype, ref, mag))
 
 
+@pytest.mark.parametrize(
+    ("splits", "kernels_run", "chunk"),
+    [
+        (1, ["decode_one"], None),
+        (3, ["decode_split", "decode_combine"], 4),
+        (20, ["decode_split", "decode_combine"], 16),
+    ],
+)
+def test_decode_forms(monkeypatch: pytest.MonkeyPatch, splits: int, kernels_run: list[str], chunk: int | None) -> None:
+    """One split runs one kernel (no partials); more run the split kernel into a whole number of the combine's
+    chunks (20 splits: two chunks of 16, 12 empty slots) and the combine; the results agree with float64."""
+    from tile.kernels import _decode
+
+    ran: list[tuple[str, dict[str, Any], tuple[int, ...]]] = []
+
+    class Spy:
+        def __init__(self, stem: str) -> None:
+            self.real = kernels(stem)
+
+        def __getattr__(self, name: str) -> Any:
+            fn = getattr(self.real, name)
+
+            def launch(*args: Any, **consts: Any) -> Any:
+                ran.append((name, consts, tuple(args[0].shape)))
+                return fn(*args, **consts)
+
+            return launch
+
+    monkeypatch.setattr(_decode, "kernels", Spy)
+    rng = np.random.default_rng(splits)
+    lengths, s, d = [300, 0, 129], 320, 64
+    q = array(rng, "bf16", (3, 4, d))
+    kc, vc = array(rng, "bf16", (3, 1, s, d)), array(rng, "bf16", (3, 1, s, d))
+    z = tk.decode_attention(tensor(q), tensor(kc), tensor(vc), lengths, splits=splits)
+    ref, mag = _decode_ref(q, kc, vc, lengths)
+    assert_within(z.to_numpy(), ref, bound("bf16", ref, mag))
+    assert [name for name, *_ in ran] == kernels_run
+    if chunk is not None:
+        assert ran[1][1]["SC"] == chunk
+        assert ran[0][2][1] % chunk == 0  # the partials' split slots: a whole number of chunks
+        assert ran[0][2][1] >= splits
+
+
 def test_decode_attention_rows_and_tensor_lengths() -> None:
     rng = np.random.default_rng(8)
     q, kc, vc = array(rng, "bf16", (1, 8, 64)), array(rng, "bf16", (1, 2, 33, 64)), array(rng, "bf16", (1, 2, 33, 64))

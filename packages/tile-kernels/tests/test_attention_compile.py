@@ -44,9 +44,16 @@ CASES: dict[str, Case] = {
     "decode_combine": (
         "_attention_kernels",
         "decode_combine",
-        {"HBD": 512, "HB": 4, "NQB": 8},
+        {"HBD": 512, "HB": 4, "NQB": 8, "SC": 16},
         {"o": ("bf16", 2), "acc": ("f32", 3), "m": ("f32", 3), "l": ("f32", 3)},
         {"O": "bf16"},
+    ),
+    "decode_one": (
+        "_attention_kernels",
+        "decode_one",
+        {"HBD": 512, "HB": 4, "D": 128, "BN": 64, "GROUP": 4, "HKV": 8},
+        {"o": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3), "lengths": ("i32", 1)},
+        {"T": "bf16"},
     ),
     "kv_append": (
         "_attention_kernels",
