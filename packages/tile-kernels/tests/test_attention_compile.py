@@ -44,7 +44,7 @@ CASES: dict[str, Case] = {
     "decode_combine": (
         "_attention_kernels",
         "decode_combine",
-        {"HBD": 512, "HB": 4, "NQB": 8, "SC": 16},
+        {"D": 128, "HB": 4, "NQB": 8, "SC": 16},
         {"o": ("bf16", 2), "acc": ("f32", 3), "m": ("f32", 3), "l": ("f32", 3)},
         {"O": "bf16"},
     ),
