@@ -67,6 +67,52 @@ def test_attention_configs_scale_and_numpy_inputs() -> None:
         assert_within(z.to_numpy(), ref, bound("f16", ref, mag))
 
 
+def test_attention_tuning_races_chained_samples_over_copies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The prefill tuner (on the GPU) races the candidates with interleaved samples; a sample is _LAUNCHES launches
+    chained and waited for once, rotating over scratch copies larger than L2 together; the call runs the winner."""
+    from tile.kernels import _attention, autotune
+
+    launches: list[tuple[int, int, int]] = []  # (BM, BN, q's address) of every fmha launch
+    real = kernels
+
+    class Spy:
+        def __init__(self, stem: str) -> None:
+            self.real = real(stem)
+
+        def fmha(self, z: Any, q: tile.Tensor, *args: Any, **consts: Any) -> Any:
+            launches.append((z.tile_shape[1], consts["BN"], q.data_ptr()))
+            return self.real.fmha(z, q, *args, **consts)
+
+    monkeypatch.setattr(_attention, "kernels", Spy)
+    configs = (tk.Config.of(BM=16, BN=16), tk.Config.of(BM=32, BN=16))
+    monkeypatch.setattr(_attention, "_PREFILL", configs)
+    raced: list[int] = []
+
+    def race(fns: Any) -> list[float | None]:
+        raced.append(len(fns))
+        for fn in fns:
+            fn()
+        return [2.0, 1.0]  # the second config is the faster
+
+    tuner = autotune.Autotuner("attention", source="s", timer=lambda fn: 0.0, cache_dir=tmp_path, race=race)
+    old = autotune.set_tuner("attention", tuner)
+    try:
+        rng = np.random.default_rng(5)
+        q, k, v = (array(rng, "f16", (1, 2, 20, 16)) for _ in range(3))
+        z = tk.attention(tensor(q), tensor(k), tensor(v), causal=False)
+    finally:
+        autotune.set_tuner("attention", old)
+    ref, mag = reference(q, k, v, False)
+    assert_within(z.to_numpy(), ref, bound("f16", ref, mag))
+    n = _attention._LAUNCHES
+    assert raced == [2]
+    assert len(launches) == 2 * n + 1
+    assert [c[:2] for c in launches] == [(16, 16)] * n + [(32, 16)] * (n + 1)
+    scratch = {c[2] for c in launches[:n]}
+    assert len(scratch) == n  # tiny operands: each launch of a sample reads its own copy
+    assert launches[-1][2] not in scratch  # the call itself runs on the caller's q with the winner
+
+
 def test_attention_op_flattened() -> None:
     rng = np.random.default_rng(4)
     q, k, v = (array(rng, "bf16", (2, 21, 64)) for _ in range(3))
@@ -128,6 +174,49 @@ def test_decode_attention(dtype: str, d: int, case: tuple[int, int, list[int], i
     assert z.shape == (b, hq, d)
     ref, mag = _decode_ref(q, kc, vc, lengths)
     assert_within(z.to_numpy(), ref, bound(dtype, ref, mag))
+
+
+@pytest.mark.parametrize(
+    ("splits", "kernels_run", "chunk"),
+    [
+        (1, ["decode_one"], None),
+        (3, ["decode_split", "decode_combine"], 4),
+        (20, ["decode_split", "decode_combine"], 16),
+    ],
+)
+def test_decode_forms(monkeypatch: pytest.MonkeyPatch, splits: int, kernels_run: list[str], chunk: int | None) -> None:
+    """One split runs one kernel (no partials); more run the split kernel into a whole number of the combine's
+    chunks (20 splits: two chunks of 16, 12 empty slots) and the combine; the results agree with float64."""
+    from tile.kernels import _decode
+
+    ran: list[tuple[str, dict[str, Any], tuple[int, ...]]] = []
+
+    class Spy:
+        def __init__(self, stem: str) -> None:
+            self.real = kernels(stem)
+
+        def __getattr__(self, name: str) -> Any:
+            fn = getattr(self.real, name)
+
+            def launch(*args: Any, **consts: Any) -> Any:
+                ran.append((name, consts, tuple(args[0].shape)))
+                return fn(*args, **consts)
+
+            return launch
+
+    monkeypatch.setattr(_decode, "kernels", Spy)
+    rng = np.random.default_rng(splits)
+    lengths, s, d = [300, 0, 129], 320, 64
+    q = array(rng, "bf16", (3, 4, d))
+    kc, vc = array(rng, "bf16", (3, 1, s, d)), array(rng, "bf16", (3, 1, s, d))
+    z = tk.decode_attention(tensor(q), tensor(kc), tensor(vc), lengths, splits=splits)
+    ref, mag = _decode_ref(q, kc, vc, lengths)
+    assert_within(z.to_numpy(), ref, bound("bf16", ref, mag))
+    assert [name for name, *_ in ran] == kernels_run
+    if chunk is not None:
+        assert ran[1][1]["SC"] == chunk
+        assert ran[0][2][1] % chunk == 0  # the partials' split slots: a whole number of chunks
+        assert ran[0][2][1] >= splits
 
 
 def test_decode_attention_rows_and_tensor_lengths() -> None:

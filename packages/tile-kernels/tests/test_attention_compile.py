@@ -26,6 +26,13 @@ CASES: dict[str, Case] = {
         {"o": ("bf16", 3), **QKV3},
         {"T": "bf16"},
     ),
+    "fmha_causal_d64_mha": (
+        "_attention_kernels",
+        "fmha",
+        {"BM": 128, "D": 64, "BN": 64, "GROUP": 1, "CAUSAL": True, "EVEN_K": False},
+        {"o": ("f16", 3), "q": ("f16", 3), "k": ("f16", 3), "v": ("f16", 3)},
+        {"T": "f16"},
+    ),
     "fmha_full_d64": (
         "_attention_kernels",
         "fmha",
@@ -44,9 +51,16 @@ CASES: dict[str, Case] = {
     "decode_combine": (
         "_attention_kernels",
         "decode_combine",
-        {"HBD": 512, "HB": 4, "NQB": 8},
+        {"D": 128, "HB": 4, "NQB": 8, "SC": 16},
         {"o": ("bf16", 2), "acc": ("f32", 3), "m": ("f32", 3), "l": ("f32", 3)},
         {"O": "bf16"},
+    ),
+    "decode_one": (
+        "_attention_kernels",
+        "decode_one",
+        {"HBD": 512, "HB": 4, "D": 128, "BN": 64, "GROUP": 4, "HKV": 8},
+        {"o": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3), "lengths": ("i32", 1)},
+        {"T": "bf16"},
     ),
     "kv_append": (
         "_attention_kernels",
@@ -110,7 +124,7 @@ CASES: dict[str, Case] = {
 CHECKED = {"kv_append", "embed"}
 # Kernels whose every index is proven or checked by the launcher: no check may slow their loops down (the MHA prefill
 # main loop in particular, the form benchmarked against cuTile Python's sample).
-PROVEN = {"fmha_full_d64", "argmax_rows", "top_k", "sample", "swiglu"}
+PROVEN = {"fmha_full_d64", "fmha_causal_d64_mha", "argmax_rows", "top_k", "sample", "swiglu"}
 
 
 def _arrays(dims: dict[str, tuple[str, int]]) -> dict[str, ArraySpec]:
@@ -147,6 +161,29 @@ def test_lowers_for_sm_90(case: str) -> None:
         assert ops & {"int_to_ptr", "assert"}, f"{case}: an index read from data is not checked in the kernel"
     if case in PROVEN:
         assert not ops & {"int_to_ptr", "assert"}, f"{case} checks a tile index inside the kernel"
+
+
+def _loops(op: Any) -> list[tuple[Any, set[str]]]:
+    """Every ``for`` op under ``op`` with the names of the ops nested in it."""
+    return [(f, {o.name for o in f.walk()}) for f in op.walk() if f.name == "for"]
+
+
+@pytest.mark.parametrize(("case", "loops"), [("fmha_causal_d128", 2), ("fmha_causal_d64_mha", 2), ("fmha_full_d64", 1)])
+def test_prefill_key_loops_split_at_the_mask_and_check_nothing(case: str, loops: int) -> None:
+    """The prefill's key tiles run in a tight loop without mask code and, where a mask is needed (causal, a partial
+    last tile), a second loop with it (as cuTile Python splits its loop); no loop holds an index check, GQA's included
+    (its head mapping is checked once per tile, before the loops)."""
+    kernel, spec = _spec(case)
+    target = Target("sm_90")
+    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
+    found = [loop for fn in module.functions for op in fn.body.ops for loop in _loops(op)]
+    assert len(found) == loops
+    assert "select" not in found[0][1], "the first key loop masks its scores"
+    for _, inside in found:
+        assert not inside & {"int_to_ptr", "assert"}, f"{case} checks an index inside a key loop"
+        assert "if" not in inside, f"{case} branches inside a key loop"
+    if loops == 2:
+        assert "select" in found[1][1]
 
 
 @pytest.mark.requires_tileiras

@@ -68,14 +68,16 @@ def test_attention_matches_torch_sdpa() -> None:
         assert float(np.abs(got - want).max()) < 2e-2
 
 
-@pytest.mark.parametrize("batch", [1, 8])
-def test_decode_attention_gpu(batch: int) -> None:
+@pytest.mark.parametrize(("batch", "splits"), [(1, None), (8, None), (8, 1), (1, 40)])
+def test_decode_attention_gpu(batch: int, splits: int | None) -> None:
+    """Default splits (the combine's one-chunk path), one split (``decode_one``, no combine) and 40 splits (three
+    chunks of 16, 8 empty slots)."""
     rng = np.random.default_rng(batch)
     hq, hkv, s, d = 32, 8, 4096, 128
     q = array(rng, "bf16", (batch, hq, d))
     kc, vc = array(rng, "bf16", (batch, hkv, s, d)), array(rng, "bf16", (batch, hkv, s, d))
     lengths = [4096, 1, 3001, 64, 0, 2048, 4095, 17][:batch]
-    z = tk.decode_attention(tensor(q), tensor(kc), tensor(vc), lengths)
+    z = tk.decode_attention(tensor(q), tensor(kc), tensor(vc), lengths, splits=splits)
     ref, mag = _decode_ref(q, kc, vc, lengths)
     assert_within(z.to_numpy(), ref, _bound("bf16", ref, mag))
 

@@ -190,3 +190,49 @@ def test_the_record_version_is_the_package_version() -> None:
     found = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
     assert found is not None
     assert found.group(1) == autotune.VERSION
+
+
+def test_interleaved_wall_times_interleaves_samples_and_takes_medians() -> None:
+    """Every round samples every candidate (each round starting one later), a sample's median ignores one slow
+    outlier, and a candidate that does not compile gets None (and is not called again)."""
+    now = [0.0]
+    calls: list[int] = []
+    cost = {0: 1e-3, 2: 3e-3}
+    slow_once = {2: 6}  # candidate 2's 6th call (a sample in round 3) is 100x slower
+
+    def fn(i: int) -> Callable[[], object]:
+        def run() -> None:
+            if i == 1:
+                raise CompileError("tile too large")
+            calls.append(i)
+            n = calls.count(i)
+            now[0] += cost[i] * (100 if slow_once.get(i) == n else 1)
+
+        return run
+
+    times = autotune.interleaved_wall_times([fn(0), fn(1), fn(2)], rounds=4, clock=lambda: now[0])
+    assert times == [pytest.approx(1e-3), None, pytest.approx(3e-3)]
+    # Warm-up, sizing (2 and 1 reps for ~2 ms), then rounds alternating which candidate goes first.
+    rounds = [[0, 0, 2], [2, 0, 0], [0, 0, 2], [2, 0, 0]]
+    assert calls == [0, 2, 0, 2, *(i for r in rounds for i in r)]
+
+
+def test_choose_races_the_candidates_when_asked_to_interleave(tmp_path: Path) -> None:
+    gpu = FakeGPU({16: 3.0, 32: 2.0, 64: 1.0, 128: 2.0})
+    raced: list[int] = []
+
+    def race(fns: Any) -> list[float | None]:
+        raced.append(len(fns))
+        out: list[float | None] = []
+        for f in fns:
+            f()
+            out.append(gpu.seconds[gpu.ran[-1]["BM"]])
+        return out
+
+    tuner = Autotuner("fam", source="s", timer=gpu.timer, cache_dir=tmp_path, race=race)
+    assert tuner.choose(KEY, CONFIGS, CONFIGS[0], gpu.run, interleave=True) == CONFIGS[2]
+    assert raced == [4]  # one race of all four,
+    assert gpu.timed == 0  # not the per-candidate timer
+    assert tuner.choose({**KEY, "m": 32}, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[2]
+    assert gpu.timed == 4  # without interleave: the timer, once per candidate
+    assert raced == [4]

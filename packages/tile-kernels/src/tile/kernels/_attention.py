@@ -8,6 +8,8 @@ reads KV head ``h // (Hq // Hkv)``, as torch's ``enable_gqa`` and Hugging Face's
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import tile.frontend as tile
@@ -24,6 +26,8 @@ ones."""
 _STEM = "_attention_kernels"
 _DTYPES = ("f16", "bf16")
 _PREFILL = tuple(autotune.Config.of(BM=bm, BN=bn) for bm, bn in ((128, 64), (128, 128), (64, 64), (64, 128)))
+_L2_SPAN = 128 << 20  # bytes of operand copies a tuning sample rotates over: more than any GPU's L2 cache
+_LAUNCHES = 4  # launches per tuning sample, waited for once
 Op = DeviceOp[tuple[Any, ...]]
 
 
@@ -175,19 +179,38 @@ def _choose_prefill(q: Tensor, k: Tensor, causal: bool, group: int) -> autotune.
     default = autotune.Config.of(BM=128, BN=64) if tile.backend() == "gpu" else autotune.Config.of(BM=16, BN=16)
     key: dict[str, object] = {"bh": autotune.bucket(bhq), "sq": autotune.bucket(sq), "sk": autotune.bucket(sk)}
     key |= {"d": d, "dtype": q.dtype.name, "causal": causal, "group": group, **autotune.environment()}
+    # Scratch operands of the same shapes (the real ones may be in flight), made once per tuning, enough copies that
+    # together they outgrow any L2 (a small problem would otherwise be timed reading K and V from L2, which a model's
+    # call does not). A sample is _LAUNCHES launches rotating over the copies, chained and waited for once: a wait per
+    # launch would add the host round trip to every launch of a short kernel. The candidates' samples are
+    # interleaved and their medians compared (`autotune.interleaved_wall_times`).
+    per_copy = (bhq * sq + 2 * bhkv * sk) * d * q.dtype.itemsize
+    copies = max(1, min(8, -(-_L2_SPAN // max(1, per_copy))))
+    scratch: list[tuple[Tensor, Tensor, Tensor]] = []
 
-    def run(cfg: autotune.Config) -> Tensor:
-        # Scratch operands of the same shapes: the real ones may be in flight.
-        qs, ks, vs = (
-            tile.zeros(q.dtype, [bhq, sq, d]),
-            tile.zeros(q.dtype, [bhkv, sk, d]),
-            tile.zeros(q.dtype, [bhkv, sk, d]),
-        )
+    def launch(cfg: autotune.Config, i: int) -> Op:
+        if not scratch:
+            for _ in range(copies):
+                kv = [bhkv, sk, d]
+                scratch.append((tile.zeros(q.dtype, [bhq, sq, d]), tile.zeros(q.dtype, kv), tile.zeros(q.dtype, kv)))
+        qs, ks, vs = scratch[i % copies]
         z = tile.empty(q.dtype, [bhq, sq, d]).partition([1, cfg["BM"], d])
         bn = cfg["BN"]
-        launch = kernels(_STEM).fmha(
-            z, qs, ks, vs, d**-0.5, sk - sq, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0
+        made: Op = kernels(_STEM).fmha(
+            z, qs[()], ks[()], vs[()], d**-0.5, sk - sq, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0
         )
-        return _args.first_output(launch.sync())
+        return made
 
-    return autotune.tuner("attention", source_digest(_STEM)).choose(key, _PREFILL, default, run)
+    def run(cfg: autotune.Config) -> Tensor:
+        op = launch(cfg, 0)
+        for i in range(1, _LAUNCHES):
+            op = op.then(functools.partial(_next, launch, cfg, i))
+        return _args.first_output(op.sync())
+
+    tuner = autotune.tuner("attention", source_digest(_STEM))
+    return tuner.choose(key, _PREFILL, default, run, interleave=True)
+
+
+def _next(make: Callable[[autotune.Config, int], Op], cfg: autotune.Config, i: int, _: object) -> Op:
+    """``make(cfg, i)``, dropping the previous launch's output (the ``.then`` function of a tuning sample)."""
+    return make(cfg, i)

@@ -4,7 +4,9 @@
 `decode_attention` runs two kernels chained with ``.then()``: ``decode_split`` gives each block the query heads of one
 KV head (``HB`` of them, the largest power of two dividing the group, at most 16) and one run of key tiles of the
 sequence, and writes an f32 partial (unnormalised output, running max and sum) into its own slot of scratch tensors;
-``decode_combine`` rescales a head's partials to one maximum and sums them. No two blocks write one element.
+``decode_combine`` (a block per query head) rescales the head's partials to one maximum and sums them, reading up to
+16 splits in one load. When the query-head blocks alone fill the GPU, one split: ``decode_one`` writes the output
+directly (no partials, no combine). No two blocks write one element.
 """
 
 from __future__ import annotations
@@ -196,28 +198,56 @@ def _decode(
     bn = _block_n()
     tiles = max(1, -(-(s if longest is None or splits is not None else min(s, _args.next_pow2(longest))) // bn))
     nqb = hq // hb
-    if splits is None:
-        splits = max(1, min(tiles, -(-_target_blocks() // (batch * nqb))))
-    elif splits < 1:
-        raise ArgumentError(f"{op}: splits must be >= 1, got {splits}")
+    splits = _splits(tiles, batch * nqb, splits, op)
     tps = -(-tiles // splits)
     splits = -(-tiles // tps)
     qk_scale = d**-0.5 if scale is None else _args.real(scale, "scale", op)
     k = kernels(_STEM)
-    acc = tile.empty(f32, [batch * nqb, splits, hb * d]).partition([1, 1, hb * d])
-    m = tile.empty(f32, [batch * nqb, splits, hb]).partition([1, 1, hb])
-    l_ = tile.empty(f32, [batch * nqb, splits, hb]).partition([1, 1, hb])
-    z = tile.empty(x.dtype, [batch, hq * d]).partition([1, hb * d])
+    z = tile.empty(x.dtype, [batch, hq * d])
+    if splits == 1:
+        # One run of key tiles per query-head block: one kernel normalises and writes the output, no combine.
+        one: Op = k.decode_one(
+            z.partition([1, hb * d]), x, kc, vc, lens, int(plus), qk_scale, BN=bn, HB=hb, GROUP=group, HKV=hkv
+        )
+        return one.map(lambda res: tuple(res[:5]))  # (o, q, k_cache, v_cache, lengths), as the split form's
+    sc = _chunk(splits, d)
+    slots = -(-splits // sc) * sc  # a whole number of the combine's chunks; slots past the keys hold empty partials
+    acc = tile.empty(f32, [batch * nqb, slots, hb * d]).partition([1, 1, hb * d])
+    m = tile.empty(f32, [batch * nqb, slots, hb]).partition([1, 1, hb])
+    l_ = tile.empty(f32, [batch * nqb, slots, hb]).partition([1, 1, hb])
     first: Op = k.decode_split(acc, m, l_, x, kc, vc, lens, int(plus), qk_scale, BN=bn, TPS=tps, GROUP=group, HKV=hkv)
 
     def combine(out: tuple[Any, ...]) -> Any:
         # The partials are handed on in flight: the combine runs after the split kernel, with no wait between.
-        made = k.decode_combine(z, out[0].unpartition(), out[1].unpartition(), out[2].unpartition(), HB=hb, NQB=nqb)
+        parts = (out[0].unpartition(), out[1].unpartition(), out[2].unpartition())
+        made = k.decode_combine(z.partition([1, d]), *parts, HB=hb, NQB=nqb, SC=sc)  # a block per query head
         # The split launch's inputs ride along, so a chain gets back the caches it moved in: the op's output is
         # (o, q, k_cache, v_cache, lengths).
         return made.map(lambda res: (res[0], *out[3:7]))
 
     return first.then(combine)
+
+
+def _splits(tiles: int, blocks: int, asked: int | None, op: str) -> int:
+    """How many runs of key tiles each query-head block's sequence is split over.
+
+    Enough blocks to fill the GPU twice over (``_target_blocks``), never more splits than key tiles: a split block
+    costs a launch-wide fixed part (its query and length loads, three stores of its partial) plus its key tiles, and
+    blocks beyond two per SM only queue. When the query-head blocks alone fill the GPU (many sequences), one split:
+    `decode_one` runs without partials or a combine.
+    """
+    if asked is not None:
+        if asked < 1:
+            raise ArgumentError(f"{op}: splits must be >= 1, got {asked}")
+        return min(asked, tiles)
+    return max(1, min(tiles, -(-_target_blocks() // blocks)))
+
+
+def _chunk(splits: int, d: int) -> int:
+    """Splits the combine reads per load: all of them up to 16, as long as one chunk of one head's f32 accumulators
+    (``chunk x d``) stays within 4096 elements (16 KiB of registers across the block)."""
+    fits = 1 << (max(1, 4096 // d).bit_length() - 1)  # the largest power of two <= 4096 // d
+    return max(1, min(_args.next_pow2(splits), 16, fits))
 
 
 def append_kv(k_cache: object, v_cache: object, k: object, v: object, positions: object) -> tuple[Tensor, Tensor]:

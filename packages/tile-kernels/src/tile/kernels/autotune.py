@@ -43,6 +43,7 @@ __all__ = [
     "device_arch",
     "environment",
     "fine_bucket",
+    "interleaved_wall_times",
     "set_tuner",
     "tuner",
     "wall_timer",
@@ -53,6 +54,8 @@ VERSION = "0.1.0"
 
 Timer = Callable[[Callable[[], object]], float]
 """Seconds one call of the given function takes (it runs it as often as it needs)."""
+Race = Callable[[Sequence[Callable[[], object]]], list["float | None"]]
+"""Seconds one call of each given function takes, timed together (None: that one does not compile)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,41 @@ def wall_timer(fn: Callable[[], object]) -> float:
     return statistics.median(samples)
 
 
+def interleaved_wall_times(
+    fns: Sequence[Callable[[], object]], *, rounds: int = 7, clock: Callable[[], float] = time.perf_counter
+) -> list[float | None]:
+    """Median wall time of one call of each of ``fns`` (each waits for its GPU work), their samples interleaved.
+
+    Each function is called once to compile and warm up (one raising `CompileError` or `TileirasError` gets None),
+    once more to size its sample (enough back-to-back calls for about 2 ms, at most 50), then ``rounds`` rounds take
+    one sample of every function in turn, each round starting one function later, so clock drift and a neighbour's
+    load hit every candidate alike instead of whichever was timed last. A function timing a short kernel should chain
+    several launches and wait once (what the attention and decode-GEMV tuners run), so the host round trip of a wait
+    is not timed as if it were the kernel's.
+    """
+    live: list[int] = []
+    for i, fn in enumerate(fns):
+        try:
+            fn()
+        except (CompileError, TileirasError):
+            continue  # a config the compiler or tileiras cannot build (too big a tile...) is no candidate
+        live.append(i)
+    reps: dict[int, int] = {}
+    for i in live:
+        start = clock()
+        fns[i]()
+        reps[i] = max(1, min(50, int(2e-3 / max(clock() - start, 1e-6))))
+    samples: dict[int, list[float]] = {i: [] for i in live}
+    for r in range(rounds if live else 0):
+        shift = r % len(live)
+        for i in live[shift:] + live[:shift]:
+            start = clock()
+            for _ in range(reps[i]):
+                fns[i]()
+            samples[i].append((clock() - start) / reps[i])
+    return [statistics.median(samples[i]) if i in samples else None for i in range(len(fns))]
+
+
 class Autotuner:
     """Chooses among a kernel family's configs, once per key.
 
@@ -124,10 +162,15 @@ class Autotuner:
         How candidates are timed; None means "do not tune" (the default config is used).
     cache_dir
         Where records are kept; None keeps them in memory only.
+    race
+        How candidates are timed together when `choose` is asked to interleave (see `interleaved_wall_times`);
+        None times them one after another with ``timer``.
     """
 
-    def __init__(self, family: str, *, source: str, timer: Timer | None, cache_dir: Path | None) -> None:
-        self.family, self.source, self.timer, self.cache_dir = family, source, timer, cache_dir
+    def __init__(
+        self, family: str, *, source: str, timer: Timer | None, cache_dir: Path | None, race: Race | None = None
+    ) -> None:
+        self.family, self.source, self.timer, self.cache_dir, self.race = family, source, timer, cache_dir, race
         self._memory: dict[str, Config] = {}
         self._lock = threading.Lock()
         self.tuned = 0  # how many keys this tuner timed (tests and the benchmark read it)
@@ -148,8 +191,14 @@ class Autotuner:
         candidates: Sequence[Config],
         default: Config,
         run: Callable[[Config], object],
+        *,
+        interleave: bool = False,
     ) -> Config:
-        """The config to use for ``key``: remembered, tuned now (``run(config)`` does one full call), or ``default``."""
+        """The config to use for ``key``: remembered, tuned now (``run(config)`` does one full call), or ``default``.
+
+        ``interleave`` times the candidates together with the tuner's ``race`` (samples interleaved, medians
+        compared), for families whose candidates differ by less than a GPU's clock drift over a tuning.
+        """
         if not candidates:
             raise ArgumentError(f"autotune {self.family}: no candidate configs")
         if self.timer is None or not _knobs.autotune_enabled():
@@ -158,23 +207,34 @@ class Autotuner:
         with self._lock:
             found = self._memory.get(text) or self._load(text, candidates)
             if found is None:
-                found = self._tune(text, candidates, default, run)
+                found = self._tune(text, candidates, default, run, interleave)
             self._memory[text] = found
             return found
 
     def _tune(
-        self, text: str, candidates: Sequence[Config], default: Config, run: Callable[[Config], object]
+        self,
+        text: str,
+        candidates: Sequence[Config],
+        default: Config,
+        run: Callable[[Config], object],
+        interleave: bool,
     ) -> Config:
         assert self.timer is not None
         if not _knobs.quiet():
             print(f"tile.kernels: tuning {self.family} for {text} ({len(candidates)} configs)", file=sys.stderr)
         timings: list[tuple[float, int, Config]] = []
-        for order, config in enumerate(candidates):
-            try:
-                seconds = self.timer(functools.partial(run, config))
-            except (CompileError, TileirasError):
-                continue  # a config the compiler or tileiras cannot build (too big a tile...) is no candidate
-            timings.append((seconds, order, config))
+        if interleave and self.race is not None:
+            raced = self.race([functools.partial(run, config) for config in candidates])
+            timings = [
+                (t, order, c) for order, (t, c) in enumerate(zip(raced, candidates, strict=True)) if t is not None
+            ]
+        else:
+            for order, config in enumerate(candidates):
+                try:
+                    seconds = self.timer(functools.partial(run, config))
+                except (CompileError, TileirasError):
+                    continue  # a config the compiler or tileiras cannot build (too big a tile...) is no candidate
+                timings.append((seconds, order, config))
         self.tuned += 1
         if not timings:
             return default
@@ -238,8 +298,11 @@ def tuner(family: str, source: str) -> Autotuner:
     with _TUNERS_LOCK:
         found = _TUNERS.get(key)
         if found is None:
-            timer = wall_timer if key[1] == "gpu" else None
-            found = _TUNERS[key] = Autotuner(family, source=source, timer=timer, cache_dir=_knobs.cache_dir())
+            gpu = key[1] == "gpu"
+            timer, race = (wall_timer, interleaved_wall_times) if gpu else (None, None)
+            found = _TUNERS[key] = Autotuner(
+                family, source=source, timer=timer, cache_dir=_knobs.cache_dir(), race=race
+            )
         return found
 
 
