@@ -49,7 +49,7 @@ def test_a_class_the_launch_trusts_cannot_be_subclassed(cls: type[Any]) -> None:
     partition could claim a larger tile, a Kernel subclass could report ``unchecked`` without the greppable opt-out."""
     with pytest.raises(tile.FinalClassError, match=r"cannot subclass tile's .*Wrap the handle in a class of your own"):
         type("Evil", (cls,), {"__slots__": ()})
-    with pytest.raises(TypeError):  # the builtin a caller would catch, too
+    with pytest.raises(TypeError, match="cannot subclass tile's"):  # the builtin a caller would catch, too
         type("Evil", (cls,), {})
 
 
@@ -57,7 +57,7 @@ def test_a_tensor_cannot_be_given_an_overriding_class(k: ModuleType) -> None:
     """Hole: the end-to-end attack: an 8-element input whose class reports 64 elements was accepted by the launch
     (only the interpreter's in-kernel checks stopped the read; on the GPU it reads past the allocation)."""
     x, y, z = tile.ones(f32, [16]), tile.ones(f32, [16]), tile.zeros(f32, [16])
-    with pytest.raises(tile.FinalClassError):
+    with pytest.raises(tile.FinalClassError, match="class .*Evil cannot subclass tile's Tensor"):
 
         class Evil(tile.Tensor):
             __slots__ = ()
@@ -123,7 +123,7 @@ def test_partitioned_gives_back_only_what_no_launch_took(k: ModuleType) -> None:
     """``tile.partitioned``: a refused call inside the block gives the partition back to the tensor; a launch that
     took it keeps it (the tensor stays moved, whatever the block raises afterwards)."""
     z, x = tile.zeros(f32, [16]), tile.ones(f32, [16])
-    with pytest.raises(tile.ArgumentError), tile.partitioned(z, [16]) as p:
+    with pytest.raises(tile.ArgumentError, match="str"), tile.partitioned(z, [16]) as p:
         k.scale(p, x, "two")  # refused: a str for an i32
     assert z.to_numpy().sum() == 0.0
     taken: list[Any] = []
@@ -135,7 +135,7 @@ def test_partitioned_gives_back_only_what_no_launch_took(k: ModuleType) -> None:
 
     with pytest.raises(RuntimeError, match="after the launch"):
         launch_then_fail()
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(tile.MovedError, match="partition"):
         z.to_numpy()
     out = taken[0].sync()
     assert out[0].unpartition().to_numpy().tolist() == [3.0] * 16

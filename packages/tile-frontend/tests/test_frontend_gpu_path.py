@@ -29,8 +29,17 @@ _BYTECODE: dict[bytes, bytes] = {}  # cubin -> the Tile IR bytecode it was made 
 
 
 class FakeDevice:
+    """``tile.core.Device`` stand-in, installed as that class: ``Device(0)`` is the one fake device, and its type is
+    the installed class (placement resolves devices by exact type, never by asking the object)."""
+
     ordinal, arch, name = 0, "sm_90", "stand-in GPU"
     synchronized = 0  # device-wide synchronizations asked for (what Storage.settle does)
+    _one: FakeDevice | None = None
+
+    def __new__(cls, ordinal: int = 0) -> FakeDevice:  # one instance, as tile.core.Device keeps one per ordinal
+        if cls._one is None:
+            cls._one = super().__new__(cls)
+        return cls._one
 
     def synchronize(self) -> None:
         FakeDevice.synchronized += 1
@@ -47,20 +56,8 @@ class FakeStream:
 
 
 FakeDevice.default_stream = FakeStream()  # type: ignore[attr-defined]  # set once both classes exist
-
-
-class _FakeDeviceType(type):
-    """``tile.core.Device`` stand-in: ``Device(0)`` is the one fake device, and ``isinstance`` recognises it."""
-
-    def __call__(cls, ordinal: int = 0) -> FakeDevice:  # a factory, not a constructor
-        return DEVICE
-
-    def __instancecheck__(cls, obj: object) -> bool:
-        return obj is DEVICE
-
-
-class FakeDeviceClass(metaclass=_FakeDeviceType):
-    """What the fake harness installs as ``tile.core.Device``."""
+FakeDeviceClass = FakeDevice
+"""What the fake harness installs as ``tile.core.Device``."""
 
 
 class FakeBuffer:
