@@ -57,7 +57,7 @@ def test_a_tensor_cannot_be_given_an_overriding_class(k: ModuleType) -> None:
     """Hole: the end-to-end attack: an 8-element input whose class reports 64 elements was accepted by the launch
     (only the interpreter's in-kernel checks stopped the read; on the GPU it reads past the allocation)."""
     x, y, z = tile.ones(f32, [16]), tile.ones(f32, [16]), tile.zeros(f32, [16])
-    with pytest.raises(tile.FinalClassError, match="class .*Evil cannot subclass tile's Tensor"):
+    with pytest.raises(tile.FinalClassError, match=r"class .*Evil cannot subclass tile's Tensor"):
 
         class Evil(tile.Tensor):
             __slots__ = ()
