@@ -16,6 +16,11 @@ bounded slice on every change while the full run stays one command::
     python scripts/mutation.py                      # every mutant of every target
     python scripts/mutation.py --sample 25          # 25 mutants drawn across the targets (seeded)
     python scripts/mutation.py --target interp-ops --list
+    python scripts/mutation.py --target access --match _typecheck_memory.py:281:   # the mutants of one line
+
+Each target's tests run once unmutated under a line tracer (``mutation_trace.py``), which records the tests that
+reach each line; a mutant then runs those tests first (``-x``, most kills end there), and the rest only if it
+survives them. A mutant no test reaches survives without a run.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ TARGETS: dict[str, Target] = {
         ("packages/tile-compiler/src/tile/compiler/_typecheck_memory.py",),
         (
             f"{COMPILER_TESTS}/test_compiler_typecheck.py",
+            f"{COMPILER_TESTS}/test_compiler_diagnostics.py",
             f"{COMPILER_TESTS}/test_compiler_subtiles.py",
             f"{COMPILER_TESTS}/test_compiler_corpus_interp.py",
             f"{FRONTEND_TESTS}/test_frontend_subtiles.py",
@@ -388,10 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="repeatable; default: all")
     parser.add_argument("--sample", type=int, help="run this many mutants, drawn at random (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="the draw of --sample (default 0)")
+    parser.add_argument("--match", action="append", help="only mutants whose description contains this (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--report", type=Path, help="write every outcome to this JSON file")
     args = parser.parse_args(argv)
     selected = mutants(args.target or sorted(TARGETS))
+    if args.match:
+        selected = [m for m in selected if any(text in str(m) for text in args.match)]
     if args.sample is not None and args.sample < len(selected):
         selected = sorted(random.Random(args.seed).sample(selected, args.sample), key=lambda m: (m.module, m.index))
     if args.list:

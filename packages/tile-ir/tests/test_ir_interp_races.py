@@ -211,6 +211,42 @@ def test_race_report_uses_the_name_the_array_was_mapped_with() -> None:
     assert info.value.element == "out[4]"
 
 
+def _scatter_across_two() -> Module:
+    """One pointer scatter into two arrays: lanes 0..3 write element 4*b + lane of `a` (each block its own), lanes
+    4..7 element lane - 4 of `c` (every block the same four: a race in `c` only)."""
+    fn, b, _, (pa, pc) = _kernel("span", 2)
+    lanes = b.iota(result_type=tile((8,), i32))
+    bx, _, _ = b.get_tile_block_id()
+    four = b.constant(4, tile((8,), i32))
+    own = b.addi(lanes, b.broadcast(b.reshape(b.muli(bx, b.constant(4, I32)), result_type=tile((1,), i32)),
+                                    result_type=tile((8,), i32)))  # fmt: skip
+    in_a = b.offset(b.broadcast(b.reshape(pa, result_type=tile((1,), ptr(f32))), result_type=tile((8,), ptr(f32))), own)
+    in_c = b.offset(
+        b.broadcast(b.reshape(pc, result_type=tile((1,), ptr(f32))), result_type=tile((8,), ptr(f32))),
+        b.subi(lanes, four),
+    )
+    first = b.cmpi(lanes, four, comparison_predicate="less_than", signedness="signed")
+    b.call("store_ptr_tko", b.select(first, in_a, in_c), b.constant(1.0, tile((8,), f32)), loc=STORE_LOC)
+    b.return_()
+    return Module([fn])
+
+
+def test_one_access_spanning_two_arrays_is_checked_in_each() -> None:
+    """The detector splits an access by the array each address falls in. Mutant killed (scripts/mutation.py):
+    ``searchsorted(...) - 1`` into ``+ 1`` in ``_hb._by_region`` (addresses charged to the wrong array)."""
+    a, c = np.zeros(8, np.float32), np.zeros(4, np.float32)
+    interp.launch(_scatter_across_two(), 1, _args(a, c))
+    assert a.tolist() == [1, 1, 1, 1, 0, 0, 0, 0]
+    assert c.tolist() == [1, 1, 1, 1]
+    memory = interp.Memory()
+    memory.map(a, name="a")
+    memory.map(c, name="c")
+    with pytest.raises(interp.DataRaceError) as info:
+        interp.launch(_scatter_across_two(), 2, _args(a, c), memory)
+    assert info.value.element == "c[0]"
+    assert info.value.blocks == ((0, 0, 0), (1, 0, 0))
+
+
 def _in_place_double(chained: bool) -> Module:
     """z[tile b] *= 2 in place; the store takes the load's token only when `chained`."""
     fn, b, (z,), _ = _kernel("double", 1)
