@@ -95,6 +95,7 @@ TARGETS: dict[str, Target] = {
         (
             f"{COMPILER_TESTS}/test_compiler_typecheck.py",
             f"{COMPILER_TESTS}/test_compiler_diagnostics.py",
+            f"{COMPILER_TESTS}/test_compiler_perf_forms.py",
             f"{COMPILER_TESTS}/test_compiler_subtiles.py",
             f"{COMPILER_TESTS}/test_compiler_corpus_interp.py",
             f"{FRONTEND_TESTS}/test_frontend_subtiles.py",

@@ -114,6 +114,14 @@ def walks_grouped_by_one(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1
 
 
 @tile.entry
+def walk_stores_each_tile_twice(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    p = x.partition(z.shape)
+    for idx in z.tiles():
+        for k in range(2):
+            z.store(p.load((k,)), at=idx)
+
+
+@tile.entry
 def walks_only_in_dead_code(z: Mut[Tensor[f32, "B"]]):
     if WALK:
         for idx in z.tiles():
@@ -276,6 +284,14 @@ def test_a_walk_in_groups_of_one_row_copies_every_tile(kernels: ModuleType) -> N
     z = tile.zeros(f32, [64, 32]).partition([16, 16])
     (z, _) = kernels.walks_grouped_by_one.grid((3,))(z, tile.from_numpy(data)).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), data + 1)
+
+
+def test_stores_to_one_tile_in_an_inner_loop_stay_ordered(kernels: ModuleType) -> None:
+    """Only a store at the tile its own loop hands out may leave that loop's token chain; an inner loop storing
+    the outer loop's tile twice keeps its stores in order (the second wins). Mutant killed (scripts/mutation.py):
+    ``a["at"] is scope.bound`` into ``is not`` in ``method_mut_store`` (the inner stores left unordered)."""
+    (z, x) = kernels.walk_stores_each_tile_twice.grid((3,))(_out(), _x()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.tile(x.to_numpy()[T : 2 * T], N // T))
 
 
 # -- 9. the grid check uses the compiled access scheme -----------------------------------------------------------
