@@ -18,8 +18,8 @@ bounded slice on every change while the full run stays one command::
     python scripts/mutation.py --target interp-ops --list
     python scripts/mutation.py --target access --match _typecheck_memory.py:281:   # the mutants of one line
 
-Each target's tests run once unmutated under a line tracer (``mutation_trace.py``), which records the tests that
-reach each line; a mutant then runs those tests first (``-x``, most kills end there), and the rest only if it
+Each target's tests run unmutated, then once more under a line tracer (``mutation_trace.py``) that records the tests
+reaching each line; a mutant then runs those tests first (``-x``, most kills end there), and the rest only if it
 survives them. A mutant no test reaches survives without a run.
 """
 
@@ -279,12 +279,13 @@ def _mutated_source(mutant: Mutant) -> str:
 
 
 def _pytest(
-    tests: list[str], sources: list[Path], timeout: float, env: dict[str, str] | None = None
+    tests: list[str], sources: list[Path], timeout: float, env: dict[str, str] | None = None, *, first: bool = True
 ) -> tuple[int, float]:
-    """Run `tests` with `sources` first on the path; return (exit status, seconds); a timeout is status -1."""
+    """Run `tests` with `sources` first on the path, stopping at the `first` failure; return (exit status,
+    seconds); a timeout is status -1."""
     path = os.pathsep.join(str(s) for s in sources)
     full_env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    command = [sys.executable, "-m", "pytest", *(["-x"] if first else []), "-q", "-p", "no:cacheprovider", *tests]
     start = time.monotonic()
     try:
         done = subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, timeout=timeout, check=False)
@@ -310,14 +311,19 @@ class _Reach:
 
 
 def _trace(name: str, copies: list[Path], scratch: Path) -> _Reach | None:
-    """Run target `name`'s tests unmutated, tracing which test reaches which line; None when a test fails."""
+    """Run target `name`'s tests unmutated (None when one fails), then again tracing which test reaches which line.
+
+    The traced run's outcome is ignored: a tracer changes what a few tests observe (when the cyclic collector runs,
+    how long a step takes), and a test failing there still records the lines it reached.
+    """
     target = TARGETS[name]
+    status, seconds = _pytest(list(target.tests), copies, 1800)
+    if status != 0:
+        return None
     files = {str(_copy_of(scratch, m).resolve()): m for m in target.modules}
     out = scratch / f"trace-{name}.json"
     env = {"TILE_MUTATION_TRACE": str(out), "TILE_MUTATION_FILES": os.pathsep.join(files)}
-    status, seconds = _pytest(["-p", "mutation_trace", *target.tests], [*copies, ROOT / "scripts"], 1800, env)
-    if status != 0:
-        return None
+    _pytest(["-p", "mutation_trace", *target.tests], [*copies, ROOT / "scripts"], 1800, env, first=False)
     raw = json.loads(out.read_text())
     hits = {files[f]: {int(line): set(ids) for line, ids in lines.items()} for f, lines in raw.items()}
     return _Reach(seconds, hits)

@@ -420,6 +420,46 @@ def test_free_waits_for_uses_on_other_streams(sim: SimDriver) -> None:
     assert ("wait", other.handle) == next(w for w in sim.kinds("wait") if w[1] == other.handle)[:2]
 
 
+def test_a_free_waits_for_every_pending_use_however_many_were_recorded(
+    sim: SimDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded uses are pruned as they complete (so a long-lived buffer's list stays short), never while pending.
+    Mutant killed (scripts/mutation.py): the pruning in ``Uses.add_event`` keeping the completed events and
+    dropping the pending ones (``not e.query()`` into ``e.query()``), after which the free no longer waited."""
+    pending: set[int] = set()
+    monkeypatch.setattr(
+        sim, "cuEventQuery", lambda event: (real.CUresult.CUDA_ERROR_NOT_READY if int(event) in pending else OK,)
+    )
+    buffer = tc.DeviceBuffer.allocate(64)
+    home = buffer.stream.handle
+    streams = [tc.Stream() for _ in range(12)]
+    for i, stream in enumerate(streams):
+        buffer.record_use(stream)
+        if i < 3:  # the first three uses are still running when the rest are recorded
+            pending.add(sim.kinds("record")[-1][1])
+    done = {
+        event for event, stream in ((e[1], e[2]) for e in sim.kinds("record")) if stream in {s.handle for s in streams}
+    }
+    done -= pending
+    buffer.free()
+    free_at = sim.log.index(("free", buffer._ptr, home))
+    waited = {entry[2] for entry in sim.log[:free_at] if entry[0] == "wait" and entry[1] == home}
+    assert pending <= waited, "the free did not wait for a use still running"
+    assert len(waited & done) < len(done), "completed uses were never pruned"
+
+
+def test_from_host_returns_after_the_copy_by_default(sim: SimDriver) -> None:
+    """``sync=True`` is the default: the host array may change as soon as the call returns. Mutant killed
+    (scripts/mutation.py): ``from_host``'s ``sync`` defaulting to False (no stream synchronization)."""
+    buffer = tc.DeviceBuffer.from_host(np.arange(4, dtype=np.float32))
+    copies = [i for i, entry in enumerate(sim.log) if entry[:2] == ("copy", "HtoD")]
+    syncs = [i for i, entry in enumerate(sim.log) if entry == ("sync", buffer.stream.handle)]
+    assert copies, sim.log
+    assert syncs, "from_host returned before its copy completed"
+    assert syncs[-1] > copies[-1], "from_host returned before its copy completed"
+    buffer.free()
+
+
 def test_frees_are_never_enqueued_on_a_capturing_stream(sim: SimDriver) -> None:
     stream, other = tc.Stream(), tc.Stream()
     buffer = tc.DeviceBuffer.allocate(64, stream=stream)
