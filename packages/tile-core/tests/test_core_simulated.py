@@ -460,6 +460,21 @@ def test_from_host_returns_after_the_copy_by_default(sim: SimDriver) -> None:
     buffer.free()
 
 
+def test_from_host_reads_read_only_arrays_and_sizes_an_empty_one_to_one_byte(sim: SimDriver) -> None:
+    """``from_host`` only reads its array, so a read-only one is fine; an empty one still gets a real allocation
+    (the driver refuses 0 bytes) of the smallest size. Mutants killed (scripts/mutation.py): the host region asked
+    for writable, and the empty allocation made 2 bytes."""
+    data = np.arange(6, dtype=np.int16)
+    data.flags.writeable = False
+    buffer = tc.DeviceBuffer.from_host(data)
+    np.testing.assert_array_equal(buffer.to_numpy(np.int16), data)
+    empty = tc.DeviceBuffer.from_host(np.zeros(0, np.float32))
+    assert empty.nbytes == 1
+    assert not sim.kinds("copy") or all(entry[4] > 0 for entry in sim.kinds("copy"))
+    buffer.free()
+    empty.free()
+
+
 def test_frees_are_never_enqueued_on_a_capturing_stream(sim: SimDriver) -> None:
     stream, other = tc.Stream(), tc.Stream()
     buffer = tc.DeviceBuffer.allocate(64, stream=stream)
