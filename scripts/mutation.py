@@ -111,6 +111,7 @@ TARGETS: dict[str, Target] = {
             f"{FRONTEND_TESTS}/test_frontend_ownership_fuzz.py",
             f"{FRONTEND_TESTS}/test_frontend_launch.py",
             f"{FRONTEND_TESTS}/test_frontend_tensors.py",
+            f"{FRONTEND_TESTS}/test_frontend_placement.py",
             "tests/adversarial/test_adversarial_handles.py",
         ),
     ),
