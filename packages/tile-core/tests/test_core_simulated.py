@@ -638,6 +638,17 @@ def test_invalidation_counter_moves_on_free_and_close(sim: SimDriver) -> None:
     assert _stream.invalidation[0] == before + 2
 
 
+def test_a_buffer_that_was_never_made_frees_nothing(sim: SimDriver) -> None:
+    """``DeviceBuffer()`` is refused, and collecting the half-made object frees nothing and invalidates no cached
+    launch. Mutant killed (scripts/mutation.py): ``__del__`` reading a missing ``_freed`` as False."""
+    before, frees = _stream.invalidation[0], len(sim.kinds("free"))
+    with pytest.raises(TypeError, match=r"use DeviceBuffer\.allocate"):
+        tc.DeviceBuffer()
+    gc.collect()
+    assert _stream.invalidation[0] == before
+    assert len(sim.kinds("free")) == frees
+
+
 def test_memory_and_streams_of_another_device_are_refused(sim: SimDriver, vec_add: tc.Function) -> None:
     sim.devices = 2
     first, second = tc.Device(0), tc.Device(1)
