@@ -638,6 +638,29 @@ def test_invalidation_counter_moves_on_free_and_close(sim: SimDriver) -> None:
     assert _stream.invalidation[0] == before + 2
 
 
+def test_copy_and_fill_defaults_start_at_byte_0_and_return_after_the_work(sim: SimDriver) -> None:
+    """What a call without the optional arguments promises: the whole buffer from byte 0, done when the call
+    returns (``sync=True``). Mutants killed (scripts/mutation.py): the defaults of ``copy_from``/``copy_to``/``fill``
+    (``offset`` 1, ``sync`` False) and the element count of an offset view (``nbytes - offset`` into ``+``)."""
+    buffer = tc.DeviceBuffer.allocate(16)
+    home = buffer.stream.handle
+
+    def synced(call: Any) -> bool:
+        before = len(sim.log)
+        call()
+        return sim.log[-1] == ("sync", home) and len(sim.log) > before
+
+    assert synced(lambda: buffer.copy_from(np.arange(16, dtype=np.uint8)))
+    out = np.zeros(16, np.uint8)
+    assert synced(lambda: buffer.copy_to(out))
+    np.testing.assert_array_equal(out, np.arange(16))
+    assert buffer.view(np.float32, offset=8).shape == (2,)
+    np.testing.assert_array_equal(buffer.view(np.uint8, offset=8).to_numpy(), np.arange(8, 16))
+    assert synced(lambda: buffer.fill(7))
+    np.testing.assert_array_equal(buffer.to_numpy(), np.full(16, 7))
+    buffer.free()
+
+
 def test_a_buffer_that_was_never_made_frees_nothing(sim: SimDriver) -> None:
     """``DeviceBuffer()`` is refused, and collecting the half-made object frees nothing and invalidates no cached
     launch. Mutant killed (scripts/mutation.py): ``__del__`` reading a missing ``_freed`` as False."""
