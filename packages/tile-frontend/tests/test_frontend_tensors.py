@@ -182,8 +182,11 @@ def test_every_kernel_language_name_is_reachable() -> None:
 
 
 def test_a_lent_tensor_shows_its_consumers_then_that_it_was_reclaimed() -> None:
-    """Mutant killed (scripts/mutation.py): ``Lent.__repr__`` reading the fate inverted (a live loan shown as
-    reclaimed)."""
+    """A loan is made only by ``tensor.lend()``. Mutants killed (scripts/mutation.py): ``Lent.__repr__`` reading the
+    fate inverted (a live loan shown as reclaimed) or the device test inverted, ``consumers`` counting each array
+    twice, and ``Lent()`` allowed."""
+    with pytest.raises(TypeError, match=r"lend a tensor with tensor\.lend\(\)"):
+        tile.Lent()
     lent = tile.zeros(f32, [8]).lend()
     assert repr(lent) == "Lent(f32, [8], cpu, 0 consumer(s))"
     array = np.from_dlpack(lent)
