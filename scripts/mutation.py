@@ -37,6 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(ROOT.glob("packages/tile-*/src"))
@@ -163,10 +164,10 @@ class _Mutator(ast.NodeTransformer):
 
     def visit(self, node: ast.AST) -> ast.AST:
         if not isinstance(node, ast.stmt):
-            return super().visit(node)
+            return cast(ast.AST, super().visit(node))
         self._statements.append(node)
         try:
-            return super().visit(node)
+            return cast(ast.AST, super().visit(node))
         finally:
             self._statements.pop()
 
@@ -183,12 +184,12 @@ class _Mutator(ast.NodeTransformer):
     # annotations, docstrings and decorators carry no behaviour worth a mutant
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
         if node.value is not None:
-            node.value = self.visit(node.value)
+            node.value = cast(ast.expr, self.visit(node.value))
         return node
 
     def visit_arguments(self, node: ast.arguments) -> ast.AST:
-        node.defaults = [self.visit(d) for d in node.defaults]
-        node.kw_defaults = [self.visit(d) if d is not None else None for d in node.kw_defaults]
+        node.defaults = [cast(ast.expr, self.visit(d)) for d in node.defaults]
+        node.kw_defaults = [cast(ast.expr, self.visit(d)) if d is not None else None for d in node.kw_defaults]
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
@@ -196,8 +197,8 @@ class _Mutator(ast.NodeTransformer):
         self._chosen += chosen
         self._depth += 1
         try:
-            node.args = self.visit(node.args)
-            node.body = [self.visit(s) for s in node.body]
+            node.args = cast(ast.arguments, self.visit(node.args))
+            node.body = [cast(ast.stmt, self.visit(s)) for s in node.body]
         finally:
             self._chosen -= chosen
             self._depth -= 1
