@@ -174,11 +174,15 @@ def test_atomics_from_every_block_do_not_race() -> None:
 
 
 def test_a_plain_store_against_other_blocks_atomics_races() -> None:
+    """Device-scope atomics are atomic between blocks, so the tl_blk hint has nothing to say here. Mutant killed
+    (scripts/mutation.py): a site counted as block-local when it is strong at any scope (``and`` into ``or``)."""
     counter = np.zeros(1, np.float32)
     with pytest.raises(interp.DataRaceError) as info:
         interp.launch(_counter_kernel(True), 3, _args(counter))
     kinds = {info.value.first[2], info.value.second[2]}
     assert kinds == {"write", "atomic"}
+    assert info.value.hint is None
+    assert "tl_blk" not in str(info.value)
 
 
 def test_each_block_writing_its_own_tile_of_a_2d_grid_is_silent() -> None:
