@@ -303,3 +303,16 @@ def test_i1_bytes_load_as_booleans() -> None:
     flags = raw.view(np.bool_)
     got = run_ops(lambda b, t: b.exti(t[0], signedness="unsigned", result_type=tile((4,), i32)), [flags], out)
     assert got.tolist() == [0, 1, 1, 1]
+
+
+def test_conversions_round_as_asked_and_wide_shifts_reach_the_top_bit() -> None:
+    """Mutants killed (scripts/mutation.py): ``nearest_away`` rounding half toward zero (``+ 0.5`` into ``- 0.5``),
+    an f64 source rounded to f32 before the requested rounding (``src.name == "f64"`` into ``!=``: two roundings),
+    and an unsigned right shift by bits - 1 capped at bits - 2."""
+    halves = np.array([2.5, -2.5, 0.5, -0.5, 1.4, -1.6, 3.5, 0.0], np.float32)
+    away = unary("ftoi", halves, np.int32, signedness="signed", rounding_mode="nearest_away")
+    assert away.tolist() == [3, -3, 1, -1, 1, -2, 4, 0]
+    just_above = np.array([1 + 2.0**-24 + 2.0**-40, -(1 + 2.0**-24 + 2.0**-40)], np.float64)
+    assert unary("ftof", just_above, np.float32, rounding_mode="zero").tolist() == [1.0, -1.0]
+    top = np.array([-128, -1] * 4, np.int8)
+    assert binary("shri", top, np.full(8, 7, np.int8), signedness="unsigned").tolist() == [1, 1] * 4
