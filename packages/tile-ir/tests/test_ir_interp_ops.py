@@ -316,3 +316,5 @@ def test_conversions_round_as_asked_and_wide_shifts_reach_the_top_bit() -> None:
     assert unary("ftof", just_above, np.float32, rounding_mode="zero").tolist() == [1.0, -1.0]
     top = np.array([-128, -1] * 4, np.int8)
     assert binary("shri", top, np.full(8, 7, np.int8), signedness="unsigned").tolist() == [1, 1] * 4
+    # a logical shift by the width or more leaves nothing, also of a set top bit (``n >= bits`` into ``>``)
+    assert binary("shri", top, np.array([8, 9] * 4, np.int8), signedness="unsigned").tolist() == [0, 0] * 4
