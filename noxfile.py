@@ -56,6 +56,10 @@ def _register(package: str) -> None:
     @nox.session(name=f"tests-{package}")
     def tests(session: nox.Session) -> None:
         """Run one package's tests with only that package (and the layers below) installed."""
+        if "frontend" in _tile_requirements(package):
+            # tile-frontend's C launch path is built at install (hatch_build.py): a failed build must fail here,
+            # not fall back to pure Python and skip the compiled-path tests
+            session.env["TILE_REQUIRE_EXTENSION"] = "1"
         _install(session, package, "test")
         if any(str(r).startswith("cuda-tile") for r in nox.project.dependency_groups(_pyproject(package), "test")):
             session.env["TILE_REQUIRE_CUTILE"] = "1"  # a declared test dependency: its tests must run, not skip

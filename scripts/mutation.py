@@ -16,6 +16,11 @@ bounded slice on every change while the full run stays one command::
     python scripts/mutation.py                      # every mutant of every target
     python scripts/mutation.py --sample 25          # 25 mutants drawn across the targets (seeded)
     python scripts/mutation.py --target interp-ops --list
+    python scripts/mutation.py --target access --match _typecheck_memory.py:281:   # the mutants of one line
+
+Each target's tests run unmutated, then once more under a line tracer (``mutation_trace.py``) that records the tests
+reaching each line; a mutant then runs those tests first (``-x``, most kills end there), and the rest only if it
+survives them. A mutant no test reaches survives without a run.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted(ROOT.glob("packages/tile-*/src"))
@@ -39,32 +45,80 @@ SOURCES = sorted(ROOT.glob("packages/tile-*/src"))
 
 @dataclass(frozen=True)
 class Target:
-    """Modules carrying one promise, and the tests that keep it."""
+    """Modules carrying one promise, and the tests that keep it; `functions` (when set) limits the mutants to the
+    bodies of the functions and methods of those names (a module of which only a part carries the promise)."""
 
     modules: tuple[str, ...]
     tests: tuple[str, ...]
+    functions: frozenset[str] = frozenset()
 
 
+# the functions of _typecheck_memory that decide how a kernel's accesses are kept in bounds and race-free
+ACCESS_FUNCTIONS = frozenset({
+    "guard_indices", "_emit_guard", "load_view", "method_partition_load", "block_index", "op_load_tile_like",
+    "_output_read", "method_mut_load", "_own_index", "_set_mode", "method_mut_tiles", "tile_schedule", "_unravel",
+    "_nonnegative_divide", "method_mut_store", "emit_store",
+})  # fmt: skip
+IR_TESTS, COMPILER_TESTS = "packages/tile-ir/tests", "packages/tile-compiler/tests"
+FRONTEND_TESTS, CORE_TESTS = "packages/tile-frontend/tests", "packages/tile-core/tests"
 TARGETS: dict[str, Target] = {
     "interp-ops": Target(
         tuple(f"packages/tile-ir/src/tile/ir/interp/{m}.py" for m in ("_arith", "_shape", "_convert", "_reduce")),
-        ("packages/tile-ir/tests/test_ir_interp_ops.py", "packages/tile-ir/tests/test_ir_interp_ops_checked.py"),
+        (
+            f"{IR_TESTS}/test_ir_interp_ops.py",
+            f"{IR_TESTS}/test_ir_interp_ops_checked.py",
+            f"{IR_TESTS}/test_ir_interp_kernels.py",
+            f"{IR_TESTS}/test_ir_interp_properties.py",
+            f"{COMPILER_TESTS}/test_compiler_corpus_interp.py",
+        ),
     ),
     "interp-races": Target(
         ("packages/tile-ir/src/tile/ir/interp/_races.py", "packages/tile-ir/src/tile/ir/interp/_hb.py"),
-        ("packages/tile-ir/tests/test_ir_interp_races.py", "packages/tile-ir/tests/test_ir_interp_ordering.py"),
+        (
+            f"{IR_TESTS}/test_ir_interp_races.py",
+            f"{IR_TESTS}/test_ir_interp_ordering.py",
+            f"{FRONTEND_TESTS}/test_frontend_race_detector.py",
+        ),
     ),
     "guards": Target(
         ("packages/tile-compiler/src/tile/compiler/_guards.py",),
-        ("packages/tile-compiler/tests/test_compiler_guards.py",),
+        (
+            f"{COMPILER_TESTS}/test_compiler_guards.py",
+            f"{COMPILER_TESTS}/test_compiler_typecheck.py",
+            f"{FRONTEND_TESTS}/test_frontend_faults.py",
+            "tests/adversarial/test_adversarial_kernels.py",
+        ),
+    ),
+    # which accesses of a kernel are proven, left to the launcher or checked in the kernel, and which tiles of an
+    # output a block may read and write (own tile, out.tiles(), never both)
+    "access": Target(
+        ("packages/tile-compiler/src/tile/compiler/_typecheck_memory.py",),
+        (
+            f"{COMPILER_TESTS}/test_compiler_typecheck.py",
+            f"{COMPILER_TESTS}/test_compiler_diagnostics.py",
+            f"{COMPILER_TESTS}/test_compiler_perf_forms.py",
+            f"{COMPILER_TESTS}/test_compiler_subtiles.py",
+            f"{COMPILER_TESTS}/test_compiler_corpus_interp.py",
+            f"{FRONTEND_TESTS}/test_frontend_subtiles.py",
+            "tests/adversarial/test_adversarial_kernels.py",
+            "tests/adversarial/test_adversarial_subtiles.py",
+        ),
+        ACCESS_FUNCTIONS,
     ),
     "ownership": Target(
         ("packages/tile-frontend/src/tile/frontend/_ownership.py", "packages/tile-frontend/src/tile/frontend/_lend.py"),
-        ("packages/tile-frontend/tests/test_frontend_misuse.py", "tests/adversarial/test_adversarial_handles.py"),
+        (
+            f"{FRONTEND_TESTS}/test_frontend_misuse.py",
+            f"{FRONTEND_TESTS}/test_frontend_ownership_fuzz.py",
+            f"{FRONTEND_TESTS}/test_frontend_launch.py",
+            f"{FRONTEND_TESTS}/test_frontend_tensors.py",
+            f"{FRONTEND_TESTS}/test_frontend_placement.py",
+            "tests/adversarial/test_adversarial_handles.py",
+        ),
     ),
     "frees": Target(
         ("packages/tile-core/src/tile/core/_buffer.py",),
-        ("packages/tile-core/tests/test_core_simulated.py", "packages/tile-core/tests/test_core_misuse.py"),
+        (f"{CORE_TESTS}/test_core_simulated.py", f"{CORE_TESTS}/test_core_misuse.py"),
     ),
 }
 
@@ -79,13 +133,19 @@ _SWAPS: dict[type, type] = {
 
 @dataclass(frozen=True)
 class Mutant:
-    """The `index`-th mutation point of `module` (a path relative to the repository root)."""
+    """The `index`-th mutation point of `module` (a path relative to the repository root).
+
+    `lines` are the source lines whose execution runs the mutated code (the node's own and its statement's first);
+    `in_function` is False for module and class bodies, which run at import, outside any one test.
+    """
 
     target: str
     module: str
     index: int
     line: int
     change: str
+    lines: tuple[int, ...] = ()
+    in_function: bool = True
 
     def __str__(self) -> str:
         return f"{self.module}:{self.line}: {self.change}"
@@ -94,28 +154,54 @@ class Mutant:
 class _Mutator(ast.NodeTransformer):
     """Walks a module; numbers every mutation point, and applies the one numbered `apply` (if any)."""
 
-    def __init__(self, apply: int | None = None) -> None:
+    def __init__(self, apply: int | None = None, functions: frozenset[str] = frozenset()) -> None:
         self.apply = apply
-        self.points: list[tuple[int, str]] = []
+        self.functions = functions
+        self.points: list[tuple[int, str, tuple[int, ...], bool]] = []
+        self._statements: list[ast.stmt] = []
+        self._depth = 0  # functions entered
+        self._chosen = 0  # functions entered whose name is in `functions`
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if not isinstance(node, ast.stmt):
+            return cast(ast.AST, super().visit(node))
+        self._statements.append(node)
+        try:
+            return cast(ast.AST, super().visit(node))
+        finally:
+            self._statements.pop()
 
     def _point(self, node: ast.AST, change: str) -> bool:
-        self.points.append((getattr(node, "lineno", 0), change))
+        if self.functions and not self._chosen:
+            return False
+        first = getattr(node, "lineno", 0)
+        lines = set(range(first, (getattr(node, "end_lineno", None) or first) + 1))
+        if self._statements:
+            lines.add(self._statements[-1].lineno)
+        self.points.append((first, change, tuple(sorted(lines)), self._depth > 0))
         return len(self.points) - 1 == self.apply
 
     # annotations, docstrings and decorators carry no behaviour worth a mutant
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
         if node.value is not None:
-            node.value = self.visit(node.value)
+            node.value = cast(ast.expr, self.visit(node.value))
         return node
 
     def visit_arguments(self, node: ast.arguments) -> ast.AST:
-        node.defaults = [self.visit(d) for d in node.defaults]
-        node.kw_defaults = [self.visit(d) if d is not None else None for d in node.kw_defaults]
+        node.defaults = [cast(ast.expr, self.visit(d)) for d in node.defaults]
+        node.kw_defaults = [cast(ast.expr, self.visit(d)) if d is not None else None for d in node.kw_defaults]
         return node
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        node.args = self.visit(node.args)
-        node.body = [self.visit(s) for s in node.body]
+        chosen = node.name in self.functions
+        self._chosen += chosen
+        self._depth += 1
+        try:
+            node.args = cast(ast.arguments, self.visit(node.args))
+            node.body = [cast(ast.stmt, self.visit(s)) for s in node.body]
+        finally:
+            self._chosen -= chosen
+            self._depth -= 1
         return node
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
@@ -179,28 +265,92 @@ def mutants(names: list[str]) -> list[Mutant]:
     found = []
     for name in names:
         for module in TARGETS[name].modules:
-            mutator = _Mutator()
+            mutator = _Mutator(functions=TARGETS[name].functions)
             mutator.visit(ast.parse((ROOT / module).read_text()))
-            found += [Mutant(name, module, i, line, change) for i, (line, change) in enumerate(mutator.points)]
+            found += [
+                Mutant(name, module, i, line, change, lines, in_function)
+                for i, (line, change, lines, in_function) in enumerate(mutator.points)
+            ]
     return found
 
 
 def _mutated_source(mutant: Mutant) -> str:
-    mutator = _Mutator(apply=mutant.index)
+    mutator = _Mutator(apply=mutant.index, functions=TARGETS[mutant.target].functions)
     tree = ast.fix_missing_locations(mutator.visit(ast.parse((ROOT / mutant.module).read_text())))
     return ast.unparse(tree)
 
 
-def _pytest(tests: tuple[str, ...], sources: list[Path], timeout: float) -> tuple[int, float]:
-    """Run `tests` with `sources` first on the path; return (exit status, seconds); a timeout is status -1."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(s) for s in sources), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+def _pytest(
+    tests: list[str], sources: list[Path], timeout: float, env: dict[str, str] | None = None, *, first: bool = True
+) -> tuple[int, float]:
+    """Run `tests` with `sources` first on the path, stopping at the `first` failure; return (exit status,
+    seconds); a timeout is status -1."""
+    path = os.pathsep.join(str(s) for s in sources)
+    full_env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
+    command = [sys.executable, "-m", "pytest", *(["-x"] if first else []), "-q", "-p", "no:cacheprovider", *tests]
     start = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=timeout, check=False)
+        done = subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return -1, time.monotonic() - start
     return done.returncode, time.monotonic() - start
+
+
+@dataclass
+class _Reach:
+    """One target's unmutated run: its time, and which tests run which lines of its modules."""
+
+    seconds: float
+    hits: dict[str, dict[int, set[str]]]  # module (relative to the root) -> line -> node ids ("": every test)
+
+    def tests_for(self, mutant: Mutant) -> set[str] | None:
+        """The tests that run the mutated code; None when every test may (import-time code)."""
+        lines = self.hits.get(mutant.module, {})
+        found: set[str] = set()
+        for line in mutant.lines:
+            found |= lines.get(line, set())
+        return None if "" in found or not mutant.in_function else found
+
+
+def _trace(name: str, copies: list[Path], scratch: Path) -> _Reach | None:
+    """Run target `name`'s tests unmutated (None when one fails), then again tracing which test reaches which line.
+
+    The traced run's outcome is ignored: a tracer changes what a few tests observe (when the cyclic collector runs,
+    how long a step takes), and a test failing there still records the lines it reached.
+    """
+    target = TARGETS[name]
+    status, seconds = _pytest(list(target.tests), copies, 1800)
+    if status != 0:
+        return None
+    files = {str(_copy_of(scratch, m).resolve()): m for m in target.modules}
+    out = scratch / f"trace-{name}.json"
+    env = {"TILE_MUTATION_TRACE": str(out), "TILE_MUTATION_FILES": os.pathsep.join(files)}
+    _pytest(["-p", "mutation_trace", *target.tests], [*copies, ROOT / "scripts"], 1800, env, first=False)
+    raw = json.loads(out.read_text())
+    hits = {files[f]: {int(line): set(ids) for line, ids in lines.items()} for f, lines in raw.items()}
+    return _Reach(seconds, hits)
+
+
+def _copy_of(scratch: Path, module: str) -> Path:
+    return scratch / Path(module).relative_to("packages")
+
+
+def _outcome(mutant: Mutant, reach: _Reach, copies: list[Path]) -> str:
+    """Run the tests that reach the mutant first (most kills end there), then, if it survived them, the rest."""
+    everything = list(TARGETS[mutant.target].tests)
+    timeout = 60 + 4 * reach.seconds
+    first = reach.tests_for(mutant)
+    if first is not None and not first:
+        return "survived (no test reaches it)"
+    status, _ = _pytest(sorted(first) if first is not None else everything, copies, timeout)
+    if status == 4:  # pytest could not take a node id (a usage error, not a failing test): run them all
+        first, (status, _) = None, _pytest(everything, copies, timeout)
+    if status == 0 and first is not None:
+        # a test that reached the line only at its first call (a cache, a lazily built table) may check it later
+        status, _ = _pytest([*everything, *(f"--deselect={t}" for t in sorted(first))], copies, timeout)
+    if status == -1:
+        return "timeout (killed)"
+    return "survived" if status in (0, 5) else "killed"
 
 
 def run(selected: list[Mutant], report: Path | None) -> int:
@@ -212,26 +362,25 @@ def run(selected: list[Mutant], report: Path | None) -> int:
             copy = scratch / src.parent.name / "src"
             shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
             copies.append(copy)
-        baselines: dict[str, float] = {}
+        reaches: dict[str, _Reach] = {}
         for name in sorted({m.target for m in selected}):
-            status, seconds = _pytest(TARGETS[name].tests, copies, timeout=900)
-            if status != 0:
-                print(f"{name}: the tests fail before any mutation (exit {status}); fix them first")
+            reach = _trace(name, copies, scratch)
+            if reach is None:
+                print(f"{name}: the tests fail before any mutation; fix them first")
                 return 2
-            baselines[name] = seconds
+            reaches[name] = reach
         survivors, results = [], []
         for n, mutant in enumerate(selected, 1):
-            path = scratch / Path(mutant.module).relative_to("packages")
+            path = _copy_of(scratch, mutant.module)
             original = path.read_text()
             path.write_text(_mutated_source(mutant))
             try:
-                status, _ = _pytest(TARGETS[mutant.target].tests, copies, timeout=60 + 4 * baselines[mutant.target])
+                outcome = _outcome(mutant, reaches[mutant.target], copies)
             finally:
                 path.write_text(original)
-            outcome = "survived" if status == 0 else ("timeout (killed)" if status == -1 else "killed")
-            print(f"[{n}/{len(selected)}] {outcome:16} {mutant}", flush=True)
+            print(f"[{n}/{len(selected)}] {outcome:29} {mutant}", flush=True)
             results.append({**mutant.__dict__, "outcome": outcome})
-            if status == 0:
+            if outcome.startswith("survived"):
                 survivors.append(mutant)
         killed = len(selected) - len(survivors)
         print(f"\nkilled {killed} of {len(selected)} mutants ({100 * killed / max(len(selected), 1):.1f}%)")
@@ -254,10 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="repeatable; default: all")
     parser.add_argument("--sample", type=int, help="run this many mutants, drawn at random (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="the draw of --sample (default 0)")
+    parser.add_argument("--match", action="append", help="only mutants whose description contains this (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--report", type=Path, help="write every outcome to this JSON file")
     args = parser.parse_args(argv)
     selected = mutants(args.target or sorted(TARGETS))
+    if args.match:
+        selected = [m for m in selected if any(text in str(m) for text in args.match)]
     if args.sample is not None and args.sample < len(selected):
         selected = sorted(random.Random(args.seed).sample(selected, args.sample), key=lambda m: (m.module, m.index))
     if args.list:

@@ -89,6 +89,39 @@ def walks_and_reads_own(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 
 
 @tile.entry
+def reads_own_tile_3d(z: Mut[Tensor[f32, ("A", "B", "C")]], x: Tensor[f32, (-1, -1, -1)]):
+    b = tile.block_id()
+    z.store(x.partition(z.shape).load((b[0], b[1], b[2])))
+    z.store(z.load() + z.partition(z.shape).load((b[0], b[1], b[2])))
+
+
+def stores_rank4_own_tile(z: Mut[Tensor[f32, ("A", "B", "C", "D")]]):
+    z.store(tile.full(z.shape, 1.0, f32))  # RANK4-OWN
+
+
+def walks_rank4_and_reads_own(z: Mut[Tensor[f32, ("A", "B", "C", "D")]], x: Tensor[f32, (-1, -1, -1, -1)]):
+    for idx in z.tiles():
+        (i, j, k, m) = idx
+        z.store(x.partition(z.shape).load((i, j, k, m)), at=idx)
+        z.store(z.partition(z.shape).load((i, j, k, m)) * 2.0, at=idx)
+
+
+@tile.entry
+def walks_grouped_by_one(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
+    for idx in z.tiles(group=1):
+        (i, j) = idx
+        z.store(x.partition(z.shape).load((i, j)) + 1.0, at=idx)
+
+
+@tile.entry
+def walk_stores_each_tile_twice(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    p = x.partition(z.shape)
+    for idx in z.tiles():
+        for k in range(2):
+            z.store(p.load((k,)), at=idx)
+
+
+@tile.entry
 def walks_only_in_dead_code(z: Mut[Tensor[f32, "B"]]):
     if WALK:
         for idx in z.tiles():
@@ -215,6 +248,50 @@ def test_own_tile_reads_stay_allowed(kernels: ModuleType) -> None:
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 3 * x.to_numpy())
     (z, x) = kernels.walks_and_reads_own.grid((3,))(_out(), _x()).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 2 * x.to_numpy())
+
+
+def test_own_tile_reads_of_a_rank_3_output_stay_allowed(kernels: ModuleType) -> None:
+    """Mutant killed (scripts/mutation.py): the own-tile read rule limited to rank < 3 (``t.rank <= 3`` into
+    ``< 3`` in ``_output_read``), which refused this kernel."""
+    x = tile.from_numpy(np.arange(4 * 8 * 16, dtype=np.float32).reshape(4, 8, 16))
+    (z, x) = kernels.reads_own_tile_3d(tile.zeros(f32, [4, 8, 16]).partition([2, 4, 8]), x).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 2 * x.to_numpy())
+
+
+def test_a_rank_4_output_needs_a_tile_walk(kernels: ModuleType) -> None:
+    """A block id has three coordinates, so a rank-4 output (tile.compiler takes one; tile.frontend partitions up to
+    rank 3) has no own tile: storing one is a compile error at the store that says to use rank <= 3, while walking
+    its tiles with ``z.tiles()`` compiles, own-tile reads included. Mutants killed (scripts/mutation.py): ``rank >
+    3`` into ``> 4`` in ``block_index`` (the store compiled), and ``t.rank <= 3`` into ``<= 4`` in ``_output_read``
+    (the walk's read of its own tile was refused)."""
+    consts = {"A": 1, "B": 1, "C": 2, "D": 4}
+    own = kernels.stores_rank4_own_tile
+    with pytest.raises(CompileError, match="cannot be indexed by the 3-D block grid") as info:
+        compile_kernel(own, specialize(own, {"z": (2, 2, 4, 8)}, consts=consts), Target.cpu())
+    assert line_of("RANK4-OWN") in str(info.value)
+    assert "use rank <= 3" in str(info.value)
+    walk = kernels.walks_rank4_and_reads_own
+    compiled = compile_kernel(
+        walk, specialize(walk, {"z": (2, 2, 4, 8), "x": (2, 2, 4, 8)}, consts=consts), Target.cpu()
+    )
+    assert compiled.abi.walks_tiles("z")
+
+
+def test_a_walk_in_groups_of_one_row_copies_every_tile(kernels: ModuleType) -> None:
+    """``group=1`` is the smallest group (row-major tile order). Mutant killed (scripts/mutation.py): ``group <= 0``
+    into ``<= 1`` in ``method_mut_tiles`` (group=1 refused)."""
+    data = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    z = tile.zeros(f32, [64, 32]).partition([16, 16])
+    (z, _) = kernels.walks_grouped_by_one.grid((3,))(z, tile.from_numpy(data)).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), data + 1)
+
+
+def test_stores_to_one_tile_in_an_inner_loop_stay_ordered(kernels: ModuleType) -> None:
+    """Only a store at the tile its own loop hands out may leave that loop's token chain; an inner loop storing
+    the outer loop's tile twice keeps its stores in order (the second wins). Mutant killed (scripts/mutation.py):
+    ``a["at"] is scope.bound`` into ``is not`` in ``method_mut_store`` (the inner stores left unordered)."""
+    (z, x) = kernels.walk_stores_each_tile_twice.grid((3,))(_out(), _x()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.tile(x.to_numpy()[T : 2 * T], N // T))
 
 
 # -- 9. the grid check uses the compiled access scheme -----------------------------------------------------------

@@ -69,3 +69,33 @@ def test_corpus_matches_numpy_in_the_interpreter(case: Any) -> None:
     for name, want in expected.items():
         got = args[name]
         case.tol.assert_close(got, want, f"{case.name}: output '{name}'")
+
+
+@pytest.mark.parametrize(
+    ("shape", "group"), [((16, 32), None), ((32, 16), None), ((32, 64), None), ((16, 64), 1), ((48, 32), 2)]
+)
+def test_a_tile_walk_over_an_output_of_compile_time_extents(shape: tuple[int, int], group: int | None) -> None:
+    """tile.compiler takes outputs whose extents are compiled in (`ArraySpec.static_shape`): tile counts are then
+    constants, and a count of 1 folds the tile-number division away. Every tile is written once, by its own number.
+    Mutants killed (scripts/mutation.py): the fold in ``_nonnegative_divide`` taken for a count of 2 (``b == 1``
+    into ``b == 2``), for every count but 1 (``==`` into ``!=``) or every constant count (``and`` into ``or``), and
+    the remainder by a count of 1 made 1."""
+    from tile.compiler import ArraySpec, Specialization
+    from tile.compiler._lower import lower
+
+    k = importlib.import_module("tc_unit_kernels")
+    kernel = k.copies_by_walk if group is None else k.grouped_tiles
+    x = np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)
+    z = np.full(shape, np.nan, np.float32)
+    spec = Specialization.make(
+        params={"z": ArraySpec("f32", 2, static_shape=shape), "x": ArraySpec.of("f32", shape, (shape[1], 1))},
+        consts={"B": 16},
+        own_grid=False,
+    )
+    typed = typecheck(resolve(parse(kernel)), spec, Target("sm_90"))
+    interp.launch(lower(typed, Target("sm_90")).module, (3,), _abi_args(typed.abi, {"z": z, "x": x}))
+    if group is None:
+        np.testing.assert_array_equal(z, x)
+    else:  # grouped_tiles sums each row of tiles of x into every tile of that row
+        rows = x.reshape(shape[0] // 16, 16, shape[1] // 16, 16).sum(axis=2)
+        np.testing.assert_array_equal(z, np.repeat(rows, shape[1] // 16, axis=1).reshape(shape))

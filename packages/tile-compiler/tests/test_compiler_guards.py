@@ -57,3 +57,12 @@ def test_a_constant_index_guard_names_the_index() -> None:
     message = guard.explain(SHAPES, GRID)
     assert "the constant index is 8" in message
     assert "x of shape (1000, 64) has only 8 tile(s) along dim 0" in message
+
+
+def test_a_grid_bound_past_a_short_grid_is_one_block() -> None:
+    """A grid given with fewer than three axes has one block along each missing axis (as CUDA's launch does).
+    Mutants killed (scripts/mutation.py): ``dim < len(grid)`` into ``<=`` (an IndexError) and the missing axis
+    counted as 2 blocks."""
+    assert Bound("grid", dim=1).evaluate(SHAPES, (4,)) == 1
+    assert Bound("grid", dim=2).evaluate(SHAPES, (4, 2)) == 1
+    assert Bound("grid", dim=0).evaluate(SHAPES, (4,)) == 4

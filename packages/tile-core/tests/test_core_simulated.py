@@ -420,6 +420,61 @@ def test_free_waits_for_uses_on_other_streams(sim: SimDriver) -> None:
     assert ("wait", other.handle) == next(w for w in sim.kinds("wait") if w[1] == other.handle)[:2]
 
 
+def test_a_free_waits_for_every_pending_use_however_many_were_recorded(
+    sim: SimDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded uses are pruned as they complete (so a long-lived buffer's list stays short), never while pending.
+    Mutant killed (scripts/mutation.py): the pruning in ``Uses.add_event`` keeping the completed events and
+    dropping the pending ones (``not e.query()`` into ``e.query()``), after which the free no longer waited."""
+    pending: set[int] = set()
+    monkeypatch.setattr(
+        sim, "cuEventQuery", lambda event: (real.CUresult.CUDA_ERROR_NOT_READY if int(event) in pending else OK,)
+    )
+    buffer = tc.DeviceBuffer.allocate(64)
+    home = buffer.stream.handle
+    streams = [tc.Stream() for _ in range(12)]
+    for i, stream in enumerate(streams):
+        buffer.record_use(stream)
+        if i < 3:  # the first three uses are still running when the rest are recorded
+            pending.add(sim.kinds("record")[-1][1])
+    done = {
+        event for event, stream in ((e[1], e[2]) for e in sim.kinds("record")) if stream in {s.handle for s in streams}
+    }
+    done -= pending
+    buffer.free()
+    free_at = sim.log.index(("free", buffer._ptr, home))
+    waited = {entry[2] for entry in sim.log[:free_at] if entry[0] == "wait" and entry[1] == home}
+    assert pending <= waited, "the free did not wait for a use still running"
+    assert len(waited & done) < len(done), "completed uses were never pruned"
+
+
+def test_from_host_returns_after_the_copy_by_default(sim: SimDriver) -> None:
+    """``sync=True`` is the default: the host array may change as soon as the call returns. Mutant killed
+    (scripts/mutation.py): ``from_host``'s ``sync`` defaulting to False (no stream synchronization)."""
+    buffer = tc.DeviceBuffer.from_host(np.arange(4, dtype=np.float32))
+    copies = [i for i, entry in enumerate(sim.log) if entry[:2] == ("copy", "HtoD")]
+    syncs = [i for i, entry in enumerate(sim.log) if entry == ("sync", buffer.stream.handle)]
+    assert copies, sim.log
+    assert syncs, "from_host returned before its copy completed"
+    assert syncs[-1] > copies[-1], "from_host returned before its copy completed"
+    buffer.free()
+
+
+def test_from_host_reads_read_only_arrays_and_sizes_an_empty_one_to_one_byte(sim: SimDriver) -> None:
+    """``from_host`` only reads its array, so a read-only one is fine; an empty one still gets a real allocation
+    (the driver refuses 0 bytes) of the smallest size. Mutants killed (scripts/mutation.py): the host region asked
+    for writable, and the empty allocation made 2 bytes."""
+    data = np.arange(6, dtype=np.int16)
+    data.flags.writeable = False
+    buffer = tc.DeviceBuffer.from_host(data)
+    np.testing.assert_array_equal(buffer.to_numpy(np.int16), data)
+    empty = tc.DeviceBuffer.from_host(np.zeros(0, np.float32))
+    assert empty.nbytes == 1
+    assert not sim.kinds("copy") or all(entry[4] > 0 for entry in sim.kinds("copy"))
+    buffer.free()
+    empty.free()
+
+
 def test_frees_are_never_enqueued_on_a_capturing_stream(sim: SimDriver) -> None:
     stream, other = tc.Stream(), tc.Stream()
     buffer = tc.DeviceBuffer.allocate(64, stream=stream)
@@ -621,6 +676,40 @@ def test_invalidation_counter_moves_on_free_and_close(sim: SimDriver) -> None:
     tc.DeviceBuffer.allocate(8).free()
     tc.Stream().close()
     assert _stream.invalidation[0] == before + 2
+
+
+def test_copy_and_fill_defaults_start_at_byte_0_and_return_after_the_work(sim: SimDriver) -> None:
+    """What a call without the optional arguments promises: the whole buffer from byte 0, done when the call
+    returns (``sync=True``). Mutants killed (scripts/mutation.py): the defaults of ``copy_from``/``copy_to``/``fill``
+    (``offset`` 1, ``sync`` False) and the element count of an offset view (``nbytes - offset`` into ``+``)."""
+    buffer = tc.DeviceBuffer.allocate(16)
+    home = buffer.stream.handle
+
+    def synced(call: Any) -> bool:
+        before = len(sim.log)
+        call()
+        return sim.log[-1] == ("sync", home) and len(sim.log) > before
+
+    assert synced(lambda: buffer.copy_from(np.arange(16, dtype=np.uint8)))
+    out = np.zeros(16, np.uint8)
+    assert synced(lambda: buffer.copy_to(out))
+    np.testing.assert_array_equal(out, np.arange(16))
+    assert buffer.view(np.float32, offset=8).shape == (2,)
+    np.testing.assert_array_equal(buffer.view(np.uint8, offset=8).to_numpy(), np.arange(8, 16))
+    assert synced(lambda: buffer.fill(7))
+    np.testing.assert_array_equal(buffer.to_numpy(), np.full(16, 7))
+    buffer.free()
+
+
+def test_a_buffer_that_was_never_made_frees_nothing(sim: SimDriver) -> None:
+    """``DeviceBuffer()`` is refused, and collecting the half-made object frees nothing and invalidates no cached
+    launch. Mutant killed (scripts/mutation.py): ``__del__`` reading a missing ``_freed`` as False."""
+    before, frees = _stream.invalidation[0], len(sim.kinds("free"))
+    with pytest.raises(TypeError, match=r"use DeviceBuffer\.allocate"):
+        tc.DeviceBuffer()
+    gc.collect()
+    assert _stream.invalidation[0] == before
+    assert len(sim.kinds("free")) == frees
 
 
 def test_memory_and_streams_of_another_device_are_refused(sim: SimDriver, vec_add: tc.Function) -> None:

@@ -78,3 +78,10 @@ def test_launch_on_two_devices_names_both(k: ModuleType) -> None:
     assert not z.moved
     assert not x.moved
     assert not y.moved
+
+
+def test_a_loan_names_the_device_of_its_memory() -> None:
+    """Mutant killed (scripts/mutation.py): ``Lent.__repr__``'s device test inverted (a GPU loan shown on cpu)."""
+    lent = _elsewhere(np.ones(4, np.float32)).lend()
+    assert repr(lent) == "Lent(f32, [4], cuda:7, 0 consumer(s))"
+    assert repr(tile.zeros(f32, [4]).lend()) == "Lent(f32, [4], cpu, 0 consumer(s))"

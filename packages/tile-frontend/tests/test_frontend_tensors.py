@@ -3,6 +3,7 @@ numpy's semantics, DLPack in both directions, and the dual host/kernel creation 
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import ml_dtypes
@@ -178,3 +179,20 @@ def test_every_kernel_language_name_is_reachable() -> None:
     host_too = {"Tensor", "zeros", "ones", "full", "arange"}  # host objects that also serve the kernel language
     assert [n for n in lang.__all__ if n not in host_too and getattr(tile, n, None) is not getattr(lang, n)] == []
     assert all(hasattr(tile, n) for n in host_too)
+
+
+def test_a_lent_tensor_shows_its_consumers_then_that_it_was_reclaimed() -> None:
+    """A loan is made only by ``tensor.lend()``. Mutants killed (scripts/mutation.py): ``Lent.__repr__`` reading the
+    fate inverted (a live loan shown as reclaimed) or the device test inverted, ``consumers`` counting each array
+    twice, and ``Lent()`` allowed."""
+    with pytest.raises(TypeError, match=r"lend a tensor with tensor\.lend\(\)"):
+        tile.Lent()
+    lent = tile.zeros(f32, [8]).lend()
+    assert repr(lent) == "Lent(f32, [8], cpu, 0 consumer(s))"
+    array = np.from_dlpack(lent)
+    assert repr(lent) == "Lent(f32, [8], cpu, 1 consumer(s))"
+    del array
+    gc.collect()
+    tensor = lent.reclaim()
+    assert repr(lent) == "Lent(f32, [8], cpu, reclaimed)"
+    assert tensor.shape == (8,)

@@ -3,19 +3,24 @@ the assembler -- never another exception, never a hang.
 
 Seeds are valid files (op samples and cuTile exports). Mutations: bit flips, byte overwrites with varint
 extremes, truncation, insertion/deletion, and section-level edits (shuffle, drop, duplicate) that keep the
-framing intact so the damage reaches the section parsers. Examples are derandomized for CI stability; a
-per-example alarm turns a hang into a failure.
+framing intact so the damage reaches the section parsers. A damaged file that still reads goes on through the
+verifier, and, if it verifies, the printer: only the documented errors may escape there too. Examples are
+derandomized for CI stability (200 per test); ``TILE_FUZZ_SEED=N`` draws another set and ``TILE_FUZZ_EXAMPLES``
+sets the count, so a long run is ``TILE_FUZZ_EXAMPLES=20000 TILE_FUZZ_SEED=7``. A per-example alarm turns a hang
+into a failure.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -47,9 +52,20 @@ SEEDS: list[bytes] = [
     ]
 ]
 TEXTS = [print_module(read_bytecode(seed)) for seed in SEEDS]
-FUZZ = settings(
-    max_examples=200, derandomize=True, deadline=2000, suppress_health_check=[HealthCheck.too_slow], database=None
+EXAMPLES = int(os.environ.get("TILE_FUZZ_EXAMPLES", "200"))
+SEED = int(os.environ.get("TILE_FUZZ_SEED", "0"))
+_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    derandomize=SEED == 0,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
 )
+
+
+def FUZZ(test: Callable[..., None]) -> Callable[..., None]:  # noqa: N802 - used as a settings object was
+    """The fuzz settings, and the seed when ``TILE_FUZZ_SEED`` names one."""
+    return _SETTINGS(hypothesis_seed(SEED)(test) if SEED else test)
 
 
 @contextmanager
@@ -68,13 +84,17 @@ def _no_hang(seconds: float = 5.0) -> Iterator[None]:
 
 def _read(data: bytes) -> None:
     """Read `data`: it decodes, or fails with a BytecodeError whose offset lies inside the input (any other
-    exception, a hang, or an error pointing past the input fails the test)."""
+    exception, a hang, or an error pointing past the input fails the test). What decodes is verified (a list of
+    problems, never an exception) and, when it verifies, printed to text that parses back to the same text."""
     with _no_hang():
         try:
-            read_bytecode(data)
+            module = read_bytecode(data)
         except BytecodeError as err:
             offset, message = err.offset, str(err)
         else:
+            if not verify_problems(module, read_version(data)):
+                text = print_module(module)
+                assert print_module(parse_module(text)) == text
             return
     assert 0 <= offset <= len(data), f"{message} points outside the {len(data)}-byte input"
 

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tile.ir import Builder, FloatAttr, IntegerAttr, Value, f32, i32, tile
+from tile.ir import Builder, FloatAttr, IntegerAttr, RoundingMode, Value, f32, i32, tile
 
 # helpers_ir_* modules live beside the tests; --import-mode=importlib does not put this folder on sys.path
 sys.path.insert(0, str(Path(__file__).parent))
@@ -196,6 +196,42 @@ def test_reduce_sum_fast_and_generic_paths(dtype: Any, dim: int) -> None:
     np.testing.assert_allclose(got.astype(np.float64), x.astype(np.float64).sum(axis=dim), rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("propagate", [None, False, True])
+def test_max_reduce_skips_nan_unless_told_to_propagate_it(propagate: bool | None) -> None:
+    """``maxf`` without ``propagate_nan`` (absent means false) returns the largest number, like ``np.fmax``; with it,
+    NaN. (The mutant making ``_ufunc_of``'s fallback for an absent flag true is equivalent: the op catalog's default
+    is read first.)"""
+    x = np.array([[1.0, np.nan, 3.0, 2.0], [np.nan, np.nan, 0.5, -1.0]], np.float32)
+    flag = {} if propagate is None else {"propagate_nan": propagate}
+
+    def build(b: Builder, t: list[Value]) -> Value:
+        with b.reduce([t[0]], 1, [FloatAttr.of(f32, float("-inf"))]) as red:
+            elem, acc = red.args
+            b.yield_([b.maxf(elem, acc, **flag)])
+        return red.results[0]
+
+    got = run_ops(build, [x], np.zeros(2, np.float32))
+    if propagate:
+        assert np.isnan(got).all()
+    else:
+        assert got.tolist() == [3.0, 0.5]
+
+
+def test_a_generic_reduce_over_a_dim_of_one_returns_the_values() -> None:
+    """A body numpy has no ufunc for (round toward zero) takes the generic pairwise path; a dim of length 1 has
+    nothing to combine. Mutant killed (scripts/mutation.py): ``size == 0`` into ``size == 1`` in ``_tree`` (the
+    identity returned instead of the values)."""
+    x = np.array([[1.5], [-2.25], [7.0], [0.125]], np.float32)
+
+    def build(b: Builder, t: list[Value]) -> Value:
+        with b.reduce([t[0]], 1, [FloatAttr.of(f32, 0.0)]) as red:
+            elem, acc = red.args
+            b.yield_([b.addf(elem, acc, rounding_mode=RoundingMode.ZERO)])
+        return red.results[0]
+
+    assert run_ops(build, [x], np.zeros(4, np.float32)).tolist() == [1.5, -2.25, 7.0, 0.125]
+
+
 def test_two_operand_reduce_computes_argmax() -> None:
     x = np.array([3.0, 9.0, -1.0, 9.0, 4.0, 0.0, 2.0, 8.0], np.float32)
 
@@ -267,3 +303,18 @@ def test_i1_bytes_load_as_booleans() -> None:
     flags = raw.view(np.bool_)
     got = run_ops(lambda b, t: b.exti(t[0], signedness="unsigned", result_type=tile((4,), i32)), [flags], out)
     assert got.tolist() == [0, 1, 1, 1]
+
+
+def test_conversions_round_as_asked_and_wide_shifts_reach_the_top_bit() -> None:
+    """Mutants killed (scripts/mutation.py): ``nearest_away`` rounding half toward zero (``+ 0.5`` into ``- 0.5``),
+    an f64 source rounded to f32 before the requested rounding (``src.name == "f64"`` into ``!=``: two roundings),
+    and an unsigned right shift by bits - 1 capped at bits - 2."""
+    halves = np.array([2.5, -2.5, 0.5, -0.5, 1.4, -1.6, 3.5, 0.0], np.float32)
+    away = unary("ftoi", halves, np.int32, signedness="signed", rounding_mode="nearest_away")
+    assert away.tolist() == [3, -3, 1, -1, 1, -2, 4, 0]
+    just_above = np.array([1 + 2.0**-24 + 2.0**-40, -(1 + 2.0**-24 + 2.0**-40)], np.float64)
+    assert unary("ftof", just_above, np.float32, rounding_mode="zero").tolist() == [1.0, -1.0]
+    top = np.array([-128, -1] * 4, np.int8)
+    assert binary("shri", top, np.full(8, 7, np.int8), signedness="unsigned").tolist() == [1, 1] * 4
+    # a logical shift by the width or more leaves nothing, also of a set top bit (``n >= bits`` into ``>``)
+    assert binary("shri", top, np.array([8, 9] * 4, np.int8), signedness="unsigned").tolist() == [0, 0] * 4

@@ -355,3 +355,14 @@ def test_dense_constants_of_packed_types_decode_to_their_values(element: str, va
     assert np.signbit(got).tolist() == np.signbit(np.array(values, np.float64)).tolist()
     splat = ir.DenseElementsAttr.from_values(tile((4,), getattr(ir, element)), [values[0]] * 4)
     assert np.asarray(decode_dense(splat)).astype(np.float64).tolist() == [float(values[0])] * 4
+
+
+@pytest.mark.parametrize(("byte", "value"), [(b"\xff", True), (b"\x00", False)])
+def test_a_one_byte_i1_splat_fills_a_tile_of_any_size(byte: bytes, value: bool) -> None:
+    """An i1 constant stored as one byte of all ones (or all zeros) is a splat, as in MLIR, also for more than
+    8 elements. Mutant killed (scripts/mutation.py): the all-ones byte 0xFF read as 256 (only 0x00 a splat)."""
+    from tile import ir
+    from tile.ir.interp._shape import decode_dense
+
+    attr = ir.DenseElementsAttr(tile((16,), ir.i1), byte)
+    assert np.asarray(decode_dense(attr)).tolist() == [value] * 16

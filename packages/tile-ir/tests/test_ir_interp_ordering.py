@@ -175,6 +175,19 @@ def test_a_lock_of_tl_blk_atomics_races_between_blocks() -> None:
     assert pickle.loads(pickle.dumps(err)).hint == err.hint
 
 
+def test_one_tl_blk_atomic_against_a_device_atomic_races_with_the_hint() -> None:
+    """A tl_blk atomic is atomic only within its block, even when the other block's atomic has device scope; the
+    hint names the fix. Mutant killed (scripts/mutation.py): the hint given only when both accesses are tl_blk."""
+    k = K(1)
+    k.when(0, lambda: k.rmw(0, AtomicRMWMode.ADD, 1, None, Ordering.RELAXED, scope=TL_BLK))
+    k.when(1, lambda: k.rmw(0, AtomicRMWMode.ADD, 1, None, Ordering.RELAXED, scope=DEVICE))
+    with pytest.raises(interp.DataRaceError) as info:
+        _launch(k.module(), 2, np.zeros(1, np.int32))
+    assert (info.value.first[2], info.value.second[2]) == ("atomic", "atomic")
+    assert info.value.hint is not None
+    assert "memory_scope device" in info.value.hint
+
+
 def test_one_block_may_use_a_tl_blk_lock() -> None:
     lock, data = np.zeros(1, np.int32), np.zeros(1, np.int32)
     _launch(_locked_increment(Ordering.ACQUIRE, Ordering.RELEASE, TL_BLK), 1, lock, data)

@@ -174,11 +174,15 @@ def test_atomics_from_every_block_do_not_race() -> None:
 
 
 def test_a_plain_store_against_other_blocks_atomics_races() -> None:
+    """Device-scope atomics are atomic between blocks, so the tl_blk hint has nothing to say here. Mutant killed
+    (scripts/mutation.py): a site counted as block-local when it is strong at any scope (``and`` into ``or``)."""
     counter = np.zeros(1, np.float32)
     with pytest.raises(interp.DataRaceError) as info:
         interp.launch(_counter_kernel(True), 3, _args(counter))
     kinds = {info.value.first[2], info.value.second[2]}
     assert kinds == {"write", "atomic"}
+    assert info.value.hint is None
+    assert "tl_blk" not in str(info.value)
 
 
 def test_each_block_writing_its_own_tile_of_a_2d_grid_is_silent() -> None:
@@ -209,6 +213,47 @@ def test_race_report_uses_the_name_the_array_was_mapped_with() -> None:
     with pytest.raises(interp.DataRaceError) as info:
         interp.launch(_store_at(lambda b, bx: b.constant(1, I32)), 2, _args(x, z), memory)
     assert info.value.element == "out[4]"
+
+
+def _add_across_two() -> Module:
+    """One acq_rel atomic add into two arrays: lanes 0..3 add 1 to element 4*b + lane of `a` (each block its own),
+    lanes 4..7 to element lane - 4 of `c` (every block the same four)."""
+    fn, b, _, (pa, pc) = _kernel("span", 2)
+    lanes = b.iota(result_type=tile((8,), i32))
+    bx, _, _ = b.get_tile_block_id()
+    four = b.constant(4, tile((8,), i32))
+    base = b.broadcast(
+        b.reshape(b.muli(bx, b.constant(4, I32)), result_type=tile((1,), i32)), result_type=tile((8,), i32)
+    )
+    in_a = b.offset(
+        b.broadcast(b.reshape(pa, result_type=tile((1,), ptr(f32))), result_type=tile((8,), ptr(f32))),
+        b.addi(lanes, base),
+    )
+    in_c = b.offset(
+        b.broadcast(b.reshape(pc, result_type=tile((1,), ptr(f32))), result_type=tile((8,), ptr(f32))),
+        b.subi(lanes, four),
+    )
+    first = b.cmpi(lanes, four, comparison_predicate="less_than", signedness="signed")
+    b.atomic_rmw_tko(
+        b.select(first, in_a, in_c),
+        b.constant(1.0, tile((8,), f32)),
+        mode=AtomicRMWMode.ADDF,
+        memory_ordering_semantics=MemoryOrdering.ACQ_REL,
+        memory_scope=MemoryScope.DEVICE,
+        loc=STORE_LOC,
+    )
+    b.return_()
+    return Module([fn])
+
+
+def test_one_atomic_spanning_two_arrays_orders_each() -> None:
+    """The happens-before tables of an acquire/release atomic are kept per array, so one access is split by the
+    array each address falls in. Mutant killed (scripts/mutation.py): ``searchsorted(...) - 1`` into ``+ 1`` in
+    ``_hb._by_region`` (addresses charged to the wrong array)."""
+    a, c = np.zeros(8, np.float32), np.zeros(4, np.float32)
+    interp.launch(_add_across_two(), 2, _args(a, c))
+    assert a.tolist() == [1.0] * 8
+    assert c.tolist() == [2.0] * 4
 
 
 def _in_place_double(chained: bool) -> Module:

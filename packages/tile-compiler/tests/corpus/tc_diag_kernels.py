@@ -267,6 +267,11 @@ def group_on_rank1(z: Mut[Tensor[f32, "B"]]):
         z.store(tile.zeros((B,), f32), at=idx)
 
 
+def group_of_zero(z: Mut[Tensor[f32, ("B", "B")]]):
+    for idx in z.tiles(group=0):  # <-
+        z.store(tile.zeros((B, B), f32), at=idx)
+
+
 def tile_index_escapes(z: Mut[Tensor[f32, ("B", "B")]]):
     keep = 0
     for idx in z.tiles():

@@ -165,3 +165,8 @@ def k_loop_huge_step(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
 
 def huge_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.store(tile.zeros((1099511627776,), f32))
+
+
+def copies_by_walk(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
+    for idx in z.tiles():
+        z.store(x.partition((B, B)).load((idx[0], idx[1])), at=idx)
