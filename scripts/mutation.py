@@ -63,9 +63,12 @@ IR_TESTS, COMPILER_TESTS = "packages/tile-ir/tests", "packages/tile-compiler/tes
 FRONTEND_TESTS, CORE_TESTS = "packages/tile-frontend/tests", "packages/tile-core/tests"
 TARGETS: dict[str, Target] = {
     "interp-ops": Target(
-        tuple(f"packages/tile-ir/src/tile/ir/interp/{m}.py" for m in ("_arith", "_shape", "_convert", "_reduce")),
+        tuple(
+            f"packages/tile-ir/src/tile/ir/interp/{m}.py" for m in ("_arith", "_fused", "_shape", "_convert", "_reduce")
+        ),
         (
             f"{IR_TESTS}/test_ir_interp_ops.py",
+            f"{IR_TESTS}/test_ir_interp_fused.py",
             f"{IR_TESTS}/test_ir_interp_ops_checked.py",
             f"{IR_TESTS}/test_ir_interp_kernels.py",
             f"{IR_TESTS}/test_ir_interp_properties.py",

@@ -39,6 +39,40 @@ F32_HARD = (np.float32(2.0**-24 * (1 + 2.0**-23)), np.float32(1 - 2.0**-23), np.
 F64_HARD = (2.0**-53 * (1 + 2.0**-52), 1 - 2.0**-52, 1 + 2.0**-52)
 
 
+# The other direction: a * b + c just *above* a midpoint whose lower neighbour is even (products of 24-bit and 53-bit
+# integers found by search: 14303618 * 9839293 = 2**47 + 106746, 7408072323745623 * 5475759068560661 = 2**105 + r,
+# r < 2**52). One rounding to float64 lands on the midpoint and ties-to-even then goes down.
+F32_UP = (np.float32(14303618 * 2.0**-24), np.float32(9839293 * 2.0**-47), np.float32(1.0))
+F64_UP = (7408072323745623 * 2.0**-52, 5475759068560661 * 2.0**-106, 1.0)
+
+
+def test_f32_hard_case_above_the_midpoint_rounds_up() -> None:
+    """Kills mutants of the round-to-odd step's direction (``err > 0``) and parity test (``& 1``)."""
+    a, b, c = (np.array([x], np.float64) for x in F32_UP)
+    assert np.float32(fma_odd(a, b, c)[0]) == np.float32(1 + 2.0**-23)
+    assert np.float32(a[0] * b[0] + c[0]) == np.float32(1.0)
+
+
+def test_f64_hard_case_above_the_midpoint_rounds_up() -> None:
+    a, b, c = (np.array([x]) for x in F64_UP)
+    assert fma_f64(a, b, c)[0] == 1 + 2.0**-52
+    assert a[0] * b[0] + c[0] == 1.0
+
+
+def test_out_of_range_operands_fall_back_to_the_plain_sum() -> None:
+    """Where the error terms are not exact (the splitter overflows, the product is subnormal) the result is numpy's
+    ``a * b + c``, finite where that is: never the NaN an overflowed split would give."""
+    a = np.array([2.0**1000, 2.0**-600, 3.0, 2.0**996])
+    b = np.array([2.0**-990, 2.0**-500, 2.0**1023, 1.5])
+    c = np.array([1.0, 2.0**-1074, 1.0, -(2.0**996)])
+    got = fma_f64(a, b, c)
+    assert np.isfinite(got[[0, 1, 3]]).all()
+    assert got[0] == 2.0**10 + 1
+    assert got[1] == 2.0**-1074
+    assert got[2] == np.inf
+    assert got[3] == 2.0**995
+
+
 def test_f32_hard_case_rounds_once() -> None:
     """Kills a mutant (or a revert) computing ``a * b + c`` in float64 and rounding twice: that gives 1 + 2**-22."""
     a, b, c = (np.array([x], np.float64) for x in F32_HARD)
