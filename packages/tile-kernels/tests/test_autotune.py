@@ -13,6 +13,7 @@ import pytest
 
 import tile.frontend as tile
 import tile.kernels as tk
+from tile import aio
 from tile.compiler import CompileError
 from tile.frontend import ArgumentError
 from tile.kernels import _gemm, autotune
@@ -48,6 +49,25 @@ def test_the_fastest_config_wins_and_ties_go_to_the_first_listed(tmp_path: Path)
     assert gpu.ran == CONFIGS  # every candidate timed once, in order
     gpu2 = FakeGPU({16: 3.0, 32: 2.0, 64: 1.0, 128: 2.0})
     assert _tuner(None, gpu2).choose(KEY, CONFIGS, CONFIGS[0], gpu2.run) == CONFIGS[2]
+
+
+def test_inside_a_chain_function_the_default_is_used_and_nothing_is_remembered(tmp_path: Path) -> None:
+    """A ``.then()`` function that makes a launch with an untuned key must not tune: timing blocks on the device the
+    chain is running on (ExecutionLockError; on 2 GPUs a tensor-parallel rank whose row-parallel projections have no
+    residual hit it). The default is used there and the key is tuned by the next call outside a chain."""
+    gpu = FakeGPU({16: 3.0, 32: 1.0, 64: 2.0, 128: 2.0})
+    tuner = _tuner(tmp_path, gpu)
+    seen: list[Config] = []
+
+    def step(out: Any) -> Any:
+        seen.append(tuner.choose(KEY, CONFIGS, CONFIGS[3], gpu.run))
+        return aio.value(out)
+
+    aio.value(0).then(step).sync()
+    assert seen == [CONFIGS[3]]
+    assert (gpu.timed, tuner.remembered()) == (0, {})
+    assert tuner.choose(KEY, CONFIGS, CONFIGS[3], gpu.run) == CONFIGS[1]  # outside the chain: tuned now
+    assert gpu.timed == 4
 
 
 def test_a_record_is_reused_in_memory_and_by_a_new_process(tmp_path: Path) -> None:

@@ -64,6 +64,7 @@ from tile.aio._errors import (
 )
 from tile.aio._graph import Graph, capture
 from tile.aio._host import HostStream
+from tile.aio._lock import held as executing
 from tile.aio._op import DeviceOp, Scheduled
 from tile.aio._policy import (
     RoundRobin,
@@ -113,6 +114,7 @@ __all__ = [
     "default_policy",
     "device",
     "empty",
+    "executing",
     "free",
     "host_call",
     "launch",

@@ -24,7 +24,9 @@ _state = _State()
 
 
 def held() -> bool:
-    """Return True while this thread is executing an op or host work."""
+    """Return True while this thread is executing an op or host work (inside a then/map/with_context function or a
+    host call), where a blocking call such as ``.sync()`` raises `ExecutionLockError`. Public as
+    ``tile.aio.executing()``: a library that would block (an autotuner timing configs) checks it first."""
     return _state.held
 
 

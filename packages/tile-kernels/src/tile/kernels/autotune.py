@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import tile.frontend as tile
+from tile import aio
 from tile.compiler import CompileError, TileirasError
 from tile.frontend import ArgumentError
 from tile.kernels import _knobs
@@ -206,6 +207,11 @@ class Autotuner:
         text = json.dumps(dict(key), sort_keys=True, default=str)
         with self._lock:
             found = self._memory.get(text) or self._load(text, candidates)
+            if found is None and aio.executing():
+                # Inside a chain's function (a .then() step building the next launch): tuning would block on the
+                # device the chain is running on (ExecutionLockError). Use the default now, remember nothing, so a
+                # call outside a chain still tunes this key.
+                return default
             if found is None:
                 found = self._tune(text, candidates, default, run, interleave)
             self._memory[text] = found

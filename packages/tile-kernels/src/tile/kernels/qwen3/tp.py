@@ -198,6 +198,18 @@ class TPQwen3(Qwen3):
         per_layer = sum(int(np.prod(s)) for n, s in loc.weight_shapes().items() if n.startswith("model.layers.0."))
         return 2 * (c.num_hidden_layers * per_layer + (c.vocab_size // self.world + 1) * c.hidden_size)
 
+    def tune(self, n: int) -> None:
+        """The one-GPU tuning, plus what only the other ranks run: the row-parallel projections without the residual
+        (rank 0 adds it), a matmul key of its own."""
+        first = tile.backend() == "gpu" and n not in self._tuned
+        super().tune(n)
+        if first and self.rank != 0:
+            import tile.kernels as tk
+
+            c, layer = self.config, self.layers[0]
+            tk.matmul(tile.zeros(tile.bf16, [n, c.q_size]), layer.wo.T)
+            tk.matmul(tile.zeros(tile.bf16, [n, c.intermediate_size]), layer.wd.T)
+
     def residual_steps(self, name: str, w: Tensor) -> list[Step]:
         """The row-parallel projection: a partial sum on every rank (rank 0 adds the residual), then the all-reduce."""
         dist = self._dist
