@@ -1,25 +1,23 @@
-# ruff: noqa: N802 - the simulator mirrors the CUDA driver's function names (cuInit, cuMemFreeAsync, ...)
 """tile.core's GPU code paths run end to end against a simulated driver (no GPU needed).
 
-The simulator stands in for ``cuda.bindings.driver`` (and for the ``cuda.core`` entry points tile.core uses:
-``ObjectCode`` and ``Stream.from_handle``). Device memory is host memory, so copies, fills and the vec_add kernel
-(launched through ``cuLaunchKernel``, its parameters read back from the ``kernelParams`` array) really move bytes;
-every driver call is logged, so tests can assert what the real driver would see: each allocation freed exactly
-once, frees ordered after recorded uses, nothing freed on a capturing stream.
-Work executes immediately, so the log order is the stream order. The same behaviour is checked on the H100 by the
-``gpu``-marked tests; this tier catches logic errors before a GPU is involved.
+The simulator (``tile.core.testing``) stands in for ``cuda.bindings.driver`` (and for the ``cuda.core`` entry
+points tile.core uses: ``ObjectCode`` and ``Stream.from_handle``). Device memory is host memory, so copies, fills
+and the vec_add kernel (launched through ``cuLaunchKernel``, its parameters read back from the ``kernelParams``
+array) really move bytes; every driver call is logged, so tests can assert what the real driver would see: each
+allocation freed exactly once, frees ordered after recorded uses, nothing freed on a capturing stream.
+Work executes immediately here (the simulator's default mode), so the log order is the stream order; its
+asynchronous mode runs tile.aio's and tile.frontend's ordering tests (test_aio_core_sim.py,
+test_frontend_core_sim.py). The same behaviour is checked on the H100 by the ``gpu``-marked tests; this tier
+catches logic errors before a GPU is involved.
 """
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import itertools
-import struct
 import threading
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,326 +25,17 @@ from cuda.bindings import driver as real
 
 import tile.bindings as tb
 import tile.core as tc
-from tile.bindings import _driver
-from tile.core import _buffer, _stream
+from tile.core import _stream
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
 
 OK = real.CUresult.CUDA_SUCCESS
-SIGNATURE = ("ptr", "i32", "i32") * 3
-
-
-class SimDriver:
-    """A one-GPU (sm_90) driver whose device memory is host memory and whose streams run work immediately."""
-
-    CU_MEMHOSTALLOC_PORTABLE = real.CU_MEMHOSTALLOC_PORTABLE
-
-    def __init__(self, devices: int = 1) -> None:
-        self.devices = devices
-        self.stream_devices: dict[int, int] = {}
-        self.log: list[tuple[Any, ...]] = []
-        self.recorded_at: dict[int, int] = {}  # event -> its position in the log (a clock: 0.5 ms per entry)
-        self.device_mem: dict[int, np.ndarray] = {}
-        self.host_mem: dict[int, np.ndarray] = {}
-        self.capturing: set[int] = set()
-        self.priorities: dict[int, int] = {}
-        self.ids = itertools.count(0x100)
-        self.current = threading.local()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("cu") and name[2:3].isupper():
-            raise AttributeError(f"the simulator does not implement {name}")
-        return getattr(real, name)  # enums, handle types, structs
-
-    # device and context
-    def cuInit(self, flags: int) -> tuple[Any]:
-        return (OK,)
-
-    def cuDriverGetVersion(self) -> tuple[Any, int]:
-        return OK, 13000
-
-    def cuDeviceGetCount(self) -> tuple[Any, int]:
-        return OK, self.devices
-
-    def cuDeviceGet(self, ordinal: int) -> tuple[Any, Any]:
-        return OK, real.CUdevice(ordinal)
-
-    def cuDeviceGetAttribute(self, attr: Any, dev: Any) -> tuple[Any, int]:
-        values = {
-            "COMPUTE_CAPABILITY_MAJOR": 9,
-            "COMPUTE_CAPABILITY_MINOR": 0,
-            "MULTIPROCESSOR_COUNT": 132,
-            "L2_CACHE_SIZE": 50 << 20,
-        }
-        return OK, values[attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_")]
-
-    def cuDeviceGetName(self, size: int, dev: Any) -> tuple[Any, bytes]:
-        return OK, b"Simulated H100".ljust(size, b"\0")
-
-    def cuDeviceTotalMem(self, dev: Any) -> tuple[Any, int]:
-        return OK, 80 << 30
-
-    def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple[Any, Any]:
-        return OK, real.CUcontext(0xC0 + int(dev))
-
-    def cuCtxGetCurrent(self) -> tuple[Any, Any]:
-        return OK, real.CUcontext(getattr(self.current, "ctx", 0))
-
-    def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any]:
-        self.current.ctx = int(ctx)
-        self.log.append(("set_current", threading.get_ident()))
-        return (OK,)
-
-    def cuCtxGetStreamPriorityRange(self) -> tuple[Any, int, int]:
-        return OK, 0, -5
-
-    def cuCtxSynchronize(self) -> tuple[Any]:
-        return (OK,)
-
-    def cuMemGetInfo(self) -> tuple[Any, int, int]:
-        used = sum(a.nbytes for a in self.device_mem.values())
-        return OK, (80 << 30) - used, 80 << 30
-
-    def cuGetErrorString(self, code: Any) -> tuple[Any, bytes]:
-        return OK, b"simulated failure"
-
-    # memory
-    def cuMemPoolCreate(self, props: Any) -> tuple[Any, Any]:
-        assert 0 <= props.location.id < self.devices
-        return OK, real.CUmemoryPool(next(self.ids))
-
-    def cuMemPoolSetAttribute(self, pool: Any, attr: Any, value: Any) -> tuple[Any]:
-        self.log.append(("pool_set", attr.name, int(value)))
-        return (OK,)
-
-    def cuMemPoolGetAttribute(self, pool: Any, attr: Any) -> tuple[Any, Any]:
-        return OK, real.cuuint64_t(sum(a.nbytes for a in self.device_mem.values()))
-
-    def cuMemAllocFromPoolAsync(self, size: int, pool: Any, stream: Any) -> tuple[Any, Any]:
-        if self.capturing and self.mode() != real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED:
-            return real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, None  # what the H100 answers
-        array = np.zeros(size, np.uint8)
-        self.device_mem[array.ctypes.data] = array
-        self.log.append(("alloc", array.ctypes.data, int(stream)))
-        return OK, real.CUdeviceptr(array.ctypes.data)
-
-    def cuMemFreeAsync(self, ptr: Any, stream: Any) -> tuple[Any]:
-        if int(ptr) not in self.device_mem:
-            return (real.CUresult.CUDA_ERROR_INVALID_VALUE,)
-        del self.device_mem[int(ptr)]
-        self.log.append(("free", int(ptr), int(stream)))
-        return (OK,)
-
-    def cuMemHostAlloc(self, size: int, flags: int) -> tuple[Any, int]:
-        array = np.zeros(size, np.uint8)
-        self.host_mem[array.ctypes.data] = array
-        return OK, array.ctypes.data
-
-    def cuMemFreeHost(self, ptr: int) -> tuple[Any]:
-        del self.host_mem[ptr]
-        self.log.append(("free_host", ptr))
-        return (OK,)
-
-    def device_range(self, ptr: int, nbytes: int) -> None:
-        """Every device access must lie inside one live allocation (else the real GPU would fault)."""
-        for base, array in self.device_mem.items():
-            if base <= ptr and ptr + nbytes <= base + array.nbytes:
-                return
-        raise AssertionError(f"device access [{ptr:#x}, +{nbytes}) outside every live allocation")
-
-    def _copy(self, dst: Any, src: Any, n: int, stream: Any, kind: str) -> tuple[Any]:
-        if kind in ("HtoD", "DtoD", "Peer"):
-            self.device_range(int(dst), n)
-        if kind in ("DtoH", "DtoD", "Peer"):
-            self.device_range(int(src), n)
-        ctypes.memmove(int(dst), int(src), n)
-        self.log.append(("copy", kind, int(dst), int(src), n, int(stream)))
-        return (OK,)
-
-    def cuMemcpyHtoDAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
-        return self._copy(dst, src, n, stream, "HtoD")
-
-    def cuMemcpyDtoHAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
-        return self._copy(dst, src, n, stream, "DtoH")
-
-    def cuMemcpyAsync(self, dst: Any, src: Any, n: int, stream: Any) -> tuple[Any]:
-        return self._copy(dst, src, n, stream, "DtoD")
-
-    # peers: every pair of simulated devices can map each other
-    peer_capable = True
-
-    def cuDeviceCanAccessPeer(self, dev: Any, peer: Any) -> tuple[Any, int]:
-        return OK, int(self.peer_capable and int(dev) != int(peer))
-
-    def cuCtxEnablePeerAccess(self, peer_ctx: Any, flags: int) -> tuple[Any]:
-        self.log.append(("peer_access", int(peer_ctx)))
-        return (OK,)
-
-    def cuMemPoolSetAccess(self, pool: Any, descs: Any, count: int) -> tuple[Any]:
-        self.log.append(("pool_access", int(pool), [d.location.id for d in descs]))
-        return (OK,)
-
-    def cuMemcpyPeerAsync(  # noqa: PLR0917  # the driver API's positional signature
-        self, dst: Any, dst_ctx: Any, src: Any, src_ctx: Any, n: int, stream: Any
-    ) -> tuple[Any]:
-        return self._copy(dst, src, n, stream, "Peer")
-
-    def _memset(self, ptr: Any, value: int, count: int, stream: Any, dtype: Any) -> tuple[Any]:
-        size = np.dtype(dtype).itemsize
-        self.device_range(int(ptr), count * size)
-        np.ctypeslib.as_array((ctypes.c_uint8 * (count * size)).from_address(int(ptr))).view(dtype)[:] = value
-        self.log.append(("memset", size, int(ptr), count, int(stream)))
-        return (OK,)
-
-    def cuMemsetD8Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
-        return self._memset(ptr, value, count, stream, np.uint8)
-
-    def cuMemsetD16Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
-        return self._memset(ptr, value, count, stream, np.uint16)
-
-    def cuMemsetD32Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
-        return self._memset(ptr, value, count, stream, np.uint32)
-
-    # streams and events
-    def cuStreamCreateWithPriority(self, flags: int, priority: int) -> tuple[Any, Any]:
-        assert flags == int(real.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        handle = next(self.ids)
-        self.priorities[handle] = priority
-        self.stream_devices[handle] = getattr(self.current, "ctx", 0xC0) - 0xC0
-        return OK, real.CUstream(handle)
-
-    def cuStreamDestroy(self, stream: Any) -> tuple[Any]:
-        self.log.append(("stream_destroy", int(stream)))
-        return (OK,)
-
-    def cuStreamSynchronize(self, stream: Any) -> tuple[Any]:
-        relaxed = self.mode() == real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-        if int(stream) in self.capturing or (self.capturing and not relaxed):
-            return (real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)  # what the H100 answers
-        self.log.append(("sync", int(stream)))
-        return (OK,)
-
-    def cuStreamQuery(self, stream: Any) -> tuple[Any]:
-        return (OK,)
-
-    def cuStreamGetPriority(self, stream: Any) -> tuple[Any, int]:
-        return OK, self.priorities.get(int(stream), 0)
-
-    def cuStreamGetDevice(self, stream: Any) -> tuple[Any, Any]:
-        return OK, real.CUdevice(self.stream_devices.get(int(stream), 0))
-
-    def cuStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> tuple[Any]:
-        self.log.append(("wait", int(stream), int(event)))
-        return (OK,)
-
-    def cuStreamIsCapturing(self, stream: Any) -> tuple[Any, Any]:
-        status = "ACTIVE" if int(stream) in self.capturing else "NONE"
-        return OK, getattr(real.CUstreamCaptureStatus, f"CU_STREAM_CAPTURE_STATUS_{status}")
-
-    def cuEventCreate(self, flags: int) -> tuple[Any, Any]:
-        return OK, real.CUevent(next(self.ids))
-
-    def cuEventRecord(self, event: Any, stream: Any) -> tuple[Any]:
-        self.log.append(("record", int(event), int(stream)))
-        self.recorded_at[int(event)] = len(self.log)
-        return (OK,)
-
-    def cuEventQuery(self, event: Any) -> tuple[Any]:
-        return (OK,)
-
-    def cuEventSynchronize(self, event: Any) -> tuple[Any]:
-        if self.capturing and self.mode() != real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED:
-            return (real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)  # what the H200 answers
-        self.log.append(("event_sync", int(event)))
-        return (OK,)
-
-    def mode(self) -> Any:
-        """This thread's capture interaction mode (global until exchanged, as in the driver)."""
-        return getattr(self.current, "mode", real.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
-
-    def cuThreadExchangeStreamCaptureMode(self, mode: Any) -> tuple[Any, Any]:
-        previous, self.current.mode = self.mode(), mode
-        return OK, previous
-
-    def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[Any, float]:
-        return OK, 0.5 * (self.recorded_at[int(end)] - self.recorded_at[int(start)])
-
-    def cuEventDestroy(self, event: Any) -> tuple[Any]:
-        return (OK,)
-
-    def cuLaunchKernel(  # noqa: PLR0917  # the driver's positional signature
-        self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shmem: int, stream: Any, params: int, _: Any
-    ) -> tuple[Any]:
-        """vec_add(x, nx, sx, y, ny, sy, z, nz, sz): each block adds 128 elements (its kernel handle is checked)."""
-        assert int(f) == SimKernel.handle
-        cells = (ctypes.c_void_p * 9).from_address(params)
-        read = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32] * 3
-        x, _, _, y, _, _, z, nz, _ = (kind.from_address(cell).value for kind, cell in zip(read, cells, strict=True))
-        n = min(nz, gx * 128)
-        views = []
-        for ptr in (x, y, z):
-            self.device_range(ptr, 4 * n)
-            views.append(np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr)))
-        views[2][:] = views[0] + views[1]
-        self.log.append(("launch", int(stream), (gx, gy, gz)))
-        return (OK,)
-
-    def kinds(self, kind: str) -> list[tuple[Any, ...]]:
-        return [entry for entry in self.log if entry[0] == kind]
-
-
-class SimKernel:
-    handle = 0x4B00  # the CUkernel the launches name
-    arguments_info: ClassVar[list[Any]] = [SimpleNamespace(offset=o, size=s) for o, s in tc.param_layout(SIGNATURE)]
-    attributes = SimpleNamespace(
-        num_regs=24, max_threads_per_block=1024, shared_size_bytes=0, local_size_bytes=0, const_size_bytes=0
-    )
-
-
-def make_core_fakes(sim: SimDriver) -> dict[str, Any]:
-    """``cuda.core`` stand-ins: a cubin with one kernel, and stream views."""
-
-    class ObjectCode:
-        @staticmethod
-        def from_cubin(image: bytes, name: str = "") -> Any:
-            def get_kernel(kernel_name: str) -> SimKernel:
-                if kernel_name != "vec_add":
-                    raise RuntimeError("CUDA_ERROR_NOT_FOUND: named symbol not found")
-                return SimKernel()
-
-            return SimpleNamespace(get_kernel=get_kernel)
-
-    class Stream:
-        @staticmethod
-        def from_handle(handle: int) -> Any:
-            return SimpleNamespace(handle=handle)
-
-    return {"ObjectCode": ObjectCode, "Stream": Stream}
-
-
-def sm90_cubin() -> bytes:
-    """A CUDA ELF header (ABI 8, sm_90): all the arch check reads."""
-    header = bytearray(64)
-    header[:4], header[4], header[5], header[8] = b"\x7fELF", 2, 1, 8
-    struct.pack_into("<H", header, 18, 190)
-    struct.pack_into("<I", header, 48, 90 << 8)
-    return bytes(header)
+SIGNATURE = VEC_ADD_SIGNATURE
 
 
 @pytest.fixture
-def sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimDriver]:
-    import cuda.core
-
-    driver = SimDriver()
-    monkeypatch.setattr(_driver._state, "module", driver)
-    monkeypatch.setattr(_driver._state, "failure", None)
-    monkeypatch.setattr(tc.Device, "_instances", {})
-    monkeypatch.setattr(_buffer, "_deferred", [])
-    for name, fake in make_core_fakes(driver).items():
-        monkeypatch.setattr(cuda.core, name, fake)
-    yield driver
-    # Devices and their default streams form cycles; collect them (and every buffer or stream a test dropped)
-    # now, while the simulator is installed, so no finalizer ever hands a simulated handle to a real driver.
-    tc.Device._instances.clear()
-    gc.collect()
+def sim() -> Iterator[SimDriver]:
+    with simulated() as driver:
+        yield driver
 
 
 @pytest.fixture
