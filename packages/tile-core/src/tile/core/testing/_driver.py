@@ -76,7 +76,7 @@ def vec_add_body(
     return [(x, 4 * n), (y, 4 * n), (z, 4 * n)], run
 
 
-_READERS = {"ptr": ctypes.c_uint64, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float}
+_READERS: dict[str, Any] = {"ptr": ctypes.c_uint64, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float}
 
 
 class SimDriver(SimStreams):
@@ -324,7 +324,7 @@ class SimDriver(SimStreams):
         values = tuple(
             _READERS[kind].from_address(cell).value for kind, cell in zip(kernel.signature, cells, strict=True)
         )
-        ranges, body = kernel.body(values, (gx, gy, gz))  # type: ignore[arg-type]  # ctypes values are ints
+        ranges, body = kernel.body(values, (gx, gy, gz))
         st = int(stream)
 
         def run() -> None:
