@@ -121,7 +121,11 @@ TARGETS: dict[str, Target] = {
     ),
     "frees": Target(
         ("packages/tile-core/src/tile/core/_buffer.py",),
-        (f"{CORE_TESTS}/test_core_simulated.py", f"{CORE_TESTS}/test_core_misuse.py"),
+        (
+            f"{CORE_TESTS}/test_core_simulated.py",
+            f"{CORE_TESTS}/test_core_misuse.py",
+            "packages/tile-async/tests/test_aio_core_sim.py",
+        ),
     ),
 }
 

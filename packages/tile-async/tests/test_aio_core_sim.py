@@ -9,6 +9,7 @@ test was seen to catch is noted in it. The same behaviour is checked on the H100
 
 from __future__ import annotations
 
+import ctypes
 import gc
 from collections.abc import Iterator
 from typing import Any
@@ -153,3 +154,24 @@ def test_aio_free_on_another_context_waits_for_that_contexts_work(sim: SimDriver
     aio.free(bx).then(lambda _: run_home_first).sync_on(ctx)
     assert sim.bugs == [], sim.bugs
     np.testing.assert_array_equal(bz.to_numpy(np.float32), 2 * x)
+
+
+def test_host_work_on_a_cuda_context_runs_when_its_stream_reaches_it(sim: SimDriver, vec_add: tc.Function) -> None:
+    """A host callback (``cuLaunchHostFunc``) queued after a kernel sees the kernel's output, and runs only when
+    the stream gets there. Mutant killed: ``CudaContext.enqueue`` running ``fn`` at once on the host instead of
+    through the driver (it then reads zeros)."""
+    ctx = context()
+    x = np.arange(N, dtype=np.float32)
+    bx, bz = on(ctx, x), on(ctx, np.zeros(N, np.float32))
+    sim.eagerness = 0.0
+    seen: list[float] = []
+    op = add(vec_add, bz, bx, bx).then(
+        lambda _: aio.host_call(lambda: seen.append(float(np.ctypeslib.as_array(_floats(bz.ptr)).sum())))
+    )
+    op.sync_on(ctx)
+    assert seen == [float(2 * x.sum())]
+    assert sim.kinds("host_func") == [("host_func", ctx.stream.handle)]
+
+
+def _floats(ptr: int) -> Any:
+    return (ctypes.c_float * N).from_address(ptr)
