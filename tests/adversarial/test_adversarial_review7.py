@@ -1,0 +1,85 @@
+"""Review 7: attacks on the safe API by a second adversarial review (tuple parameters, the compiled launch path's
+steps, tile.kernels, tile.distributed). Each test names the hole in its docstring, failed before its fix, and asserts
+the typed error or the right result. They run on the CPU interpreter, on both launch paths (``TILE_PURE_PYTHON=1``
+and the compiled extension, when built).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_adversarial import load_path  # a sibling helper module
+
+from tile.frontend import f32
+
+GROUP_KERNELS = Path(__file__).resolve().parents[2] / "packages/tile-frontend/tests/kernels/group_kernels.py"
+
+
+@pytest.fixture(autouse=True)
+def _cpu() -> None:
+    tile.set_backend("cpu")
+
+
+@pytest.fixture
+def gk() -> ModuleType:
+    return load_path("adversarial_group_kernels", GROUP_KERNELS)
+
+
+def _vector(value: float) -> tile.Tensor:
+    return tile.from_numpy(np.full(16, value, np.float32))
+
+
+class _Claims(list[Any]):
+    """A list whose ``__len__`` lies (its elements come from list's own iterator)."""
+
+    def __init__(self, items: list[Any], claimed: int) -> None:
+        super().__init__(items)
+        self.claimed = claimed
+
+    def __len__(self) -> int:
+        return self.claimed
+
+
+def test_a_tuple_argument_is_read_once(gk: ModuleType) -> None:
+    """Hole: a tuple argument was read twice, ``len()`` for the specialization and iteration for the arguments, so a
+    list whose ``__len__`` disagrees with its elements (or one another thread mutates mid-call) was compiled for one
+    length and flattened as another: the call was refused with a wrong arity ("takes 3 arguments but 4 were given"),
+    and two such lists that cancel out compiled a kernel for lengths no argument had, regrouping the caller's handles
+    into the wrong tuples. Now each container is read once and the call sees what it iterates."""
+    z = tile.zeros(f32, [16]).partition((16,))
+    xs = _Claims([_vector(1.0), _vector(2.0), _vector(3.0)], claimed=2)
+    z, got = gk.sum_all(z, xs).sync()
+    assert len(got) == 3  # the three elements it holds, not the two it claims
+    assert z.unpartition().to_numpy().tolist() == [6.0] * 16
+
+
+def test_two_lying_tuples_regroup_as_passed(gk: ModuleType) -> None:
+    """Hole (the same class): ``outs`` claiming 1 element while holding 2, ``xs`` claiming 3 while holding 2, add up
+    to the right number of flat arguments, so the launch was built for lengths (1, 3): the second output partition
+    was checked against ``xs[0]`` (refused with a message about an argument the caller never passed that way)."""
+    outs = _Claims([tile.zeros(f32, [16]).partition((16,)) for _ in range(2)], claimed=1)
+    xs = _Claims([_vector(1.0), _vector(2.0)], claimed=3)
+    got_outs, got_xs, _ = gk.grouped_scale(outs, xs, 2.0).sync()
+    assert (len(got_outs), len(got_xs)) == (2, 2)
+    assert [p.unpartition().to_numpy()[0] for p in got_outs] == [2.0, 4.0]
+
+
+def test_a_refused_lying_tuple_leaves_handles_usable(gk: ModuleType) -> None:
+    """The refusal side: a container that is not a tuple or list is refused before anything is read from it, and the
+    tensors the caller passed in a bad call stay usable."""
+    x = _vector(1.0)
+    z = tile.zeros(f32, [16]).partition((16,))
+    with pytest.raises(tile.ArgumentError, match=r"is a tuple of tensors, got set: pass a tuple or list"):
+        gk.sum_all(z, {x})
+    z, got = gk.sum_all(z, [x]).sync()
+    assert z.unpartition().to_numpy().tolist() == [1.0] * 16
+    assert got[0].to_numpy().tolist() == [1.0] * 16
