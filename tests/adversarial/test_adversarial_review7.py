@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
+from tile import aio
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_adversarial import load_path  # a sibling helper module
@@ -83,3 +84,26 @@ def test_a_refused_lying_tuple_leaves_handles_usable(gk: ModuleType) -> None:
     z, got = gk.sum_all(z, [x]).sync()
     assert z.unpartition().to_numpy().tolist() == [1.0] * 16
     assert got[0].to_numpy().tolist() == [1.0] * 16
+
+
+# -- graph I/O: a refused write ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [(["a"] * 16, "could not convert"), ([[1.0], [1.0, 2.0]], "inhomogeneous"), ([object()] * 16, "float")],
+    ids=["strings", "ragged", "objects"],
+)
+def test_graph_write_refuses_bad_data_with_a_typed_error(data: object, why: str) -> None:
+    """Hole: ``tile.graph_write(graph, x, data)`` with data numpy cannot convert (strings, ragged lists, objects)
+    raised numpy's bare ``ValueError``/``TypeError``, which ``except tile.TileError`` does not catch and which says
+    nothing of what to pass. Now an ``ArgumentError`` naming the dtype and shape wanted; ``x`` is not moved."""
+    k = load_path("adversarial_handle_kernels", Path(__file__).parent / "kernels" / "handle_kernels.py")
+    stream = aio.HostStream()
+    x, y = tile.ones(f32, [16]), tile.ones(f32, [16])
+    with k.add(tile.zeros(f32, [16]).partition((16,)), x[()], y[()]).graph(stream) as graph:
+        with pytest.raises(tile.ArgumentError, match=rf"cannot be converted to f32 values: .*{why}.*shape \[16\]"):
+            tile.graph_write(graph, x, data)
+        x = tile.graph_write(graph, x, np.full(16, 2.0, np.float32)).sync_on(graph.context)  # x was not moved
+        graph.launch().sync_on(stream)
+    assert x.to_numpy().tolist() == [2.0] * 16
