@@ -107,3 +107,31 @@ def test_graph_write_refuses_bad_data_with_a_typed_error(data: object, why: str)
         x = tile.graph_write(graph, x, np.full(16, 2.0, np.float32)).sync_on(graph.context)  # x was not moved
         graph.launch().sync_on(stream)
     assert x.to_numpy().tolist() == [2.0] * 16
+
+
+# -- tile.kernels.qwen3: the model's public state ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("graphed", [False, True], ids=["forward", "decode-graph"])
+@pytest.mark.parametrize("length", [-3, 2.0], ids=["negative", "float"])
+def test_a_bad_model_length_is_refused_before_the_caches_move(graphed: bool, length: object) -> None:
+    """Hole: ``Qwen3.length`` is public and only its upper bound was checked. ``model.length = -3`` ran the step: the
+    RoPE kernel indexed its tables at -3 (caught in the kernel, a KernelAssertionError on the interpreter, a trap
+    that ends the CUDA context on the GPU), and the failed chain released the KV caches it had moved in, so every
+    later ``forward`` (or ``DecodeGraph.step``, whose input tensor was lost with it) raised MovedError: the model was
+    unusable for good. Now the step is refused before anything moves, and the model works once the length is sane."""
+    from tile.kernels.qwen3 import TINY, DecodeGraph, Qwen3, random_weights
+
+    model = Qwen3(TINY, random_weights(TINY, seed=1), max_seq=8)
+    model.forward([1, 2])
+    graph = DecodeGraph(model) if graphed else None
+    model.length = length  # type: ignore[assignment]  # the bad state under test
+    with pytest.raises(tile.ArgumentError, match=r"length is .*an int from 0 to 8\); call reset\(\)"):
+        graph.step(1) if graph is not None else model.forward([1])
+    model.length = 2
+    logits = graph.step(3) if graph is not None else model.forward([3])
+    assert logits.shape == (TINY.vocab_size,)
+    assert np.isfinite(logits).all()
+    if graph is not None:
+        graph.close()
+    assert model.length == 3
