@@ -135,3 +135,26 @@ def test_a_bad_model_length_is_refused_before_the_caches_move(graphed: bool, len
     if graph is not None:
         graph.close()
     assert model.length == 3
+
+
+# -- tile.kernels: counts that are not integers --------------------------------------------------------------------
+
+
+def test_kernels_counts_must_be_integers() -> None:
+    """Hole: ``tk.top_k(x, 1.5)`` failed with a bare ``AttributeError`` ('float' object has no attribute
+    'bit_length'), and ``tk.decode_attention(..., splits=2.5)`` or ``splits=True`` ran with the float or bool taken
+    as a split count. A count, a ``top_k`` or a seed is now an integer or an ``ArgumentError`` naming it."""
+    import tile.kernels as tk
+    from tile.frontend import f16
+
+    x = tile.ones(f32, [2, 8])
+    with pytest.raises(tile.ArgumentError, match=r"top_k: k must be an integer, got float 1\.5"):
+        tk.top_k(x, 1.5)  # type: ignore[arg-type]  # the bad input under test
+    with pytest.raises(tile.ArgumentError, match=r"sample: top_k must be an integer, got float 2\.0"):
+        tk.sample(x, 1.0, top_k=2.0)  # type: ignore[arg-type]  # the bad input under test
+    q, kc, vc = tile.ones(f16, [1, 2, 16]), tile.ones(f16, [1, 2, 8, 16]), tile.ones(f16, [1, 2, 8, 16])
+    for bad in (2.5, True):
+        with pytest.raises(tile.ArgumentError, match=r"decode_attention: splits must be an integer, got"):
+            tk.decode_attention(q, kc, vc, [8], splits=bad)  # type: ignore[arg-type]  # the bad input under test
+    assert [t.shape for t in tk.top_k(x, np.int64(2))] == [(2, 2), (2, 2)]  # numpy integers are integers
+    assert tk.decode_attention(q, kc, vc, [8], splits=2).shape == (1, 2, 16)
