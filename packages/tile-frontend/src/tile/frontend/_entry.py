@@ -35,7 +35,7 @@ from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _accel, _backend, _knobs, _ownership
 from tile.frontend._errors import ArgumentError, FrozenError, GridError, refuse_subclass
-from tile.frontend._groups import GroupedLaunch, Lengths, flat_params, flatten, lengths_of
+from tile.frontend._groups import GroupedLaunch, Lengths, flat_params, flatten, lengths_of, snapshot
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
 from tile.frontend._shared import HANDLES, tensor_of
@@ -172,6 +172,7 @@ class Kernel:
             raise ArgumentError(
                 f"{self.__name__}({names}) takes {len(self.params)} arguments but {len(args)} were given"
             )
+        args = snapshot(self.params, args)  # each container read once: lengths and elements agree
         lengths = lengths_of(self.__name__, self.params, args)
         key = (lengths, self._grid)
         flat = self._flat.get(key)

@@ -67,7 +67,7 @@ def graph_write(graph: Graph[Any], dst: Tensor, data: object) -> DeviceOp[Tensor
     ClosedError
         ``graph`` was closed (checked before ``dst`` is moved).
     ArgumentError
-        ``dst`` is not contiguous or ``data`` has another shape.
+        ``dst`` is not contiguous, or ``data`` has another shape or is not numbers (nothing is moved).
     """
     site = user_site()
     _require_graph("graph_write", graph)
@@ -75,7 +75,13 @@ def graph_write(graph: Graph[Any], dst: Tensor, data: object) -> DeviceOp[Tensor
         raise ClosedError("graph_write: this graph", "capture the op again")
     if not isinstance(dst, Tensor):
         raise ArgumentError(f"graph_write: dst is a {type(dst).__name__}; pass the tensor the graph's launches read")
-    values = np.ascontiguousarray(np.asarray(data), dtype=numpy_dtype(dst.dtype))
+    try:  # numpy's own conversion errors become the typed one (a user __array__'s error is the user's)
+        values = np.ascontiguousarray(np.asarray(data), dtype=numpy_dtype(dst.dtype))
+    except (ValueError, TypeError, OverflowError) as error:
+        raise ArgumentError(
+            f"graph_write: data ({type(data).__name__}) cannot be converted to {dst.dtype.name} values: {error}; pass "
+            f"numbers, a list of numbers or a numpy array of shape {list(dst.shape)}"
+        ) from None
     if values.shape != dst.shape:
         raise ArgumentError(
             f"graph_write: data has shape {list(values.shape)}, {dst._describe()} has {list(dst.shape)}"

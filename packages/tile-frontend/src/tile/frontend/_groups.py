@@ -9,7 +9,8 @@ The tuple's length is part of the specialization (a compile-time ``len(name)`` i
 arguments back grouped as they came, each tuple argument as a tuple.
 
 Invariant: flattening reads only the argument containers (it touches no handle), so a rejected call leaves every
-handle usable.
+handle usable. Each container is read once (`snapshot`): a list whose ``__len__`` disagrees with its ``__iter__``, or
+one another thread mutates, cannot give the lengths one answer and the flattened arguments another.
 """
 
 from __future__ import annotations
@@ -23,10 +24,20 @@ from tile.frontend._errors import ArgumentError
 from tile.frontend._launch import Launch
 from tile.frontend._signature import Param
 
-__all__ = ["GroupedLaunch", "Lengths", "flat_params", "flatten", "lengths_of", "regroup"]
+__all__ = ["GroupedLaunch", "Lengths", "flat_params", "flatten", "lengths_of", "regroup", "snapshot"]
 
 Lengths = tuple[int | None, ...]
 """Per parameter: the length of its tuple argument, or None for a parameter that is not a tuple."""
+
+
+def snapshot(params: Sequence[Param], args: Sequence[Any]) -> tuple[Any, ...]:
+    """``args`` with each tuple parameter's argument read once into a tuple (other arguments as they are), so that
+    `lengths_of` and `flatten` see the same elements; a container that is not a tuple or list is left for
+    `lengths_of` to refuse."""
+    return tuple(
+        tuple(a) if p.kind == "tuple" and isinstance(a, (tuple, list)) else a
+        for p, a in zip(params, args, strict=False)
+    ) + tuple(args[len(params) :])
 
 
 def lengths_of(kernel: str, params: Sequence[Param], args: Sequence[Any]) -> Lengths:

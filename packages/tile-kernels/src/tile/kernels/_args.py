@@ -25,6 +25,7 @@ __all__ = [
     "dtype_of",
     "ensure_rank",
     "first_output",
+    "integer",
     "next_pow2",
     "operand",
     "output",
@@ -123,6 +124,14 @@ def real(value: object, name: str, op: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ArgumentError(f"{op}: {name} must be a real number, got {type(value).__name__} {value!r}")
     return float(value)
+
+
+def integer(value: object, name: str, op: str) -> int:
+    """``value`` as an int: a Python or numpy integer (not a bool), else `ArgumentError` naming ``name`` (a count, an
+    index or a seed; a float such as ``2.5`` is refused, never truncated)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{op}: {name} must be an integer, got {type(value).__name__} {value!r}")
+    return int(value)
 
 
 def next_pow2(n: int) -> int:

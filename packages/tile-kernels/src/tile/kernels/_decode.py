@@ -237,6 +237,7 @@ def _splits(tiles: int, blocks: int, asked: int | None, op: str) -> int:
     `decode_one` runs without partials or a combine.
     """
     if asked is not None:
+        asked = _args.integer(asked, "splits", op)
         if asked < 1:
             raise ArgumentError(f"{op}: splits must be >= 1, got {asked}")
         return min(asked, tiles)

@@ -257,6 +257,7 @@ def top_k(x: object, k: int) -> tuple[Tensor, Tensor]:
     (ties: lower index first); ``((R, k)`` values of x's dtype, ``(R, k)`` i32 indices). Each row costs ``k`` passes
     over it, so this is for small ``k`` (at most `MAX_TOP_K`)."""
     op = "top_k"
+    k = _args.integer(k, "k", op)
     t = _rows_in(x, op, False)
     rows, n = t.shape
     if not 1 <= k <= min(n, MAX_TOP_K):
@@ -285,6 +286,8 @@ def sample_op(x: object, temperature: float, top_k: int = 0, seed: int = 0) -> O
 
 
 def _sample(op: str, x: object, temperature: float, top_k: int, seed: int, *, borrow: bool) -> Op:
+    temperature = _args.real(temperature, "temperature", op)
+    top_k, seed = _args.integer(top_k, "top_k", op), _args.integer(seed, "seed", op)
     if not temperature >= 0 or not math.isfinite(temperature) or top_k < 0:
         raise ArgumentError(f"{op}: temperature ({temperature}) must be finite and >= 0, top_k ({top_k}) >= 0")
     t = _rows_in(x, op, not borrow)

@@ -146,6 +146,13 @@ class Qwen3:
         return logits if all_logits else logits[-1]
 
     def _check_room(self, n: int) -> None:
+        # `length` is a public attribute: a value the kernels would index the RoPE tables and the cache with out of
+        # range (a negative one) is refused here, before the caches are moved into a chain that would fail mid-way.
+        if type(self.length) is not int or not 0 <= self.length <= self.max_seq:
+            raise ArgumentError(
+                f"Qwen3: length is {self.length!r}, but it counts the cached tokens (an int from 0 to {self.max_seq}); "
+                "call reset() to start a new sequence"
+            )
         if self.length + n > self.max_seq:
             raise ArgumentError(
                 f"Qwen3.forward: {self.length} cached + {n} new tokens exceed the cache of {self.max_seq} positions; "
