@@ -4,6 +4,8 @@ numpy's semantics, DLPack in both directions, and the dual host/kernel creation 
 from __future__ import annotations
 
 import gc
+import re
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -196,3 +198,19 @@ def test_a_lent_tensor_shows_its_consumers_then_that_it_was_reclaimed() -> None:
     tensor = lent.reclaim()
     assert repr(lent) == "Lent(f32, [8], cpu, reclaimed)"
     assert tensor.shape == (8,)
+
+
+@pytest.mark.parametrize(
+    ("make", "where"),
+    [
+        (lambda: tile.from_numpy("abc", dtype=tile.f32), "a f32 tensor"),
+        (lambda: tile.from_numpy([[1, 2], [3]]), "from_numpy()"),
+        (lambda: tile.full(tile.f32, [2], "x"), "full()"),
+        (lambda: tile.arange("a", "b"), "arange()"),
+    ],
+)
+def test_values_numpy_cannot_convert_are_an_argument_error(make: Callable[[], object], where: str) -> None:
+    """Strings, ragged lists and objects raised numpy's bare ValueError / TypeError (outside TileError, saying
+    nothing of what to pass); found by review 7 for graph_write, the same conversion as here."""
+    with pytest.raises(tile.ArgumentError, match=rf"{re.escape(where)}: the values cannot be converted .* numeric"):
+        make()

@@ -69,9 +69,19 @@ def _target(device: object) -> Hashable:
     return resolve(device)
 
 
+def _numpy(what: str, make: Callable[[], Any]) -> np.ndarray[Any, Any]:
+    """``make()``, numpy's conversion of user values, with its ValueError / TypeError / OverflowError (a string, a
+    ragged list, an object, a value out of the dtype's range) as an `ArgumentError` saying what to pass."""
+    try:
+        return np.asarray(make())
+    except (ValueError, TypeError, OverflowError) as error:
+        message = f"{what}: the values cannot be converted ({error}); pass numbers or a numeric array"
+        raise ArgumentError(message) from None
+
+
 def _store(array: np.ndarray[Any, Any], dtype: DType, device: object) -> Tensor:
     """Copy a host array into a new owned tensor of ``dtype`` on ``device``."""
-    array = np.asarray(array, dtype=numpy_dtype(dtype))
+    array = _numpy(f"a {dtype.name} tensor", lambda: np.asarray(array, dtype=numpy_dtype(dtype)))
     if not array.flags.c_contiguous:  # (np.ascontiguousarray would also turn a 0-d array into shape (1,))
         array = np.ascontiguousarray(array)
     where = _target(device)
@@ -150,7 +160,7 @@ def _full(a: object, b: object = None, value: object = None, *, dtype: object = 
     if fill is None:
         raise ArgumentError("full() needs a fill value: full(f32, shape, value)")
     _nbytes(dt, shape)
-    return _store(np.full(shape, fill, numpy_dtype(dt)), dt, device)
+    return _store(_numpy("full()", lambda: np.full(shape, fill, numpy_dtype(dt))), dt, device)
 
 
 @_allocating
@@ -174,7 +184,7 @@ def _arange(*args: Any, dtype: object = None, device: object = None) -> Tensor:
         dtype, args = args[0], args[1:]
     if not 1 <= len(args) <= 3:
         raise ArgumentError("arange takes [dtype,] stop, or start, stop[, step]")
-    values = np.arange(*args)
+    values = _numpy("arange()", lambda: np.arange(*args))
     dt = as_dtype(dtype) if dtype is not None else (i64 if values.dtype.kind in "iu" else f32)
     return _store(values, dt, device)
 
@@ -183,14 +193,14 @@ def _arange(*args: Any, dtype: object = None, device: object = None) -> Tensor:
 def linspace(start: float, stop: float, num: int, *, dtype: object = None, device: object = None) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (default dtype f32)."""
     dt = as_dtype(dtype) if dtype is not None else f32
-    return _store(np.linspace(start, stop, num), dt, device)
+    return _store(_numpy("linspace()", lambda: np.linspace(start, stop, num)), dt, device)
 
 
 @_allocating
 def eye(n: int, m: int | None = None, *, dtype: object = None, device: object = None) -> Tensor:
     """The ``n x m`` identity matrix (default dtype f32)."""
     dt = as_dtype(dtype) if dtype is not None else f32
-    return _store(np.eye(n, m), dt, device)
+    return _store(_numpy("eye()", lambda: np.eye(n, m)), dt, device)
 
 
 @_allocating
@@ -210,7 +220,7 @@ def randn(a: object, b: object = None, *, dtype: object = None, device: object =
 @_allocating
 def from_numpy(array: Any, *, dtype: object = None, device: object = None) -> Tensor:
     """A new tensor holding a copy of ``array`` (converted to ``dtype`` when given)."""
-    arr = np.asarray(array)
+    arr = _numpy("from_numpy()", lambda: np.asarray(array))
     dt = as_dtype(dtype) if dtype is not None else dtype_of(arr.dtype)
     return _store(arr, dt, device)
 
