@@ -3,6 +3,8 @@ output unpartitioned in flight and passed on), match the waiting forms bit for b
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Any
 
 import ml_dtypes
@@ -80,3 +82,14 @@ def test_op_forms_refuse_bad_arguments() -> None:
         tk.matmul_op(tile.zeros(bf16, [2, 8]), tile.zeros(bf16, [4, 8]))
     with pytest.raises(ArgumentError, match="matmul_op: the result \\[0, 8\\] is empty"):
         tk.matmul_op(tile.zeros(bf16, [0, 8]), tile.zeros(bf16, [8, 8]))
+
+
+def test_a_library_call_s_errors_name_the_callers_line() -> None:
+    """Messages name the user's line, not tile.kernels' or contextlib's: ``out=`` is partitioned inside an
+    ``ExitStack`` in tile.kernels, and the site of that move used to read ``contextlib.py:517``."""
+    x, w, o = tile.ones(tile.f32, [4, 8]), tile.ones(tile.f32, [8]), tile.zeros(tile.f32, [4, 8])
+    op = tk.rmsnorm_op(x, w, out=o)
+    line = sys._getframe().f_lineno - 1
+    with pytest.raises(tile.MovedError, match=rf"moved into .* at {re.escape(__file__)}:{line};"):
+        o.to_numpy()
+    op.sync()

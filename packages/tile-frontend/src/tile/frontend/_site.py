@@ -1,19 +1,32 @@
 """Where user code called into tile.frontend: the ``file:line`` that ownership errors name.
 
-Invariant: the reported frame is the innermost one outside this package (and outside tile.aio, whose
-combinators call back into it), so messages point at the user's launch or partition line however deep the call.
+Invariant: the reported frame is the innermost one outside Tile's packages (every ``tile`` package directory:
+tile.frontend, tile.aio, whose combinators call back into it, and the libraries on top such as tile.kernels) and
+outside ``contextlib`` (whose context managers, ``tile.partitioned`` in an ``ExitStack``, exit for the caller), so
+messages point at the user's launch or partition line however deep the call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
+import tile
 import tile.aio
 
 __all__ = ["OURS", "user_site"]
 
-OURS = (str(Path(__file__).resolve().parent), str(Path(tile.aio.__file__ or ".").resolve().parent))
+OURS = tuple(
+    dict.fromkeys(
+        [
+            str(Path(__file__).resolve().parent),
+            str(Path(tile.aio.__file__ or ".").resolve().parent),
+            *(str(Path(p).resolve()) + "/" for p in tile.__path__),  # every installed tile package (namespace dirs)
+            str(Path(contextlib.__file__ or ".").resolve()),
+        ]
+    )
+)
 
 
 def user_site() -> str:
