@@ -31,16 +31,18 @@ _LAUNCHES = 4  # launches per tuning sample, waited for once
 Op = DeviceOp[tuple[Any, ...]]
 
 
-def _heads(t: Tensor, name: str, op: str, rank4: str) -> Tensor:
-    """A rank-4 ``(B, H, S, D)`` tensor as ``(B * H, S, D)``; rank 3 is taken as already flattened."""
+def heads3(t: Tensor, name: str, op: str, heads: str = "H") -> Tensor:
+    """A rank-4 ``(B, H, S, D)`` tensor as ``(B * H, S, D)``; rank 3 is taken as already flattened. ``heads`` names
+    the head dim in messages (``"Hkv"`` for KV caches)."""
     if t.ndim == 3:
         return t
+    flat = f"(B * {heads}, S, D)"
     if t.ndim != 4:
-        raise ArgumentError(f"{op}: {name} must be {rank4} (or flattened to 3 dimensions), got shape {list(t.shape)}")
+        raise ArgumentError(f"{op}: {name} must be (B, {heads}, S, D) or {flat}, got shape {list(t.shape)}")
     if t.in_flight or not t.is_contiguous:
         raise ArgumentError(
             f"{op}: {name} of shape {list(t.shape)} is {'in flight' if t.in_flight else 'a strided view'}; pass a "
-            "contiguous tensor (.contiguous() in torch, .copy() in Tile) or its (B * H, S, D) form"
+            f"contiguous tensor (.contiguous() in torch, .copy() in Tile) or its {flat} form"
         )
     b, h, s, d = t.shape
     return t.reshape(b * h, s, d)
@@ -146,8 +148,7 @@ def _prefill(
     scale: float | None,
     config: autotune.Config | None,
 ) -> Op | None:
-    rank4 = "(B, H, S, D)"
-    q3, k3, v3 = _heads(q, "q", op, rank4), _heads(k, "k", op, rank4), _heads(v, "v", op, rank4)
+    q3, k3, v3 = heads3(q, "q", op), heads3(k, "k", op), heads3(v, "v", op)
     if q.ndim == 4 and k.ndim == 4 and (q.shape[0] != k.shape[0]):
         raise ArgumentError(f"{op}: q has batch {q.shape[0]} but k has {k.shape[0]}")
     d = _check_common(q3, k3, v3, op)

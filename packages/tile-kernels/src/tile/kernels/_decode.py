@@ -21,7 +21,7 @@ import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Partition, Tensor, f32, i32
 from tile.kernels import _args
-from tile.kernels._attention import HEAD_DIMS
+from tile.kernels._attention import HEAD_DIMS, heads3
 from tile.kernels._source import kernels
 
 __all__ = ["append_kv", "append_kv_op", "decode_attention", "decode_attention_op"]
@@ -41,20 +41,6 @@ def _target_blocks() -> int:
     from tile import core
 
     return 2 * int(core.Device(0).sm_count)
-
-
-def _cache3(t: Tensor, name: str, op: str) -> Tensor:
-    if t.ndim == 3:
-        return t
-    if t.ndim != 4:
-        raise ArgumentError(f"{op}: {name} must be (B, Hkv, S, D) or (B * Hkv, S, D), got shape {list(t.shape)}")
-    if t.in_flight or not t.is_contiguous:
-        raise ArgumentError(
-            f"{op}: {name} of shape {list(t.shape)} is {'in flight' if t.in_flight else 'a strided view'}; pass a "
-            "contiguous tensor or its (B * Hkv, S, D) form"
-        )
-    b, h, s, d = t.shape
-    return t.reshape(b * h, s, d)
 
 
 def _lengths(
@@ -167,7 +153,8 @@ def _decode(
     plus: int = 0,
 ) -> Op:
     get = _args.operand if inflight else _args.as_input
-    kc, vc = _cache3(get(k_cache, "k_cache", op), "k_cache", op), _cache3(get(v_cache, "v_cache", op), "v_cache", op)
+    kc = heads3(get(k_cache, "k_cache", op), "k_cache", op, "Hkv")
+    vc = heads3(get(v_cache, "v_cache", op), "v_cache", op, "Hkv")
     for t, name in ((x, "q"), (kc, "k_cache"), (vc, "v_cache")):
         _args.check_dtype(t, name, op, _DTYPES)
         if t.dtype != x.dtype:
@@ -322,7 +309,7 @@ def _append(
     k, v = new
     kc, vc = _writable_cache(k_cache, "k_cache", op), _writable_cache(v_cache, "v_cache", op)
     get = _args.operand if inflight else _args.as_input
-    kn, vn = _cache3(get(k, "k", op), "k", op), _cache3(get(v, "v", op), "v", op)
+    kn, vn = heads3(get(k, "k", op), "k", op, "Hkv"), heads3(get(v, "v", op), "v", op, "Hkv")
     if tuple(kc.shape) != tuple(vc.shape) or kc.dtype != vc.dtype:
         raise ArgumentError(f"{op}: k_cache {kc!r} and v_cache {vc!r} differ; they must match")
     bhkv, s, d = kc.shape
