@@ -89,3 +89,32 @@ def act_ref(x: np.ndarray[Any, Any], name: str | None) -> np.ndarray[Any, Any]:
     if name == "gelu_tanh":
         return f64(0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))))
     raise ValueError(name)
+
+
+def lowered_sm90(kernel: Any, spec: Any) -> Any:
+    """The Tile IR module ``kernel`` (a tile.kernels entry) lowers to for ``spec`` on sm_90, without tileiras."""
+    from tile.compiler import Target
+    from tile.compiler._lower import lower
+    from tile.compiler._parse import parse
+    from tile.compiler._resolve import resolve
+    from tile.compiler._typecheck import typecheck
+
+    target = Target("sm_90")
+    return lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
+
+
+def lowered_op_names(kernel: Any, spec: Any) -> set[str]:
+    """The names of every op in `lowered_sm90`'s module (``int_to_ptr`` / ``assert``: an index checked inside)."""
+    return {op.name for fn in lowered_sm90(kernel, spec).functions for op in fn.walk()}
+
+
+def entries(stems: Any) -> dict[tuple[str, str], Any]:
+    """Every ``@tile.entry`` kernel of the given ``.tilepy`` stems, keyed ``(stem, name)``."""
+    from tile.kernels._source import kernels
+
+    return {
+        (stem, name): value
+        for stem in stems
+        for name, value in vars(kernels(stem)).items()
+        if hasattr(value, "unchecked") and hasattr(value, "fn")
+    }

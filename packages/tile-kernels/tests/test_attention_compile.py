@@ -4,16 +4,17 @@ cubin (no GPU needed)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tile.compiler import ArraySpec, Specialization, Target, compile_kernel
-from tile.compiler._lower import lower
-from tile.compiler._parse import parse
-from tile.compiler._resolve import resolve
-from tile.compiler._typecheck import typecheck
+from tile.compiler import ArraySpec, Specialization, compile_kernel
 from tile.kernels._source import kernels
+
+sys.path.insert(0, str(Path(__file__).parent))  # helpers beside the tests (importlib import mode)
+from helpers_kernels import entries, lowered_op_names, lowered_sm90
 
 STEMS = ("_attention_kernels", "_elementwise_kernels")
 Case = tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]
@@ -141,22 +142,14 @@ def _spec(case: str) -> tuple[Any, Specialization]:
 
 
 def test_every_kernel_is_covered_and_none_is_unchecked() -> None:
-    found = {
-        (stem, name): value
-        for stem in STEMS
-        for name, value in vars(kernels(stem)).items()
-        if hasattr(value, "unchecked") and hasattr(value, "fn")
-    }
+    found = entries(STEMS)
     assert {(stem, name) for stem, name, *_ in CASES.values()} == set(found)
     assert [key for key, kernel in found.items() if kernel.unchecked] == []
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_lowers_for_sm_90(case: str) -> None:
-    kernel, spec = _spec(case)
-    target = Target("sm_90")
-    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
-    ops = {op.name for fn in module.functions for op in fn.walk()}
+    ops = lowered_op_names(*_spec(case))
     if case in CHECKED:
         assert ops & {"int_to_ptr", "assert"}, f"{case}: an index read from data is not checked in the kernel"
     if case in PROVEN:
@@ -173,9 +166,7 @@ def test_prefill_key_loops_split_at_the_mask_and_check_nothing(case: str, loops:
     """The prefill's key tiles run in a tight loop without mask code and, where a mask is needed (causal, a partial
     last tile), a second loop with it (as cuTile Python splits its loop); no loop holds an index check, GQA's included
     (its head mapping is checked once per tile, before the loops)."""
-    kernel, spec = _spec(case)
-    target = Target("sm_90")
-    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
+    module = lowered_sm90(*_spec(case))
     found = [loop for fn in module.functions for op in fn.body.ops for loop in _loops(op)]
     assert len(found) == loops
     assert "select" not in found[0][1], "the first key loop masks its scores"

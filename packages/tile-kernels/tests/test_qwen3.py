@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ from tile.kernels.qwen3 import (
     save_checkpoint,
 )
 from tile.kernels.qwen3.__main__ import main
+
+sys.path.insert(0, str(Path(__file__).parent))  # helpers beside the tests (importlib import mode)
+from helpers_kernels import lowered_op_names
 
 U_BF16 = 2.0**-8
 
@@ -270,11 +274,7 @@ def test_runner(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 def _lower_for_sm_90(
     name: str, consts: dict[str, Any], arrays: dict[str, tuple[str, int]], dtypes: Any, stem: str = "_qwen3_kernels"
 ) -> set[str]:
-    from tile.compiler import ArraySpec, Specialization, Target
-    from tile.compiler._lower import lower
-    from tile.compiler._parse import parse
-    from tile.compiler._resolve import resolve
-    from tile.compiler._typecheck import typecheck
+    from tile.compiler import ArraySpec, Specialization
     from tile.kernels._source import kernels
 
     kernel = getattr(kernels(stem), name)
@@ -284,9 +284,7 @@ def _lower_for_sm_90(
         for a, (dt, n) in arrays.items()
     }
     spec = Specialization.make(params=params, consts=consts, dtypes=dtypes, options=kernel.options)
-    target = Target("sm_90")
-    module = lower(typecheck(resolve(parse(kernel.fn)), spec, target), target).module
-    return {op.name for fn in module.functions for op in fn.walk()}
+    return lowered_op_names(kernel, spec)
 
 
 HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
