@@ -67,10 +67,8 @@ def attention_grid(
     # examples/attention.py with one output tile per block (grid (batch*heads, query tiles): heads vary fastest)
     # instead of o.tiles()'s query-tile-fastest walk; which order tileiras and the L2 like better is measured here.
     bh, m, _ = tile.block_id()
-    pk = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")
-    pv = v.partition((1, BN, D), padding="zero")
     qt = q.partition((1, BM, D)).load((bh, m, 0)).reshape((BM, D))
-    out = attend(qt, pk, pv, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
+    out = attend(qt, k, v, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
     o.store(out.astype(f16).reshape((1, BM, D)))
 
 
@@ -89,10 +87,8 @@ def attention_qmajor(
     # (o.permute(1, 0, 2)), so its tile grid is (query tiles, batch*heads) and block (m, bh) stores its own tile.
     # Query tiles run fastest, as in the peer's grid, and the tile index is the block id (docs/compiler/performance.md).
     m, bh, _ = tile.block_id()
-    pk = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")
-    pv = v.partition((1, BN, D), padding="zero")
     qt = q.partition((1, BM, D)).load((bh, m, 0)).reshape((BM, D))
-    out = attend(qt, pk, pv, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
+    out = attend(qt, k, v, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
     o.store(out.astype(f16).reshape((BM, 1, D)))
 
 

@@ -37,12 +37,19 @@ D: int
 
 
 @tile.function
-def step(s: Tile, vt: Tile, acc: Tile, m_i: Tile, l_i: Tile, scale: float) -> tuple[Tile, Tile, Tile]:
-    """One key tile of the online softmax in base 2: ``(acc, m_i, l_i)`` after the scores ``s`` and values ``vt``."""
+def step(
+    s: Tile, pv: PartitionView, bh: Tile, j: int, acc: Tile, m_i: Tile, l_i: Tile, scale: float, BN: int, D: int
+) -> tuple[Tile, Tile, Tile]:
+    """One key tile of the online softmax in base 2: ``(acc, m_i, l_i)`` after the scores ``s`` of key tile ``j``.
+
+    The value tile is loaded after the softmax arithmetic, right before the product that needs it (as cuTile's
+    sample does), so it does not hold registers while the scores are exponentiated.
+    """
     m_ij = tile.maximum(m_i, tile.max(s, axis=1, keepdims=True) * scale)
     p = tile.exp2(s * scale - m_ij, flush_to_zero=True)
     alpha = tile.exp2(m_i - m_ij, flush_to_zero=True)
     l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
+    vt = pv.load((bh, j, 0), latency=4).reshape((BN, D))
     acc = tile.mma(p.astype(f16), vt, acc * alpha)
     return acc, m_ij, l_i
 
@@ -50,8 +57,8 @@ def step(s: Tile, vt: Tile, acc: Tile, m_i: Tile, l_i: Tile, scale: float) -> tu
 @tile.function
 def attend(
     qt: Tile,
-    pk: PartitionView,
-    pv: PartitionView,
+    k: Tensor[f16, (-1, -1, "D")],
+    v: Tensor[f16, (-1, -1, "D")],
     bh: Tile,
     m: Tile,
     n_k: Tile,
@@ -66,7 +73,13 @@ def attend(
 
     The key tiles split in two loops, as cuTile Python's compiler splits its loop at ``j >= mask_start``: tiles
     below ``mask_start`` need no mask (the tight loop), the rest (the causal diagonal, a partial last tile) do.
+    The tight loop reads whole tiles only, so its views need no padding; the masked loop's views pad a partial last
+    key tile with zeros (its scores are masked to -inf anyway).
     """
+    pk = k.partition((1, D, BN), order=(0, 2, 1))  # tiles of K^T: (D, BN), whole tiles only
+    pv = v.partition((1, BN, D))
+    pk_edge = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")
+    pv_edge = v.partition((1, BN, D), padding="zero")
     m_i = tile.full((BM, 1), -math.inf, f32)
     l_i = tile.zeros((BM, 1), f32)
     acc = tile.zeros((BM, D), f32)
@@ -81,11 +94,11 @@ def attend(
     for j in range(unmasked):
         kt = pk.load((bh, 0, j), latency=2).reshape((D, BN))  # K^T straight from memory
         s = tile.mma(qt, kt, tile.zeros((BM, BN), f32))
-        acc, m_i, l_i = step(s, pv.load((bh, j, 0), latency=4).reshape((BN, D)), acc, m_i, l_i, scale)
+        acc, m_i, l_i = step(s, pv, bh, j, acc, m_i, l_i, scale, BN, D)
     if CAUSAL or not EVEN_K:  # a compile-time if: full, even attention has no masked loop
         rows = m * BM + tile.arange(BM).reshape((BM, 1))
         for j in range(tile.maximum(unmasked, 0), end):  # maximum(.., 0): j >= 0, so the loads stay proven
-            kt = pk.load((bh, 0, j), latency=2).reshape((D, BN))
+            kt = pk_edge.load((bh, 0, j), latency=2).reshape((D, BN))
             s = tile.mma(qt, kt, tile.zeros((BM, BN), f32))
             cols = j * BN + tile.arange(BN).reshape((1, BN))
             # Causal over keys that end on a tile edge: a row's own limit is the only one (rows < n_k there).
@@ -96,7 +109,7 @@ def attend(
             else:
                 keep = cols < n_k
             s = tile.where(keep, s, -math.inf)
-            acc, m_i, l_i = step(s, pv.load((bh, j, 0), latency=4).reshape((BN, D)), acc, m_i, l_i, scale)
+            acc, m_i, l_i = step(s, pv_edge, bh, j, acc, m_i, l_i, scale, BN, D)
     return tile.truediv(acc, l_i, rounding="approx", flush_to_zero=True)
 
 
@@ -111,13 +124,11 @@ def attention(
     CAUSAL: Const[bool],
     EVEN_K: Const[bool],
 ) -> None:
-    pk = k.partition((1, D, BN), order=(0, 2, 1), padding="zero")  # tiles of K^T: (D, BN)
-    pv = v.partition((1, BN, D), padding="zero")
     pq = q.partition((1, BM, D))
     for idx in o.tiles():
         bh, m, _ = idx
         qt = pq.load((bh, m, 0)).reshape((BM, D))
-        out = attend(qt, pk, pv, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
+        out = attend(qt, k, v, bh, m, k.shape[1], qk_scale * LOG2E, BM, BN, D, CAUSAL, EVEN_K)
         o.store(out.astype(f16).reshape((1, BM, D)), at=idx)
 
 
