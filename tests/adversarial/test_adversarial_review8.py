@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -102,3 +103,29 @@ def test_one_output_partition_twice_in_a_tuple_is_refused() -> None:
     with pytest.raises(tile.AliasError, match=r"output 'outs\[0\]' and output 'outs\[1\]' overlap in memory"):
         gk.grouped_scale([p, p], [x, x], 2.0)
     assert p.unpartition().to_numpy().tolist() == [0.0] * 16  # the refused call left the partition usable
+
+
+# -- tile.frontend: view extents are integers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("view", "bad"),
+    [
+        (lambda x: x.reshape(2.5, -1), "float 2.5"),
+        (lambda x: x.reshape(4.0, 6), "float 4.0"),
+        (lambda x: x.reshape(True, 24), "bool True"),
+        (lambda x: x.reshape((2, 12.9)), "float 12.9"),
+        (lambda x: x.permute(1.5, 0), "float 1.5"),
+    ],
+    ids=["fraction", "float", "bool", "sequence", "permute"],
+)
+def test_view_extents_and_axes_are_integers(view: Any, bad: str) -> None:
+    """Hole: ``Tensor.reshape`` and ``permute`` ran ``int()`` on their arguments, so ``x.reshape(2.5, -1)`` silently
+    made a ``(2, 12)`` view and ``x.permute(1.5, 0)`` a transpose, where tensor creation (``tile.zeros(f32, [2.5])``)
+    and the kernels' counts refuse a float. Now an extent or an axis is a Python or numpy int (not a bool) or an
+    ArgumentError naming it, and the tensor stays usable."""
+    x = tile.from_numpy(np.arange(24, dtype=np.float32).reshape(4, 6))
+    with pytest.raises(tile.ArgumentError, match=rf"extents and axes are ints; got {bad} in"):
+        view(x)
+    assert x.reshape(np.int64(2), -1).shape == (2, 12)  # numpy ints are ints
+    assert x.permute(np.int32(1), 0).shape == (6, 4)
