@@ -11,8 +11,10 @@ Attempts that turned out already closed (the most important have a test below):
   tuple is accepted (inputs are shared read-only) and both handed back.
 - ``out=``: a numpy array passed as both ``x`` and ``out=`` of `tk.rmsnorm` (BorrowError: the two borrows of one
   foreign memory overlap), a reversed (negative-stride) view as ``out=`` (ArgumentError).
-- embedding ids held in a device tensor (not read on the host by ``embedding_op``): an id past the table or
-  negative traps in the kernel (KernelAssertionError), it never reads other memory.
+- embedding ids held in a device tensor (not read on the host by ``embedding_op``): an i32 id past the table or
+  negative traps in the kernel (KernelFaultError), it never reads other memory (the i64 case was a hole, below).
+- KV-cache appends: the same foreign array as ``k_cache`` and ``v_cache``, or new rows viewing the cache, are
+  refused (the cache cannot be partitioned while another borrow overlaps it); positions are asserted in the kernel.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import pytest
 
 import tile.frontend as tile
 import tile.kernels as tk
-from tile.ir.interp import KernelAssertionError
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_adversarial import load_path  # a sibling helper module
@@ -84,15 +85,22 @@ def test_an_out_borrowing_the_inputs_memory_is_refused_and_leaves_it_intact() ->
     np.testing.assert_array_equal(x, before)
 
 
-@pytest.mark.parametrize("bad", [10, -1])
-def test_a_device_id_outside_the_table_traps_in_the_kernel(bad: int) -> None:
-    """Closed: ``embedding_op`` does not read a device tensor of ids on the host; an id outside the table traps in
-    the kernel (the table's tile index is bounds-checked), it never reads past the table."""
+@pytest.mark.parametrize(
+    ("bad", "dtype"),
+    [(10, np.int32), (-1, np.int32), (2**32 + 1, np.int64), (-(2**32) + 2, np.int64)],
+    ids=["past", "negative", "i64-wraps-to-1", "i64-wraps-to-2"],
+)
+def test_a_device_id_outside_the_table_traps_in_the_kernel(bad: int, dtype: type[np.integer[Any]]) -> None:
+    """Hole: ``embedding_op`` does not read a device tensor of ids on the host (its docstring: "an id outside the table
+    faults in the kernel"), and the kernel cast each id to i32 before the table's bounds check, so an i64 id of
+    ``2**32 + 1`` read row 1 silently (in bounds, but another row than asked, and no fault). Now the kernel checks the
+    id in its own dtype first; ids past the table or negative trapped before and still do."""
     table = tile.from_numpy(np.arange(40, dtype=np.float32).reshape(10, 4))
-    ids = tile.from_numpy(np.array([3, bad], dtype=np.int32))
-    with pytest.raises(KernelAssertionError, match=r"tile index out of range for table\.partition"):
+    ids = tile.from_numpy(np.array([3, bad], dtype=dtype))
+    with pytest.raises(tile.KernelFaultError, match=r"embedding: an id is outside the table"):
         tk.embedding_op(table, ids).sync()
-    assert table.to_numpy()[3].tolist() == [12.0, 13.0, 14.0, 15.0]
+    good = tk.embedding_op(table, tile.from_numpy(np.array([3, 9], dtype=dtype))).sync()
+    assert good[0].unpartition().to_numpy()[:, 0].tolist() == [12.0, 36.0]
 
 
 def test_one_output_partition_twice_in_a_tuple_is_refused() -> None:
