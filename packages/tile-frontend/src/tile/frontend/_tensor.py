@@ -495,7 +495,10 @@ def _checked_span(
 
 
 def _dims(args: Sequence[int | Sequence[int]]) -> list[int]:
-    """Accept ``f(2, 3)`` and ``f((2, 3))``."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        return [int(n) for n in args[0]]
-    return [int(n) for n in args]  # type: ignore[arg-type]  # the branch above took the sequence case
+    """Accept ``f(2, 3)`` and ``f((2, 3))``: Python or numpy ints (not bools: ``reshape(2.5, -1)`` is refused, never
+    truncated to ``reshape(2, 12)``)."""
+    seq: Sequence[object] = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+    for n in seq:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+            raise ArgumentError(f"extents and axes are ints; got {type(n).__name__} {n!r} in {tuple(seq)!r}")
+    return [int(n) for n in seq]  # type: ignore[call-overload]  # each was checked to be an int above

@@ -20,7 +20,7 @@ import numpy as np
 
 import tile.frontend as tile
 import tile.kernels as tk
-from tile.frontend import ArgumentError, Tensor, bf16, f32
+from tile.frontend import ArgumentError, FrozenError, Tensor, bf16, f32
 from tile.kernels import _args
 from tile.kernels.qwen3 import _ops
 from tile.kernels.qwen3._chain import Chain, Step
@@ -61,7 +61,13 @@ class Qwen3:
         Checkpoint tensors by their Hugging Face names (see `weights.load_checkpoint`, `weights.random_weights`).
     max_seq
         Positions the cache holds (prompt plus generated tokens); rounded up to a power of two.
+
+    ``config``, ``max_seq`` and ``block`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
+    tiles were made for them, and the checks that refuse a bad call before the caches move read them. ``length`` is
+    the one state a caller sets (checked against ``max_seq`` on every step).
     """
+
+    _FIXED = frozenset({"config", "max_seq", "block"})
 
     def __init__(self, config: Qwen3Config, weights: dict[str, np.ndarray[Any, Any]], max_seq: int = 1024) -> None:
         missing = [n for n in config.weight_shapes() if n not in weights]
@@ -102,6 +108,22 @@ class Qwen3:
         self.block = min(64, self.max_seq)
         self.graphed = False  # a DecodeGraph holds the caches (see tile.kernels.qwen3.decode)
         self._tuned: set[int] = set()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._FIXED and name in self.__dict__:
+            raise self._frozen(name)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in self._FIXED:
+            raise self._frozen(name)
+        object.__delattr__(self, name)
+
+    def _frozen(self, name: str) -> FrozenError:
+        return FrozenError(
+            f"Qwen3.{name} is read-only: the KV cache, the RoPE tables and the kernels' tiles were made for it, and a "
+            "step would fail mid-way (losing the cache) if it changed; make a new Qwen3(config, weights, max_seq=...)"
+        )
 
     def weight_bytes(self) -> int:
         """Bytes of weights one token reads (every matrix and vector once; a tied embedding counted once)."""
