@@ -78,6 +78,7 @@ TARGETS: dict[str, Target] = {
         (
             f"{IR_TESTS}/test_ir_interp_races.py",
             f"{IR_TESTS}/test_ir_interp_ordering.py",
+            f"{IR_TESTS}/test_ir_interp_race_histories.py",
             f"{FRONTEND_TESTS}/test_frontend_race_detector.py",
         ),
     ),
