@@ -129,7 +129,8 @@ class Pool:
         return Worker(root, copies)
 
     def map(self, work: Callable[[Worker, T], R], items: Iterable[T]) -> Iterator[R]:
-        """`work(worker, item)` for every item, at most one item per worker at a time; results in `items`' order."""
+        """`work(worker, item)` for every item, at most one item per worker at a time; results in `items`' order.
+        Leaving the results early (an exception, Ctrl-C) cancels the items not started yet."""
         free: queue.Queue[Worker] = queue.Queue()
         for worker in self.workers:
             free.put(worker)

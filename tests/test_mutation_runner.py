@@ -81,3 +81,19 @@ def test_a_pool_gives_each_running_item_its_own_copy_and_results_in_order(tmp_pa
     results = list(pool.map(work, range(12)))
     assert [item for item, _ in results] == list(range(12))
     assert {root for _, root in results} == roots  # every worker took a share
+
+
+def test_a_pool_left_early_does_not_run_the_remaining_items(tmp_path: Path) -> None:
+    """An interrupted run (Ctrl-C while printing) must not wait for every queued mutant."""
+    pool = mutation.Pool(tmp_path, 1)
+    ran: list[int] = []
+
+    def work(worker: Any, item: int) -> int:
+        time.sleep(0.01)
+        ran.append(item)
+        return item
+
+    results = pool.map(work, range(50))
+    assert next(results) == 0
+    results.close()  # what an exception in the consumer does
+    assert len(ran) < 5, ran
