@@ -17,10 +17,12 @@ bounded slice on every change while the full run stays one command::
     python scripts/mutation.py --sample 25          # 25 mutants drawn across the targets (seeded)
     python scripts/mutation.py --target interp-ops --list
     python scripts/mutation.py --target access --match _typecheck_memory.py:281:   # the mutants of one line
+    python scripts/mutation.py --target interp-ops --jobs 14   # 14 mutants at once, each in its own copy
 
 Each target's tests run unmutated, then once more under a line tracer (``mutation_trace.py``) that records the tests
 reaching each line; a mutant then runs those tests first (``-x``, most kills end there), and the rest only if it
-survives them. A mutant no test reaches survives without a run.
+survives them. A mutant no test reaches survives without a run. ``mutation_pool.py`` runs them: with ``--jobs N``,
+N at a time, each worker in its own scratch copy; the output and the report keep the mutants' order.
 """
 
 from __future__ import annotations
@@ -28,19 +30,15 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-ROOT = Path(__file__).resolve().parents[1]
-SOURCES = sorted(ROOT.glob("packages/tile-*/src"))
+from mutation_pool import ROOT, Pool, Reach, Worker, copy_of, outcome, trace
 
 
 @dataclass(frozen=True)
@@ -80,6 +78,7 @@ TARGETS: dict[str, Target] = {
         (
             f"{IR_TESTS}/test_ir_interp_races.py",
             f"{IR_TESTS}/test_ir_interp_ordering.py",
+            f"{IR_TESTS}/test_ir_interp_race_histories.py",
             f"{FRONTEND_TESTS}/test_frontend_race_detector.py",
         ),
     ),
@@ -287,107 +286,40 @@ def _mutated_source(mutant: Mutant) -> str:
     return ast.unparse(tree)
 
 
-def _pytest(
-    tests: list[str], sources: list[Path], timeout: float, env: dict[str, str] | None = None, *, first: bool = True
-) -> tuple[int, float]:
-    """Run `tests` with `sources` first on the path, stopping at the `first` failure; return (exit status,
-    seconds); a timeout is status -1."""
-    path = os.pathsep.join(str(s) for s in sources)
-    full_env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
-    command = [sys.executable, "-m", "pytest", *(["-x"] if first else []), "-q", "-p", "no:cacheprovider", *tests]
-    start = time.monotonic()
+def _check(worker: Worker, job: tuple[Mutant, Reach]) -> str:
+    """Write `mutant` into `worker`'s copy, run its tests there, and put the module back."""
+    mutant, reach = job
+    path = copy_of(worker.root, mutant.module)
+    original = path.read_text()
+    path.write_text(_mutated_source(mutant))
     try:
-        done = subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return -1, time.monotonic() - start
-    return done.returncode, time.monotonic() - start
+        first = reach.tests_for(mutant.module, mutant.lines, mutant.in_function)
+        return outcome(list(TARGETS[mutant.target].tests), first, reach.seconds, worker.copies)
+    finally:
+        path.write_text(original)
 
 
-@dataclass
-class _Reach:
-    """One target's unmutated run: its time, and which tests run which lines of its modules."""
-
-    seconds: float
-    hits: dict[str, dict[int, set[str]]]  # module (relative to the root) -> line -> node ids ("": every test)
-
-    def tests_for(self, mutant: Mutant) -> set[str] | None:
-        """The tests that run the mutated code; None when every test may (import-time code)."""
-        lines = self.hits.get(mutant.module, {})
-        found: set[str] = set()
-        for line in mutant.lines:
-            found |= lines.get(line, set())
-        return None if "" in found or not mutant.in_function else found
-
-
-def _trace(name: str, copies: list[Path], scratch: Path) -> _Reach | None:
-    """Run target `name`'s tests unmutated (None when one fails), then again tracing which test reaches which line.
-
-    The traced run's outcome is ignored: a tracer changes what a few tests observe (when the cyclic collector runs,
-    how long a step takes), and a test failing there still records the lines it reached.
-    """
-    target = TARGETS[name]
-    status, seconds = _pytest(list(target.tests), copies, 1800)
-    if status != 0:
-        return None
-    files = {str(_copy_of(scratch, m).resolve()): m for m in target.modules}
-    out = scratch / f"trace-{name}.json"
-    env = {"TILE_MUTATION_TRACE": str(out), "TILE_MUTATION_FILES": os.pathsep.join(files)}
-    _pytest(["-p", "mutation_trace", *target.tests], [*copies, ROOT / "scripts"], 1800, env, first=False)
-    raw = json.loads(out.read_text())
-    hits = {files[f]: {int(line): set(ids) for line, ids in lines.items()} for f, lines in raw.items()}
-    return _Reach(seconds, hits)
-
-
-def _copy_of(scratch: Path, module: str) -> Path:
-    return scratch / Path(module).relative_to("packages")
-
-
-def _outcome(mutant: Mutant, reach: _Reach, copies: list[Path]) -> str:
-    """Run the tests that reach the mutant first (most kills end there), then, if it survived them, the rest."""
-    everything = list(TARGETS[mutant.target].tests)
-    timeout = 60 + 4 * reach.seconds
-    first = reach.tests_for(mutant)
-    if first is not None and not first:
-        return "survived (no test reaches it)"
-    status, _ = _pytest(sorted(first) if first is not None else everything, copies, timeout)
-    if status == 4:  # pytest could not take a node id (a usage error, not a failing test): run them all
-        first, (status, _) = None, _pytest(everything, copies, timeout)
-    if status == 0 and first is not None:
-        # a test that reached the line only at its first call (a cache, a lazily built table) may check it later
-        status, _ = _pytest([*everything, *(f"--deselect={t}" for t in sorted(first))], copies, timeout)
-    if status == -1:
-        return "timeout (killed)"
-    return "survived" if status in (0, 5) else "killed"
-
-
-def run(selected: list[Mutant], report: Path | None) -> int:
-    """Run `selected` mutants; print each outcome and the kill rate; return 0, or 1 when any mutant survived."""
+def run(selected: list[Mutant], report: Path | None, jobs: int = 1) -> int:
+    """Run `selected` mutants, `jobs` at a time; print each outcome (in `selected`'s order) and the kill rate;
+    return 0, or 1 when any mutant survived."""
     scratch = Path(tempfile.mkdtemp(prefix="tile_mutation_"))
     try:
-        copies = []
-        for src in SOURCES:
-            copy = scratch / src.parent.name / "src"
-            shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
-            copies.append(copy)
-        reaches: dict[str, _Reach] = {}
+        pool = Pool(scratch, min(jobs, max(len(selected), 1)))
+        tracer = pool.workers[0]
+        reaches: dict[str, Reach] = {}
         for name in sorted({m.target for m in selected}):
-            reach = _trace(name, copies, scratch)
+            target = TARGETS[name]
+            reach = trace(name, list(target.tests), target.modules, tracer.root, tracer.copies)
             if reach is None:
                 print(f"{name}: the tests fail before any mutation; fix them first")
                 return 2
             reaches[name] = reach
         survivors, results = [], []
-        for n, mutant in enumerate(selected, 1):
-            path = _copy_of(scratch, mutant.module)
-            original = path.read_text()
-            path.write_text(_mutated_source(mutant))
-            try:
-                outcome = _outcome(mutant, reaches[mutant.target], copies)
-            finally:
-                path.write_text(original)
-            print(f"[{n}/{len(selected)}] {outcome:29} {mutant}", flush=True)
-            results.append({**mutant.__dict__, "outcome": outcome})
-            if outcome.startswith("survived"):
+        outcomes = pool.map(_check, [(m, reaches[m.target]) for m in selected])
+        for n, (mutant, result) in enumerate(zip(selected, outcomes, strict=True), 1):
+            print(f"[{n}/{len(selected)}] {result:29} {mutant}", flush=True)
+            results.append({**mutant.__dict__, "outcome": result})
+            if result.startswith("survived"):
                 survivors.append(mutant)
         killed = len(selected) - len(survivors)
         print(f"\nkilled {killed} of {len(selected)} mutants ({100 * killed / max(len(selected), 1):.1f}%)")
@@ -413,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--match", action="append", help="only mutants whose description contains this (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--report", type=Path, help="write every outcome to this JSON file")
+    parser.add_argument("--jobs", type=int, default=1, help="run this many mutants at once (default 1)")
     args = parser.parse_args(argv)
     selected = mutants(args.target or sorted(TARGETS))
     if args.match:
@@ -424,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
             print(mutant)
         print(f"{len(selected)} mutants")
         return 0
-    return run(selected, args.report)
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    return run(selected, args.report, args.jobs)
 
 
 if __name__ == "__main__":
