@@ -37,7 +37,10 @@ def pytest_run(
 ) -> tuple[int, float]:
     """Run `tests` with `sources` first on the path, stopping at the `first` failure; return (exit status,
     seconds); a timeout is status -1."""
-    path = os.pathsep.join(str(s) for s in sources)
+    # The inherited path stays after the sources: a test dependency installed by path (cuTile Python unpacked into a
+    # --target folder on the GPU machine) must stay importable; the scratch copies come first, so they win.
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([*(str(s) for s in sources), *inherited])
     full_env = {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     command = [sys.executable, "-m", "pytest", *(["-x"] if first else []), "-q", "-p", "no:cacheprovider", *tests]
     start = time.monotonic()
