@@ -4,8 +4,9 @@
 streams queue their work until a synchronization); the kernels are compiled to bytecode only and loaded from a
 stand-in cubin whose entries the simulator runs as no-ops, so what is timed is Tile's own host work per launch
 (checks, moves, the ``Launch`` op, tile.aio's execution, tile.core's prepared launch, the hand-back) plus the
-simulator's driver calls, which are timed apart (``sim``) and subtracted (``host``). Three loops, each on both launch paths (pure Python and ``_fastlaunch``), in
-interleaved rounds (the fastest of ROUNDS: on a shared machine the minimum is the steadiest statistic):
+simulator's driver calls, which are timed apart (``sim``) and subtracted (``host``). Three loops, each on both
+launch paths (pure Python and ``_fastlaunch``), in interleaved rounds (the fastest of ROUNDS: on a shared machine
+the minimum is the steadiest statistic):
 
 - ``add sync``: ``add(z, x, y).sync_on(stream)`` per launch, 1024 f32 elements in 8 tiles;
 - ``add chain``: a ``.then`` chain of CHAIN launches of that kernel, waited for once (per launch);

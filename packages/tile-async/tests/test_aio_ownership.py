@@ -65,7 +65,7 @@ def test_then_moves_its_op_and_names_the_line_it_was_moved_at() -> None:
             op.then(aio.value)
         with pytest.raises(aio.OpConsumedError, match=r"moved into \.then"):
             op.sync()
-    with pytest.raises(aio.OpConsumedError):
+    with pytest.raises(aio.OpConsumedError, match=rf"test_aio_ownership\.py:{lines[0]}\b"):
         other(aio.value)
     moved_here = aio.value(5)
     chained = moved_here.then(aio.value)
