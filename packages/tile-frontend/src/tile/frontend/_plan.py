@@ -39,7 +39,7 @@ from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
-from tile.frontend._signature import Param, plain_number
+from tile.frontend._signature import Param, int_range, plain_number
 from tile.frontend._site import OURS
 from tile.frontend._storage import _FOREIGN, OWNERSHIP, Storage, overlapping
 from tile.frontend._tensor import Tensor
@@ -374,9 +374,7 @@ def _passes(p: Param) -> tuple[tuple[type[Any], ...], int | None, int | None]:
         return (int, float), None, None
     if dtype.kind == "b":
         return (bool,), None, None
-    bits = dtype.bits
-    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.kind == "i" else (0, 2**bits - 1)
-    return (int,), lo, hi
+    return ((int,), *int_range(dtype))
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:
