@@ -137,45 +137,16 @@ def measure(sim: SimDriver, stream: Any) -> dict[str, tuple[float, float]]:
     return {key: min(values) for key, values in samples.items()}
 
 
-def split_chain(kernel: Any, args: list[Any], stream: Any, n: int, generics: dict[str, int]) -> list[float]:
-    """A chain of ``n`` launches in three parts, ns per launch: building it (``.then`` calls), its execution (the
-    launches, as far as the root's release) and the release (hand-back) after the wait (simulator time included)."""
-    from tile.aio._combinators import Then
-
-    released = [0]
-    release = Then._release
-
-    def timed_release(op: Any) -> None:
-        t = time.perf_counter_ns()
-        release(op)
-        released[0] += time.perf_counter_ns() - t
-
-    t0 = time.perf_counter_ns()
-    count = len(args)
-    op = kernel(*args, **generics)
-    for _ in range(n - 1):
-        op = op.then(lambda out: kernel(*out[:count], **generics))
-    t1 = time.perf_counter_ns()
-    Then._release = timed_release  # type: ignore[method-assign]
-    try:
-        args[:] = list(op.sync_on(stream))[:count]
-    finally:
-        Then._release = release  # type: ignore[method-assign]
-    t2 = time.perf_counter_ns()
-    return [(t1 - t0) / n, (t2 - t1 - released[0]) / n, released[0] / n]
-
-
 def breakdown(stream: Any) -> None:
-    """The fastest round's µs per launch of each part of a chain (see `split_chain`), both paths, both kernels."""
-    runs = loops(stream)
-    del runs
+    """The fastest round's µs per launch of each part of a chain (see `TileLoop.split`), both paths, both kernels."""
+    loops(stream)
     for name, loop in _LOOPS.items():
         for p in PATHS:
             if p == "compiled" and _accel.compiled() is None:
                 continue
             _accel.use(p)
-            parts = [split_chain(loop.kernel, loop.args, stream, CHAIN, loop.generics) for _ in range(ROUNDS * 3)]
-            med = [min(col) / 1e3 for col in zip(*parts, strict=True)]
+            parts = [loop.split(CHAIN) for _ in range(ROUNDS * 3)]
+            med = [min(col) * 1e6 for col in zip(*parts, strict=True)]
             print(f"  {p}: {name}: build {med[0]:6.2f}  run {med[1]:6.2f}  release {med[2]:6.2f}  us per launch")
 
 
