@@ -129,6 +129,33 @@ class TileLoop:
             op = op.then(lambda out: self.kernel(*out[: self.n], **self.generics))
         self.args = list(op.sync_on(self.stream))[: self.n]
 
+    def split(self, n: int) -> tuple[float, float, float]:
+        """A chain of ``n`` launches in three parts, seconds per launch: building it (the ``.then`` calls), running it
+        (the launches enqueued, and the wait) and releasing it (the hand-back, after the wait). In a chain of kernels
+        longer than the host's launch work, the build and the release are time the device sits idle."""
+        from tile.aio._combinators import Then
+
+        released = [0]
+        release = Then._release
+
+        def timed_release(op: Any) -> None:
+            t = time.perf_counter_ns()
+            release(op)
+            released[0] += time.perf_counter_ns() - t
+
+        t0 = time.perf_counter_ns()
+        op = self.kernel(*self.args, **self.generics)
+        for _ in range(n - 1):
+            op = op.then(lambda out: self.kernel(*out[: self.n], **self.generics))
+        t1 = time.perf_counter_ns()
+        Then._release = timed_release  # type: ignore[method-assign]
+        try:
+            self.args = list(op.sync_on(self.stream))[: self.n]
+        finally:
+            Then._release = release  # type: ignore[method-assign]
+        t2 = time.perf_counter_ns()
+        return (t1 - t0) / n / 1e9, (t2 - t1 - released[0]) / n / 1e9, released[0] / n / 1e9
+
     def seconds(self) -> float:
         """Median per-launch time of REPS back-to-back launches waited for once, as cuTile and torch are timed."""
         self.chain(REPS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import threading
 import time
 import weakref
@@ -46,6 +47,39 @@ def test_a_moved_op_cannot_be_executed_or_moved_again() -> None:
     with pytest.raises(aio.OpConsumedError, match=r"moved into \.map"):
         aio.zip(op)
     assert mapped.sync() == "1"
+
+
+def test_then_moves_its_op_and_names_the_line_it_was_moved_at() -> None:
+    """``.then`` claims inline with a fate cached per call site: the second move is refused at any site, naming the
+    first move's line (not the cached one of another site), and the source is no longer executable."""
+    ops = [aio.value(i) for i in range(2)]
+    lines = []
+    for op in ops:
+        op.then(aio.value)
+        lines.append(sys._getframe().f_lineno - 1)
+    other = ops[0].then  # the same refusal through a bound method kept aside
+    for op in ops:
+        with pytest.raises(
+            aio.OpConsumedError, match=rf"already moved into \.then\(\) at .*test_aio_ownership\.py:{lines[0]}\b"
+        ):
+            op.then(aio.value)
+        with pytest.raises(aio.OpConsumedError, match=r"moved into \.then"):
+            op.sync()
+    with pytest.raises(aio.OpConsumedError, match=rf"test_aio_ownership\.py:{lines[0]}\b"):
+        other(aio.value)
+    moved_here = aio.value(5)
+    chained = moved_here.then(aio.value)
+    line = sys._getframe().f_lineno - 1
+    with pytest.raises(aio.OpConsumedError, match=rf"test_aio_ownership\.py:{line}\b"):
+        moved_here.then(aio.value)
+    assert chained.sync() == 5
+
+
+def test_a_shared_op_may_be_chained_by_then_any_number_of_times() -> None:
+    shared = aio.value(3).shared()
+    first = shared.then(lambda v: aio.value(v + 1))
+    second = shared.then(lambda v: aio.value(v * 2))
+    assert (first.sync(), second.sync()) == (4, 6)
 
 
 def test_an_op_returned_by_then_is_claimed() -> None:

@@ -160,3 +160,45 @@ def test_a_launched_output_stays_held_while_input_views_are_fine(k: ModuleType) 
     view = x[:8]  # a live view of an input is fine: inputs are shared reads
     out, x, y = k.add(out, x, y).sync()
     assert view.to_numpy().tolist() == [1.0] * 8
+
+
+@pytest.mark.parametrize(
+    ("position", "value", "pattern"),
+    [
+        (2, False, None),
+        (2, np.bool_(True), None),  # not a builtin class: the check itself decides
+        (2, 1, r"'flag' of scale_mixed\(\) is a \w+ scalar, got int"),
+        (3, 2**32 - 1, None),
+        (3, 0, None),
+        (3, 2**32, "does not fit in u32"),
+        (3, -1, "does not fit in u32"),
+        (4, 2**31 - 1, None),
+        (4, -(2**31), None),
+        (4, 2**31, "does not fit in i32"),
+        (4, -(2**31) - 1, "does not fit in i32"),
+        (4, True, "i32 scalar, got bool"),
+        (4, 2.0, "i32 scalar, got float"),
+        (5, 7, None),
+        (5, -1e300, None),
+        (5, True, "f64 scalar, got bool"),
+        (5, "1", "f64 scalar, got str"),
+    ],
+)
+def test_the_plan_passes_what_the_scalar_check_passes_and_nothing_else(
+    k: ModuleType, binds: list[str], position: int, value: Any, pattern: str | None
+) -> None:
+    """The plan decides plain scalars of the parameter's builtin classes without calling the check (`_plan._passes`,
+    and `_fastlaunch` likewise): at each edge of the ranges it must agree with the check, on the plan's path."""
+    args = list(_warm(k.scale_mixed, tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), True, 2, 3, 0.5))
+    warm = len(binds)
+    same_class = type(args[position]) is type(value)  # else another layout, so another plan (after a full bind)
+    args[position] = value
+    if pattern is None:
+        out = k.scale_mixed(*args).sync()
+        assert (len(binds) == warm) is same_class  # the plan took it
+        assert out[position] is value
+        return
+    with pytest.raises(tile.ArgumentError, match=pattern):
+        k.scale_mixed(*args)
+    out = k.scale_mixed(*args[:2], True, 2, 3, 0.5).sync()  # nothing was moved: the handles are still usable
+    assert out[0].unpartition().to_numpy()[0] == 3.0

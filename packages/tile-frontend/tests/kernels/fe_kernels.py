@@ -206,3 +206,9 @@ def row_mean_two_ranks(y: Mut[Tensor[f32, ("BM", 1)]], mean: Mut[Tensor[f32, "BM
     m = tile.sum(t, axis=1, keepdims=True) / N
     y.store(m)
     mean.store(m.reshape((BM,)))
+
+
+@tile.entry
+def scale_mixed(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], flag: bool, n: tile.u32, m: int, a: tile.f64):  # noqa: PLR0917
+    # One scalar of each kind (the launch plan decides plain values of these without the check: test_frontend_plan)
+    z.store(tile.load_tile_like(x, z) * f32(n) * f32(m) * f32(a))

@@ -132,6 +132,13 @@ class Then(_Link[U]):
     def _drop(self) -> None:
         del self._src, self._fn, self._next
 
+    def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
+        # `_children` and `_drop` in one call: a chain's release runs once per link, after its work, while the device
+        # waits for the next run.
+        src, nxt = self._src, self._next
+        del self._src, self._fn, self._next
+        return (src,) if nxt is None else (src, nxt)
+
 
 class Map(_Link[U]):
     """``src`` with its output transformed by ``fn`` on the host."""

@@ -82,6 +82,20 @@ def _interned(value: T) -> T:
     return value
 
 
+_THEN_FATES: dict[Site, tuple[str, Site]] = {}  # (file, line) -> the interned fate of an op moved into .then() there
+
+
+def _then_fate(where: Site) -> tuple[str, Site]:
+    """The fate ``DeviceOp.then`` gives the op it moves at ``where``, interned as ``_claim`` makes it, and cached."""
+    site = _INTERNED.get(where) or _interned(where)
+    fate = ("moved into .then()", site)
+    fate = _INTERNED.get(fate) or _interned(fate)
+    if len(_THEN_FATES) >= _INTERNED_CAP:  # generated code could make ever-new sites: stay bounded
+        _THEN_FATES.clear()
+    _THEN_FATES[where] = fate
+    return fate
+
+
 class DeviceOp(Uncopyable, Generic[T_co]):
     """Lazy device work with an output of type ``T_co``; see the module docstring for the rules."""
 
@@ -199,9 +213,21 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         DeviceOp
             The chained op; this op is moved into it.
         """
-        site = caller_site()
-        self._claim("moved into .then()", site)
-        return _combinators.Then(self, fn, site)
+        # `caller_site` and `_claim`, inlined with the fate cached per call site: a pipeline makes one link per step,
+        # built before any of its work is enqueued (time the device waits for in a chain of large kernels).
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tile."):
+            frame = frame.f_back
+        where = (frame.f_code.co_filename, frame.f_lineno)
+        fate = _THEN_FATES.get(where)
+        if fate is None:
+            fate = _then_fate(where)
+        with _CLAIMING:
+            if self._fate is None:
+                self._fate = fate
+                return _combinators.Then(self, fn, fate[1])
+        self._claim(fate[0], fate[1])  # taken before: OpConsumedError (a shared op's `_claim` lets it be taken again)
+        return _combinators.Then(self, fn, fate[1])
 
     def map(self, fn: Callable[[T_co], U]) -> DeviceOp[U]:
         """Transform the output with ``fn`` on the host, at execution time (no device work of its own).

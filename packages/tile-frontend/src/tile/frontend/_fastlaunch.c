@@ -161,6 +161,23 @@ static int matches(PyObject *plan, PyObject *args) {
     return PyErr_Occurred() ? ERR : OK;
 }
 
+/* 1 when ``value`` is one the scalar check passes without calling it: of one of the entry's builtin classes exactly and,
+ * for an integer scalar, in its range (`_plan._passes`); 0 when the check must decide; -1 on error. */
+static int passes(PyObject *entry, PyObject *value) {
+    PyObject *exact = PyTuple_GetItem(entry, 2);
+    if (!exact || !PyTuple_Check(exact)) return -1;
+    int found = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_Size(exact) && !found; k++)
+        found = (PyObject *)Py_TYPE(value) == PyTuple_GetItem(exact, k);
+    if (!found) return 0;
+    PyObject *lo = PyTuple_GetItem(entry, 3), *hi = PyTuple_GetItem(entry, 4);
+    if (!lo || !hi) return -1;
+    if (lo == Py_None) return 1;
+    int low = PyObject_RichCompareBool(lo, value, Py_LE); /* builtin ints: no user code runs */
+    if (low <= 0) return low;
+    return PyObject_RichCompareBool(value, hi, Py_LE);
+}
+
 /* The scalar checks of `Plan.try_launch`, for plain scalar classes only (a user type's __int__ needs the recheck
  * the pure path does). A failed check is not handled: the full path reports it, in argument order. */
 static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject *kernel) {
@@ -168,8 +185,7 @@ static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject 
     if (!scalars) return NO;
     Py_ssize_t n = PyTuple_Size(scalars);
     if (!n) return OK;
-    if (check) Py_INCREF(check);
-    else if (!(check = PyObject_GetAttr(kernel, s_check_scalar))) return ERR;
+    Py_XINCREF(check); /* NULL: read from the kernel when a value needs the check */
     int rc = OK;
     for (Py_ssize_t k = 0; k < n && rc == OK; k++) {
         PyObject *entry = PyTuple_GetItem(scalars, k);
@@ -178,9 +194,18 @@ static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject 
             rc = ERR;
             break;
         }
+        int fine = passes(entry, value);
+        if (fine) {
+            if (fine < 0) rc = ERR;
+            continue;
+        }
         int plain = PySet_Contains(PLAIN, (PyObject *)Py_TYPE(value));
         if (plain <= 0) {
             rc = plain < 0 ? ERR : NO;
+            break;
+        }
+        if (!check && !(check = PyObject_GetAttr(kernel, s_check_scalar))) {
+            rc = ERR;
             break;
         }
         PyObject *r = PyObject_CallFunctionObjArgs(check, PyTuple_GetItem(entry, 1), value, NULL);
@@ -190,7 +215,7 @@ static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject 
         }
         Py_XDECREF(r);
     }
-    Py_DECREF(check);
+    Py_XDECREF(check);
     return rc;
 }
 

@@ -200,7 +200,11 @@ class Launch(DeviceOp[tuple[Any, ...]]):
 
     def _hand_off(self) -> tuple[DeviceOp[Any], ...]:
         """Hand back (`_drop`); a launch has no children (the release of a chain calls this per launch)."""
-        self._drop()
+        fast = _accel.drop
+        if fast is not None and type(self) is Launch:  # `_drop`'s compiled step, without its Python call
+            fast(self)
+        else:
+            self._drop()
         return ()
 
     def _fate_on(self, ctx: ExecutionContext) -> InFlight:

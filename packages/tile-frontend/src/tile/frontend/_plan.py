@@ -32,13 +32,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from tile.compiler import CompiledKernel
+from tile.compiler.lang import DType
 from tile.frontend import _accel
 from tile.frontend._errors import IN_FLIGHT, InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
-from tile.frontend._signature import Param, plain_number
+from tile.frontend._signature import Param, int_range, plain_number
 from tile.frontend._site import OURS
 from tile.frontend._storage import _FOREIGN, OWNERSHIP, Storage, overlapping
 from tile.frontend._tensor import Tensor
@@ -173,7 +174,7 @@ class Plan:
         # No handle passed twice (the key fixes the identity pattern): each can be handed over without a lookup.
         self.distinct = len({id(args[i]) for i in self.handles}) == len(self.handles)
         self.outputs = tuple(i for i in self.handles if isinstance(args[i], Partition))
-        self.scalars = tuple((i, p) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
+        self.scalars = tuple((i, p, *_passes(p)) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
         self.packing = _packing(compiled, params, args)
         self.prepared: tuple[Any, ...] | None = None  # (stream, grid, packed arguments, the prepared launch)
         self.site: tuple[Any, ...] = (None, 0, "", ("", ""))  # (code, line, "file:line", fate) of the last call site
@@ -225,9 +226,12 @@ class Plan:
         again after it, so nothing that ran between the checks and the move can change what is moved."""
         plain: list[Any] | None = None
         try:
-            for i, p in self.scalars:
+            for i, p, exact, lo, hi in self.scalars:
                 value = args[i]
-                if type(value) not in _PLAIN:
+                cls = type(value)
+                if cls in exact and (lo is None or lo <= value <= hi):
+                    continue  # what the check passes, decided without calling it (`_passes`)
+                if cls not in _PLAIN:
                     recheck = True
                     if plain is None:
                         plain = list(args)
@@ -355,6 +359,22 @@ _accel.bind(
     OURS=OURS,
     OWNERSHIP=OWNERSHIP,
 )
+
+
+def _passes(p: Param) -> tuple[tuple[type[Any], ...], int | None, int | None]:
+    """The builtin classes (exactly) and, for integers, the range of the values that ``p``'s scalar check passes, so
+    `Plan.try_launch` (and `_fastlaunch`) need not call it for them: any int or float for a float scalar, an int in
+    range for an integer one, a bool for a boolean one; nothing for a raw pointer (its check reads the kernel's
+    ``unchecked``). Anything else goes through the check, which raises the typed error."""
+    if p.kind != "scalar":
+        return (), None, None
+    dtype = p.dtype
+    assert isinstance(dtype, DType), "scalar annotations are concrete dtypes"
+    if dtype.kind == "f":
+        return (int, float), None, None
+    if dtype.kind == "b":
+        return (bool,), None, None
+    return ((int,), *int_range(dtype))
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:

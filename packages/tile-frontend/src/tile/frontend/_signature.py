@@ -28,7 +28,17 @@ from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
 from tile.frontend._tensor import Tensor
 
-__all__ = ["CHECKS", "Bound", "Param", "bind", "launch_grid", "plain_number", "read_params", "with_schemes"]
+__all__ = [
+    "CHECKS",
+    "Bound",
+    "Param",
+    "bind",
+    "int_range",
+    "launch_grid",
+    "plain_number",
+    "read_params",
+    "with_schemes",
+]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -246,13 +256,15 @@ def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
     if not ok:
         raise ArgumentError(f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__} {a!r}")
     if p.dtype.kind in "iu":
-        lo, hi = (
-            (-(2 ** (p.dtype.bits - 1)), 2 ** (p.dtype.bits - 1) - 1)
-            if p.dtype.kind == "i"
-            else (0, 2**p.dtype.bits - 1)
-        )
+        lo, hi = int_range(p.dtype)
         if not lo <= int(a) <= hi:
             raise ArgumentError(f"{_where(kernel, p)} = {a} does not fit in {p.dtype.name}")
+
+
+def int_range(dtype: DType) -> tuple[int, int]:
+    """The values an integer scalar of ``dtype`` holds, as its check (and the launch plan, `_plan._passes`) allow."""
+    bits = dtype.bits
+    return (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if dtype.kind == "i" else (0, 2**bits - 1)
 
 
 _BUILTIN_NUMBERS = frozenset({int, float, bool})
