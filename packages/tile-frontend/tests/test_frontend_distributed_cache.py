@@ -36,7 +36,8 @@ def test_a_chain_reuses_one_view_of_the_storage(group: None) -> None:
     storage = t._storage
     t = d.all_reduce(t).then(d.all_reduce).then(d.all_reduce).sync()
     views = storage.foreign_views
-    assert views is not None and set(views) == {None, (t.data_ptr(), t.data_ptr() + 64, "f32", (16,))}
+    assert views is not None
+    assert set(views) == {None, (t.data_ptr(), t.data_ptr() + 64, "f32", (16,))}
     np.testing.assert_array_equal(t.to_numpy(), np.arange(16, dtype=np.float32))
 
 
@@ -46,7 +47,7 @@ def test_views_of_one_storage_cover_each_handles_own_bytes(group: None) -> None:
     whole = tile.zeros(f32, [32])
     out = whole[8:16]
     del whole
-    out, inp = d.all_gather(out, tile.arange(f32, 8)).sync()
+    out, _inp = d.all_gather(out, tile.arange(f32, 8)).sync()
     np.testing.assert_array_equal(out.to_numpy(), np.arange(8, dtype=np.float32))
     src = tile.from_numpy(np.arange(8, 16, dtype=np.float32).reshape(2, 4))
     square = out.reshape(2, 4)
@@ -62,8 +63,11 @@ def test_a_storage_keeps_a_bounded_number_of_views(group: None) -> None:
     for _ in range(39):
         piece, rest = rest[:4], rest[4:]  # (the old `rest` goes: each piece is exclusive)
         d.all_reduce(piece).sync()
-        assert storage.foreign_views is not None and len(storage.foreign_views) <= _collective._VIEWS_CAP + 1
-    assert None in storage.foreign_views  # the storage's bytes stay cached
+        assert storage.foreign_views is not None
+        assert len(storage.foreign_views) <= _collective._VIEWS_CAP + 1
+    views = storage.foreign_views
+    assert views is not None
+    assert None in views  # the storage's bytes stay cached
 
 
 def test_a_moved_tensor_is_refused_before_any_cached_view_is_used(group: None) -> None:
@@ -86,7 +90,8 @@ def test_a_free_drops_the_cached_views_and_their_host_memory(group: None) -> Non
     memory = weakref.ref(storage.host.base if storage.host.base is not None else storage.host)
     t.free()
     gc.collect()
-    assert storage.foreign_views is None and storage.dropped
+    assert storage.foreign_views is None
+    assert storage.dropped
     assert memory() is None
 
 
@@ -97,7 +102,8 @@ def test_a_deferred_free_drops_the_cached_views_once_the_collective_is_done(grou
     assert storage.foreign_views is not None  # from the first run; the pending op holds the memory
     back = op.sync()
     back.free()
-    assert storage.foreign_views is None and storage.dropped
+    assert storage.foreign_views is None
+    assert storage.dropped
 
 
 class _FakeTorch:
@@ -147,8 +153,11 @@ def test_a_cached_device_view_does_not_outlive_the_free(sim: SimDriver) -> None:
     seen = weakref.ref(first)
     del first
     t.free()
-    assert storage.dropped and storage.foreign_views is None
-    assert buffer.closed and seen() is None and _exports_of(buffer) == 0
+    assert storage.dropped
+    assert storage.foreign_views is None
+    assert buffer.closed
+    assert seen() is None
+    assert _exports_of(buffer) == 0
 
 
 def test_stream_wrappers_are_made_once_per_stream_and_bounded() -> None:
@@ -169,7 +178,8 @@ def test_stream_wrappers_are_made_once_per_stream_and_bounded() -> None:
 
     _collective._STREAMS.clear()
     first = _collective._torch_stream(Torch, 0, 0x1000)
-    assert _collective._torch_stream(Torch, 0, 0x1000) is first and len(made) == 1
+    assert _collective._torch_stream(Torch, 0, 0x1000) is first
+    assert len(made) == 1
     assert _collective._torch_stream(Torch, 1, 0x1000) == (0x1000, ("cuda", 1))  # another GPU: another wrapper
     for handle in range(2 * _collective._STREAMS_CAP):
         _collective._torch_stream(Torch, 0, handle)
