@@ -29,13 +29,14 @@ import numpy as np
 
 import tile.frontend as tile
 import tile.frontend.distributed as dist
+from tile.aio import DeviceOp
 
 MIB = 1 << 20
 
 
 def _tile_chain(x: tile.Tensor, k: int) -> tuple[tile.Tensor, float]:
     start = time.perf_counter()
-    op = dist.all_reduce(x)
+    op: DeviceOp[Any] = dist.all_reduce(x)
     for _ in range(k - 1):
         op = op.then(dist.all_reduce)
     out = op.sync()
