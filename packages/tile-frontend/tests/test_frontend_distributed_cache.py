@@ -185,3 +185,79 @@ def test_stream_wrappers_are_made_once_per_stream_and_bounded() -> None:
         _collective._torch_stream(Torch, 0, handle)
     assert len(_collective._STREAMS) <= _collective._STREAMS_CAP
     _collective._STREAMS.clear()
+
+
+class _FakeCudaTorch(_FakeTorch):
+    """torch's stream API on top of `_FakeTorch`: records the current stream, and each wrapper and view it makes."""
+
+    def __init__(self) -> None:
+        self.current: object = "torch's stream"
+        self.wrappers: list[int] = []
+        self.imports = 0
+        outer = self
+
+        class Cuda:
+            @staticmethod
+            def ExternalStream(handle: int, device: object) -> int:  # noqa: N802  (torch's name)
+                outer.wrappers.append(handle)
+                return handle
+
+            @staticmethod
+            def current_stream(ordinal: int) -> object:
+                return outer.current
+
+            @staticmethod
+            def set_stream(stream: object) -> None:
+                outer.current = stream
+
+        self.cuda = Cuda
+
+    @staticmethod
+    def device(kind: str, ordinal: int) -> tuple[str, int]:
+        return (kind, ordinal)
+
+    def from_dlpack(self, obj: Any) -> _FakeTorch.Tensor:  # type: ignore[override]  # counts the imports
+        self.imports += 1
+        return _FakeTorch.Tensor(obj.__dlpack__(max_version=(1, 0)))
+
+
+def _device_collective(fake: _FakeCudaTorch, t: tile.Tensor, body: Any) -> d.Collective:
+    return _collective.collective("all_reduce", [t], [], body, torch=fake, device=tc.Device(0), site="test:1")
+
+
+def test_a_device_chain_runs_each_body_on_the_contexts_stream_and_restores_torchs(sim: SimDriver) -> None:
+    """Mutant killed: not restoring torch's stream after the body (torch kept running on Tile's stream)."""
+    fake = _FakeCudaTorch()
+    _collective._STREAMS.clear()
+    seen: list[object] = []
+
+    def body(views: list[Any]) -> None:
+        seen.append(fake.current)
+
+    t = tile.from_numpy(np.arange(16, dtype=np.float32), device=tc.Device(0))
+    op = _device_collective(fake, t, body)
+    for _ in range(3):
+        op = op.then(lambda x: _device_collective(fake, x, body))
+    t = op.sync()
+    assert len(seen) == 4
+    assert len(set(seen)) == 1
+    assert seen[0] != "torch's stream"
+    assert fake.current == "torch's stream"
+    assert fake.wrappers == [seen[0]]  # one wrapper for the chain's stream
+    assert fake.imports == 1  # one DLPack import for the chain's tensor
+    t.free()
+    _collective._STREAMS.clear()
+
+
+def test_a_failing_body_restores_torchs_stream(sim: SimDriver) -> None:
+    """Mutant killed: the stream restored after the body only when it returned (no ``finally``)."""
+    fake = _FakeCudaTorch()
+
+    def body(views: list[Any]) -> None:
+        raise RuntimeError("NCCL error")
+
+    t = tile.from_numpy(np.arange(16, dtype=np.float32), device=tc.Device(0))
+    with pytest.raises(RuntimeError, match="NCCL error"):
+        _device_collective(fake, t, body).sync()
+    assert fake.current == "torch's stream"
+    _collective._STREAMS.clear()
