@@ -16,6 +16,7 @@ import pytest
 import tile.core as tc
 import tile.frontend as tile
 import tile.frontend.distributed as d
+from tile.aio import DeviceOp
 from tile.core.testing import SimDriver, simulated
 from tile.frontend import f32
 from tile.frontend.distributed import _collective
@@ -235,7 +236,7 @@ def test_a_device_chain_runs_each_body_on_the_contexts_stream_and_restores_torch
         seen.append(fake.current)
 
     t = tile.from_numpy(np.arange(16, dtype=np.float32), device=tc.Device(0))
-    op = _device_collective(fake, t, body)
+    op: DeviceOp[Any] = _device_collective(fake, t, body)
     for _ in range(3):
         op = op.then(lambda x: _device_collective(fake, x, body))
     t = op.sync()
