@@ -176,7 +176,8 @@ def collective(
         _check_aliasing(name, list(writes), handles)
         for t in writes:
             if isinstance(t, Tensor):  # (a partition's memory is exclusive already)
-                require_exclusive(t, f"write {t._describe()} in place in the {name} (at {site})", "pass", admit=True)
+                what = lambda t=t: f"write {t._describe()} in place in the {name} (at {site})"  # noqa: E731  (for errors)
+                require_exclusive(t, what, "pass", admit=True)
         after = taken_in_flight([h for h in handles if isinstance(h, (Tensor, Partition))])
         where = f"moved into the {name} at {site}"
         moved: dict[int, Any] = {}
