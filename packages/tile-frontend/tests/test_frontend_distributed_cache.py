@@ -5,6 +5,7 @@ keeps memory alive past a free or blocks the free. The mutant each test was seen
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import weakref
 from collections.abc import Iterator
@@ -191,13 +192,28 @@ def test_stream_wrappers_are_made_once_per_stream_and_bounded() -> None:
 class _FakeCudaTorch(_FakeTorch):
     """torch's stream API on top of `_FakeTorch`: records the current stream, and each wrapper and view it makes."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: int = 0) -> None:
         self.current: object = "torch's stream"
         self.wrappers: list[int] = []
         self.imports = 0
+        self.contexts = 0
         outer = self
 
         class Cuda:
+            @staticmethod
+            def current_device() -> int:
+                return device
+
+            @staticmethod
+            @contextlib.contextmanager
+            def stream(stream: object) -> Iterator[None]:
+                outer.contexts += 1
+                before, outer.current = outer.current, stream
+                try:
+                    yield
+                finally:
+                    outer.current = before
+
             @staticmethod
             def ExternalStream(handle: int, device: object) -> int:  # noqa: N802  (torch's name)
                 outer.wrappers.append(handle)
@@ -226,9 +242,11 @@ def _device_collective(fake: _FakeCudaTorch, t: tile.Tensor, body: Any) -> d.Col
     return _collective.collective("all_reduce", [t], [], body, torch=fake, device=tc.Device(0), site="test:1")
 
 
-def test_a_device_chain_runs_each_body_on_the_contexts_stream_and_restores_torchs(sim: SimDriver) -> None:
-    """Mutant killed: not restoring torch's stream after the body (torch kept running on Tile's stream)."""
-    fake = _FakeCudaTorch()
+@pytest.mark.parametrize("device", [0, 1], ids=["on-torchs-device", "from-another-device"])
+def test_a_device_chain_runs_each_body_on_the_contexts_stream_and_restores_torchs(sim: SimDriver, device: int) -> None:
+    """Mutant killed: not restoring torch's stream after the body (torch kept running on Tile's stream). With torch's
+    current device another GPU, torch.cuda.stream(...) sets and restores (it puts the device back too)."""
+    fake = _FakeCudaTorch(device)
     _collective._STREAMS.clear()
     seen: list[object] = []
 
@@ -246,6 +264,7 @@ def test_a_device_chain_runs_each_body_on_the_contexts_stream_and_restores_torch
     assert fake.current == "torch's stream"
     assert fake.wrappers == [seen[0]]  # one wrapper for the chain's stream
     assert fake.imports == 1  # one DLPack import for the chain's tensor
+    assert fake.contexts == (4 if device else 0)
     t.free()
     _collective._STREAMS.clear()
 

@@ -99,12 +99,16 @@ class Collective(DeviceOp[Any]):
             cuda = self._torch.cuda
             ordinal = self._device.ordinal
             stream = _torch_stream(self._torch, ordinal, ctx.stream.handle)  # type: ignore[attr-defined]  # a CudaContext
-            before = cuda.current_stream(ordinal)  # (torch.cuda.stream(...) costs several device look-ups more)
-            cuda.set_stream(stream)
-            try:
-                body(views)
-            finally:
-                cuda.set_stream(before)
+            if cuda.current_device() == ordinal:  # (torch.cuda.stream(...) costs several device look-ups more)
+                before = cuda.current_stream(ordinal)
+                cuda.set_stream(stream)
+                try:
+                    body(views)
+                finally:
+                    cuda.set_stream(before)
+            else:  # setting a stream selects its device too: torch.cuda.stream(...) puts both back
+                with cuda.stream(stream):
+                    body(views)
             del views  # the memory stays held by this op until its release, whatever torch's work objects keep
         if lend:
             fate = InFlight.make(
