@@ -1,10 +1,11 @@
 """Host cost per collective: a ``.then()`` chain of Tile all-reduces against the same all-reduces on torch tensors, in
 one process (world size 1), so the number is the per-op host overhead, not communication.
 
-For each size (``--sizes`` MiB, default 1 and 256): ``--rounds`` rounds (median reported) of ``--ops`` back-to-back
+For each size (``--sizes`` MiB, default 1 and 256): ``--rounds`` rounds of ``--ops`` back-to-back
 in-place sum all-reduces and one host wait, through Tile (one chain built inside the clock, as
 ``benchmarks/bench_distributed.py`` does) and through ``torch.distributed.all_reduce`` (then one synchronize);
-then a cProfile of one Tile chain (top 20 by cumulative time) unless ``--no-profile``.
+then a cProfile of one Tile chain (top 20 by cumulative time) unless ``--no-profile``. Each row has the median
+and the minimum round of both (the minimum is the robust one on a busy host).
 
 One GPU (NCCL): ``python benchmarks/bench_collective_overhead.py``.
 The CPU (gloo, host tensors): ``python benchmarks/bench_collective_overhead.py --cpu`` (torch with gloo installed).
@@ -88,6 +89,7 @@ def main() -> None:
                 times[who].append(sec / args.ops)
         row: dict[str, Any] = {"backend": g.backend, "MiB": mib, "ops": args.ops}
         row |= {f"{who}_us_per_op": round(float(np.median(v)) * 1e6, 1) for who, v in times.items()}
+        row |= {f"{who}_min_us": round(min(v) * 1e6, 1) for who, v in times.items()}  # (robust on a shared host)
         row["tile_minus_torch_us"] = round(row["tile_us_per_op"] - row["torch_us_per_op"], 1)
         print(json.dumps(row), flush=True)
         if not args.no_profile:
