@@ -57,8 +57,9 @@ class Wrapper(Uncopyable):
 
     def _check(self, admit: bool = False) -> Tensor:
         """Raise if this handle cannot be used (``admit``: by the kernel call taking it); return its tensor."""
-        if self._fate is not None:
-            check_fate(self._describe(), self._fate, admit)
+        fate = self._fate
+        if fate is not None and not (admit and type(fate) is InFlight and fate.takeable()):
+            check_fate(self._describe(), fate, admit)  # raises; described only then (chains take in-flight handles)
         self._tensor._check()
         return self._tensor
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -196,14 +196,14 @@ def _give_back(made: Partition, source: Tensor, site: str) -> None:
         source._fate = None
 
 
-def require_exclusive(tensor: Tensor, what: str, verb: str, admit: bool = False) -> None:
+def require_exclusive(tensor: Tensor, what: str | Callable[[], str], verb: str, admit: bool = False) -> None:
     """Raise `BorrowError` unless ``tensor``'s memory is writable and no other live handle overlaps it (``what`` says
-    what was asked, e.g. "partition Tensor(...) (at f.py:3)"; ``verb`` how to retry it; ``admit``: the tensor may be
-    in flight, taken by an op that runs after its producer)."""
+    what was asked, e.g. "partition Tensor(...) (at f.py:3)", or makes that text, called only for an error; ``verb``
+    how to retry it; ``admit``: the tensor may be in flight, taken by an op that runs after its producer)."""
     storage = tensor._check(admit)
     if storage.readonly:
         raise BorrowError(
-            f"cannot {what}: it borrows read-only foreign memory, which cannot be written; "
+            f"cannot {_text(what)}: it borrows read-only foreign memory, which cannot be written; "
             f"copy it with tile.from_numpy(...) or .copy() and {verb} the copy"
         )
     lo, hi = tensor._byte_range()
@@ -213,10 +213,14 @@ def require_exclusive(tensor: Tensor, what: str, verb: str, admit: bool = False)
         count = len(others)
         del others  # the traceback keeps this frame: it must not keep the conflicting handles alive
         raise BorrowError(
-            f"cannot {what}: that needs exclusive memory, but {count} other live handle(s) overlap it: {listed}. "
-            f"Drop them first (`del view`), or {verb} a .copy()"
+            f"cannot {_text(what)}: that needs exclusive memory, but {count} other live handle(s) overlap it: "
+            f"{listed}. Drop them first (`del view`), or {verb} a .copy()"
         )
     storage.settle()  # what a former consumer of an export queued on the memory runs before Tile may write it
+
+
+def _text(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
 
 
 def injective(shape: Sequence[int], strides: Sequence[int]) -> bool:

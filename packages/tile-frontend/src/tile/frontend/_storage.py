@@ -149,6 +149,10 @@ class Storage:
         False for borrowed foreign memory (never freed by Tile).
     readonly
         True when the producer exported the memory read-only (it can never be an output).
+    foreign_views
+        Another library's zero-copy wrappers of this memory, cached by the Tile code that made them (tile.distributed's
+        torch tensors, keyed by byte range and type), or None. Only Tile's own ops use them, after their handle
+        checks; they are dropped before the memory is released (`_drop`), so none outlives a free or keeps the memory.
     """
 
     __slots__ = (
@@ -163,6 +167,7 @@ class Storage:
         "consumed",
         "device",
         "dropped",
+        "foreign_views",
         "freed_at",
         "host",
         "keepalive",
@@ -195,6 +200,7 @@ class Storage:
         self.pending = 0
         self.freed_at: str | None = None
         self.dropped = False
+        self.foreign_views: dict[Any, Any] | None = None
         self.consumed = False  # device memory exported since the last `settle`: other libraries may have queued work
         with OWNED:  # `overlapping` iterates these registries under the lock
             if not owned:
@@ -307,6 +313,7 @@ class Storage:
             self.consumed = False
 
     def _drop(self) -> None:
+        self.foreign_views = None  # first: a cached DLPack wrapper would block the buffer's free, or keep host memory
         if self._imports or (self.buffer is not None and self.owned and len(self._exports)):
             return  # another library (or a borrow of ours) still views the memory: the last one's finalizer frees it
         if self.buffer is not None and self.owned:

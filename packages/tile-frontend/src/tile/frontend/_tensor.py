@@ -129,8 +129,9 @@ class Tensor(Uncopyable):
 
     def _check(self, admit: bool = False) -> Storage:
         """Raise if this handle cannot be used (``admit``: by the kernel call taking it); return its storage."""
-        if self._fate is not None:
-            check_fate(self._describe(), self._fate, admit)
+        fate = self._fate
+        if fate is not None and not (admit and type(fate) is InFlight and fate.takeable()):
+            check_fate(self._describe(), fate, admit)  # raises; described only then (chains take in-flight handles)
         storage = self._storage
         if storage.freed_at is not None:
             raise FreedError(

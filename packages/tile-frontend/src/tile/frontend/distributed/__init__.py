@@ -58,9 +58,12 @@ class Group:
 
 class _State:
     group: Group | None = None
+    torch: Any = None  # the torch module, once imported (every collective asks for it)
 
 
 def _torch() -> Any:
+    if _State.torch is not None:
+        return _State.torch
     try:
         import torch
         import torch.distributed
@@ -68,6 +71,7 @@ def _torch() -> Any:
         raise BackendError(
             f"tile.distributed runs on torch.distributed, which is not installed ({exc}): pip install torch"
         ) from None
+    _State.torch = torch
     return torch
 
 

@@ -96,10 +96,19 @@ class Collective(DeviceOp[Any]):
 
             ctx.enqueue(run)
         else:
-            torch = self._torch
-            stream = torch.cuda.ExternalStream(ctx.stream.handle, device=torch.device("cuda", self._device.ordinal))  # type: ignore[attr-defined]  # a CudaContext on a tile.core.Device
-            with torch.cuda.stream(stream):
-                body(views)
+            cuda = self._torch.cuda
+            ordinal = self._device.ordinal
+            stream = _torch_stream(self._torch, ordinal, ctx.stream.handle)  # type: ignore[attr-defined]  # a CudaContext
+            if cuda.current_device() == ordinal:  # (torch.cuda.stream(...) costs several device look-ups more)
+                before = cuda.current_stream(ordinal)
+                cuda.set_stream(stream)
+                try:
+                    body(views)
+                finally:
+                    cuda.set_stream(before)
+            else:  # setting a stream selects its device too: torch.cuda.stream(...) puts both back
+                with cuda.stream(stream):
+                    body(views)
             del views  # the memory stays held by this op until its release, whatever torch's work objects keep
         if lend:
             fate = InFlight.make(
@@ -171,7 +180,8 @@ def collective(
         _check_aliasing(name, list(writes), handles)
         for t in writes:
             if isinstance(t, Tensor):  # (a partition's memory is exclusive already)
-                require_exclusive(t, f"write {t._describe()} in place in the {name} (at {site})", "pass", admit=True)
+                what = lambda t=t: f"write {t._describe()} in place in the {name} (at {site})"  # noqa: E731  (for errors)
+                require_exclusive(t, what, "pass", admit=True)
         after = taken_in_flight([h for h in handles if isinstance(h, (Tensor, Partition))])
         where = f"moved into the {name} at {site}"
         moved: dict[int, Any] = {}
@@ -234,18 +244,59 @@ def _check_aliasing(name: str, writes: list[Any], handles: list[Any]) -> None:
 
 
 def _torch_view(torch: Any, t: Tensor) -> Any:
-    """A writable torch tensor on ``t``'s elements (zero-copy), typed and shaped as ``t``."""
+    """A writable torch tensor on ``t``'s elements (zero-copy), typed and shaped as ``t``.
+
+    Cached in the storage (`Storage.foreign_views`), which drops them before its memory is released: making one costs
+    a DLPack export and import (tens of microseconds), repeated by every op of a chain on the same tensor. The caller
+    has checked ``t`` (live, not moved away, its storage not freed), so a cached view is reached only through a
+    handle that may use the memory now."""
     storage = t._storage
     lo, hi = t._byte_range()
-    if storage.host is not None:
-        raw = torch.from_numpy(storage.host[lo - storage.address : hi - storage.address])
-    else:
-        from tile import core
+    key = (lo, hi, t.dtype.name, t.shape)
+    views = storage.foreign_views
+    if views is None:
+        views = storage.foreign_views = {}
+    elif (found := views.get(key)) is not None:
+        return found
+    raw = views.get(None)
+    if raw is None:  # the whole storage's bytes, once
+        if storage.host is not None:
+            raw = torch.from_numpy(storage.host)
+        else:
+            from tile import core
 
-        owner = storage.buffer if storage.owned else storage.keepalive
-        view = core.DeviceView(lo, np.dtype(np.uint8), (hi - lo,), (1,), device=storage.device, owner=owner)  # type: ignore[arg-type]  # a tile.core.Device
-        raw = torch.from_dlpack(view)
-    return raw.view(torch_dtype(torch, t.dtype.name)).view(t.shape)
+            owner = storage.buffer if storage.owned else storage.keepalive
+            whole = (storage.nbytes,)
+            view = core.DeviceView(storage.address, np.dtype(np.uint8), whole, (1,), device=storage.device, owner=owner)  # type: ignore[arg-type]  # a tile.core.Device
+            raw = torch.from_dlpack(view)
+        views[None] = raw
+    elif len(views) > _VIEWS_CAP:  # many ranges of one storage: keep the bytes, forget the typed views
+        views.clear()
+        views[None] = raw
+    found = raw[lo - storage.address : hi - storage.address].view(torch_dtype(torch, t.dtype.name)).view(t.shape)
+    views[key] = found
+    return found
+
+
+_VIEWS_CAP = 16  # typed views kept per storage (each is a small torch tensor object sharing the storage's bytes)
+
+_STREAMS: dict[tuple[int, int], Any] = {}  # (device ordinal, CUDA stream handle) -> torch.cuda.ExternalStream
+_STREAMS_CAP = 64
+
+
+def _torch_stream(torch: Any, ordinal: int, handle: int) -> Any:
+    """torch's wrapper of the CUDA stream ``handle`` on GPU ``ordinal`` (made once: creating one costs ~10 us).
+
+    A wrapper owns nothing (torch never destroys an external stream), it only names the handle; if Tile destroys that
+    stream and CUDA reuses the handle for a new one, the wrapper names the new stream, which is the one the caller
+    means, since callers pass the handle of the stream they run on now."""
+    key = (ordinal, handle)
+    found = _STREAMS.get(key)
+    if found is None:
+        if len(_STREAMS) >= _STREAMS_CAP:
+            _STREAMS.clear()
+        found = _STREAMS[key] = torch.cuda.ExternalStream(handle, device=torch.device("cuda", ordinal))
+    return found
 
 
 _TORCH_DTYPES = {
