@@ -296,9 +296,10 @@ def main() -> None:
             continue
         ratios = {k: round(v, 3) for k, v in found["tile_vs"].items()}
         print(f"{name}: tile/peer time {ratios}")
-        if "tile back to back" in found.get("GB_per_s", {}):
-            gbs = {k: round(v, 1) for k, v in found["GB_per_s"].items() if k.endswith("back to back")}
-            print(f"  back to back GB/s {gbs}")
+        for unit in ("GB_per_s", "TFLOP_per_s"):
+            if "tile back to back" in found.get(unit, {}):
+                rates = {k: round(v, 1) for k, v in found[unit].items() if "back to back" in k}
+                print(f"  back to back {unit.replace('_per_s', '/s')} {rates}")
         if "GB_per_s_weight" in found:
             gbs = {k: round(v, 1) for k, v in found["GB_per_s_weight"].items()}
             frac = {k: round(v, 3) for k, v in found.get("fraction_of_copy_bandwidth", {}).items()}

@@ -113,6 +113,55 @@ def test_attention_tuning_races_chained_samples_over_copies(monkeypatch: pytest.
     assert launches[-1][2] not in scratch  # the call itself runs on the caller's q with the winner
 
 
+def test_attention_call_is_one_launch_and_its_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call does what ``examples/attention.py``'s launch does, nothing more: one ``fmha`` launch, one allocation
+    (the output), no copy of q, k or v (a copy allocates), no toolchain lookup for the tuning key after the first
+    call, and five tensor handles (a view per input, the output and its 4-D view). A call waits for
+    its kernel, so its host time adds to it: on an H200 host each handle cost 13-17 us and the toolchain lookup
+    35 us (about 1 ms here); the kernel of a 1k-token d64 FMHA runs 0.34 ms."""
+    import tile.compiler
+    from tile.frontend import _execute, _launch
+    from tile.frontend._storage import Storage
+    from tile.frontend._tensor import Tensor
+    from tile.kernels import autotune
+
+    rng = np.random.default_rng(8)
+    q, k, v = (array(rng, "f16", (1, 2, 24, 16)) for _ in range(3))
+    tq, tk_, tv = tensor(q), tensor(k), tensor(v)
+    found = tile.compiler.toolchain()
+    counts = {"launch": 0, "alloc": 0, "toolchain": 0, "handles": 0}
+    real_run, real_owned, real_make = _execute.run_cpu, Storage.host_owned, Tensor._make
+
+    def run_cpu(*args: Any) -> None:
+        counts["launch"] += 1
+        real_run(*args)
+
+    def host_owned(cls: type[Storage], nbytes: int) -> Storage:
+        counts["alloc"] += 1
+        return real_owned(nbytes)
+
+    def toolchain() -> Any:
+        counts["toolchain"] += 1
+        return found
+
+    def make(cls: type[Tensor], *args: Any, **kwargs: Any) -> Tensor:
+        counts["handles"] += 1
+        return real_make(*args, **kwargs)
+
+    monkeypatch.setattr(_launch, "run_cpu", run_cpu)
+    monkeypatch.setattr(Storage, "host_owned", classmethod(host_owned))
+    monkeypatch.setattr(tile.compiler, "toolchain", toolchain)
+    monkeypatch.setattr(Tensor, "_make", classmethod(make))
+    monkeypatch.setattr(autotune, "device_arch", lambda: "sm_90")  # the GPU's key, which names tileiras
+    monkeypatch.setattr(autotune, "_ENVIRONMENTS", {})
+    outputs = [tk.attention(tq, tk_, tv, causal=True) for _ in range(3)]
+    assert counts == {"launch": 3, "alloc": 3, "toolchain": 1, "handles": 15}
+    ref, mag = reference(q, k, v, True)
+    for z in outputs:
+        assert_within(z.to_numpy(), ref, bound("f16", ref, mag))
+    tq.reshape(2, 24, 16)  # the caller's handles stay usable
+
+
 def test_attention_op_flattened() -> None:
     rng = np.random.default_rng(4)
     q, k, v = (array(rng, "bf16", (2, 21, 64)) for _ in range(3))

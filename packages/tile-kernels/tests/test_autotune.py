@@ -256,3 +256,31 @@ def test_choose_races_the_candidates_when_asked_to_interleave(tmp_path: Path) ->
     assert tuner.choose({**KEY, "m": 32}, CONFIGS, CONFIGS[0], gpu.run) == CONFIGS[2]
     assert gpu.timed == 4  # without interleave: the timer, once per candidate
     assert raced == [4]
+
+
+def test_environment_finds_the_toolchain_once_per_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The families build their tuning key on every call; finding tileiras each time (its package's metadata, a
+    ``PATH`` search) cost about 1 ms of host time per call, more than a short FMHA. It is found once per backend and
+    compiler settings; new settings (another ``TILE_TILEIRAS``, ``PATH``) look again."""
+    import tile.compiler
+
+    probes: list[str] = []
+
+    class Found:
+        @property
+        def version(self) -> str:
+            probes.append("tileiras")
+            return f"13.{len(probes)}"
+
+    monkeypatch.setattr(autotune, "device_arch", lambda: "sm_90")
+    monkeypatch.setattr(tile.compiler, "toolchain", Found)
+    monkeypatch.setattr(autotune, "_ENVIRONMENTS", {})
+    first = autotune.environment()
+    assert first == {"arch": "sm_90", "tileiras": "13.1"}
+    first["arch"] = "changed by a caller"  # a copy: the remembered one stays
+    for _ in range(5):
+        assert autotune.environment() == {"arch": "sm_90", "tileiras": "13.1"}
+    assert probes == ["tileiras"]
+    monkeypatch.setenv("PATH", "/elsewhere")
+    assert autotune.environment() == {"arch": "sm_90", "tileiras": "13.2"}
+    assert len(probes) == 2

@@ -102,15 +102,22 @@ def attention(
         strided 4-D input (pass a contiguous one).
     """
     op = "attention"
-    x = _args.as_input(q, "q", op)
-    shape = tuple(x.shape)
-    launch = _prefill(
-        op, x, _args.as_input(k, "k", op), _args.as_input(v, "v", op), causal=causal, scale=scale, config=config
-    )
+    (q3, shape), (k3, kshape), (v3, _) = _borrow3(q, "q", op), _borrow3(k, "k", op), _borrow3(v, "v", op)
+    launch = _prefill(op, q3, k3, v3, (shape, kshape), causal=causal, scale=scale, config=config)
     if launch is None:
-        return tile.empty(x.dtype, list(shape))
+        return tile.empty(q3.dtype, list(shape))
     result = _args.first_output(launch.sync())
     return result.reshape(*shape) if len(shape) == 4 else result
+
+
+def _borrow3(value: object, name: str, op: str) -> tuple[Tensor, tuple[int, ...]]:
+    """The ``(B * H, S, D)`` handle a launch borrows for a caller's input, and the input's shape. A 4-D Tile tensor's
+    reshape is itself a new view (the caller's handle stays usable), so it is not first viewed by `_args.as_input`:
+    each view costs host time on every call (the call waits for its kernel, so that time adds to it)."""
+    if isinstance(value, Tensor) and value.ndim == 4 and not value.in_flight:
+        return heads3(value, name, op), tuple(value.shape)
+    t = _args.as_input(value, name, op)
+    return heads3(t, name, op), tuple(t.shape)
 
 
 def attention_op(
@@ -129,9 +136,17 @@ def attention_op(
     chosen when the op is made (tune first by one eager call).
     """
     op = "attention_op"
-    x = _args.operand(q, "q", op)
+    x, y, z = _args.operand(q, "q", op), _args.operand(k, "k", op), _args.operand(v, "v", op)
+    shapes = (tuple(x.shape), tuple(y.shape))
     made = _prefill(
-        op, x, _args.operand(k, "k", op), _args.operand(v, "v", op), causal=causal, scale=scale, config=config
+        op,
+        heads3(x, "q", op),
+        heads3(y, "k", op),
+        heads3(z, "v", op),
+        shapes,
+        causal=causal,
+        scale=scale,
+        config=config,
     )
     if made is None:
         raise ArgumentError(f"{op}: the output {list(x.shape)} is empty; there is nothing to launch")
@@ -140,17 +155,19 @@ def attention_op(
 
 def _prefill(
     op: str,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
+    q3: Tensor,
+    k3: Tensor,
+    v3: Tensor,
+    shapes: tuple[tuple[int, ...], tuple[int, ...]],
     *,
     causal: bool,
     scale: float | None,
     config: autotune.Config | None,
 ) -> Op | None:
-    q3, k3, v3 = heads3(q, "q", op), heads3(k, "k", op), heads3(v, "v", op)
-    if q.ndim == 4 and k.ndim == 4 and (q.shape[0] != k.shape[0]):
-        raise ArgumentError(f"{op}: q has batch {q.shape[0]} but k has {k.shape[0]}")
+    """The launch over flattened ``q3``, ``k3``, ``v3``; ``shapes``: q's and k's shapes as passed (batch check)."""
+    (qs, ks) = shapes
+    if len(qs) == 4 and len(ks) == 4 and qs[0] != ks[0]:
+        raise ArgumentError(f"{op}: q has batch {qs[0]} but k has {ks[0]}")
     d = _check_common(q3, k3, v3, op)
     (bhq, sq, _), (bhkv, sk, _) = q3.shape, k3.shape
     if bhkv == 0 or bhq % bhkv:

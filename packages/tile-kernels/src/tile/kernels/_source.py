@@ -6,6 +6,7 @@ Python tools cannot read. Each file is imported once, by path, under ``tile.kern
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import sys
@@ -34,8 +35,12 @@ def kernels(stem: str) -> ModuleType:
         return module
 
 
+@functools.cache
 def source_digest(stem: str) -> str:
-    """A short sha256 of ``<stem>.tilepy``: autotuning records made for other kernel source are ignored."""
+    """A short sha256 of ``<stem>.tilepy``: autotuning records made for other kernel source are ignored.
+
+    Read once per process, as the module itself is imported once (`kernels`): the digest names the source that runs,
+    and the families ask for it on every call."""
     import hashlib
 
     return hashlib.sha256((_HERE / f"{stem}.tilepy").read_bytes()).hexdigest()[:16]

@@ -325,8 +325,26 @@ def set_tuner(family: str, new: Autotuner | None) -> Autotuner | None:
         return old
 
 
+_ENVIRONMENTS: dict[tuple[str, object], dict[str, str]] = {}
+
+
 def environment() -> dict[str, str]:
-    """What a tuned choice depends on besides the call: the device arch and, on the GPU, the tileiras version."""
+    """What a tuned choice depends on besides the call: the device arch and, on the GPU, the tileiras version.
+
+    Worked out once per backend and compiler settings (`tile.compiler.knobs`: ``TILE_TILEIRAS``, ``PATH``,
+    ``CUDA_HOME``...) in a process. The families build their tuning key on every call, and finding tileiras (a read of
+    its package's metadata and a search of ``PATH``) cost about 1 ms a call on the host, more than a 1k-token FMHA.
+    """
+    from tile.compiler import knobs
+
+    key = (tile.backend(), knobs())
+    found = _ENVIRONMENTS.get(key)
+    if found is None:
+        found = _ENVIRONMENTS[key] = _probe_environment()
+    return dict(found)
+
+
+def _probe_environment() -> dict[str, str]:
     arch = device_arch()
     if arch == "cpu":
         return {"arch": arch}
