@@ -23,7 +23,13 @@ def gemv(form: int, bm: int, bn: int = 8, bk: int = 16, **hints: int) -> tk.Conf
     return tk.Config.of(FORM=form, BM=bm, BN=bn, BK=bk, **values)
 
 
-FORMS = [pytest.param(1, 16, id="mma"), pytest.param(2, 0, id="dot")]  # BM 0: M rounded up to a power of two
+# BM 0: M rounded up to a power of two; gemv_wx at 8 (M = 16 spans two row tiles of it) and 16.
+FORMS = [
+    pytest.param(1, 16, id="mma"),
+    pytest.param(2, 0, id="dot"),
+    pytest.param(3, 8, id="wx8"),
+    pytest.param(3, 16, id="wx16"),
+]
 
 
 def _reference(
@@ -108,14 +114,22 @@ def test_decode_candidates_fit_the_shape() -> None:
     sms = 132
     few = _gemv.candidates(1, 2560, sms)
     assert {c["BN"] for c in few} == {8, 16}  # 32-wide tiles would give 80 blocks for 132 SMs
-    assert {c["FORM"] for c in few} == {1, 2}
+    assert {c["FORM"] for c in few} == {1, 2, 3}
     assert {c["BN"] * c["BK"] for c in few if c["FORM"] == 1} == {4096, 8192}
     assert all(c["BM"] * c["BN"] * c["BK"] <= 8192 for c in few if c["FORM"] == 2)
-    assert {c["FORM"] for c in _gemv.candidates(16, 2560, sms)} == {1}  # no dot form above M = 4
+    many = _gemv.candidates(16, 2560, sms)
+    assert {c["FORM"] for c in many} == {1, 3}  # no dot form above M = 4
+    # M = 16 at N = 2560: gemv_mma gets 128-deep tiles (else only BK >= 256, whose 16-row activation tiles outweigh
+    # the weight's), and gemv_wx its 16-wide tiles with the activation padded to 16 rows (8 where M <= 8).
+    assert {c["BK"] for c in many if c["FORM"] == 1} == {128, 256, 512, 1024}
+    assert {(c["BM"], c["BN"]) for c in many if c["FORM"] == 3} == {(16, 16)}
+    assert {(c["BM"], c["BN"]) for c in few if c["FORM"] == 3} == {(8, 16)}
+    assert {c["BN"] for c in _gemv.candidates(1, 151936, sms) if c["FORM"] == 3} == {16, 64, 128}
     assert {c["BM"] for c in _gemv.candidates(3, 2560, sms) if c["FORM"] == 2} == {4}
-    assert {c["BN"] for c in _gemv.candidates(1, 151936, sms)} == {8, 64, 128}  # 8 and the two widest
-    assert len(_gemv.candidates(1, 151936, sms)) <= 24
-    for config in (*few, *_gemv.candidates(16, 151936, sms)):
+    assert {c["BN"] for c in _gemv.candidates(1, 151936, sms) if c["FORM"] == 1} == {8, 64, 128}  # 8, two widest
+    assert len(_gemv.candidates(1, 151936, sms)) <= 34
+    assert not any(-(-2560 // c["BN"]) < sms for c in (*few, *many))  # no candidate leaves an SM without a block
+    for config in (*few, *many, *_gemv.candidates(16, 151936, sms)):
         _gemm._check_config(config, "matmul")  # every candidate passes the checks a hand-picked config gets
 
 
@@ -124,7 +138,7 @@ def test_decode_candidates_race_gemv_forms_against_skinny_tiles() -> None:
     Qwen3-4B decode on an H100 from 175 to 166 tokens/s."""
     for n in (40, 4096, 151936):
         candidates = _gemm._decode_candidates(1, n)
-        assert {c.as_dict().get("FORM", 0) for c in candidates} == {0, 1, 2}
+        assert {c.as_dict().get("FORM", 0) for c in candidates} >= {0, 1, 2}
         assert set(_gemm._SKINNY) <= set(candidates)
 
 
@@ -139,7 +153,7 @@ def test_fine_buckets_keep_decode_shapes_apart() -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"FORM": 3}, "FORM must be 0"),
+        ({"FORM": 4}, "FORM must be 0"),
         ({"SPLIT": 2}, "give SPLIT=1"),
         ({"LAT": 0}, "LAT in 1..10"),
         ({"TMA": 2}, "TMA 0 or 1"),

@@ -11,7 +11,11 @@ faster depends on the shape:
 - ``FORM=1`` (``gemv_mma``): the activation rows padded with zeros to BM = 16, times a (BK, BN) weight tile on the
   matrix unit;
 - ``FORM=2`` (``gemv_dot``): multiply and add in f32 on the CUDA cores into a (BM, BN, BK) accumulator reduced once
-  after the loop; BM is M rounded up to a power of two, so no padded rows are multiplied.
+  after the loop; BM is M rounded up to a power of two, so no padded rows are multiplied;
+- ``FORM=3`` (``gemv_wx``): the transposed product ``z^T = w @ x^T`` on the matrix unit: the (BN, BK) weight tile (BN
+  rows of the (N, K) weight, contiguous along K) is the left operand, the side Hopper's warpgroup MMA needs 64 rows
+  on, and the activation rows, padded to BM = 8 (M <= 8) or 16, the right operand, which may be 8 wide. FORM 1 puts
+  the 16 padded activation rows on that side instead, which the warpgroup MMA cannot take.
 
 Each config also carries the loads' ``LAT`` (latency hint: tiles in flight) and ``TMA`` (1: bulk-copy engine
 allowed, 0: plain loads), and ``OCC`` (blocks per SM hint, 0: tileiras' choice). Split-K (``FORM=0``, the
@@ -31,7 +35,7 @@ from tile.kernels._source import kernels
 
 __all__ = ["FORMS", "candidates", "check", "default", "launch"]
 
-FORMS = {1: "gemv_mma", 2: "gemv_dot"}
+FORMS = {1: "gemv_mma", 2: "gemv_dot", 3: "gemv_wx"}
 _STEM = "_gemm_kernels"
 _TILE_SIZES = (4096, 8192)  # elements of one gemv_mma weight tile, BN x BK
 _DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
@@ -47,7 +51,11 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
     Widths: 8 and the two widest whose grid still gives every SM a block (wider ones would leave SMs idle). Weight
     tiles of 4096 or 8192 elements (8 or 16 KiB of bf16: with 3-4 in flight and a few blocks an SM, enough bytes in
     flight to cover HBM latency; larger tiles take tileiras 5-10x longer to compile and stream no faster). gemv_dot
-    only up to M = 4, where its accumulator stays small. 14 to 24 configs.
+    only up to M = 4, where its accumulator stays small. Above M = 4 gemv_mma also gets BK = 128 tiles at its two
+    narrowest widths: at N = 2560 its widths are 8 and 16 only, so the fixed tile sizes gave it nothing but
+    BK >= 256, and every such (16, BK) activation tile is as large as the weight tile or twice it, loaded per step
+    (Qwen3-4B's o and down at M = 16 ran at 0.07 of copy bandwidth). gemv_wx at widths 16 and up with BK 128 or 256.
+    20 to 34 configs.
     """
     eligible = [bn for bn in (8, 16, 32, 64, 128) if -(-n // bn) >= blocks]
     widths = sorted({8, *eligible[-2:]})
@@ -67,6 +75,16 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
             for tma in (0, 1)
             if bm * bn * bk <= _DOT_BUDGET
         ]
+    else:
+        found += [_gemv(FORM=1, BM=16, BN=bn, BK=128, LAT=lat, TMA=1, OCC=0) for bn in widths[:2] for lat in (3, 6)]
+    wide = sorted({16, *widths[-2:]} - {8})
+    found += [
+        _gemv(FORM=3, BM=8 if m <= 8 else 16, BN=bn, BK=bk, LAT=lat, TMA=tma, OCC=0)
+        for bn in wide
+        if -(-n // bn) >= blocks
+        for bk in (128, 256)
+        for tma, lat in ((1, 3), (0, 4))
+    ]
     return tuple(found)
 
 
@@ -89,7 +107,9 @@ def check(config: autotune.Config, op: str) -> None:
     values = config.as_dict()
     form, lat, tma, occ = (values.get(name, -1) for name in ("FORM", "LAT", "TMA", "OCC"))
     if form not in FORMS:
-        raise ArgumentError(f"{op}: config {config}: FORM must be 0 (GEMM / split-K), 1 (gemv_mma) or 2 (gemv_dot)")
+        raise ArgumentError(
+            f"{op}: config {config}: FORM must be 0 (GEMM / split-K), 1 (gemv_mma), 2 (gemv_dot) or 3 (gemv_wx)"
+        )
     if values.get("SPLIT") != 1:
         raise ArgumentError(f"{op}: config {config}: the GEMV forms walk all of K in one block; give SPLIT=1")
     if not 1 <= lat <= 10 or tma not in (0, 1) or not 0 <= occ <= 32:
