@@ -89,6 +89,15 @@ def test_gemv_wx_tiles_and_hints_run(tile_shape: tuple[int, int, int], tma: int,
     _check(m, 2560, 9728, config=config, activation="silu", residual=True)
 
 
+@pytest.mark.parametrize(("bn", "bk", "split"), [(64, 128, 4), (64, 256, 8), (128, 128, 8)])
+@pytest.mark.parametrize("m", [1, 16])
+def test_gemv_wx_split_k_runs(bn: int, bk: int, split: int, m: int) -> None:
+    # The split pair at Qwen3-4B's o and down shapes (40 or 20 tiles of 64 or 128 without the split).
+    config = tk.Config.of(FORM=3, BM=8 if m == 1 else 16, BN=bn, BK=bk, GROUP=1, SPLIT=split, LAT=3, TMA=1, OCC=0)
+    _check(m, 2560, 4096, config=config, residual=True)
+    _check(m, 2560, 9728, config=config, activation="silu")
+
+
 def test_tuned_decode_config_is_a_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TILE_AUTOTUNE", "1")
     tuner = autotune.Autotuner("matmul", source="gpu-test", timer=autotune.wall_timer, cache_dir=tmp_path)

@@ -18,8 +18,10 @@ faster depends on the shape:
   the 16 padded activation rows on that side instead, which the warpgroup MMA cannot take.
 
 Each config also carries the loads' ``LAT`` (latency hint: tiles in flight) and ``TMA`` (1: bulk-copy engine
-allowed, 0: plain loads), and ``OCC`` (blocks per SM hint, 0: tileiras' choice). Split-K (``FORM=0``, the
-``gemm_split_k`` pair in `_gemm`) stays a candidate only where N is too small for narrow tiles to fill the SMs.
+allowed, 0: plain loads), and ``OCC`` (blocks per SM hint, 0: tileiras' choice). gemv_wx alone may split K
+(``SPLIT`` > 1: ``gemv_wx_split_k`` into f32 partials, then ``reduce_split_k`` with the epilogue, one more launch)
+where N is too small for its 64- and 128-wide tiles to fill the SMs. The skinny persistent tiles of `_gemm`
+(``FORM=0``, split-K among them) race all of them.
 """
 
 from __future__ import annotations
@@ -39,10 +41,11 @@ FORMS = {1: "gemv_mma", 2: "gemv_dot", 3: "gemv_wx"}
 _STEM = "_gemm_kernels"
 _TILE_SIZES = (4096, 8192)  # elements of one gemv_mma weight tile, BN x BK
 _DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
+_MAX_SPLIT = 16  # runs of K tiles gemv_wx may split K into (each a slice of the f32 partials)
 
 
 def _gemv(**values: int) -> autotune.Config:
-    return autotune.Config.of(GROUP=1, SPLIT=1, **values)
+    return autotune.Config.of(**({"GROUP": 1, "SPLIT": 1} | values))
 
 
 def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
@@ -77,6 +80,7 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
         ]
     else:
         found += [_gemv(FORM=1, BM=16, BN=bn, BK=128, LAT=lat, TMA=1, OCC=0) for bn in widths[:2] for lat in (3, 6)]
+    found += _split_wx(m, n, blocks)
     wide = sorted({16, *widths[-2:]} - {8})
     found += [
         _gemv(FORM=3, BM=8 if m <= 8 else 16, BN=bn, BK=bk, LAT=lat, TMA=tma, OCC=0)
@@ -86,6 +90,26 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
         for tma, lat in ((1, 3), (0, 4))
     ]
     return tuple(found)
+
+
+def _split_wx(m: int, n: int, blocks: int) -> list[autotune.Config]:
+    """gemv_wx split over K where its 64- and 128-wide tiles leave SMs idle (N = 2560: 40 and 20 tiles): the smallest
+    power-of-two SPLIT that gives every SM a block (at most 16), and twice it for the 64-wide tiles."""
+    bm = 8 if m <= 8 else 16
+    found = []
+    for bn in (64, 128):
+        tiles = -(-n // bn)
+        least = 2
+        while tiles * least < blocks and least < _MAX_SPLIT:
+            least *= 2
+        splits = [least, 2 * least] if bn == 64 and 2 * least <= _MAX_SPLIT else [least]
+        if tiles < blocks:
+            found += [
+                _gemv(FORM=3, BM=bm, BN=bn, BK=bk, LAT=3, TMA=1, OCC=0, SPLIT=split)
+                for bk in (128, 256)
+                for split in splits
+            ]
+    return found
 
 
 def default(n: int, blocks: int, gpu: bool) -> autotune.Config | None:
@@ -103,15 +127,18 @@ def default(n: int, blocks: int, gpu: bool) -> autotune.Config | None:
 
 
 def check(config: autotune.Config, op: str) -> None:
-    """Raise `ArgumentError` for a GEMV config with a bad form, hint or a split (the GEMV forms do not split K)."""
+    """Raise `ArgumentError` for a GEMV config with a bad form, hint or split (only gemv_wx splits K)."""
     values = config.as_dict()
     form, lat, tma, occ = (values.get(name, -1) for name in ("FORM", "LAT", "TMA", "OCC"))
     if form not in FORMS:
         raise ArgumentError(
             f"{op}: config {config}: FORM must be 0 (GEMM / split-K), 1 (gemv_mma), 2 (gemv_dot) or 3 (gemv_wx)"
         )
-    if values.get("SPLIT") != 1:
-        raise ArgumentError(f"{op}: config {config}: the GEMV forms walk all of K in one block; give SPLIT=1")
+    split = values.get("SPLIT", 0)
+    if form == 3 and not 1 <= split <= _MAX_SPLIT:
+        raise ArgumentError(f"{op}: config {config}: gemv_wx (FORM 3) splits K in 1..{_MAX_SPLIT} runs; give SPLIT so")
+    if form != 3 and split != 1:
+        raise ArgumentError(f"{op}: config {config}: FORM 1 and 2 walk all of K in one block; give SPLIT=1")
     if not 1 <= lat <= 10 or tma not in (0, 1) or not 0 <= occ <= 32:
         raise ArgumentError(f"{op}: config {config}: give LAT in 1..10, TMA 0 or 1 and OCC in 0..32 (0: no hint)")
 
@@ -126,9 +153,39 @@ def _kernel(form: int, occupancy: int) -> Kernel:
 def launch(
     config: autotune.Config, z: Tensor, *, x: Tensor, y: Tensor, bias: Any, res: Any, flags: dict[str, Any]
 ) -> DeviceOp[tuple[Any, ...]]:
-    """The GEMV launch writing ``z`` (one block per (BM, BN) tile of it) for a config `check` accepted."""
-    kernel = _kernel(config["FORM"], config["OCC"])
+    """The GEMV launch writing ``z`` (one block per (BM, BN) tile of it) for a config `check` accepted; gemv_wx with
+    SPLIT > 1 is two: ``gemv_wx_split_k`` into f32 partials, then ``reduce_split_k`` with the epilogue."""
     hints = {"BK": config["BK"], "LAT": config["LAT"], "TMA": bool(config["TMA"])}
+    split = min(config["SPLIT"], -(-x.shape[1] // config["BK"]))
+    if config["FORM"] == 3 and split > 1:
+        return _launch_split(config, split, z, x=x, y=y, bias=bias, res=res, flags=flags, hints=hints)
+    kernel = _kernel(config["FORM"], config["OCC"])
     with tile.partitioned(z, [config["BM"], config["BN"]]) as part:  # a refused launch gives ``z`` (maybe out=) back
         made: DeviceOp[tuple[Any, ...]] = kernel(part, x, y, bias, res, **hints, **flags)
     return made
+
+
+def _launch_split(
+    config: autotune.Config,
+    split: int,
+    z: Tensor,
+    *,
+    x: Tensor,
+    y: Tensor,
+    bias: Any,
+    res: Any,
+    flags: dict[str, Any],
+    hints: dict[str, Any],
+) -> DeviceOp[tuple[Any, ...]]:
+    k = kernels(_STEM)
+    m, n = z.shape
+    bm, bn = config["BM"], config["BN"]
+    partials = tile.empty(tile.f32, [split, m, n]).partition([1, bm, bn])
+    with tile.partitioned(z, [bm, bn]) as target:  # a refused first launch gives ``z`` (maybe out=) back
+
+        def reduce(out: tuple[Any, ...]) -> Any:
+            # The partials are unpartitioned in flight: the reduction runs after the split kernel, no wait between.
+            return k.reduce_split_k(target, out[0].unpartition(), bias, res, **flags)
+
+        first: DeviceOp[tuple[Any, ...]] = k.gemv_wx_split_k(partials, x, y, SPLIT=split, **hints)
+        return first.then(reduce)
