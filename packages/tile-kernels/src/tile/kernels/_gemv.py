@@ -41,6 +41,9 @@ FORMS = {1: "gemv_mma", 2: "gemv_dot", 3: "gemv_wx"}
 _STEM = "_gemm_kernels"
 _TILE_SIZES = (4096, 8192)  # elements of one gemv_mma weight tile, BN x BK
 _DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
+# gemv_mma's plain-load tiles, (BN x BK, blocks per SM hint), at most 128 deep (BN = 32, BK = 256 spills); BN = 64,
+# BK = 128, 4 blocks an SM was the tuned best at Qwen3-4B's gate/up.
+_PLAIN = ((4096, 0), (8192, 4))
 _MAX_SPLIT = 16  # runs of K tiles gemv_wx may split K into (each a slice of the f32 partials)
 
 
@@ -51,24 +54,25 @@ def _gemv(**values: int) -> autotune.Config:
 def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
     """The GEMV configs the tuner times for an ``(m, n)`` output on a GPU of ``blocks`` SMs.
 
-    Widths: 8 and the two widest whose grid still gives every SM a block (wider ones would leave SMs idle). Weight
-    tiles of 4096 or 8192 elements (8 or 16 KiB of bf16: with 3-4 in flight and a few blocks an SM, enough bytes in
-    flight to cover HBM latency; larger tiles take tileiras 5-10x longer to compile and stream no faster). gemv_dot
-    only up to M = 4, where its accumulator stays small. Above M = 4 gemv_mma also gets BK = 128 tiles at its two
-    narrowest widths: at N = 2560 its widths are 8 and 16 only, so the fixed tile sizes gave it nothing but
-    BK >= 256, and every such (16, BK) activation tile is as large as the weight tile or twice it, loaded per step
-    (Qwen3-4B's o and down at M = 16 ran at 0.07 of copy bandwidth). gemv_wx at widths 16 and up with BK 128 or 256.
+    Widths: 8 and the two widest whose grid still gives every SM a block (wider ones would leave SMs idle). What
+    tileiras makes of each was read off its sm_90 code (benchmarks/gemv_sass.py, results/gemv_sass.json): below
+    32 columns no form reaches the matrix unit (the mma becomes CUDA-core FMAs), and there gemv_mma spills registers
+    at every BK >= 256 (BN = 8, BK = 1024: 262 spill stores), so narrow gemv_mma and gemv_wx tiles are 128 deep;
+    Qwen3-4B's o and down at M = 16, which had only those spilling tiles to choose from, ran at 0.07 of copy
+    bandwidth. From 32 columns gemv_mma runs on the warp MMA with 4096- or 8192-element weight tiles (8 or 16 KiB of
+    bf16); gemv_wx from 64 on the warpgroup MMA with the bulk-copy engine, split over K where its tiles are too few
+    (`_split_wx`). gemv_dot (CUDA cores by design, no spills) only up to M = 4, where its accumulator stays small.
     20 to 34 configs.
     """
     eligible = [bn for bn in (8, 16, 32, 64, 128) if -(-n // bn) >= blocks]
     widths = sorted({8, *eligible[-2:]})
-    found = [
-        _gemv(FORM=1, BM=16, BN=bn, BK=size // bn, LAT=lat, TMA=tma, OCC=0)
-        for bn in widths
-        for size in _TILE_SIZES
-        for tma, lat in ((1, 3), (0, 4))
-    ]
-    found += [_gemv(FORM=1, BM=16, BN=bn, BK=_TILE_SIZES[1] // bn, LAT=4, TMA=0, OCC=4) for bn in widths[:2]]
+    found = []
+    for bn in widths:
+        if bn < 32:  # CUDA-core FMAs: 128-deep tiles (deeper ones spill), more of them in flight
+            found += [_gemv(FORM=1, BM=16, BN=bn, BK=128, LAT=lat, TMA=1, OCC=0) for lat in (3, 6)]
+            continue
+        found += [_gemv(FORM=1, BM=16, BN=bn, BK=size // bn, LAT=3, TMA=1, OCC=0) for size in _TILE_SIZES]
+        found += [_gemv(FORM=1, BM=16, BN=bn, BK=min(128, size // bn), LAT=4, TMA=0, OCC=occ) for size, occ in _PLAIN]
     if m <= 4:
         bm = _args.next_pow2(m)
         found += [
@@ -78,18 +82,19 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
             for tma in (0, 1)
             if bm * bn * bk <= _DOT_BUDGET
         ]
-    else:
-        found += [_gemv(FORM=1, BM=16, BN=bn, BK=128, LAT=lat, TMA=1, OCC=0) for bn in widths[:2] for lat in (3, 6)]
-    found += _split_wx(m, n, blocks)
-    wide = sorted({16, *widths[-2:]} - {8})
-    found += [
-        _gemv(FORM=3, BM=8 if m <= 8 else 16, BN=bn, BK=bk, LAT=lat, TMA=tma, OCC=0)
-        for bn in wide
-        if -(-n // bn) >= blocks
-        for bk in (128, 256)
-        for tma, lat in ((1, 3), (0, 4))
-    ]
-    return tuple(found)
+    bm = 8 if m <= 8 else 16
+    for bn in (16, 32, 64, 128):
+        if -(-n // bn) < blocks or (bn < 64 and bn not in {16, *widths}):
+            continue
+        if bn < 64:  # CUDA-core FMAs again: 128 deep, bulk copies (plain loads spill at 16 wide)
+            found.append(_gemv(FORM=3, BM=bm, BN=bn, BK=128, LAT=3, TMA=1, OCC=0))
+            continue
+        found += [
+            _gemv(FORM=3, BM=bm, BN=bn, BK=bk, LAT=lat, TMA=tma, OCC=0)
+            for bk in (128, 256)
+            for tma, lat in ((1, 3), (0, 4))
+        ]
+    return (*found, *_split_wx(m, n, blocks))
 
 
 def _split_wx(m: int, n: int, blocks: int) -> list[autotune.Config]:
@@ -114,8 +119,9 @@ def _split_wx(m: int, n: int, blocks: int) -> list[autotune.Config]:
 
 def default(n: int, blocks: int, gpu: bool) -> autotune.Config | None:
     """The untuned GEMV config for N = ``n`` on ``blocks`` SMs, or None where even 8-wide tiles leave SMs idle (the
-    caller splits K then): gemv_mma with the widest BN up to 64 that still gives every SM two blocks and 8192-element
-    weight tiles (32 x 32 tiles on the CPU interpreter, whose tiles stay small)."""
+    caller splits K then): gemv_mma with the widest BN up to 64 that still gives every SM two blocks, 8192-element
+    weight tiles from 32 columns (the warp MMA) and 128-deep ones below (CUDA-core FMAs, which spill registers deeper:
+    see `candidates`); 32 x 32 tiles on the CPU interpreter, whose tiles stay small."""
     if not gpu:
         return _gemv(FORM=1, BM=16, BN=32, BK=32, LAT=3, TMA=1, OCC=0) if -(-n // 32) >= blocks else None
     if -(-n // 8) < blocks:
@@ -123,7 +129,8 @@ def default(n: int, blocks: int, gpu: bool) -> autotune.Config | None:
     bn = 8
     while bn < 64 and -(-n // (2 * bn)) >= 2 * blocks:
         bn *= 2
-    return _gemv(FORM=1, BM=16, BN=bn, BK=_TILE_SIZES[1] // bn, LAT=3, TMA=1, OCC=0)
+    deep = bn < 32  # the CUDA-core FMAs: more, shallower tiles in flight
+    return _gemv(FORM=1, BM=16, BN=bn, BK=128 if deep else _TILE_SIZES[1] // bn, LAT=6 if deep else 3, TMA=1, OCC=0)
 
 
 def check(config: autotune.Config, op: str) -> None:
