@@ -92,9 +92,9 @@ def _zip_longest(lists: list[list[Any]]) -> list[list[Any]]:
 class Shape:
     """One projection at one M: weight copies beyond L2, the activation, and the reference output."""
 
-    def __init__(self, torch: Any, m: int, n: int, k: int) -> None:
+    def __init__(self, torch: Any, m: int, n: int, k: int, *, rotate: bool = True) -> None:
         self.m, self.n, self.k = m, n, k
-        copies = max(1, min(CHAIN, -(-gemv_decode.L2_SPAN // (2 * n * k))))
+        copies = max(1, min(CHAIN, -(-gemv_decode.L2_SPAN // (2 * n * k)))) if rotate else 1
         if torch is None:
             rng = np.random.default_rng(0)
             self.ws = [tile.from_numpy(rng.standard_normal((n, k)).astype(np.float32)) for _ in range(copies)]
@@ -146,7 +146,7 @@ def compile_share(worker: int, workers: int) -> None:
         if i % workers != worker:
             continue
         n, k = all_shapes[name]
-        shape = made.get((name, m)) or made.setdefault((name, m), Shape(torch, m, n, k))
+        shape = made.get((name, m)) or made.setdefault((name, m), Shape(torch, m, n, k, rotate=False))
         try:
             tk.matmul(shape.x, shape.ws[0].T, config=config)
         except tile.TileError as exc:
@@ -234,7 +234,7 @@ def main() -> None:
     torch = _torch()
     begun = time.monotonic()
     workers = int(ARGS.get("workers", min(8, (os.cpu_count() or 2) // 2)))
-    if torch is not None and workers > 0:
+    if workers > 0 and (torch is not None or "workers" in ARGS):  # on the interpreter only if asked (a smoke test)
         print(f"compiling {len(jobs())} configs in {workers} processes", flush=True)
         precompile(workers, begun + float(ARGS.get("compile_budget", 240)))
         print(f"compiled in {time.monotonic() - begun:.0f}s", flush=True)
