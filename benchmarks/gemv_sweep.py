@@ -6,8 +6,10 @@ prints, per shape, the configs sorted by fraction of copy bandwidth.
     python benchmarks/gemv_sweep.py                  # the GPU sweep (about 5-7 minutes on an H100, cold caches)
     python benchmarks/gemv_sweep.py --smoke          # the CPU interpreter at tiny sizes: checks the script (its
                                                      # JSON goes to the temp dir, not results/)
-    options: --budget=SECONDS (420: the timing phase stops starting configs after it), --workers=N (compile
-             processes, default min(8, cores / 2); 0: compile while timing), --shapes=qkv,o --ms=1,16 --extra
+    options: --budget=SECONDS (420: no config starts after it, counted from the start; the compile phase gets at
+             most --compile_budget=SECONDS, 240, its workers killed after it), --workers=N (compile
+             processes, default min(8, cores / 2); 0: compile while timing), --shapes=qkv,o --ms=1,16 --extra,
+             --forms=1,2,3 (0: the skinny persistent tiles and their split-K; default all)
 
 Compiling is what takes the time (tileiras, several seconds a config), so the GPU run first compiles every
 (shape, config) in ``--workers`` processes into tile's disk cache (``TILE_CACHE_DIR``, shared), each on its share of
@@ -76,6 +78,8 @@ def jobs() -> list[Job]:
             configs = list(_gemm._decode_candidates(m, n))
             if "extra" in ARGS:
                 configs += [c for c in extra(m, n, _gemm._blocks()) if c not in configs]
+            forms = {int(f) for f in ARGS.get("forms", "0,1,2,3").split(",")}
+            configs = [c for c in configs if c.as_dict().get("FORM", 0) in forms]
             kinds: dict[tuple[int, bool], list[autotune.Config]] = {}  # (FORM, split): interleaved, 2 each in smoke
             for c in configs:
                 kinds.setdefault((c.as_dict().get("FORM", 0), c["SPLIT"] > 1), []).append(c)
