@@ -5,7 +5,7 @@ the HBM bandwidth. The persistent GEMM's 128-wide tiles leave most SMs idle at t
 (N = 2560 is 20 tiles of 128), and splitting K to fill them costs an f32 partials round trip and a second kernel.
 The GEMV forms instead give every block a narrow (BM, BN) output tile, BN 8..128, and let it walk all of K: N / BN
 blocks fill the machine without splitting (2560 / 8 = 320 blocks), and the epilogue (bias, activation, residual,
-output cast) runs in the same kernel. Two forms, both offered to the autotuner because which one tileiras makes
+output cast) runs in the same kernel. Three forms, all offered to the autotuner because which one tileiras makes
 faster depends on the shape:
 
 - ``FORM=1`` (``gemv_mma``): the activation rows padded with zeros to BM = 16, times a (BK, BN) weight tile on the
