@@ -1,6 +1,7 @@
 """The decode GEMV forms on the GPU at Qwen3's projection shapes: numerics against float64 (bounds as in
 test_kernels_gpu), weights in a Linear layer's (N, K) layout passed as ``w.T``, outputs poisoned with NaN; every
-form and load hint compiles and runs; the tuned choice for a decode shape is one of its candidates.
+form and load hint compiles and runs (gemv_wx at several tile shapes); the tuned choice for a decode shape is one of
+its candidates.
 
 Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-kernels/tests/test_gemv_gpu.py -m gpu``.
 """
@@ -74,6 +75,26 @@ def test_lm_head_with_f32_logits() -> None:
 def test_every_form_and_hint_runs(form: int, tma: int, lat: int, occ: int, m: int) -> None:
     bm, bk = (16, 512) if form == 1 else (4, 256)
     config = tk.Config.of(FORM=form, BM=bm, BN=8, BK=bk, GROUP=1, SPLIT=1, LAT=lat, TMA=tma, OCC=occ)
+    _check(m, 2560, 9728, config=config, activation="silu")
+
+
+@pytest.mark.parametrize("tile_shape", [(8, 16, 256), (8, 64, 128), (16, 128, 128)])
+@pytest.mark.parametrize(("tma", "lat"), [(1, 3), (0, 4)])
+@pytest.mark.parametrize("m", [1, 3, 16])
+def test_gemv_wx_tiles_and_hints_run(tile_shape: tuple[int, int, int], tma: int, lat: int, m: int) -> None:
+    # gemv_wx: the weight's rows on the matrix unit's M side (16 to 128 of them), the activation padded to BM rows
+    # (M = 16 with BM = 8 spans two row tiles); K = 9728 is no multiple of 256: a zero-padded last K tile.
+    bm, bn, bk = tile_shape
+    config = tk.Config.of(FORM=3, BM=bm, BN=bn, BK=bk, GROUP=1, SPLIT=1, LAT=lat, TMA=tma, OCC=0)
+    _check(m, 2560, 9728, config=config, activation="silu", residual=True)
+
+
+@pytest.mark.parametrize(("bn", "bk", "split"), [(64, 128, 4), (64, 256, 8), (128, 128, 8)])
+@pytest.mark.parametrize("m", [1, 16])
+def test_gemv_wx_split_k_runs(bn: int, bk: int, split: int, m: int) -> None:
+    # The split pair at Qwen3-4B's o and down shapes (40 or 20 tiles of 64 or 128 without the split).
+    config = tk.Config.of(FORM=3, BM=8 if m == 1 else 16, BN=bn, BK=bk, GROUP=1, SPLIT=split, LAT=3, TMA=1, OCC=0)
+    _check(m, 2560, 4096, config=config, residual=True)
     _check(m, 2560, 9728, config=config, activation="silu")
 
 

@@ -76,6 +76,20 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
         GEMV_ARRAYS | {"z": ("f32", 2), "bias": ("bf16", 1)},
         {"O": "f32", "T": "bf16", "BT": "bf16", "RT": "bf16"},
     ),
+    "gemv_wx_bf16_bias_gelu_residual": (
+        "_gemm_kernels",
+        "gemv_wx",
+        {"BM": 8, "BN": 64, "BK": 128, "LAT": 3, "TMA": True, **GEMM_EPILOGUE},
+        GEMV_ARRAYS,
+        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16"},
+    ),
+    "gemv_wx_split_k": (
+        "_gemm_kernels",
+        "gemv_wx_split_k",
+        {"BM": 16, "BN": 64, "BK": 256, "SPLIT": 4, "LAT": 4, "TMA": False},
+        {"z": ("f32", 3), "a": ("bf16", 2), "b": ("bf16", -2)},
+        {"T": "bf16"},
+    ),
     "bmm": (
         "_gemm_kernels",
         "bmm",

@@ -155,7 +155,7 @@ def matmul(
     Tensor
         The ``(M, N)`` result. SPLIT > 1 runs split-K: each block sums one of SPLIT runs of consecutive K tiles into its
         own slice of an f32 ``(SPLIT, M, N)`` scratch tensor, and a second kernel adds the slices and applies the
-        epilogue, so no two blocks ever write one element. FORM 1 or 2 (the GEMV forms, what M <= 16 gets where N
+        epilogue, so no two blocks ever write one element. FORM 1, 2 or 3 (the GEMV forms, what M <= 16 gets where N
         allows) runs one block per ``(BM, BN)`` output tile, each walking all of K, epilogue included: one kernel.
 
     Raises
@@ -385,5 +385,5 @@ def bmm(
         config = autotune.tuner("bmm", source_digest(_STEM)).choose(key, _WIDE, default, run)
     _check_config(config, op)
     if config.as_dict().get("FORM", 0) != 0:
-        raise ArgumentError(f"{op}: config {config}: the GEMV forms (FORM 1, 2) are matmul's; give bmm BM, BN, BK")
+        raise ArgumentError(f"{op}: config {config}: the GEMV forms (FORM 1, 2, 3) are matmul's; give bmm BM, BN, BK")
     return run(config, z)
