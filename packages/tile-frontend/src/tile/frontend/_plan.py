@@ -210,8 +210,8 @@ class Plan:
         self.alias = tuple((o, tuple(j for j in self.handles if j != o)) for o in self.outputs)
         # Comparing a call's Const or generic values with this plan's runs their type's __eq__: user code, unless the
         # type is a builtin or numpy one (then `try_launch` checks the handles again after it).
-        self.user_consts = any(const and cls not in _PLAIN for _, cls, const, _ in self.others) or any(
-            type(v) not in _PLAIN for v in self.generics.values()
+        self.user_consts = any(const and not _plain(cls) for _, cls, const, _ in self.others) or any(
+            not _plain(type(v)) for v in self.generics.values()
         )
 
     def try_launch(
@@ -227,8 +227,10 @@ class Plan:
         try:
             for i, p in self.scalars:
                 value = args[i]
-                if type(value) not in _PLAIN:
+                if not _plain(type(value)):
                     recheck = True
+                    if type(type(value)) is not type:  # the full path's check refuses it (its metaclass runs code)
+                        return None
                     if plain is None:
                         plain = list(args)
                     value = plain[i] = plain_number(value)  # the value checked is the value packed
@@ -355,6 +357,13 @@ _accel.bind(
     OURS=OURS,
     OWNERSHIP=OWNERSHIP,
 )
+
+
+def _plain(cls: type[Any]) -> bool:
+    """True for a class in `_PLAIN`, tested without running user code: a metaclass's ``__hash__`` and ``__eq__`` run
+    when a class is looked up in a set (and could claim it is ``int``), so a class with a metaclass is never plain
+    (`_fastlaunch.scalars_ok` tests the same)."""
+    return type(cls) is type and cls in _PLAIN
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:
