@@ -126,6 +126,51 @@ def test_a_bool_scalar_is_read_by_its_type(path: str, tmp_path: Path) -> None:
     assert z.unpartition().to_numpy().tolist() == [1.0] * 8
 
 
+# -- 1b. an object that claims a handle's class -------------------------------------------------------------------
+
+
+def _forgery(real: Any, cls: type[Any], shape: tuple[int, ...]) -> Any:
+    """An object whose ``__class__`` says ``cls`` and that reports ``shape``, everything else read from ``real``."""
+
+    class Forged:
+        __class__ = cls  # type: ignore[assignment]  # isinstance reads it
+
+        def __getattr__(self, name: str) -> Any:
+            return shape if name == "shape" else getattr(real, name)
+
+    return Forged()
+
+
+def test_a_forged_handle_is_no_handle(k: ModuleType, path: str) -> None:
+    """Hole: every handle check (the launch's argument kinds, ``_ownership``, graph_write, the collectives) used
+    ``isinstance``, which reads an object's ``__class__``: a plain object with ``__class__ = tile.Tensor`` that
+    reported 64 elements for a 16-element tensor was accepted as the kernel's input on both paths (its shape went
+    into the entry ABI: on the GPU the kernel reads 48 elements past the allocation). Now the handle classes'
+    metaclass makes ``isinstance`` test the exact type (`_errors.Exact`), so a forgery is refused as what it is."""
+    real = tile.ones(f32, [16])
+    fake = _forgery(real, tile.Tensor, (64,))
+    assert not isinstance(fake, tile.Tensor)
+    z = tile.zeros(f32, [64]).partition((64,))
+    with pytest.raises(tile.ArgumentError, match=r"argument 'x' of scale\(\) needs a tile Tensor, got Forged"):
+        k.scale(z, fake, 2)
+    out = _forgery(z, tile.Partition, (64,))
+    with pytest.raises(tile.ArgumentError, match=r"argument 'z' of scale\(\) is a Mut output and needs a Partition"):
+        k.scale(out, tile.ones(f32, [64]), 2)
+    assert real.to_numpy().tolist() == [1.0] * 16  # nothing was moved: both are usable
+    assert z.unpartition().to_numpy().tolist() == [0.0] * 64
+
+
+def test_graph_write_refuses_a_forged_tensor(k: ModuleType) -> None:
+    """The same forgery as ``graph_write``'s destination (it would have copied into the address it reported)."""
+    stream = aio.HostStream()
+    x = tile.ones(f32, [16])
+    graph = k.scale(tile.zeros(f32, [16]).partition((16,)), x[()], 2).graph(stream)
+    with pytest.raises(tile.ArgumentError, match=r"graph_write: dst is a Forged; pass the tensor"):
+        tile.graph_write(graph, _forgery(x, tile.Tensor, (64,)), np.zeros(64))
+    graph.close()
+    assert x.to_numpy().tolist() == [1.0] * 16
+
+
 # -- 2. a .then function that raises mid-chain --------------------------------------------------------------------
 
 
@@ -201,3 +246,12 @@ def test_a_collective_refuses_overlapping_out_and_inp(group: Any) -> None:
     with pytest.raises(tile.BorrowError, match=r"would write Shared.*a share is read-only"):
         group.all_reduce(t.share())
     assert whole.to_numpy().tolist() == [0.0] * 8
+
+
+def test_a_collective_refuses_a_forged_tensor(group: Any) -> None:
+    """The forged tensor of test_a_forged_handle_is_no_handle, given to an all_reduce (torch would have written the
+    address it reported)."""
+    real = tile.zeros(f32, [16])
+    with pytest.raises(tile.ArgumentError, match=r"all_reduce takes Tile tensors \(or shares, to read\); got Forged"):
+        group.all_reduce(_forgery(real, tile.Tensor, (64,)))
+    assert real.to_numpy().tolist() == [0.0] * 16
