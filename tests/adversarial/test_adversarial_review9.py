@@ -21,6 +21,12 @@ Attempts that turned out already closed (the most important have a test below):
 - a ``.then`` function that raises mid-chain (also after making a launch it never returns): the run waits for the
   work already enqueued before the hand-back, so the output memory stays held (a new borrow is refused) until the
   queued kernel is done; the moved handles are dead (MovedError), never owned twice. Same on both paths.
+- two threads launching on the same partition and input at once (the switch interval at a microsecond): exactly one
+  launch is made, the other call raises MovedError, on both paths (the ownership lock orders check and move).
+- an ``__index__`` that frees, partitions, shares or lends the tensor being sliced, reshaped or partitioned: the view
+  is made only if the tensor is still live after it ran (FreedError / MovedError), never a view of freed memory.
+- keyword generics and Const values of user types: both paths compare them before the handle checks, or check the
+  handles again after (``user_consts``), so their ``__eq__`` cannot change what is moved.
 """
 
 from __future__ import annotations
@@ -133,7 +139,7 @@ def _forgery(real: Any, cls: type[Any], shape: tuple[int, ...]) -> Any:
     """An object whose ``__class__`` says ``cls`` and that reports ``shape``, everything else read from ``real``."""
 
     class Forged:
-        __class__ = cls  # type: ignore[assignment]  # isinstance reads it
+        __class__ = cls  # isinstance reads it
 
         def __getattr__(self, name: str) -> Any:
             return shape if name == "shape" else getattr(real, name)
@@ -169,6 +175,47 @@ def test_graph_write_refuses_a_forged_tensor(k: ModuleType) -> None:
         tile.graph_write(graph, _forgery(x, tile.Tensor, (64,)), np.zeros(64))
     graph.close()
     assert x.to_numpy().tolist() == [1.0] * 16
+
+
+# -- 1c. two threads, one partition -------------------------------------------------------------------------------
+
+
+def _race_once(k: ModuleType) -> None:
+    """Two threads call ``scale`` on the same handles at once: one launch is made, the other call is refused."""
+    z, x = tile.zeros(f32, [16]).partition((16,)), tile.ones(f32, [16])
+    made: list[Any] = []
+    refused: list[str] = []
+    start = threading.Barrier(2)
+
+    def launch() -> None:
+        start.wait()
+        try:
+            made.append(k.scale(z, x, 2))
+        except tile.MovedError as error:
+            refused.append(str(error))
+
+    threads = [threading.Thread(target=launch) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1
+    assert len(refused) == 1
+    assert "moved into the launch of scale" in refused[0]
+    out, _, _ = made[0].sync()
+    assert out.unpartition().to_numpy().tolist() == [2.0] * 16
+
+
+def test_two_threads_launching_on_one_partition_make_one_launch(k: ModuleType, path: str) -> None:
+    """Closed: the check and the move are one step under the ownership lock, on both paths."""
+    k.scale(tile.zeros(f32, [16]).partition((16,)), tile.ones(f32, [16]), 2).sync()  # the plan: the fast path runs
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(50):
+            _race_once(k)
+    finally:
+        sys.setswitchinterval(interval)
 
 
 # -- 2. a .then function that raises mid-chain --------------------------------------------------------------------
