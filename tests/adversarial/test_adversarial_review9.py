@@ -109,6 +109,24 @@ def test_a_number_whose_class_has_a_metaclass_cannot_take_a_checked_handle(k: Mo
     assert z.unpartition().to_numpy().tolist() == [3.0] * 16
 
 
+def test_a_number_with_any_metaclass_is_refused(k: ModuleType, path: str) -> None:
+    """The refusal does not depend on what the metaclass claims: one that adds nothing is refused too (the launch
+    would run its code wherever it tests the class), before and after a plan for plain ints exists."""
+
+    class Meta(type):
+        pass
+
+    class Quiet(int, metaclass=Meta):
+        pass
+
+    z, x = tile.zeros(f32, [16]).partition((16,)), tile.ones(f32, [16])
+    for _ in range(2):
+        with pytest.raises(tile.ArgumentError, match=r"got Quiet, whose class has the metaclass Meta"):
+            k.scale(z, x, Quiet(3))
+        z, x, _ = k.scale(z, x, 3).sync()
+    assert z.unpartition().to_numpy().tolist() == [3.0] * 16
+
+
 def test_a_bool_scalar_is_read_by_its_type(path: str, tmp_path: Path) -> None:
     """Hole: the i1 scalar check read ``isinstance(a, bool)``, which reads ``__class__``: an object with
     ``__class__ = bool`` was accepted as a bool scalar (review 17 of the handles suite read type() for numbers only),

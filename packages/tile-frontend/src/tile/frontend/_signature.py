@@ -130,7 +130,7 @@ def bind(
     bound = Bound(list(args))
     for i, (p, given) in enumerate(zip(params, args, strict=False)):
         a = given
-        if p.kind in ("scalar", "ptr") and type(a) not in _BUILTIN_NUMBERS:
+        if p.kind in ("scalar", "ptr") and (type(type(a)) is not type or type(a) not in _BUILTIN_NUMBERS):
             a = bound.values[i] = plain_number(a)  # the value checked is the value packed
         CHECKS[p.kind](kernel, p, a, inferred, unchecked)
         if p.kind == "const":
@@ -271,6 +271,8 @@ def plain_number(a: Any) -> Any:
     another to the packing (or the interpreter, which receives the object). Anything else is returned as it is (the
     check refuses it)."""
     cls = type(a)  # not isinstance: an object may claim any class through a __class__ attribute
+    if type(cls) is not type:  # a metaclass's code would run where the class is tested: the check refuses it
+        return a
     if issubclass(cls, bool | np.bool_):
         return a
     if issubclass(cls, int):
