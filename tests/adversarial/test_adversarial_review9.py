@@ -273,6 +273,41 @@ def test_a_failing_then_hands_back_only_after_the_queued_work(k: ModuleType, pat
     assert arr.tolist() == [2.0] * 16  # the queued launch ran to the end
 
 
+# -- 2b. closing a graph while a replay is queued ----------------------------------------------------------------
+
+
+def test_closing_a_graph_waits_for_a_queued_replay(k: ModuleType) -> None:
+    """Closed: ``graph.close()`` from another thread, while a replay waits on a busy stream, returns (and hands the
+    output back to be freed) only after the replay ran."""
+    stream = aio.HostStream(worker=True)
+    graph = k.scale(tile.zeros(f32, [16]).partition((16,)), tile.ones(f32, [16]), 2).graph(stream)
+    gate = threading.Event()
+    stream.enqueue(gate.wait)
+    events: list[str] = []
+
+    def replay() -> None:
+        graph.launch().sync_on(stream)
+
+    def close() -> None:
+        z, _, _ = graph.close()
+        events.append("closed")
+        assert z.unpartition().to_numpy().tolist() == [2.0] * 16  # the replay's result: it ran before the close
+        events.append("read")
+
+    replayer = threading.Thread(target=replay)
+    replayer.start()
+    time.sleep(0.1)
+    closer = threading.Thread(target=close)
+    closer.start()
+    time.sleep(0.2)
+    events.append("gate opened")
+    gate.set()
+    replayer.join()
+    closer.join()
+    stream.close()
+    assert events == ["gate opened", "closed", "read"]
+
+
 # -- 3. tile.distributed on the CPU ---------------------------------------------------------------------------------
 
 
