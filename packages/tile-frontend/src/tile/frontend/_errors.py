@@ -113,6 +113,17 @@ class FinalClassError(TileError, TypeError):
     packed, and ``handle.__class__ = Subclass`` would give any live handle the override."""
 
 
+class Exact(type):
+    """The metaclass of the handle classes launches trust (`Tensor`, `Partition`, `Shared`, `Lent`): ``isinstance``
+    is true only for an object of exactly that class. The builtin test also reads the object's ``__class__``, which
+    any class can define (``__class__ = tile.Tensor``): such a forgery passed every handle check of a launch and
+    reported the shape and address it liked (a kernel read past an allocation). The classes are final, so the exact
+    type is the whole test; an instance of the class itself never reaches this method (CPython tests that first)."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return type(instance) is cls
+
+
 def refuse_subclass(cls: type) -> FinalClassError:
     """The error for defining ``cls``, a subclass of one of Tile's final classes (raised by ``__init_subclass__``)."""
     base = cls.__mro__[1]

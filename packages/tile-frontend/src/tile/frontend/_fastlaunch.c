@@ -199,7 +199,8 @@ static int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject 
             if (fine < 0) rc = ERR;
             continue;
         }
-        int plain = PySet_Contains(PLAIN, (PyObject *)Py_TYPE(value));
+        /* `_plan._plain`: a class with a metaclass is never plain (its __hash__/__eq__ would run inside the step) */
+        int plain = Py_TYPE(Py_TYPE(value)) != &PyType_Type ? 0 : PySet_Contains(PLAIN, (PyObject *)Py_TYPE(value));
         if (plain <= 0) {
             rc = plain < 0 ? ERR : NO;
             break;

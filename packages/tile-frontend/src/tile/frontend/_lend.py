@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tile.frontend._errors import BorrowError, refuse_subclass
+from tile.frontend._errors import BorrowError, Exact, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import require_exclusive
 from tile.frontend._site import user_site
@@ -24,7 +24,7 @@ from tile.frontend._tensor import Tensor
 __all__ = ["Lent", "lend"]
 
 
-class Lent(Wrapper):
+class Lent(Wrapper, metaclass=Exact):
     """A tensor lent for writing to another library; make one with ``tensor.lend()``.
 
     Pass it to the other library's ``from_dlpack`` (``torch.from_dlpack(lent)``, ``np.from_dlpack(lent)``): those

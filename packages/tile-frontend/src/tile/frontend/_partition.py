@@ -25,6 +25,7 @@ from tile.frontend._errors import (
     AliasError,
     ArgumentError,
     BorrowError,
+    Exact,
     InFlight,
     frozen,
     refuse_subclass,
@@ -39,7 +40,7 @@ __all__ = ["Partition", "injective", "make_partition", "require_exclusive"]
 MAX_RANK = 3
 
 
-class Partition(Wrapper):
+class Partition(Wrapper, metaclass=Exact):
     """A tensor split into tiles of ``tile_shape``, for a kernel's ``Mut`` argument (attributes are read-only)."""
 
     __slots__ = ("_tile_shape",)

@@ -211,8 +211,8 @@ class Plan:
         self.alias = tuple((o, tuple(j for j in self.handles if j != o)) for o in self.outputs)
         # Comparing a call's Const or generic values with this plan's runs their type's __eq__: user code, unless the
         # type is a builtin or numpy one (then `try_launch` checks the handles again after it).
-        self.user_consts = any(const and cls not in _PLAIN for _, cls, const, _ in self.others) or any(
-            type(v) not in _PLAIN for v in self.generics.values()
+        self.user_consts = any(const and not _plain(cls) for _, cls, const, _ in self.others) or any(
+            not _plain(type(v)) for v in self.generics.values()
         )
 
     def try_launch(
@@ -229,10 +229,13 @@ class Plan:
             for i, p, exact, lo, hi in self.scalars:
                 value = args[i]
                 cls = type(value)
-                if cls in exact and (lo is None or lo <= value <= hi):
+                # (no metaclass first: a class is then compared by identity, so no user code runs in the lookups)
+                if type(cls) is type and cls in exact and (lo is None or lo <= value <= hi):
                     continue  # what the check passes, decided without calling it (`_passes`)
-                if cls not in _PLAIN:
+                if not _plain(cls):
                     recheck = True
+                    if type(type(value)) is not type:  # the full path's check refuses it (its metaclass runs code)
+                        return None
                     if plain is None:
                         plain = list(args)
                     value = plain[i] = plain_number(value)  # the value checked is the value packed
@@ -375,6 +378,13 @@ def _passes(p: Param) -> tuple[tuple[type[Any], ...], int | None, int | None]:
     if dtype.kind == "b":
         return (bool,), None, None
     return ((int,), *int_range(dtype))
+
+
+def _plain(cls: type[Any]) -> bool:
+    """True for a class in `_PLAIN`, tested without running user code: a metaclass's ``__hash__`` and ``__eq__`` run
+    when a class is looked up in a set (and could claim it is ``int``), so a class with a metaclass is never plain
+    (`_fastlaunch.scalars_ok` tests the same)."""
+    return type(cls) is type and cls in _PLAIN
 
 
 def _more(after: Taken, lent: InFlight) -> tuple[InFlight, ...]:

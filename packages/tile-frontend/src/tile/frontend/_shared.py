@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tile.frontend._errors import BorrowError, frozen, refuse_subclass
+from tile.frontend._errors import BorrowError, Exact, frozen, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
@@ -22,7 +22,7 @@ from tile.frontend._tensor import Tensor
 __all__ = ["HANDLES", "Shared", "share", "tensor_of"]
 
 
-class Shared(Wrapper):
+class Shared(Wrapper, metaclass=Exact):
     """A tensor shared read-only between launches; make one with ``tensor.share()``.
 
     Its attributes are read-only.

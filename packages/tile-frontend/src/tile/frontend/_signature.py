@@ -140,7 +140,7 @@ def bind(
     bound = Bound(list(args))
     for i, (p, given) in enumerate(zip(params, args, strict=False)):
         a = given
-        if p.kind in ("scalar", "ptr") and type(a) not in _BUILTIN_NUMBERS:
+        if p.kind in ("scalar", "ptr") and (type(type(a)) is not type or type(a) not in _BUILTIN_NUMBERS):
             a = bound.values[i] = plain_number(a)  # the value checked is the value packed
         CHECKS[p.kind](kernel, p, a, inferred, unchecked)
         if p.kind == "const":
@@ -252,7 +252,14 @@ def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
 
 def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
     assert isinstance(p.dtype, DType), "scalar annotations are concrete dtypes"
-    ok = isinstance(a, (bool, np.bool_)) if p.dtype.kind == "b" else _is_number(a, int_only=p.dtype.kind in "iu")
+    if type(type(a)) is not type:  # a metaclass's __hash__/__eq__ run whenever the launch tests the class
+        raise ArgumentError(
+            f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__}, whose class has the metaclass "
+            f"{type(type(a)).__name__} (its code would run while the launch checks the handles): pass int(n), "
+            "float(n) or bool(n)"
+        )
+    cls = type(a)  # not isinstance: ``__class__ = bool`` must not make an object a bool
+    ok = issubclass(cls, (bool, np.bool_)) if p.dtype.kind == "b" else _is_number(a, int_only=p.dtype.kind in "iu")
     if not ok:
         raise ArgumentError(f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__} {a!r}")
     if p.dtype.kind in "iu":
@@ -276,6 +283,8 @@ def plain_number(a: Any) -> Any:
     another to the packing (or the interpreter, which receives the object). Anything else is returned as it is (the
     check refuses it)."""
     cls = type(a)  # not isinstance: an object may claim any class through a __class__ attribute
+    if type(cls) is not type:  # a metaclass's code would run where the class is tested: the check refuses it
+        return a
     if issubclass(cls, bool | np.bool_):
         return a
     if issubclass(cls, int):

@@ -27,6 +27,7 @@ from tile.frontend._dtypes import numpy_dtype
 from tile.frontend._errors import (
     ArgumentError,
     BackendError,
+    Exact,
     FreedError,
     InFlight,
     frozen,
@@ -55,7 +56,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-class Tensor(Uncopyable):
+class Tensor(Uncopyable, metaclass=Exact):
     """A host handle on device (or, on the CPU backend, host) memory.
 
     Create tensors with `tile.zeros`, `tile.ones`, `tile.from_numpy`, `tile.from_dlpack`, ...; pass them to
