@@ -39,9 +39,10 @@ def test_fpowi_keeps_f32_subnormals() -> None:
 def test_fma_result_is_a_value_of_its_type_for_the_next_op(dtype: Any, step: float) -> None:
     """fma(s, s, 1) - 1 is 0: the exact 1 + s*s lies below half an ulp of 1, so the fma rounds it to 1.
 
-    The store alone would round a wider fma result correctly; the next op sees it unrounded. Kills the fma of f32 or
-    f16 handed back as numpy's float64 rounded-to-odd value (``float_kernel``'s fast path taken for a fused type
-    narrower than f64): ``_arith.py:53: In -> NotIn``, ``_arith.py:53: Eq -> NotEq``, ``_arith.py:53: not x -> x``,
+    The store alone would round a wider fma result correctly; the next op sees it unrounded (subf, or cmpf, which
+    does not round its operands to their type first). Kills the fma of f32 or f16 handed back as numpy's float64
+    rounded-to-odd value (``float_kernel``'s fast path taken for a fused type narrower than f64):
+    ``_arith.py:53: In -> NotIn``, ``_arith.py:53: Eq -> NotEq``, ``_arith.py:53: not x -> x``,
     ``_arith.py:54: Eq -> NotEq``, ``_arith.py:54: And -> Or``."""
     s = np.full(4, step, dtype)
     one = np.ones(4, dtype)
@@ -49,6 +50,12 @@ def test_fma_result_is_a_value_of_its_type_for_the_next_op(dtype: Any, step: flo
     assert float(dtype(exact)) == 1.0
     got = run_ops(lambda b, t: b.subf(b.fma(t[0], t[0], t[1]), t[1]), [s, one], np.zeros(4, dtype))
     assert got.tolist() == [0.0] * 4
+
+    def equal(b: Builder, t: list[Value]) -> Value:  # cmpf reads its operands as they are, unrounded
+        fused = b.fma(t[0], t[0], t[1])
+        return b.cmpf(fused, t[1], comparison_predicate="equal", comparison_ordering="ordered")
+
+    assert run_ops(equal, [s, one], np.zeros(4, np.bool_)).tolist() == [True] * 4
 
 
 def test_flush_to_zero_flushes_a_subnormal_result_of_normal_inputs() -> None:
