@@ -6,6 +6,7 @@ interp-ops``); its docstring names the mutants it kills, as ``module:line: chang
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,35 @@ def test_reduce_body_rounding_and_flush_are_kept() -> None:
     sub = np.array([TINY / 2, TINY / 4], np.float32)
     flushed = _reduce(sub, 0.0, lambda b, e, acc: b.addf(e, acc, flush_to_zero=True))
     assert flushed.tolist() == [0.0]
+
+
+def _sums_in_any_order(values: list[float], dtype: Any) -> set[float]:
+    """Every result of adding `values` pairwise in any order and grouping, each addition rounded to `dtype`."""
+    if len(values) == 1:
+        return {values[0]}
+    found: set[float] = set()
+    rest = list(range(1, len(values)))
+    for size in range(len(values)):  # the group holding values[0] takes `size` of the others
+        for others in itertools.combinations(rest, size):
+            group = {0, *others}
+            if len(group) == len(values):
+                continue
+            left = _sums_in_any_order([values[i] for i in sorted(group)], dtype)
+            right = _sums_in_any_order([v for i, v in enumerate(values) if i not in group], dtype)
+            found |= {float(dtype(np.float64(a) + np.float64(b))) for a in left for b in right}
+    return found
+
+
+def test_f16_sum_rounds_at_every_step() -> None:
+    """Each f16 addf of a reduction body rounds to f16: for these four values every order and grouping of the adds
+    gives 1184, while the exact sum 1183 (what numpy's f16 reduce gives, accumulating in float32) is an f16 too.
+
+    Kills ``_reduce.py:39: NotIn -> In`` (f16 reductions sent to numpy's reduce)."""
+    values = [318.5, 213.5, 105.875, 545.5]
+    assert _sums_in_any_order(values, np.float16) == {1184.0}
+    assert float(np.float16(sum(values))) == 1183.0
+    got = _reduce(np.array(values, np.float16), 0.0, lambda b, e, acc: b.addf(e, acc))
+    assert got.tolist() == [1184.0]
 
 
 def test_unsigned_max_reduce() -> None:
