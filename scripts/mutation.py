@@ -68,6 +68,7 @@ TARGETS: dict[str, Target] = {
             f"{IR_TESTS}/test_ir_interp_ops.py",
             f"{IR_TESTS}/test_ir_interp_fused.py",
             f"{IR_TESTS}/test_ir_interp_ops_checked.py",
+            f"{IR_TESTS}/test_ir_interp_ops_edges.py",
             f"{IR_TESTS}/test_ir_interp_kernels.py",
             f"{IR_TESTS}/test_ir_interp_properties.py",
             f"{COMPILER_TESTS}/test_compiler_corpus_interp.py",
