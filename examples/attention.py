@@ -27,7 +27,7 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, f16, f32
-from tile.frontend.kernel_types import PartitionView, Tile
+from tile.frontend.kernel_types import Tile
 
 LOG2E = 1.4426950408889634
 
@@ -37,21 +37,17 @@ D: int
 
 
 @tile.function
-def step(
-    s: Tile, pv: PartitionView, bh: Tile, j: int, acc: Tile, m_i: Tile, l_i: Tile, scale: float, BN: int, D: int
-) -> tuple[Tile, Tile, Tile]:
-    """One key tile of the online softmax in base 2: ``(acc, m_i, l_i)`` after the scores ``s`` of key tile ``j``.
+def softmax_step(s: Tile, m_i: Tile, l_i: Tile, scale: float) -> tuple[Tile, Tile, Tile, Tile]:
+    """One key tile of the online softmax in base 2: ``(p, alpha, m_ij, l_i)`` after the scores ``s``.
 
-    The value tile is loaded after the softmax arithmetic, right before the product that needs it (as cuTile's
-    sample does), so it does not hold registers while the scores are exponentiated.
+    It touches no memory: the caller loads the value tile after it, right before the product that needs it (as
+    cuTile's sample does), so the values do not hold registers while the scores are exponentiated.
     """
     m_ij = tile.maximum(m_i, tile.max(s, axis=1, keepdims=True) * scale)
     p = tile.exp2(s * scale - m_ij, flush_to_zero=True)
     alpha = tile.exp2(m_i - m_ij, flush_to_zero=True)
     l_i = l_i * alpha + tile.sum(p, axis=1, keepdims=True)
-    vt = pv.load((bh, j, 0), latency=4).reshape((BN, D))
-    acc = tile.mma(p.astype(f16), vt, acc * alpha)
-    return acc, m_ij, l_i
+    return p, alpha, m_ij, l_i
 
 
 @tile.function
@@ -94,7 +90,8 @@ def attend(
     for j in range(unmasked):
         kt = pk.load((bh, 0, j), latency=2).reshape((D, BN))  # K^T straight from memory
         s = tile.mma(qt, kt, tile.zeros((BM, BN), f32))
-        acc, m_i, l_i = step(s, pv, bh, j, acc, m_i, l_i, scale, BN, D)
+        p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, scale)
+        acc = tile.mma(p.astype(f16), pv.load((bh, j, 0), latency=4).reshape((BN, D)), acc * alpha)
     if CAUSAL or not EVEN_K:  # a compile-time if: full, even attention has no masked loop
         rows = m * BM + tile.arange(BM).reshape((BM, 1))
         for j in range(tile.maximum(unmasked, 0), end):  # maximum(.., 0): j >= 0, so the loads stay proven
@@ -109,7 +106,8 @@ def attend(
             else:
                 keep = cols < n_k
             s = tile.where(keep, s, -math.inf)
-            acc, m_i, l_i = step(s, pv_edge, bh, j, acc, m_i, l_i, scale, BN, D)
+            p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, scale)
+            acc = tile.mma(p.astype(f16), pv_edge.load((bh, j, 0), latency=4).reshape((BN, D)), acc * alpha)
     return tile.truediv(acc, l_i, rounding="approx", flush_to_zero=True)
 
 
