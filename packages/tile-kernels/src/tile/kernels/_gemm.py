@@ -293,14 +293,32 @@ class _MatmulCall:
             xs, ys, bs, rs = operands(i)
             return _launch_matmul(cfg, tile.empty(z_dtype, [m, n]), x=xs, y=ys, bias=bs, res=rs, epi=epi)
 
-        def run(cfg: autotune.Config) -> Tensor:
+        def chain(cfg: autotune.Config) -> DeviceOp[tuple[Any, ...]]:
             op = launch(cfg, 0)
             for i in range(1, launches):
                 op = op.then(functools.partial(_discard, launch, cfg, i))
-            return _args.first_output(op.sync())
+            return op
+
+        # A decode sample is replayed from a graph captured once per config: eagerly, each link's host work (its
+        # output's allocation, the launch) takes longer than a 10-30 us GEMV, so every candidate timed the same host
+        # time and the pick was noise (a 129 us gate_up tile won over 27 us ones on an H200). Replayed, the
+        # launches run back to back on the device, as in a model's decode graph; the graphs close after the tuning.
+        graphs: dict[autotune.Config, Any] = {}
+
+        def run(cfg: autotune.Config) -> object:
+            if m > 16:
+                return _args.first_output(chain(cfg).sync())
+            graph = graphs.get(cfg)
+            if graph is None:
+                graph = graphs[cfg] = chain(cfg).graph()
+            return graph.launch().sync()
 
         tuner = autotune.tuner("matmul", source_digest(_STEM))
-        return tuner.choose(key, _decode_candidates(m, n) if m <= 16 else _WIDE, _default(m, n, k), run)
+        try:
+            return tuner.choose(key, _decode_candidates(m, n) if m <= 16 else _WIDE, _default(m, n, k), run)
+        finally:
+            for graph in graphs.values():
+                graph.close()
 
 
 def _discard(make: Callable[[autotune.Config, int], _Op], cfg: autotune.Config, i: int, _: object) -> _Op:
