@@ -23,6 +23,7 @@ from tile.ir._types import ScalarType
 from ._arith import element_of
 from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, storage, unsigned_view
+from ._i1 import narrow
 
 __all__ = ["HANDLERS"]
 
@@ -59,7 +60,11 @@ def _ufunc_of(body: Operation) -> Any | None:
 
 def _identities(op: Operation) -> list[Array]:
     attrs = attr(op, "identities").elements
-    return [np.asarray(a.value).astype(storage(element_of(op, i))) for i, a in enumerate(attrs)]
+    types = [element_of(op, i) for i in range(len(attrs))]
+    return [
+        narrow(np.asarray(a.value)) if t.name == "i1" else np.asarray(a.value).astype(storage(t))
+        for t, a in zip(types, attrs, strict=True)
+    ]
 
 
 def _combine(
