@@ -22,7 +22,6 @@ from ._compile import Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, compute_dtype, from_wide, storage, unsigned_view
 from ._fused import fma_f64, fma_odd
 from ._i1 import binary as i1_binary
-from ._i1 import unary as i1_unary
 from ._i1 import widen as i1_widen
 
 __all__ = ["HANDLERS", "element_of"]
@@ -252,8 +251,8 @@ def _int_op(op: Operation, c: Compiler) -> Step:
 def _int_unary(op: Operation, c: Compiler) -> Step:
     dtype = storage(element_of(op))
     fn = np.negative if op.name == "negi" else np.abs
-    if element_of(op).name == "i1":
-        return _nary(op, c, i1_unary(fn))
+    if element_of(op).name == "i1":  # -x and |x| keep the low bit of x: the identity (numpy has no bool negative)
+        return _nary(op, c, np.asarray)
     return _nary(op, c, lambda a: np.asarray(fn(a)).astype(dtype, copy=False))
 
 

@@ -6,7 +6,8 @@ logic instead (``True + True`` is True, ``-True`` raises), so the integer ops on
 operand as small integers in the view the op's signedness names, the op's own numpy function computes on them, and
 `narrow` keeps the low bit. The ops' conventions beyond the spec (a shift by the width or more, signed overflow)
 come out as at every other width: ``1 << 1`` and ``1 >> 1`` are 0, ``-1 >> 1`` is -1, ``-1 / -1`` wraps to -1.
-The handlers pick these kernels when the op is compiled, so no other type pays for them.
+``negi`` and ``absi`` are the identity on i1 (-x and |x| keep the low bit of x, in either view). The handlers pick
+these kernels when the op is compiled, so no other type pays for them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from ._dtypes import Array
 
-__all__ = ["binary", "narrow", "unary", "widen"]
+__all__ = ["binary", "narrow", "widen"]
 
 
 def widen(x: Array, signed: bool) -> Array:
@@ -36,14 +37,5 @@ def binary(fn: Callable[[Array, Array], Array], signed_lhs: bool, signed_rhs: bo
 
     def run(a: Array, b: Array) -> Array:
         return narrow(fn(widen(a, signed_lhs), widen(b, signed_rhs)))
-
-    return run
-
-
-def unary(fn: Callable[[Array], Array]) -> Callable[[Array], Array]:
-    """The i1 kernel of the integer function `fn` of a signed operand (negi, absi)."""
-
-    def run(a: Array) -> Array:
-        return narrow(fn(widen(a, True)))
 
     return run

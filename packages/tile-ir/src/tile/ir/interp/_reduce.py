@@ -60,11 +60,12 @@ def _ufunc_of(body: Operation) -> Any | None:
 
 def _identities(op: Operation) -> list[Array]:
     attrs = attr(op, "identities").elements
-    types = [element_of(op, i) for i in range(len(attrs))]
-    return [
-        narrow(np.asarray(a.value)) if t.name == "i1" else np.asarray(a.value).astype(storage(t))
-        for t, a in zip(types, attrs, strict=True)
-    ]
+    return [_identity(a.value, element_of(op, i)) for i, a in enumerate(attrs)]
+
+
+def _identity(value: Any, t: ScalarType) -> Array:
+    # an identity is written masked to the width: an i1 keeps its low bit (not its truth value)
+    return narrow(np.asarray(value)) if t.name == "i1" else np.asarray(value).astype(storage(t))
 
 
 def _combine(
