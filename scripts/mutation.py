@@ -62,13 +62,15 @@ FRONTEND_TESTS, CORE_TESTS = "packages/tile-frontend/tests", "packages/tile-core
 TARGETS: dict[str, Target] = {
     "interp-ops": Target(
         tuple(
-            f"packages/tile-ir/src/tile/ir/interp/{m}.py" for m in ("_arith", "_fused", "_shape", "_convert", "_reduce")
+            f"packages/tile-ir/src/tile/ir/interp/{m}.py"
+            for m in ("_arith", "_fused", "_shape", "_convert", "_reduce", "_i1")
         ),
         (
             f"{IR_TESTS}/test_ir_interp_ops.py",
             f"{IR_TESTS}/test_ir_interp_fused.py",
             f"{IR_TESTS}/test_ir_interp_ops_checked.py",
             f"{IR_TESTS}/test_ir_interp_ops_edges.py",
+            f"{IR_TESTS}/test_ir_interp_i1.py",
             f"{IR_TESTS}/test_ir_interp_kernels.py",
             f"{IR_TESTS}/test_ir_interp_properties.py",
             f"{COMPILER_TESTS}/test_compiler_corpus_interp.py",

@@ -4,7 +4,8 @@ Floats: f32 and f64 compute natively in numpy; narrower floats compute in float3
 type; a directed rounding mode computes in float64 and steps the nearest result by one ulp where it lies on
 the wrong side (exact for every type narrower than f64; f64 itself always rounds to nearest). ``flush_to_zero``
 flushes f32 subnormal inputs and results to signed zero. Integers wrap (two's complement) and are signless:
-ops with a signedness attribute read their operands through an unsigned view when it says so.
+ops with a signedness attribute read their operands through an unsigned view when it says so. i1 is a 1-bit
+integer (0/1 unsigned, 0/-1 signed) computed by `_i1` (numpy's bool arithmetic is logic, not arithmetic mod 2).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tile.ir._types import ScalarType, TileType
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, compute_dtype, from_wide, storage, unsigned_view
 from ._fused import fma_f64, fma_odd
+from ._i1 import binary as i1_binary
+from ._i1 import widen as i1_widen
 
 __all__ = ["HANDLERS", "element_of"]
 
@@ -209,17 +212,31 @@ def _mulhii(t: ScalarType) -> Kernel:
     return run
 
 
+_SIMPLE: dict[str, Callable[[Array, Array], Array]] = {
+    "addi": np.add, "subi": np.subtract, "muli": np.multiply, "andi": np.bitwise_and,
+    "ori": np.bitwise_or, "xori": np.bitwise_xor, "maxi": np.maximum, "mini": np.minimum,
+    "remi": lambda a, b: np.fmod(a, np.where(b == 0, 1, b)),
+}  # fmt: skip
+# i1: the functions beyond `_SIMPLE` on exact small integers (shift amounts are 0 or 1, the product at most 1)
+_I1_MORE: dict[str, Callable[[Array, Array], Array]] = {
+    "shli": np.left_shift, "shri": np.right_shift, "mulhii": lambda a, b: np.right_shift(a * b, 1),
+}  # fmt: skip
+_SIGNED_LHS, _SIGNED_RHS = ("maxi", "mini", "divi", "remi", "shri"), ("maxi", "mini", "divi", "remi")
+
+
+def _i1_op(name: str, signed: bool, rounding: str) -> Kernel:
+    fn = _divide(rounding) if name == "divi" else _SIMPLE.get(name) or _I1_MORE[name]
+    return i1_binary(fn, signed and name in _SIGNED_LHS, signed and name in _SIGNED_RHS)
+
+
 def _int_op(op: Operation, c: Compiler) -> Step:
     t = element_of(op)
     unsigned = attr(op, "signedness", "signed") == "unsigned"
     name = op.name
-    simple: dict[str, Callable[[Array, Array], Array]] = {
-        "addi": np.add, "subi": np.subtract, "muli": np.multiply, "andi": np.bitwise_and,
-        "ori": np.bitwise_or, "xori": np.bitwise_xor, "maxi": np.maximum, "mini": np.minimum,
-        "remi": lambda a, b: np.fmod(a, np.where(b == 0, 1, b)),
-    }  # fmt: skip
-    if name in simple:
-        kernel = _wrap(t, simple[name], unsigned)
+    if t.name == "i1":
+        kernel = _i1_op(name, not unsigned, attr(op, "rounding", "zero"))
+    elif name in _SIMPLE:
+        kernel = _wrap(t, _SIMPLE[name], unsigned)
     elif name == "divi":
         kernel = _wrap(t, _divide(attr(op, "rounding", "zero")), unsigned)
     elif name == "shli":
@@ -234,6 +251,8 @@ def _int_op(op: Operation, c: Compiler) -> Step:
 def _int_unary(op: Operation, c: Compiler) -> Step:
     dtype = storage(element_of(op))
     fn = np.negative if op.name == "negi" else np.abs
+    if element_of(op).name == "i1":  # -x and |x| keep the low bit of x: the identity (numpy has no bool negative)
+        return _nary(op, c, np.asarray)
     return _nary(op, c, lambda a: np.asarray(fn(a)).astype(dtype, copy=False))
 
 
@@ -264,6 +283,9 @@ def _cmpi(op: Operation, c: Compiler) -> Step:
     lhs = op.operands[0].type
     unsigned = attr(op, "signedness", "signed") == "unsigned"
     elem = lhs.element if isinstance(lhs, TileType) else None
+    if isinstance(elem, ScalarType) and elem.name == "i1":
+        signed = not unsigned
+        return _nary(op, c, lambda a, b: np.asarray(pred(i1_widen(a, signed), i1_widen(b, signed))))
     if unsigned and isinstance(elem, ScalarType):
         t = elem
         return _nary(op, c, lambda a, b: np.asarray(pred(unsigned_view(a, t), unsigned_view(b, t))))

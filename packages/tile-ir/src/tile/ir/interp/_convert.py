@@ -2,7 +2,8 @@
 
 Rounding follows the op's ``rounding_mode`` (see `_dtypes.from_wide`); ``ftoi`` truncates toward zero by default
 and clamps (NaN to 0) when ``saturating``; without it an out-of-range value is undefined on the device and
-wraps here. Sign- and zero-extension follow ``signedness``; an i1 sign-extends to -1.
+wraps here. Sign- and zero-extension follow ``signedness``; an i1 reads as 0/-1 signed and 0/1 unsigned (exti,
+itof), and an ftoi to i1 takes those values (saturating: clamps to [-1, 0] or [0, 1]) and keeps the low bit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tile.ir._types import ScalarType, TileType
 from ._arith import element_of
 from ._compile import Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, from_wide, storage, unsigned_view
+from ._i1 import narrow, widen
 
 __all__ = ["HANDLERS"]
 
@@ -59,6 +61,17 @@ def _ftoi(op: Operation, c: Compiler) -> Step:
     unsigned = attr(op, "signedness", "signed") == "unsigned"
     saturating = bool(attr(op, "saturating", False))
     round_fn = _ROUND_TO_INT[attr(op, "rounding_mode", "nearest_int_to_zero")]
+    if dst.name == "i1":
+        low, high = (0.0, 1.0) if unsigned else (-1.0, 0.0)
+
+        def to_i1(x: Array) -> Array:
+            r = round_fn(np.asarray(x, dtype=np.float64))
+            if saturating:
+                r = np.clip(np.nan_to_num(r, nan=0.0), low, high)
+            with np.errstate(invalid="ignore"):  # NaN and the infinities: undefined unless saturating
+                return narrow(np.asarray(r).astype(np.int64))
+
+        return _step(op, c, to_i1)
     target = unsigned_view(np.zeros(0, storage(dst)), dst).dtype if unsigned else storage(dst)
     info = np.iinfo(target)
 
@@ -76,8 +89,13 @@ def _itof(op: Operation, c: Compiler) -> Step:
     unsigned = attr(op, "signedness", "signed") == "unsigned"
     rounding = attr(op, "rounding_mode", "nearest_even")
 
+    def integers(x: Array) -> Array:
+        if src.name == "i1":
+            return widen(x, not unsigned)
+        return unsigned_view(x, src) if unsigned else np.asarray(x)
+
     def run(x: Array) -> Array:
-        ints = unsigned_view(x, src) if unsigned and src.name != "i1" else np.asarray(x)
+        ints = integers(x)
         if rounding in ("nearest_even", "approx", "full"):
             return ints.astype(storage(dst)) if dst.name != "tf32" else from_wide(ints.astype(np.float32), dst)
         return from_wide(ints.astype(np.float64), dst, rounding)
@@ -91,8 +109,7 @@ def _exti(op: Operation, c: Compiler) -> Step:
 
     def run(x: Array) -> Array:
         if src.name == "i1":
-            wide = np.asarray(x).astype(storage(dst))
-            return wide if unsigned else -wide
+            return widen(x, not unsigned).astype(storage(dst))
         if unsigned:
             u = unsigned_view(x, src)
             return u.astype(unsigned_view(np.zeros(0, storage(dst)), dst).dtype).view(storage(dst))
@@ -104,7 +121,7 @@ def _exti(op: Operation, c: Compiler) -> Step:
 def _trunci(op: Operation, c: Compiler) -> Step:
     dst = element_of(op)
     if dst.name == "i1":
-        return _step(op, c, lambda x: (np.asarray(x) & 1).astype(bool))
+        return _step(op, c, narrow)
     return _step(op, c, lambda x: np.asarray(x).astype(storage(dst)))
 
 

@@ -23,6 +23,7 @@ from tile.ir._types import ScalarType
 from ._arith import element_of
 from ._compile import BlockProgram, Compiler, Env, Signal, Step, StepFactory, attr
 from ._dtypes import Array, storage, unsigned_view
+from ._i1 import narrow
 
 __all__ = ["HANDLERS"]
 
@@ -59,7 +60,12 @@ def _ufunc_of(body: Operation) -> Any | None:
 
 def _identities(op: Operation) -> list[Array]:
     attrs = attr(op, "identities").elements
-    return [np.asarray(a.value).astype(storage(element_of(op, i))) for i, a in enumerate(attrs)]
+    return [_identity(a.value, element_of(op, i)) for i, a in enumerate(attrs)]
+
+
+def _identity(value: Any, t: ScalarType) -> Array:
+    # an identity is written masked to the width: an i1 keeps its low bit (not its truth value)
+    return narrow(np.asarray(value)) if t.name == "i1" else np.asarray(value).astype(storage(t))
 
 
 def _combine(
