@@ -15,14 +15,27 @@ Attempts that turned out already closed (the most important have a test below):
   BM 1, N and K not multiples of the tiles: every result matches numpy. The kernels load through zero-padded
   partitions and walk ``range(num_tiles)``, so no config reaches past K or N; ``_check_config`` refuses
   non-powers of two before any launch.
+- tile.kernels.attention's ``_borrow3``: a freed or lent 4-D input is refused by the reshape's handle check
+  (FreedError / MovedError), a strided one by attention (ArgumentError), an in-flight one goes through
+  ``as_input``; q, k and v may be one tensor or overlapping views (all are read; attention has no ``out=``).
+- the matmul tuner's graph per decode config: it captures scratch operands only (never the caller's, which may be
+  in flight), a timer that raises mid-tuning leaves the caller's inputs and ``out=`` live and unwritten, every
+  graph is closed in ``finally``, and a sample function the timer kept raises ClosedError afterwards.
 - cached torch views (gloo, and the driver simulator for device storages): a view is keyed by the handle's byte
   range, dtype and shape, so a reshape, a slice or a retyped tensor of the same storage gets its own; a free drops
   the cache before the memory goes (also deferred behind a pending op); a moved or freed handle is refused before a
-  view is looked up; the bodies keep the views only for the op (no user code receives them).
+  view is looked up; the bodies keep the views only for the op (no user code receives them); read-only borrowed
+  memory is never written (BorrowError before the cache is reached); memory allocated again after a free is a new
+  storage with no views.
+
+Left as is (value semantics, not safety): an int or float beyond a narrow float's range (1e30 for an f16 scalar)
+becomes inf, as numpy and torch convert it; numpy's overflow warning is raised as an error only under a warnings
+filter that asks for it (then when the launch runs).
 """
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +46,8 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
-from tile.frontend import _accel
+from tile import aio
+from tile.frontend import _accel, f32
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_adversarial import load_source  # a sibling helper module
@@ -104,6 +118,33 @@ def test_the_largest_int_a_float_holds_passes(scalars: ModuleType, path: str) ->
         z = z.partition((4,))
 
 
+@pytest.mark.parametrize("name", INTS)
+def test_int_scalars_at_the_range_edges_agree_on_both_paths(scalars: ModuleType, path: str, name: str) -> None:
+    """Closed: with a plan made (the fast scalar decision: `_plan._passes`, `_fastlaunch.passes`), each edge of the
+    dtype's range and each numpy integer scalar in it is stored exactly, and one past an edge, a bool, a numpy float
+    and nan are refused by the check's typed error with the partition left usable."""
+    from tile.frontend._signature import int_range
+
+    kernel = getattr(scalars, f"put_{name}")
+    lo, hi = int_range(_dtype(name))
+    z = tile.zeros(_dtype(name), [4]).partition((4,))
+    z, _ = kernel(z, 1).sync()
+    for value in (lo, hi, np.int64(max(lo, -(2**63))), np.uint64(min(hi, 2**64 - 1)), np.int8(1)):
+        z, s = kernel(z, value).sync()
+        assert s == value
+        z = z.unpartition()
+        assert [int(v) for v in z.to_numpy()] == [int(value)] * 4
+        z = z.partition((4,))
+    for value in (lo - 1, hi + 1, 10**400):
+        with pytest.raises(tile.ArgumentError, match=rf"= {value} does not fit in {name}"):
+            kernel(z, value)
+    for bad in (True, np.bool_(True), np.float32(1.0), float("nan")):
+        with pytest.raises(tile.ArgumentError, match=rf"is a {name} scalar, got {type(bad).__name__}"):
+            kernel(z, bad)
+    z, _ = kernel(z, 2).sync()
+    assert [int(v) for v in z.unpartition().to_numpy()] == [2] * 4
+
+
 def _abi_kind(kernel: Any, name: str) -> str:
     """The tile.core parameter kind the GPU launch packs the kernel's scalar slot as (its sm_90 entry ABI, compiled to
     bytecode only: no tileiras needed)."""
@@ -132,9 +173,10 @@ def test_every_int_scalar_the_check_accepts_packs_for_the_gpu(scalars: ModuleTyp
     bits = _dtype(name).bits
     for value in (lo, -1 if lo else 1, 0, hi):
         packed = pack_args([value], [kind])
-        block, _ = kernel_params(packed)
-        cell = int.from_bytes(bytes(block)[: KINDS[kind].size], "little")
+        block, address = kernel_params(packed)  # `block` holds the cells `address` points at
+        cell = int.from_bytes(ctypes.string_at(ctypes.c_void_p.from_address(address).value or 0, 8), "little")
         assert cell % 2**bits == value % 2**bits  # the bits the kernel reads
+        del block
 
 
 @pytest.fixture
@@ -160,3 +202,108 @@ def test_gpu_int_scalars_at_their_range_edges_reach_the_kernel(scalars: ModuleTy
         z = z.unpartition()
         assert [int(v) for v in z.to_numpy()] == [value] * 4
         z = z.partition((4,))
+
+
+# -- 2. tile.kernels.attention borrowing a 4-D input as its 3-D reshape (closed) -------------------------------------
+
+
+def _softmax_attention(q: np.ndarray[Any, Any], k: np.ndarray[Any, Any], v: np.ndarray[Any, Any]) -> Any:
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def test_attention_borrows_only_a_live_contiguous_4d_input() -> None:
+    """Closed: ``_borrow3`` reshapes a 4-D Tile tensor itself (no view first); the reshape checks the handle, so a
+    freed or lent input is refused by its typed error, a strided one by attention's, and q, k and v may be one
+    tensor (all read)."""
+    import tile.kernels as tk
+
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((1, 2, 16, 16)).astype(np.float16)
+    q = tile.from_numpy(data)
+    z = tk.attention(q, q, q, causal=False)
+    np.testing.assert_allclose(z.to_numpy().astype(np.float64), _softmax_attention(data, data, data), atol=2e-3)
+    freed = tile.from_numpy(data)
+    freed.free()
+    with pytest.raises(tile.FreedError, match="views memory that was freed"):
+        tk.attention(freed, q, q, causal=False)
+    lent = tile.from_numpy(data)
+    loan = lent.lend()
+    with pytest.raises(tile.MovedError, match=r"was moved into \.lend\(\)"):
+        tk.attention(lent, q, q, causal=False)
+    del loan
+    wide = tile.from_numpy(rng.standard_normal((1, 2, 16, 32)).astype(np.float16))
+    with pytest.raises(tile.ArgumentError, match=r"q of shape \[1, 2, 16, 16\] is a strided view; pass a contiguous"):
+        tk.attention(wide[:, :, :, :16], q, q, causal=False)
+    assert q.to_numpy().tolist() == data.tolist()
+
+
+# -- 4. the matmul tuner's graphs (closed) -----------------------------------------------------------------------------
+
+
+def test_a_failing_tuner_leaves_the_callers_tensors_and_closes_its_graphs(tmp_path: Path) -> None:
+    """Closed: the decode tuner times graphs of scratch operands; a timer that raises mid-tuning leaves the caller's
+    inputs and ``out=`` live and unwritten, and a sample function it kept refuses to replay its closed graph."""
+    import tile.kernels as tk
+    from tile.kernels import _gemm, autotune
+    from tile.kernels.autotune import Autotuner
+
+    kept: list[Any] = []
+
+    def timer(fn: Any) -> float:
+        kept.append(fn)
+        fn()
+        if len(kept) == 3:
+            raise RuntimeError("the timer broke")
+        return float(len(kept))
+
+    old = autotune.set_tuner("matmul", Autotuner("matmul", source="s", timer=timer, cache_dir=tmp_path))
+    try:
+        a, b = tile.ones(f32, [2, 40]), tile.ones(f32, [40, 3])
+        out = tile.zeros(f32, [2, 3])
+        with pytest.raises(RuntimeError, match="the timer broke"):
+            tk.matmul(a, b, out=out)
+        for fn in kept:
+            with pytest.raises(aio.ClosedError, match="this graph is closed"):
+                fn()
+        assert out.to_numpy().tolist() == [[0.0] * 3] * 2
+        z = tk.matmul(a, b, out=out, config=_gemm._default(2, 3, 40))
+        assert z.to_numpy().tolist() == [[40.0] * 3] * 2
+    finally:
+        autotune.set_tuner("matmul", old)
+
+
+# -- 1b. tile.distributed's cached torch views (closed) ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gloo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    pytest.importorskip("torch")
+    import tile.frontend.distributed as d
+
+    d.init("gloo", init_method=f"file://{tmp_path_factory.mktemp('gloo') / 'store'}", rank=0, world_size=1)
+    yield
+    d.destroy()
+
+
+def test_memory_reused_after_a_free_gets_no_cached_view(gloo: None) -> None:
+    """Closed: the views live in the `Storage`, which a free drops them from; memory allocated again (at the same
+    address or not) is a new storage, so an op on it makes its own view of its own bytes, never the freed one's."""
+    import tile.frontend.distributed as d
+
+    freed = []
+    for i in range(8):
+        t = d.all_reduce(tile.full(f32, [256], float(i))).sync()
+        assert t._storage.foreign_views
+        freed.append((t.data_ptr(), t._storage))
+        t.free()
+        assert freed[-1][1].foreign_views is None
+    addresses = {address for address, _ in freed}
+    fresh = tile.full(f32, [256], 5.0)
+    assert fresh._storage.foreign_views is None  # (its address may be one of `addresses`)
+    fresh = d.all_reduce(fresh).sync()
+    assert fresh.to_numpy().tolist() == [5.0] * 256
+    assert all(s.foreign_views is None for _, s in freed)
+    assert addresses
