@@ -14,7 +14,8 @@ Attempts that turned out already closed (the most important have a test below):
   16, SPLIT 1..16 (odd ones, and more runs than K has tiles), BK/BN larger than K/N, FORM 1 with BM 8, FORM 2 with
   BM 1, N and K not multiples of the tiles: every result matches numpy. The kernels load through zero-padded
   partitions and walk ``range(num_tiles)``, so no config reaches past K or N; ``_check_config`` refuses
-  non-powers of two before any launch.
+  non-powers of two before any launch. ``out=`` equal to or overlapping an input, with split-K, is refused by the
+  partition's exclusivity check (BorrowError) and both tensors keep their values.
 - tile.kernels.attention's ``_borrow3``: a freed or lent 4-D input is refused by the reshape's handle check
   (FreedError / MovedError), a strided one by attention (ArgumentError), an in-flight one goes through
   ``as_input``; q, k and v may be one tensor or overlapping views (all are read; attention has no ``out=``).
