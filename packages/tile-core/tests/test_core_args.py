@@ -109,7 +109,7 @@ def test_argument_sizes_are_checked_against_the_kernel() -> None:
 
 def test_signature_problems_are_reported() -> None:
     with pytest.raises(tc.LaunchArgumentError, match="unknown argument kind"):
-        tc.pack_args([1], ["u32"])
+        tc.pack_args([1], ["u16"])
     with pytest.raises(tc.LaunchArgumentError, match="2 kinds but 1 arguments"):
         tc.pack_args([1], ["i32", "i32"])
 
@@ -135,3 +135,20 @@ def test_kernel_params_point_at_each_value_in_its_c_layout() -> None:
     assert ctypes.c_double.from_address(int(cells[6] or 0)).value == 0.1
     assert keep is not None
     assert kernel_params(tc.pack_args([], []))[1] != 0  # no parameters: still a valid (empty) array
+
+
+@pytest.mark.parametrize(("kind", "bits"), [("u32", 32), ("u64", 64)])
+def test_unsigned_kinds_take_their_whole_range_as_the_same_bits(kind: str, bits: int) -> None:
+    """A u32/u64 parameter takes 0 .. 2**bits - 1 (tile.frontend's u32 and u64 scalars pack as these; i32/i64 refuse
+    the upper half) and nothing outside it."""
+    top = 2**bits - 1
+    keep, address = kernel_params(tc.pack_args([0, top, np.uint64(7)], [kind] * 3))
+    cells = (ctypes.c_void_p * 3).from_address(address)
+    carrier = ctypes.c_uint32 if bits == 32 else ctypes.c_uint64
+    assert [carrier.from_address(cells[i] or 0).value for i in range(3)] == [0, top, 7]
+    for bad in (-1, top + 1):
+        with pytest.raises(tc.LaunchArgumentError, match=rf"does not fit a u{bits} parameter"):
+            tc.pack_args([bad], [kind])
+    with pytest.raises(tc.LaunchArgumentError, match=rf"expected an integer for a u{bits} parameter"):
+        tc.pack_args([True], [kind])
+    del keep

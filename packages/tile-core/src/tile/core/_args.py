@@ -43,6 +43,21 @@ def _integer(bits: int, carrier: type[np.integer[Any]]) -> Callable[[Any], Any]:
     return convert
 
 
+def _unsigned(bits: int, carrier: type[np.unsignedinteger[Any]]) -> Callable[[Any], Any]:
+    high = 2**bits
+
+    def convert(value: Any) -> Any:
+        if type(value) is int and 0 <= value < high:  # the common case, without the checks below
+            return carrier(value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise LaunchArgumentError(f"expected an integer for a u{bits} parameter, got {value!r}")
+        if not 0 <= int(value) < high:
+            raise LaunchArgumentError(f"{value} does not fit a u{bits} parameter ([0, {high}))")
+        return carrier(int(value))
+
+    return convert
+
+
 def _floating(carrier: Any, name: str) -> Callable[[Any], Any]:
     def convert(value: Any) -> Any:
         if type(value) is float:  # the common case, without the checks below
@@ -74,6 +89,8 @@ KINDS: dict[str, ArgKind] = {
         ArgKind("ptr", 8, lambda value: value),  # resolved against the device in _pointer()
         ArgKind("i32", 4, _integer(32, np.int32)),
         ArgKind("i64", 8, _integer(64, np.int64)),
+        ArgKind("u32", 4, _unsigned(32, np.uint32)),  # the same cells as i32/i64: the upper half of the range too
+        ArgKind("u64", 8, _unsigned(64, np.uint64)),
         ArgKind("f16", 2, _floating(np.float16, "f16")),
         ArgKind("bf16", 2, _bf16),
         ArgKind("f32", 4, _floating(np.float32, "f32")),
@@ -83,6 +100,8 @@ KINDS: dict[str, ArgKind] = {
 _SCALAR_KINDS = {
     np.dtype(np.int32): "i32",
     np.dtype(np.int64): "i64",
+    np.dtype(np.uint32): "u32",
+    np.dtype(np.uint64): "u64",
     np.dtype(np.float16): "f16",
     np.dtype(ml_dtypes.bfloat16): "bf16",
     np.dtype(np.float32): "f32",
@@ -212,7 +231,17 @@ def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...])
 
 # Each argument sits in its own 8-byte cell of one block, as the C value the driver copies (``size`` bytes from the
 # cell's address): the struct code per kind, padded to 8 bytes; 16-bit floats as IEEE half ('e') or as their bits.
-_CELL = {"ptr": "Q", "i32": "i4x", "i64": "q", "f16": "e6x", "bf16": "H6x", "f32": "f4x", "f64": "d"}
+_CELL = {
+    "ptr": "Q",
+    "i32": "i4x",
+    "i64": "q",
+    "u32": "I4x",
+    "u64": "Q",
+    "f16": "e6x",
+    "bf16": "H6x",
+    "f32": "f4x",
+    "f64": "d",
+}
 _BLOCKS: dict[tuple[str, ...], tuple[Any, str, str]] = {}
 
 

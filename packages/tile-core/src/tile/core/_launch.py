@@ -127,7 +127,8 @@ def prepare(
     shared_mem : int
         Dynamic shared memory in bytes.
     signature : sequence of str, optional
-        Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"f16"``, ``"bf16"``, ``"f32"``, ``"f64"``).
+        Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f16"``, ``"bf16"``, ``"f32"``,
+        ``"f64"``).
     """
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
     device = function.module.device

@@ -39,7 +39,7 @@ from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
-from tile.frontend._signature import Param, int_range, plain_number
+from tile.frontend._signature import FLOAT_INT, Param, int_range, plain_number
 from tile.frontend._site import OURS
 from tile.frontend._storage import _FOREIGN, OWNERSHIP, Storage, overlapping
 from tile.frontend._tensor import Tensor
@@ -52,7 +52,7 @@ _PLAIN = frozenset(
     {int, float, bool, np.bool_, np.float16, np.float32, np.float64}
     | {np.dtype(f"{k}{b}").type for k in "iu" for b in (1, 2, 4, 8)}
 )
-_INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "u32", "i64", "u64"})
+_INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"})
 # (kernel-argument position, mode, call-argument index): per launch `Plan.enqueue` fills the position with the handle's
 # base address (_BASE), the scalar as an int (_INT) or the value as is (_RAW).
 Slot = tuple[int, int, int]
@@ -366,15 +366,15 @@ _accel.bind(
 
 def _passes(p: Param) -> tuple[tuple[type[Any], ...], int | None, int | None]:
     """The builtin classes (exactly) and, for integers, the range of the values that ``p``'s scalar check passes, so
-    `Plan.try_launch` (and `_fastlaunch`) need not call it for them: any int or float for a float scalar, an int in
-    range for an integer one, a bool for a boolean one; nothing for a raw pointer (its check reads the kernel's
-    ``unchecked``). Anything else goes through the check, which raises the typed error."""
+    `Plan.try_launch` (and `_fastlaunch`) need not call it for them: an int or float within ``FLOAT_INT`` for a float
+    scalar, an int in range for an integer one, a bool for a boolean one; nothing for a raw pointer (its check reads
+    the kernel's ``unchecked``). Anything else goes through the check, which raises the typed error."""
     if p.kind != "scalar":
         return (), None, None
     dtype = p.dtype
     assert isinstance(dtype, DType), "scalar annotations are concrete dtypes"
-    if dtype.kind == "f":
-        return (int, float), None, None
+    if dtype.kind == "f":  # (an int beyond FLOAT_INT converts to no float; nan and inf compare false: the check runs)
+        return (int, float), -FLOAT_INT, FLOAT_INT
     if dtype.kind == "b":
         return (bool,), None, None
     return ((int,), *int_range(dtype))

@@ -30,6 +30,7 @@ from tile.frontend._tensor import Tensor
 
 __all__ = [
     "CHECKS",
+    "FLOAT_INT",
     "Bound",
     "Param",
     "bind",
@@ -266,6 +267,17 @@ def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
         lo, hi = int_range(p.dtype)
         if not lo <= int(a) <= hi:
             raise ArgumentError(f"{_where(kernel, p)} = {a} does not fit in {p.dtype.name}")
+    elif issubclass(cls, (int, np.integer)) and not -FLOAT_INT <= int(a) <= FLOAT_INT:
+        raise ArgumentError(
+            f"{_where(kernel, p)} is a {p.dtype.name} scalar, but the int {a} does not fit in any float: pass float(s) "
+            "or a smaller number"
+        )
+
+
+FLOAT_INT = 2**1024 - 2**970 - 1
+"""The largest int that converts to a float (it rounds to the largest f64): a float scalar takes ints up to it in
+magnitude (larger ones convert to no float, so no launch could pack them); the launch plan (`_plan._passes`) uses
+the same bound."""
 
 
 def int_range(dtype: DType) -> tuple[int, int]:
