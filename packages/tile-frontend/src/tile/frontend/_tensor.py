@@ -231,7 +231,7 @@ class Tensor(Uncopyable, metaclass=Exact):
     def is_contiguous(self) -> bool:
         """True for a dense row-major layout."""
         step = 1  # the row-major stride of each axis, innermost first (as `contiguous_strides`, in one pass)
-        for n, s in zip(reversed(self._shape), reversed(self._strides)):
+        for n, s in zip(reversed(self._shape), reversed(self._strides), strict=True):
             if n > 1 and s != step:
                 return False
             step *= max(n, 1)
@@ -488,16 +488,16 @@ def _checked_span(
     valid = offset >= 0 and len(shape) == len(strides)
     reach, top, empty = 1, offset, False
     if valid:
-        for n, s in zip(shape, strides):
+        for n, s in zip(shape, strides, strict=True):
             if n < 0 or s < 0:
                 valid = False
                 break
             if n == 0:
                 empty = True
             reach += (n - 1) * s
-            if n > top:
+            if n > top:  # noqa: PLR1730  # a comparison, not a max() call: this loop runs per axis per handle
                 top = n
-            if s > top:
+            if s > top:  # noqa: PLR1730
                 top = s
     if not valid:
         raise ArgumentError(f"invalid layout: shape {list(shape)}, strides {list(strides)}, offset {offset}")
