@@ -495,10 +495,8 @@ def _checked_span(
             if n == 0:
                 empty = True
             reach += (n - 1) * s
-            if n > top:  # noqa: PLR1730  # a comparison, not a max() call: this loop runs per axis per handle
-                top = n
-            if s > top:  # noqa: PLR1730
-                top = s
+            if n > top or s > top:  # comparisons, not a max() call: this loop runs per axis per handle
+                top = n if n > s else s
     if not valid:
         raise ArgumentError(f"invalid layout: shape {list(shape)}, strides {list(strides)}, offset {offset}")
     if empty:
