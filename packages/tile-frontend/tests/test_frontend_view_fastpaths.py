@@ -146,3 +146,21 @@ def test_the_site_classification_cache_never_differs_from_the_prefix_test() -> N
     assert again._site.endswith(f"{Path(__file__).name}:{sys._getframe().f_lineno - 2}")
     assert isinstance(view, Tensor)
     assert _tensor.__dict__["user_site"] is _site.user_site  # views take their site from the walk tested above
+
+
+def test_a_refused_partition_names_the_tensor_and_the_partition_line() -> None:
+    """The refusal's text is built only on error (`require_exclusive` takes a callable): it names the same lines."""
+    here = __file__
+    made = sys._getframe().f_lineno + 1
+    t = tile.zeros(f32, [8])
+    view = t[2:]
+    at = sys._getframe().f_lineno + 2
+    with pytest.raises(tile.BorrowError) as info:
+        t.partition([4])
+    assert str(info.value).startswith(
+        f"cannot partition Tensor(f32, [8]) created at {here}:{made} (at {here}:{at}): that needs exclusive memory, "
+        f"but 1 other live handle(s) overlap it: Tensor(f32, [6]) created at {here}:{made + 1}. "
+    )
+    assert not t.moved
+    del view
+    assert t.partition([4]).unpartition().shape == (8,)

@@ -146,7 +146,7 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
             "sliding-window views do, so two blocks would write one element. Partition a .copy() (or "
             "tile.from_numpy(np.ascontiguousarray(...))) instead"
         )
-    require_exclusive(tensor, f"partition {tensor._describe()} (at {site})", "partition")
+    require_exclusive(tensor, lambda: f"partition {tensor._describe()} (at {site})", "partition")  # text on error
     self = Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
     self._tensor._storage.hold(self._tensor, f"{self._describe()} made at {site}")
     return self
