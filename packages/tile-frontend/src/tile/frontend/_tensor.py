@@ -52,7 +52,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     out, step = [], 1
     for n in reversed(shape):
         out.append(step)
-        step *= max(n, 1)
+        step *= n if n > 1 else 1  # max(n, 1) without the call: this runs for every handle made
     return tuple(reversed(out))
 
 
@@ -234,7 +234,7 @@ class Tensor(Uncopyable, metaclass=Exact):
         for n, s in zip(reversed(self._shape), reversed(self._strides), strict=True):
             if n > 1 and s != step:
                 return False
-            step *= max(n, 1)
+            step *= n if n > 1 else 1
         return True
 
     def data_ptr(self) -> int:
