@@ -164,3 +164,13 @@ def test_a_refused_partition_names_the_tensor_and_the_partition_line() -> None:
     assert not t.moved
     del view
     assert t.partition([4]).unpartition().shape == (8,)
+
+
+@pytest.mark.parametrize("dims", [(-2, 6), (2, -3), (-1, -1), (-1, 2, -1)])
+def test_reshape_refuses_extents_below_minus_one_and_two_inferred_ones(dims: Any) -> None:
+    t = tile.zeros(f32, [2, 6])
+    with pytest.raises(tile.ArgumentError) as info:
+        t.reshape(*dims)
+    assert str(info.value) == f"reshape{dims}: extents are >= 0 with at most one -1"
+    assert t.reshape(-1, 3).shape == (4, 3)
+    assert t.reshape(12).shape == (12,)

@@ -258,7 +258,7 @@ class Tensor(Uncopyable, metaclass=Exact):
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """A zero-copy view with a new shape (one extent may be -1); needs a contiguous tensor."""
         dims = _dims(shape)
-        if dims.count(-1) > 1 or any(n < -1 for n in dims):
+        if dims.count(-1) > 1 or min(dims, default=0) < -1:
             raise ArgumentError(f"reshape{tuple(dims)}: extents are >= 0 with at most one -1")
         if -1 in dims:
             known = math.prod(n for n in dims if n != -1)
