@@ -7,8 +7,9 @@ ownership bookkeeping of each new handle (its layout check, registration, creati
 (pure Python and ``_fastlaunch``) in interleaved rounds; the fastest of ROUNDS is reported (on a shared machine the
 minimum is the steadiest statistic).
 
-Run from the repository root: ``python benchmarks/bench_host_ops.py``. ``--profile NAME``: a cProfile of loop NAME
-(e.g. ``reshape``) on the current path, top functions by own time.
+Run from the repository root: ``python benchmarks/bench_host_ops.py``. ``--profile NAME [--callees FUNC]
+[cumtime]``: a cProfile of loop NAME (e.g. ``reshape``, ``tk.attention``) on the current path, top functions by own
+time (or cumulative time), and what FUNC called.
 """
 
 from __future__ import annotations
@@ -90,7 +91,10 @@ def profile(runs: dict[str, Callable[[], object]], name: str) -> None:
     for _ in range(CALLS):
         run()
     prof.disable()
-    pstats.Stats(prof).sort_stats(sys.argv[-1] if sys.argv[-1] in ("cumtime", "tottime") else "tottime").print_stats(25)
+    stats = pstats.Stats(prof).sort_stats(sys.argv[-1] if sys.argv[-1] in ("cumtime", "tottime") else "tottime")
+    stats.print_stats(25)
+    if "--callees" in sys.argv:
+        stats.print_callees(sys.argv[sys.argv.index("--callees") + 1])
 
 
 def main() -> None:
