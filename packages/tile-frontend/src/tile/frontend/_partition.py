@@ -116,19 +116,19 @@ class Partition(Wrapper, metaclass=Exact):
         """
         from tile.frontend._site import user_site
 
-        site = user_site()
+        where = f"unpartitioned at {user_site()}"
         fate = self._fate
         if type(fate) is InFlight and fate.takeable():
             held = self._tensor
             held._check()
-            tensor = held._hand_over(("unpartition", f"unpartitioned at {site}"))
+            tensor = held._hand_over(("unpartition", where))
             tensor._fate = fate  # in flight like the partition: only a launch the function returns may take it
-            self._fate = ("unpartition", f"unpartitioned at {site}")
+            self._fate = ("unpartition", where)
             return tensor
         held = self._check()
         held._storage.unhold(held)
-        tensor = held._move("unpartition", f"unpartitioned at {site}")
-        self._fate = ("unpartition", f"unpartitioned at {site}")
+        tensor = held._move("unpartition", where)
+        self._fate = ("unpartition", where)
         return tensor
 
     def __repr__(self) -> str:
@@ -146,7 +146,7 @@ def make_partition(tensor: Tensor, tile_shape: Sequence[int], site: str) -> Part
             "sliding-window views do, so two blocks would write one element. Partition a .copy() (or "
             "tile.from_numpy(np.ascontiguousarray(...))) instead"
         )
-    require_exclusive(tensor, f"partition {tensor._describe()} (at {site})", "partition")
+    require_exclusive(tensor, lambda: f"partition {tensor._describe()} (at {site})", "partition")  # text on error
     self = Partition._make(tensor._move("partition", f"moved into .partition() at {site}"), tile)
     self._tensor._storage.hold(self._tensor, f"{self._describe()} made at {site}")
     return self

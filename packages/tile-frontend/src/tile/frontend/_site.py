@@ -29,9 +29,29 @@ OURS = tuple(
 )
 
 
+_IS_OURS: dict[str, bool] = {}
+"""Whether a file name lies under `OURS`, per file name seen: a pure function of the name (OURS is fixed at import),
+so an entry can never go stale. It spares the prefix tests of each frame of each walk (a view made inside a
+tile.kernels call walks half a dozen of Tile's frames)."""
+
+
+def _ours(filename: str) -> bool:
+    found = _IS_OURS.get(filename)
+    if found is None:
+        found = _IS_OURS[filename] = filename.startswith(OURS)
+    return found
+
+
 def user_site() -> str:
     """Return ``"file:line"`` of the innermost caller outside tile.frontend and tile.aio."""
     frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
+    is_ours = _IS_OURS.get
+    while frame.f_back is not None:
+        filename = frame.f_code.co_filename
+        ours = is_ours(filename)
+        if ours is None:
+            ours = _ours(filename)
+        if not ours:
+            break
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"

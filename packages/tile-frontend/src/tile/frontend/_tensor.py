@@ -52,7 +52,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     out, step = [], 1
     for n in reversed(shape):
         out.append(step)
-        step *= max(n, 1)
+        step *= n if n > 1 else 1  # max(n, 1) without the call: this runs for every handle made
     return tuple(reversed(out))
 
 
@@ -230,11 +230,12 @@ class Tensor(Uncopyable, metaclass=Exact):
     @property
     def is_contiguous(self) -> bool:
         """True for a dense row-major layout."""
-        return all(
-            s == c
-            for n, s, c in zip(self._shape, self._strides, contiguous_strides(self._shape), strict=False)
-            if n > 1
-        )
+        step = 1  # the row-major stride of each axis, innermost first (as `contiguous_strides`, in one pass)
+        for n, s in zip(reversed(self._shape), reversed(self._strides), strict=True):
+            if n > 1 and s != step:
+                return False
+            step *= n if n > 1 else 1
+        return True
 
     def data_ptr(self) -> int:
         """Address of element ``[0, ..., 0]`` (for ``Ptr`` parameters of unchecked kernels only)."""
@@ -257,7 +258,7 @@ class Tensor(Uncopyable, metaclass=Exact):
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """A zero-copy view with a new shape (one extent may be -1); needs a contiguous tensor."""
         dims = _dims(shape)
-        if dims.count(-1) > 1 or any(n < -1 for n in dims):
+        if dims.count(-1) > 1 or min(dims, default=0) < -1:
             raise ArgumentError(f"reshape{tuple(dims)}: extents are >= 0 with at most one -1")
         if -1 in dims:
             known = math.prod(n for n in dims if n != -1)
@@ -287,8 +288,11 @@ class Tensor(Uncopyable, metaclass=Exact):
             raise ArgumentError(f"too many indices ({len(keys)}) for {self!r}")
         shape, strides, offset = [], [], self._offset
         for axis, (n, s) in enumerate(zip(self._shape, self._strides, strict=False)):
-            k = keys[axis] if axis < len(keys) else slice(None)
-            if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            k = keys[axis] if axis < len(keys) else _ALL
+            if k is _ALL or (type(k) is slice and k.start is None and k.stop is None and k.step is None):
+                shape.append(n)  # the whole axis (``t[()]`` borrows take this path on every axis)
+                strides.append(s)
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
                 if not -n <= k < n:
                     raise ArgumentError(f"index {k} is out of bounds for axis {axis} of {self!r}")
                 offset += (int(k) % n) * s
@@ -471,18 +475,35 @@ MAX_BYTES = 2**63 - 1
 """The largest byte span (and extent, stride, offset) a tensor may have: kernels index memory with 64-bit ints."""
 
 
+_ALL = slice(None)
+
+
 def _checked_span(
     storage: Storage, dtype: DType, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
 ) -> tuple[int, int]:
     """The absolute bytes ``[lo, hi)`` a layout spans, computed exactly (Python ints); refuse a layout that reaches
     outside its storage or beyond the 64-bit index range, so no later size or offset arithmetic can wrap."""
     item = dtype.itemsize
-    if any(n < 0 for n in shape) or any(s < 0 for s in strides) or offset < 0 or len(shape) != len(strides):
+    # One pass (this runs for every handle made): the signs, the reach and the largest extent or step together.
+    valid = offset >= 0 and len(shape) == len(strides)
+    reach, top, empty = 1, offset, False
+    if valid:
+        for n, s in zip(shape, strides, strict=True):
+            if n < 0 or s < 0:
+                valid = False
+                break
+            if n == 0:
+                empty = True
+            reach += (n - 1) * s
+            if n > top or s > top:  # comparisons, not a max() call: this loop runs per axis per handle
+                top = n if n > s else s
+    if not valid:
         raise ArgumentError(f"invalid layout: shape {list(shape)}, strides {list(strides)}, offset {offset}")
-    reach = 0 if 0 in shape else sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) + 1
+    if empty:
+        reach = 0
     lo = storage.address + offset * item
     hi = lo + reach * item
-    if max((*shape, *strides, offset, (offset + reach) * item), default=0) > MAX_BYTES:
+    if max(top, (offset + reach) * item) > MAX_BYTES:
         raise ArgumentError(
             f"a {dtype.name} tensor of shape {list(shape)} (strides {list(strides)}, offset {offset}) reaches beyond "
             f"the 64-bit index range kernels use ({MAX_BYTES} bytes); use smaller extents or steps"
