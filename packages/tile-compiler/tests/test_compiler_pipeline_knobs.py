@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 from pathlib import Path
 
 import pytest
 
-from tile.compiler import KnobError, _knobs, knobs
+from tile.compiler import KnobError, knobs
 
 
 def test_defaults() -> None:
@@ -79,30 +78,3 @@ def test_the_environment_is_read_on_every_call(monkeypatch: pytest.MonkeyPatch) 
     assert knobs().opt_level == 0
     monkeypatch.delenv("TILE_OPT_LEVEL")
     assert knobs().opt_level == 3
-
-
-def test_the_process_environment_fast_path_reads_what_the_mapping_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`knobs()` reads ``os.environ``'s bytes dict directly: every write through ``os.environ`` shows at once, and the
-    result equals parsing a copy of the mapping through its public interface."""
-    assert _knobs._raw_environ(os.environ) is not None  # the fast path is the one under test (POSIX CPython)
-    for name, value in [("TILE_DUMP", "ir,ast"), ("TILE_CACHE_SIZE", "3M"), ("TILE_TILEIRAS", "/opt/t\u00e9/tileiras")]:
-        monkeypatch.setenv(name, value)
-        assert knobs() == knobs(dict(os.environ))
-    assert knobs().dump == frozenset({"ir", "ast"})
-    assert knobs().tileiras == Path("/opt/t\u00e9/tileiras")
-    os.environ["TILE_CACHE_SIZE"] = "5M"  # monkeypatch restores it
-    assert knobs().cache_size == 5 << 20
-    del os.environ["TILE_DUMP"]
-    assert knobs().dump == frozenset()
-    monkeypatch.setenv("TILE_OPT_LEVEL", "9")
-    with pytest.raises(KnobError, match="TILE_OPT_LEVEL"):
-        knobs()
-    with pytest.raises(KnobError, match="TILE_OPT_LEVEL"):  # an error is never remembered as a result
-        knobs()
-
-
-def test_a_replaced_process_environment_is_read_through_its_interface(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "environ", {"TILE_OPT_LEVEL": "1", "HOME": "/h"})
-    assert _knobs._raw_environ(os.environ) is None
-    assert knobs().opt_level == 1
-    assert knobs().cache_dir == Path("/h/.cache/tile")

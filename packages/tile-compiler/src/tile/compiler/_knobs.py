@@ -92,31 +92,9 @@ _READ += ("TILE_OPT_LEVEL", "TILE_COMPILE_TIMEOUT", "TILE_DEBUG", "CUDA_HOME", "
 def knobs(environ: Mapping[str, str] | None = None) -> Knobs:
     """Parse the settings from ``environ`` (default: the process environment)."""
     env = os.environ if environ is None else environ
-    raw = _raw_environ(env)
-    if raw is not None:  # 13 dict reads instead of 13 encode/look-up/decode round trips (~1 us each)
-        return _parse_raw(tuple(raw.get(key) for key in _READ_RAW))
     # Launches ask for the settings every time: parse each distinct combination of values once.
     values = [(name, env.get(name)) for name in _READ]
     return _parse(tuple((name, value) for name, value in values if value is not None))
-
-
-_READ_RAW = tuple(name.encode() for name in _READ)  # the names as os.environ keys its bytes dict on POSIX
-
-
-def _raw_environ(env: Mapping[str, str]) -> dict[bytes, bytes] | None:
-    """The bytes dict behind ``env`` when it is POSIX CPython's own ``os.environ`` type (whose every write, through
-    ``os.environ[...]``, ``del``, ``putenv`` wrappers or ``monkeypatch.setenv``, goes through that dict first), else
-    None: the mapping is then read through its public interface. Read afresh on every call, so never stale."""
-    if os.name != "posix" or type(env) is not os._Environ:
-        return None
-    data = getattr(env, "_data", None)
-    return data if type(data) is dict else None
-
-
-@functools.lru_cache(maxsize=64)
-def _parse_raw(values: tuple[bytes | None, ...]) -> Knobs:
-    """`_parse` of the raw values of `_READ` (decoded as ``os.environ`` decodes them: ``os.fsdecode``)."""
-    return _parse(tuple((name, os.fsdecode(v)) for name, v in zip(_READ, values, strict=True) if v is not None))
 
 
 @functools.lru_cache(maxsize=64)
