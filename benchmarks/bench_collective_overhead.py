@@ -23,33 +23,19 @@ import io
 import json
 import pstats
 import socket
-import time
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import tile.frontend as tile
 import tile.frontend.distributed as dist
-from tile.aio import DeviceOp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_distributed import tile_round, torch_round  # the same chains bench_distributed.py times
 
 MIB = 1 << 20
-
-
-def _tile_chain(x: tile.Tensor, k: int) -> tuple[tile.Tensor, float]:
-    start = time.perf_counter()
-    op: DeviceOp[Any] = dist.all_reduce(x)
-    for _ in range(k - 1):
-        op = op.then(dist.all_reduce)
-    out = op.sync()
-    return out, time.perf_counter() - start
-
-
-def _torch_chain(torch: Any, t: Any, k: int, sync: Any) -> float:
-    start = time.perf_counter()
-    for _ in range(k):
-        torch.distributed.all_reduce(t)
-    sync()
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -77,15 +63,15 @@ def main() -> None:
         count = int(mib * MIB) // 4
         x = tile.zeros(tile.f32, [count])
         t = torch.zeros(count, dtype=torch.float32, device=device)
-        x, _ = _tile_chain(x, args.ops)  # warm-up: NCCL channels, Tile's first collective, caches
-        _torch_chain(torch, t, args.ops, sync)
+        x, _ = tile_round(x, args.ops)  # warm-up: NCCL channels, Tile's first collective, caches
+        torch_round(torch, t, args.ops, sync)
         times: dict[str, list[float]] = {"tile": [], "torch": []}
         for r in range(args.rounds):
             for who in ("tile", "torch") if r % 2 else ("torch", "tile"):
                 if who == "tile":
-                    x, sec = _tile_chain(x, args.ops)
+                    x, sec = tile_round(x, args.ops)
                 else:
-                    sec = _torch_chain(torch, t, args.ops, sync)
+                    sec = torch_round(torch, t, args.ops, sync)
                 times[who].append(sec / args.ops)
         row: dict[str, Any] = {"backend": g.backend, "MiB": mib, "ops": args.ops}
         row |= {f"{who}_us_per_op": round(float(np.median(v)) * 1e6, 1) for who, v in times.items()}
@@ -95,7 +81,7 @@ def main() -> None:
         if not args.no_profile:
             prof = cProfile.Profile()
             prof.enable()
-            x, _ = _tile_chain(x, args.ops)
+            x, _ = tile_round(x, args.ops)
             prof.disable()
             out = io.StringIO()
             pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(20)

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 
 
-def _tile_round(x: tile.Tensor, k: int) -> tuple[tile.Tensor, float]:
+def tile_round(x: tile.Tensor, k: int) -> tuple[tile.Tensor, float]:
     start = time.perf_counter()
     op = dist.all_reduce(x)
     for _ in range(k - 1):
@@ -46,7 +46,7 @@ def _tile_round(x: tile.Tensor, k: int) -> tuple[tile.Tensor, float]:
     return out, time.perf_counter() - start
 
 
-def _torch_round(torch: Any, t: Any, k: int, sync: Any) -> float:
+def torch_round(torch: Any, t: Any, k: int, sync: Any) -> float:
     start = time.perf_counter()
     for _ in range(k):
         torch.distributed.all_reduce(t)
@@ -71,9 +71,9 @@ def bench(torch: Any, g: dist.Group, dtype: str, nbytes: int, rounds: int) -> di
             torch.distributed.barrier()
             sync()
             if who == "tile":
-                x, sec = _tile_round(x, k)
+                x, sec = tile_round(x, k)
             else:
-                sec = _torch_round(torch, t, k, sync)
+                sec = torch_round(torch, t, k, sync)
             if r:  # round 0 warms up (NCCL channels, Tile's first collective)
                 times[who].append(sec / k)
     factor = 2 * (g.world_size - 1) / g.world_size

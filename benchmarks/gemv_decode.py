@@ -43,7 +43,7 @@ def projections(model: str, smoke: bool) -> dict[str, tuple[int, int]]:
     }
 
 
-def _median_seconds(run: Callable[[], None], rounds: int) -> float:
+def median_seconds(run: Callable[[], None], rounds: int) -> float:
     run()  # warm-up (the first replay uploads the graph)
     samples = []
     for _ in range(rounds):
@@ -63,7 +63,7 @@ def copy_bandwidth(torch: Any, rounds: int) -> float:
             dst.copy_(src)
         torch.cuda.synchronize()
 
-    return float(10 * 2 * src.numel() * 2 / _median_seconds(run, rounds))
+    return float(10 * 2 * src.numel() * 2 / median_seconds(run, rounds))
 
 
 def bench(torch: Any, m: int, n: int, k: int, *, f32_out: bool, chain: int, rounds: int, copy: float) -> dict[str, Any]:
@@ -81,13 +81,13 @@ def bench(torch: Any, m: int, n: int, k: int, *, f32_out: bool, chain: int, roun
         tx = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         ws, x = [tile.from_dlpack(w) for w in tws], tile.from_dlpack(tx)
     got = tk.matmul(x, ws[0].T, out_dtype=out_dtype)  # tunes the shape (first call) and is checked below
-    times = {"tile": _median_seconds(_tile_graph(x, ws, out_dtype, chain), rounds) / chain}
+    times = {"tile": median_seconds(tile_graph(x, ws, chain, out_dtype=out_dtype), rounds) / chain}
     if torch is not None:
         want = (tx @ tws[0].T).float()
         err = float((torch.from_dlpack(got).float() - want).abs().max()) / max(float(want.abs().max()), 1e-30)
         if err > 2e-2:
             raise AssertionError(f"Tile and cuBLAS differ by {err:.2e} of the output's range")
-        times["torch"] = _median_seconds(_torch_graph(torch, tx, tws, f32_out, chain), rounds) / chain
+        times["torch"] = median_seconds(torch_graph(torch, tx, tws, f32_out, chain), rounds) / chain
     gbs = {name: weight_bytes / t / 1e9 for name, t in times.items()}
     entry: dict[str, Any] = {"shape": [m, n, k], "weight_copies": copies, "chain": chain}
     entry |= {"ms": {name: t * 1e3 for name, t in times.items()}, "GB_per_s_weight": gbs}
@@ -99,11 +99,14 @@ def bench(torch: Any, m: int, n: int, k: int, *, f32_out: bool, chain: int, roun
     return entry
 
 
-def _tile_graph(x: tile.Tensor, ws: list[tile.Tensor], out_dtype: Any, chain: int) -> Callable[[], None]:
-    def step(i: int) -> Callable[[object], Any]:
-        return lambda _: tk.matmul_op(x, ws[i % len(ws)].T, out_dtype=out_dtype)
+def tile_graph(x: tile.Tensor, ws: list[tile.Tensor], chain: int, **matmul: Any) -> Callable[[], None]:
+    """One replay (and its wait) of ``chain`` `tk.matmul_op` launches rotating over the weight copies ``ws``
+    (``matmul``: the op's keywords, e.g. ``out_dtype=`` or ``config=``)."""
 
-    op = tk.matmul_op(x, ws[0].T, out_dtype=out_dtype)
+    def step(i: int) -> Callable[[object], Any]:
+        return lambda _: tk.matmul_op(x, ws[i % len(ws)].T, **matmul)
+
+    op = tk.matmul_op(x, ws[0].T, **matmul)
     for i in range(1, chain):
         op = op.then(step(i))
     graph = op.graph()
@@ -114,7 +117,7 @@ def _tile_graph(x: tile.Tensor, ws: list[tile.Tensor], out_dtype: Any, chain: in
     return run
 
 
-def _torch_graph(torch: Any, x: Any, ws: list[Any], f32_out: bool, chain: int) -> Callable[[], None]:
+def torch_graph(torch: Any, x: Any, ws: list[Any], f32_out: bool, chain: int) -> Callable[[], None]:
     outs = [torch.empty(x.shape[0], w.shape[0], device="cuda", dtype=torch.bfloat16) for w in ws]
     stream = torch.cuda.Stream()
     graph = torch.cuda.CUDAGraph()

@@ -118,20 +118,8 @@ class Shape:
         return float(diff / max(float(np.abs(self.want).max()), 1e-30))
 
     def graph(self, config: autotune.Config) -> Callable[[], None]:
-        """One replay (and its wait) of CHAIN launches rotating over the weight copies (as gemv_decode._tile_graph)."""
-
-        def step(i: int) -> Callable[[object], Any]:
-            return lambda _: tk.matmul_op(self.x, self.ws[i % len(self.ws)].T, config=config)
-
-        op = tk.matmul_op(self.x, self.ws[0].T, config=config)
-        for i in range(1, CHAIN):
-            op = op.then(step(i))
-        graph = op.graph()
-
-        def run() -> None:
-            graph.launch().sync()
-
-        return run
+        """One replay (and its wait) of CHAIN launches rotating over the weight copies."""
+        return gemv_decode.tile_graph(self.x, self.ws, CHAIN, config=config)
 
 
 def _torch() -> Any:
@@ -183,8 +171,8 @@ def measure(torch: Any, budget: float) -> dict[str, Any]:
             made[key] = Shape(torch, m, n, k)
             report[key] = {"shape": [m, n, k], "weight_bytes": 2 * n * k, "configs": []}
             if torch is not None:
-                run = gemv_decode._torch_graph(torch, made[key].tx, made[key].tws, False, CHAIN)
-                report[key]["torch_us"] = gemv_decode._median_seconds(run, ROUNDS) / CHAIN * 1e6
+                run = gemv_decode.torch_graph(torch, made[key].tx, made[key].tws, False, CHAIN)
+                report[key]["torch_us"] = gemv_decode.median_seconds(run, ROUNDS) / CHAIN * 1e6
         if time.monotonic() - start > budget:
             skipped.append(f"{key} {config}")
             continue
@@ -192,7 +180,7 @@ def measure(torch: Any, budget: float) -> dict[str, Any]:
         try:
             error = made[key].error(config)
             entry["error"] = error
-            entry["us"] = gemv_decode._median_seconds(made[key].graph(config), ROUNDS) / CHAIN * 1e6
+            entry["us"] = gemv_decode.median_seconds(made[key].graph(config), ROUNDS) / CHAIN * 1e6
         except tile.TileError as exc:
             entry["failed"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         report[key]["configs"].append(entry)
