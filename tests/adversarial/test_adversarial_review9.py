@@ -44,26 +44,15 @@ import pytest
 
 import tile.frontend as tile
 from tile import aio
-from tile.frontend import _accel, f32
+from tile.frontend import f32
 
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_adversarial import KERNELS, load_path  # a sibling helper module
-
-BUILT = _accel.compiled() is not None
-PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(not BUILT, reason=_accel.reason()))]
 
 
 @pytest.fixture(autouse=True)
 def _cpu() -> None:
     tile.set_backend("cpu")
-
-
-@pytest.fixture(params=PATHS)
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each test runs once per launch path, switched in-process and restored after."""
-    previous = _accel.use(request.param)
-    yield request.param
-    _accel.use(previous)
 
 
 @pytest.fixture
