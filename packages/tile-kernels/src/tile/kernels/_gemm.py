@@ -9,6 +9,7 @@ op (a launch, or the split-K pair chained with ``.then()``) for chains and graph
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -270,8 +271,6 @@ class _MatmulCall:
         shape = autotune.fine_bucket if m <= 16 else autotune.bucket
         key: dict[str, object] = {"m": autotune.bucket(m), "n": shape(n), "k": shape(k), "dtype": x.dtype.name}
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
-        if m <= 16:  # records timed eagerly (before graph replay, below) picked by host time: never reuse them
-            key["timed"] = "graph replay"
 
         scratch: list[tuple[Tensor, Tensor, Any, Any]] = []
         copies, launches = (1, 1) if m > 16 else (max(1, min(8, -(-_L2_SPAN // max(1, n * k * x.dtype.itemsize)))), 8)
@@ -306,21 +305,19 @@ class _MatmulCall:
         # time and the pick was noise (a 129 us gate_up tile won over 27 us ones on an H200). Replayed, the
         # launches run back to back on the device, as in a model's decode graph; the graphs close after the tuning.
         graphs: dict[autotune.Config, Any] = {}
+        closing = contextlib.ExitStack()  # closes every captured graph after the tuning, even if one close raises
 
         def run(cfg: autotune.Config) -> object:
             if m > 16:
                 return _args.first_output(chain(cfg).sync())
             graph = graphs.get(cfg)
             if graph is None:
-                graph = graphs[cfg] = chain(cfg).graph()
+                graph = graphs[cfg] = closing.enter_context(chain(cfg).graph())
             return graph.launch().sync()
 
         tuner = autotune.tuner("matmul", source_digest(_STEM))
-        try:
+        with closing:
             return tuner.choose(key, _decode_candidates(m, n) if m <= 16 else _WIDE, _default(m, n, k), run)
-        finally:
-            for graph in graphs.values():
-                graph.close()
 
 
 def _discard(make: Callable[[autotune.Config, int], _Op], cfg: autotune.Config, i: int, _: object) -> _Op:
@@ -351,15 +348,7 @@ def _launch_matmul(
         with tile.partitioned(z, [bm, bn]) as part:  # a refused launch gives ``out`` back to the caller
             result: DeviceOp[tuple[Any, ...]] = launch(part, x, y, bias, res, BK=bk, GROUP=config["GROUP"], **flags)
         return result
-    partials = tile.empty(f32, [split, m, n]).partition([1, bm, bn])
-    with tile.partitioned(z, [bm, bn]) as target:  # a refused first launch gives ``out`` back to the caller
-
-        def reduce(out: tuple[Any, ...]) -> Any:
-            # The partials are unpartitioned in flight: the reduction runs after the split-K kernel, no wait between.
-            return k.reduce_split_k(target, out[0].unpartition(), bias, res, **flags)
-
-        first: DeviceOp[tuple[Any, ...]] = k.gemm_split_k(partials, x, y, BK=bk, SPLIT=split)
-        return first.then(reduce)
+    return _gemv.launch_split(k.gemm_split_k, split, z, (bm, bn), x=x, y=y, bias=bias, res=res, flags=flags, BK=bk)
 
 
 def bmm(

@@ -35,7 +35,7 @@ from tile.frontend import ArgumentError, Kernel, Tensor
 from tile.kernels import _args, autotune
 from tile.kernels._source import kernels
 
-__all__ = ["FORMS", "candidates", "check", "default", "launch"]
+__all__ = ["FORMS", "candidates", "check", "default", "launch", "launch_split"]
 
 FORMS = {1: "gemv_mma", 2: "gemv_dot", 3: "gemv_wx"}
 _STEM = "_gemm_kernels"
@@ -165,34 +165,38 @@ def launch(
     hints = {"BK": config["BK"], "LAT": config["LAT"], "TMA": bool(config["TMA"])}
     split = min(config["SPLIT"], -(-x.shape[1] // config["BK"]))
     if config["FORM"] == 3 and split > 1:
-        return _launch_split(config, split, z, x=x, y=y, bias=bias, res=res, flags=flags, hints=hints)
+        tile_shape = (config["BM"], config["BN"])
+        first = kernels(_STEM).gemv_wx_split_k
+        return launch_split(first, split, z, tile_shape, x=x, y=y, bias=bias, res=res, flags=flags, **hints)
     kernel = _kernel(config["FORM"], config["OCC"])
     with tile.partitioned(z, [config["BM"], config["BN"]]) as part:  # a refused launch gives ``z`` (maybe out=) back
         made: DeviceOp[tuple[Any, ...]] = kernel(part, x, y, bias, res, **hints, **flags)
     return made
 
 
-def _launch_split(
-    config: autotune.Config,
+def launch_split(
+    first: Kernel,
     split: int,
     z: Tensor,
+    tile_shape: tuple[int, int],
     *,
     x: Tensor,
     y: Tensor,
     bias: Any,
     res: Any,
     flags: dict[str, Any],
-    hints: dict[str, Any],
+    **hints: Any,
 ) -> DeviceOp[tuple[Any, ...]]:
+    """Split-K into ``z``: ``first`` (``gemm_split_k`` or ``gemv_wx_split_k``) writes ``split`` f32 partials of each
+    (BM, BN) tile, then ``reduce_split_k`` adds them and applies the epilogue, chained with no wait between."""
     k = kernels(_STEM)
     m, n = z.shape
-    bm, bn = config["BM"], config["BN"]
-    partials = tile.empty(tile.f32, [split, m, n]).partition([1, bm, bn])
-    with tile.partitioned(z, [bm, bn]) as target:  # a refused first launch gives ``z`` (maybe out=) back
+    partials = tile.empty(tile.f32, [split, m, n]).partition([1, *tile_shape])
+    with tile.partitioned(z, list(tile_shape)) as target:  # a refused first launch gives ``z`` (maybe out=) back
 
         def reduce(out: tuple[Any, ...]) -> Any:
             # The partials are unpartitioned in flight: the reduction runs after the split kernel, no wait between.
             return k.reduce_split_k(target, out[0].unpartition(), bias, res, **flags)
 
-        first: DeviceOp[tuple[Any, ...]] = k.gemv_wx_split_k(partials, x, y, SPLIT=split, **hints)
-        return first.then(reduce)
+        made: DeviceOp[tuple[Any, ...]] = first(partials, x, y, SPLIT=split, **hints)
+        return made.then(reduce)
