@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tile.core as tc
-from tile.core._args import infer_kind, kernel_params
+from tile.core._args import KINDS, infer_kind, kernel_params
 
 # The nine parameters of the vec_add fixture: (ptr, i32 extent, i32 stride) per 1-D array.
 VEC_ADD = ("ptr", "i32", "i32") * 3
@@ -152,3 +152,15 @@ def test_unsigned_kinds_take_their_whole_range_as_the_same_bits(kind: str, bits:
     with pytest.raises(tc.LaunchArgumentError, match=rf"expected an integer for a u{bits} parameter"):
         tc.pack_args([True], [kind])
     del keep
+
+
+def test_float_kinds_take_any_int_a_float_holds() -> None:
+    """The frontend's scalar check passes ints up to the largest a float holds for float parameters; bf16's carrier
+    (ml_dtypes) takes no int of 2**63 or more directly, so every float kind converts ints through float first, and an
+    int no float holds is refused with the typed error."""
+    for name in ("bf16", "f32", "f64"):  # (f16's range ends at 65504: numpy rounds larger values to inf)
+        KINDS[name].convert(2**63)
+    assert float(KINDS["f64"].convert(2**63)) == 2.0**63
+    assert KINDS["bf16"].convert(2**64) == KINDS["bf16"].convert(2.0**64)
+    with pytest.raises(tc.LaunchArgumentError, match="integer of 1101 bits fits no float"):
+        KINDS["bf16"].convert(2**1100)

@@ -64,6 +64,12 @@ def _floating(carrier: Any, name: str) -> Callable[[Any], Any]:
             return carrier(value)
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise LaunchArgumentError(f"expected a number for an {name} parameter, got {value!r}")
+        if isinstance(value, (int, np.integer)):  # through float: ml_dtypes' bfloat16 takes no int of 2**63 or more
+            try:
+                value = float(value)
+            except OverflowError:
+                bits = int(value).bit_length()
+                raise LaunchArgumentError(f"an integer of {bits} bits fits no float ({name} parameter)") from None
         return carrier(value)
 
     return convert
