@@ -253,14 +253,21 @@ def _check_tensor(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, 
 
 def _check_scalar(kernel: str, p: Param, a: Any, inferred: dict[str, tuple[Any, str]], unchecked: bool) -> None:
     assert isinstance(p.dtype, DType), "scalar annotations are concrete dtypes"
-    if type(type(a)) is not type:  # a metaclass's __hash__/__eq__ run whenever the launch tests the class
+    # A number class with a metaclass: its __hash__/__eq__ run whenever the launch tests the class. (issubclass reads
+    # the class's MRO and runs none of its code; anything that is no number gets the plain refusal below.)
+    if type(type(a)) is not type and issubclass(type(a), (int, float, np.generic)):
         raise ArgumentError(
             f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__}, whose class has the metaclass "
             f"{type(type(a)).__name__} (its code would run while the launch checks the handles): pass int(n), "
             "float(n) or bool(n)"
         )
     cls = type(a)  # not isinstance: ``__class__ = bool`` must not make an object a bool
-    ok = issubclass(cls, (bool, np.bool_)) if p.dtype.kind == "b" else _is_number(a, int_only=p.dtype.kind in "iu")
+    if type(cls) is not type:
+        ok = False
+    elif p.dtype.kind == "b":
+        ok = issubclass(cls, (bool, np.bool_))
+    else:
+        ok = _is_number(a, int_only=p.dtype.kind in "iu")
     if not ok:
         raise ArgumentError(f"{_where(kernel, p)} is a {p.dtype.name} scalar, got {type(a).__name__} {a!r}")
     if p.dtype.kind in "iu":
