@@ -154,7 +154,9 @@ def test_every_int_scalar_the_check_accepts_packs_for_the_gpu(scalars: ModuleTyp
     none (tile.core raised an untyped KeyError for the kind "u8"), u32 went as i32 and u64 as i64, whose converters
     refuse the upper half of the unsigned range (u32 4294967295: LaunchArgumentError). The check passes those
     values, so the launch was made, moving the partition, and failed only when it ran. Now every integer dtype has a
-    kind that takes its whole range, as the same bits."""
+    kind that takes its whole range, as the same bits, in a cell as wide as the parameter tileiras makes of the IR
+    dtype (the GPU test below found i8/i16/u8/u16 widened to 4 bytes refused by the cubin's 1- and 2-byte
+    parameters)."""
     from tile.core._args import KINDS, kernel_params, pack_args
     from tile.frontend._signature import int_range
 
@@ -162,6 +164,7 @@ def test_every_int_scalar_the_check_accepts_packs_for_the_gpu(scalars: ModuleTyp
     assert kind in KINDS, f"{name} scalars pack as {kind!r}, which tile.core does not know"
     lo, hi = int_range(_dtype(name))
     bits = _dtype(name).bits
+    assert KINDS[kind].size == bits // 8, f"a {name} parameter has {bits // 8} bytes in the cubin"
     for value in (lo, -1 if lo else 1, 0, hi):
         packed = pack_args([value], [kind])
         block, address = kernel_params(packed)  # `block` holds the cells `address` points at

@@ -68,6 +68,10 @@ def test_wrong_scalar_types_are_rejected(kind: str, value: Any) -> None:
 @pytest.mark.parametrize(
     ("value", "kind"),
     [
+        (np.int8(1), "i8"),
+        (np.int16(1), "i16"),
+        (np.uint8(1), "u8"),
+        (np.uint16(1), "u16"),
         (np.int32(1), "i32"),
         (np.int64(1), "i64"),
         (np.float16(1), "f16"),
@@ -80,7 +84,7 @@ def test_numpy_scalars_keep_their_kind(value: Any, kind: str) -> None:
     assert infer_kind(value) == kind
 
 
-@pytest.mark.parametrize("value", [1, 1.0, "x", np.uint8(1)])
+@pytest.mark.parametrize("value", [1, 1.0, "x", np.bool_(True), np.complex64(1)])
 def test_ambiguous_values_need_a_signature(value: Any) -> None:
     with pytest.raises(tc.LaunchArgumentError, match="pass a signature"):
         tc.pack_args([value])
@@ -109,7 +113,7 @@ def test_argument_sizes_are_checked_against_the_kernel() -> None:
 
 def test_signature_problems_are_reported() -> None:
     with pytest.raises(tc.LaunchArgumentError, match="unknown argument kind"):
-        tc.pack_args([1], ["u16"])
+        tc.pack_args([1], ["u128"])
     with pytest.raises(tc.LaunchArgumentError, match="2 kinds but 1 arguments"):
         tc.pack_args([1], ["i32", "i32"])
 
@@ -137,20 +141,40 @@ def test_kernel_params_point_at_each_value_in_its_c_layout() -> None:
     assert kernel_params(tc.pack_args([], []))[1] != 0  # no parameters: still a valid (empty) array
 
 
-@pytest.mark.parametrize(("kind", "bits"), [("u32", 32), ("u64", 64)])
+_UNSIGNED = {8: ctypes.c_uint8, 16: ctypes.c_uint16, 32: ctypes.c_uint32, 64: ctypes.c_uint64}
+
+
+@pytest.mark.parametrize(("kind", "bits"), [("u8", 8), ("u16", 16), ("u32", 32), ("u64", 64)])
 def test_unsigned_kinds_take_their_whole_range_as_the_same_bits(kind: str, bits: int) -> None:
-    """A u32/u64 parameter takes 0 .. 2**bits - 1 (tile.frontend's u32 and u64 scalars pack as these; i32/i64 refuse
-    the upper half) and nothing outside it."""
+    """A uN parameter is N bits wide and takes 0 .. 2**N - 1 (tile.frontend's unsigned scalars pack as these; the
+    signed kinds refuse the upper half) and nothing outside it."""
+    assert tc.KINDS[kind].size == bits // 8
     top = 2**bits - 1
     keep, address = kernel_params(tc.pack_args([0, top, np.uint64(7)], [kind] * 3))
     cells = (ctypes.c_void_p * 3).from_address(address)
-    carrier = ctypes.c_uint32 if bits == 32 else ctypes.c_uint64
+    carrier = _UNSIGNED[bits]
     assert [carrier.from_address(cells[i] or 0).value for i in range(3)] == [0, top, 7]
     for bad in (-1, top + 1):
         with pytest.raises(tc.LaunchArgumentError, match=rf"does not fit a u{bits} parameter"):
             tc.pack_args([bad], [kind])
     with pytest.raises(tc.LaunchArgumentError, match=rf"expected an integer for a u{bits} parameter"):
         tc.pack_args([True], [kind])
+    del keep
+
+
+@pytest.mark.parametrize(("kind", "carrier"), [("i8", ctypes.c_int8), ("i16", ctypes.c_int16)])
+def test_narrow_signed_kinds_are_as_wide_as_their_bits(kind: str, carrier: Any) -> None:
+    """tileiras gives an i8 (i16) kernel parameter 1 (2) bytes: the kinds have that size, take their whole range and
+    refuse one past either end (a 4-byte cell failed the launch's layout check on the GPU)."""
+    bits = 8 * ctypes.sizeof(carrier)
+    assert tc.KINDS[kind].size == bits // 8
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    keep, address = kernel_params(tc.pack_args([lo, hi, np.int8(-3)], [kind] * 3))
+    cells = (ctypes.c_void_p * 3).from_address(address)
+    assert [carrier.from_address(cells[i] or 0).value for i in range(3)] == [lo, hi, -3]
+    for bad in (lo - 1, hi + 1):
+        with pytest.raises(tc.LaunchArgumentError, match=rf"does not fit an i{bits} parameter"):
+            tc.pack_args([bad], [kind])
     del keep
 
 

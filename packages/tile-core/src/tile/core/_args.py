@@ -93,6 +93,10 @@ KINDS: dict[str, ArgKind] = {
     kind.name: kind
     for kind in (
         ArgKind("ptr", 8, lambda value: value),  # resolved against the device in _pointer()
+        ArgKind("i8", 1, _integer(8, np.int8)),  # narrow integers are as narrow in the kernel's parameter block
+        ArgKind("i16", 2, _integer(16, np.int16)),
+        ArgKind("u8", 1, _unsigned(8, np.uint8)),
+        ArgKind("u16", 2, _unsigned(16, np.uint16)),
         ArgKind("i32", 4, _integer(32, np.int32)),
         ArgKind("i64", 8, _integer(64, np.int64)),
         ArgKind("u32", 4, _unsigned(32, np.uint32)),  # the same cells as i32/i64: the upper half of the range too
@@ -104,6 +108,10 @@ KINDS: dict[str, ArgKind] = {
     )
 }
 _SCALAR_KINDS = {
+    np.dtype(np.int8): "i8",
+    np.dtype(np.int16): "i16",
+    np.dtype(np.uint8): "u8",
+    np.dtype(np.uint16): "u16",
     np.dtype(np.int32): "i32",
     np.dtype(np.int64): "i64",
     np.dtype(np.uint32): "u32",
@@ -239,6 +247,10 @@ def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...])
 # cell's address): the struct code per kind, padded to 8 bytes; 16-bit floats as IEEE half ('e') or as their bits.
 _CELL = {
     "ptr": "Q",
+    "i8": "b7x",
+    "i16": "h6x",
+    "u8": "B7x",
+    "u16": "H6x",
     "i32": "i4x",
     "i64": "q",
     "u32": "I4x",

@@ -26,10 +26,11 @@ from tile.frontend._tensor import Tensor
 
 __all__ = ["GPU_KIND", "prepared_launch", "run_cpu"]
 
-# The tile.core kind each entry-ABI scalar dtype is packed as: one that takes the dtype's whole range (the scalar check
-# passes all of it), narrow integers widened to a 32-bit cell as the ABI passes them.
-GPU_KIND = {"i1": "i32", "i8": "i32", "i16": "i32", "i32": "i32", "i64": "i64"}
-GPU_KIND |= {"u8": "i32", "u16": "i32", "u32": "u32", "u64": "u64"}
+# The tile.core kind each entry-ABI scalar dtype is packed as: one of the parameter's size in the cubin (tileiras
+# gives an i8 or i16 parameter 1 or 2 bytes; the compiler passes a bool as i32) that takes the dtype's whole range
+# (the scalar check passes all of it).
+GPU_KIND = {"i1": "i32", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64"}
+GPU_KIND |= {"u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64"}
 GPU_KIND |= {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}
 _modules: dict[tuple[str, int], Any] = {}
 _modules_lock = threading.Lock()
