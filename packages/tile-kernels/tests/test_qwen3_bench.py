@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
-from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3
+from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3, Qwen3Config
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCH))  # the benchmark imports its helpers as top-level modules, as when run as a script
@@ -150,3 +150,21 @@ def test_smoke_runs_print_their_rows(mode: list[str], capsys: pytest.CaptureFixt
     else:
         assert row["mode"] == "decode"
         assert row["tile_graph"]["tokens_per_s"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_the_prefill_row_on_the_gpu_times_cublas_on_the_same_gemms(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TILE_AUTOTUNE", "0")
+    two_layers = Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})
+    tile.set_backend("gpu")
+    try:
+        row = qwen3_prefill.bench_prefill(two_layers, qwen3_weights.SeededWeights(two_layers), 256, torch, reps=2)
+    finally:
+        tile.set_backend("cpu")
+    assert row["cublas_weights"] == "each layer its own"
+    assert row["tile_gemm_graph"]["s"] < row["tile_prefill_graph"]["s"]  # the GEMMs are part of the pass
+    assert 0 < row["cublas_gemm"]["tflops"] < 2500  # no dense bf16 peak is higher: the count is not inflated
+    assert 0 < row["gemm_only_vs_cublas"] < 10
+    assert row["prefill_vs_cublas"] < row["prefill_graph_vs_cublas"]  # eager adds the host's enqueueing
