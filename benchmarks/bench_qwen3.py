@@ -1,10 +1,11 @@
 """Qwen3 batch-1 decode on Tile against torch eager (and Hugging Face transformers where installed), one process.
 
-For each size (``--models``, default 0.6B,1.7B,4B) with seeded random bf16 weights: prefill a ``--context``-token
-prompt (default 512), then time ``--tokens`` greedy decode steps (default 32). Reported per contender: decode
-tokens/s and the fraction of the HBM roofline, i.e. (weight bytes + KV-cache bytes read per token) / time per token
-over the bandwidth a device-to-device copy reaches in the same run (``--bandwidth`` overrides it, e.g. 3.35e12 for
-an H100 SXM's datasheet figure). Contenders get the same weights (Tile's are copied to torch through numpy):
+For each size (``--models``, default 0.6B,1.7B,4B) with seeded random bf16 weights (`qwen3_weights.SeededWeights`:
+made tensor by tensor as the model uploads them, so 32B never sits on the host whole; ``build_s`` is printed): prefill
+a ``--context``-token prompt (default 512), then time ``--tokens`` greedy decode steps (default 32). Reported per
+contender: decode tokens/s and the fraction of the HBM roofline, i.e. (weight bytes + KV-cache bytes read per token) /
+time per token over the bandwidth a device-to-device copy reaches in the same run (``--bandwidth`` overrides it, e.g.
+3.35e12 for an H100 SXM's datasheet figure). Contenders get the same weights:
 
 - ``tile_graph``: `tile.kernels.qwen3.DecodeGraph.greedy` (the one-token step captured once as a CUDA graph with an
   on-device argmax, replayed per token; one host wait per token for the new id and position, the replay and the one
@@ -13,11 +14,20 @@ an H100 SXM's datasheet figure). Contenders get the same weights (Tile's are cop
 - ``tile``: `tile.kernels.qwen3.Qwen3.forward` (eager: the step as one ``.then()`` chain, enqueued launch by launch,
   one host wait per token);
 - ``torch``: the same model written here in plain torch ops (``fn.scaled_dot_product_attention``, KV cache), eager;
-- ``transformers``: ``Qwen3ForCausalLM`` eager with its dynamic cache, when importable.
+- ``transformers_eager``: ``Qwen3ForCausalLM`` eager with its dynamic cache, when importable; with ``--peers all``
+  also ``transformers_compiled``: its decode forward under ``torch.compile(mode="reduce-overhead")`` over a static
+  cache, within ``--hf-limit`` seconds, or a skip with the reason (`qwen3_hf`).
+
+The peers are skipped (``peers_skipped`` says why) with ``--peers none`` or where two more copies of the weights do
+not fit the GPU beside Tile's (32B on one H200).
+
+``--prefill`` times a ``--prefill-tokens`` prompt (default 2048, default model 4B) instead: Tile's eager and graphed
+prefill and its GEMMs alone against the same GEMMs on cuBLAS (``torch.matmul``), with the FLOP counts and the
+ratios (`qwen3_prefill`).
 
 Run on the GPU machine from the repository root: ``python benchmarks/bench_qwen3.py`` (about 5 minutes for the three
-sizes on an H100); ``--smoke`` runs the tiny config on the CPU interpreter without peers. Results go to
-``benchmarks/results/qwen3.json``.
+sizes on an H100); ``--smoke`` runs the tiny config on the CPU interpreter without peers (with ``--prefill``, a
+16-token prompt). Rows go into ``benchmarks/results/qwen3.json``, replacing the stored row of the same model and mode.
 
 ``--tp N`` (under ``torchrun --nproc-per-node N``; default models 4B,32B) times the tensor-parallel model
 (`tile.kernels.qwen3.TPQwen3`, each rank making only its shard of the seeded weights): ``tile_tp_graph`` (the captured
@@ -42,6 +52,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from qwen3_hf import bf16_to_torch, decode_rate, hf_rates
+from qwen3_prefill import bench_prefill
+from qwen3_weights import SeededWeights
 
 import tile.frontend as tile
 from tile.kernels.qwen3 import DecodeGraph, Qwen3, Qwen3Config, TPQwen3, config_for, random_weights, shard_slices
@@ -62,34 +75,10 @@ def copy_bandwidth(torch: Any) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / 1e3)
-    return 2 * a.numel() / float(np.median(times[2:]))
-
-
-def bf16_to_torch(torch: Any, a: Any) -> Any:
-    """A CUDA bf16 torch tensor with the bits of the ml_dtypes bf16 array ``a``."""
-    return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).to("cuda").view(torch.bfloat16)
-
-
-def hf_decode_rate(torch: Any, c: Qwen3Config, w: dict[str, Any], prompt: list[int], tokens: int) -> float | None:
-    """Seconds per greedy decode step of transformers' ``Qwen3ForCausalLM`` (eager), or None without it."""
-    try:
-        import transformers
-    except ImportError:
-        return None
-    cfg = transformers.Qwen3Config(**c.to_hf())
-    model = transformers.Qwen3ForCausalLM(cfg).to(device="cuda", dtype=torch.bfloat16).eval()
-    model.load_state_dict({n: bf16_to_torch(torch, a) for n, a in w.items()}, strict=False)
-    with torch.no_grad():
-        out = model(torch.tensor([prompt], device="cuda"), use_cache=True)
-        cache = out.past_key_values
-
-        def step(tok: int) -> int:
-            nonlocal cache
-            o = model(torch.tensor([[tok]], device="cuda"), past_key_values=cache, use_cache=True)
-            cache = o.past_key_values
-            return int(o.logits[0, -1].argmax())
-
-        return decode_rate(step, int(out.logits[0, -1].argmax()), tokens, torch.cuda.synchronize)
+    size = a.numel()
+    del a, b
+    torch.cuda.empty_cache()  # the 2 GiB go back to the device (a 32B model needs the room)
+    return float(2 * size / np.median(times[2:]))
 
 
 class TorchQwen3:
@@ -142,28 +131,24 @@ class TorchQwen3:
         return (self._norm(x[:, -1], w["model.norm.weight"]) @ head.T).float()[0]
 
 
-def decode_rate(step: Any, first: int, tokens: int, sync: Any) -> float:
-    """Seconds per decode step of ``step(token) -> next token`` over ``tokens`` steps after two warm-up steps."""
-    token = step(first)
-    token = step(token)
-    sync()
-    start = time.perf_counter()
-    for _ in range(tokens):
-        token = step(token)
-    sync()
-    return (time.perf_counter() - start) / tokens
-
-
 def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> dict[str, Any]:
     c = config_for(name)
-    w = random_weights(c, seed=0)
+    w = SeededWeights(c, seed=0)
     prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
     max_seq = args.context + args.tokens + 4
     kv_bytes = 2 * c.num_hidden_layers * c.kv_size * 2 * (args.context + args.tokens // 2)
-    row: dict[str, Any] = {"model": name, "context": args.context, "weight_bytes": 2 * c.num_parameters()}
+    row: dict[str, Any] = {
+        "model": name,
+        "mode": "decode",
+        "context": args.context,
+        "weight_bytes": 2 * c.num_parameters(),
+    }
     row["kv_bytes_per_token"] = kv_bytes
     floor = (row["weight_bytes"] + kv_bytes) / bandwidth if bandwidth else 0.0
+    start = time.perf_counter()
     model = Qwen3(c, w, max_seq=max_seq)
+    row["build_s"] = time.perf_counter() - start  # the seeded weights made on the host and uploaded, tensor by tensor
+    print(f"{name}: built in {row['build_s']:.1f} s", flush=True)
     start = time.perf_counter()
     first = int(np.argmax(model.forward(prompt)))
     row["tile_prefill_s"] = time.perf_counter() - start  # includes first-call compiles
@@ -180,19 +165,48 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
         sec = decode_rate(lambda tok: int(np.argmax(graph.step(tok))), first, args.tokens, lambda: None)
         row["tile_graph_logits"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
     model.reset()
+    graphed = row["tile_graph"]
+    print(f"{name}: tile_graph {graphed['tokens_per_s']:.1f} tok/s, {graphed['roofline_fraction']:.3f} of the roofline")
     if torch is not None:
-        tm = TorchQwen3(torch, c, w, max_seq)
-        with torch.no_grad():
-            first = int(tm.forward(prompt).argmax())
-            sec = decode_rate(lambda tok: int(tm.forward([tok]).argmax()), first, args.tokens, torch.cuda.synchronize)
-        row["torch_eager"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
-        del tm
-        sec_hf = hf_decode_rate(torch, c, w, prompt, args.tokens)
-        if sec_hf is not None:
-            row["transformers_eager"] = {"tokens_per_s": 1 / sec_hf, "roofline_fraction": floor / sec_hf}
-        torch.cuda.empty_cache()
+        skip = peers_skipped(torch, row["weight_bytes"], args.peers)
+        if skip:
+            row["peers_skipped"] = skip
+            print(f"{name}: torch/transformers peers skipped: {skip}", flush=True)
+        else:
+            row |= torch_peers(torch, c, w, prompt, args=args, floor=floor, max_seq=max_seq)
     print(json.dumps(row), flush=True)
     return row
+
+
+def peers_skipped(torch: Any, weight_bytes: int, peers: str) -> str | None:
+    """Why the torch and transformers peers do not run, or None: they need about two more copies of the weights on
+    the GPU beside Tile's (transformers' model and the state dict it loads from)."""
+    if peers == "none":
+        return "--peers none"
+    free = torch.cuda.mem_get_info()[0]
+    if 2.2 * weight_bytes > free:
+        return (
+            f"two more copies of the weights ({2 * weight_bytes / 1e9:.0f} GB) do not fit the {free / 1e9:.0f} GB free"
+        )
+    return None
+
+
+def torch_peers(
+    torch: Any, c: Qwen3Config, w: Any, prompt: list[int], *, args: argparse.Namespace, floor: float, max_seq: int
+) -> dict[str, Any]:
+    """The torch eager row and the transformers rows (eager, and compiled with ``--peers all``)."""
+    sec = torch_rate(torch, TorchQwen3(torch, c, w, max_seq), prompt, args.tokens)
+    torch.cuda.empty_cache()  # the torch model is gone
+    row: dict[str, Any] = {"torch_eager": {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}}
+    peer = {"c": c, "w": w, "prompt": prompt, "tokens": args.tokens, "limit_s": args.hf_limit, "floor": floor}
+    return row | hf_rates(torch, **peer, compiled=args.peers == "all")
+
+
+def torch_rate(torch: Any, tm: TorchQwen3, prompt: list[int], tokens: int) -> float:
+    """Seconds per greedy decode step of the torch model after ``prompt``."""
+    with torch.no_grad():
+        first = int(tm.forward(prompt).argmax())
+        return decode_rate(lambda tok: int(tm.forward([tok]).argmax()), first, tokens, torch.cuda.synchronize)
 
 
 def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> dict[str, Any]:
@@ -252,10 +266,8 @@ def _rank_shapes(c: Qwen3Config, rank: int, world: int) -> list[tuple[int, ...]]
 
 def bench_one_gpu(c: Qwen3Config, args: argparse.Namespace, bandwidth: float) -> dict[str, Any]:
     """The one-GPU graph decode of ``c`` (tp=1), for comparison with the tensor-parallel row."""
-    w = random_weights(c, seed=0)
     prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
-    model = Qwen3(c, w, max_seq=args.context + args.tokens + 4)
-    del w
+    model = Qwen3(c, SeededWeights(c, seed=0), max_seq=args.context + args.tokens + 4)
     kv_bytes = 2 * c.num_hidden_layers * c.kv_size * 2 * (args.context + args.tokens // 2)
     floor = (model.weight_bytes() + kv_bytes) / bandwidth if bandwidth else 0.0
     first = int(np.argmax(model.forward(prompt)))
@@ -295,38 +307,76 @@ def main_tp(args: argparse.Namespace) -> None:
     dist.destroy()
 
 
-def main() -> None:
+def save_rows(rows: list[dict[str, Any]], info: dict[str, Any], path: Path) -> None:
+    """Merge ``rows`` into the results file at ``path``: a row replaces the stored row of the same model and mode
+    (a row without a mode is a decode row), the others are kept; ``info`` describes the latest run."""
+    old = json.loads(path.read_text()) if path.is_file() else {}
+
+    def key(row: dict[str, Any]) -> tuple[str, str]:
+        return str(row.get("model")), str(row.get("mode", "decode"))
+
+    new = {key(r) for r in rows}
+    kept = [r for r in old.get("rows", []) if key(r) not in new]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"info": old.get("info", {}) | info, "rows": kept + rows}, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp)")
+    p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp; 4B with --prefill)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (run under torchrun)")
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s; default: measured D2D copy")
     p.add_argument("--smoke", action="store_true", help="tiny config on the CPU interpreter, no peers")
-    args = p.parse_args()
+    p.add_argument("--prefill", action="store_true", help="time prefill against cuBLAS instead of decode")
+    p.add_argument("--prefill-tokens", type=int, default=2048, help="prompt length of --prefill")
+    p.add_argument(
+        "--peers",
+        choices=("eager", "all", "none"),
+        default="eager",
+        help="decode peers: torch and transformers eager (default), also transformers compiled (all), or none",
+    )
+    p.add_argument("--hf-limit", type=int, default=240, help="seconds transformers_compiled may take")
+    args = p.parse_args(argv)
     if args.tp > 1:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack
         main_tp(args)
         return
-    args.models = args.models or "0.6B,1.7B,4B"
+    args.models = args.models or ("4B" if args.prefill else "0.6B,1.7B,4B")
     if args.smoke:
         tile.set_backend("cpu")
-        args.models, args.context, args.tokens = "tiny", 8, 2
+        args.models, args.context, args.tokens, args.prefill_tokens = "tiny", 8, 2, 16
     torch = None
     if tile.backend() == "gpu":
         import torch as torch_module
 
         torch = torch_module
-    bandwidth = args.bandwidth or (copy_bandwidth(torch) if torch is not None else 0.0)
-    rows = [bench(m, args, torch, bandwidth) for m in args.models.split(",")]
-    info = {"backend": tile.backend(), "python": platform.python_version(), "bandwidth_Bps": bandwidth}
+    device = torch.cuda.get_device_name() if torch is not None else "cpu interpreter"
+    info: dict[str, Any] = {"backend": tile.backend(), "python": platform.python_version(), "device": device}
+    if args.prefill:
+        rows = [prefill_row(m, args, torch) for m in args.models.split(",")]
+    else:
+        info["bandwidth_Bps"] = args.bandwidth or (copy_bandwidth(torch) if torch is not None else 0.0)
+        rows = [bench(m, args, torch, info["bandwidth_Bps"]) for m in args.models.split(",")]
+    for row in rows:
+        row["device"] = device
     if torch is not None:
-        info |= {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+        info["torch"] = torch.__version__
     if not args.smoke:
-        out = ROOT / "benchmarks" / "results" / "qwen3.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"info": info, "rows": rows}, indent=2) + "\n")
+        save_rows(rows, info, ROOT / "benchmarks" / "results" / "qwen3.json")
     print(json.dumps(info))
+
+
+def prefill_row(name: str, args: argparse.Namespace, torch: Any) -> dict[str, Any]:
+    """The ``--prefill`` row of ``name`` (`qwen3_prefill.bench_prefill`), printed with its ratios."""
+    c = config_for(name)
+    row = bench_prefill(c, SeededWeights(c, seed=0), args.prefill_tokens, torch)
+    print(json.dumps(row), flush=True)
+    for key in ("prefill_vs_cublas", "prefill_graph_vs_cublas", "gemm_only_vs_cublas"):
+        if key in row:
+            print(f"{name} {key}: {row[key]:.3f}", flush=True)
+    return row
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ between launches, every kernel computes in f32.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,9 @@ class Qwen3:
     config
         The model's shape.
     weights
-        Checkpoint tensors by their Hugging Face names (see `weights.load_checkpoint`, `weights.random_weights`).
+        Checkpoint tensors by their Hugging Face names (see `weights.load_checkpoint`, `weights.random_weights`);
+        any mapping: each tensor is read once, in layer order, and uploaded before the next is read (a mapping that
+        makes or loads tensors when read keeps only about one layer on the host).
     max_seq
         Positions the cache holds (prompt plus generated tokens); rounded up to a power of two.
 
@@ -69,7 +71,9 @@ class Qwen3:
 
     _FIXED = frozenset({"config", "max_seq", "block"})
 
-    def __init__(self, config: Qwen3Config, weights: dict[str, np.ndarray[Any, Any]], max_seq: int = 1024) -> None:
+    def __init__(
+        self, config: Qwen3Config, weights: Mapping[str, np.ndarray[Any, Any]], max_seq: int = 1024
+    ) -> None:
         missing = [n for n in config.weight_shapes() if n not in weights]
         if missing:
             raise ArgumentError(f"Qwen3: weights lack {len(missing)} tensor(s), first {missing[0]!r}")
