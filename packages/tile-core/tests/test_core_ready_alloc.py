@@ -200,3 +200,15 @@ def test_ready_alloc_launch_free_cycles_stay_flat(sim: SimDriver, vec_add: tc.Fu
             assert list(sim.device_mem) == [x._ptr]
     assert sim.bugs == []
     x.free()
+
+
+def test_a_ready_free_after_an_idle_home_stream_queues_the_free_alone(sim: SimDriver) -> None:
+    """The common frontend free (its copies synchronized long ago) costs one query and the free: no event recorded
+    on the home stream and waited for. Mutant killed: the home-stream wait made unconditionally."""
+    buffer = tc.DeviceBuffer.from_host(np.arange(64, dtype=np.float32), ready=True)  # synchronized: home is idle
+    records = len([e for e in sim.pending() if e.record is not None]) + len(sim.kinds("record"))
+    buffer.free()
+    queued = list(sim.queues.get(_private("free"), ()))
+    assert len(queued) == 1
+    assert queued[0].waits_for is None
+    assert len([e for e in sim.pending() if e.record is not None]) + len(sim.kinds("record")) == records

@@ -84,8 +84,10 @@ class _PendingFree:
         with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
             for event in self.uses:
                 target.wait(event)
-            if target is not home:
-                target.wait(home)  # home-stream uses are never recorded: they are everything queued there so far
+            # Home-stream uses are never recorded: they are all queued there by now (the buffer is marked freed, so
+            # no new one can come). Nothing to wait for once the home stream is idle (one query, no event).
+            if target is not home and not home.query():
+                target.wait(home)
             for handle in self.foreign_streams:
                 _wait_foreign(target, handle)
             self.device.make_current()
