@@ -59,7 +59,10 @@ def test_device_and_context(sim: SimDriver) -> None:
     pool_settings = sim.kinds("pool_set")
     assert pool_settings == []
     _ = device.memory_pool
-    assert sim.kinds("pool_set") == [("pool_set", "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD", 2**64 - 1)]
+    assert sim.kinds("pool_set") == [
+        ("pool_set", "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD", 2**64 - 1),
+        ("pool_set", "CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES", 0),  # no hidden cross-stream waits
+    ]
 
 
 def test_round_trip_fills_and_device_copies(sim: SimDriver) -> None:

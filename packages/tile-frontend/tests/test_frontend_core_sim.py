@@ -90,3 +90,41 @@ def test_a_free_after_an_export_waits_for_the_consumers_queued_work(sim: SimDriv
     sim.drain_all()
     assert sim.bugs == [], sim.bugs
     assert not sim.queues[stream]
+
+
+def _queued_free(sim: SimDriver, *, ready: bool) -> tuple[tc.DeviceBuffer, int]:
+    """A tile.core buffer freed after another library's fill that is still queued (its free waits for the fill)."""
+    buffer = tc.DeviceBuffer.allocate(4096, ready=ready)  # not ready: home and free on the device's default stream
+    stream = foreign_fill(sim, buffer.ptr, 1024, 2.0)
+    buffer.record_use(tc.Stream.borrow(stream))
+    buffer.free()
+    return buffer, stream
+
+
+def test_new_tensors_never_wait_for_queued_frees_or_the_work_they_follow(sim: SimDriver) -> None:
+    """``tile.empty`` / ``zeros`` / ``from_numpy`` / ``.to`` make memory usable by any stream before the tensor exists,
+    waiting only for their own allocation and copy: the other library's fill, and the free queued after it, stay
+    queued. Mutant killed: ``_device.allocate`` allocating on the default stream and synchronizing it (the old way):
+    the synchronize runs the free queued there, hence the fill it waits for."""
+    device = tc.Device(0)
+    _, stream = _queued_free(sim, ready=False)
+    _, other = _queued_free(sim, ready=True)
+    made = [
+        tile.empty(f32, [64], device=device),
+        tile.zeros(f32, [64], device=device),
+        device_tensor(np.arange(8, dtype=np.float32)),
+    ]
+    made.append(made[2].to(device))
+    assert sim.queues[stream], "making a tensor waited for a free queued on the default stream (and its fill)"
+    assert sim.queues[other], "making a tensor waited for a ready buffer's queued free (and its fill)"
+    assert sim.kinds("free") == []
+    np.testing.assert_array_equal(made[3].to_numpy(), np.arange(8, dtype=np.float32))
+    for t in made:
+        t.free()
+    sim.drain_all()
+    default, private = device.default_stream.handle, device._private_stream
+    # tile.core's unready buffer on the default stream; every other (the frontend's all ready) on the private ones
+    assert {e[2] for e in sim.kinds("free")} == {default, private("free").handle}
+    assert {e[2] for e in sim.kinds("alloc")} == {default, private("alloc").handle}
+    copies = {e[5] for e in sim.kinds("copy")}
+    assert copies == {private("home").handle}, "the frontend's copies went to a stream that carries frees"

@@ -67,13 +67,15 @@ class FakeBuffer:
     device: Any
     stream: FakeStream
     closed: bool
+    ready: bool  # what tile.core's ready allocation promises: usable on any stream at once (the frontend needs it)
 
     def __init__(self) -> None:
         raise TypeError("use allocate/from_host")
 
     @classmethod
-    def allocate(cls, nbytes: int, *, device: Any = None, stream: object = None) -> FakeBuffer:
+    def allocate(cls, nbytes: int, *, device: Any = None, stream: object = None, ready: bool = False) -> FakeBuffer:
         self = object.__new__(cls)
+        self.ready = ready
         self.raw = np.zeros(nbytes, np.uint8)
         self.ptr, self.nbytes, self.device, self.stream, self.closed = (
             self.raw.ctypes.data,
@@ -85,8 +87,10 @@ class FakeBuffer:
         return self
 
     @classmethod
-    def from_host(cls, array: Any, *, device: Any = None, stream: object = None, sync: bool = True) -> FakeBuffer:
-        self = cls.allocate(max(array.nbytes, 1), device=device)
+    def from_host(
+        cls, array: Any, *, device: Any = None, stream: object = None, sync: bool = True, ready: bool = False
+    ) -> FakeBuffer:
+        self = cls.allocate(max(array.nbytes, 1), device=device, ready=ready)
         self.raw[: array.nbytes] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
         return self
 

@@ -29,8 +29,13 @@ Streams and events
     ``Event(device=None, timing=False, blocking_sync=False)``: ``.handle``, ``.record(stream)``, ``.query()``,
     ``.synchronize()`` (blocks, releases the GIL), ``.elapsed_ms(since)``, ``.close()``.
 Memory
-    ``DeviceBuffer.allocate(nbytes, device=None, stream=None)`` / ``DeviceBuffer.from_host(array, stream=None)``:
-    owned, stream-ordered (``cuMemAllocFromPoolAsync`` / ``cuMemFreeAsync`` on its ``.stream``). ``.ptr``,
+    ``DeviceBuffer.allocate(nbytes, device=None, stream=None, ready=False)`` / ``DeviceBuffer.from_host(array,
+    stream=None, ready=False)``: owned, stream-ordered (``cuMemAllocFromPoolAsync`` / ``cuMemFreeAsync`` on its
+    ``.stream``); with ``ready=True`` the allocation is complete on return and any stream may use the memory without
+    ordering (allocated on a private per-device stream that carries only allocations, so it never waits for queued
+    frees or kernels; freed on a private free stream after the ``.stream``'s queued work and every recorded use;
+    without ``stream`` its ``.stream`` is a private one that carries ready buffers' copies and never a free).
+    The pool adds no hidden cross-stream waits: memory freed elsewhere is reused once its free completed. ``.ptr``,
     ``.nbytes``, ``.device``, ``.stream``, ``.closed``; ``.view(dtype, shape=None, offset=0) -> DeviceView``
     (bounds-checked); ``.copy_from(src)``, ``.copy_to(dst)``, ``.fill(value)``, ``.to_numpy(dtype, shape)``;
     ``.record_use(stream)`` (the free waits for it); ``.free()`` (exactly once; also ``with`` and GC).

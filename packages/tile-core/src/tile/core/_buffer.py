@@ -1,11 +1,17 @@
 """Owned device memory: stream-ordered, freed exactly once, never under pending work.
 
-Invariants: allocated with ``cuMemAllocFromPoolAsync`` on its home ``stream`` from Tile's
-pool; freed with ``cuMemFreeAsync`` exactly once - by :meth:`free`, ``with``, or the garbage collector - on the home
-stream after that stream waits for every use recorded on other streams (:meth:`record_use`), so the memory is
-never released under pending work; a free is never enqueued on a capturing stream (it is deferred until the
-capture ends); any use of a freed buffer raises :class:`UseAfterFreeError` before touching the driver; an
-explicit free while a DLPack consumer still views the memory raises :class:`StateError` and frees nothing.
+Invariants: allocated with ``cuMemAllocFromPoolAsync`` from Tile's pool, on its home ``stream`` or, for a *ready*
+buffer (``allocate(..., ready=True)``), on the device's private allocation stream, which carries nothing but
+allocations and is synchronized before ``allocate`` returns (so the memory is usable by any stream at once, and that
+synchronize never waits for a free or a kernel); its home stream defaults to a private stream that never carries
+a free either. Freed with ``cuMemFreeAsync`` exactly once - by :meth:`free`,
+``with``, or the garbage collector - after the freeing stream waits for every use recorded on other streams
+(:meth:`record_use`) and for every stream a DLPack consumer named, so the memory is never released under pending
+work: on the home stream, or for a ready buffer on the device's private free stream, which also waits for
+everything queued on the home stream so far (home-stream uses need no recording either way). A free is never
+enqueued while the home stream, or a consumer's stream it must wait for, captures a graph (it is deferred until the
+capture ends); any use of a freed buffer raises :class:`UseAfterFreeError` before touching the driver; an explicit
+free while a DLPack consumer still views the memory raises :class:`StateError` and frees nothing.
 """
 
 from __future__ import annotations
@@ -63,31 +69,54 @@ class _PendingFree:
     stream: Stream
     uses: tuple[Event, ...]
     foreign_streams: tuple[int, ...]
+    ready: bool = False  # a ready buffer: freed on the device's private free stream, after the home stream
 
     def run(self) -> None:
-        """Enqueue the free after its uses, or defer all of it while the stream captures a graph."""
+        """Enqueue the free after its uses, or defer all of it while a stream it must follow captures a graph."""
         home = open_successor(self.stream)
-        if home.is_capturing():  # not even the waits: they would become nodes of the user's graph
+        # Not even the waits: on the home stream they would become nodes of the user's graph, and an event recorded
+        # in a capture would pull the freeing stream (and the free) into it.
+        if home.is_capturing() or any(_capturing(handle) for handle in self.foreign_streams):
             with _deferred_lock:
                 _deferred.append(self)
             return
-        for event in self.uses:
-            home.wait(event)
-        for handle in self.foreign_streams:
-            _wait_foreign(home, handle)
-        self.device.make_current()
-        check(tb.driver().cuMemFreeAsync(self.ptr, home._raw), "cuMemFreeAsync")
+        target = self.device._private_stream("free") if self.ready else home
+        with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
+            for event in self.uses:
+                target.wait(event)
+            # Home-stream uses are never recorded: they are all queued there by now (the buffer is marked freed, so
+            # no new one can come). Nothing to wait for once the home stream is idle (one query, no event).
+            if target is not home and not home.query():
+                target.wait(home)
+            for handle in self.foreign_streams:
+                _wait_foreign(target, handle)
+            self.device.make_current()
+            check(tb.driver().cuMemFreeAsync(self.ptr, target._raw), "cuMemFreeAsync")
 
 
-def _wait_foreign(home: Stream, handle: int) -> None:
-    """Order ``home`` after everything queued so far on a consumer's stream (skipped if it no longer exists)."""
+def _capturing(handle: int) -> bool:
+    """Whether a consumer's stream captures a graph now (False for one that no longer exists).
+
+    The legacy NULL stream answers ``CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`` while another stream captures: an event
+    recorded there now would fail, and the free would no longer wait for the consumer, so that counts as capturing.
+    """
     d = tb.driver()
-    event = Event(home.device)
+    try:
+        status = check(d.cuStreamIsCapturing(d.CUstream(handle)), "cuStreamIsCapturing")
+    except tb.CudaError as exc:
+        return exc.name == "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"
+    return bool(status != d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+
+def _wait_foreign(target: Stream, handle: int) -> None:
+    """Order ``target`` after everything queued so far on a consumer's stream (skipped if it no longer exists)."""
+    d = tb.driver()
+    event = Event(target.device)
     try:
         check(d.cuEventRecord(event._raw, d.CUstream(handle)), "cuEventRecord")
     except tb.CudaError:
         return
-    home.wait(event)
+    target.wait(event)
 
 
 def _wait_during_capture(event: Event) -> None:
@@ -132,46 +161,59 @@ class DeviceBuffer(Uncopyable):
     _uses: Uses
     _foreign_streams: set[int]
     _ordered: set[int]
+    _ready: bool
 
     def __init__(self) -> None:
         raise TypeError("use DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
 
     @classmethod
-    def allocate(cls, nbytes: int, *, device: Device | None = None, stream: object = None) -> DeviceBuffer:
+    def allocate(
+        cls, nbytes: int, *, device: Device | None = None, stream: object = None, ready: bool = False
+    ) -> DeviceBuffer:
         """Allocate ``nbytes`` (> 0) on ``device``, ordered on ``stream`` (default: the device's default stream).
 
         The memory is ready for any work queued on ``stream`` afterwards; use it from another stream only after
-        that stream waits for this one.
+        that stream waits for this one (Tile's own copies and launches do that wait).
+
+        With ``ready=True`` the allocation is complete when the call returns: any stream may use the memory at once
+        (even through its plain address), without ordering. It is made on the device's private allocation stream,
+        which carries nothing else, so the wait is for the allocation alone, never for queued frees or kernels. Its
+        free goes to the device's private free stream, after the home stream and every recorded use. The buffer's
+        ``stream`` (where its copies go by default, and whose uses need no recording) is ``stream``, or without one
+        a private stream of the device that carries ready buffers' copies and never a free, so ``from_host`` and
+        the default copies wait for their own work, not for frees (the default stream may carry other buffers').
         """
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
             raise LayoutMismatchError(f"cannot allocate {nbytes!r} bytes: pass a positive int")
         if device is None:
             device = stream.device if isinstance(stream, Stream) else Device(0)
-        home = as_stream(stream, device)
+        home = device._private_stream("home") if ready and stream is None else as_stream(stream, device)
+        on = device._private_stream("alloc") if ready else home
         device.make_current()
         # While this thread captures a graph, the allocation (a captured step's temporaries, on the buffer's own
         # stream, not the captured one) runs in relaxed capture mode: thread-local mode refuses it.
         with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
             _drain_deferred()
             pool = device.memory_pool.handle
-            ptr: Any = check(
-                tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, home._raw), "cuMemAllocFromPoolAsync"
-            )
+            ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, on._raw), "cuMemAllocFromPoolAsync")
+        if ready:
+            on.synchronize()  # only allocations are queued there, and the pool adds no waits: this waits for them
         self = cls.__new__(cls)
         self._ptr, self.nbytes, self.device, self.stream = int(ptr), int(nbytes), device, home
         self._freed, self._uses, self._foreign_streams = False, Uses(), set[int]()
-        self._ordered = {home.handle}
+        self._ordered, self._ready = {home.handle}, bool(ready)
         return self
 
     @classmethod
     def from_host(
-        cls, array: Any, *, device: Device | None = None, stream: object = None, sync: bool = True
+        cls, array: Any, *, device: Device | None = None, stream: object = None, sync: bool = True, ready: bool = False
     ) -> DeviceBuffer:
-        """Allocate a buffer the size of a host array (or bytes) and copy it in."""
+        """Allocate a buffer the size of a host array (or bytes) and copy it in (on ``stream``; ``ready`` as in
+        :meth:`allocate`)."""
         from tile.core._copy import host_region
 
         region = host_region(array, writable=False)
-        buffer = cls.allocate(max(region.nbytes, 1), device=device, stream=stream)
+        buffer = cls.allocate(max(region.nbytes, 1), device=device, stream=stream, ready=ready)
         if region.nbytes:
             buffer.copy_from(array, sync=sync)
         return buffer
@@ -193,7 +235,12 @@ class DeviceBuffer(Uncopyable):
         return self._ptr
 
     def _before_use(self, stream: Stream) -> None:
-        """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream)."""
+        """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream;
+        a ready buffer's is complete already)."""
+        if self._ready:  # complete before `allocate` returned: every stream may use it
+            if self._freed:
+                raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
+            return
         if stream.handle not in self._ordered:
             if self._freed:
                 raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
@@ -244,7 +291,7 @@ class DeviceBuffer(Uncopyable):
         invalidation[0] += 1
         uses, self._uses.events = tuple(self._uses.events), []
         _drain_deferred()
-        _PendingFree(self._ptr, self.device, self.stream, uses, tuple(self._foreign_streams)).run()
+        _PendingFree(self._ptr, self.device, self.stream, uses, tuple(self._foreign_streams), self._ready).run()
 
     def __enter__(self) -> DeviceBuffer:
         return self

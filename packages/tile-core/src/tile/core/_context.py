@@ -4,7 +4,12 @@ Invariants: there is one :class:`Device` per ordinal per process (``Device(0) is
 context is retained once and never released, so it outlives every Tile object; :meth:`Device.make_current`
 makes it current on the calling thread only when another context is current, so any thread can use any device.
 Tile allocates from its own memory pool per device (release threshold: never), so frees feed later allocations
-without returning memory to the OS and the pool's ``used_bytes`` measures exactly what Tile holds.
+without returning memory to the OS and the pool's ``used_bytes`` measures exactly what Tile holds. The pool never
+inserts stream dependencies of its own (``REUSE_ALLOW_INTERNAL_DEPENDENCIES`` off): an allocation reuses memory
+freed on its own stream, freed before a wait it made, or whose free already completed, else it takes fresh memory, so
+an allocation never waits for another stream's frees (and the work those wait for). Each device has three private
+streams for ready buffers: one that carries only their allocations, one only their frees, and their default home
+stream (their copies and fills by default), which carries no free.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ class MemoryPool(Uncopyable):
         self.handle: Any = check(d.cuMemPoolCreate(props), "cuMemPoolCreate")
         attr = d.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
         check(d.cuMemPoolSetAttribute(self.handle, attr, d.cuuint64_t(_NEVER_RELEASE)), "cuMemPoolSetAttribute")
+        # No hidden waits: with this on, an allocation could make its stream wait for another stream's free and so
+        # for every kernel that free waits on (a ready allocation's synchronize would then drain the GPU).
+        internal = d.CUmemPool_attribute.CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES
+        check(d.cuMemPoolSetAttribute(self.handle, internal, 0), "cuMemPoolSetAttribute")
 
     def _attribute(self, name: str) -> int:
         d = tb.driver()
@@ -88,6 +97,7 @@ class Device:
     _context_int: int
     _pool: MemoryPool | None
     _default_stream: Stream | None
+    _private: dict[str, Stream]
     _cache: dict[str, Any]
 
     def __new__(cls, ordinal: int = 0) -> Device:
@@ -101,7 +111,7 @@ class Device:
                 self.ordinal, self.handle = ordinal, handle
                 self.context = check(tb.driver().cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
                 self._context_int = int(self.context)
-                self._pool, self._default_stream, self._cache = None, None, {}
+                self._pool, self._default_stream, self._private, self._cache = None, None, {}, {}
                 cls._instances[ordinal] = self
             return cls._instances[ordinal]
 
@@ -202,6 +212,23 @@ class Device:
                 if self._default_stream is None:
                     self._default_stream = Stream._create(self, 0, protected=True)
         return self._default_stream
+
+    def _private_stream(self, role: str) -> Stream:
+        """One of the device's private streams: ``"alloc"`` (ready allocations only), ``"free"`` (their frees only),
+        ``"home"`` (the default ``stream`` of ready buffers: their copies, fills and reads; never a free).
+
+        Never captured, never closed (protected); the first two are never handed out, so what is queued on each is
+        exactly what its role says, and synchronizing the allocation stream waits for allocations alone.
+        """
+        found = self._private.get(role)
+        if found is None:
+            from tile.core._stream import Stream
+
+            with Device._lock:
+                found = self._private.get(role)
+                if found is None:
+                    found = self._private[role] = Stream._create(self, 0, protected=True)
+        return found
 
     @property
     def stream_priorities(self) -> tuple[int, int]:

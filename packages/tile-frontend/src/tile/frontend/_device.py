@@ -34,8 +34,9 @@ def allocate(nbytes: int, device: Any) -> Storage:
     """An uninitialised owned device allocation."""
     from tile import core
 
-    buffer = core.DeviceBuffer.allocate(max(nbytes, 1), device=device)
-    buffer.stream.synchronize()  # launches use plain addresses on other streams: the allocation must be done
+    # Launches use plain addresses on other streams: the allocation must be complete before the tensor exists.
+    # A ready allocation is, and waiting for it never waits for queued frees or kernels (tile.core's private stream).
+    buffer = core.DeviceBuffer.allocate(max(nbytes, 1), device=device, ready=True)
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 
@@ -44,7 +45,9 @@ def upload(array: np.ndarray[Any, Any], device: Any) -> Storage:
     from tile import core
 
     raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # bytes: ml_dtypes element types copy as they are
-    buffer = core.DeviceBuffer.from_host(raw, device=device)
+    # Copied on the buffer's home stream (tile.core's stream for ready buffers), which never carries a free: the
+    # copy's synchronize waits for the copy, not for queued frees and the kernels they follow.
+    buffer = core.DeviceBuffer.from_host(raw, device=device, ready=True)
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 
@@ -59,15 +62,13 @@ def copy_to(tensor: Tensor, device: Any) -> Storage:
 
     storage = tensor._check()
     lo, hi = tensor._byte_range()
-    buffer = core.DeviceBuffer.allocate(max(hi - lo, 1), device=device)
+    buffer = core.DeviceBuffer.allocate(max(hi - lo, 1), device=device, ready=True)
     if hi > lo:
         home = storage.buffer if isinstance(storage.buffer, core.DeviceBuffer) else None
         raw = (np.dtype(np.uint8), (hi - lo,), (1,))
         src = core.DeviceView(lo, *raw, device=storage.device, owner=storage.buffer, buffer=home)  # type: ignore[arg-type]  # a tile.core.Device
         dst = core.DeviceView(buffer.ptr, *raw, device=device, owner=buffer, buffer=buffer)
-        core.copy(dst, src, stream=buffer.stream)
-    else:
-        buffer.stream.synchronize()
+        core.copy(dst, src, stream=buffer.stream)  # blocks until copied
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 
@@ -123,7 +124,8 @@ def read(tensor: Tensor) -> np.ndarray[Any, Any]:
     if hi == lo:
         return np.empty(tensor.shape, numpy_dtype(tensor.dtype))
     span = core.DeviceView(lo, np.dtype(np.uint8), (hi - lo,), (1,), device=storage.device, owner=storage.buffer)  # type: ignore[arg-type]  # a tile.core.Device
-    raw = span.to_numpy()
+    # Owned memory is read on its buffer's home stream, which carries no frees (borrowed: the default stream).
+    raw = span.to_numpy(stream=storage.buffer.stream if storage.owned else None)
     item = tensor.dtype.itemsize
     typed = raw[: (hi - lo) // item * item].view(numpy_dtype(tensor.dtype))
     strided = np.lib.stride_tricks.as_strided(typed, tensor.shape, tuple(s * item for s in tensor.strides))
