@@ -1,56 +1,34 @@
 """GPU: ready allocations never wait for queued frees or the kernels those frees follow.
 
-The "long kernel" is a gate: a stream held by ``cuStreamWaitValue32`` on a device word until the test writes it, so
-the launch behind it (and the free behind the launch) stays pending for as long as the test needs, with no timing
-guess. Before ready allocations, the allocation's synchronize waited for that free, hence for the gate: a timer
-opens the gate after ``_SAFETY_S`` so a regression shows as a slow allocation instead of a hang.
+The "long kernel" is ~0.3 s of 1 GiB fills queued on a stream before the launch, so the launch (and the free behind
+it) stays pending while the allocations are timed; the test checks the stream is still busy afterwards, or it
+measured nothing. Before ready allocations, the allocation's synchronize waited for that free, hence for the fills.
 """
 
 from __future__ import annotations
 
 import gc
 import math
-import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-import tile.bindings as tb
 import tile.core as tc
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
 SIGNATURE = ("ptr", "i32", "i32") * 3
-_SAFETY_S = 5.0  # the gate opens by itself after this long (a regression then shows as allocations this slow)
-_FAST_S = 0.05  # far above an allocation's own cost (tens of microseconds), far below the safety timer
+_FAST_S = 0.05  # far above an allocation's own cost (tens of microseconds), far below the busy time
 
 
-class Gate:
-    """A stream position that holds everything queued after it until :meth:`open`."""
-
-    def __init__(self, device: tc.Device) -> None:
-        self.flag = tc.DeviceBuffer.allocate(4, device=device, ready=True)
-        self.flag.fill(0)
-        self._opener = device.create_stream()
-        self._lock = threading.Lock()
-        self._open = False
-
-    def close_on(self, stream: tc.Stream) -> None:
-        d = tb.driver()
-        geq = int(d.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ.value)
-        tb.check(d.cuStreamWaitValue32(stream._raw, d.CUdeviceptr(self.flag.ptr), 1, geq), "cuStreamWaitValue32")
-        self.flag.record_use(stream)
-
-    def open(self) -> None:
-        with self._lock:
-            if self._open:
-                return
-            self._open = True
-            d = tb.driver()
-            tb.check(d.cuStreamWriteValue32(self._opener._raw, d.CUdeviceptr(self.flag.ptr), 1, 0), "write")
-            self._opener.synchronize()
+def busy(stream: tc.Stream, seconds: float = 0.3) -> tc.DeviceBuffer:
+    """Queue about ``seconds`` of 1 GiB fills on ``stream`` (an H100/H200 writes ~3 TB/s); free the buffer after."""
+    block = tc.DeviceBuffer.allocate(1 << 30, device=stream.device, ready=True)
+    for i in range(int(seconds * 3000)):
+        block.fill(i & 0xFF, stream=stream, sync=False)
+    return block
 
 
 def _timed(make: Callable[[], object]) -> float:
@@ -67,33 +45,24 @@ def test_ready_allocations_do_not_wait_for_a_pending_kernel_or_the_free_behind_i
     w = tc.DeviceBuffer.from_host(np.full(n, 0.5, np.float32), device=device, ready=True)
     z = tc.DeviceBuffer.allocate(4 * n, device=device, ready=True)
     work = device.create_stream()
-    gate = Gate(device)
-    gate.close_on(work)
+    filler = busy(work)
     tc.launch(vec_add, math.ceil(n / 128), 1, [x, n, 1, w, n, 1, z, n, 1], signature=SIGNATURE, stream=work)
-    w.free()  # queued behind the launch, which waits at the gate
-    timer = threading.Timer(_SAFETY_S, gate.open)
-    timer.start()
+    w.free()  # queued behind the launch, which waits for the fills
     made: list[tc.DeviceBuffer] = []
-    try:
-        times = [_timed(lambda: made.append(tc.DeviceBuffer.allocate(1 << 20, device=device, ready=True)))]
-        times += [
-            _timed(lambda: made.append(tc.DeviceBuffer.allocate(4096, device=device, ready=True))) for _ in range(50)
-        ]
-        times.append(_timed(lambda: made.append(tc.DeviceBuffer.from_host(np.ones(4096, np.uint8), ready=True))))
-        still_pending = not work.query()
-    finally:
-        gate.open()
-        timer.cancel()
+    times = [_timed(lambda: made.append(tc.DeviceBuffer.allocate(1 << 20, device=device, ready=True)))]
+    times += [_timed(lambda: made.append(tc.DeviceBuffer.allocate(4096, device=device, ready=True))) for _ in range(50)]
+    times.append(_timed(lambda: made.append(tc.DeviceBuffer.from_host(np.ones(4096, np.uint8), ready=True))))
+    still_pending = not work.query()
     work.synchronize()
     gpu_summary.append(
         f"ready allocation behind a pending kernel: max {max(times) * 1e6:.0f} us, median "
         f"{sorted(times)[len(times) // 2] * 1e6:.0f} us"
     )
-    assert still_pending, "the gate opened before the allocations were timed: the test measured nothing"
+    assert still_pending, "the fills ended before the allocations were timed: the test measured nothing"
     assert max(times) < _FAST_S, f"a ready allocation waited {max(times):.3f} s: it waited for the pending kernel"
     np.testing.assert_array_equal(z.to_numpy(np.float32), np.arange(n, dtype=np.float32) + 0.5)
     np.testing.assert_array_equal(made[-1].to_numpy(np.uint8), np.ones(4096, np.uint8))
-    for buffer in (*made, x, z, gate.flag):
+    for buffer in (*made, x, z, filler):
         buffer.free()
 
 
