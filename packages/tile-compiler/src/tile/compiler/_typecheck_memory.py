@@ -151,7 +151,7 @@ class MemoryMixin(MathMixin):
     ) -> Value:
         if len(index) != len(p.tile):
             self.fail(f"the load index needs {len(p.tile)} coordinates (one per dim), got {len(index)}")
-        idx = [self.scalar_index(i, "tile index") for i in index]
+        idx = [self._wide_index(self.scalar_index(i, "tile index")) for i in index]
         if not trusted:
             self.guard_indices(p, idx)
         idx = self.one_index_type(idx)
@@ -169,6 +169,15 @@ class MemoryMixin(MathMixin):
         if p.tensor.mut:
             self.env[key] = new
         return tile
+
+    def _wide_index(self, v: Value) -> Value:
+        """A narrow or unsigned index (u8 200, u32 3e9) as the signed 64-bit index it means.
+
+        Tile IR reads index operands as signed, so a u8 200 would be -56; and a guard in the index's own dtype would
+        compare against a tile count truncated to it (300 tiles as a u8 are 44). i32 and i64 indices stay as they are
+        (the facts that prove them are keyed by their values).
+        """
+        return v if self.tile_of(v).dtype in (I32, I64) else self.convert(v, I64)
 
     def guard_indices(self, p: PartitionV, idx: list[Value]) -> None:
         """Check that every index lies in the partition's index space, which Tile IR requires.

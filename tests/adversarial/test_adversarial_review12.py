@@ -1,0 +1,201 @@
+"""Review 12: what safe kernel code can do on the device. Kernels without ``unchecked=True`` tried to read or write out
+of bounds of their arguments, write another block's output tile, or race, through the compiler's bounds proofs
+(proven at compile time, host-checked at launch, guarded in the kernel). Each hole's test names it in its docstring,
+failed before its fix, and asserts the typed error (or the right result). They run on the CPU interpreter, whose own
+bounds check (``MemoryAccessError``) is a safety net the GPU does not have: a test expects the kernel's guard
+(``KernelAssertionError`` with the compiler's message), never the net.
+
+Holes found and fixed:
+
+- a loop ``range(tile.maximum(s, 0), p.num_tiles[d])`` was trusted to start at 0 or above whatever the dtype of ``s``:
+  with a u32 or u64 ``s`` the maximum is ``2**32 - 1`` (or more), which the loop's signed variable reads as -1, and
+  with an i8 ``s`` the constant 200 wraps to -56. The index -1 went unguarded to a partition load (out of bounds of
+  an input) or a sub-tile store (the previous block's tile). Now only a signed maximum whose constant the dtype holds,
+  or an unsigned one narrower than 32 bits, counts as non-negative; anything else is guarded in the kernel.
+
+Bug found and fixed on the way (refused a valid launch, no safety hole): a narrow or unsigned partition index (a u8
+200) was guarded against the tile count converted to its own dtype (300 tiles as a u8 are 44), so a valid index
+trapped, and reached Tile IR in its own dtype (which reads a u8 200 as -56). Indices other than i32/i64 now become
+i64 before the guard and the load.
+
+Attempts that turned out already closed (the most important have a test below):
+
+- u8/u16 ``tile.maximum(s, 0)`` as a loop start: zero-extended into the loop variable, so still proven and right.
+- own-tile and walked outputs of different tile counts without a grid, or an own-tile output with a different
+  explicit grid (GridError); an input indexed by the block id, a tuple element included, and a loop up to one
+  input's tile count indexing another, relaunched with shorter inputs on a cached kernel (GridError/ArgumentError at
+  every launch, not only the first).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers_adversarial import load_source  # a sibling helper module
+
+from tile.compiler import Target, specialize
+from tile.compiler._kir import Block
+from tile.compiler._parse import parse
+from tile.compiler._resolve import resolve
+from tile.compiler._typecheck import typecheck
+from tile.frontend import f32
+from tile.ir.interp import KernelAssertionError
+
+SOURCE = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32, i8, u8, u16, u32, u64
+
+
+@tile.entry
+def subtiles_from_u32_maximum(z: Mut[Tensor[f32, (8,)]], s: u32):
+    zs = z.subtiles((4,))
+    for j in range(tile.maximum(s, 0), zs.num_tiles[0]):
+        zs.store(tile.full((4,), 7.0, f32), (j,))  # SUB-U32
+
+
+@tile.entry
+def read_from_u32_maximum(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: u32):
+    p = x.partition((4,))
+    acc = tile.zeros((4,), f32)
+    for j in range(tile.maximum(s, 0), p.num_tiles[0]):
+        acc = acc + p.load((j,))  # READ-U32
+    z.store(acc)
+
+
+@tile.entry
+def read_from_u64_maximum(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: u64):
+    p = x.partition((4,))
+    acc = tile.zeros((4,), f32)
+    for j in range(tile.maximum(s, 0), p.num_tiles[0]):
+        acc = acc + p.load((j,))  # READ-U64
+    z.store(acc)
+
+
+@tile.entry
+def read_from_wrapped_i8_maximum(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: i8):
+    p = x.partition((4,))
+    acc = tile.zeros((4,), f32)
+    for j in range(tile.maximum(s, 200), p.num_tiles[0]):  # 200 as an i8 is -56
+        acc = acc + p.load((j,))  # READ-I8
+    z.store(acc)
+
+
+@tile.entry
+def read_from_u16_maximum(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: u16):
+    p = x.partition((4,))
+    acc = tile.zeros((4,), f32)
+    for j in range(tile.maximum(s, 0), p.num_tiles[0]):
+        acc = acc + p.load((j,))
+    z.store(acc)
+
+
+@tile.entry
+def read_at_u8(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: u8):
+    z.store(x.partition((4,)).load((s,)))  # READ-AT-U8
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    return load_source("adversarial_review12_kernels", SOURCE, tmp_path_factory.mktemp("review12"))
+
+
+@pytest.fixture(autouse=True)
+def _cpu_backend() -> None:
+    tile.set_backend("cpu")
+
+
+def line_of(marker: str) -> str:
+    """``file:line`` of the kernel source line tagged ``# marker``."""
+    (number,) = [i for i, text in enumerate(SOURCE.splitlines(), 1) if text.endswith(f"# {marker}")]
+    return f"adversarial_review12_kernels.py:{number}:"
+
+
+def _x(n: int) -> tile.Tensor:
+    return tile.from_numpy(np.arange(n, dtype=np.float32))
+
+
+# -- a loop start from tile.maximum(s, 0) is non-negative only where the loop variable reads it so ------------------
+
+
+def test_an_unsigned_maximum_as_a_loop_start_does_not_prove_subtile_stores(kernels: ModuleType) -> None:
+    """Hole: ``range(tile.maximum(s, 0), zs.num_tiles[0])`` with a u32 ``s`` of ``2**32 - 1`` started at -1 and stored
+    the previous block's sub-tile (and before the first tile) unguarded; now the sub-tile index is checked."""
+    host = np.full(16, -1.0, np.float32)
+    with pytest.raises(KernelAssertionError, match=r"sub-tile index out of range for z\.subtiles\(\(4,\)\)") as info:
+        kernels.subtiles_from_u32_maximum(tile.from_dlpack(host).partition([8]), 2**32 - 1).sync()
+    assert line_of("SUB-U32").rstrip(":") in str(info.value)
+    assert (host == -1.0).all()  # the check comes before the store: nothing was written
+    (z, _) = kernels.subtiles_from_u32_maximum(tile.zeros(f32, [16]).partition([8]), 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.tile(np.repeat([0.0, 7.0], 4), 2))
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "s"),
+    [
+        ("read_from_u32_maximum", "READ-U32", 2**32 - 1),
+        ("read_from_u64_maximum", "READ-U64", 2**64 - 1),
+        ("read_from_u64_maximum", "READ-U64", 2**32 - 1),  # -1 once truncated to the i32 loop variable
+        ("read_from_wrapped_i8_maximum", "READ-I8", -100),
+    ],
+)
+def test_a_maximum_the_loop_reads_as_negative_does_not_prove_loads(
+    kernels: ModuleType, kernel: str, marker: str, s: int
+) -> None:
+    """Hole: the loop variable started at -1 (or -56) and indexed the input's partition with no guard: a read before
+    the tensor on the GPU. Now the load is guarded in the kernel and traps."""
+    with pytest.raises(KernelAssertionError, match=r"tile index out of range for x\.partition\(\(4,\)\)") as info:
+        getattr(kernels, kernel)(tile.zeros(f32, [4]).partition([4]), _x(8), s).sync()
+    assert line_of(marker).rstrip(":") in str(info.value)
+
+
+@pytest.mark.parametrize("kernel", ["read_from_u32_maximum", "read_from_u64_maximum", "read_from_u16_maximum"])
+def test_a_maximum_loop_start_still_computes(kernels: ModuleType, kernel: str) -> None:
+    (z, _, _) = getattr(kernels, kernel)(tile.zeros(f32, [4]).partition([4]), _x(12), 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(4, 8) + np.arange(8, 12))
+
+
+def _in_kernel_guards(fn: Any) -> int:
+    """How many in-kernel index checks (``assert`` on the CPU target) ``fn`` compiles to."""
+
+    def walk(block: Block) -> Iterator[str]:
+        for op in block.ops:
+            yield op.name
+            for region in op.regions:
+                yield from walk(region)
+
+    spec = specialize(fn, {"z": (4,), "x": (64,)})
+    return list(walk(typecheck(resolve(parse(fn)), spec, Target.cpu()).ir.body)).count("assert")
+
+
+def test_a_u16_maximum_stays_proven(kernels: ModuleType) -> None:
+    """A u16 is zero-extended into the i32 loop variable: ``maximum(s, 0)`` stays non-negative, no guard needed."""
+    assert _in_kernel_guards(kernels.read_from_u16_maximum) == 0
+    assert _in_kernel_guards(kernels.read_from_u32_maximum) == 1
+    (z, _, _) = kernels.read_from_u16_maximum(tile.zeros(f32, [4]).partition([4]), _x(8), 2**16 - 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.zeros(4))  # starts past the 2 tiles: no iteration
+
+
+# -- a narrow or unsigned partition index means its value ---------------------------------------------------------
+
+
+def test_a_u8_index_reads_its_tile(kernels: ModuleType) -> None:
+    """Bug: a u8 index 200 into 300 tiles was checked against 300 as a u8 (44) and trapped; it reads tile 200."""
+    (z, _, _) = kernels.read_at_u8(tile.zeros(f32, [4]).partition([4]), _x(4 * 300), 200).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(800, 804))
+
+
+def test_a_u8_index_past_the_count_traps(kernels: ModuleType) -> None:
+    with pytest.raises(KernelAssertionError, match=r"tile index out of range for x\.partition\(\(4,\)\)") as info:
+        kernels.read_at_u8(tile.zeros(f32, [4]).partition([4]), _x(4 * 200), 200).sync()
+    assert line_of("READ-AT-U8").rstrip(":") in str(info.value)
