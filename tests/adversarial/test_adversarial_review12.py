@@ -12,6 +12,11 @@ Holes found and fixed:
   with an i8 ``s`` the constant 200 wraps to -56. The index -1 went unguarded to a partition load (out of bounds of
   an input) or a sub-tile store (the previous block's tile). Now only a signed maximum whose constant the dtype holds,
   or an unsigned one narrower than 32 bits, counts as non-negative; anything else is guarded in the kernel.
+- ``tile.extract(t, index, shape)`` took any index: a constant outside ``[0, dim // shape)`` compiled, and a run-time
+  one had no check (Tile IR leaves both undefined; a register tile spilled to local memory would be addressed past its
+  end). A constant is now a CompileError at the call; a run-time index is checked in the kernel (an assert on the CPU
+  interpreter, a fault on the GPU) and clamped into range. An i64/u64 run-time index also failed Tile IR's verifier
+  (extract takes i32) with an uncaught VerifyError; the checked, clamped index is now an i32.
 
 Bug found and fixed on the way (refused a valid launch, no safety hole): a narrow or unsigned partition index (a u8
 200) was guarded against the tile count converted to its own dtype (300 tiles as a u8 are 44), so a valid index
@@ -43,7 +48,7 @@ import tile.frontend as tile
 sys.path.insert(0, str(Path(__file__).parent))
 from helpers_adversarial import load_source  # a sibling helper module
 
-from tile.compiler import Target, specialize
+from tile.compiler import CompileError, CompileOptions, Target, specialize
 from tile.compiler._kir import Block
 from tile.compiler._parse import parse
 from tile.compiler._resolve import resolve
@@ -53,7 +58,7 @@ from tile.ir.interp import KernelAssertionError
 
 SOURCE = """
 import tile.frontend as tile
-from tile.frontend import Mut, Tensor, f32, i8, u8, u16, u32, u64
+from tile.frontend import Mut, Tensor, f32, i8, i32, u8, u16, u32, u64
 
 
 @tile.entry
@@ -97,6 +102,29 @@ def read_from_u16_maximum(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: u16)
     for j in range(tile.maximum(s, 0), p.num_tiles[0]):
         acc = acc + p.load((j,))
     z.store(acc)
+
+
+@tile.entry
+def extract_at(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: i32):
+    t = x.partition((8,)).load((0,))
+    z.store(tile.extract(t, (s,), (4,)))  # EXTRACT-RUNTIME
+
+
+@tile.entry
+def extract_at_u64(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1], s: u64):
+    z.store(x.partition((8,)).load((0,)).extract((s,), (4,)))  # EXTRACT-U64
+
+
+@tile.entry
+def extract_past_the_tile(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1]):
+    t = x.partition((8,)).load((0,))
+    z.store(tile.extract(t, (2,), (4,)))  # EXTRACT-CONST
+
+
+@tile.entry
+def extract_before_the_tile(z: Mut[Tensor[f32, (4, 4)]], x: Tensor[f32, (-1, -1)]):
+    t = x.partition((4, 8)).load((0, 0))
+    z.store(t.extract((0, -1), (4, 4)))  # EXTRACT-NEG
 
 
 @tile.entry
@@ -165,7 +193,7 @@ def test_a_maximum_loop_start_still_computes(kernels: ModuleType, kernel: str) -
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(4, 8) + np.arange(8, 12))
 
 
-def _in_kernel_guards(fn: Any) -> int:
+def _in_kernel_guards(fn: Any, *, unchecked: bool = False) -> int:
     """How many in-kernel index checks (``assert`` on the CPU target) ``fn`` compiles to."""
 
     def walk(block: Block) -> Iterator[str]:
@@ -174,7 +202,7 @@ def _in_kernel_guards(fn: Any) -> int:
             for region in op.regions:
                 yield from walk(region)
 
-    spec = specialize(fn, {"z": (4,), "x": (64,)})
+    spec = specialize(fn, {"z": (4,), "x": (64,)}, options=CompileOptions(unchecked=unchecked))
     return list(walk(typecheck(resolve(parse(fn)), spec, Target.cpu()).ir.body)).count("assert")
 
 
@@ -199,3 +227,74 @@ def test_a_u8_index_past_the_count_traps(kernels: ModuleType) -> None:
     with pytest.raises(KernelAssertionError, match=r"tile index out of range for x\.partition\(\(4,\)\)") as info:
         kernels.read_at_u8(tile.zeros(f32, [4]).partition([4]), _x(4 * 200), 200).sync()
     assert line_of("READ-AT-U8").rstrip(":") in str(info.value)
+
+
+# -- tile.extract stays inside its tile -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "message"),
+    [
+        ("extract_past_the_tile", "EXTRACT-CONST", r"extract index 2 along dim 0 is outside the tile: a tile of shape"),
+        ("extract_before_the_tile", "EXTRACT-NEG", r"extract index -1 along dim 1 is outside the tile"),
+    ],
+)
+def test_a_constant_extract_index_outside_the_tile_is_a_compile_error(
+    kernels: ModuleType, kernel: str, marker: str, message: str
+) -> None:
+    """Hole: ``tile.extract(t, (2,), (4,))`` of an (8,) tile compiled to a Tile IR extract outside the tile
+    (undefined: past a register tile spilled to local memory on the GPU)."""
+    z = tile.zeros(f32, [4, 4] if kernel == "extract_before_the_tile" else [4])
+    x = tile.zeros(f32, [4, 8] if kernel == "extract_before_the_tile" else [8])
+    with pytest.raises(CompileError, match=message) as info:
+        getattr(kernels, kernel)(z.partition(list(z.shape)), x)
+    assert line_of(marker) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "s"),
+    [
+        ("extract_at", "EXTRACT-RUNTIME", 2),
+        ("extract_at", "EXTRACT-RUNTIME", -1),
+        ("extract_at", "EXTRACT-RUNTIME", 2**31 - 1),
+        ("extract_at_u64", "EXTRACT-U64", 2**64 - 1),  # -1 if read as a signed index
+        ("extract_at_u64", "EXTRACT-U64", 2**32),  # 0 if truncated to 32 bits
+    ],
+)
+def test_a_run_time_extract_index_outside_the_tile_traps(kernels: ModuleType, kernel: str, marker: str, s: int) -> None:
+    """Hole: a run-time ``tile.extract`` index had no check at all; now it is checked in the kernel and clamped."""
+    with pytest.raises(KernelAssertionError, match=r"tile\.extract index out of range \(0 <= index < 2") as info:
+        getattr(kernels, kernel)(tile.zeros(f32, [4]).partition([4]), _x(8), s).sync()
+    assert line_of(marker).rstrip(":") in str(info.value)
+
+
+@pytest.mark.parametrize(("kernel", "s"), [("extract_at", 0), ("extract_at", 1), ("extract_at_u64", 1)])
+def test_a_run_time_extract_index_inside_the_tile_reads_its_slice(kernels: ModuleType, kernel: str, s: int) -> None:
+    (z, _, _) = getattr(kernels, kernel)(tile.zeros(f32, [4]).partition([4]), _x(8), s).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(4 * s, 4 * s + 4))
+
+
+def test_an_unchecked_kernel_keeps_no_extract_check(kernels: ModuleType) -> None:
+    """``unchecked=True`` drops the run-time check and clamp (as for sub-tiles), not the compile-time refusal."""
+    raw = tile.entry(unchecked=True)(kernels.extract_at.fn)
+    (z, _, _) = raw(tile.zeros(f32, [4]).partition([4]), _x(8), 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(4, 8))
+    assert _in_kernel_guards(raw.fn, unchecked=True) == 0
+    assert _in_kernel_guards(kernels.extract_at.fn) == 1
+
+
+def test_gpu_code_faults_and_clamps_an_extract_index(kernels: ModuleType) -> None:
+    """On a GPU target the check is a faulting branch (no printf), and the index is clamped before the extract."""
+    fn = kernels.extract_at.fn
+
+    def walk(block: Block) -> Iterator[Any]:
+        for op in block.ops:
+            yield op
+            for region in op.regions:
+                yield from walk(region)
+
+    spec = specialize(fn, {"z": (4,), "x": (64,)})
+    names = [op.name for op in walk(typecheck(resolve(parse(fn)), spec, Target("sm_90")).ir.body)]
+    assert "assert" not in names
+    assert "store_ptr_tko" in names  # the fault
+    assert names.index("maxi") < names.index("mini") < names.index("extract")  # max(v, 0), then min(., count - 1)
