@@ -17,6 +17,12 @@ Holes found and fixed:
   end). A constant is now a CompileError at the call; a run-time index is checked in the kernel (an assert on the CPU
   interpreter, a fault on the GPU) and clamped into range. An i64/u64 run-time index also failed Tile IR's verifier
   (extract takes i32) with an uncaught VerifyError; the checked, clamped index is now an i32.
+- ``tile.printf`` only counted a format's ``%`` signs: ``%s`` made the GPU's vprintf dereference the value as a
+  pointer (any device memory, printed; the interpreter printed a number), ``%*d`` read one argument more than was
+  packed, ``%lld`` of an i32 read past it. ``tile.print`` put ``sep``/``end`` into the format unescaped (``end="%n"``
+  is a conversion the IR verifier does not count). Now a format holds only ``%%`` and
+  ``%[flags][width][.precision][length]conv`` with ``conv`` in ``diuoxX``/``eEfFgGaA`` matching its value's kind and
+  width (`tile.compiler._printf`), a CompileError at the call otherwise; ``sep``/``end`` are escaped.
 
 Bug found and fixed on the way (refused a valid launch, no safety hole): a narrow or unsigned partition index (a u8
 200) was guarded against the tile count converted to its own dtype (300 tiles as a u8 are 44), so a valid index
@@ -58,7 +64,7 @@ from tile.ir.interp import KernelAssertionError
 
 SOURCE = """
 import tile.frontend as tile
-from tile.frontend import Mut, Tensor, f32, i8, i32, u8, u16, u32, u64
+from tile.frontend import Mut, Tensor, f16, f32, i8, i32, i64, u8, u16, u32, u64
 
 
 @tile.entry
@@ -125,6 +131,37 @@ def extract_past_the_tile(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1]):
 def extract_before_the_tile(z: Mut[Tensor[f32, (4, 4)]], x: Tensor[f32, (-1, -1)]):
     t = x.partition((4, 8)).load((0, 0))
     z.store(t.extract((0, -1), (4, 4)))  # EXTRACT-NEG
+
+
+@tile.entry
+def printf_string(z: Mut[Tensor[f32, (4,)]], s: i64):
+    tile.printf("%s\\n", s)  # PRINTF-S
+    z.store(0.0)
+
+
+@tile.entry
+def printf_star_width(z: Mut[Tensor[f32, (4,)]], s: i32):
+    tile.printf("%*d\\n", s)  # PRINTF-STAR
+    z.store(0.0)
+
+
+@tile.entry
+def printf_float_as_int(z: Mut[Tensor[f32, (4,)]], s: f32):
+    tile.printf("%d\\n", s)  # PRINTF-KIND
+    z.store(0.0)
+
+
+@tile.entry
+def printf_long_of_i32(z: Mut[Tensor[f32, (4,)]], s: i32):
+    tile.printf("%lld\\n", s)  # PRINTF-LONG
+    z.store(0.0)
+
+
+@tile.entry
+def print_with_percent_separators(z: Mut[Tensor[f32, (4,)]], s: i64, t: i32):
+    tile.print("a%", s, t, sep="%s", end="%n\\n")
+    tile.printf("%ld %5d %%n %.2f\\n", s, t, t.astype(f16))
+    z.store(0.0)
 
 
 @tile.entry
@@ -298,3 +335,36 @@ def test_gpu_code_faults_and_clamps_an_extract_index(kernels: ModuleType) -> Non
     assert "assert" not in names
     assert "store_ptr_tko" in names  # the fault
     assert names.index("maxi") < names.index("mini") < names.index("extract")  # max(v, 0), then min(., count - 1)
+
+
+# -- tile.printf formats read only the values given -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "s", "message"),
+    [
+        ("printf_string", "PRINTF-S", 4096, r"the format has '%s\\n' at 0, which is not a conversion Tile prints"),
+        ("printf_star_width", "PRINTF-STAR", 8, r"the format has '%\*d\\n' at 0, which is not a conversion"),
+        ("printf_float_as_int", "PRINTF-KIND", 1.5, r"the conversion %d prints an integer but its value is f32"),
+        ("printf_long_of_i32", "PRINTF-LONG", 7, r"the conversion %lld reads a 64-bit integer but its value is i32"),
+    ],
+)
+def test_a_printf_conversion_that_reads_other_memory_is_a_compile_error(
+    kernels: ModuleType, kernel: str, marker: str, s: float, message: str
+) -> None:
+    """Hole: the format was only counted: ``%s`` made the device's vprintf dereference the value as a pointer (any
+    memory, printed), ``*`` read one argument more than was packed, and ``%lld`` of an i32 read past it. The
+    interpreter printed ``%s`` as a number. Now any conversion outside ``%[flags][width][.prec][length][diuoxX
+    eEfFgGaA]`` of the matching kind is a CompileError at the call."""
+    z = tile.zeros(f32, [4]).partition([4])
+    with pytest.raises(CompileError, match=message) as info:
+        getattr(kernels, kernel)(z, s)
+    assert line_of(marker) in str(info.value)
+    assert not z.moved
+
+
+def test_print_separators_are_literal_text(kernels: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hole: ``tile.print``'s ``sep`` and ``end`` went into the device format unescaped, so ``end="%n"`` became a
+    conversion vprintf honours (one the IR verifier does not count) and ``sep="%s"`` one that reads a pointer."""
+    kernels.print_with_percent_separators(tile.zeros(f32, [4]).partition([4]), 2**40, -3).sync()
+    assert capsys.readouterr().out == f"a%%s{2**40}%s-3%n\n{2**40}    -3 %n -3.00\n"

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
+from tile.compiler._printf import escape, format_problem
 from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_math import MathMixin
@@ -594,7 +595,7 @@ class MemoryMixin(MathMixin):
         values: list[Value] = []
         for arg in a["args"]:
             if isinstance(arg, str) or is_const(arg) or arg is None:
-                parts.append(str(arg).replace("%", "%%"))
+                parts.append(escape(str(arg)))
                 continue
             t = self.tile_of(arg, "printed value")
             if not isinstance(t.elem, DType):
@@ -602,18 +603,24 @@ class MemoryMixin(MathMixin):
             wide = t.elem.is_float and t.elem.name not in ("f32", "f64")
             parts.append("%ld" if t.elem.bits == 64 and t.elem.is_int else _PRINTF[t.elem.kind])
             values.append(self.convert(arg, F32) if wide else arg)
-        self._print(str(a["sep"]).join(parts) + str(a["end"]), values)
+        # sep and end are literal text too: a '%' in them would be a conversion vprintf honours (see _printf)
+        self._print(escape(str(a["sep"])).join(parts) + escape(str(a["end"])), values)
         return None
 
     def op_printf(self, op: LangOp, a: dict[str, Any]) -> object:
         if not isinstance(a["fmt"], str):
             self.fail("the format of tile.printf must be a string literal")
-        values = [self.as_tile(v, what="printf argument") for v in a["args"]]
-        if a["fmt"].replace("%%", "").count("%") != len(values):
-            self.fail(
-                f"the format has {a['fmt'].replace('%%', '').count('%')} conversions but {len(values)} "
-                "values were given"
-            )
+        values = []
+        for v in a["args"]:
+            val = self.as_tile(v, what="printf argument")
+            t = self.tile_of(val)
+            if not isinstance(t.elem, DType):
+                self.fail("pointer tiles cannot be printed")
+            wide = t.elem.is_float and t.elem.name not in ("f32", "f64")  # as tile.print does
+            values.append(self.convert(val, F32) if wide else val)
+        problem = format_problem(a["fmt"], [self.tile_of(v).dtype for v in values])
+        if problem is not None:
+            self.fail(f"tile.printf: {problem}")
         self._print(a["fmt"], values)
         return None
 
