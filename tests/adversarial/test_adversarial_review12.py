@@ -32,6 +32,9 @@ i64 before the guard and the load.
 Attempts that turned out already closed (the most important have a test below):
 
 - u8/u16 ``tile.maximum(s, 0)`` as a loop start: zero-extended into the loop variable, so still proven and right.
+- a kernel walking its output and reading an input at the block id, relaunched with a larger grid or a shorter
+  input after a launch that passed (also through ``kernel.grid`` clones sharing the compile cache, on both launch
+  paths): the host guard is checked at every launch (GridError), the partition is not moved.
 - own-tile and walked outputs of different tile counts without a grid, or an own-tile output with a different
   explicit grid (GridError); an input indexed by the block id, a tuple element included, and a loop up to one
   input's tile count indexing another, relaunched with shorter inputs on a cached kernel (GridError/ArgumentError at
@@ -162,6 +165,13 @@ def print_with_percent_separators(z: Mut[Tensor[f32, (4,)]], s: i64, t: i32):
     tile.print("a%", s, t, sep="%s", end="%n\\n")
     tile.printf("%ld %5d %%n %.2f\\n", s, t, t.astype(f16))
     z.store(0.0)
+
+
+@tile.entry
+def walk_and_read_by_block(z: Mut[Tensor[f32, (4,)]], x: Tensor[f32, -1]):
+    t = x.partition((4,)).load((tile.block_id()[0],))  # HOST-GUARD
+    for idx in z.tiles():
+        z.store(t, at=idx)
 
 
 @tile.entry
@@ -368,3 +378,23 @@ def test_print_separators_are_literal_text(kernels: ModuleType, capsys: pytest.C
     conversion vprintf honours (one the IR verifier does not count) and ``sep="%s"`` one that reads a pointer."""
     kernels.print_with_percent_separators(tile.zeros(f32, [4]).partition([4]), 2**40, -3).sync()
     assert capsys.readouterr().out == f"a%%s{2**40}%s-3%n\n{2**40}    -3 %n -3.00\n"
+
+
+# -- closed: host guards hold for every launch, not only the one that compiled ---------------------------------------
+
+
+def test_host_guards_are_checked_at_every_launch_of_a_cached_kernel(kernels: ModuleType, path: str) -> None:
+    """Closed: grids and input extents change between launches of one compiled kernel (and between ``kernel.grid``
+    clones, which share its compile cache); the launcher checks the block-id guard each time, on both launch paths."""
+    x = np.arange(16, dtype=np.float32)
+    small, large = (kernels.walk_and_read_by_block.grid((g,)) for g in (2, 8))
+    for _ in range(2):
+        (z, _) = small(tile.zeros(f32, [16]).partition([4]), tile.from_numpy(x)).sync()
+        np.testing.assert_array_equal(z.unpartition().to_numpy()[:4], x[:4])
+        z = tile.zeros(f32, [16]).partition([4])
+        with pytest.raises(tile.GridError, match=r"up to 7 \(the launch grid has 8 block\(s\) along x\)") as info:
+            large(z, tile.from_numpy(x))
+        assert line_of("HOST-GUARD").rstrip(":") in str(info.value)
+        assert not z.moved
+        with pytest.raises(tile.GridError, match=r"but x of shape \(4,\) has only 1 tile"):
+            small(tile.zeros(f32, [16]).partition([4]), tile.from_numpy(x[:4]))
