@@ -1,7 +1,8 @@
 """Review 12: what safe kernel code can do on the device. Kernels without ``unchecked=True`` tried to read or write out
 of bounds of their arguments, write another block's output tile, or race, through the compiler's bounds proofs
 (proven at compile time, host-checked at launch, guarded in the kernel). Each hole's test names it in its docstring,
-failed before its fix, and asserts the typed error (or the right result). They run on the CPU interpreter, whose own
+failed before its fix, and asserts the typed error (or the right result); the GPU test (marked ``gpu``) runs the
+changed code through tileiras. They run on the CPU interpreter, whose own
 bounds check (``MemoryAccessError``) is a safety net the GPU does not have: a test expects the kernel's guard
 (``KernelAssertionError`` with the compiler's message), never the net.
 
@@ -398,3 +399,36 @@ def test_host_guards_are_checked_at_every_launch_of_a_cached_kernel(kernels: Mod
         assert not z.moved
         with pytest.raises(tile.GridError, match=r"but x of shape \(4,\) has only 1 tile"):
             small(tile.zeros(f32, [16]).partition([4]), tile.from_numpy(x[:4]))
+
+
+# -- the fixes on the GPU: the guarded, clamped and widened code compiles with tileiras and computes ------------------
+
+
+@pytest.fixture
+def gpu() -> Iterator[None]:
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_runs_the_guarded_kernels_of_this_review(kernels: ModuleType, gpu: None) -> None:
+    """Valid launches of every kernel whose code this review changed: an extract at a run-time index (checked and
+    clamped, an i32 index), a u8 partition index (read as i64), loops from u32/u16 maxima (guarded / proven), sub-tile
+    stores from a u32 maximum, and printf/print with the formats still allowed."""
+    x = np.arange(4 * 300, dtype=np.float32)
+    for s in (0, 1):
+        (z, _, _) = kernels.extract_at(tile.zeros(f32, [4]).partition([4]), tile.from_numpy(x), s).sync()
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), x[4 * s : 4 * s + 4])
+    (z, _, _) = kernels.extract_at_u64(tile.zeros(f32, [4]).partition([4]), tile.from_numpy(x), 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), x[4:8])
+    (z, _, _) = kernels.read_at_u8(tile.zeros(f32, [4]).partition([4]), tile.from_numpy(x), 200).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), x[800:804])
+    for kernel in ("read_from_u32_maximum", "read_from_u64_maximum", "read_from_u16_maximum"):
+        (z, _, _) = getattr(kernels, kernel)(tile.zeros(f32, [4]).partition([4]), tile.from_numpy(x[:12]), 1).sync()
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), x[4:8] + x[8:12])
+    (z, _) = kernels.subtiles_from_u32_maximum(tile.zeros(f32, [16]).partition([8]), 1).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.tile(np.repeat([0.0, 7.0], 4), 2))
+    (z, _, _) = kernels.print_with_percent_separators(tile.zeros(f32, [4]).partition([4]), 2**40, -3).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.zeros(4))
