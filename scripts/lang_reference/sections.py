@@ -137,7 +137,10 @@ SECTIONS: tuple[Section, ...] = (
         "`tile.print` and `tile.printf` write from the device (on the CPU interpreter, to `sys.stdout`; a tile "
         "prints as `[e0, e1, ...]`). `tile.assert_` traps at run time (on the interpreter a `KernelFaultError` with "
         "the message; on the GPU the launch fails); `tile.static_assert` is checked while compiling. A kernel with "
-        "`print` or `assert_` is slower on the GPU (each lowers to a `vprintf` call): keep them for debugging.",
+        "`print` or `assert_` is slower on the GPU (each lowers to a `vprintf` call): keep them for debugging. "
+        "A `tile.printf` format holds `%%` and conversions `%[flags][width][.precision][length]conv` with `conv` in "
+        "`diuoxX` for integer values and `eEfFgGaA` for floats (`l`/`ll` only for 64-bit integers); `%s`, `%p`, "
+        "`%n`, `%c` and `*` widths would make `vprintf` read or write memory, and are compile errors.",
     ),
 )
 

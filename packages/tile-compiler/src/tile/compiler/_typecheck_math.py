@@ -68,9 +68,25 @@ class MathMixin(ReduceMixin):
         dims = [d for d in (self.count_dim(a["x"]), self.count_dim(a["y"])) if d is not None]
         if op.name == "minimum" and dims and t.rank == 0:
             self.below_count[out.id] = dims[0]  # min(v, count) <= count, whatever v (exact: no rounding, no wrap)
-        if op.name == "maximum" and t.rank == 0 and any(type(c) is int and c >= 0 for c in (a["x"], a["y"])):
+        if op.name == "maximum" and t.rank == 0 and self._stays_nonnegative(t.dtype, (a["x"], a["y"])):
             self.nonnegative.add(out.id)  # max(v, c) >= c >= 0, whatever v: a loop may start there (see LoopMixin)
         return out
+
+    @staticmethod
+    def _stays_nonnegative(dt: DType, operands: tuple[object, object]) -> bool:
+        """Whether ``tile.maximum`` of ``operands`` in ``dt`` stays >= 0 as a loop's (signed, at least 32-bit) variable.
+
+        One operand must be a constant ``c >= 0`` that ``dt`` holds (200 as an i8 wraps to -56), and ``dt`` must be
+        signed or an unsigned type narrower than 32 bits (zero-extended): a u32 or u64 maximum may be ``2**32 - 1``,
+        which the loop variable reads as -1.
+        """
+        if dt.kind == "i":
+            top = 2 ** (dt.bits - 1) - 1
+        elif dt.kind == "u" and dt.bits < 32:
+            top = 2**dt.bits - 1
+        else:
+            return False
+        return any(type(c) is int and 0 <= c <= top for c in operands)
 
     def count_dim(self, v: object) -> tuple[str, tuple[int, ...], int] | None:
         """The partition dim whose tile count ``v`` is (``p.num_tiles[d]``) or is at most, else None."""

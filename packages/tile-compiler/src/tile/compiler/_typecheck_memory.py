@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from tile.compiler._guards import Bound, HostGuard
 from tile.compiler._kir import Block, Value
+from tile.compiler._printf import escape, format_problem
 from tile.compiler._store_scope import StoreScope
 from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
 from tile.compiler._typecheck_math import MathMixin
@@ -151,7 +152,7 @@ class MemoryMixin(MathMixin):
     ) -> Value:
         if len(index) != len(p.tile):
             self.fail(f"the load index needs {len(p.tile)} coordinates (one per dim), got {len(index)}")
-        idx = [self.scalar_index(i, "tile index") for i in index]
+        idx = [self._wide_index(self.scalar_index(i, "tile index")) for i in index]
         if not trusted:
             self.guard_indices(p, idx)
         idx = self.one_index_type(idx)
@@ -169,6 +170,15 @@ class MemoryMixin(MathMixin):
         if p.tensor.mut:
             self.env[key] = new
         return tile
+
+    def _wide_index(self, v: Value) -> Value:
+        """A narrow or unsigned index (u8 200, u32 3e9) as the signed 64-bit index it means.
+
+        Tile IR reads index operands as signed, so a u8 200 would be -56; and a guard in the index's own dtype would
+        compare against a tile count truncated to it (300 tiles as a u8 are 44). i32 and i64 indices stay as they are
+        (the facts that prove them are keyed by their values).
+        """
+        return v if self.tile_of(v).dtype in (I32, I64) else self.convert(v, I64)
 
     def guard_indices(self, p: PartitionV, idx: list[Value]) -> None:
         """Check that every index lies in the partition's index space, which Tile IR requires.
@@ -585,7 +595,7 @@ class MemoryMixin(MathMixin):
         values: list[Value] = []
         for arg in a["args"]:
             if isinstance(arg, str) or is_const(arg) or arg is None:
-                parts.append(str(arg).replace("%", "%%"))
+                parts.append(escape(str(arg)))
                 continue
             t = self.tile_of(arg, "printed value")
             if not isinstance(t.elem, DType):
@@ -593,18 +603,24 @@ class MemoryMixin(MathMixin):
             wide = t.elem.is_float and t.elem.name not in ("f32", "f64")
             parts.append("%ld" if t.elem.bits == 64 and t.elem.is_int else _PRINTF[t.elem.kind])
             values.append(self.convert(arg, F32) if wide else arg)
-        self._print(str(a["sep"]).join(parts) + str(a["end"]), values)
+        # sep and end are literal text too: a '%' in them would be a conversion vprintf honours (see _printf)
+        self._print(escape(str(a["sep"])).join(parts) + escape(str(a["end"])), values)
         return None
 
     def op_printf(self, op: LangOp, a: dict[str, Any]) -> object:
         if not isinstance(a["fmt"], str):
             self.fail("the format of tile.printf must be a string literal")
-        values = [self.as_tile(v, what="printf argument") for v in a["args"]]
-        if a["fmt"].replace("%%", "").count("%") != len(values):
-            self.fail(
-                f"the format has {a['fmt'].replace('%%', '').count('%')} conversions but {len(values)} "
-                "values were given"
-            )
+        values = []
+        for v in a["args"]:
+            val = self.as_tile(v, what="printf argument")
+            t = self.tile_of(val)
+            if not isinstance(t.elem, DType):
+                self.fail("pointer tiles cannot be printed")
+            wide = t.elem.is_float and t.elem.name not in ("f32", "f64")  # as tile.print does
+            values.append(self.convert(val, F32) if wide else val)
+        problem = format_problem(a["fmt"], [self.tile_of(v).dtype for v in values])
+        if problem is not None:
+            self.fail(f"tile.printf: {problem}")
         self._print(a["fmt"], values)
         return None
 

@@ -221,8 +221,22 @@ class ShapeMixin(ArithMixin):
             or any(s > d or d % s for s, d in zip(shape, t.shape, strict=False))
         ):
             self.fail(f"extract needs a shape and an index of rank {t.rank} with the shape dividing {t.shape}")
-        idx = self.one_index_type([self.scalar_index(i) for i in index])
+        # Tile IR leaves an index outside [0, dim // shape) undefined: a constant one is refused here, a run-time one
+        # is checked in the kernel and clamped (see `extract_index`).
+        idx = []
+        for d, (i, s, dim) in enumerate(zip(index, shape, t.shape, strict=True)):
+            if type(i) is int and not 0 <= i < dim // s:
+                self.fail(
+                    f"extract index {i} along dim {d} is outside the tile: a tile of shape {t.shape} has "
+                    f"{dim // s} slice(s) of {s} along dim {d} (indices 0..{dim // s - 1})"
+                )
+            v = self.scalar_index(i, "extract index")
+            idx.append(v if type(i) is int else self.extract_index(v, dim // s))
         return self.em.one("extract", [a["x"], idx], t.with_shape(shape))
+
+    def extract_index(self, v: Value, count: int) -> Value:
+        """A run-time ``tile.extract`` index checked to lie in ``[0, count)`` and clamped into it (the checker)."""
+        raise NotImplementedError
 
     def op_where(self, op: LangOp, a: dict[str, Any]) -> object:
         cond = a["cond"]

@@ -143,9 +143,27 @@ class SubtileMixin(MemoryMixin):
         ok = checks[0]
         for c in checks[1:]:
             ok = self.em.one("andi", [ok, c], TileType(I1))
+        self._trap_unless(ok, f"sub-tile index out of range for {zs.tensor.name}.subtiles({zs.tile})")
+
+    def _trap_unless(self, ok: Value, message: str) -> None:
+        """Stop the kernel unless ``ok``: an ``assert`` naming the access (CPU interpreter, debug guards) or a fault."""
         if self.assert_guards:
             where = f" at {self.em.loc}" if self.em.loc else ""
-            message = f"sub-tile index out of range for {zs.tensor.name}.subtiles({zs.tile}){where}"
-            self.em.emit("assert", [ok], [], {"message": message})
+            self.em.emit("assert", [ok], [], {"message": message + where})
         else:
             self._fault_unless(ok)
+
+    def extract_index(self, v: Value, count: int) -> Value:
+        """A run-time ``tile.extract`` index: checked in the kernel (``0 <= v < count``) and clamped into that range.
+
+        Tile IR leaves an extract outside the tile undefined (on the GPU a register tile may be spilled to local
+        memory, and the index would address past it); the clamp keeps the access inside even where the check only
+        faults asynchronously. Narrow and unsigned indices are read as the signed 64-bit value they hold, and the
+        result is an i32 (what Tile IR's extract takes). Unchecked kernels get neither check nor clamp.
+        """
+        if not self.unchecked:
+            if self.tile_of(v).dtype not in (I32, I64):
+                v = self.convert(v, I64)
+            ok, v = self._checked(self.materialize(count, self.tile_of(v).dtype), v)
+            self._trap_unless(ok, f"tile.extract index out of range (0 <= index < {count} along its dim)")
+        return self.convert(v, I32)  # Tile IR's extract takes i32 indices; a checked one is below count
