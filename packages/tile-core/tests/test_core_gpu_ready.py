@@ -45,7 +45,7 @@ def test_ready_allocations_do_not_wait_for_a_pending_kernel_or_the_free_behind_i
     w = tc.DeviceBuffer.from_host(np.full(n, 0.5, np.float32), device=device, ready=True)
     z = tc.DeviceBuffer.allocate(4 * n, device=device, ready=True)
     work = device.create_stream()
-    filler = busy(work)
+    filler = busy(work, 1.0)  # long enough on an H200, whose fills outran 0.3 s of this estimate
     tc.launch(vec_add, math.ceil(n / 128), 1, [x, n, 1, w, n, 1, z, n, 1], signature=SIGNATURE, stream=work)
     w.free()  # queued behind the launch, which waits for the fills
     made: list[tc.DeviceBuffer] = []
