@@ -100,15 +100,17 @@ def simulated(devices: int = 1, *, asynchronous: bool = False, seed: int = 0) ->
 
 
 @contextmanager
-def counting_calls(sim: SimDriver) -> Iterator[Counter[str]]:
-    """Count every driver call (``cu*``) made on ``sim`` inside the block, by name.
+def counting_calls(driver: Any) -> Iterator[Counter[str]]:
+    """Count every driver call (``cu*``) made through ``driver`` inside the block, by name.
 
-    Wraps the simulator's methods on the instance for the block only. tile.core looks the driver's functions up at
-    each call, except a `tile.core.PreparedLaunch`, which keeps ``cuLaunchKernel``: prepare the launches to count
-    inside the block. Counting only: the calls and their results are the simulator's own.
+    ``driver`` is a :class:`SimDriver` or the real ``cuda.bindings.driver`` module (``tile.bindings.driver()``): its
+    functions are wrapped for the block only, and the calls and their results are the driver's own. tile.core looks
+    the driver's functions up at each call, except a `tile.core.PreparedLaunch`, which keeps ``cuLaunchKernel``:
+    prepare the launches to count inside the block.
     """
     counts: Counter[str] = Counter()
-    names = [name for name in dir(type(sim)) if name.startswith("cu") and name[2:3].isupper()]
+    names = [name for name in dir(driver) if name.startswith("cu") and name[2:3].isupper()]
+    own = {name: vars(driver)[name] for name in names if name in vars(driver)}
 
     def counted(name: str, call: Any) -> Any:
         def call_counted(*args: Any) -> Any:
@@ -118,9 +120,12 @@ def counting_calls(sim: SimDriver) -> Iterator[Counter[str]]:
         return call_counted
 
     for name in names:
-        setattr(sim, name, counted(name, getattr(sim, name)))
+        setattr(driver, name, counted(name, getattr(driver, name)))
     try:
         yield counts
     finally:
         for name in names:
-            delattr(sim, name)
+            if name in own:
+                setattr(driver, name, own[name])
+            else:
+                delattr(driver, name)
