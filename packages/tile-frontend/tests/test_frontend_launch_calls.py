@@ -66,7 +66,12 @@ def path(request: pytest.FixtureRequest) -> Iterator[str]:
     _accel.use(previous)
 
 
-def _simulated_gpu(monkeypatch: pytest.MonkeyPatch, seed: int, eagerness: float) -> Iterator[SimDriver]:
+def _simulated_gpu(monkeypatch: pytest.MonkeyPatch, k: ModuleType, seed: int, eagerness: float) -> Iterator[SimDriver]:
+    # The kernels' compile caches get the simulator's stand-in cubins here: give them empty caches for the test (the
+    # monkeypatch puts the session's back after), or later tests of the session module would launch those cubins.
+    for kernel in (k.add, k.accumulate):
+        for cache in ("_cache", "_by_layout", "_plans"):
+            monkeypatch.setattr(kernel, cache, {})
     with simulated(asynchronous=True, seed=seed) as sim:
         sim.eagerness = eagerness
 
@@ -96,8 +101,8 @@ def _simulated_gpu(monkeypatch: pytest.MonkeyPatch, seed: int, eagerness: float)
 
 
 @pytest.fixture
-def sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimDriver]:
-    yield from _simulated_gpu(monkeypatch, seed=1, eagerness=0.0)
+def sim(monkeypatch: pytest.MonkeyPatch, k: ModuleType) -> Iterator[SimDriver]:
+    yield from _simulated_gpu(monkeypatch, k, seed=1, eagerness=0.0)
 
 
 def _operands() -> list[Any]:
@@ -160,7 +165,7 @@ def test_a_chain_runs_in_order_and_hands_back_after_its_work(
     order), the hand-back comes after the last, and the bytes read on the host after it are the chain's; no access
     touched freed memory (``sim.bugs``). Bug caught: the hand-back's ``synchronize`` skipped (``CudaContext.
     synchronize`` as ``pass``: the host reads an earlier value)."""
-    for sim in _simulated_gpu(monkeypatch, seed, eagerness):
+    for sim in _simulated_gpu(monkeypatch, k, seed, eagerness):
         stream = tc.Device(0).create_stream()
         z, x, y = _operands()
         op = k.add(z, x, y)  # z = x + y, then z += x twice: 3x + y only in this order
