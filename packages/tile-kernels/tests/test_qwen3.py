@@ -288,16 +288,12 @@ def _lower_for_sm_90(
 
 
 HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
+WQK = {"wq": ("bf16", 2), "wk": ("bf16", 2)}
 QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
-    "q_prep": (
-        {"HD": 128, "HALF": 64},
-        {"z": ("bf16", 2), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
-        {"O": "bf16", "D": "bf16", "W": "bf16"},
-    ),
-    "kv_append": (
+    "qkv_prep": (
         {"S": 1024, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
-        {"zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
-        {"C": "bf16", "D": "bf16", "W": "bf16"},
+        {"z": ("bf16", 2), "zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), **WQK, **HEAD},
+        {"O": "bf16", "C": "bf16", "D": "bf16", "W": "bf16"},
     ),
     "attention": (
         {"HD": 128, "GROUP": 4, "BS": 64},

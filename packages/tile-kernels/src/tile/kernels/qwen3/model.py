@@ -1,12 +1,12 @@
 """The Qwen3 forward pass on Tile: `Qwen3` holds the weights and the KV cache, runs prefill and decode.
 
-One layer is ten launches (eleven in decode): RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the
-concatenated weight), q RMSNorm+RoPE, k RMSNorm+RoPE and v into the caches (one launch; those two are the model's own
-fusions), attention (decode: `tk.decode_attention_op`, split over the sequence, two kernels; a multi-token pass: the
-model's causal kernel over the cache), the output projection with the residual add fused (`tk.matmul(..., residual=x)`),
-RMSNorm, the fused gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and the down projection with the
-residual fused. The embedding is `tk.embedding`, greedy decoding's last launch `tk.argmax`. Activations are bf16
-between launches, every kernel computes in f32.
+One layer is nine launches (ten in decode): RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the
+concatenated weight), q RMSNorm+RoPE with k RMSNorm+RoPE and v into the caches (one launch, the model's own fusion:
+`_ops.prep_qkv`), attention (decode: `tk.decode_attention_op`, split over the sequence, two kernels; a multi-token
+pass: the model's causal kernel over the cache), the output projection with the residual add fused
+(`tk.matmul(..., residual=x)`), RMSNorm, the fused gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and
+the down projection with the residual fused. The embedding is `tk.embedding`, greedy decoding's last launch
+`tk.argmax`. Activations are bf16 between launches, every kernel computes in f32.
 """
 
 from __future__ import annotations
@@ -71,9 +71,7 @@ class Qwen3:
 
     _FIXED = frozenset({"config", "max_seq", "block"})
 
-    def __init__(
-        self, config: Qwen3Config, weights: Mapping[str, np.ndarray[Any, Any]], max_seq: int = 1024
-    ) -> None:
+    def __init__(self, config: Qwen3Config, weights: Mapping[str, np.ndarray[Any, Any]], max_seq: int = 1024) -> None:
         missing = [n for n in config.weight_shapes() if n not in weights]
         if missing:
             raise ArgumentError(f"Qwen3: weights lack {len(missing)} tensor(s), first {missing[0]!r}")
@@ -265,12 +263,10 @@ class Qwen3:
         def tables() -> dict[str, Tensor]:
             return {"cos": self.cos, "sin": self.sin, "pos": pos()}
 
-        def append(ch: Chain) -> _ops.Op:
-            caches = (self.k_cache[i], self.v_cache[i])
-            return _ops.append_kv(*caches, ch.take("qkv"), layer.k_norm, offset=nq, eps=eps, **tables())
-
         def prep(ch: Chain) -> _ops.Op:
-            return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
+            caches = (self.k_cache[i], self.v_cache[i])
+            w = (layer.q_norm, layer.k_norm)
+            return _ops.prep_qkv(*caches, ch.take("qkv"), *w, heads=nq, eps=eps, **tables())
 
         def attend(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
             q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)
@@ -281,8 +277,7 @@ class Qwen3:
         return [
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
-            lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
-            lambda ch: (append(ch), {k: 0, v: 1}),
+            lambda ch: (prep(ch), {"q": 0, k: 1, v: 2}),
             attend,
             *self.residual_steps("o", layer.wo),
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
