@@ -90,7 +90,7 @@ def test_prep_qkv_matches_float64(shape: tuple[int, int, int, int, int, int]) ->
 def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> None:
     kc, vc = tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16])
     w = tile.zeros(tile.bf16, [1, 16])
-    cos, sin = (tile.from_numpy(a) for a in _tables(8, 16))
+    cos, sin = (tile.from_numpy(a) for a in _tables(16, 16))  # longer than the cache: the cache's check must stop it
     common: dict[str, Any] = {"heads": 4, "cos": cos, "sin": sin, "eps": EPS}
     zero = tile.from_numpy(np.zeros(1, np.int32))
     with pytest.raises(tile.ArgumentError, match=r"qkv has 96 columns, expected \(4 \+ 2 \* 2\) heads of 16"):
@@ -98,5 +98,5 @@ def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> N
     # The position is data (a device tensor a graph rewrites between replays): a start that runs the new rows past
     # the cache is stopped inside the kernel, never written past its own KV head's rows.
     bad = tile.from_numpy(np.array([7], dtype=np.int32))
-    with pytest.raises(tile.KernelFaultError):
+    with pytest.raises(tile.KernelFaultError, match=r"sub-tile index out of range for zk"):
         _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [2, 128]), w, w, pos=bad, **common).sync()
