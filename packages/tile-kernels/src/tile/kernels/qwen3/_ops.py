@@ -1,6 +1,7 @@
 """Launch makers of Qwen3's own kernels (``_qwen3_kernels.tilepy``): the fusions the library does not have (per-head
-RMSNorm with RoPE from the fused q/k/v rows, its KV-cache append, and the causal attention of a multi-token pass
-starting at a device-side position; decode uses `tile.kernels.decode_attention_op`). Each checks its arguments and
+RMSNorm with RoPE from the fused q/k/v rows and the KV-cache append, in one launch, and the causal attention of a
+multi-token pass starting at a device-side position; decode uses `tile.kernels.decode_attention_op`). Each checks its
+arguments and
 returns the launch, not run yet, so a whole step composes as one ``.then()`` chain. The output is always the launch's
 first argument (a partition: ``out[0].unpartition()`` passes it on). Activation inputs may be tensors in flight (moved
 into the launch, which runs after their writer); the others are borrowed through fresh views (``t[()]``), as in the rest
@@ -13,46 +14,50 @@ from typing import Any
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import Tensor
+from tile.frontend import ArgumentError, Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["append_kv", "attention", "prep_q"]
+__all__ = ["attention", "prep_qkv"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
 
 
-def prep_q(qkv: Tensor, w: Tensor, *, heads: int, cos: Tensor, sin: Tensor, pos: Tensor, eps: float) -> Op:
-    """Per-head RMSNorm of the first ``heads`` heads of the fused q/k/v rows ``qkv`` ``(T, *)``, then RoPE at positions
-    ``pos + t``; into a new ``(T, heads * HD)``."""
-    hd = w.shape[-1]
-    z = tile.empty(qkv.dtype, [qkv.shape[0], heads * hd]).partition([1, hd])
-    x = _args.operand(qkv, "qkv", "prep_q")
-    made: Op = kernels(_STEM).q_prep(z, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2)
-    return made
-
-
-def append_kv(
+def prep_qkv(
     k_cache: Tensor,
     v_cache: Tensor,
     qkv: Tensor,
-    w: Tensor,
+    wq: Tensor,
+    wk: Tensor,
     *,
-    offset: int,
+    heads: int,
     cos: Tensor,
     sin: Tensor,
     pos: Tensor,
     eps: float,
 ) -> Op:
-    """One launch writing both caches ``(kv_heads, S, HD)`` at positions ``pos + t``: keys from heads ``offset ..`` of
-    the fused rows ``qkv`` (normed with ``w`` and rotated), values from the ``kv_heads`` heads after them (as is).
-    The caches are moved in: the launch's first two output partitions are the key and value caches."""
+    """One launch from the fused q/k/v rows ``qkv`` ``(T, (heads + 2 * kv_heads) * HD)`` at positions ``pos + t``:
+    the first ``heads`` heads RMSNormed (``wq``) and rotated into a new ``(T, heads * HD)``, and both caches
+    ``(kv_heads, S, HD)`` written: keys from the ``kv_heads`` heads after the queries (normed with ``wk``, rotated),
+    values from the ``kv_heads`` after those (as is).
+
+    The launch runs on the query output's grid (a block per token and query head); the caches are walked with
+    ``tiles()``, so each KV head's caches belong to one block. The caches are moved in: the launch's outputs are
+    ``(q, k_cache, v_cache, ...)``, the first three partitions."""
     kv, s, hd = k_cache.shape
+    n = qkv.shape[0]
+    if qkv.shape[1] != (heads + 2 * kv) * hd:
+        raise ArgumentError(
+            f"prep_qkv: qkv has {qkv.shape[1]} columns, expected ({heads} + 2 * {kv}) heads of {hd}; pass the fused "
+            "q/k/v rows of this model"
+        )
+    z = tile.empty(qkv.dtype, [n, heads * hd]).partition([1, hd])
     zk, zv = k_cache.partition([1, s, hd]), v_cache.partition([1, s, hd])
-    x = _args.operand(qkv, "qkv", "append_kv")
-    k = kernels(_STEM)
-    made: Op = k.kv_append(zk, zv, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=offset, KV=kv)
+    x = _args.operand(qkv, "qkv", "prep_qkv")
+    launch = kernels(_STEM).qkv_prep.grid((n, heads))
+    args = (x, wq[()], wk[()], cos[()], sin[()], pos[()], float(eps))
+    made: Op = launch(z, zk, zv, *args, HALF=hd // 2, OFF=heads, KV=kv)
     return made
 
 
