@@ -23,7 +23,8 @@ from tile.core import _dlpack
 from tile.core._context import Device
 from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
 from tile.core._event import Event
-from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
+from tile.core._final import Exact, Frozen
+from tile.core._layout import as_dtype, as_index, as_shape, c_strides, check_span, view_nbytes
 from tile.core._nocopy import Uncopyable
 from tile.core._stream import (
     Stream,
@@ -119,8 +120,13 @@ class Uses:
         self.events.append(event)
 
 
-class DeviceBuffer(Uncopyable):
-    """An owned, stream-ordered device allocation. Make one with :meth:`allocate` or :meth:`from_host`."""
+class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
+    """An owned, stream-ordered device allocation. Make one with :meth:`allocate` or :meth:`from_host`.
+
+    Final, and ``nbytes``, ``device`` and ``stream`` are read-only: the checks trust them (see ``tile.core._final``).
+    """
+
+    _frozen = frozenset({"nbytes", "device", "stream"})
 
     _copy_fix = "for a second buffer with the same bytes, allocate one and copy into it with tile.core.copy(dst, src)"
 
@@ -143,7 +149,8 @@ class DeviceBuffer(Uncopyable):
         The memory is ready for any work queued on ``stream`` afterwards; use it from another stream only after
         that stream waits for this one.
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+        size = as_index(nbytes)
+        if size is None or size <= 0:
             raise LayoutMismatchError(f"cannot allocate {nbytes!r} bytes: pass a positive int")
         if device is None:
             device = stream.device if isinstance(stream, Stream) else Device(0)
@@ -154,11 +161,9 @@ class DeviceBuffer(Uncopyable):
         with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
             _drain_deferred()
             pool = device.memory_pool.handle
-            ptr: Any = check(
-                tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, home._raw), "cuMemAllocFromPoolAsync"
-            )
+            ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(size, pool, home._raw), "cuMemAllocFromPoolAsync")
         self = cls.__new__(cls)
-        self._ptr, self.nbytes, self.device, self.stream = int(ptr), int(nbytes), device, home
+        self._ptr, self.nbytes, self.device, self.stream = int(ptr), size, device, home
         self._freed, self._uses, self._foreign_streams = False, Uses(), set[int]()
         self._ordered = {home.handle}
         return self
@@ -277,6 +282,7 @@ class DeviceBuffer(Uncopyable):
         from tile.core._view import DeviceView
 
         dt = as_dtype(dtype)
+        offset = check_span(offset, 0, self.nbytes, what=f"view of {self!r}")  # an exact int from here on
         dims = as_shape(shape) if shape is not None else ((self.nbytes - max(offset, 0)) // dt.itemsize,)
         view_nbytes(dt, dims, offset, self.nbytes)
         strides = c_strides(dims, dt.itemsize)

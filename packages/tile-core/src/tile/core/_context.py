@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
@@ -26,10 +27,12 @@ __all__ = ["Device", "MemoryPool"]
 _NEVER_RELEASE = 2**64 - 1
 
 
-class MemoryPool(Uncopyable):
-    """Tile's stream-ordered memory pool on one device (``cuMemPoolCreate``)."""
+class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
+    """Tile's stream-ordered memory pool on one device (``cuMemPoolCreate``); final, ``handle`` and ``device``
+    read-only (see ``tile.core._final``)."""
 
     _copy_fix = "use device.memory_pool (one pool per device)"
+    _frozen = frozenset({"handle", "device"})
 
     def __init__(self, device: Device) -> None:
         d = tb.driver()
@@ -63,8 +66,9 @@ class MemoryPool(Uncopyable):
         check(tb.driver().cuMemPoolTrimTo(self.handle, keep_bytes), "cuMemPoolTrimTo")
 
 
-class Device:
-    """A CUDA device and its primary context; one instance per ordinal.
+class Device(Frozen, metaclass=Exact):
+    """A CUDA device and its primary context; one instance per ordinal (final; ``ordinal``, ``handle`` and
+    ``context`` are read-only: see ``tile.core._final``).
 
     Parameters
     ----------
@@ -79,6 +83,7 @@ class Device:
         For an ordinal that does not exist.
     """
 
+    _frozen = frozenset({"ordinal", "handle", "context"})
     _instances: ClassVar[dict[int, Device]] = {}
     _lock: ClassVar[threading.RLock] = threading.RLock()  # re-entrant: GC-run finalizers may need it
 

@@ -85,6 +85,16 @@ def _check_match(dst: Any, src: Any) -> None:
         raise LayoutMismatchError(f"copy dtype mismatch: destination is {dst.dtype}, source {src.dtype}")
 
 
+def _check_disjoint(dst_device: object, dst: int, src_device: object, src: int, nbytes: int) -> None:
+    """Refuse a copy between partly overlapping ranges of one device: the copy engine may read bytes it already wrote
+    (``cuMemcpy`` leaves overlap undefined). A range copied onto itself is allowed: every byte keeps its value."""
+    if dst_device is src_device and dst != src and dst < src + nbytes and src < dst + nbytes:
+        raise LayoutMismatchError(
+            f"the copy's source and destination overlap ({abs(dst - src)} bytes apart, {nbytes} bytes each): the "
+            "result would be undefined; copy through a temporary buffer"
+        )
+
+
 def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object = None) -> Stream:
     device = side.device
     if stream is None:
@@ -114,7 +124,8 @@ def _finish(stream: Stream, sync: bool, *users: object) -> None:
 
 
 def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> None:
-    """Copy all of ``src`` into all of ``dst``; sizes (and dtypes, where both sides have one) must match.
+    """Copy all of ``src`` into all of ``dst``; sizes (and dtypes, where both sides have one) must match, and two
+    device ranges of one device must not partly overlap (`LayoutMismatchError`: the result would be undefined).
 
     Parameters
     ----------
@@ -131,6 +142,7 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
     if dst_dev and src_dev:
         out, inp = _device_side(dst, writable=True), _device_side(src, writable=False)
         _check_match(out, inp)
+        _check_disjoint(dst.device, out.ptr, src.device, inp.ptr, out.nbytes)
         s = _stream_for(stream, dst, src)
         _order_other_side(s, src)
         _device_to_device(dst.device, out.ptr, src.device, inp.ptr, out.nbytes, stream=s)
@@ -174,11 +186,12 @@ def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object,
     base = buffer.ptr  # a freed buffer fails here, before anything else
     if isinstance(other, (DeviceBuffer, DeviceView)):
         side = _device_side(other, writable=not into_buffer)
-        check_span(offset, side.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
-        s = _stream_for(stream, buffer, other)
-        _order_other_side(s, other)
+        offset = check_span(offset, side.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
         here = base + offset
         dst, src = (here, side.ptr) if into_buffer else (side.ptr, here)
+        _check_disjoint(buffer.device, here, other.device, side.ptr, side.nbytes)
+        s = _stream_for(stream, buffer, other)
+        _order_other_side(s, other)
         if side.nbytes:
             there = other.device
             a, b = (buffer.device, there) if into_buffer else (there, buffer.device)
@@ -186,7 +199,7 @@ def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object,
         _finish(s, sync, buffer, side.buffer)
         return
     host = host_region(other, writable=not into_buffer)
-    check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
+    offset = check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
     s = _stream_for(stream, buffer)
     d = tb.driver()
     if host.nbytes and into_buffer:

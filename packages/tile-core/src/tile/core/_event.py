@@ -14,6 +14,7 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core._context import Device
 from tile.core._errors import StateError, UseAfterFreeError
+from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ __all__ = ["NOT_READY", "Event"]
 NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query's "still running", not a failure
 
 
-class Event(Uncopyable):
+class Event(Frozen, Uncopyable, metaclass=Exact):
     """A CUDA event: a marker recorded on a stream that others can wait for or time against.
 
     Parameters
@@ -38,6 +39,7 @@ class Event(Uncopyable):
     """
 
     _copy_fix = "pass the event itself, or record a new one with stream.record()"
+    _frozen = frozenset({"handle", "device", "timing"})  # final, these read-only: see tile.core._final
 
     def __init__(self, device: Device | None = None, *, timing: bool = False, blocking_sync: bool = False) -> None:
         d = tb.driver()

@@ -24,6 +24,8 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core._args import kernel_params, pack_args
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
+from tile.core._final import Exact, Frozen
+from tile.core._layout import as_index
 from tile.core._module import Function
 from tile.core._nocopy import Uncopyable
 from tile.core._stream import Stream, as_stream, invalidation
@@ -31,24 +33,43 @@ from tile.core._stream import Stream, as_stream, invalidation
 __all__ = ["PreparedLaunch", "launch", "prepare"]
 
 
+_UINT = 2**32  # the driver takes each extent and the shared memory size as a C unsigned int
+
+
 def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    if type(value) is int and value >= 1:  # the common case of a 1-D grid or block, without the checks below
+    if type(value) is int and 1 <= value < _UINT:  # the common case of a 1-D grid or block, without the checks below
         return (value, 1, 1)
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise LaunchArgumentError(f"{what} {value!r} is invalid: give 1 to 3 positive ints")
+    given = (value,) if isinstance(value, int) else tuple(value)
+    dims = tuple(as_index(d) if isinstance(d, int) else None for d in given)  # exact ints: no lying comparisons
+    if not 1 <= len(dims) <= 3 or any(d is None or not 1 <= d < _UINT for d in dims):
+        raise LaunchArgumentError(f"{what} {value!r} is invalid: give 1 to 3 positive ints below 2**32")
     x, y, z = (*dims, 1, 1)[:3]
-    return (x, y, z)
+    return (x, y, z)  # type: ignore[return-value]  # no None left: checked just above
 
 
-class PreparedLaunch(Uncopyable):
-    """A checked, packed launch; call it to enqueue the kernel again with the same arguments."""
+def _shared_mem(value: object) -> int:
+    size = as_index(value)
+    if size is None or not 0 <= size < _UINT:
+        raise LaunchArgumentError(
+            f"shared_mem={value!r} is invalid: give the dynamic shared memory in bytes (an int >= 0)"
+        )
+    return size
+
+
+class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
+    """A checked, packed launch; call it to enqueue the kernel again with the same arguments.
+
+    It keeps every buffer and borrowed view it points into alive; final, and its fields are read-only (the relaunch
+    guard rechecks ``buffers`` and ``stream``: see ``tile.core._final``).
+    """
 
     _copy_fix = "prepare another launch with tile.core.prepare(...)"
+    _frozen = frozenset({"block", "buffers", "function", "grid", "stream"})
 
     __slots__ = (
         "_call",
         "_epoch",
+        "_keep",
         "_launch",
         "_params",
         "_shared",
@@ -72,6 +93,7 @@ class PreparedLaunch(Uncopyable):
         """Made by `prepare`, which has checked and normalized ``grid`` and ``block``."""
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = grid, block
+        self._keep = packed.views  # borrowed views: the launch reads their producers' memory at every call
         self._params, address = kernel_params(packed)
         d = tb.driver()
         kernel = function.cu_function  # a CUkernel: launched in the stream's context
@@ -131,6 +153,7 @@ def prepare(
         ``"f64"``).
     """
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
+    shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
     packed = pack_args(args, signature, device=device, expected=function.param_layout)
@@ -156,6 +179,7 @@ def launch(
     ``cuLaunchKernel``.
     """
     (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")  # before any stream ordering
+    shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
     packed = pack_args(args, signature, device=device, expected=function.param_layout)

@@ -1,0 +1,357 @@
+"""Review 11: tile.core as a standalone safe CUDA API (a user who installs only tile-core and never the frontend), and
+tile.bindings under it. Each hole's test names it in its docstring, failed before its fix, and asserts the typed
+error; they run tile.core's GPU code paths on the CPU against the simulated driver (``tile.core.testing``), whose
+memory checks turn an out-of-bounds access or a use of freed memory into an entry in ``driver.bugs`` (an
+``AssertionError`` where it happens, in its immediate mode).
+
+Holes fixed (each was reachable from safe code: no ``unsafe`` flag, no underscore name):
+
+- an ``int`` subclass lying in ``__radd__``/``__lt__``/``__mod__`` as a view's ``offset`` passed the bounds check as 0
+  and moved the view's pointer wherever its ``__radd__`` said (``buffer.view(np.uint8, 16, offset=Liar(0)).fill(1)``
+  wrote past the buffer); the same for ``copy_from``/``copy_to`` offsets, shapes and grid extents. Integers are now
+  taken as the exact ``int`` that was checked (``as_index``).
+- the fields the checks read were plain attributes: ``buffer.nbytes = 1 << 20`` then ``buffer.fill(0)`` wrote a
+  megabyte past a 16-byte allocation; ``view.shape = ...``, ``view.readonly = False`` (writing memory a producer
+  exported read-only), ``prepared.buffers = ()`` (the relaunch guard then missed a freed buffer), ``stream.handle =
+  ...`` (a buffer skipped the wait that orders a stream after its allocation), ``function.param_layout = ...`` (the
+  argument count check passed, the driver read parameters past the block). They are read-only now (`ReadOnlyError`).
+- the handle classes could be subclassed (a ``DeviceBuffer`` subclass overriding ``ptr``) or forged (a plain class
+  with ``__class__ = tc.DeviceBuffer`` passed ``isinstance`` and reported the pointer and size it liked to
+  ``copy``). They are final (`FinalClassError`) and ``isinstance`` is exact.
+- ``DeviceView(ptr, dtype, shape, strides, buffer=b, ...)`` made directly (the public constructor) trusted its
+  address and extents: a view of a Tile buffer now must lie inside it, on its device, and the buffer must be live.
+- a `PreparedLaunch` kept only the Tile buffers it points into: a borrowed view (``tc.borrow(...)``) it points into
+  was dropped with the launch's other arguments, its producer freed the memory, and the next call of the prepared
+  launch ran the kernel on freed memory. It keeps those views alive now.
+- ``shared_mem=-1`` and grid or block extents of 2**32 or more reached ``cuLaunchKernel`` (an untyped
+  ``OverflowError`` from cuda-python's conversion on the GPU); now `LaunchArgumentError` before anything is enqueued.
+- ``copy`` between partly overlapping ranges of one device (two views of one buffer, or ``copy_from`` a view of the
+  buffer itself) was enqueued: ``cuMemcpy`` leaves the result undefined. Refused with `LayoutMismatchError`.
+- ``buffer.view(np.uint8, np.int64(4))`` raised an untyped ``TypeError`` (a numpy integer as a shape).
+
+Attempts that turned out already closed (the most important have a test below):
+
+- use after free and double free through views, exports and prepared launches of Tile buffers (UseAfterFreeError /
+  DoubleFreeError before the driver); a DLPack export blocks an explicit free (StateError) until the consumer lets go,
+  and a view outliving its buffer refuses ``ptr``; pinned memory's release waits for its recorded uses (and
+  ``cuMemFreeHost`` synchronizes), and ``.array`` keeps it alive.
+- two threads freeing one buffer free it once; a free on a capturing stream is deferred; copying a closed stream's
+  buffer orders it on the default stream; streams and events refuse use after close, and a stream of another device
+  is refused by copies and launches (WrongDeviceError).
+- launch argument packing: bools, numpy bools, floats, huge ints, numpy scalars of other widths, ``None`` and objects
+  for every kind are LaunchArgumentError; a null int address is NullHandleError; an unknown kind or a wrong count is
+  refused before the stream is touched.
+- negative or unaligned view offsets, negative extents, views larger than the buffer: OutOfBoundsError /
+  LayoutMismatchError; strided and read-only views refuse copies and fills.
+
+Left as is (documented trust, not a hole in the checks): a launch's int address argument, a ``DeviceView`` made
+directly over a foreign address (no Tile buffer), ``Stream.borrow`` of an int handle and ``__dlpack__(stream=...)``
+of a consumer's stream handle are trusted as given; an explicit ``free()`` while a ``__cuda_array_interface__``
+consumer still uses the memory is the caller's promise. A stream handle the driver reuses after a stream is
+destroyed would let a buffer skip ordering a new stream after its allocation (``DeviceBuffer._ordered`` is keyed by
+handle): not reachable in the simulator, reported to the lead.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.core as tc
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
+
+ARGS = VEC_ADD_SIGNATURE
+
+
+@pytest.fixture
+def sim() -> Iterator[SimDriver]:
+    with simulated() as driver:
+        yield driver
+
+
+@pytest.fixture
+def vec_add(sim: SimDriver) -> tc.Function:
+    return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+
+
+class Liar(int):
+    """An int that passes comparisons and range checks as itself but adds as 4096 more (``ptr + offset``)."""
+
+    def __radd__(self, other: object) -> int:
+        return int(other) + 4096  # type: ignore[call-overload]
+
+    def __add__(self, other: object) -> int:
+        return 0
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+    def __mod__(self, other: object) -> int:
+        return 0
+
+
+def _vec_args(x: Any, y: Any, z: Any, n: int = 128) -> list[Any]:
+    return [x, n, 1, y, n, 1, z, n, 1]
+
+
+def test_a_lying_int_offset_is_used_as_the_value_it_was_checked_as(sim: SimDriver) -> None:
+    """Hole: ``offset=Liar(0)`` passed the bounds check as 0, and ``ptr + offset`` ran its ``__radd__``: the view
+    pointed 4096 bytes past a 16-byte buffer and ``fill`` wrote there (the simulator saw an access outside every
+    allocation). The offset is now taken as the exact int 0."""
+    buffer = tc.DeviceBuffer.allocate(16)
+    view = buffer.view(np.uint8, 16, offset=Liar(0))
+    assert view.ptr == buffer.ptr
+    view.fill(1)
+    buffer.copy_from(np.full(4, 7, np.uint8), offset=Liar(12))
+    np.testing.assert_array_equal(buffer.to_numpy()[8:], [1, 1, 1, 1, 7, 7, 7, 7])
+    with pytest.raises(tc.OutOfBoundsError, match="fall outside the 16-byte buffer"):
+        buffer.copy_from(np.zeros(8, np.uint8), offset=Liar(12))
+    assert sim.bugs == []
+
+
+def test_numpy_integers_and_int_subclasses_are_shapes(sim: SimDriver) -> None:
+    """Hole: a numpy integer as a shape raised an untyped TypeError ('numpy.int64' object is not iterable)."""
+    buffer = tc.DeviceBuffer.allocate(16)
+    assert buffer.view(np.uint8, np.int64(4)).shape == (4,)
+    assert type(buffer.view(np.uint8, (Liar(2), np.uint8(3))).shape[0]) is int
+    with pytest.raises(tc.LayoutMismatchError, match="extents must be non-negative ints"):
+        buffer.view(np.uint8, (2, None))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "value"),
+    [
+        (lambda: tc.DeviceBuffer.allocate(16), "nbytes", 1 << 20),
+        (lambda: tc.DeviceBuffer.allocate(16), "stream", None),
+        (lambda: tc.DeviceBuffer.allocate(16), "device", None),
+        (lambda: tc.DeviceBuffer.allocate(16).view(np.uint8), "shape", (1 << 20,)),
+        (lambda: tc.DeviceBuffer.allocate(16).view(np.uint8), "strides", (0,)),
+        (lambda: tc.DeviceBuffer.allocate(16).view(np.uint8), "readonly", False),
+        (lambda: tc.DeviceBuffer.allocate(16).view(np.uint8), "dtype", np.dtype(np.float64)),
+        (lambda: tc.PinnedBuffer.allocate(16), "nbytes", 1 << 20),
+        (lambda: tc.PinnedBuffer.allocate(16), "ptr", 8),
+        (lambda: tc.Stream(), "handle", 0),
+        (lambda: tc.Stream(), "owned", True),
+        (lambda: tc.Event(), "timing", True),
+        (lambda: tc.Device(0), "context", None),
+        (lambda: tc.Device(0).memory_pool, "handle", None),
+    ],
+)
+def test_fields_the_checks_trust_are_read_only(sim: SimDriver, make: Any, field: str, value: Any) -> None:
+    """Hole: these were plain attributes; ``buffer.nbytes = 1 << 20`` then ``buffer.fill(0)`` wrote a megabyte past
+    a 16-byte allocation, ``view.shape = (1 << 20,)`` the same through a view, ``stream.handle = home.handle`` made a
+    buffer skip ordering that stream after its allocation."""
+    handle = make()
+    before = getattr(handle, field)
+    with pytest.raises(tc.ReadOnlyError, match=f"{field} is read-only"):
+        setattr(handle, field, value)
+    with pytest.raises(tc.ReadOnlyError, match=f"{field} cannot be deleted"):
+        delattr(handle, field)
+    assert getattr(handle, field) is before
+
+
+def test_a_buffer_cannot_be_resized_to_write_past_its_allocation(sim: SimDriver) -> None:
+    """Hole: ``buffer.nbytes = 1 << 20; buffer.fill(0)``: the simulator saw a 1 MiB write into a 16-byte buffer."""
+    buffer = tc.DeviceBuffer.allocate(16)
+    with pytest.raises(tc.ReadOnlyError, match="nbytes is read-only"):
+        buffer.nbytes = 1 << 20
+    buffer.fill(0)  # still the 16 bytes it has
+    assert buffer.nbytes == 16 and sim.bugs == []
+
+
+def test_a_prepared_launch_cannot_forget_its_buffers(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: ``prepared.buffers = ()`` emptied what the relaunch guard rechecks, so after ``free()`` the prepared
+    launch ran on freed memory; its fields are read-only now and the freed buffer is caught."""
+    buffer = tc.DeviceBuffer.allocate(512)
+    prepared = tc.prepare(vec_add, 1, 1, _vec_args(buffer, buffer, buffer), signature=ARGS)
+    with pytest.raises(tc.ReadOnlyError, match="buffers is read-only"):
+        prepared.buffers = ()
+    with pytest.raises(tc.ReadOnlyError, match="stream is read-only"):
+        prepared.stream = tc.Stream()
+    buffer.free()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed; prepare with live buffers"):
+        prepared()
+    assert sim.kinds("launch") == []
+
+
+def test_a_function_cannot_claim_another_parameter_layout(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: ``function.param_layout = ((0, 8),)`` (a cached_property, so assignable) made a one-argument launch pass
+    the count check; the driver then read eight more parameters past the argument block."""
+    with pytest.raises(tc.ReadOnlyError, match="param_layout is read-only"):
+        vec_add.param_layout = ((0, 8),)  # type: ignore[misc]
+    buffer = tc.DeviceBuffer.allocate(512)
+    with pytest.raises(tc.LaunchArgumentError, match="the kernel takes 9 parameters but 1 arguments were given"):
+        tc.launch(vec_add, 1, 1, [buffer], signature=("ptr",))
+
+
+def test_handle_classes_are_final(sim: SimDriver) -> None:
+    """Hole: a subclass overriding ``ptr`` was accepted, and ``copy`` wrote through the address it reported."""
+    for base in (tc.DeviceBuffer, tc.DeviceView, tc.PinnedBuffer, tc.Stream, tc.Event, tc.Module, tc.Function):
+        with pytest.raises(tc.FinalClassError, match=f"cannot subclass tile.core's {base.__name__}"):
+            type("Lying", (base,), {"ptr": property(lambda self: 0x1234)})
+    with pytest.raises(tc.FinalClassError, match="cannot subclass tile.core's PreparedLaunch"):
+        type("Lying", (tc.PreparedLaunch,), {})
+
+
+def test_a_forged_class_attribute_is_not_a_buffer(sim: SimDriver) -> None:
+    """Hole: an object whose class says ``__class__ = tc.DeviceBuffer`` passed ``isinstance``, and ``copy`` wrote 64
+    bytes to the ``ptr`` it reported (outside every allocation)."""
+    target = tc.DeviceBuffer.allocate(16)
+
+    class Forged:
+        __class__ = tc.DeviceBuffer  # type: ignore[assignment]
+        ptr, nbytes, device, stream, buffer = target.ptr, 64, target.device, target.stream, None
+        dtype, readonly, is_contiguous = None, False, True
+
+    forged = Forged()
+    assert not isinstance(forged, tc.DeviceBuffer)
+    with pytest.raises(TypeError, match="copy.. moves data to or from device memory"):
+        tc.copy(forged, np.zeros(64, np.uint8))
+    assert sim.bugs == []
+
+
+def test_a_view_made_directly_must_lie_inside_its_buffer(sim: SimDriver) -> None:
+    """Hole: the public ``DeviceView`` constructor trusted its address and extents even when it named the Tile
+    buffer it views: a 1 MiB view of a 16-byte buffer wrote past it. It is checked against the buffer now."""
+    buffer = tc.DeviceBuffer.allocate(16)
+    u8 = np.dtype(np.uint8)
+    with pytest.raises(tc.OutOfBoundsError, match=r"covers bytes \[0, 1048576\) of <DeviceBuffer 16 bytes"):
+        tc.DeviceView(buffer.ptr, u8, (1 << 20,), (1,), device=buffer.device, owner=buffer, buffer=buffer)
+    with pytest.raises(tc.OutOfBoundsError, match=r"covers bytes \[-4, 12\)"):
+        tc.DeviceView(buffer.ptr - 4, u8, (16,), (1,), device=buffer.device, owner=buffer)
+    with pytest.raises(tc.OutOfBoundsError, match=r"covers bytes \[-12, 4\)"):  # a negative stride reaching below
+        tc.DeviceView(buffer.ptr, np.dtype(np.int32), (4,), (-4,), device=buffer.device, owner=buffer)
+    with pytest.raises(tc.LayoutMismatchError, match="one int byte stride per extent"):
+        tc.DeviceView(buffer.ptr, u8, (4, 4), (4,), device=buffer.device, owner=buffer)
+    inside = tc.DeviceView(buffer.ptr + 12, np.dtype(np.int32), (4,), (-4,), device=buffer.device, owner=buffer)
+    assert inside.nbytes == 16
+    buffer.free()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed"):
+        tc.DeviceView(buffer._ptr, u8, (4,), (1,), device=buffer.device, owner=buffer)
+    assert sim.bugs == []
+
+
+def test_a_view_made_directly_must_name_its_buffers_device() -> None:
+    """Hole (with the one above): a view claiming device 1 for memory of device 0 passed the launch's device check."""
+    with simulated(devices=2) as sim:
+        buffer = tc.DeviceBuffer.allocate(16)
+        with pytest.raises(tc.WrongDeviceError, match="lives on device 0: pass device=buffer.device"):
+            tc.DeviceView(buffer.ptr, np.dtype(np.uint8), (16,), (1,), device=tc.Device(1), owner=buffer)
+        assert sim.bugs == []
+
+
+def test_a_prepared_launch_keeps_borrowed_views_alive(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: a prepared launch kept only Tile buffers; a borrowed view (here of a Tile buffer through DLPack, whose
+    capsule alone keeps the buffer) was dropped after ``prepare``, the buffer was freed, and the next call launched
+    on freed memory (the simulator saw the kernel touch no live allocation)."""
+    buffer = tc.DeviceBuffer.from_host(np.arange(128, dtype=np.float32))
+    out = tc.DeviceBuffer.allocate(512)
+    view = tc.borrow(buffer)
+    assert view.buffer is None
+    prepared = tc.prepare(vec_add, 1, 1, _vec_args(view, view, out), signature=ARGS)
+    del view, buffer
+    gc.collect()
+    prepared()
+    np.testing.assert_array_equal(out.to_numpy(np.float32), 2 * np.arange(128, dtype=np.float32))
+    assert sim.bugs == []
+    del prepared
+    gc.collect()
+    assert len(sim.device_mem) == 1  # the borrowed buffer went with the launch
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shared_mem": -1}, "shared_mem=-1 is invalid"),
+        ({"shared_mem": 2**32}, "shared_mem=4294967296 is invalid"),
+        ({"shared_mem": 1.5}, "shared_mem=1.5 is invalid"),
+        ({"shared_mem": True}, "shared_mem=True is invalid"),
+        ({"grid": 2**32}, "grid 4294967296 is invalid: give 1 to 3 positive ints below 2"),
+        ({"grid": (1, 2**40)}, "grid .* is invalid"),
+        ({"block": (Liar(-5),)}, "block .* is invalid"),
+        ({"block": (1, 1, 1, 1)}, "block .* is invalid"),
+    ],
+)
+def test_launch_extents_and_shared_memory_are_checked(
+    sim: SimDriver, vec_add: tc.Function, options: dict[str, Any], message: str
+) -> None:
+    """Hole: ``shared_mem`` was not checked at all and extents only for being positive: ``shared_mem=-1``, a float,
+    or a grid of 2**32 reached ``cuLaunchKernel``, where cuda-python's C conversion raises an untyped OverflowError
+    (the simulator, which converts nothing, launched them). A lying int's ``__lt__`` let -5 pass as positive."""
+    buffer = tc.DeviceBuffer.allocate(512)
+    call: dict[str, Any] = {"grid": 1, "block": 1, **options}
+    for entry in (tc.launch, tc.prepare):
+        with pytest.raises(tc.LaunchArgumentError, match=message):
+            entry(vec_add, call.pop("grid"), call.pop("block"), _vec_args(buffer, buffer, buffer), signature=ARGS, **call)
+        call = {"grid": 1, "block": 1, **options}
+    assert sim.kinds("launch") == []
+
+
+def test_launch_scalars_are_packed_as_the_value_checked(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Closed already for values; now typed: an int subclass lying in ``__int__`` and ``__index__`` is packed as its
+    true value (range-checked as that), and a str subclass as a signature kind is read as its true text."""
+
+    class Small(int):
+        def __int__(self) -> int:
+            return 0
+
+        def __index__(self) -> int:
+            return 0
+
+    class Kind(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return hash("ptr")
+
+    buffer = tc.DeviceBuffer.allocate(512)
+    with pytest.raises(tc.LaunchArgumentError, match="1099511627776 does not fit an i32 parameter"):
+        tc.launch(vec_add, 1, 1, [buffer, Small(2**40), 1, buffer, 128, 1, buffer, 128, 1], signature=ARGS)
+    signature = [Kind(k) for k in ARGS]
+    signature[1] = Kind("i64")
+    with pytest.raises(tc.LaunchArgumentError, match="argument 1 is i64 .8 bytes. but the kernel's parameter 1 has 4"):
+        tc.launch(vec_add, 1, 1, _vec_args(buffer, buffer, buffer), signature=signature)
+    with pytest.raises(tc.LaunchArgumentError, match="must be a sequence of kind names"):
+        tc.launch(vec_add, 1, 1, _vec_args(buffer, buffer, buffer), signature=[*ARGS[:-1], 3])  # type: ignore[list-item]
+    assert sim.kinds("launch") == []
+
+
+def test_partly_overlapping_copies_are_refused(sim: SimDriver) -> None:
+    """Hole: a copy between two views of one buffer 16 bytes apart, or ``copy_from`` a view of the buffer itself, was
+    enqueued; ``cuMemcpy`` leaves overlapping ranges undefined. A range copied onto itself keeps its bytes."""
+    buffer = tc.DeviceBuffer.from_host(np.arange(64, dtype=np.uint8))
+    with pytest.raises(tc.LayoutMismatchError, match="overlap .16 bytes apart, 32 bytes each"):
+        tc.copy(buffer.view(np.uint8, 32, 0), buffer.view(np.uint8, 32, 16))
+    with pytest.raises(tc.LayoutMismatchError, match="overlap .8 bytes apart, 32 bytes each"):
+        buffer.copy_from(buffer.view(np.uint8, 32, 0), offset=8)
+    with pytest.raises(tc.LayoutMismatchError, match="overlap .8 bytes apart, 32 bytes each"):
+        buffer.copy_to(buffer.view(np.uint8, 32, 0), offset=8)
+    tc.copy(buffer.view(np.uint8, 32, 32), buffer.view(np.uint8, 32, 0))  # adjacent: fine
+    tc.copy(buffer.view(np.uint8, 16, 0), buffer.view(np.uint8, 16, 0))  # itself: fine
+    expected = np.concatenate([np.arange(32), np.arange(32)])
+    np.testing.assert_array_equal(buffer.to_numpy(), expected)
+    assert sim.bugs == []
+
+
+def test_already_closed_use_after_free_paths(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Closed: views, exports and launches of a freed buffer, and a double free, fail typed before the driver."""
+    buffer = tc.DeviceBuffer.allocate(512)
+    view = buffer.view(np.float32)
+    buffer.free()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed: keep the buffer alive"):
+        view.fill(1.0)
+    with pytest.raises(tc.UseAfterFreeError, match="was freed"):
+        view.__dlpack__()
+    with pytest.raises(tc.UseAfterFreeError, match="was freed"):
+        tc.launch(vec_add, 1, 1, _vec_args(view, view, view), signature=ARGS)
+    with pytest.raises(tc.DoubleFreeError, match="was already freed"):
+        buffer.free()
+    assert sim.kinds("launch") == [] and sim.bugs == []
