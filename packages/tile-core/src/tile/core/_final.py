@@ -42,7 +42,7 @@ class Frozen:
     _frozen: ClassVar[frozenset[str]] = frozenset()
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in self._frozen and _is_set(self, name):
+        if name[0] != "_" and name in self._frozen and _is_set(self, name):
             raise ReadOnlyError(
                 f"{type(self).__name__}.{name} is read-only: tile.core's checks trust it (bounds, devices, lifetimes); "
                 "make a new handle instead (a new view, buffer, stream or prepared launch)"

@@ -56,6 +56,8 @@ def as_index(value: Any) -> int | None:
 
 def as_indices(values: Any) -> tuple[int, ...] | None:
     """A sequence of integers as exact ints (see `as_index`), or None when one is not an integer."""
+    if type(values) is tuple and all(type(item) is int for item in values):  # the common case, as it is
+        return values
     try:
         items = tuple(values)
     except TypeError:

@@ -53,6 +53,15 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
     _copy_fix = "make another view of the same memory with buffer.view(...) or pass this one"
     _frozen = frozenset({"dtype", "shape", "strides", "device", "owner", "readonly"})
 
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    device: Device
+    owner: object
+    readonly: bool
+    _ptr: int
+    _buffer: DeviceBuffer | None
+
     def __init__(
         self,
         ptr: int,
@@ -74,8 +83,10 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
         home = _home_buffer(owner, buffer)
         if home is not None:
             _check_inside(home, address, dt, dims, steps, device=device)
-        self._ptr, self.dtype, self.shape, self.strides = address, dt, dims, steps
-        self.device, self.owner, self._buffer, self.readonly = device, owner, buffer, bool(readonly)
+        vars(self).update(  # the first (and only) assignment of the read-only fields, without __setattr__'s check
+            _ptr=address, dtype=dt, shape=dims, strides=steps, device=device, owner=owner, _buffer=buffer
+        )
+        vars(self)["readonly"] = bool(readonly)
 
     def __repr__(self) -> str:
         return f"<DeviceView {self.dtype}{list(self.shape)} on device {self.device.ordinal}>"
