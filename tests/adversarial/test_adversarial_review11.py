@@ -55,6 +55,7 @@ handle): not reachable in the simulator, reported to the lead.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -361,3 +362,71 @@ def test_already_closed_use_after_free_paths(sim: SimDriver, vec_add: tc.Functio
         buffer.free()
     assert sim.kinds("launch") == []
     assert sim.bugs == []
+
+
+def _free_from_another_thread_before(sim: SimDriver, call: str, buffer: tc.DeviceBuffer) -> threading.Thread:
+    """Make the simulator's ``call`` start a thread that frees ``buffer`` (and give it 0.3 s) before the call runs:
+    another thread freeing the buffer between a use's checks and the driver call that enqueues the use."""
+    enqueue = getattr(sim, call)
+    freer = threading.Thread(target=buffer.free)
+
+    def racing(*args: Any) -> Any:
+        if freer.ident is None:
+            freer.start()
+            freer.join(0.3)
+        return enqueue(*args)
+
+    setattr(sim, call, racing)  # an instance attribute: tile.bindings.driver() is the simulator
+    return freer
+
+
+def _assert_freed_after_the_use(sim: SimDriver, freer: threading.Thread, buffer: tc.DeviceBuffer, use: str) -> None:
+    freer.join()
+    assert buffer.closed
+    assert sim.bugs == []
+    kinds = [entry[0] for entry in sim.log if entry[0] in {use, "free"}]
+    assert kinds[-2:] == [use, "free"]
+
+
+def test_a_free_on_another_thread_waits_for_a_launch_that_saw_the_buffer_live(
+    sim: SimDriver, vec_add: tc.Function
+) -> None:
+    """Hole: a launch checked its buffers, another thread freed one (a stream-ordered free, enqueued at once), and
+    the launch was enqueued after the free: the kernel ran on freed memory (the simulator saw it touch no live
+    allocation). A use now holds ``use_lock`` from its checks until it is enqueued and recorded, and a free takes it."""
+    buffer = tc.DeviceBuffer.allocate(512)
+    freer = _free_from_another_thread_before(sim, "cuLaunchKernel", buffer)
+    tc.launch(vec_add, 1, 1, _vec_args(buffer, buffer, buffer), signature=ARGS)
+    _assert_freed_after_the_use(sim, freer, buffer, "launch")
+
+
+def test_a_free_on_another_thread_waits_for_a_prepared_launch(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: the same race against a prepared launch, between its epoch guard and ``cuLaunchKernel``."""
+    buffer = tc.DeviceBuffer.allocate(512)
+    freer = _free_from_another_thread_before(sim, "cuLaunchKernel", buffer)  # before prepare: it keeps the call
+    prepared = tc.prepare(vec_add, 1, 1, _vec_args(buffer, buffer, buffer), signature=ARGS)
+    prepared()
+    _assert_freed_after_the_use(sim, freer, buffer, "launch")
+    with pytest.raises(tc.UseAfterFreeError, match="was freed; prepare with live buffers"):
+        prepared()
+
+
+def test_a_free_on_another_thread_waits_for_a_copy_on_another_stream(sim: SimDriver) -> None:
+    """Hole: a blocking copy on a stream other than the buffer's recorded no use (it waited for itself), so a free
+    on another thread while it was enqueued or waited for was not ordered after it."""
+    buffer = tc.DeviceBuffer.allocate(64)
+    freer = _free_from_another_thread_before(sim, "cuMemcpyHtoDAsync", buffer)
+    buffer.copy_from(np.ones(64, np.uint8), stream=tc.Stream())
+    _assert_freed_after_the_use(sim, freer, buffer, "copy")
+    assert any(entry[0] == "wait" for entry in sim.log[-4:])  # the free waited for the copy's stream
+
+
+def test_an_unloaded_modules_prepared_launch_is_refused(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: ``module.unload()`` says its functions can no longer be launched, but a launch prepared before kept
+    launching (the guard checked only buffers and the stream)."""
+    buffer = tc.DeviceBuffer.allocate(512)
+    prepared = tc.prepare(vec_add, 1, 1, _vec_args(buffer, buffer, buffer), signature=ARGS)
+    vec_add.module.unload()
+    with pytest.raises(tc.UseAfterFreeError, match="its module was unloaded"):
+        prepared()
+    assert sim.kinds("launch") == []

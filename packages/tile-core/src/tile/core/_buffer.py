@@ -38,10 +38,15 @@ from tile.core._stream import (
 if TYPE_CHECKING:
     from tile.core._view import DeviceView
 
-__all__ = ["DeviceBuffer", "Uses"]
+__all__ = ["DeviceBuffer", "Uses", "use_lock"]
 
 _deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
-_taking = threading.Lock()  # held while a buffer's freed state is tested and set: two threads never both free it
+# Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
+# until the use is enqueued and recorded, and by a free from its check until the free is enqueued: a free on another
+# thread is then ordered after every use that saw the buffer live, and two threads never both free it. Re-entrant (a
+# fill may copy); never held across a blocking wait for other work, and never taken by a GC-run finalizer (nothing
+# else refers to that buffer).
+use_lock = threading.RLock()
 _deferred: list[_PendingFree] = []  # frees that met a capturing stream, retried by the next allocation or free
 
 
@@ -215,10 +220,11 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         Work captured into a graph is not recorded (an event recorded in a capture can never be waited on, and
         the capture ran nothing): whoever replays the graph keeps the buffer alive until the replays are done.
         """
-        if self._freed:
-            raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
-        if stream is not self.stream and not stream.is_capturing():
-            self._uses.add(stream)
+        with use_lock:  # a free on another thread comes before the check or after the use is recorded
+            if self._freed:
+                raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
+            if stream is not self.stream and not stream.is_capturing():
+                self._uses.add(stream)
 
     def free(self) -> None:
         """Release the memory, stream-ordered after every recorded use (exactly once).
@@ -230,14 +236,14 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         StateError
             While a DLPack consumer (torch, cupy, ...) still views the memory; nothing is freed.
         """
-        with _taking:
+        with use_lock:
             if self._freed:
                 raise DoubleFreeError(f"{self!r} was already freed: free each buffer once (or use `with`)")
             self._take()
-        self._release()
+            self._release()
 
     def _take(self) -> None:
-        """Mark the buffer freed, unless another library still views it (the caller holds ``_taking``)."""
+        """Mark the buffer freed, unless another library still views it (the caller holds ``use_lock``)."""
         if _dlpack.live_exports(self):
             raise StateError(
                 f"{self!r} is still viewed through DLPack by another library: drop that tensor before freeing"
@@ -255,11 +261,11 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        with _taking:
+        with use_lock:
             if self._freed:
                 return
             self._take()
-        self._release()
+            self._release()
 
     def __del__(self) -> None:
         if not getattr(self, "_freed", True):

@@ -16,7 +16,7 @@ import numpy as np
 
 import tile.bindings as tb
 from tile.bindings import check
-from tile.core._buffer import DeviceBuffer
+from tile.core._buffer import DeviceBuffer, use_lock
 from tile.core._errors import LayoutMismatchError, WrongDeviceError
 from tile.core._layout import as_dtype, check_span
 from tile.core._pinned import PinnedBuffer
@@ -114,13 +114,22 @@ def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object =
     return chosen
 
 
-def _finish(stream: Stream, sync: bool, *users: object) -> None:
-    if sync:
-        stream.synchronize()
-        return
+def _record(stream: Stream, sync: bool, *users: object) -> Stream:
+    """Record the copy just enqueued on ``stream`` for the buffers it touches (the caller holds ``use_lock``).
+
+    Device buffers record it even for a copy that will be waited for: a free on another thread may come before the
+    wait returns. Pinned memory cannot be freed under a caller that holds it, so only an asynchronous copy records it.
+    """
     for user in users:
-        if isinstance(user, (DeviceBuffer, PinnedBuffer)):
+        if isinstance(user, DeviceBuffer) or (isinstance(user, PinnedBuffer) and not sync):
             user.record_use(stream)
+    return stream
+
+
+def _finish(stream: Stream | None, sync: bool) -> None:
+    """Wait for the copy after ``use_lock`` was let go (never held across a wait for other work)."""
+    if sync and stream is not None:
+        stream.synchronize()
 
 
 def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> None:
@@ -136,6 +145,12 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
     sync : bool
         Wait for the copy to complete before returning.
     """
+    with use_lock:  # from the liveness checks until the copy is enqueued and recorded: see use_lock
+        s = _enqueue_copy(dst, src, stream, sync)
+    _finish(s, sync)
+
+
+def _enqueue_copy(dst: Any, src: Any, stream: object, sync: bool) -> Stream:
     dst_dev, src_dev = isinstance(dst, (DeviceBuffer, DeviceView)), isinstance(src, (DeviceBuffer, DeviceView))
     if not (dst_dev or src_dev):
         raise TypeError("copy() moves data to or from device memory; for host-to-host use numpy.copyto")
@@ -146,19 +161,18 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
         s = _stream_for(stream, dst, src)
         _order_other_side(s, src)
         _device_to_device(dst.device, out.ptr, src.device, inp.ptr, out.nbytes, stream=s)
-        _finish(s, sync, out.buffer, inp.buffer)
-    elif dst_dev:
+        return _record(s, sync, out.buffer, inp.buffer)
+    if dst_dev:
         out, host = _device_side(dst, writable=True), host_region(src, writable=False)
         _check_match(out, host)
         s = _stream_for(stream, dst)
         check(tb.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
-        _finish(s, sync, out.buffer, host.pinned)
-    else:
-        inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
-        _check_match(host, inp)
-        s = _stream_for(stream, src)
-        check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
-        _finish(s, sync, inp.buffer, host.pinned)
+        return _record(s, sync, out.buffer, host.pinned)
+    inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
+    _check_match(host, inp)
+    s = _stream_for(stream, src)
+    check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
+    return _record(s, sync, inp.buffer, host.pinned)
 
 
 def _device_to_device(dst_dev: Any, dst: int, src_dev: Any, src: int, nbytes: int, *, stream: Stream) -> None:
@@ -182,6 +196,14 @@ def _order_other_side(stream: Stream, other: DeviceBuffer | DeviceView) -> None:
 
 def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object, sync: bool, into_buffer: bool) -> None:
     """Copy between ``buffer[offset : offset + size(other)]`` and all of ``other`` (bounds checked first)."""
+    with use_lock:  # from the liveness checks until the copy is enqueued and recorded: see use_lock
+        s = _enqueue_bytes(buffer, offset, other, stream=stream, sync=sync, into_buffer=into_buffer)
+    _finish(s, sync)
+
+
+def _enqueue_bytes(
+    buffer: DeviceBuffer, offset: int, other: Any, *, stream: object, sync: bool, into_buffer: bool
+) -> Stream:
     verb = "copy into" if into_buffer else "copy out of"
     base = buffer.ptr  # a freed buffer fails here, before anything else
     if isinstance(other, (DeviceBuffer, DeviceView)):
@@ -196,8 +218,7 @@ def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object,
             there = other.device
             a, b = (buffer.device, there) if into_buffer else (there, buffer.device)
             _device_to_device(a, dst, b, src, side.nbytes, stream=s)
-        _finish(s, sync, buffer, side.buffer)
-        return
+        return _record(s, sync, buffer, side.buffer)
     host = host_region(other, writable=not into_buffer)
     offset = check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
     s = _stream_for(stream, buffer)
@@ -206,7 +227,7 @@ def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object,
         check(d.cuMemcpyHtoDAsync(base + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
     elif host.nbytes:
         check(d.cuMemcpyDtoHAsync(host.ptr, base + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
-    _finish(s, sync, buffer, host.pinned)
+    return _record(s, sync, buffer, host.pinned)
 
 
 # Which scalar kinds may fill which element kinds: integers anywhere (range-checked), floats only into floats.
@@ -216,6 +237,12 @@ _MEMSETS = {1: ("cuMemsetD8Async", np.uint8), 2: ("cuMemsetD16Async", np.uint16)
 
 def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = True) -> None:
     """Set every element of a contiguous view to ``value`` converted to its dtype."""
+    with use_lock:  # from the liveness checks until the fill is enqueued and recorded: see use_lock
+        s = _enqueue_fill(view, value, stream, sync)
+    _finish(s, sync)
+
+
+def _enqueue_fill(view: DeviceView, value: Any, stream: object, sync: bool) -> Stream | None:
     side = _device_side(view, writable=True)
     dtype = as_dtype(view.dtype)
     given = np.asarray(value)
@@ -227,12 +254,11 @@ def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = Tr
     pattern = given.astype(dtype)
     s = _stream_for(stream, view)
     if not view.size:
-        return
+        return None
     entry = _MEMSETS.get(dtype.itemsize)
-    if entry is None:
-        copy(view, np.full(view.shape, pattern, dtype), stream=s, sync=sync)
-        return
+    if entry is None:  # pageable host memory: the driver has staged it when the call returns
+        return _enqueue_copy(view, np.full(view.shape, pattern, dtype), s, sync)
     name, bits = entry
     word = int(pattern.reshape(1).view(bits)[0])
     check(getattr(tb.driver(), name)(side.ptr, word, view.size, s._raw), name)
-    _finish(s, sync, side.buffer)
+    return _record(s, sync, side.buffer)

@@ -23,6 +23,7 @@ from typing import Any
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._args import kernel_params, pack_args
+from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_index
@@ -107,13 +108,14 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
 
     def __call__(self) -> None:
         """Enqueue the kernel on the prepared stream."""
-        if self._epoch != invalidation[0]:
-            self._revalidate()
-        result = self._launch(*self._call)
-        if result[0] != 0:
-            check(result, "cuLaunchKernel")
-        if self._shared:
-            _track(self.stream, self._shared)
+        with use_lock:  # a free on another thread comes before the guard or after the launch is recorded
+            if self._epoch != invalidation[0]:
+                self._revalidate()
+            result = self._launch(*self._call)
+            if result[0] != 0:
+                check(result, "cuLaunchKernel")
+            if self._shared:
+                _track(self.stream, self._shared)
 
     def _revalidate(self) -> None:
         if self.stream.closed:
@@ -121,6 +123,8 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         for buffer in self.buffers:
             if buffer.closed:
                 raise UseAfterFreeError(f"{self!r}: argument {buffer!r} was freed; prepare with live buffers")
+        if self.function._closed:
+            raise UseAfterFreeError(f"{self!r}: its module was unloaded; load it again and prepare a new launch")
         self._epoch = invalidation[0]
 
 
@@ -156,10 +160,11 @@ def prepare(
     shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
-    packed = pack_args(args, signature, device=device, expected=function.param_layout)
-    for buffer in packed.buffers:
-        buffer._before_use(chosen)
-    return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
+    with use_lock:  # no free between the pointers' checks and the guard's epoch: see use_lock
+        packed = pack_args(args, signature, device=device, expected=function.param_layout)
+        for buffer in packed.buffers:
+            buffer._before_use(chosen)
+        return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
 
 
 def launch(
@@ -182,12 +187,28 @@ def launch(
     shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
+    with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
+        _launch_checked(
+            function, (gx, gy, gz, bx, by, bz), args, chosen=chosen, shared_mem=shared_mem, signature=signature
+        )
+
+
+def _launch_checked(
+    function: Function,
+    dims: tuple[int, int, int, int, int, int],
+    args: Sequence[Any],
+    *,
+    chosen: Stream,
+    shared_mem: int,
+    signature: Sequence[str] | None,
+) -> None:
+    device = function.module.device
     packed = pack_args(args, signature, device=device, expected=function.param_layout)
     for buffer in packed.buffers:
         buffer._before_use(chosen)
     kernel = function.cu_function  # raises once the module was unloaded
     _block, address = kernel_params(packed)  # the block holds the cells ``address`` points at: alive until launched
-    result = tb.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+    result = tb.driver().cuLaunchKernel(kernel, *dims, shared_mem, chosen._raw, address, 0)
     if result[0] != 0:
         check(result, "cuLaunchKernel")
     shared = tuple(b for b in packed.buffers if b.stream is not chosen)

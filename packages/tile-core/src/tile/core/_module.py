@@ -19,6 +19,7 @@ from tile.core._cubin import cubin_arch, runs_on
 from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
+from tile.core._stream import invalidation
 
 __all__ = ["Function", "Module"]
 
@@ -111,6 +112,7 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
         for function in self._functions.values():
             function._closed = True
         self._functions.clear()
+        invalidation[0] += 1  # prepared launches of its functions recheck them
 
 
 def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:

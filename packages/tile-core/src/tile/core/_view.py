@@ -177,22 +177,23 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
             raise BufferError("tile.core exports device memory without copying; pass copy=None or False")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"this memory lives on {self.__dlpack_device__()}, not {dl_device}")
-        ptr = self.ptr
-        if self._buffer is not None and stream != -1:
-            self._order_consumer(stream)
-        owner = self._buffer if self._buffer is not None else self
-        device = self.__dlpack_device__()
-        versioned = _dlpack.wants_versioned(max_version)
-        return _dlpack.export_capsule(
-            ptr,
-            self.dtype,
-            self.shape,
-            self.strides,
-            device=device,
-            owner=owner,
-            readonly=self.readonly,
-            versioned=versioned,
-        )
+        from tile.core._buffer import use_lock
+
+        with use_lock:  # a free on another thread comes before the check or after the export is registered
+            ptr = self.ptr
+            if self._buffer is not None and stream != -1:
+                self._order_consumer(stream)
+            owner = self._buffer if self._buffer is not None else self
+            return _dlpack.export_capsule(
+                ptr,
+                self.dtype,
+                self.shape,
+                self.strides,
+                device=self.__dlpack_device__(),
+                owner=owner,
+                readonly=self.readonly,
+                versioned=_dlpack.wants_versioned(max_version),
+            )
 
     def _order_consumer(self, stream: int | None) -> None:
         import tile.bindings as tb
