@@ -28,6 +28,13 @@ Holes fixed (each was reachable from safe code: no ``unsafe`` flag, no underscor
 - ``copy`` between partly overlapping ranges of one device (two views of one buffer, or ``copy_from`` a view of the
   buffer itself) was enqueued: ``cuMemcpy`` leaves the result undefined. Refused with `LayoutMismatchError`.
 - ``buffer.view(np.uint8, np.int64(4))`` raised an untyped ``TypeError`` (a numpy integer as a shape).
+- a free on another thread between a use's checks and its enqueue: ``launch``, a prepared launch, a copy, a fill or a
+  DLPack export saw the buffer live, the other thread's free was enqueued first, and the kernel or copy ran on freed
+  memory. A use now holds ``use_lock`` from its checks until it is enqueued and recorded (never across a blocking
+  wait), and a free takes it; a blocking copy on another stream records its use too (the free came during its wait).
+- ``module.unload()`` says its functions can no longer be launched, but a launch prepared before kept launching.
+- a buffer remembered the stream handles it was ordered on; the driver reuses a destroyed stream's handle, so a new
+  stream skipped the wait for the buffer's allocation. A handle counts only while its stream is alive and open.
 
 Attempts that turned out already closed (the most important have a test below):
 
@@ -47,9 +54,7 @@ Attempts that turned out already closed (the most important have a test below):
 Left as is (documented trust, not a hole in the checks): a launch's int address argument, a ``DeviceView`` made
 directly over a foreign address (no Tile buffer), ``Stream.borrow`` of an int handle and ``__dlpack__(stream=...)``
 of a consumer's stream handle are trusted as given; an explicit ``free()`` while a ``__cuda_array_interface__``
-consumer still uses the memory is the caller's promise. A stream handle the driver reuses after a stream is
-destroyed would let a buffer skip ordering a new stream after its allocation (``DeviceBuffer._ordered`` is keyed by
-handle): not reachable in the simulator, reported to the lead.
+consumer still uses the memory is the caller's promise.
 """
 
 from __future__ import annotations
@@ -430,3 +435,36 @@ def test_an_unloaded_modules_prepared_launch_is_refused(sim: SimDriver, vec_add:
     with pytest.raises(tc.UseAfterFreeError, match="its module was unloaded"):
         prepared()
     assert sim.kinds("launch") == []
+
+
+def test_a_reused_stream_handle_is_ordered_after_the_allocation_again(sim: SimDriver) -> None:
+    """Hole: a buffer remembered the handles of streams it had been ordered on; the driver reuses a destroyed
+    stream's handle, so a new stream with the old handle skipped the wait for the buffer's allocation (its first
+    use could run before the memory was the buffer's). A handle counts only while its stream is alive and open."""
+    destroyed: list[int] = []
+    destroy, create = sim.cuStreamDestroy, sim.cuStreamCreateWithPriority
+
+    def destroy_and_remember(stream: Any) -> Any:
+        destroyed.append(int(stream))
+        return destroy(stream)
+
+    def create_reusing(flags: int, priority: int) -> Any:
+        result, raw = create(flags, priority)
+        if destroyed:  # as the driver may: the handle of a destroyed stream names the next one
+            raw = type(raw)(destroyed.pop())
+        return result, raw
+
+    sim.cuStreamDestroy, sim.cuStreamCreateWithPriority = destroy_and_remember, create_reusing  # type: ignore[method-assign]
+    buffer = tc.DeviceBuffer.allocate(64)
+    first = tc.Stream()
+    buffer.fill(0, stream=first)
+    handle = first.handle
+    first.close()
+    second = tc.Stream()
+    assert second.handle == handle
+    waits = len([entry for entry in sim.kinds("wait") if entry[1] == handle])
+    buffer.fill(1, stream=second)
+    assert len([entry for entry in sim.kinds("wait") if entry[1] == handle]) == waits + 1
+    buffer.fill(2, stream=second)  # ordered once per stream, as before
+    assert len([entry for entry in sim.kinds("wait") if entry[1] == handle]) == waits + 1
+    assert sim.bugs == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,13 @@ def _wait_foreign(home: Stream, handle: int) -> None:
     home.wait(event)
 
 
+def _handle_reused(ordered: Stream | None) -> bool:
+    """Whether a stream handle a buffer was ordered on may now name another stream: the stream it was ordered on
+    was closed or collected (the driver reuses a destroyed stream's handle). While that stream lives open, any
+    wrapper of its handle is the same CUDA stream."""
+    return ordered is None or ordered.closed
+
+
 def _wait_during_capture(event: Event) -> None:
     """Block the host until ``event`` (recorded outside the capture) is done, while this thread captures.
 
@@ -142,7 +150,7 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
     _freed: bool
     _uses: Uses
     _foreign_streams: set[int]
-    _ordered: set[int]
+    _ordered: dict[int, weakref.ref[Stream]]
 
     def __init__(self) -> None:
         raise TypeError("use DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
@@ -170,7 +178,7 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         self = cls.__new__(cls)
         self._ptr, self.nbytes, self.device, self.stream = int(ptr), size, device, home
         self._freed, self._uses, self._foreign_streams = False, Uses(), set[int]()
-        self._ordered = {home.handle}
+        self._ordered = {home.handle: weakref.ref(home)}
         return self
 
     @classmethod
@@ -203,15 +211,20 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         return self._ptr
 
     def _before_use(self, stream: Stream) -> None:
-        """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream)."""
-        if stream.handle not in self._ordered:
+        """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream).
+
+        Keyed by handle, but a handle counts as ordered only while the stream it was ordered as is alive and open.
+        """
+        known = self._ordered.get(stream.handle)
+        ordered = known() if known is not None else None
+        if ordered is not stream and _handle_reused(ordered):
             if self._freed:
                 raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
             if stream.is_capturing():
                 _wait_during_capture(self.stream.record())
             else:
                 stream.wait(self.stream)
-            self._ordered.add(stream.handle)
+            self._ordered[stream.handle] = weakref.ref(stream)
 
     def record_use(self, stream: Stream) -> None:
         """Note that work queued on ``stream`` uses the buffer: the free will wait for it.
