@@ -7,11 +7,10 @@ with DriverNotFoundError instead of the expected error.
 
 from __future__ import annotations
 
-import weakref
-
 import pickle
 import subprocess
 import sys
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
