@@ -33,6 +33,9 @@ Holes fixed (each was reachable from safe code: no ``unsafe`` flag, no underscor
   memory. A use now holds ``use_lock`` from its checks until it is enqueued and recorded (never across a blocking
   wait), and a free takes it; a blocking copy on another stream records its use too (the free came during its wait).
 - ``module.unload()`` says its functions can no longer be launched, but a launch prepared before kept launching.
+- host arrays: a numpy subclass overriding ``nbytes`` (or ``ctypes``, ``flags``, ``dtype``) set a host copy's size (a
+  16-byte array claiming 1 MiB took a megabyte device-to-host: the process hung in a corrupted heap), and an object
+  array took device bytes as PyObject pointers. Copies read the plain ndarray view and refuse object dtypes.
 - a buffer remembered the stream handles it was ordered on; the driver reuses a destroyed stream's handle, so a new
   stream skipped the wait for the buffer's allocation. A handle counts only while its stream is alive and open.
 
@@ -468,3 +471,28 @@ def test_a_reused_stream_handle_is_ordered_after_the_allocation_again(sim: SimDr
     buffer.fill(2, stream=second)  # ordered once per stream, as before
     assert len([entry for entry in sim.kinds("wait") if entry[1] == handle]) == waits + 1
     assert sim.bugs == []
+
+
+def test_host_arrays_report_their_memory_as_it_is(sim: SimDriver) -> None:
+    """Hole: a numpy subclass overriding ``nbytes`` set the size of a host copy (with a 16-byte array claiming 1 MiB,
+    a device-to-host copy wrote a megabyte past it and the process hung in a corrupted heap); an object array took
+    device bytes as its PyObject pointers. The copy now reads the plain ndarray view and refuses object dtypes."""
+
+    class Claims16(np.ndarray):
+        @property
+        def nbytes(self) -> int:
+            return 16
+
+    buffer = tc.DeviceBuffer.allocate(16)
+    host = np.zeros(64, np.uint8).view(Claims16)  # the real array is larger: the unfixed copy stays inside it
+    with pytest.raises(tc.LayoutMismatchError, match="copy size mismatch: destination has 64 bytes, source 16"):
+        tc.copy(host, buffer)
+    with pytest.raises(tc.OutOfBoundsError, match=r"bytes \[0, 64\) fall outside the 16-byte buffer"):
+        buffer.copy_to(host)
+    objects = np.empty(2, object)
+    with pytest.raises(tc.LayoutMismatchError, match="holds Python objects"):
+        buffer.copy_to(objects)
+    with pytest.raises(tc.LayoutMismatchError, match="holds Python objects"):
+        buffer.copy_from(objects)
+    assert objects.tolist() == [None, None]
+    assert sim.kinds("copy") == []

@@ -41,6 +41,10 @@ def host_region(obj: Any, *, writable: bool) -> HostRegion:
     """Describe a host array, bytes-like object or PinnedBuffer as a contiguous region."""
     pinned = obj if isinstance(obj, PinnedBuffer) else None
     array = obj.array if pinned is not None else obj
+    if isinstance(array, np.ndarray) and type(array) is not np.ndarray:
+        # A subclass may override nbytes, ctypes, flags or dtype: the copy would trust its size and address (a
+        # device-to-host copy writing past the array). Its plain ndarray view reports the memory as it is.
+        array = np.asarray(array).view(np.ndarray)
     if not isinstance(array, np.ndarray):
         try:
             array = np.frombuffer(memoryview(array), np.uint8)
@@ -52,6 +56,11 @@ def host_region(obj: Any, *, writable: bool) -> HostRegion:
         dtype = None
     else:
         dtype = array.dtype
+        if dtype.hasobject:
+            raise LayoutMismatchError(
+                f"the host array holds Python objects ({dtype}): their bytes are pointers a copy would read or "
+                "overwrite; use a numeric dtype"
+            )
     if not array.flags.c_contiguous:
         raise LayoutMismatchError("the host array is not C-contiguous: pass np.ascontiguousarray(array)")
     if writable and not array.flags.writeable:
