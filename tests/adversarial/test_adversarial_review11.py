@@ -36,6 +36,8 @@ Holes fixed (each was reachable from safe code: no ``unsafe`` flag, no underscor
 - host arrays: a numpy subclass overriding ``nbytes`` (or ``ctypes``, ``flags``, ``dtype``) set a host copy's size (a
   16-byte array claiming 1 MiB took a megabyte device-to-host: the process hung in a corrupted heap), and an object
   array took device bytes as PyObject pointers. Copies read the plain ndarray view and refuse object dtypes.
+- ``Device(n)`` (tile.bindings' ``device_handle``) compared the ordinal through the int's own comparisons: an int
+  subclass claiming to be in range reached ``cuDeviceGet`` with any ordinal. Checked and kept as the exact int.
 - a buffer remembered the stream handles it was ordered on; the driver reuses a destroyed stream's handle, so a new
   stream skipped the wait for the buffer's allocation. A handle counts only while its stream is alive and open.
 
@@ -496,3 +498,22 @@ def test_host_arrays_report_their_memory_as_it_is(sim: SimDriver) -> None:
         buffer.copy_from(objects)
     assert objects.tolist() == [None, None]
     assert sim.kinds("copy") == []
+
+
+def test_a_lying_device_ordinal_is_checked_as_its_value(sim: SimDriver) -> None:
+    """Hole (tile.bindings): ``device_handle`` compared the ordinal with the device count through the int's own
+    comparisons, so an int subclass claiming to be in range reached ``cuDeviceGet`` with ordinal 5 on a one-GPU
+    machine (the simulator, which takes any ordinal, made a Device 5); a true 0 made ``Device.ordinal`` the subclass."""
+
+    class InRange(int):
+        def __ge__(self, other: object) -> bool:
+            return True
+
+        def __lt__(self, other: object) -> bool:
+            return True
+
+    with pytest.raises(tc.InvalidDeviceError, match="device 5 does not exist: this machine has 1 device"):
+        tc.Device(InRange(5))
+    device = tc.Device(InRange(0))
+    assert device is tc.Device(0)
+    assert type(device.ordinal) is int

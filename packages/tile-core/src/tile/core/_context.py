@@ -9,6 +9,7 @@ without returning memory to the OS and the pool's ``used_bytes`` measures exactl
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -99,7 +100,8 @@ class Device(Frozen, metaclass=Exact):
         found = cls._instances.get(ordinal) if type(ordinal) is int else None
         if found is not None:
             return found
-        handle = tb.device_handle(ordinal)
+        handle = tb.device_handle(ordinal)  # InvalidDeviceError unless an int of an existing device
+        ordinal = operator.index(ordinal)  # the exact int, as the check used it (never an int subclass)
         with cls._lock:
             if ordinal not in cls._instances:
                 self = super().__new__(cls)
