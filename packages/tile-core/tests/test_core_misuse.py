@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -50,7 +51,8 @@ def fake_buffer(nbytes: int = 64) -> tc.DeviceBuffer:
     fake_device: Any = FakeDevice()
     fake_stream: Any = FakeStream()
     buffer._ptr, buffer.nbytes, buffer.device, buffer.stream = 0x7F0000000000, nbytes, fake_device, fake_stream
-    buffer._freed, buffer._uses, buffer._foreign_streams, buffer._ordered = False, Uses(), set(), {0x5}
+    buffer._freed, buffer._uses, buffer._foreign_streams = False, Uses(), set()
+    buffer._ordered = {0x5: weakref.ref(fake_stream)}
     return buffer
 
 

@@ -7,6 +7,7 @@ attribute names are the ``CU_DEVICE_ATTRIBUTE_*`` suffixes, case-insensitive.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from tile.bindings._driver import check, driver
@@ -48,9 +49,12 @@ def device_handle(ordinal: int) -> Any:
         When ``ordinal`` is not an int in ``[0, device_count())``.
     """
     count = device_count()
-    if isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal < count:
+    given = ordinal
+    # An exact int: an int subclass's comparisons could pass any ordinal (operator.index copies its true value).
+    ordinal = operator.index(given) if isinstance(given, int) and not isinstance(given, bool) else -1
+    if not 0 <= ordinal < count:
         raise InvalidDeviceError(
-            f"device {ordinal!r} does not exist: this machine has {count} device(s), ordinals 0..{count - 1}; "
+            f"device {given!r} does not exist: this machine has {count} device(s), ordinals 0..{count - 1}; "
             "check CUDA_VISIBLE_DEVICES"
         )
     return check(driver().cuDeviceGet(ordinal), "cuDeviceGet")

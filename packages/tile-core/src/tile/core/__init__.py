@@ -47,7 +47,8 @@ Memory
     (torch, cupy), zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
     ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view whose base keeps it
     alive), ``.record_use(stream)``; released by the garbage collector after its recorded uses complete.
-    ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device (between two GPUs a peer
+    ``copy(dst, src, stream=None, sync=True)``: checked host<->device, device<->device (partly overlapping ranges of
+    one device are refused) (between two GPUs a peer
     copy, ``cuMemcpyPeerAsync``, with peer access enabled where ``Device.can_access_peer`` allows).
 Modules and launches
     ``Module.from_cubin(data, device=None)`` / ``Module.load(path, device=None)`` (the cubin's arch is checked
@@ -62,7 +63,8 @@ Modules and launches
 Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
     ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
-    (e.g. freeing memory a DLPack consumer still views, timing an event created without timing); driver failures
+    (e.g. freeing memory a DLPack consumer still views, timing an event created without timing), ``ReadOnlyError``
+    (assigning a field the checks trust) and ``FinalClassError`` (subclassing a handle class); driver failures
     are ``CudaError``; no driver is ``DriverNotFoundError``; a device ordinal out of range is ``InvalidDeviceError``
     (these three are tile-bindings' classes, re-exported here because tile.core's own calls raise them).
 
@@ -86,6 +88,14 @@ Every handle that owns or shares a resource (``DeviceBuffer``, ``PinnedBuffer``,
 ``copy.deepcopy`` and pickling with ``HandleCopyError``: a copy would be a second owner (two frees, two closes).
 A ``Device`` names a GPU, so its copies are the device itself.
 
+Handles do not lie
+------------------
+The checks trust what a handle reports (a buffer's ``ptr`` and ``nbytes``, a view's ``shape`` and ``strides``, a
+stream's ``handle``, a prepared launch's ``buffers``), so the handle classes are final (``FinalClassError`` when
+subclassed; ``isinstance`` is true only for the exact class, so an object claiming ``__class__ = DeviceBuffer`` is
+refused), their fields are read-only once made (``ReadOnlyError``), and integer arguments are used as the exact
+``int`` that was checked (an ``int`` subclass cannot pass a check as one number and be used as another).
+
 Ownership across libraries
 --------------------------
 Exports through DLPack keep the buffer alive and block an explicit ``free()`` (``StateError``) until the consumer
@@ -105,11 +115,13 @@ from tile.core._cubin import cubin_arch
 from tile.core._errors import (
     ArchMismatchError,
     DoubleFreeError,
+    FinalClassError,
     HandleCopyError,
     LaunchArgumentError,
     LayoutMismatchError,
     NullHandleError,
     OutOfBoundsError,
+    ReadOnlyError,
     StateError,
     StreamClosedError,
     UseAfterFreeError,
@@ -135,6 +147,7 @@ __all__ = [
     "DoubleFreeError",
     "DriverNotFoundError",
     "Event",
+    "FinalClassError",
     "Function",
     "HandleCopyError",
     "InvalidDeviceError",
@@ -147,6 +160,7 @@ __all__ = [
     "PackedArgs",
     "PinnedBuffer",
     "PreparedLaunch",
+    "ReadOnlyError",
     "StateError",
     "Stream",
     "StreamClosedError",

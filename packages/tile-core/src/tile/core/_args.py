@@ -19,6 +19,7 @@ import numpy as np
 
 from tile.core._buffer import DeviceBuffer
 from tile.core._errors import LaunchArgumentError, NullHandleError, WrongDeviceError
+from tile.core._layout import as_index
 from tile.core._nocopy import Uncopyable
 from tile.core._view import DeviceView
 
@@ -34,11 +35,12 @@ def _integer(bits: int, carrier: type[np.integer[Any]]) -> Callable[[Any], Any]:
     def convert(value: Any) -> Any:
         if type(value) is int and low <= value < high:  # the common case, without the checks below
             return carrier(value)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        number = as_index(value)  # an exact int: what is checked is what is packed
+        if number is None:
             raise LaunchArgumentError(f"expected an integer for an i{bits} parameter, got {value!r}")
-        if not low <= int(value) < high:
-            raise LaunchArgumentError(f"{value} does not fit an i{bits} parameter ([{low}, {high}))")
-        return carrier(value)
+        if not low <= number < high:
+            raise LaunchArgumentError(f"{number} does not fit an i{bits} parameter ([{low}, {high}))")
+        return carrier(number)
 
     return convert
 
@@ -49,11 +51,12 @@ def _unsigned(bits: int, carrier: type[np.unsignedinteger[Any]]) -> Callable[[An
     def convert(value: Any) -> Any:
         if type(value) is int and 0 <= value < high:  # the common case, without the checks below
             return carrier(value)
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        number = as_index(value)  # an exact int: what is checked is what is packed
+        if number is None:
             raise LaunchArgumentError(f"expected an integer for a u{bits} parameter, got {value!r}")
-        if not 0 <= int(value) < high:
-            raise LaunchArgumentError(f"{value} does not fit a u{bits} parameter ([0, {high}))")
-        return carrier(int(value))
+        if not 0 <= number < high:
+            raise LaunchArgumentError(f"{number} does not fit a u{bits} parameter ([0, {high}))")
+        return carrier(number)
 
     return convert
 
@@ -163,21 +166,23 @@ class PackedArgs(Uncopyable):
     kinds: tuple[str, ...]
     values: tuple[Any, ...]
     buffers: tuple[DeviceBuffer, ...]
+    views: tuple[DeviceView, ...] = ()  # views of memory no Tile buffer owns: they keep their producers alive
 
 
-def _pointer(value: Any, device: Device | None, index: int) -> tuple[int, DeviceBuffer | None]:
+def _pointer(value: Any, device: Device | None, index: int) -> tuple[int, DeviceBuffer | DeviceView | None]:
     if isinstance(value, (DeviceBuffer, DeviceView)):
         if device is not None and value.device is not device:
             raise WrongDeviceError(
                 f"argument {index} lives on device {value.device.ordinal} but the launch is on device "
                 f"{device.ordinal}: copy it over or launch on its device"
             )
-        owner = value if isinstance(value, DeviceBuffer) else value.buffer
+        owner = value if isinstance(value, DeviceBuffer) else (value.buffer if value.buffer is not None else value)
         return value.ptr, owner
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        if int(value) == 0:
+    address = as_index(value)
+    if address is not None:
+        if address == 0:
             raise NullHandleError(f"argument {index} is a null pointer: pass a DeviceBuffer or a live address")
-        return int(value), None
+        return address, None
     raise LaunchArgumentError(f"argument {index} must be a DeviceBuffer, DeviceView or address, got {value!r}")
 
 
@@ -202,7 +207,7 @@ def pack_args(
         The kernel's parameter layout; count and sizes must match.
     """
     args = tuple(args)
-    kinds = tuple(signature) if signature is not None else tuple(infer_kind(v) for v in args)
+    kinds = _kind_names(signature) if signature is not None else tuple(infer_kind(v) for v in args)
     last = _LAST_CHECKED[0]
     fresh = not (expected is last[1] and kinds == last[0])  # else a launch like the previous one: its checks passed
     unknown = [k for k in kinds if k not in KINDS] if fresh and kinds not in _CHECKED_KINDS else []
@@ -217,16 +222,30 @@ def pack_args(
                 _check_layout(kinds, tuple(expected))
                 _CHECKED_LAYOUTS.add((kinds, tuple(expected)))
             _LAST_CHECKED[0] = (kinds, expected)
-    values, buffers = [], []
+    values, buffers, views = [], [], []
     for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
         if kind == "ptr":
             address, owner = _pointer(value, device, index)
             values.append(address)
-            if owner is not None and owner not in buffers:
+            if isinstance(owner, DeviceView):
+                views.append(owner)
+            elif owner is not None and owner not in buffers:
                 buffers.append(owner)
         else:
             values.append(KINDS[kind].convert(value))
-    return PackedArgs(kinds, tuple(values), tuple(buffers))
+    return PackedArgs(kinds, tuple(values), tuple(buffers), tuple(views))
+
+
+def _kind_names(signature: Sequence[str]) -> tuple[str, ...]:
+    """The signature as exact strs: a str subclass could hash and compare as one kind and be packed as another."""
+    kinds = tuple(signature)
+    if all(type(kind) is str for kind in kinds):
+        return kinds
+    if isinstance(signature, str) or not all(isinstance(kind, str) for kind in kinds):
+        raise LaunchArgumentError(
+            f"signature {signature!r} must be a sequence of kind names (str): e.g. ('ptr', 'i32')"
+        )
+    return tuple(str.__str__(kind) for kind in kinds)
 
 
 def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...]) -> None:

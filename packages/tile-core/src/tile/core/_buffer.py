@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,8 @@ from tile.core import _dlpack
 from tile.core._context import Device
 from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
 from tile.core._event import Event
-from tile.core._layout import as_dtype, as_shape, c_strides, view_nbytes
+from tile.core._final import Exact, Frozen
+from tile.core._layout import as_dtype, as_index, as_shape, c_strides, check_span, view_nbytes
 from tile.core._nocopy import Uncopyable
 from tile.core._stream import (
     Stream,
@@ -43,10 +45,15 @@ from tile.core._stream import (
 if TYPE_CHECKING:
     from tile.core._view import DeviceView
 
-__all__ = ["DeviceBuffer", "Uses"]
+__all__ = ["DeviceBuffer", "Uses", "use_lock"]
 
 _deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
-_taking = threading.Lock()  # held while a buffer's freed state is tested and set: two threads never both free it
+# Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
+# until the use is enqueued and recorded, and by a free from its check until the free is enqueued: a free on another
+# thread is then ordered after every use that saw the buffer live, and two threads never both free it. Re-entrant (a
+# fill may copy); never held across a blocking wait for other work, and never taken by a GC-run finalizer (nothing
+# else refers to that buffer).
+use_lock = threading.RLock()
 _deferred: list[_PendingFree] = []  # frees that met a capturing stream, retried by the next allocation or free
 
 
@@ -119,6 +126,13 @@ def _wait_foreign(target: Stream, handle: int) -> None:
     target.wait(event)
 
 
+def _handle_reused(ordered: Stream | None) -> bool:
+    """Whether a stream handle a buffer was ordered on may now name another stream: the stream it was ordered on
+    was closed or collected (the driver reuses a destroyed stream's handle). While that stream lives open, any
+    wrapper of its handle is the same CUDA stream."""
+    return ordered is None or ordered.closed
+
+
 def _wait_during_capture(event: Event) -> None:
     """Block the host until ``event`` (recorded outside the capture) is done, while this thread captures.
 
@@ -152,8 +166,13 @@ class Uses:
         events.append(event)
 
 
-class DeviceBuffer(Uncopyable):
-    """An owned, stream-ordered device allocation. Make one with :meth:`allocate` or :meth:`from_host`."""
+class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
+    """An owned, stream-ordered device allocation. Make one with :meth:`allocate` or :meth:`from_host`.
+
+    Final, and ``nbytes``, ``device`` and ``stream`` are read-only: the checks trust them (see ``tile.core._final``).
+    """
+
+    _frozen = frozenset({"nbytes", "device", "stream"})
 
     _copy_fix = "for a second buffer with the same bytes, allocate one and copy into it with tile.core.copy(dst, src)"
 
@@ -164,7 +183,7 @@ class DeviceBuffer(Uncopyable):
     _freed: bool
     _uses: Uses
     _foreign_streams: set[int]
-    _ordered: set[int]
+    _ordered: dict[int, weakref.ref[Stream]]
     _ready: bool
 
     def __init__(self) -> None:
@@ -187,7 +206,8 @@ class DeviceBuffer(Uncopyable):
         a private stream of the device that carries ready buffers' copies and never a free, so ``from_host`` and
         the default copies wait for their own work, not for frees (the default stream may carry other buffers').
         """
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+        size = as_index(nbytes)
+        if size is None or size <= 0:
             raise LayoutMismatchError(f"cannot allocate {nbytes!r} bytes: pass a positive int")
         if device is None:
             device = stream.device if isinstance(stream, Stream) else Device(0)
@@ -199,13 +219,13 @@ class DeviceBuffer(Uncopyable):
         with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
             _drain_deferred()
             pool = device.memory_pool.handle
-            ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(int(nbytes), pool, on._raw), "cuMemAllocFromPoolAsync")
+            ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(size, pool, on._raw), "cuMemAllocFromPoolAsync")
         if ready:
             on.synchronize()  # only allocations are queued there, and the pool adds no waits: this waits for them
         self = cls.__new__(cls)
-        self._ptr, self.nbytes, self.device, self.stream = int(ptr), int(nbytes), device, home
+        self._ptr, self.nbytes, self.device, self.stream = int(ptr), size, device, home
         self._freed, self._uses, self._foreign_streams = False, Uses(), set[int]()
-        self._ordered, self._ready = {home.handle}, bool(ready)
+        self._ordered, self._ready = {home.handle: weakref.ref(home)}, bool(ready)
         return self
 
     @classmethod
@@ -240,19 +260,24 @@ class DeviceBuffer(Uncopyable):
 
     def _before_use(self, stream: Stream) -> None:
         """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream;
-        a ready buffer's is complete already)."""
+        a ready buffer's is complete already).
+
+        Keyed by handle, but a handle counts as ordered only while the stream it was ordered as is alive and open.
+        """
         if self._ready:  # complete before `allocate` returned: every stream may use it
             if self._freed:
                 raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
             return
-        if stream.handle not in self._ordered:
+        known = self._ordered.get(stream.handle)
+        ordered = known() if known is not None else None
+        if ordered is not stream and _handle_reused(ordered):
             if self._freed:
                 raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
             if stream.is_capturing():
                 _wait_during_capture(self.stream.record())
             else:
                 stream.wait(self.stream)
-            self._ordered.add(stream.handle)
+            self._ordered[stream.handle] = weakref.ref(stream)
 
     def record_use(self, stream: Stream) -> None:
         """Note that work queued on ``stream`` uses the buffer: the free will wait for it.
@@ -261,10 +286,11 @@ class DeviceBuffer(Uncopyable):
         Work captured into a graph is not recorded (an event recorded in a capture can never be waited on, and
         the capture ran nothing): whoever replays the graph keeps the buffer alive until the replays are done.
         """
-        if self._freed:
-            raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
-        if stream is not self.stream and not stream.is_capturing():
-            self._uses.add(stream)
+        with use_lock:  # a free on another thread comes before the check or after the use is recorded
+            if self._freed:
+                raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
+            if stream is not self.stream and not stream.is_capturing():
+                self._uses.add(stream)
 
     def free(self) -> None:
         """Release the memory, stream-ordered after every recorded use (exactly once).
@@ -276,14 +302,14 @@ class DeviceBuffer(Uncopyable):
         StateError
             While a DLPack consumer (torch, cupy, ...) still views the memory; nothing is freed.
         """
-        with _taking:
+        with use_lock:
             if self._freed:
                 raise DoubleFreeError(f"{self!r} was already freed: free each buffer once (or use `with`)")
             self._take()
-        self._release()
+            self._release()
 
     def _take(self) -> None:
-        """Mark the buffer freed, unless another library still views it (the caller holds ``_taking``)."""
+        """Mark the buffer freed, unless another library still views it (the caller holds ``use_lock``)."""
         if _dlpack.live_exports(self):
             raise StateError(
                 f"{self!r} is still viewed through DLPack by another library: drop that tensor before freeing"
@@ -301,11 +327,11 @@ class DeviceBuffer(Uncopyable):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        with _taking:
+        with use_lock:
             if self._freed:
                 return
             self._take()
-        self._release()
+            self._release()
 
     def __del__(self) -> None:
         if not getattr(self, "_freed", True):
@@ -328,6 +354,7 @@ class DeviceBuffer(Uncopyable):
         from tile.core._view import DeviceView
 
         dt = as_dtype(dtype)
+        offset = check_span(offset, 0, self.nbytes, what=f"view of {self!r}")  # an exact int from here on
         dims = as_shape(shape) if shape is not None else ((self.nbytes - max(offset, 0)) // dt.itemsize,)
         view_nbytes(dt, dims, offset, self.nbytes)
         strides = c_strides(dims, dt.itemsize)

@@ -14,11 +14,13 @@ stream (their copies and fills by default), which carries no free.
 
 from __future__ import annotations
 
+import operator
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
@@ -31,10 +33,12 @@ __all__ = ["Device", "MemoryPool"]
 _NEVER_RELEASE = 2**64 - 1
 
 
-class MemoryPool(Uncopyable):
-    """Tile's stream-ordered memory pool on one device (``cuMemPoolCreate``)."""
+class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
+    """Tile's stream-ordered memory pool on one device (``cuMemPoolCreate``); final, ``handle`` and ``device``
+    read-only (see ``tile.core._final``)."""
 
     _copy_fix = "use device.memory_pool (one pool per device)"
+    _frozen = frozenset({"handle", "device"})
 
     def __init__(self, device: Device) -> None:
         d = tb.driver()
@@ -72,8 +76,9 @@ class MemoryPool(Uncopyable):
         check(tb.driver().cuMemPoolTrimTo(self.handle, keep_bytes), "cuMemPoolTrimTo")
 
 
-class Device:
-    """A CUDA device and its primary context; one instance per ordinal.
+class Device(Frozen, metaclass=Exact):
+    """A CUDA device and its primary context; one instance per ordinal (final; ``ordinal``, ``handle`` and
+    ``context`` are read-only: see ``tile.core._final``).
 
     Parameters
     ----------
@@ -88,6 +93,7 @@ class Device:
         For an ordinal that does not exist.
     """
 
+    _frozen = frozenset({"ordinal", "handle", "context"})
     _instances: ClassVar[dict[int, Device]] = {}
     _lock: ClassVar[threading.RLock] = threading.RLock()  # re-entrant: GC-run finalizers may need it
 
@@ -104,7 +110,8 @@ class Device:
         found = cls._instances.get(ordinal) if type(ordinal) is int else None
         if found is not None:
             return found
-        handle = tb.device_handle(ordinal)
+        handle = tb.device_handle(ordinal)  # InvalidDeviceError unless an int of an existing device
+        ordinal = operator.index(ordinal)  # the exact int, as the check used it (never an int subclass)
         with cls._lock:
             if ordinal not in cls._instances:
                 self = super().__new__(cls)

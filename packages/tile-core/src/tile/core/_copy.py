@@ -16,7 +16,7 @@ import numpy as np
 
 import tile.bindings as tb
 from tile.bindings import check
-from tile.core._buffer import DeviceBuffer
+from tile.core._buffer import DeviceBuffer, use_lock
 from tile.core._errors import LayoutMismatchError, WrongDeviceError
 from tile.core._layout import as_dtype, check_span
 from tile.core._pinned import PinnedBuffer
@@ -41,6 +41,10 @@ def host_region(obj: Any, *, writable: bool) -> HostRegion:
     """Describe a host array, bytes-like object or PinnedBuffer as a contiguous region."""
     pinned = obj if isinstance(obj, PinnedBuffer) else None
     array = obj.array if pinned is not None else obj
+    if isinstance(array, np.ndarray) and type(array) is not np.ndarray:
+        # A subclass may override nbytes, ctypes, flags or dtype: the copy would trust its size and address (a
+        # device-to-host copy writing past the array). Its plain ndarray view reports the memory as it is.
+        array = np.asarray(array).view(np.ndarray)
     if not isinstance(array, np.ndarray):
         try:
             array = np.frombuffer(memoryview(array), np.uint8)
@@ -52,6 +56,11 @@ def host_region(obj: Any, *, writable: bool) -> HostRegion:
         dtype = None
     else:
         dtype = array.dtype
+        if dtype.hasobject:
+            raise LayoutMismatchError(
+                f"the host array holds Python objects ({dtype}): their bytes are pointers a copy would read or "
+                "overwrite; use a numeric dtype"
+            )
     if not array.flags.c_contiguous:
         raise LayoutMismatchError("the host array is not C-contiguous: pass np.ascontiguousarray(array)")
     if writable and not array.flags.writeable:
@@ -85,6 +94,16 @@ def _check_match(dst: Any, src: Any) -> None:
         raise LayoutMismatchError(f"copy dtype mismatch: destination is {dst.dtype}, source {src.dtype}")
 
 
+def _check_disjoint(dst_device: object, dst: int, src_device: object, src: int, nbytes: int) -> None:
+    """Refuse a copy between partly overlapping ranges of one device: the copy engine may read bytes it already wrote
+    (``cuMemcpy`` leaves overlap undefined). A range copied onto itself is allowed: every byte keeps its value."""
+    if dst_device is src_device and dst != src and dst < src + nbytes and src < dst + nbytes:
+        raise LayoutMismatchError(
+            f"the copy's source and destination overlap ({abs(dst - src)} bytes apart, {nbytes} bytes each): the "
+            "result would be undefined; copy through a temporary buffer"
+        )
+
+
 def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object = None) -> Stream:
     device = side.device
     if stream is None:
@@ -104,17 +123,27 @@ def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object =
     return chosen
 
 
-def _finish(stream: Stream, sync: bool, *users: object) -> None:
-    if sync:
-        stream.synchronize()
-        return
+def _record(stream: Stream, sync: bool, *users: object) -> Stream:
+    """Record the copy just enqueued on ``stream`` for the buffers it touches (the caller holds ``use_lock``).
+
+    Device buffers record it even for a copy that will be waited for: a free on another thread may come before the
+    wait returns. Pinned memory cannot be freed under a caller that holds it, so only an asynchronous copy records it.
+    """
     for user in users:
-        if isinstance(user, (DeviceBuffer, PinnedBuffer)):
+        if isinstance(user, DeviceBuffer) or (isinstance(user, PinnedBuffer) and not sync):
             user.record_use(stream)
+    return stream
+
+
+def _finish(stream: Stream | None, sync: bool) -> None:
+    """Wait for the copy after ``use_lock`` was let go (never held across a wait for other work)."""
+    if sync and stream is not None:
+        stream.synchronize()
 
 
 def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> None:
-    """Copy all of ``src`` into all of ``dst``; sizes (and dtypes, where both sides have one) must match.
+    """Copy all of ``src`` into all of ``dst``; sizes (and dtypes, where both sides have one) must match, and two
+    device ranges of one device must not partly overlap (`LayoutMismatchError`: the result would be undefined).
 
     Parameters
     ----------
@@ -125,28 +154,34 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
     sync : bool
         Wait for the copy to complete before returning.
     """
+    with use_lock:  # from the liveness checks until the copy is enqueued and recorded: see use_lock
+        s = _enqueue_copy(dst, src, stream, sync)
+    _finish(s, sync)
+
+
+def _enqueue_copy(dst: Any, src: Any, stream: object, sync: bool) -> Stream:
     dst_dev, src_dev = isinstance(dst, (DeviceBuffer, DeviceView)), isinstance(src, (DeviceBuffer, DeviceView))
     if not (dst_dev or src_dev):
         raise TypeError("copy() moves data to or from device memory; for host-to-host use numpy.copyto")
     if dst_dev and src_dev:
         out, inp = _device_side(dst, writable=True), _device_side(src, writable=False)
         _check_match(out, inp)
+        _check_disjoint(dst.device, out.ptr, src.device, inp.ptr, out.nbytes)
         s = _stream_for(stream, dst, src)
         _order_other_side(s, src)
         _device_to_device(dst.device, out.ptr, src.device, inp.ptr, out.nbytes, stream=s)
-        _finish(s, sync, out.buffer, inp.buffer)
-    elif dst_dev:
+        return _record(s, sync, out.buffer, inp.buffer)
+    if dst_dev:
         out, host = _device_side(dst, writable=True), host_region(src, writable=False)
         _check_match(out, host)
         s = _stream_for(stream, dst)
         check(tb.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
-        _finish(s, sync, out.buffer, host.pinned)
-    else:
-        inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
-        _check_match(host, inp)
-        s = _stream_for(stream, src)
-        check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
-        _finish(s, sync, inp.buffer, host.pinned)
+        return _record(s, sync, out.buffer, host.pinned)
+    inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
+    _check_match(host, inp)
+    s = _stream_for(stream, src)
+    check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
+    return _record(s, sync, inp.buffer, host.pinned)
 
 
 def _device_to_device(dst_dev: Any, dst: int, src_dev: Any, src: int, nbytes: int, *, stream: Stream) -> None:
@@ -170,30 +205,38 @@ def _order_other_side(stream: Stream, other: DeviceBuffer | DeviceView) -> None:
 
 def copy_bytes(buffer: DeviceBuffer, offset: int, other: Any, *, stream: object, sync: bool, into_buffer: bool) -> None:
     """Copy between ``buffer[offset : offset + size(other)]`` and all of ``other`` (bounds checked first)."""
+    with use_lock:  # from the liveness checks until the copy is enqueued and recorded: see use_lock
+        s = _enqueue_bytes(buffer, offset, other, stream=stream, sync=sync, into_buffer=into_buffer)
+    _finish(s, sync)
+
+
+def _enqueue_bytes(
+    buffer: DeviceBuffer, offset: int, other: Any, *, stream: object, sync: bool, into_buffer: bool
+) -> Stream:
     verb = "copy into" if into_buffer else "copy out of"
     base = buffer.ptr  # a freed buffer fails here, before anything else
     if isinstance(other, (DeviceBuffer, DeviceView)):
         side = _device_side(other, writable=not into_buffer)
-        check_span(offset, side.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
-        s = _stream_for(stream, buffer, other)
-        _order_other_side(s, other)
+        offset = check_span(offset, side.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
         here = base + offset
         dst, src = (here, side.ptr) if into_buffer else (side.ptr, here)
+        _check_disjoint(buffer.device, here, other.device, side.ptr, side.nbytes)
+        s = _stream_for(stream, buffer, other)
+        _order_other_side(s, other)
         if side.nbytes:
             there = other.device
             a, b = (buffer.device, there) if into_buffer else (there, buffer.device)
             _device_to_device(a, dst, b, src, side.nbytes, stream=s)
-        _finish(s, sync, buffer, side.buffer)
-        return
+        return _record(s, sync, buffer, side.buffer)
     host = host_region(other, writable=not into_buffer)
-    check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
+    offset = check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
     s = _stream_for(stream, buffer)
     d = tb.driver()
     if host.nbytes and into_buffer:
         check(d.cuMemcpyHtoDAsync(base + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
     elif host.nbytes:
         check(d.cuMemcpyDtoHAsync(host.ptr, base + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
-    _finish(s, sync, buffer, host.pinned)
+    return _record(s, sync, buffer, host.pinned)
 
 
 # Which scalar kinds may fill which element kinds: integers anywhere (range-checked), floats only into floats.
@@ -203,6 +246,12 @@ _MEMSETS = {1: ("cuMemsetD8Async", np.uint8), 2: ("cuMemsetD16Async", np.uint16)
 
 def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = True) -> None:
     """Set every element of a contiguous view to ``value`` converted to its dtype."""
+    with use_lock:  # from the liveness checks until the fill is enqueued and recorded: see use_lock
+        s = _enqueue_fill(view, value, stream, sync)
+    _finish(s, sync)
+
+
+def _enqueue_fill(view: DeviceView, value: Any, stream: object, sync: bool) -> Stream | None:
     side = _device_side(view, writable=True)
     dtype = as_dtype(view.dtype)
     given = np.asarray(value)
@@ -214,12 +263,11 @@ def fill(view: DeviceView, value: Any, *, stream: object = None, sync: bool = Tr
     pattern = given.astype(dtype)
     s = _stream_for(stream, view)
     if not view.size:
-        return
+        return None
     entry = _MEMSETS.get(dtype.itemsize)
-    if entry is None:
-        copy(view, np.full(view.shape, pattern, dtype), stream=s, sync=sync)
-        return
+    if entry is None:  # pageable host memory: the driver has staged it when the call returns
+        return _enqueue_copy(view, np.full(view.shape, pattern, dtype), s, sync)
     name, bits = entry
     word = int(pattern.reshape(1).view(bits)[0])
     check(getattr(tb.driver(), name)(side.ptr, word, view.size, s._raw), name)
-    _finish(s, sync, side.buffer)
+    return _record(s, sync, side.buffer)

@@ -12,11 +12,13 @@ from tile.bindings import TileError
 __all__ = [
     "ArchMismatchError",
     "DoubleFreeError",
+    "FinalClassError",
     "HandleCopyError",
     "LaunchArgumentError",
     "LayoutMismatchError",
     "NullHandleError",
     "OutOfBoundsError",
+    "ReadOnlyError",
     "StateError",
     "StreamClosedError",
     "UseAfterFreeError",
@@ -70,3 +72,13 @@ class HandleCopyError(TileError, TypeError):
     A copy would be a second owner of one resource: two frees, two closes, or a write racing a pending use. The
     message names the handle and what to do instead.
     """
+
+
+class ReadOnlyError(TileError, AttributeError):
+    """An attribute that tile.core's checks read (a buffer's ``nbytes``, a view's ``shape``, a stream's ``handle``, a
+    prepared launch's ``buffers``, ...) was assigned or deleted: the checks would then pass on a lie."""
+
+
+class FinalClassError(TileError, TypeError):
+    """A subclass of a tile.core handle class was defined: an override of ``ptr``, ``nbytes`` or ``shape`` would lie to
+    the bounds and lifetime checks, which trust what the handle reports."""

@@ -7,12 +7,13 @@ without timing or never recorded, with the fix in the message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._context import Device
 from tile.core._errors import StateError, UseAfterFreeError
+from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ __all__ = ["NOT_READY", "Event"]
 NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query's "still running", not a failure
 
 
-class Event(Uncopyable):
+class Event(Frozen, Uncopyable, metaclass=Exact):
     """A CUDA event: a marker recorded on a stream that others can wait for or time against.
 
     Parameters
@@ -37,18 +38,24 @@ class Event(Uncopyable):
     """
 
     _copy_fix = "pass the event itself, or record a new one with stream.record()"
+    _frozen = frozenset({"handle", "device", "timing"})  # final, these read-only: see tile.core._final
+
+    device: Device
+    handle: int
+    timing: bool
+    _raw: Any
+    _closed: bool
+    _recorded: bool
 
     def __init__(self, device: Device | None = None, *, timing: bool = False, blocking_sync: bool = False) -> None:
         d = tb.driver()
-        self.device = device if device is not None else Device(0)
-        self.device.make_current()
+        home = device if device is not None else Device(0)
+        home.make_current()
         flags = 0 if timing else int(d.CUevent_flags.CU_EVENT_DISABLE_TIMING)
         flags |= int(d.CUevent_flags.CU_EVENT_BLOCKING_SYNC) if blocking_sync else 0
-        self._raw = check(d.cuEventCreate(flags), "cuEventCreate")
-        self.handle = int(self._raw)
-        self.timing = timing
-        self._closed = False
-        self._recorded = False
+        raw = check(d.cuEventCreate(flags), "cuEventCreate")
+        # The only assignment of the read-only fields (one event per cross-stream launch: no __setattr__ check).
+        vars(self).update(device=home, _raw=raw, handle=int(raw), timing=timing, _closed=False, _recorded=False)
 
     def __repr__(self) -> str:
         return f"<Event 0x{self.handle:x} on device {self.device.ordinal}{', closed' if self._closed else ''}>"

@@ -23,7 +23,10 @@ from typing import Any
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._args import kernel_params, pack_args
+from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
+from tile.core._final import Exact, Frozen
+from tile.core._layout import as_index
 from tile.core._module import Function
 from tile.core._nocopy import Uncopyable
 from tile.core._stream import Stream, as_stream, invalidation
@@ -31,24 +34,43 @@ from tile.core._stream import Stream, as_stream, invalidation
 __all__ = ["PreparedLaunch", "launch", "prepare"]
 
 
+_UINT = 2**32  # the driver takes each extent and the shared memory size as a C unsigned int
+
+
 def _dim3(value: int | Sequence[int], what: str) -> tuple[int, int, int]:
-    if type(value) is int and value >= 1:  # the common case of a 1-D grid or block, without the checks below
+    if type(value) is int and 1 <= value < _UINT:  # the common case of a 1-D grid or block, without the checks below
         return (value, 1, 1)
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise LaunchArgumentError(f"{what} {value!r} is invalid: give 1 to 3 positive ints")
+    given = (value,) if isinstance(value, int) else tuple(value)
+    dims = tuple(as_index(d) if isinstance(d, int) else None for d in given)  # exact ints: no lying comparisons
+    if not 1 <= len(dims) <= 3 or any(d is None or not 1 <= d < _UINT for d in dims):
+        raise LaunchArgumentError(f"{what} {value!r} is invalid: give 1 to 3 positive ints below 2**32")
     x, y, z = (*dims, 1, 1)[:3]
-    return (x, y, z)
+    return (x, y, z)  # type: ignore[return-value]  # no None left: checked just above
 
 
-class PreparedLaunch(Uncopyable):
-    """A checked, packed launch; call it to enqueue the kernel again with the same arguments."""
+def _shared_mem(value: object) -> int:
+    size = as_index(value)
+    if size is None or not 0 <= size < _UINT:
+        raise LaunchArgumentError(
+            f"shared_mem={value!r} is invalid: give the dynamic shared memory in bytes (an int >= 0)"
+        )
+    return size
+
+
+class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
+    """A checked, packed launch; call it to enqueue the kernel again with the same arguments.
+
+    It keeps every buffer and borrowed view it points into alive; final, and its fields are read-only (the relaunch
+    guard rechecks ``buffers`` and ``stream``: see ``tile.core._final``).
+    """
 
     _copy_fix = "prepare another launch with tile.core.prepare(...)"
+    _frozen = frozenset({"block", "buffers", "function", "grid", "stream"})
 
     __slots__ = (
         "_call",
         "_epoch",
+        "_keep",
         "_launch",
         "_params",
         "_shared",
@@ -72,6 +94,7 @@ class PreparedLaunch(Uncopyable):
         """Made by `prepare`, which has checked and normalized ``grid`` and ``block``."""
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = grid, block
+        self._keep = packed.views  # borrowed views: the launch reads their producers' memory at every call
         self._params, address = kernel_params(packed)
         d = tb.driver()
         kernel = function.cu_function  # a CUkernel: launched in the stream's context
@@ -85,13 +108,14 @@ class PreparedLaunch(Uncopyable):
 
     def __call__(self) -> None:
         """Enqueue the kernel on the prepared stream."""
-        if self._epoch != invalidation[0]:
-            self._revalidate()
-        result = self._launch(*self._call)
-        if result[0] != 0:
-            check(result, "cuLaunchKernel")
-        if self._shared:
-            _track(self.stream, self._shared)
+        with use_lock:  # a free on another thread comes before the guard or after the launch is recorded
+            if self._epoch != invalidation[0]:
+                self._revalidate()
+            result = self._launch(*self._call)
+            if result[0] != 0:
+                check(result, "cuLaunchKernel")
+            if self._shared:
+                _track(self.stream, self._shared)
 
     def _revalidate(self) -> None:
         if self.stream.closed:
@@ -99,6 +123,8 @@ class PreparedLaunch(Uncopyable):
         for buffer in self.buffers:
             if buffer.closed:
                 raise UseAfterFreeError(f"{self!r}: argument {buffer!r} was freed; prepare with live buffers")
+        if self.function._closed:
+            raise UseAfterFreeError(f"{self!r}: its module was unloaded; load it again and prepare a new launch")
         self._epoch = invalidation[0]
 
 
@@ -131,12 +157,14 @@ def prepare(
         ``"f64"``).
     """
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
+    shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
-    packed = pack_args(args, signature, device=device, expected=function.param_layout)
-    for buffer in packed.buffers:
-        buffer._before_use(chosen)
-    return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
+    with use_lock:  # no free between the pointers' checks and the guard's epoch: see use_lock
+        packed = pack_args(args, signature, device=device, expected=function.param_layout)
+        for buffer in packed.buffers:
+            buffer._before_use(chosen)
+        return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
 
 
 def launch(
@@ -156,14 +184,31 @@ def launch(
     ``cuLaunchKernel``.
     """
     (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")  # before any stream ordering
+    shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
+    with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
+        _launch_checked(
+            function, (gx, gy, gz, bx, by, bz), args, chosen=chosen, shared_mem=shared_mem, signature=signature
+        )
+
+
+def _launch_checked(
+    function: Function,
+    dims: tuple[int, int, int, int, int, int],
+    args: Sequence[Any],
+    *,
+    chosen: Stream,
+    shared_mem: int,
+    signature: Sequence[str] | None,
+) -> None:
+    device = function.module.device
     packed = pack_args(args, signature, device=device, expected=function.param_layout)
     for buffer in packed.buffers:
         buffer._before_use(chosen)
     kernel = function.cu_function  # raises once the module was unloaded
     _block, address = kernel_params(packed)  # the block holds the cells ``address`` points at: alive until launched
-    result = tb.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+    result = tb.driver().cuLaunchKernel(kernel, *dims, shared_mem, chosen._raw, address, 0)
     if result[0] != 0:
         check(result, "cuLaunchKernel")
     shared = tuple(b for b in packed.buffers if b.stream is not chosen)

@@ -8,6 +8,7 @@ occupy (negative strides reach below the pointer).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,17 @@ import numpy as np
 
 from tile.core._errors import LayoutMismatchError, OutOfBoundsError
 
-__all__ = ["as_dtype", "as_shape", "c_strides", "check_span", "is_c_contiguous", "span", "view_nbytes"]
+__all__ = [
+    "as_dtype",
+    "as_index",
+    "as_indices",
+    "as_shape",
+    "c_strides",
+    "check_span",
+    "is_c_contiguous",
+    "span",
+    "view_nbytes",
+]
 
 
 def as_dtype(dtype: Any) -> np.dtype[Any]:
@@ -29,13 +40,44 @@ def as_dtype(dtype: Any) -> np.dtype[Any]:
     return result
 
 
+def as_index(value: Any) -> int | None:
+    """``value`` as an exact ``int`` when it is an integer (not a bool), else None.
+
+    An ``int`` subclass converts to its true value without running any of its methods (``operator.index`` copies it),
+    so one that lies in ``__lt__``, ``__add__`` or ``__radd__`` cannot pass a check as one number and be used as
+    another; numpy integers convert through ``__index__``.
+    """
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        return None
+    return operator.index(value)
+
+
+def as_indices(values: Any) -> tuple[int, ...] | None:
+    """A sequence of integers as exact ints (see `as_index`), or None when one is not an integer."""
+    if type(values) is tuple and all(type(item) is int for item in values):  # the common case, as it is
+        return values
+    try:
+        items = tuple(values)
+    except TypeError:
+        return None
+    result = []
+    for item in items:
+        number = as_index(item)
+        if number is None:
+            return None
+        result.append(number)
+    return tuple(result)
+
+
 def as_shape(shape: int | Sequence[int]) -> tuple[int, ...]:
-    """Normalise a shape; every extent must be a non-negative int."""
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    for dim in dims:
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 0:
-            raise LayoutMismatchError(f"shape {dims} is invalid: extents must be non-negative ints")
-    return tuple(int(d) for d in dims)
+    """Normalise a shape (an int or a sequence of them); every extent must be a non-negative int."""
+    single = as_index(shape)
+    extents = (single,) if single is not None else as_indices(shape)
+    if extents is None or any(extent < 0 for extent in extents):
+        raise LayoutMismatchError(f"shape {shape!r} is invalid: extents must be non-negative ints")
+    return extents
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -65,19 +107,24 @@ def span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tup
     return (lo, hi)
 
 
-def check_span(offset: int, nbytes: int, capacity: int, *, what: str) -> None:
-    """Raise OutOfBoundsError unless ``[offset, offset + nbytes)`` lies inside ``[0, capacity)``."""
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
-        raise OutOfBoundsError(f"{what}: offset {offset!r} is not an int")
+def check_span(offset: int, nbytes: int, capacity: int, *, what: str) -> int:
+    """Raise OutOfBoundsError unless ``[offset, offset + nbytes)`` lies inside ``[0, capacity)``; return the offset as
+    an exact int (use that one: an int subclass may compute differently from what was checked)."""
+    given = offset
+    offset = as_index(given)  # type: ignore[assignment]  # None is refused just below
+    if offset is None:
+        raise OutOfBoundsError(f"{what}: offset {given!r} is not an int")
     if offset < 0 or nbytes < 0 or offset + nbytes > capacity:
         raise OutOfBoundsError(
             f"{what}: bytes [{offset}, {offset + nbytes}) fall outside the {capacity}-byte buffer; "
             "check the offset and the size"
         )
+    return offset
 
 
 def view_nbytes(dtype: np.dtype[Any], shape: tuple[int, ...], offset: int, capacity: int) -> int:
-    """Check that a dense view of ``shape`` at byte ``offset`` fits and is aligned; return its size in bytes."""
+    """Check that a dense view of ``shape`` at byte ``offset`` (an exact int: see `as_index`) fits and is aligned;
+    return its size in bytes."""
     if offset % dtype.alignment:
         raise OutOfBoundsError(
             f"offset {offset} is not aligned for {dtype} (needs a multiple of {dtype.alignment} bytes)"

@@ -17,17 +17,23 @@ import tile.bindings as tb
 from tile.core._context import Device
 from tile.core._cubin import cubin_arch, runs_on
 from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError
+from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
+from tile.core._stream import invalidation
 
 __all__ = ["Function", "Module"]
 
 _ATTRIBUTES = ("num_regs", "max_threads_per_block", "shared_size_bytes", "local_size_bytes", "const_size_bytes")
 
 
-class Module(Uncopyable):
-    """Loaded device code (one cubin) for one device; make it with :meth:`from_cubin` or :meth:`load`."""
+class Module(Frozen, Uncopyable, metaclass=Exact):
+    """Loaded device code (one cubin) for one device; make it with :meth:`from_cubin` or :meth:`load`.
+
+    Final, and ``device``, ``name`` and ``arch`` are read-only (see ``tile.core._final``).
+    """
 
     _copy_fix = "pass the module itself, or load the cubin again with Module.load(...)"
+    _frozen = frozenset({"device", "name", "arch"})
 
     device: Device
     name: str
@@ -106,6 +112,7 @@ class Module(Uncopyable):
         for function in self._functions.values():
             function._closed = True
         self._functions.clear()
+        invalidation[0] += 1  # prepared launches of its functions recheck them
 
 
 def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:
@@ -117,10 +124,14 @@ def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:
     return exc
 
 
-class Function(Uncopyable):
-    """A kernel in a loaded module: its name, parameter layout and attributes."""
+class Function(Frozen, Uncopyable, metaclass=Exact):
+    """A kernel in a loaded module: its name, parameter layout and attributes.
+
+    Final, and ``module``, ``name`` and ``param_layout`` are read-only: launches check arguments against the layout.
+    """
 
     _copy_fix = "pass the function itself, or get it again with module.function(name)"
+    _frozen = frozenset({"module", "name", "param_layout"})
 
     def __init__(self, module: Module, name: str, kernel: Any) -> None:
         self.module, self.name, self._kernel, self._closed = module, name, kernel, False

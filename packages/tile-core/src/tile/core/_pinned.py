@@ -18,20 +18,23 @@ from tile.bindings import check
 from tile.core._buffer import Uses
 from tile.core._context import Device
 from tile.core._errors import LayoutMismatchError
-from tile.core._layout import as_dtype, as_shape
+from tile.core._final import Exact, Frozen
+from tile.core._layout import as_dtype, as_index, as_shape
 from tile.core._nocopy import Uncopyable
 from tile.core._stream import Stream
 
 __all__ = ["PinnedBuffer"]
 
 
-class PinnedBuffer(Uncopyable):
+class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
     """Page-locked host memory: the fast, truly asynchronous side of host<->device copies.
 
-    Make one with :meth:`allocate` or :meth:`empty`; ``.array`` is a numpy view that keeps the memory alive.
+    Make one with :meth:`allocate` or :meth:`empty`; ``.array`` is a numpy view that keeps the memory alive. Final,
+    and ``ptr`` and ``nbytes`` are read-only (see ``tile.core._final``).
     """
 
     _copy_fix = "for a second buffer with the same bytes, allocate one and copy into it"
+    _frozen = frozenset({"ptr", "nbytes"})
 
     nbytes: int
     ptr: int
@@ -46,14 +49,15 @@ class PinnedBuffer(Uncopyable):
     @classmethod
     def allocate(cls, nbytes: int, *, device: Device | None = None) -> PinnedBuffer:
         """Allocate ``nbytes`` (> 0) of pinned host memory, usable from every context."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+        size = as_index(nbytes)
+        if size is None or size <= 0:
             raise LayoutMismatchError(f"cannot allocate {nbytes!r} pinned bytes: pass a positive int")
         d = tb.driver()
         (device or Device(0)).make_current()
         flags = d.CU_MEMHOSTALLOC_PORTABLE
-        ptr = check(d.cuMemHostAlloc(int(nbytes), flags), "cuMemHostAlloc")
+        ptr = check(d.cuMemHostAlloc(size, flags), "cuMemHostAlloc")
         self = cls.__new__(cls)
-        self.ptr, self.nbytes, self._uses, self._freed = int(ptr), int(nbytes), Uses(), False
+        self.ptr, self.nbytes, self._uses, self._freed = int(ptr), size, Uses(), False
         self._dtype, self._shape = np.dtype(np.uint8), (int(nbytes),)
         return self
 

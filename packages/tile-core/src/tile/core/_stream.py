@@ -18,6 +18,7 @@ from tile.bindings import check
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError
 from tile.core._event import NOT_READY, Event
+from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
 __all__ = ["Stream", "as_stream", "invalidation", "open_successor"]
@@ -68,14 +69,16 @@ def _relaxed_capture() -> Iterator[None]:
         check(d.cuThreadExchangeStreamCaptureMode(previous), "cuThreadExchangeStreamCaptureMode")
 
 
-class Stream(Uncopyable):
+class Stream(Frozen, Uncopyable, metaclass=Exact):
     """A CUDA stream on one device.
 
     ``Stream(device=None, priority=0)`` creates an owned non-blocking stream on ``device`` (default: device 0);
-    :meth:`borrow` wraps a stream someone else owns.
+    :meth:`borrow` wraps a stream someone else owns. Final, and ``handle``, ``device`` and ``owned`` are read-only
+    (buffers order their uses by the handle; see ``tile.core._final``).
     """
 
     _copy_fix = "pass the stream itself, or make another with Stream(device)"
+    _frozen = frozenset({"handle", "device", "owned"})
 
     handle: int
     device: Device

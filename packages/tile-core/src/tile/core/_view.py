@@ -15,8 +15,9 @@ import numpy as np
 
 from tile.core import _dlpack
 from tile.core._context import Device
-from tile.core._errors import LayoutMismatchError, UseAfterFreeError
-from tile.core._layout import is_c_contiguous, span
+from tile.core._errors import LayoutMismatchError, OutOfBoundsError, UseAfterFreeError, WrongDeviceError
+from tile.core._final import Exact, Frozen
+from tile.core._layout import as_dtype, as_index, as_indices, as_shape, is_c_contiguous, span
 from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
@@ -27,8 +28,13 @@ __all__ = ["DeviceView"]
 _LEGACY_STREAM, _PER_THREAD_STREAM = 1, 2  # DLPack stream numbers that mean the CUDA default streams
 
 
-class DeviceView(Uncopyable):
+class DeviceView(Frozen, Uncopyable, metaclass=Exact):
     """A typed, strided view of device memory (a Tile buffer's or a foreign producer's).
+
+    Made by ``buffer.view(...)`` and ``borrow(...)``, or directly: a view of a Tile buffer (``buffer=``, or an
+    ``owner`` that is a DeviceBuffer) must lie inside that live buffer, on its device (`OutOfBoundsError`,
+    `UseAfterFreeError`, `WrongDeviceError`); a view made directly over a foreign address trusts that address, as a
+    launch's int address argument does. The class is final and its fields are read-only (see ``tile.core._final``).
 
     Attributes
     ----------
@@ -45,6 +51,16 @@ class DeviceView(Uncopyable):
     """
 
     _copy_fix = "make another view of the same memory with buffer.view(...) or pass this one"
+    _frozen = frozenset({"dtype", "shape", "strides", "device", "owner", "readonly"})
+
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    device: Device
+    owner: object
+    readonly: bool
+    _ptr: int
+    _buffer: DeviceBuffer | None
 
     def __init__(
         self,
@@ -58,8 +74,19 @@ class DeviceView(Uncopyable):
         buffer: DeviceBuffer | None = None,
         readonly: bool = False,
     ) -> None:
-        self._ptr, self.dtype, self.shape, self.strides = ptr, dtype, shape, strides
-        self.device, self.owner, self._buffer, self.readonly = device, owner, buffer, readonly
+        address, dt, dims, steps = as_index(ptr), as_dtype(dtype), as_shape(shape), as_indices(strides)
+        if address is None or steps is None or len(steps) != len(dims):
+            raise LayoutMismatchError(
+                f"a view needs an int address and one int byte stride per extent, got {ptr!r}, shape {dims} and "
+                f"strides {strides!r}"
+            )
+        home = _home_buffer(owner, buffer)
+        if home is not None:
+            _check_inside(home, address, dt, dims, steps, device=device)
+        vars(self).update(  # the first (and only) assignment of the read-only fields, without __setattr__'s check
+            _ptr=address, dtype=dt, shape=dims, strides=steps, device=device, owner=owner, _buffer=buffer
+        )
+        vars(self)["readonly"] = bool(readonly)
 
     def __repr__(self) -> str:
         return f"<DeviceView {self.dtype}{list(self.shape)} on device {self.device.ordinal}>"
@@ -150,22 +177,23 @@ class DeviceView(Uncopyable):
             raise BufferError("tile.core exports device memory without copying; pass copy=None or False")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"this memory lives on {self.__dlpack_device__()}, not {dl_device}")
-        ptr = self.ptr
-        if self._buffer is not None and stream != -1:
-            self._order_consumer(stream)
-        owner = self._buffer if self._buffer is not None else self
-        device = self.__dlpack_device__()
-        versioned = _dlpack.wants_versioned(max_version)
-        return _dlpack.export_capsule(
-            ptr,
-            self.dtype,
-            self.shape,
-            self.strides,
-            device=device,
-            owner=owner,
-            readonly=self.readonly,
-            versioned=versioned,
-        )
+        from tile.core._buffer import use_lock
+
+        with use_lock:  # a free on another thread comes before the check or after the export is registered
+            ptr = self.ptr
+            if self._buffer is not None and stream != -1:
+                self._order_consumer(stream)
+            owner = self._buffer if self._buffer is not None else self
+            return _dlpack.export_capsule(
+                ptr,
+                self.dtype,
+                self.shape,
+                self.strides,
+                device=self.__dlpack_device__(),
+                owner=owner,
+                readonly=self.readonly,
+                versioned=_dlpack.wants_versioned(max_version),
+            )
 
     def _order_consumer(self, stream: int | None) -> None:
         import tile.bindings as tb
@@ -179,3 +207,37 @@ class DeviceView(Uncopyable):
             self._buffer._foreign_streams.add(handle)
             event = home.record()
             tb.check(tb.driver().cuStreamWaitEvent(tb.driver().CUstream(handle), event._raw, 0), "cuStreamWaitEvent")
+
+
+def _home_buffer(owner: object, buffer: object) -> DeviceBuffer | None:
+    """The Tile buffer a view claims to lie in: ``buffer``, else an ``owner`` that is one (None for foreign memory)."""
+    from tile.core._buffer import DeviceBuffer
+
+    if buffer is not None and not isinstance(buffer, DeviceBuffer):
+        raise LayoutMismatchError(f"buffer= must be the DeviceBuffer the view lies in, got {type(buffer).__name__}")
+    return buffer if buffer is not None else (owner if isinstance(owner, DeviceBuffer) else None)
+
+
+def _check_inside(
+    home: DeviceBuffer,
+    address: int,
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    *,
+    device: Device,
+) -> None:
+    """Refuse a view of a Tile buffer that reaches outside it, lives on another device, or outlived it."""
+    base = home.ptr  # UseAfterFreeError for a freed buffer
+    if device is not home.device:
+        raise WrongDeviceError(
+            f"the view says device {getattr(device, 'ordinal', device)!r} but {home!r} lives on device "
+            f"{home.device.ordinal}: pass device=buffer.device"
+        )
+    lo, hi = span(shape, strides, dtype.itemsize)
+    if math.prod(shape) and (address + lo < base or address + hi > base + home.nbytes):
+        raise OutOfBoundsError(
+            f"a view {dtype}{list(shape)} with strides {strides} at 0x{address:x} covers bytes "
+            f"[{address + lo - base}, {address + hi - base}) of {home!r}, which has {home.nbytes}: "
+            "make views with buffer.view(dtype, shape, offset)"
+        )
