@@ -54,7 +54,7 @@ def test_seeded_weights_are_the_checkpoint_shapes_the_same_in_any_order() -> Non
     norm = w["model.norm.weight"].astype(np.float32)
     assert abs(norm.mean() - 1) < 0.05
     assert 0.05 < norm.std() < 0.15
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=r"model\.layers\.2\.mlp\.up_proj\.weight"):
         w["model.layers.2.mlp.up_proj.weight"]  # TINY has two layers
 
 
