@@ -1,10 +1,11 @@
 """Launch makers of Qwen3's own kernels (``_qwen3_kernels.tilepy``): the fusions the library does not have (per-head
-RMSNorm with RoPE from the fused q/k/v rows, its KV-cache append, and the causal attention of a multi-token pass
-starting at a device-side position; decode uses `tile.kernels.decode_attention_op`). Each checks its arguments and
-returns the launch, not run yet, so a whole step composes as one ``.then()`` chain. The output is always the launch's
-first argument (a partition: ``out[0].unpartition()`` passes it on). Activation inputs may be tensors in flight (moved
-into the launch, which runs after their writer); the others are borrowed through fresh views (``t[()]``), as in the rest
-of `tile.kernels`. Activations are 2-D rows ``(T, heads * head_dim)``, so no launch needs a view of a tensor in flight.
+RMSNorm with RoPE from the fused q/k/v rows and its KV-cache append; attention is the library's:
+`tile.kernels.decode_attention_op` for one token, `tile.kernels.attention_op` on the q rows for several). Each checks
+its arguments and returns the launch, not run yet, so a whole step composes as one ``.then()`` chain. The output is
+always the launch's first argument (a partition: ``out[0].unpartition()`` passes it on). Activation inputs may be
+tensors in flight (moved into the launch, which runs after their writer); the others are borrowed through fresh views
+(``t[()]``), as in the rest of `tile.kernels`. Activations are 2-D rows ``(T, heads * head_dim)``, so no launch needs a
+view of a tensor in flight.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from tile.frontend import Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["append_kv", "attention", "prep_q"]
+__all__ = ["append_kv", "prep_q"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
@@ -53,14 +54,4 @@ def append_kv(
     x = _args.operand(qkv, "qkv", "append_kv")
     k = kernels(_STEM)
     made: Op = k.kv_append(zk, zv, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=offset, KV=kv)
-    return made
-
-
-def attention(q: Tensor, k_cache: Tensor, v_cache: Tensor, *, pos: Tensor, group: int, block: int) -> Op:
-    """Causal grouped-query attention of ``q`` ``(T, heads * HD)`` (token t at position ``pos + t``) over the caches
-    (``(kv_heads, S, HD)``, in flight or borrowed); into a new ``(T, heads * HD)``."""
-    hd = k_cache.shape[-1]
-    z = tile.empty(q.dtype, list(q.shape)).partition([1, hd])
-    qs, ks, vs = (_args.operand(t, n, "attention") for t, n in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache")))
-    made: Op = kernels(_STEM).attention(z, qs, ks, vs, pos[()], hd**-0.5, GROUP=group, BS=block)
     return made
