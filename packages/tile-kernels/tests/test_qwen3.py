@@ -325,6 +325,11 @@ QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[
         {"zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
         {"C": "bf16", "D": "bf16", "W": "bf16"},
     ),
+    "kv_append_chunks": (
+        {"BT": 16, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
+        {"zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
+        {"C": "bf16", "D": "bf16", "W": "bf16"},
+    ),
 }
 
 

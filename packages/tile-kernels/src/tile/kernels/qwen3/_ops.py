@@ -18,7 +18,7 @@ from tile.frontend import Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["append_kv", "prep_q"]
+__all__ = ["append_kv", "append_kv_chunks", "prep_q"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
@@ -54,4 +54,33 @@ def append_kv(
     x = _args.operand(qkv, "qkv", "append_kv")
     k = kernels(_STEM)
     made: Op = k.kv_append(zk, zv, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=offset, KV=kv)
+    return made
+
+
+APPEND_TOKENS = 16
+"""Cache positions one block of `append_kv_chunks` owns (so it writes at most this many tokens)."""
+
+
+def append_kv_chunks(
+    k_cache: Tensor,
+    v_cache: Tensor,
+    qkv: Tensor,
+    w: Tensor,
+    *,
+    offset: int,
+    cos: Tensor,
+    sin: Tensor,
+    pos: Tensor,
+    eps: float,
+) -> Op:
+    """`append_kv` for many tokens: the same writes, by one block per (KV head, `APPEND_TOKENS` cache positions)
+    instead of one per KV head looping over every token (a multi-token pass's append in parallel)."""
+    kv, s, hd = k_cache.shape
+    bt = min(APPEND_TOKENS, s)
+    zk, zv = k_cache.partition([1, bt, hd]), v_cache.partition([1, bt, hd])
+    x = _args.operand(qkv, "qkv", "append_kv_chunks")
+    k = kernels(_STEM)
+    made: Op = k.kv_append_chunks(
+        zk, zv, x, w[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=offset, KV=kv
+    )
     return made

@@ -279,7 +279,8 @@ class Qwen3:
 
         def append(ch: Chain) -> _ops.Op:
             caches = (self.k_cache[i], self.v_cache[i])
-            return _ops.append_kv(*caches, ch.take("qkv"), layer.k_norm, offset=nq, eps=eps, **tables())
+            write = _ops.append_kv if n == 1 else _ops.append_kv_chunks  # many tokens: in parallel over the cache
+            return write(*caches, ch.take("qkv"), layer.k_norm, offset=nq, eps=eps, **tables())
 
         def prep(ch: Chain) -> _ops.Op:
             return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
