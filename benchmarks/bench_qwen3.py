@@ -18,6 +18,9 @@ time per token over the bandwidth a device-to-device copy reaches in the same ru
   also ``transformers_compiled``: its decode forward under ``torch.compile(mode="reduce-overhead")`` over a static
   cache, within ``--hf-limit`` seconds, or a skip with the reason (`qwen3_hf`).
 
+``--decode-attention`` picks Tile's decode attention (`Qwen3`'s ``decode_attention``: ``one`` kernel, ``split`` +
+combine, or ``auto``, the default: one kernel up to 1024 cache positions); the row records it.
+
 The peers are skipped (``peers_skipped`` says why) with ``--peers none`` or where two more copies of the weights do
 not fit the GPU beside Tile's (32B on one H200).
 
@@ -146,7 +149,8 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
     row["kv_bytes_per_token"] = kv_bytes
     floor = (row["weight_bytes"] + kv_bytes) / bandwidth if bandwidth else 0.0
     start = time.perf_counter()
-    model = Qwen3(c, w, max_seq=max_seq)
+    model = Qwen3(c, w, max_seq=max_seq, decode_attention=args.decode_attention)
+    row["decode_attention"] = args.decode_attention
     row["build_s"] = time.perf_counter() - start  # the seeded weights made on the host and uploaded, tensor by tensor
     print(f"{name}: built in {row['build_s']:.1f} s", flush=True)
     start = time.perf_counter()
@@ -338,6 +342,12 @@ def main(argv: list[str] | None = None) -> None:
         help="decode peers: torch and transformers eager (default), also transformers compiled (all), or none",
     )
     p.add_argument("--hf-limit", type=int, default=240, help="seconds transformers_compiled may take")
+    p.add_argument(
+        "--decode-attention",
+        choices=("auto", "one", "split"),
+        default="auto",
+        help="Qwen3(decode_attention=...): one kernel, split + combine, or auto (one up to 1024 cache positions)",
+    )
     args = p.parse_args(argv)
     if args.tp > 1:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack

@@ -97,9 +97,14 @@ def _static_cache(transformers: Any, model: Any, length: int) -> Any:
         )
 
 
+_UNTIMED_STEPS = 3 + 2  # the compiled contender's compile/record steps and decode_rate's warm-up steps
+
+
 def _compiled(torch: Any, transformers: Any, model: Any, prompt: list[int], tokens: int) -> dict[str, float]:
     n = len(prompt)
-    cache = _static_cache(transformers, model, n + tokens + 4)
+    # Positions n .. n + tokens + 4: three steps compile and record, decode_rate warms up with two more, then times
+    # ``tokens`` (a position past the cache trips a device-side assert that poisons the whole process's context).
+    cache = _static_cache(transformers, model, n + tokens + _UNTIMED_STEPS)
     positions = torch.arange(n, device="cuda")
     out = model(torch.tensor([prompt], device="cuda"), past_key_values=cache, cache_position=positions)
     forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)

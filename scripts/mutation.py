@@ -126,6 +126,7 @@ TARGETS: dict[str, Target] = {
         (
             f"{CORE_TESTS}/test_core_simulated.py",
             f"{CORE_TESTS}/test_core_misuse.py",
+            f"{CORE_TESTS}/test_core_launch_calls.py",
             "packages/tile-async/tests/test_aio_core_sim.py",
         ),
     ),

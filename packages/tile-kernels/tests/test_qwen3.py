@@ -151,16 +151,18 @@ def _decode(model: Qwen3, ids: list[int], graph: bool) -> list[np.ndarray[Any, A
         return [step.step(i) for i in ids]
 
 
+@pytest.mark.parametrize("attention", ["one", "split"])
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 @pytest.mark.parametrize("tied", [False, True])
-def test_prefill_and_decode_match_a_float64_reference(tied: bool, graph: bool) -> None:
+def test_prefill_and_decode_match_a_float64_reference(tied: bool, graph: bool, attention: str) -> None:
     # Error budget: activations are rounded to bf16 (unit u = 2^-8) at each kernel boundary; a logit inherits about
     # one relative rounding per sublayer output that feeds the residual stream (2 per layer) plus the final norm and
     # the embedding: (2 * layers + 2) * u * max|logit|.
     c = Qwen3Config(**{**TINY.__dict__, "tie_word_embeddings": tied})
     w = random_weights(c, seed=5)
     ids = [3, 141, 59, 26, 5, 35, 89, 79, 32, 38]
-    model = Qwen3(c, w, max_seq=16)
+    # 64 positions: enough key tiles for the interpreter's split form to split (16 would be one split either way).
+    model = Qwen3(c, w, max_seq=64, decode_attention=attention)
     got = np.concatenate([model.forward(ids[:7], all_logits=True), np.stack(_decode(model, ids[7:], graph))])
     ref = _reference(w, c, ids)
     budget = (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
@@ -192,6 +194,40 @@ def test_steps_refuse_a_start_past_the_cache() -> None:
     with pytest.raises(tile.ArgumentError, match="from position -1"):
         model.steps(inputs, 3, head=False, start=-1)
     assert len(model.steps(inputs, 3, head=False, start=13)) > 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "max_seq", "launched"),
+    [
+        ("auto", 1024, {"decode_one"}),  # short caches: one kernel (ONE_KERNEL_SEQ)
+        ("auto", 2048, {"decode_split", "decode_combine"}),  # long ones: split over the sequence, then combined
+        ("one", 2048, {"decode_one"}),
+        ("split", 64, {"decode_split", "decode_combine"}),
+    ],
+)
+def test_decode_attention_is_one_kernel_for_short_caches(
+    monkeypatch: pytest.MonkeyPatch, mode: str, max_seq: int, launched: set[str]
+) -> None:
+    from tile.kernels._source import kernels
+
+    module, seen = kernels("_attention_kernels"), set[str]()
+
+    def spy(name: str, kernel: Any) -> Any:
+        def launch(*args: Any, **kw: Any) -> Any:
+            seen.add(name)
+            return kernel(*args, **kw)
+
+        return launch
+
+    for name in ("decode_one", "decode_split", "decode_combine"):
+        monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
+    model = Qwen3(TINY, random_weights(TINY, seed=2), max_seq=max_seq, decode_attention=mode)
+    model.forward([4, 5])
+    assert not seen  # a multi-token pass uses the library's flash attention
+    model.forward([6])
+    assert seen == launched
+    with pytest.raises(tile.ArgumentError, match="decode_attention='fused'; pass 'auto', 'one'"):
+        Qwen3(TINY, random_weights(TINY, seed=2), decode_attention="fused")
 
 
 def test_the_decode_graph_replays_the_eager_step_exactly_and_hands_the_cache_back() -> None:
@@ -314,21 +350,12 @@ def _lower_for_sm_90(
 
 
 HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
+WQK = {"wq": ("bf16", 2), "wk": ("bf16", 2)}
 QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
-    "q_prep": (
-        {"HD": 128, "HALF": 64},
-        {"z": ("bf16", 2), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
-        {"O": "bf16", "D": "bf16", "W": "bf16"},
-    ),
-    "kv_append": (
-        {"S": 1024, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
-        {"zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
-        {"C": "bf16", "D": "bf16", "W": "bf16"},
-    ),
-    "kv_append_chunks": (
-        {"BT": 16, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
-        {"zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), "w": ("bf16", 2), **HEAD},
-        {"C": "bf16", "D": "bf16", "W": "bf16"},
+    "qkv_prep": (
+        {"BT": 1024, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
+        {"z": ("bf16", 2), "zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), **WQK, **HEAD},
+        {"O": "bf16", "C": "bf16", "D": "bf16", "W": "bf16"},
     ),
 }
 

@@ -143,9 +143,13 @@ class Uses:
         self.add_event(stream.record())
 
     def add_event(self, event: Event) -> None:
-        if len(self.events) >= 8:
-            self.events = [e for e in self.events if not e.query()]
-        self.events.append(event)
+        events = self.events
+        for held in events:
+            if held is event:  # a stream's use mark, re-recorded since: it already stands for this use
+                return
+        if len(events) >= 8:
+            events = self.events = [e for e in events if not e.query()]
+        events.append(event)
 
 
 class DeviceBuffer(Uncopyable):

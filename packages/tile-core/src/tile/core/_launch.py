@@ -175,6 +175,6 @@ def _track(stream: Stream, shared: Sequence[Any]) -> None:
     """Record the launch just enqueued on ``stream`` for buffers of other streams, so their frees wait for it (not
     during a capture, whose events guard nothing: see the module docstring)."""
     if not stream.is_capturing():
-        event = stream.record()
+        event = stream._record_mark()  # one event per stream, re-recorded: no create, destroy or pruning queries
         for buffer in shared:
             buffer._uses.add_event(event)

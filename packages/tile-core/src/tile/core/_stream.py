@@ -101,6 +101,7 @@ class Stream(Uncopyable):
         self._raw, self.handle, self.device, self.owned = raw, int(raw), device, owned
         self._owner, self._protected, self._closed, self._cc = owner, protected, False, None
         self._final: Event | None = None
+        self._mark: Event | None = None
 
     @classmethod
     def borrow(cls, obj: object, *, device: Device | None = None, allow_null: bool = False) -> Stream:
@@ -187,6 +188,17 @@ class Stream(Uncopyable):
         event = event if event is not None else Event(self.device)
         event.record(self)
         return event
+
+    def _record_mark(self) -> Event:
+        """Record the stream's own use mark (one event per stream, made once, re-recorded by every call) and return
+        it. A record covers everything queued on the stream before it, so a later record of the mark stands for every
+        earlier one: a holder waiting on the mark waits for at least the work it saw queued. Not during a capture
+        (the caller checks): a captured record would leave the mark meaning nothing outside the graph."""
+        mark = self._mark
+        if mark is None:
+            mark = self._mark = Event(self.device)
+        mark.record(self)
+        return mark
 
     def wait(self, other: Event | Stream) -> None:
         """Make later work on this stream wait for ``other`` (an event, or everything queued on a stream)."""

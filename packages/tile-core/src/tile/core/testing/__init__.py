@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import struct
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -31,6 +32,7 @@ __all__ = [
     "SimKernel",
     "SimStreams",
     "Work",
+    "counting_calls",
     "simulated",
     "sm90_cubin",
     "vec_add_body",
@@ -95,3 +97,35 @@ def simulated(devices: int = 1, *, asynchronous: bool = False, seed: int = 0) ->
         tc.Device._instances, _buffer._deferred = saved_instances, saved_deferred
         for name, original in saved_core.items():
             setattr(cuda.core, name, original)
+
+
+@contextmanager
+def counting_calls(driver: Any) -> Iterator[Counter[str]]:
+    """Count every driver call (``cu*``) made through ``driver`` inside the block, by name.
+
+    ``driver`` is a :class:`SimDriver` or the real ``cuda.bindings.driver`` module (``tile.bindings.driver()``): its
+    functions are wrapped for the block only, and the calls and their results are the driver's own. tile.core looks
+    the driver's functions up at each call, except a `tile.core.PreparedLaunch`, which keeps ``cuLaunchKernel``:
+    prepare the launches to count inside the block.
+    """
+    counts: Counter[str] = Counter()
+    names = [name for name in dir(driver) if name.startswith("cu") and name[2:3].isupper()]
+    own = {name: vars(driver)[name] for name in names if name in vars(driver)}
+
+    def counted(name: str, call: Any) -> Any:
+        def call_counted(*args: Any) -> Any:
+            counts[name] += 1
+            return call(*args)
+
+        return call_counted
+
+    for name in names:
+        setattr(driver, name, counted(name, getattr(driver, name)))
+    try:
+        yield counts
+    finally:
+        for name in names:
+            if name in own:
+                setattr(driver, name, own[name])
+            else:
+                delattr(driver, name)

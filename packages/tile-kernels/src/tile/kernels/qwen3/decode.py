@@ -1,6 +1,6 @@
 """`DecodeGraph`: Qwen3's one-token decode step captured once as a graph and replayed per token.
 
-The step is the model's forward chain for one token (embedding, every layer, final norm, LM head: about 10 launches
+The step is the model's forward chain for one token (embedding, every layer, final norm, LM head: 9 or 10 launches
 a layer, no host wait between them), captured with ``.graph()`` (a CUDA graph on the GPU, a recorded host schedule on
 the CPU interpreter), ending with a one-block argmax of the logits. Its launches read the token id and the position
 from one i32 device tensor ``[id, position]``; each token runs one chain of three ops with one host wait:

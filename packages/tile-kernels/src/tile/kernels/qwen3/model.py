@@ -1,13 +1,14 @@
 """The Qwen3 forward pass on Tile: `Qwen3` holds the weights and the KV cache, runs prefill and decode.
 
-One layer is ten launches (eleven in decode): RMSNorm (`tk.rmsnorm`), the fused q/k/v projection (`tk.matmul` on the
-concatenated weight), q RMSNorm+RoPE, k RMSNorm+RoPE and v into the caches (one launch; those two are the model's own
-fusions), attention (decode: `tk.decode_attention_op`, split over the sequence, two kernels; a multi-token pass: the
+One layer is nine launches (also in decode when the cache is short): RMSNorm (`tk.rmsnorm`), the fused q/k/v
+projection (`tk.matmul` on the concatenated weight), q RMSNorm+RoPE with k RMSNorm+RoPE and v into the caches (one
+launch, the model's own fusion: `_ops.prep_qkv`), attention (decode: `tk.decode_attention_op`, one kernel up to
+``ONE_KERNEL_SEQ`` cache positions, else split over the sequence and combined, two kernels; a multi-token pass: the
 library's flash attention `tk.attention_op` on the q rows against the caches, causal from the pass's first position),
-the output projection with the residual add fused (`tk.matmul(..., residual=x)`),
-RMSNorm, the fused gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and the down projection with the
-residual fused. The embedding is `tk.embedding`, greedy decoding's last launch `tk.argmax`. Activations are bf16
-between launches, every kernel computes in f32.
+the output projection with the residual add fused (`tk.matmul(..., residual=x)`), RMSNorm, the fused gate/up
+projection, the SiLU-gated product (`tk.swiglu_fused`) and the down projection with the residual fused. The embedding
+is `tk.embedding`, greedy decoding's last launch `tk.argmax`. Activations are bf16 between launches, every kernel
+computes in f32.
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ class Qwen3:
         makes or loads tensors when read keeps only about one layer on the host).
     max_seq
         Positions the cache holds (prompt plus generated tokens); rounded up to a power of two.
+    decode_attention
+        How a one-token step attends: ``"split"`` (`tk.decode_attention_op` split over the sequence, a partial per
+        run of key tiles and a combine: two kernels), ``"one"`` (one kernel, a block per group of query heads walking
+        the whole sequence: one launch fewer, a longer serial walk), or ``"auto"`` (default): ``"one"`` when
+        ``max_seq <= ONE_KERNEL_SEQ``, else ``"split"``. The choice is fixed per model: a captured decode graph serves
+        every length up to ``max_seq``, so it is made from ``max_seq``, not from the current length.
 
     ``config`` and ``max_seq`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
     tiles were made for them, and the checks that refuse a bad call before the caches move read them. ``length`` is
@@ -71,13 +78,29 @@ class Qwen3:
     """
 
     _FIXED = frozenset({"config", "max_seq"})
+    ONE_KERNEL_SEQ = 1024
+    """The largest ``max_seq`` whose decode attention is one kernel under ``decode_attention="auto"``."""
 
-    def __init__(self, config: Qwen3Config, weights: Mapping[str, np.ndarray[Any, Any]], max_seq: int = 1024) -> None:
+    def __init__(
+        self,
+        config: Qwen3Config,
+        weights: Mapping[str, np.ndarray[Any, Any]],
+        max_seq: int = 1024,
+        *,
+        decode_attention: str = "auto",
+    ) -> None:
+        if decode_attention not in ("auto", "one", "split"):
+            raise ArgumentError(
+                f"Qwen3: decode_attention={decode_attention!r}; pass 'auto', 'one' (one kernel) or 'split' (split over "
+                "the sequence, then a combine)"
+            )
         missing = [n for n in config.weight_shapes() if n not in weights]
         if missing:
             raise ArgumentError(f"Qwen3: weights lack {len(missing)} tensor(s), first {missing[0]!r}")
         self.config = config
         self.max_seq = _args.next_pow2(max(2, max_seq))
+        one = decode_attention == "one" or (decode_attention == "auto" and self.max_seq <= self.ONE_KERNEL_SEQ)
+        self._decode_splits = 1 if one else None  # None: the library sizes the split for the whole cache
 
         def put(*names: str) -> Tensor:
             parts = [np.asarray(weights[n], dtype=ml_dtypes.bfloat16) for n in names]
@@ -277,27 +300,26 @@ class Qwen3:
         def tables() -> dict[str, Tensor]:
             return {"cos": self.cos, "sin": self.sin, "pos": pos()}
 
-        def append(ch: Chain) -> _ops.Op:
-            caches = (self.k_cache[i], self.v_cache[i])
-            write = _ops.append_kv if n == 1 else _ops.append_kv_chunks  # many tokens: in parallel over the cache
-            return write(*caches, ch.take("qkv"), layer.k_norm, offset=nq, eps=eps, **tables())
-
         def prep(ch: Chain) -> _ops.Op:
-            return _ops.prep_q(ch.take("qkv"), layer.q_norm, heads=nq, eps=eps, **tables())
+            caches = (self.k_cache[i], self.v_cache[i])
+            w = (layer.q_norm, layer.k_norm)
+            # Many tokens: the caches in tiles of APPEND_TOKENS positions, so many blocks write them in parallel.
+            tokens = min(_ops.APPEND_TOKENS, self.max_seq) if n > 1 else None
+            return _ops.prep_qkv(*caches, ch.take("qkv"), *w, heads=nq, eps=eps, tokens=tokens, **tables())
 
         def attend(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
             q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)
-            if n == 1:  # decode: the library's split-sequence kernel; pos + 1 rows of the cache are valid
-                return tk.decode_attention_op(q, kc, vc, pos(), plus=1), {"o": 0, k: 2, v: 3}
+            if n == 1:  # decode: the library's kernels (one, or split + combine); pos + 1 rows of the cache are valid
+                op = tk.decode_attention_op(q, kc, vc, pos(), plus=1, splits=self._decode_splits)
+                return op, {"o": 0, k: 2, v: 3}
             # A multi-token pass: flash attention of the q rows (T, Hq * HD) against the caches, query t at cache
-            # position start + t; the caches hold the pass's own keys already (appended above).
+            # position start + t; the caches hold the pass's own keys already (written by prep_qkv).
             return tk.attention_op(q, kc, vc, causal=True, offset=start), {"o": 0, k: 2, v: 3}
 
         return [
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
             lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
-            lambda ch: (prep(ch), {"q": 0, "qkv": 1}),
-            lambda ch: (append(ch), {k: 0, v: 1}),
+            lambda ch: (prep(ch), {"q": 0, k: 1, v: 2}),
             attend,
             *self.residual_steps("o", layer.wo),
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),

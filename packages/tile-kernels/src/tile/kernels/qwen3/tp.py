@@ -156,6 +156,8 @@ class TPQwen3(Qwen3):
         This process's place; collectives run through `tile.distributed` (``init()`` first, with ``world`` ranks).
     max_seq
         Positions the KV cache holds.
+    decode_attention
+        As `Qwen3`'s (one decode attention kernel or split + combine, on this rank's heads).
 
     Every rank must run the same calls with the same tokens (the collectives pair up); each returns the full
     logits.
@@ -169,6 +171,7 @@ class TPQwen3(Qwen3):
         rank: int,
         world: int,
         max_seq: int = 1024,
+        decode_attention: str = "auto",
     ) -> None:
         import tile.frontend.distributed as dist
 
@@ -185,7 +188,7 @@ class TPQwen3(Qwen3):
             raise ArgumentError(f"TPQwen3: rank {rank} of {world}, but this process is rank {g.rank} of {g.world_size}")
         self.full_config, self.rank, self.world = config, rank, world
         self._dist = dist
-        super().__init__(local_config(config, world), weights, max_seq)
+        super().__init__(local_config(config, world), weights, max_seq, decode_attention=decode_attention)
         if config.tie_word_embeddings:  # the LM head's vocabulary shard is a view of the replicated embedding
             v = config.vocab_size // world
             self.lm_head = self.embed[rank * v : (rank + 1) * v]

@@ -1,0 +1,138 @@
+"""Driver calls per launch, counted: the map of what a launch costs in driver calls (docs/development.md, "Driver
+calls per launch", is this script's output).
+
+Each real driver call costs the host one to three microseconds (the launch itself about 2.7 us on an H100), so the
+count is the floor under a launch's host time once Tile's own work is compiled. Counted for: a safe launch waited for
+(``sync_on(s)`` and ``.sync()``); a same-stream ``.then`` chain (its fixed cost, and each link's, from chains of 1 and
+LINKS + 1 launches, the hand-back included); ``tile.core.launch`` (checked) and a prepared launch, BURST back to
+back, on the buffers' stream and on another one; a graph replay (GPU only: the simulator has no graphs). Both
+launch paths (pure Python and ``_fastlaunch``).
+
+Run from the repository root: ``python benchmarks/launch_calls.py`` counts on tile.core's simulated driver (no GPU,
+no tileiras; kernels compiled to bytecode only); ``--gpu`` counts the real driver's calls on the GPU, which must agree
+(the code path is the same; this checks it).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_frontend import SMALL_N, SMALL_TILE, TileLoop, add, replayed_chain
+
+import tile.bindings as tb
+import tile.core as tc
+import tile.frontend as tile
+from tile.core.testing import SimDriver, counting_calls, simulated
+from tile.frontend import _accel, _entry, _execute, f32
+
+LINKS = 100
+BURST = 20  # tile.core launches counted back to back, none waited for (the GPU behind, as in a real burst)
+
+
+def _per(calls: Counter[str], n: int) -> str:
+    return ", ".join(f"{name} {count / n:g}" for name, count in sorted(calls.items())) or "none"
+
+
+def count(calls: Counter[str], run: Callable[[], None], times: int = 1) -> Counter[str]:
+    """The driver calls of ``times`` runs of ``run`` (their garbage collected inside), after one warm-up run;
+    ``calls`` counts all."""
+    run()
+    gc.collect()
+    before = Counter(calls)
+    for _ in range(times):
+        run()
+    gc.collect()
+    return calls - before
+
+
+def frontend_rows(calls: Counter[str], stream: Any) -> Iterator[tuple[str, str]]:
+    loop = TileLoop(
+        add,
+        [tile.zeros(f32, [SMALL_N]).partition([SMALL_TILE]), tile.ones(f32, [SMALL_N]), tile.ones(f32, [SMALL_N])],
+        stream,
+    )
+
+    def sync() -> None:
+        loop.args = list(add(*loop.args).sync())[: loop.n]
+
+    paths = ["pure"] + (["compiled"] if _accel.compiled() is not None else [])
+    for path in paths:
+        _accel.use(path)
+        yield f"{path}: add(...).sync_on(s)", _per(count(calls, loop.run), 1)
+        yield f"{path}: add(...).sync()", _per(count(calls, sync), 1)
+        one = count(calls, lambda: loop.chain(1))
+        many = count(calls, lambda: loop.chain(LINKS + 1))
+        yield f"{path}: .then chain, fixed (chain of 1)", _per(one, 1)
+        yield f"{path}: .then chain, each further link", _per(many - one, LINKS)
+
+
+def core_rows(calls: Counter[str], stream: Any) -> Iterator[tuple[str, str]]:
+    function = next(iter(_execute._modules.values()))  # the add kernel: (ptr, i32, i32) x 3, like vec_add
+    device = stream.device
+    x, y, z = (tc.DeviceBuffer.allocate(4 * SMALL_N, device=device, stream=stream) for _ in range(3))
+    args = [z, SMALL_N, 1, x, SMALL_N, 1, y, SMALL_N, 1]
+    kinds = ("ptr", "i32", "i32") * 3
+    grid = SMALL_N // SMALL_TILE
+    other = device.create_stream()
+    for label, on in (("its buffers' stream", stream), ("another stream", other)):
+        yield (
+            f"tile.core.launch (checked), {label}",
+            _per(
+                count(calls, lambda on=on: tc.launch(function, grid, 1, args, stream=on, signature=kinds), BURST), BURST
+            ),
+        )
+        prepared = tc.prepare(function, grid, 1, args, stream=on, signature=kinds)
+        yield f"tile.core prepared launch, {label}", _per(count(calls, prepared, BURST), BURST)
+    stream.synchronize()
+    other.synchronize()
+
+
+def graph_rows(driver: Any, calls: Counter[str], stream: Any) -> Iterator[tuple[str, str]]:
+    if isinstance(driver, SimDriver):  # no graphs
+        yield "graph replay + sync_on(s) (whole graph)", "(GPU only: run with --gpu)"
+        return
+    graph = replayed_chain(stream)
+    yield "graph replay + sync_on(s) (whole graph)", _per(count(calls, lambda: graph.launch().sync_on(stream)), 1)
+    graph.close()
+
+
+def rows(driver: Any) -> list[tuple[str, str]]:
+    """Everything runs under one counter: a prepared launch keeps the ``cuLaunchKernel`` it was made with."""
+    with counting_calls(driver) as calls:
+        stream = tc.Device(0).create_stream()
+        out = list(frontend_rows(calls, stream))
+        out += core_rows(calls, stream)
+        out += graph_rows(driver, calls, stream)
+    return out
+
+
+def main() -> None:
+    if "--gpu" in sys.argv:
+        tile.set_backend("gpu")
+        table = rows(tb.driver())
+    else:
+        from bench_launch_sim import _bytecode_only
+
+        with simulated(asynchronous=True) as sim:
+            sim.eagerness = 0.0
+            saved = _entry.compile_kernel
+            _entry.compile_kernel = _bytecode_only(sim)  # type: ignore[assignment]
+            tile.set_backend("gpu")
+            try:
+                table = rows(sim)
+            finally:
+                _entry.compile_kernel = saved
+    print("| launch | driver calls per launch |\n| --- | --- |")
+    for label, calls in table:
+        print(f"| {label} | {calls} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""The driver calls of tile.frontend's safe launches, counted on tile.core's simulated driver, on both launch paths.
+
+Each real driver call costs the host one to three microseconds, so a change that adds one to a launch shows here
+(docs/development.md, "Driver calls per launch", has the table): a launch waited for is one ``cuLaunchKernel`` and
+one ``cuStreamSynchronize``; each link of a same-stream ``.then`` chain adds one ``cuLaunchKernel`` and nothing else
+(stream order is the ordering; the hand-back waits once, for the whole chain). The kernels are compiled to bytecode
+only (no tileiras) and run in the simulator by a numpy body over the packed arguments, so the asynchronous tests
+check the values too: a chain whose links were misordered, or handed back before their work ran, reads wrong bytes
+or leaves an entry in ``SimDriver.bugs``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import gc
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.core as tc
+import tile.frontend as tile
+from tile.compiler import compile_kernel
+from tile.core.testing import SimDriver, SimKernel, counting_calls, simulated, sm90_cubin
+from tile.frontend import _accel, _entry, _execute, f32
+from tile.frontend._execute import GPU_KIND
+
+N, B = 1024, 128
+BUILT = _accel.compiled() is not None
+PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(not BUILT, reason=_accel.reason()))]
+
+
+def _floats(ptr: int, n: int) -> np.ndarray[Any, Any]:
+    return np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr))
+
+
+def _add_body(values: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[list[tuple[int, int]], Any]:
+    """``add(z, x, y)``'s effect: z = x + y over the grid's tiles (its arguments: base, shape, stride for each)."""
+    z, nz, _, x, _, _, y, _, _ = values
+    n = min(nz, grid[0] * B)
+
+    def run() -> None:
+        _floats(z, n)[:] = _floats(x, n) + _floats(y, n)
+
+    return [(z, 4 * n), (x, 4 * n), (y, 4 * n)], run
+
+
+def _accumulate_body(values: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[list[tuple[int, int]], Any]:
+    """``accumulate(z, x)``'s effect: z += x over the grid's tiles."""
+    z, nz, _, x, _, _ = values
+    n = min(nz, grid[0] * B)
+
+    def run() -> None:
+        _floats(z, n)[:] += _floats(x, n)
+
+    return [(z, 4 * n), (x, 4 * n)], run
+
+
+@pytest.fixture(params=PATHS)
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = _accel.use(request.param)
+    yield request.param
+    _accel.use(previous)
+
+
+def _simulated_gpu(monkeypatch: pytest.MonkeyPatch, k: ModuleType, seed: int, eagerness: float) -> Iterator[SimDriver]:
+    # The kernels' compile caches get the simulator's stand-in cubins here: give them empty caches for the test (the
+    # monkeypatch puts the session's back after), or later tests of the session module would launch those cubins.
+    for kernel in (k.add, k.accumulate):
+        for cache in ("_cache", "_by_layout", "_plans"):
+            monkeypatch.setattr(kernel, cache, {})
+    with simulated(asynchronous=True, seed=seed) as sim:
+        sim.eagerness = eagerness
+
+        # The kernels may come from the compile cache: the simulator knows them by name beforehand.
+        sim.add_kernel(SimKernel("add", ["ptr", "i32", "i32"] * 3, _add_body))
+        sim.add_kernel(SimKernel("accumulate", ["ptr", "i32", "i32"] * 2, _accumulate_body))
+
+        def compile_for_sim(fn: Any, spec: Any, target: Any) -> Any:
+            compiled = compile_kernel(fn, spec, target, cubin=False)
+            if target.arch == "cpu":
+                return compiled
+            kinds = [GPU_KIND.get(s.dtype, "ptr") for s in compiled.abi.slots]
+            assert kinds == sim.kernels[compiled.entry].signature, "the simulator runs add and accumulate only"
+            return dataclasses.replace(compiled, cubin=sm90_cubin())
+
+        monkeypatch.setattr(_entry, "compile_kernel", compile_for_sim)
+        # Modules and prepared launches of an earlier simulated session belong to its devices: start afresh.
+        monkeypatch.setattr(_execute, "_modules", {})
+        monkeypatch.setattr(_execute, "_prepared", {})
+        tile.set_backend("gpu")
+        try:
+            yield sim
+        finally:
+            tile.set_backend("cpu")
+            gc.collect()
+    assert sim.bugs == [], sim.bugs
+
+
+@pytest.fixture
+def sim(monkeypatch: pytest.MonkeyPatch, k: ModuleType) -> Iterator[SimDriver]:
+    yield from _simulated_gpu(monkeypatch, k, seed=1, eagerness=0.0)
+
+
+def _operands() -> list[Any]:
+    gpu = tc.Device(0)
+    return [
+        tile.zeros(f32, [N], device=gpu).partition([B]),
+        tile.from_numpy(np.arange(N, dtype=np.float32), device=gpu),
+        tile.ones(f32, [N], device=gpu),
+    ]
+
+
+def _chain(add: Any, args: list[Any], n: int, stream: Any) -> list[Any]:
+    """``n`` launches of ``add`` on the same arguments, each made by the previous one's ``then``, waited for once."""
+    op = add(*args)
+    for _ in range(n - 1):
+        op = op.then(lambda out: add(*out))
+    return list(op.sync_on(stream))
+
+
+def test_a_launch_waited_for_is_a_launch_and_a_synchronize(sim: SimDriver, path: str, k: ModuleType) -> None:
+    """``add(...).sync_on(s)`` and ``.sync()``: one ``cuLaunchKernel`` and one ``cuStreamSynchronize``, nothing else.
+    Bugs caught: an event recorded (or created, queried) per launch for the hand-back, a context make-current or
+    capture query per launch."""
+    add = k.add
+    stream = tc.Device(0).create_stream()
+    with counting_calls(sim) as calls:
+        args = list(add(*_operands()).sync_on(stream))  # compiles, plans and prepares the launch
+        args = list(add(*args).sync())
+        calls.clear()
+        args = list(add(*args).sync_on(stream))
+        assert dict(calls) == {"cuLaunchKernel": 1, "cuStreamSynchronize": 1}
+        calls.clear()
+        args = list(add(*args).sync())
+        assert dict(calls) == {"cuLaunchKernel": 1, "cuStreamSynchronize": 1}
+    np.testing.assert_array_equal(args[0].unpartition().to_numpy(), np.arange(N) + 1)
+
+
+def test_each_link_of_a_same_stream_chain_is_one_launch(sim: SimDriver, path: str, k: ModuleType) -> None:
+    """A ``.then`` chain of n launches on one stream: n ``cuLaunchKernel`` and one ``cuStreamSynchronize`` in all,
+    the hand-back of every link included. Bugs caught: an event (or a stream wait) between links, one event per link
+    for the hand-back."""
+    stream = tc.Device(0).create_stream()
+    with counting_calls(sim) as calls:
+        args = _chain(k.add, _operands(), 2, stream)
+        for n in (1, 2, 11):
+            calls.clear()
+            args = _chain(k.add, args, n, stream)
+            assert dict(calls) == {"cuLaunchKernel": n, "cuStreamSynchronize": 1}, n
+            gc.collect()
+            assert dict(calls) == {"cuLaunchKernel": n, "cuStreamSynchronize": 1}, f"{n}, released"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("eagerness", [0.0, 0.3])
+def test_a_chain_runs_in_order_and_hands_back_after_its_work(
+    monkeypatch: pytest.MonkeyPatch, path: str, k: ModuleType, seed: int, eagerness: float
+) -> None:
+    """Chains on an asynchronous simulated driver (work queued until a wait, or run early by a seeded scheduler):
+    each link reads the previous link's output (an overwrite, then two accumulations: the sum is right only in chain
+    order), the hand-back comes after the last, and the bytes read on the host after it are the chain's; no access
+    touched freed memory (``sim.bugs``). Bug caught: the hand-back's ``synchronize`` skipped (``CudaContext.
+    synchronize`` as ``pass``: the host reads an earlier value)."""
+    for sim in _simulated_gpu(monkeypatch, k, seed, eagerness):
+        stream = tc.Device(0).create_stream()
+        z, x, y = _operands()
+        op = k.add(z, x, y)  # z = x + y, then z += x twice: 3x + y only in this order
+        op = op.then(lambda out: k.accumulate(out[0], out[1])).then(lambda out: k.accumulate(*out))
+        z, x = op.sync_on(stream)
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), 3 * np.arange(N) + 1)
+        del z, x, y, op
+        gc.collect()
+        assert sim.bugs == [], sim.bugs

@@ -1,0 +1,130 @@
+"""Qwen3's own launches (`tile.kernels.qwen3._ops`) on the CPU interpreter against float64 numpy, at small and odd
+shapes: `prep_qkv` (q RMSNorm + RoPE and the KV-cache append in one launch). The GPU forms are in
+``test_qwen3_ops_gpu.py``, which reuses `check_prep_qkv`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile.kernels.qwen3 import _ops
+
+U_BF16 = 2.0**-8
+EPS = 1e-6
+
+
+def _bf16(rng: np.random.Generator, *shape: int) -> np.ndarray[Any, Any]:
+    return rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+
+
+def _tables(s: int, hd: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    inv = 1e4 ** (-np.arange(hd // 2, dtype=np.float64) * 2.0 / hd)
+    angles = np.arange(s, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _norm_rope(x: Any, w: Any, cos: Any, sin: Any) -> Any:
+    # x (T, heads, hd) float64; cos/sin (T, hd/2) of the tokens' positions.
+    x = x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS) * w
+    a, b = np.split(x, 2, axis=-1)
+    c, s = cos[:, None], sin[:, None]
+    return np.concatenate([a * c - b * s, b * c + a * s], -1)
+
+
+def check_prep_qkv(
+    t: int, heads: int, kv: int, *, hd: int, s: int, pos: int, seed: int = 0, tokens: int | None = None
+) -> None:
+    """Run `prep_qkv` (cache tiles of ``tokens`` positions; default the whole cache) on random data and compare the
+    queries and both caches with float64 numpy: the new rows within bf16 rounding, every other cache row untouched
+    (bit for bit)."""
+    rng = np.random.default_rng(seed)
+    x = _bf16(rng, t, (heads + 2 * kv) * hd)
+    wq, wk = _bf16(rng, 1, hd), _bf16(rng, 1, hd)
+    kc, vc = _bf16(rng, kv, s, hd), _bf16(rng, kv, s, hd)
+    cos, sin = _tables(s, hd)
+    made = _ops.prep_qkv(
+        tile.from_numpy(kc),
+        tile.from_numpy(vc),
+        tile.from_numpy(x),
+        tile.from_numpy(wq),
+        tile.from_numpy(wk),
+        heads=heads,
+        cos=tile.from_numpy(cos),
+        sin=tile.from_numpy(sin),
+        pos=tile.from_numpy(np.array([pos], dtype=np.int32)),
+        eps=EPS,
+        tokens=tokens,
+    )
+    out = made.sync()
+    q, k2, v2 = (out[i].unpartition().to_numpy().astype(np.float64) for i in range(3))
+    f = x.astype(np.float64).reshape(t, heads + 2 * kv, hd)
+    rows = slice(pos, pos + t)
+    c64, s64 = cos[rows].astype(np.float64), sin[rows].astype(np.float64)
+    want_q = _norm_rope(f[:, :heads], wq.astype(np.float64), c64, s64).reshape(t, heads * hd)
+    want_k = _norm_rope(f[:, heads : heads + kv], wk.astype(np.float64), c64, s64).transpose(1, 0, 2)
+    # One bf16 rounding of the result, plus the f32 arithmetic of the norm: 2 units of bf16 of each element's size.
+    for got, want in ((q, want_q), (k2[:, rows], want_k)):
+        np.testing.assert_array_less(np.abs(got - want), 2 * U_BF16 * np.abs(want) + 1e-6)
+    np.testing.assert_array_equal(v2[:, rows], f[:, heads + kv :].transpose(1, 0, 2))  # values are copied as is
+    keep = np.ones(s, dtype=bool)
+    keep[rows] = False
+    np.testing.assert_array_equal(k2[:, keep], kc.astype(np.float64)[:, keep])
+    np.testing.assert_array_equal(v2[:, keep], vc.astype(np.float64)[:, keep])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 4, 2, 16, 8, 3),  # decode: one token, two query heads per KV head
+        (3, 3, 1, 16, 8, 4),  # odd: three tokens, three query heads on one KV head
+        (5, 6, 3, 32, 16, 0),  # odd token count, three KV heads, from position 0
+        (2, 2, 2, 16, 4, 2),  # no GQA, the last two positions of a full cache
+        (1, 1, 1, 16, 2, 1),  # one block: it owns the query tile and both caches
+    ],
+)
+def test_prep_qkv_matches_float64(shape: tuple[int, int, int, int, int, int]) -> None:
+    t, heads, kv, hd, s, pos = shape  # tokens, query heads, KV heads, head dim, cache positions, first position
+    check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (21, 4, 2, 16, 64, 13, 16),  # a prefill chunk off any tile edge: five cache tiles of 16 share the writes
+        (3, 3, 1, 16, 8, 3, 2),  # tiles of 2 positions: the three tokens span three tiles, the first and last in part
+        (5, 6, 3, 32, 16, 0, 4),  # from position 0, tiles of 4
+        (2, 2, 2, 16, 4, 2, 1),  # one position per tile, the last two of a full cache
+        (64, 1, 1, 16, 64, 0, 16),  # the whole cache in one pass: 64 query blocks, 4 cache tiles
+        (2, 1, 1, 16, 64, 30, 16),  # more cache tiles (4) than blocks (2): each block walks two, one write spans two
+    ],
+)
+def test_prep_qkv_in_cache_tiles_matches_float64(shape: tuple[int, int, int, int, int, int, int]) -> None:
+    # A multi-token pass cuts the caches into tiles of `tokens` positions (`_ops.APPEND_TOKENS` in the model), each
+    # tile's block writing the tokens that land in it, instead of one block per KV head looping over every token.
+    t, heads, kv, hd, s, pos, tokens = shape
+    check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos, tokens=tokens)
+
+
+def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> None:
+    kc, vc = tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16])
+    w = tile.zeros(tile.bf16, [1, 16])
+    cos, sin = (tile.from_numpy(a) for a in _tables(16, 16))  # longer than the cache: the cache's check must stop it
+    common: dict[str, Any] = {"heads": 4, "cos": cos, "sin": sin, "eps": EPS}
+    zero = tile.from_numpy(np.zeros(1, np.int32))
+    with pytest.raises(tile.ArgumentError, match=r"qkv has 96 columns, expected \(4 \+ 2 \* 2\) heads of 16"):
+        _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [1, 96]), w, w, pos=zero, **common)
+    # The position is data (a device tensor a graph rewrites between replays): a start that runs the new rows past
+    # the cache is stopped inside the kernel, never written past its own KV head's rows.
+    for tokens in (16, 3, 0):  # refused before the caches move
+        with pytest.raises(tile.ArgumentError, match=rf"tokens={tokens}; a cache tile holds a power of two"):
+            _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [2, 128]), w, w, pos=zero, tokens=tokens, **common)
+    assert kc.to_numpy().shape == (2, 8, 16)
+    bad = tile.from_numpy(np.array([7], dtype=np.int32))
+    for tiles in (None, 2):  # in cache tiles a position past the cache lands in no tile: the assert stops it
+        caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
+        with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+            _ops.prep_qkv(*caches, tile.zeros(tile.bf16, [2, 128]), w, w, pos=bad, tokens=tiles, **common).sync()

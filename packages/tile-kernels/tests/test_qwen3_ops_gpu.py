@@ -1,0 +1,42 @@
+"""Qwen3's own launches on the GPU against float64 numpy (the CPU forms and the reference are ``test_qwen3_ops.py``):
+`prep_qkv` at the model's head dim 128 and cache of 1024 positions, decode and a multi-token pass.
+
+Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-kernels/tests/test_qwen3_ops_gpu.py -m gpu``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tile.frontend as tile
+from test_qwen3_ops import check_prep_qkv
+from tile.kernels.qwen3 import _ops
+
+pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
+
+
+@pytest.fixture(autouse=True)
+def _gpu_backend() -> Iterator[None]:
+    tile.set_backend("gpu")
+    yield
+    tile.set_backend("cpu")
+
+
+@pytest.mark.parametrize(
+    ("t", "heads", "kv", "pos"),
+    [(1, 32, 8, 543), (1, 32, 8, 1023), (7, 32, 8, 100), (3, 5, 1, 0)],  # Qwen3-4B's heads; odd counts
+)
+def test_prep_qkv_matches_float64_on_the_gpu(t: int, heads: int, kv: int, pos: int) -> None:
+    check_prep_qkv(t, heads, kv, hd=128, s=1024, pos=pos)
+
+
+@pytest.mark.parametrize(("t", "pos"), [(300, 100), (1024, 0), (17, 1007)])
+def test_prep_qkv_in_cache_tiles_matches_float64_on_the_gpu(t: int, pos: int) -> None:
+    """A prefill chunk's append in cache tiles of `_ops.APPEND_TOKENS` positions (Qwen3-4B's heads): off tile edges,
+    the whole cache, the cache's last positions."""
+    check_prep_qkv(t, 32, 8, hd=128, s=1024, pos=pos, tokens=_ops.APPEND_TOKENS)
