@@ -177,7 +177,7 @@ def test_cancelled_await_releases_inputs_only_after_the_kernels(
     tc: Any, ctx: aio.CudaContext, vec_add: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TILE_AIO_SPIN_US", "0")
-    n = 1 << 22  # 500 launches of this size keep the GPU busy well past the cancel
+    n = 1 << 24  # 500 launches of this size keep the GPU busy well past the cancel (1 << 22 did not on an H200)
     b_ones, acc = buffers(tc, ctx, np.ones(n, np.float32), np.zeros(n, np.float32))
 
     class Token:

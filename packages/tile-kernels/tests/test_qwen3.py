@@ -199,8 +199,8 @@ def test_steps_refuse_a_start_past_the_cache() -> None:
 @pytest.mark.parametrize(
     ("mode", "max_seq", "launched"),
     [
-        ("auto", 1024, {"decode_one"}),  # short caches: one kernel (ONE_KERNEL_SEQ)
-        ("auto", 2048, {"decode_split", "decode_combine"}),  # long ones: split over the sequence, then combined
+        ("auto", 128, {"decode_one"}),  # short caches: one kernel (ONE_KERNEL_SEQ)
+        ("auto", 256, {"decode_split", "decode_combine"}),  # longer ones: split over the sequence, then combined
         ("one", 2048, {"decode_one"}),
         ("split", 64, {"decode_split", "decode_combine"}),
     ],
