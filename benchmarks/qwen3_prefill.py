@@ -73,7 +73,7 @@ def tile_prefill_graph(model: Qwen3, prompt: list[int], reps: int) -> float:
     n = len(prompt)
     inputs = tile.from_numpy(np.array([*prompt, 0], dtype=np.int32))
     chain = Chain()
-    op = chain.build(model.steps(inputs, n, head=False))
+    op = chain.build(model.steps(inputs, n, head=False, start=0))
     model.graphed = True
     try:
         return _replay_seconds(op, reps)

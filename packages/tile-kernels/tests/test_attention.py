@@ -21,15 +21,19 @@ from tile.kernels._source import kernels
 Array = np.ndarray[Any, Any]
 
 
-def reference(q: Array, k: Array, v: Array, causal: bool, scale: float | None = None) -> tuple[Array, Array]:
-    """softmax(q k^T * scale) v in float64 for (B, H, S, D) arrays with GQA, and the bound ``P @ |V|`` scale."""
+def reference(
+    q: Array, k: Array, v: Array, causal: bool, scale: float | None = None, *, offset: int | None = None
+) -> tuple[Array, Array]:
+    """softmax(q k^T * scale) v in float64 for (B, H, S, D) arrays with GQA, and the bound ``P @ |V|`` scale; causal
+    query ``i`` sits at key position ``offset + i`` (default ``Sk - Sq``)."""
     q, k, v = f64(q), f64(k), f64(v)
     group = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
     s = q @ k.swapaxes(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
     sq, sk = s.shape[-2:]
     if causal:
-        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + sk - sq, s, -np.inf)
+        off = sk - sq if offset is None else offset
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + off, s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     out: Array = p @ v

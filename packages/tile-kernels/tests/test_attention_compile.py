@@ -41,6 +41,20 @@ CASES: dict[str, Case] = {
         {"o": ("f16", 3), "q": ("f16", 3), "k": ("f16", 3), "v": ("f16", 3)},
         {"T": "f16"},
     ),
+    "fmha_rows_causal_d128": (  # Qwen3's prefill: q and o rows (T, Hq * D), GQA over (Hkv, max_seq, D) caches
+        "_attention_kernels",
+        "fmha_rows",
+        {"BM": 128, "D": 128, "BN": 64, "GROUP": 4, "CAUSAL": True, "EVEN_K": True},
+        {"o": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3)},
+        {"T": "bf16"},
+    ),
+    "fmha_rows_causal_d64_mha": (
+        "_attention_kernels",
+        "fmha_rows",
+        {"BM": 128, "D": 64, "BN": 64, "GROUP": 1, "CAUSAL": True, "EVEN_K": False},
+        {"o": ("f16", 2), "q": ("f16", 2), "k": ("f16", 3), "v": ("f16", 3)},
+        {"T": "f16"},
+    ),
     "decode_split": (
         "_attention_kernels",
         "decode_split",
@@ -125,7 +139,15 @@ CASES: dict[str, Case] = {
 CHECKED = {"kv_append", "embed"}
 # Kernels whose every index is proven or checked by the launcher: no check may slow their loops down (the MHA prefill
 # main loop in particular, the form benchmarked against cuTile Python's sample).
-PROVEN = {"fmha_full_d64", "fmha_causal_d64_mha", "argmax_rows", "top_k", "sample", "swiglu"}
+PROVEN = {
+    "fmha_full_d64",
+    "fmha_causal_d64_mha",
+    "fmha_rows_causal_d64_mha",
+    "argmax_rows",
+    "top_k",
+    "sample",
+    "swiglu",
+}
 
 
 def _arrays(dims: dict[str, tuple[str, int]]) -> dict[str, ArraySpec]:
@@ -161,7 +183,16 @@ def _loops(op: Any) -> list[tuple[Any, set[str]]]:
     return [(f, {o.name for o in f.walk()}) for f in op.walk() if f.name == "for"]
 
 
-@pytest.mark.parametrize(("case", "loops"), [("fmha_causal_d128", 2), ("fmha_causal_d64_mha", 2), ("fmha_full_d64", 1)])
+@pytest.mark.parametrize(
+    ("case", "loops"),
+    [
+        ("fmha_causal_d128", 2),
+        ("fmha_causal_d64_mha", 2),
+        ("fmha_full_d64", 1),
+        ("fmha_rows_causal_d128", 2),
+        ("fmha_rows_causal_d64_mha", 2),
+    ],
+)
 def test_prefill_key_loops_split_at_the_mask_and_check_nothing(case: str, loops: int) -> None:
     """The prefill's key tiles run in a tight loop without mask code and, where a mask is needed (causal, a partial
     last tile), a second loop with it (as cuTile Python splits its loop); no loop holds an index check, GQA's included

@@ -58,6 +58,22 @@ def test_attention_gpu_configs(config: tk.Config) -> None:
     assert_within(z.to_numpy(), ref, _bound("f16", ref, mag))
 
 
+@pytest.mark.parametrize("config", [tk.Config.of(BM=128, BN=64), tk.Config.of(BM=64, BN=128)])
+def test_attention_offset_rows_gpu(config: tk.Config) -> None:
+    """Qwen3-4B's prefill shape, smaller: q rows (Sq, 32 * 128) at cache positions 400 .. 699 of 1024-position caches
+    (GQA 4); key tiles past the causal limit hold NaN, which would reach the output if they were loaded."""
+    rng = np.random.default_rng(5)
+    hq, hkv, d, sq, sk, off = 32, 8, 128, 300, 1024, 400
+    q, k, v = array(rng, "bf16", (hq, sq, d)), array(rng, "bf16", (hkv, sk, d)), array(rng, "bf16", (hkv, sk, d))
+    ref, mag = reference(q[None], k[None], v[None], True, offset=off)
+    first = -(-(off + sq) // config["BN"]) * config["BN"]
+    k[:, first:], v[:, first:] = np.nan, np.nan
+    q_rows = np.ascontiguousarray(q.transpose(1, 0, 2).reshape(sq, hq * d))
+    z = tk.attention(tensor(q_rows), tensor(k), tensor(v), causal=True, offset=off, config=config).to_numpy()
+    got = z.reshape(sq, hq, d).transpose(1, 0, 2)
+    assert_within(got, ref[0], _bound("bf16", ref[0], mag[0]))
+
+
 def test_attention_matches_torch_sdpa() -> None:
     torch = pytest.importorskip("torch")
     g = torch.Generator(device="cuda").manual_seed(0)

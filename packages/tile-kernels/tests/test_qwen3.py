@@ -170,6 +170,32 @@ def test_prefill_and_decode_match_a_float64_reference(tied: bool, graph: bool, a
     assert model.length == len(ids)
 
 
+def test_chunked_prefill_longer_than_an_attention_tile_matches_the_reference() -> None:
+    # Prefill runs the library's flash attention on the cache with a causal offset: a first chunk of 21 tokens (two
+    # query and key tiles of 16 on the interpreter, the second partial), a second chunk of 13 at position 21 (not on a
+    # tile edge; its keys span both chunks), then decoding; the cache holds 64 positions, most past the causal limit.
+    w = random_weights(TINY, seed=7)
+    ids = [int(i) for i in np.random.default_rng(1).integers(0, TINY.vocab_size, 37)]
+    model = Qwen3(TINY, w, max_seq=64)
+    first = model.forward(ids[:21], all_logits=True)
+    second = model.forward(ids[21:34], all_logits=True)
+    got = np.concatenate([first, second, np.stack([model.forward([i]) for i in ids[34:]])])
+    ref = _reference(w, TINY, ids)
+    budget = (2 * TINY.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
+    assert model.length == len(ids)
+
+
+def test_steps_refuse_a_start_past_the_cache() -> None:
+    model = Qwen3(TINY, random_weights(TINY), max_seq=16)
+    inputs = tile.from_numpy(np.array([1, 2, 3, 0], dtype=np.int32))
+    with pytest.raises(tile.ArgumentError, match="3 tokens from position 14 do not fit the cache of 16"):
+        model.steps(inputs, 3, head=False, start=14)
+    with pytest.raises(tile.ArgumentError, match="from position -1"):
+        model.steps(inputs, 3, head=False, start=-1)
+    assert len(model.steps(inputs, 3, head=False, start=13)) > 0
+
+
 @pytest.mark.parametrize(
     ("mode", "max_seq", "launched"),
     [
@@ -197,7 +223,7 @@ def test_decode_attention_is_one_kernel_for_short_caches(
         monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
     model = Qwen3(TINY, random_weights(TINY, seed=2), max_seq=max_seq, decode_attention=mode)
     model.forward([4, 5])
-    assert not seen  # a multi-token pass uses the model's own causal kernel
+    assert not seen  # a multi-token pass uses the library's flash attention
     model.forward([6])
     assert seen == launched
     with pytest.raises(tile.ArgumentError, match="decode_attention='fused'; pass 'auto', 'one'"):
@@ -327,14 +353,9 @@ HEAD = {"cos": ("f32", 2), "sin": ("f32", 2), "pos": ("i32", 1)}
 WQK = {"wq": ("bf16", 2), "wk": ("bf16", 2)}
 QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
     "qkv_prep": (
-        {"S": 1024, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
+        {"BT": 1024, "HD": 128, "HALF": 64, "OFF": 16, "KV": 8},
         {"z": ("bf16", 2), "zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), **WQK, **HEAD},
         {"O": "bf16", "C": "bf16", "D": "bf16", "W": "bf16"},
-    ),
-    "attention": (
-        {"HD": 128, "GROUP": 4, "BS": 64},
-        {"z": ("bf16", 2), "q": ("bf16", 2), "k": ("bf16", 3), "v": ("bf16", 3), "pos": ("i32", 1)},
-        {"O": "bf16", "D": "bf16", "C": "bf16"},
     ),
 }
 

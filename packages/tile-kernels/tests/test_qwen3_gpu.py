@@ -43,6 +43,22 @@ def test_prefill_and_decode_match_float64(config: Qwen3Config, attention: str) -
     assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
 
 
+def test_chunked_prefill_over_several_attention_tiles_matches_float64() -> None:
+    """Prefill through the library's flash attention at the GPU's tiles (128 queries, 64 keys): a 150-token chunk
+    (two query tiles, the second partial), a 67-token chunk at position 150 (off any tile edge), then decoding, in a
+    cache of 512 positions (most past the causal limit)."""
+    config = Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})
+    w = random_weights(config, seed=9)
+    ids = [int(i) for i in np.random.default_rng(3).integers(0, config.vocab_size, 221)]
+    model = Qwen3(config, w, max_seq=512)
+    first = model.forward(ids[:150], all_logits=True)
+    second = model.forward(ids[150:217], all_logits=True)
+    got = np.concatenate([first, second, np.stack([model.forward([i]) for i in ids[217:]])])
+    ref = _reference(w, config, ids)
+    budget = (2 * config.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
+
+
 @pytest.mark.parametrize("graph", [False, True], ids=["eager", "graph"])
 def test_matches_transformers_over_32_decoded_tokens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graph: bool

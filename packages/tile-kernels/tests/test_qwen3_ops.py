@@ -35,9 +35,12 @@ def _norm_rope(x: Any, w: Any, cos: Any, sin: Any) -> Any:
     return np.concatenate([a * c - b * s, b * c + a * s], -1)
 
 
-def check_prep_qkv(t: int, heads: int, kv: int, *, hd: int, s: int, pos: int, seed: int = 0) -> None:
-    """Run `prep_qkv` on random data and compare the queries and both caches with float64 numpy: the new rows within
-    bf16 rounding, every other cache row untouched (bit for bit)."""
+def check_prep_qkv(
+    t: int, heads: int, kv: int, *, hd: int, s: int, pos: int, seed: int = 0, tokens: int | None = None
+) -> None:
+    """Run `prep_qkv` (cache tiles of ``tokens`` positions; default the whole cache) on random data and compare the
+    queries and both caches with float64 numpy: the new rows within bf16 rounding, every other cache row untouched
+    (bit for bit)."""
     rng = np.random.default_rng(seed)
     x = _bf16(rng, t, (heads + 2 * kv) * hd)
     wq, wk = _bf16(rng, 1, hd), _bf16(rng, 1, hd)
@@ -54,6 +57,7 @@ def check_prep_qkv(t: int, heads: int, kv: int, *, hd: int, s: int, pos: int, se
         sin=tile.from_numpy(sin),
         pos=tile.from_numpy(np.array([pos], dtype=np.int32)),
         eps=EPS,
+        tokens=tokens,
     )
     out = made.sync()
     q, k2, v2 = (out[i].unpartition().to_numpy().astype(np.float64) for i in range(3))
@@ -87,6 +91,24 @@ def test_prep_qkv_matches_float64(shape: tuple[int, int, int, int, int, int]) ->
     check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos)
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (21, 4, 2, 16, 64, 13, 16),  # a prefill chunk off any tile edge: five cache tiles of 16 share the writes
+        (3, 3, 1, 16, 8, 3, 2),  # tiles of 2 positions: the three tokens span three tiles, the first and last in part
+        (5, 6, 3, 32, 16, 0, 4),  # from position 0, tiles of 4
+        (2, 2, 2, 16, 4, 2, 1),  # one position per tile, the last two of a full cache
+        (64, 1, 1, 16, 64, 0, 16),  # the whole cache in one pass: 64 query blocks, 4 cache tiles
+        (2, 1, 1, 16, 64, 30, 16),  # more cache tiles (4) than blocks (2): each block walks two, one write spans two
+    ],
+)
+def test_prep_qkv_in_cache_tiles_matches_float64(shape: tuple[int, int, int, int, int, int, int]) -> None:
+    # A multi-token pass cuts the caches into tiles of `tokens` positions (`_ops.APPEND_TOKENS` in the model), each
+    # tile's block writing the tokens that land in it, instead of one block per KV head looping over every token.
+    t, heads, kv, hd, s, pos, tokens = shape
+    check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos, tokens=tokens)
+
+
 def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> None:
     kc, vc = tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16])
     w = tile.zeros(tile.bf16, [1, 16])
@@ -97,6 +119,12 @@ def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> N
         _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [1, 96]), w, w, pos=zero, **common)
     # The position is data (a device tensor a graph rewrites between replays): a start that runs the new rows past
     # the cache is stopped inside the kernel, never written past its own KV head's rows.
+    for tokens in (16, 3, 0):  # refused before the caches move
+        with pytest.raises(tile.ArgumentError, match=rf"tokens={tokens}; a cache tile holds a power of two"):
+            _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [2, 128]), w, w, pos=zero, tokens=tokens, **common)
+    assert kc.to_numpy().shape == (2, 8, 16)
     bad = tile.from_numpy(np.array([7], dtype=np.int32))
-    with pytest.raises(tile.KernelFaultError, match=r"sub-tile index out of range for zk"):
-        _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [2, 128]), w, w, pos=bad, **common).sync()
+    for tiles in (None, 2):  # in cache tiles a position past the cache lands in no tile: the assert stops it
+        caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
+        with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+            _ops.prep_qkv(*caches, tile.zeros(tile.bf16, [2, 128]), w, w, pos=bad, tokens=tiles, **common).sync()

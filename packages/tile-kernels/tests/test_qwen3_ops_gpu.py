@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
 from test_qwen3_ops import check_prep_qkv
+from tile.kernels.qwen3 import _ops
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
@@ -32,3 +33,10 @@ def _gpu_backend() -> Iterator[None]:
 )
 def test_prep_qkv_matches_float64_on_the_gpu(t: int, heads: int, kv: int, pos: int) -> None:
     check_prep_qkv(t, heads, kv, hd=128, s=1024, pos=pos)
+
+
+@pytest.mark.parametrize(("t", "pos"), [(300, 100), (1024, 0), (17, 1007)])
+def test_prep_qkv_in_cache_tiles_matches_float64_on_the_gpu(t: int, pos: int) -> None:
+    """A prefill chunk's append in cache tiles of `_ops.APPEND_TOKENS` positions (Qwen3-4B's heads): off tile edges,
+    the whole cache, the cache's last positions."""
+    check_prep_qkv(t, 32, 8, hd=128, s=1024, pos=pos, tokens=_ops.APPEND_TOKENS)

@@ -4,10 +4,11 @@ One layer is nine launches (ten in decode, nine when the cache is short): RMSNor
 projection (`tk.matmul` on the concatenated weight), q RMSNorm+RoPE with k RMSNorm+RoPE and v into the caches (one
 launch, the model's own fusion: `_ops.prep_qkv`), attention (decode: `tk.decode_attention_op`, one kernel up to
 ``ONE_KERNEL_SEQ`` (128) cache positions, else split over the sequence and combined, two kernels; a multi-token
-pass: the model's causal kernel over the cache), the output projection with the residual add fused (`tk.matmul(...,
-residual=x)`), RMSNorm, the fused gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and the down
-projection with the residual fused. The embedding is `tk.embedding`, greedy decoding's last launch `tk.argmax`.
-Activations are bf16 between launches, every kernel computes in f32.
+pass: the library's flash attention `tk.attention_op` on the q rows against the caches, causal from the pass's first
+position), the output projection with the residual add fused (`tk.matmul(..., residual=x)`), RMSNorm, the fused
+gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and the down projection with the residual fused. The
+embedding is `tk.embedding`, greedy decoding's last launch `tk.argmax`. Activations are bf16 between launches, every
+kernel computes in f32.
 """
 
 from __future__ import annotations
@@ -74,12 +75,12 @@ class Qwen3:
         captured decode graph serves every length up to ``max_seq``, so it is made from ``max_seq``, not from the
         current length.
 
-    ``config``, ``max_seq`` and ``block`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
+    ``config`` and ``max_seq`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
     tiles were made for them, and the checks that refuse a bad call before the caches move read them. ``length`` is
     the one state a caller sets (checked against ``max_seq`` on every step).
     """
 
-    _FIXED = frozenset({"config", "max_seq", "block"})
+    _FIXED = frozenset({"config", "max_seq"})
     ONE_KERNEL_SEQ = 128
     """The largest ``max_seq`` whose decode attention is one kernel under ``decode_attention="auto"``."""
 
@@ -133,7 +134,6 @@ class Qwen3:
         self.k_cache = [tile.zeros(bf16, [c.num_key_value_heads, self.max_seq, c.head_dim]) for _ in self.layers]
         self.v_cache = [tile.zeros(bf16, [c.num_key_value_heads, self.max_seq, c.head_dim]) for _ in self.layers]
         self.length = 0
-        self.block = min(64, self.max_seq)
         self.graphed = False  # a DecodeGraph holds the caches (see tile.kernels.qwen3.decode)
         self._tuned: set[int] = set()
 
@@ -182,7 +182,7 @@ class Qwen3:
         inputs = tile.from_numpy(np.array([*ids, self.length], dtype=np.int32))
         chain = Chain()
         head = n == 1 or all_logits
-        chain.finish(chain.build(self.steps(inputs, n, head=head)).sync())
+        chain.finish(chain.build(self.steps(inputs, n, head=head, start=self.length)).sync())
         self.adopt_caches(chain)
         self.length += n
         if head:
@@ -209,7 +209,9 @@ class Qwen3:
                 "make the model with a larger max_seq"
             )
 
-    def steps(self, inputs: Tensor, n: int, *, head: bool, argmax: bool = False) -> list[Step]:
+    def steps(
+        self, inputs: Tensor, n: int, *, head: bool, argmax: bool = False, start: int | None = None
+    ) -> list[Step]:
         """The steps of one forward pass of ``n`` tokens for a `Chain`: the embedding, every layer, and with ``head``
         the final norm and the LM head (output ``"logits"``, f32 ``(n, vocab)``), and with ``argmax`` (one token) the
         greedy next id as the last launch (output ``"next"``, i32 ``(1,)``; the logits are its second argument); the
@@ -218,8 +220,17 @@ class Qwen3:
         ``inputs`` is an i32 device tensor ``[id_0, .., id_{n-1}, position of id_0]``; the launches borrow views of it
         made when they are (so a captured graph reads it and `tile.graph_write` can refill it between replays). The
         caches are taken from the model and filed back as ``"k{i}"`` / ``"v{i}"`` (see `adopt_caches`).
+
+        A multi-token pass (``n > 1``) also needs the position of ``id_0`` on the host, ``start`` (it must be the one
+        ``inputs`` holds; default `length`): its attention's causal offset in the cache is a launch argument. It is
+        checked against the cache (`ArgumentError` if ``start + n`` passes ``max_seq``).
         """
         c = self.config
+        first = self.length if start is None else _args.integer(start, "start", "Qwen3.steps")
+        if n > 1 and not 0 <= first <= self.max_seq - n:
+            raise ArgumentError(
+                f"Qwen3.steps: {n} tokens from position {first} do not fit the cache of {self.max_seq} positions"
+            )
 
         def pos() -> Tensor:
             return inputs[n : n + 1]
@@ -229,7 +240,7 @@ class Qwen3:
 
         steps: list[Step] = [embed]
         for i, layer in enumerate(self.layers):
-            steps += self._layer_steps(i, layer, pos, n)
+            steps += self._layer_steps(i, layer, pos, n, first)
         if head:
             eps = c.rms_norm_eps
             steps.append(lambda ch: (tk.rmsnorm_op(ch.take("x"), self.norm, eps=eps), {"h": 0}))
@@ -267,6 +278,9 @@ class Qwen3:
         c, first = self.config, self.layers[0]
         x, h = tile.zeros(bf16, [n, c.hidden_size]), tile.zeros(bf16, [n, c.q_size])
         act = tile.zeros(bf16, [n, c.intermediate_size])
+        if n > 1:  # the prefill attention's tiles (its tuning key: the shapes and the GQA ratio, not the offset)
+            kv = tile.zeros(bf16, [c.num_key_value_heads, self.max_seq, c.head_dim])
+            tk.attention(h, kv, kv, causal=True, offset=0)
         tk.rmsnorm(x, self.norm, eps=c.rms_norm_eps)
         tk.matmul(x, first.wqkv.T)
         tk.matmul(h, first.wo.T, residual=x)
@@ -281,7 +295,7 @@ class Qwen3:
         for i in range(len(self.layers)):
             self.k_cache[i], self.v_cache[i] = chain.take(f"k{i}"), chain.take(f"v{i}")
 
-    def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor], n: int) -> list[Step]:
+    def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor], n: int, start: int) -> list[Step]:
         c = self.config
         nq, eps = c.num_attention_heads, c.rms_norm_eps
         k, v = f"k{i}", f"v{i}"
@@ -292,14 +306,18 @@ class Qwen3:
         def prep(ch: Chain) -> _ops.Op:
             caches = (self.k_cache[i], self.v_cache[i])
             w = (layer.q_norm, layer.k_norm)
-            return _ops.prep_qkv(*caches, ch.take("qkv"), *w, heads=nq, eps=eps, **tables())
+            # Many tokens: the caches in tiles of APPEND_TOKENS positions, so many blocks write them in parallel.
+            tokens = min(_ops.APPEND_TOKENS, self.max_seq) if n > 1 else None
+            return _ops.prep_qkv(*caches, ch.take("qkv"), *w, heads=nq, eps=eps, tokens=tokens, **tables())
 
         def attend(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
             q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)
             if n == 1:  # decode: the library's kernels (one, or split + combine); pos + 1 rows of the cache are valid
                 op = tk.decode_attention_op(q, kc, vc, pos(), plus=1, splits=self._decode_splits)
                 return op, {"o": 0, k: 2, v: 3}
-            return _ops.attention(q, kc, vc, pos=pos(), group=c.group, block=self.block), {"o": 0, k: 2, v: 3}
+            # A multi-token pass: flash attention of the q rows (T, Hq * HD) against the caches, query t at cache
+            # position start + t; the caches hold the pass's own keys already (written by prep_qkv).
+            return tk.attention_op(q, kc, vc, causal=True, offset=start), {"o": 0, k: 2, v: 3}
 
         return [
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
