@@ -158,26 +158,28 @@ class Kernel:
             return flat(*args, **generics)
         plan = self._last  # never set on a flat (grouped) kernel: the compiled path makes plain Launch objects
         if plan is not None:
+            # The latest plan, then the recent ones (each accepts exactly the calls of its own layout); compiled, each
+            # is one C call (None: not handled) and the pure path's test of the latest plan comes after them all.
             fast = _accel.call
-            if fast is not None:  # compiled: the common case of the latest plan, one C call (None: not handled)
-                launch: Launch | None = fast(plan, self, args, generics)
-                if launch is not None:
-                    return launch
-            launch = self._call_again(plan, args, generics)
+            again = fast if fast is not None else self._again
+            launch: Launch | None = again(plan, self, args, generics)
             if launch is not None:
                 return launch
-            for other in self._recent:  # each accepts exactly the calls of its own layout, as the latest plan does
+            for other in self._recent:
                 if other is not plan:
-                    # Compiled, only the C call: a call it does not handle goes on to the keyed path below.
-                    launch = (
-                        fast(other, self, args, generics)
-                        if fast is not None
-                        else self._call_again(other, args, generics)
-                    )
+                    launch = again(other, self, args, generics)
                     if launch is not None:
                         self._last = other
                         return launch
+            if fast is not None:
+                launch = self._call_again(plan, args, generics)
+                if launch is not None:
+                    return launch
         return self._call_checked(args, generics)
+
+    def _again(self, plan: Plan, kernel: Kernel, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
+        """`_call_again` in the C call's argument order (the pure path's stand-in for ``_accel.call``)."""
+        return self._call_again(plan, args, generics)
 
     def _remember(self, plan: Plan) -> None:
         """Make ``plan`` the latest (tried first by the next call), keeping the previous ones in `_recent`."""
