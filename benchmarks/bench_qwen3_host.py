@@ -13,17 +13,31 @@ intermediate 9728) with one layer and a 4096-token vocabulary (host memory is de
 on both launch paths (pure Python and ``_fastlaunch``); the fastest of ROUNDS is reported as µs per launch.
 
 Run from the repository root: ``python benchmarks/bench_qwen3_host.py [--config tiny|4B-1L]``;
-``--profile [cumtime]``: a cProfile of TOKENS decode steps on the current path, top functions by own (or
-cumulative) time.
+``--profile [cumtime] [--dump FILE]``: a cProfile of ``5 * TOKENS`` decode steps on the current path, top functions
+by own (or cumulative) time (``--dump``: the raw stats for ``pstats``).
 
-Measured on the 2-core shared development machine (November 2026), µs per launch, ``tiny``:
+Host µs per launch (``host``: wall less the simulator's driver calls), measured on the 2-core development machine
+shared with other jobs (November 2026; two interleaved runs each, the range shown), before (main at cc391e2) and
+after this bench's changes (branch ``eager``):
 
-=========================  ==========  ==========
-path                        before      after
-=========================  ==========  ==========
-pure Python                 see report  see report
-``_fastlaunch``             see report  see report
-=========================  ==========  ==========
+==========  ==================  ==================  ==================  ==================
+config      pure, before        pure, after         compiled, before    compiled, after
+==========  ==================  ==================  ==================  ==================
+tiny        195-224             150-151             198-223             145-149
+4B-1L       233-235             151-165             235-236             151-157
+==========  ==================  ==================  ==================  ==================
+
+1.35-1.55x less host time per launch. Where it went before (cProfile, ``--profile``, 20 tiny tokens = 500 launches,
+434 ms under the profiler): making the ops in the chain's steps 66% (of which the autotune look-ups 19%: matmul's
+JSON key, ``autotune.environment()`` parsing every compiler setting from the environment, and the ~30 decode
+candidates and the default rebuilt on every call; the row ops' the same), executing the launches 18% (tile.core's
+argument packing and prepared launch per launch, the simulator's calls), the handles' call-site walk
+(``user_site``) 6.5%, ``tile.empty`` 14% (half of it the simulator's allocation). 180 of the 460 launches took the
+keyed launch path: the GEMV kernel is called with each projection's layout in turn, and a kernel kept only its
+latest plan. After: 236 ms under the profiler; what remains is spread over the handles' ownership bookkeeping
+(``owning`` steps, new handles and their call sites, ~5 per launch), tile.core's packing and the chain's protocol.
+A cyclic garbage collection of the long-lived heap costs another ~8 µs a launch here (``gc.freeze()`` after loading
+removes it), and more in a process that holds torch's heap.
 """
 
 from __future__ import annotations
