@@ -53,6 +53,7 @@ __all__ = [
 
 FORMAT = 1
 VERSION = "0.1.0"
+_RECALL_CAP = 4096  # stand-in keys an Autotuner keeps for `recall` (the keys' buckets bound its remembered choices)
 
 Timer = Callable[[Callable[[], object]], float]
 """Seconds one call of the given function takes (it runs it as often as it needs)."""
@@ -228,6 +229,8 @@ class Autotuner:
                 found = self._tune(text, candidates, default, run, interleave)
             self._memory[text] = found
             if recall is not None:
+                if len(self._recalled) >= _RECALL_CAP:  # raw parameters (every prompt length) must not grow it forever
+                    self._recalled.clear()
                 self._recalled[recall] = found
             return found
 
