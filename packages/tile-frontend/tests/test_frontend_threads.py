@@ -38,9 +38,13 @@ def test_two_threads_cannot_both_launch_with_one_output_on_the_fast_path(k: Modu
     z, x, y = k.add(*_args()).sync()  # the kernel now holds a plan: the calls below take `launch_again`
     z, x, y = k.add(z, x, y).sync()
     if _accel.active() == "compiled":  # the check and the move are one C call: both threads reach it, in turn
+        latest = k.add._last
         plans = race.meet_in(_accel, "call")
         launch = _one_launch(race.run(lambda: k.add(z, x, y)))
-        assert len(plans) == 2  # the second found the handles moved (not handled: the pure path raised)
+        # The second found the handles moved (not handled), tried the kernel's other recent layouts (no match), and
+        # the keyed path raised.
+        assert plans[:2] == [latest, latest]
+        assert latest not in plans[2:]
     else:
         plans = race.meet_in(Plan, "hand_over")
         launch = _one_launch(race.run(lambda: k.add(z, x, y)))

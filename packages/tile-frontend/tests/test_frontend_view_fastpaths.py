@@ -174,3 +174,33 @@ def test_reshape_refuses_extents_below_minus_one_and_two_inferred_ones(dims: Any
     assert str(info.value) == f"reshape{dims}: extents are >= 0 with at most one -1"
     assert t.reshape(-1, 3).shape == (4, 3)
     assert t.reshape(12).shape == (12,)
+
+
+def test_the_whole_view_borrow_is_the_same_layout_checked_and_named_here() -> None:
+    """``t[()]`` (every library call's borrow of an input) reuses the handle's checked span instead of recomputing it:
+    the new handle has exactly the source's layout, registers with its storage (so it blocks an exclusive partition),
+    names this line, and still refuses a moved or freed source. Seen to catch: the fast path skipping ``_check`` (a
+    moved tensor gave a view), and one that did not register the handle (the partition below passed)."""
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for t in (tile.from_numpy(a), tile.from_numpy(a)[1:, ::2], tile.from_numpy(a).T):
+        line = sys._getframe().f_lineno + 1
+        view = t[()]
+        assert (view.shape, view.strides, view._offset, view._range, view._layout) == (
+            t.shape,
+            t.strides,
+            t._offset,
+            t._range,
+            t._layout,
+        )
+        assert view._range == _checked_span(t._storage, t.dtype, t.shape, t.strides, t._offset)
+        assert view._site == f"{__file__}:{line}"
+        np.testing.assert_array_equal(view.to_numpy(), t.to_numpy())
+    whole = tile.from_numpy(a)
+    borrow = whole[()]
+    with pytest.raises(tile.BorrowError, match="1 other live handle"):
+        whole.partition([1, 2])
+    del borrow
+    part = whole.partition([1, 2])
+    with pytest.raises(tile.MovedError, match=r"partition\(\)"):
+        whole[()]
+    part.unpartition()

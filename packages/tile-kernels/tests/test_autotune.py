@@ -284,3 +284,69 @@ def test_environment_finds_the_toolchain_once_per_setting(monkeypatch: pytest.Mo
     monkeypatch.setenv("PATH", "/elsewhere")
     assert autotune.environment() == {"arch": "sm_90", "tileiras": "13.2"}
     assert len(probes) == 2
+
+
+def test_recall_answers_what_choose_chose_and_nothing_when_tuning_is_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Autotuner.recall` (the families' per-call fast path) finds a choice only under the stand-in key `choose` kept
+    it under, and never while `choose` would return the default. Seen to catch: recall ignoring ``TILE_AUTOTUNE=0``
+    (it answered the tuned config), and `choose` keeping the stand-in for a chain's untuned default."""
+    gpu = FakeGPU({16: 3.0, 32: 1.0, 64: 2.0, 128: 2.0})
+    tuner = _tuner(tmp_path, gpu)
+    assert tuner.recall(("k", 1)) is None
+    seen: list[Config] = []
+
+    def inside(out: Any) -> Any:
+        seen.append(tuner.choose(KEY, CONFIGS, CONFIGS[3], gpu.run, recall=("k", 1)))
+        return aio.value(out)
+
+    aio.value(0).then(inside).sync()
+    assert seen == [CONFIGS[3]]
+    assert tuner.recall(("k", 1)) is None  # the chain's default was not kept
+    assert tuner.choose(KEY, CONFIGS, CONFIGS[3], gpu.run, recall=("k", 1)) == CONFIGS[1]
+    assert tuner.recall(("k", 1)) == CONFIGS[1]
+    assert tuner.recall(("k", 2)) is None
+    timed = gpu.timed
+    monkeypatch.setenv("TILE_AUTOTUNE", "0")
+    assert tuner.recall(("k", 1)) is None
+    assert tuner.choose(KEY, CONFIGS, CONFIGS[3], gpu.run, recall=("k", 1)) == CONFIGS[3]
+    monkeypatch.delenv("TILE_AUTOTUNE")
+    assert tuner.recall(("k", 1)) == CONFIGS[1]
+    assert gpu.timed == timed
+    assert _tuner(tmp_path, None).recall(("k", 1)) is None  # no timer: choose returns the default
+
+
+def test_a_remembered_matmul_choice_skips_the_key_and_the_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first call of a shape, matmul finds its tuned config by the call's raw parameters: no JSON key, no
+    candidate list, no default (about 100 µs of host time per eager decode matmul before). A new shape, dtype or
+    epilogue is a new stand-in key. Seen to catch: a stand-in key without the epilogue (the residual call took the
+    plain call's config without asking its tuner)."""
+    tuner = Autotuner("matmul", source="s", timer=lambda fn: 1.0, cache_dir=tmp_path)
+    built: list[tuple[int, int]] = []
+    real = _gemm._decode_candidates
+
+    def counting(m: int, n: int) -> Any:
+        built.append((m, n))
+        return real(m, n)
+
+    monkeypatch.setattr(_gemm, "_decode_candidates", counting)
+    old = autotune.set_tuner("matmul", tuner)
+    try:
+        rng = np.random.default_rng(1)
+        a, b = rng.standard_normal((2, 40)).astype(np.float32), rng.standard_normal((40, 24)).astype(np.float32)
+        for _ in range(3):
+            z = tk.matmul(a, b)
+        assert built == [(2, 24)]
+        np.testing.assert_allclose(z.to_numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+        tk.matmul(a, b, residual=np.ones((2, 24), np.float32))
+        tk.matmul(a[:1], b)
+        assert built == [(2, 24), (2, 24), (1, 24)]
+    finally:
+        autotune.set_tuner("matmul", old)
+    assert tuner.tuned == 3
+    assert autotune.environment_items() == tuple(sorted(autotune.environment().items()))
+    assert Config.of(BM=2).get("BM", 0) == 2
+    assert Config.of(BM=2).get("BN", 7) == 7

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
-from test_qwen3_ops import check_prep_qkv
+from helpers_qwen3_ops import check_prep_qkv
 from tile.kernels.qwen3 import _ops
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]

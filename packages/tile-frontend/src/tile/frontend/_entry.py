@@ -57,6 +57,7 @@ __all__ = ["Kernel", "entry"]
 
 _I32_MAX = 2**31 - 1
 _PLAN_CAP = 256
+_RECENT = 6  # plans of recent layouts tried before the keyed lookup (see Kernel._recent)
 _FIXED = frozenset({"fn", "unchecked", "options", "params", "_grid"})  # what launches are checked against
 
 
@@ -69,6 +70,9 @@ class Kernel:
 
     __name__: str
     _last: Plan | None = None  # the plan of the latest call (of distinct handles): tried first, without a key
+    # The plans of the latest calls of other layouts (at most _RECENT, newest first), tried next the same way: a model
+    # calls one kernel with a few shapes in turn (a GEMV for each projection), which would miss a single latest plan.
+    _recent: tuple[Plan, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
@@ -154,15 +158,33 @@ class Kernel:
             return flat(*args, **generics)
         plan = self._last  # never set on a flat (grouped) kernel: the compiled path makes plain Launch objects
         if plan is not None:
+            # The latest plan, then the recent ones (each accepts exactly the calls of its own layout); compiled, each
+            # is one C call (None: not handled) and the pure path's test of the latest plan comes after them all.
             fast = _accel.call
-            if fast is not None:  # compiled: the common case of the latest plan, one C call (None: not handled)
-                launch: Launch | None = fast(plan, self, args, generics)
-                if launch is not None:
-                    return launch
-            launch = self._call_again(plan, args, generics)
+            again = fast if fast is not None else self._again
+            launch: Launch | None = again(plan, self, args, generics)
             if launch is not None:
                 return launch
+            for other in self._recent:
+                if other is not plan:
+                    launch = again(other, self, args, generics)
+                    if launch is not None:
+                        self._last = other
+                        return launch
+            if fast is not None:
+                launch = self._call_again(plan, args, generics)
+                if launch is not None:
+                    return launch
         return self._call_checked(args, generics)
+
+    def _again(self, plan: Plan, kernel: Kernel, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
+        """`_call_again` in the C call's argument order (the pure path's stand-in for ``_accel.call``)."""
+        return self._call_again(plan, args, generics)
+
+    def _remember(self, plan: Plan) -> None:
+        """Make ``plan`` the latest (tried first by the next call), keeping the previous ones in `_recent`."""
+        self._last = plan
+        self._recent = (plan, *(p for p in self._recent if p is not plan))[:_RECENT]
 
     def _flatten(self, args: Sequence[Any], generics: dict[str, Any]) -> tuple[Kernel, tuple[Any, ...], dict[str, Any]]:
         """The flat kernel for these tuple lengths, and the arguments flattened for it (nothing is checked yet)."""
@@ -216,7 +238,7 @@ class Kernel:
                 values = plan.try_launch(args, self._check_scalar, self.unchecked, recheck=True)
                 if values is not None:
                     if plan.distinct and self._regroup is None:
-                        self._last = plan
+                        self._remember(plan)
                     return self._launch(plan, values, site, checked=plan.distinct)
         self._prepare(args, dict(generics))  # every check, and the compile, without holding the lock
         with OWNED:  # then the checks again (the kernel is compiled now) and the move, as one step
@@ -242,7 +264,7 @@ class Kernel:
                 self._plans.clear()
             self._plans[key] = plan
             if plan.distinct and self._regroup is None:  # the compiled path makes plain Launch objects
-                self._last = plan
+                self._remember(plan)
         return self._launch(plan, bound.values, site)
 
     def _launch(self, plan: Plan, args: Sequence[Any], site: str, *, checked: bool = False) -> Launch:

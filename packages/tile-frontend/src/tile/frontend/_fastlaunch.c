@@ -617,6 +617,12 @@ static PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     if (!Tensor_t) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind() was not called");
     PyObject *plan = argv[0], *kernel = argv[1], *args = argv[2], *generics = argv[3];
     if ((PyObject *)Py_TYPE(plan) != Plan_t || !PyTuple_Check(args)) Py_RETURN_NONE;
+    /* A call of another layout (a kernel tries its recent plans in turn) is turned away before the walk to the user's
+     * frame: the same read-only layout test admit_impl starts with, which it repeats under the lock. */
+    PyObject *given = GET(plan, PL_GIVEN);
+    if (!given || PyTuple_Size(args) != as_index(given)) Py_RETURN_NONE;
+    int layout = matches(plan, args);
+    if (layout != OK) return layout == ERR ? NULL : Py_NewRef(Py_None);
     PyObject *name = PyObject_GetAttr(kernel, s_name), *explicit = NULL, *flag = NULL, *site = NULL, *result = NULL;
     if (!name || !(explicit = PyObject_GetAttr(kernel, s_grid)) || !(flag = PyObject_GetAttr(kernel, s_unchecked)) ||
         !(site = site_of(plan, name)))

@@ -115,12 +115,15 @@ class Tensor(Uncopyable, metaclass=Exact):
         strides: Sequence[int] | None = None,
         offset: int = 0,
         site: str | None = None,
+        span: tuple[int, int] | None = None,
     ) -> Tensor:
+        """A new handle (registered with ``storage``) of the layout; ``span`` is the layout's checked byte span when
+        the caller has it (a handle of the same layout on the same storage: `_same_view`), else it is checked here."""
         self = object.__new__(cls)
         self._storage, self._dtype, self._shape, self._offset = storage, dtype, tuple(shape), offset
         self._strides = tuple(strides) if strides is not None else contiguous_strides(shape)
         self._site, self._fate = site or user_site(), None
-        self._range = _checked_span(storage, dtype, self._shape, self._strides, offset)
+        self._range = span if span is not None else _checked_span(storage, dtype, self._shape, self._strides, offset)
         # What a launch's layout key reads from this view (see _plan): fixed for the handle's life, like _range.
         self._layout = (dtype.name, self._shape, self._strides, self._range[0] & 15, storage.device)
         storage.add(self)
@@ -255,6 +258,14 @@ class Tensor(Uncopyable, metaclass=Exact):
     def _view(self, shape: Sequence[int], strides: Sequence[int], offset: int) -> Tensor:
         return Tensor._make(self._check(), self.dtype, shape, strides=strides, offset=offset, site=user_site())
 
+    @owning
+    def _same_view(self) -> Tensor:
+        """``t[()]``, the borrow every library call makes of its inputs: a new handle of this handle's own layout,
+        whose byte span was checked when this one was made (same storage, shape, strides and offset)."""
+        storage = self._check()
+        shape, strides, offset, span = self._shape, self._strides, self._offset, self._range
+        return Tensor._make(storage, self._dtype, shape, strides=strides, offset=offset, site=user_site(), span=span)
+
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """A zero-copy view with a new shape (one extent may be -1); needs a contiguous tensor."""
         dims = _dims(shape)
@@ -283,6 +294,8 @@ class Tensor(Uncopyable, metaclass=Exact):
 
     def __getitem__(self, key: Any) -> Tensor:
         """Basic indexing: ints (drop the axis) and slices with a positive step; a zero-copy view."""
+        if type(key) is tuple and not key:
+            return self._same_view()
         keys = key if isinstance(key, tuple) else (key,)
         if len(keys) > self.ndim:
             raise ArgumentError(f"too many indices ({len(keys)}) for {self!r}")

@@ -83,15 +83,24 @@ def _default(m: int, n: int, k: int) -> autotune.Config:
     return autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=split)
 
 
+_VALID: set[autotune.Config] = set()
+"""Configs `_check_config` passed: its verdict depends on the config alone (``op`` only names the call in a message),
+and every launch checks the tuned config again."""
+
+
 def _check_config(config: autotune.Config, op: str) -> None:
+    if config in _VALID:
+        return
     try:
         values = [config[name] for name in ("BM", "BN", "BK", "GROUP", "SPLIT")]
     except KeyError as exc:
         raise ArgumentError(f"{op}: config {config} lacks {exc.args[0]}; give BM, BN, BK, GROUP and SPLIT") from None
     if any(v < 1 for v in values) or any(v & (v - 1) for v in values[:3]):
         raise ArgumentError(f"{op}: config {config}: BM, BN, BK must be powers of two, GROUP and SPLIT >= 1")
-    if config.as_dict().get("FORM", 0) != 0:
+    if config.get("FORM", 0) != 0:
         _gemv.check(config, op)
+    if len(_VALID) < 4096:  # hand-picked configs beyond it are checked every time
+        _VALID.add(config)
 
 
 def _default_out(a: Tensor) -> DType:
@@ -267,6 +276,13 @@ class _MatmulCall:
 
     def _choose(self) -> autotune.Config:
         m, n, k, x, z_dtype, epi = self.m, self.n, self.k, self.x, self.z.dtype, self.epi
+        tuner = autotune.tuner("matmul", source_digest(_STEM))
+        # The raw parameters the key is built from: a remembered choice is found without the key, the candidates
+        # and the default (most of an eager decode matmul's host time before this).
+        recall = (m, n, k, x.dtype.name, z_dtype.name, epi, autotune.environment_items())
+        found = tuner.recall(recall)
+        if found is not None:
+            return found
         # Decode shapes are keyed finely (N = 6144 and 8192 may want different tiles); larger M by powers of two.
         shape = autotune.fine_bucket if m <= 16 else autotune.bucket
         key: dict[str, object] = {"m": autotune.bucket(m), "n": shape(n), "k": shape(k), "dtype": x.dtype.name}
@@ -315,9 +331,9 @@ class _MatmulCall:
                 graph = graphs[cfg] = closing.enter_context(chain(cfg).graph())
             return graph.launch().sync()
 
-        tuner = autotune.tuner("matmul", source_digest(_STEM))
+        candidates = _decode_candidates(m, n) if m <= 16 else _WIDE
         with closing:
-            return tuner.choose(key, _decode_candidates(m, n) if m <= 16 else _WIDE, _default(m, n, k), run)
+            return tuner.choose(key, candidates, _default(m, n, k), run, recall=recall)
 
 
 def _discard(make: Callable[[autotune.Config, int], _Op], cfg: autotune.Config, i: int, _: object) -> _Op:
@@ -339,7 +355,7 @@ def _launch_matmul(
     bm, bn, bk, split = config["BM"], config["BN"], config["BK"], config["SPLIT"]
     m, n = z.shape
     flags = {"ACT": ACTIVATIONS[epi[0]], "HAS_BIAS": epi[1], "HAS_RES": epi[2]}
-    if config.as_dict().get("FORM", 0) != 0:
+    if config.get("FORM", 0) != 0:
         return _gemv.launch(config, z, x=x, y=y, bias=bias, res=res, flags=flags)
     split = min(split, -(-x.shape[1] // bk))
     if split <= 1:

@@ -96,10 +96,24 @@ def _pow2(n: int) -> bool:
     return n >= 1 and not n & (n - 1)
 
 
+_PLANS: dict[tuple[autotune.Config, int, int], Plan] = {}
+"""The plans `plan` made, by its arguments (``op`` only names the call in a message): a row op asks on every call."""
+
+
 def plan(config: autotune.Config, np_: int, op: str, *, unit: int = 1) -> Plan:
     """The plan of ``config`` for rows padded to ``np_``; `ArgumentError` for a config this op cannot run.
 
     ``unit`` is the size chunks must be a multiple of (the head size for per-head rmsnorm)."""
+    found = _PLANS.get((config, np_, unit))
+    if found is None:
+        found = _plan(config, np_, op, unit)
+        if len(_PLANS) >= 4096:  # hand-picked configs of ever-new widths must not grow it without bound
+            _PLANS.clear()
+        _PLANS[config, np_, unit] = found
+    return found
+
+
+def _plan(config: autotune.Config, np_: int, op: str, unit: int) -> Plan:
     values = config.as_dict()
     unknown = set(values) - {"BM", "BN", "OCC", "WARPS", "LAT"}
     if unknown:

@@ -81,11 +81,15 @@ class RowJob:
     def choose(self, config: autotune.Config | None) -> Plan:
         """The plan for ``config``, or the remembered / tuned / default one when it is None."""
         if config is None:
-            key: dict[str, object] = {"m": autotune.bucket(self.m), "n": self.np, "dtypes": list(self.dtypes)}
-            key |= autotune.environment()
-            candidates = self.candidates or _rowforms.configs(self.np)
-            fallback = self.fallback or _rowforms.default(self.np)
-            config = autotune.tuner(self.family, _rowforms.source()).choose(key, candidates, fallback, self._time)
+            tuner = autotune.tuner(self.family, _rowforms.source())
+            recall = (self.m, self.np, self.dtypes, autotune.environment_items())  # what the key is made of
+            config = tuner.recall(recall)
+            if config is None:
+                key: dict[str, object] = {"m": autotune.bucket(self.m), "n": self.np, "dtypes": list(self.dtypes)}
+                key |= dict(recall[-1])
+                candidates = self.candidates or _rowforms.configs(self.np)
+                fallback = self.fallback or _rowforms.default(self.np)
+                config = tuner.choose(key, candidates, fallback, self._time, recall=recall)
         return _rowforms.plan(config, self.np, self.op, unit=self.unit)
 
     def _time(self, config: autotune.Config) -> Tensor:

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ __all__ = [
     "bucket",
     "device_arch",
     "environment",
+    "environment_items",
     "fine_bucket",
     "interleaved_wall_times",
     "set_tuner",
@@ -52,6 +53,7 @@ __all__ = [
 
 FORMAT = 1
 VERSION = "0.1.0"
+_RECALL_CAP = 4096  # stand-in keys an Autotuner keeps for `recall` (the keys' buckets bound its remembered choices)
 
 Timer = Callable[[Callable[[], object]], float]
 """Seconds one call of the given function takes (it runs it as often as it needs)."""
@@ -70,15 +72,21 @@ class Config:
         """``Config.of(BM=128, BN=128, BK=64)``."""
         return cls(tuple(sorted(values.items())))
 
+    @functools.cached_property
+    def _map(self) -> dict[str, int]:
+        # Read per launch (a GEMV launch reads seven parameters): one dict made once instead of a scan each time.
+        return dict(self.values)
+
     def __getitem__(self, name: str) -> int:
-        for key, value in self.values:
-            if key == name:
-                return value
-        raise KeyError(name)
+        return self._map[name]
 
     def as_dict(self) -> dict[str, int]:
-        """The parameters as a plain dict."""
-        return dict(self.values)
+        """The parameters as a plain dict (a new one: the caller may change it)."""
+        return dict(self._map)
+
+    def get(self, name: str, default: int) -> int:
+        """The parameter ``name``, or ``default`` when the config has none."""
+        return self._map.get(name, default)
 
     def __str__(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.values)
@@ -173,6 +181,7 @@ class Autotuner:
     ) -> None:
         self.family, self.source, self.timer, self.cache_dir, self.race = family, source, timer, cache_dir, race
         self._memory: dict[str, Config] = {}
+        self._recalled: dict[Hashable, Config] = {}
         self._lock = threading.Lock()
         self.tuned = 0  # how many keys this tuner timed (tests and the benchmark read it)
 
@@ -194,11 +203,15 @@ class Autotuner:
         run: Callable[[Config], object],
         *,
         interleave: bool = False,
+        recall: Hashable = None,
     ) -> Config:
         """The config to use for ``key``: remembered, tuned now (``run(config)`` does one full call), or ``default``.
 
         ``interleave`` times the candidates together with the tuner's ``race`` (samples interleaved, medians
         compared), for families whose candidates differ by less than a GPU's clock drift over a tuning.
+        ``recall``: a hashable stand-in for ``key`` (a tuple of the call's raw parameters and `environment_items`)
+        under which a remembered or tuned choice is also kept, for `recall` to find without building the key, the
+        candidates and the default again (a family asks on every call: that work cost ~100 µs of host time a call).
         """
         if not candidates:
             raise ArgumentError(f"autotune {self.family}: no candidate configs")
@@ -215,7 +228,20 @@ class Autotuner:
             if found is None:
                 found = self._tune(text, candidates, default, run, interleave)
             self._memory[text] = found
+            if recall is not None:
+                if len(self._recalled) >= _RECALL_CAP:  # raw parameters (every prompt length) must not grow it forever
+                    self._recalled.clear()
+                self._recalled[recall] = found
             return found
+
+    def recall(self, recall: Hashable) -> Config | None:
+        """The config `choose` chose for a call it was given ``recall=recall`` for, or None: not chosen yet, or tuning
+        is off now (no timer, ``TILE_AUTOTUNE=0``: `choose` would return the default). ``recall`` must determine the
+        key `choose` builds (the same parameters and environment give the same key), so the answer is the one
+        `choose` would give; a None means "call `choose`"."""
+        if self.timer is None or not _knobs.autotune_enabled():
+            return None
+        return self._recalled.get(recall)
 
     def _tune(
         self,
@@ -325,23 +351,29 @@ def set_tuner(family: str, new: Autotuner | None) -> Autotuner | None:
         return old
 
 
-_ENVIRONMENTS: dict[tuple[str, object], dict[str, str]] = {}
+_ENVIRONMENTS: dict[tuple[str | None, ...], tuple[tuple[str, str], ...]] = {}
+_FINDS_TILEIRAS = ("TILE_TILEIRAS", "CUDA_HOME", "PATH")
+"""The settings that decide which tileiras `tile.compiler.toolchain` finds (`tile.compiler.find_tileiras`)."""
 
 
 def environment() -> dict[str, str]:
     """What a tuned choice depends on besides the call: the device arch and, on the GPU, the tileiras version.
 
-    Worked out once per backend and compiler settings (`tile.compiler.knobs`: ``TILE_TILEIRAS``, ``PATH``,
-    ``CUDA_HOME``...) in a process. The families build their tuning key on every call, and finding tileiras (a read of
-    its package's metadata and a search of ``PATH``) cost about 1 ms a call on the host, more than a 1k-token FMHA.
+    Worked out once per backend and setting of the variables that locate tileiras (``TILE_TILEIRAS``, ``CUDA_HOME``,
+    ``PATH``) in a process. The families build their tuning key on every call, and finding tileiras (a read of its
+    package's metadata and a search of ``PATH``) cost about 1 ms a call on the host, more than a 1k-token FMHA.
     """
-    from tile.compiler import knobs
+    return dict(environment_items())
 
-    key = (tile.backend(), knobs())
+
+def environment_items() -> tuple[tuple[str, str], ...]:
+    """`environment` as sorted ``(name, value)`` pairs: hashable, for a family's `Autotuner.recall` key."""
+    get = os.environ.get
+    key = (tile.backend(), *[get(name) for name in _FINDS_TILEIRAS])
     found = _ENVIRONMENTS.get(key)
     if found is None:
-        found = _ENVIRONMENTS[key] = _probe_environment()
-    return dict(found)
+        found = _ENVIRONMENTS[key] = tuple(sorted(_probe_environment().items()))
+    return found
 
 
 def _probe_environment() -> dict[str, str]:

@@ -136,6 +136,7 @@ class Qwen3:
         self.length = 0
         self.graphed = False  # a DecodeGraph holds the caches (see tile.kernels.qwen3.decode)
         self._tuned: set[int] = set()
+        self._transposes: dict[int, tuple[Tensor, Tensor]] = {}
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._FIXED and name in self.__dict__:
@@ -152,6 +153,14 @@ class Qwen3:
             f"Qwen3.{name} is read-only: the KV cache, the RoPE tables and the kernels' tiles were made for it, and a "
             "step would fail mid-way (losing the cache) if it changed; make a new Qwen3(config, weights, max_seq=...)"
         )
+
+    def transposed(self, w: Tensor) -> Tensor:
+        """``w.T`` of a weight, made once per model: the projections' steps pass it on every token (a view made per
+        launch was host time; `tk.matmul_op` still borrows it through a fresh view of its own per launch)."""
+        found = self._transposes.get(id(w))
+        if found is None or found[0] is not w:  # keyed by identity, and holding w: an id is not reused meanwhile
+            found = self._transposes[id(w)] = (w, w.T)
+        return found[1]
 
     def weight_bytes(self) -> int:
         """Bytes of weights one token reads (every matrix and vector once; a tied embedding counted once)."""
@@ -256,11 +265,13 @@ class Qwen3:
     def residual_steps(self, name: str, w: Tensor) -> list[Step]:
         """Steps adding ``name @ w.T`` to the residual stream ``"x"``: the attention output and MLP down projections
         (here one matmul with the residual add fused)."""
-        return [lambda ch: (tk.matmul_op(ch.take(name), w.T, residual=ch.take("x")), X)]
+        wt = self.transposed(w)
+        return [lambda ch: (tk.matmul_op(ch.take(name), wt, residual=ch.take("x")), X)]
 
     def logits_steps(self, n: int) -> list[Step]:
         """Steps from the normed last hidden rows ``"h"`` (``n`` of them) to the f32 ``"logits"`` (the LM head)."""
-        return [lambda ch: (tk.matmul_op(ch.take("h"), self.lm_head.T, out_dtype=f32), {"logits": 0})]
+        head = self.transposed(self.lm_head)
+        return [lambda ch: (tk.matmul_op(ch.take("h"), head, out_dtype=f32), {"logits": 0})]
 
     def logits_rows(self, logits: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         """The ``(n, vocab)`` rows of the host copy of a ``"logits"`` tensor."""
@@ -300,6 +311,8 @@ class Qwen3:
         nq, eps = c.num_attention_heads, c.rms_norm_eps
         k, v = f"k{i}", f"v{i}"
 
+        wqkv, wgu = self.transposed(layer.wqkv), self.transposed(layer.wgu)
+
         def tables() -> dict[str, Tensor]:
             return {"cos": self.cos, "sin": self.sin, "pos": pos()}
 
@@ -321,12 +334,12 @@ class Qwen3:
 
         return [
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
-            lambda ch: (tk.matmul_op(ch.take("h"), layer.wqkv.T), {"qkv": 0}),
+            lambda ch: (tk.matmul_op(ch.take("h"), wqkv), {"qkv": 0}),
             lambda ch: (prep(ch), {"q": 0, k: 1, v: 2}),
             attend,
             *self.residual_steps("o", layer.wo),
             lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
-            lambda ch: (tk.matmul_op(ch.take("h"), layer.wgu.T), {"gu": 0}),
+            lambda ch: (tk.matmul_op(ch.take("h"), wgu), {"gu": 0}),
             lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}),
             *self.residual_steps("act", layer.wd),
         ]

@@ -217,7 +217,8 @@ class TPQwen3(Qwen3):
         """The row-parallel projection: a partial sum on every rank (rank 0 adds the residual), then the all-reduce."""
         dist = self._dist
         # The other ranks drop their copies of the residual stream: the sum brings rank 0's back.
-        steps = super().residual_steps(name, w) if self.rank == 0 else [lambda ch: (_matmul(ch.take(name), w), X)]
+        wt = self.transposed(w)
+        steps = super().residual_steps(name, w) if self.rank == 0 else [lambda ch: (_matmul(ch.take(name), wt), X)]
         steps.append(lambda ch: (dist.all_reduce(ch.take("x")).map(_one), X))
         return steps
 
@@ -238,10 +239,10 @@ class TPQwen3(Qwen3):
         return argmax_rows(logits)
 
 
-def _matmul(x: Tensor, w: Tensor) -> _ops.Op:
+def _matmul(x: Tensor, wt: Tensor) -> _ops.Op:
     import tile.kernels as tk
 
-    made: _ops.Op = tk.matmul_op(x, w.T)
+    made: _ops.Op = tk.matmul_op(x, wt)
     return made
 
 
