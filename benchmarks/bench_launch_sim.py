@@ -27,7 +27,7 @@ import gc
 import pstats
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +70,10 @@ def _bytecode_only(sim: SimDriver) -> Callable[..., Any]:
 class SimClock:
     """Time spent inside the simulator's driver calls (wrapped), to subtract from the host time."""
 
-    def __init__(self, sim: SimDriver) -> None:
+    def __init__(self, sim: SimDriver, names: Iterable[str] = ()) -> None:
+        """Wrap the calls ``names`` (default: the launch path's own, ``_SIM_CALLS``)."""
         self.ns = 0
-        for name in _SIM_CALLS:
+        for name in tuple(names) or _SIM_CALLS:
             setattr(sim, name, self._timed(getattr(sim, name)))
 
     def _timed(self, call: Callable[..., Any]) -> Callable[..., Any]:

@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
         "--decode-attention",
         choices=("auto", "one", "split"),
         default="auto",
-        help="Qwen3(decode_attention=...): one kernel, split + combine, or auto (one up to 1024 cache positions)",
+        help="Qwen3(decode_attention=...): one kernel, split + combine, or auto (one up to 128 cache positions)",
     )
     args = p.parse_args(argv)
     if args.tp > 1:

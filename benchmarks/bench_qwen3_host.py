@@ -56,7 +56,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_launch_sim import _bytecode_only
+from bench_launch_sim import SimClock, _bytecode_only
 
 from tile.core.testing import SimDriver, simulated
 from tile.frontend import _accel, _entry
@@ -87,25 +87,10 @@ def _bytecode_only_kept(sim: SimDriver) -> Callable[..., Any]:
     return compile_kept
 
 
-class SimClock:
+def sim_clock(sim: SimDriver) -> SimClock:
     """Time spent inside every simulator driver call (each ``cu*`` method wrapped), to subtract from the host time:
     a real driver's calls cost ~2-5 us each, the simulator's (Python) more, and neither is Tile's own work."""
-
-    def __init__(self, sim: SimDriver) -> None:
-        self.ns = 0
-        for name in dir(type(sim)):
-            if name.startswith("cu"):
-                setattr(sim, name, self._timed(getattr(sim, name)))
-
-    def _timed(self, call: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any) -> Any:
-            t = time.perf_counter_ns()
-            try:
-                return call(*args)
-            finally:
-                self.ns += time.perf_counter_ns() - t
-
-        return timed
+    return SimClock(sim, [name for name in dir(type(sim)) if name.startswith("cu")])
 
 
 def _untimed(fn: object) -> float:
@@ -179,7 +164,7 @@ def main() -> None:
                 if "--profile" in sys.argv:
                     profile(model)
                     return
-                us = measure(model, SimClock(sim))
+                us = measure(model, sim_clock(sim))
             finally:
                 _entry.compile_kernel = saved
     finally:
