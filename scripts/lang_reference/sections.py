@@ -140,7 +140,9 @@ SECTIONS: tuple[Section, ...] = (
         "`print` or `assert_` is slower on the GPU (each lowers to a `vprintf` call): keep them for debugging. "
         "A `tile.printf` format holds `%%` and conversions `%[flags][width][.precision][length]conv` with `conv` in "
         "`diuoxX` for integer values and `eEfFgGaA` for floats (`l`/`ll` only for 64-bit integers); `%s`, `%p`, "
-        "`%n`, `%c` and `*` widths would make `vprintf` read or write memory, and are compile errors.",
+        "`%n`, `%c` and `*` widths would make `vprintf` read or write memory, and are compile errors. A `tile.assert_` "
+        "message is plain text: it prints as written, `%` included (tileiras makes it and the file name part of a "
+        "`vprintf` format, so the compiler writes every `%` of both as `%%`).",
     ),
 )
 

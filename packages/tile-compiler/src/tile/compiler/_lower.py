@@ -3,7 +3,8 @@
 A table walk: each typed op becomes the ``tile.ir`` op of the same name through the builder's generic
 ``create``; operand groups, result types and regions carry over one to one. This module only translates the
 compiler's own types and attribute values into ``tile.ir``'s (element types, splat constants, reduction
-identities, assume predicates) and gives every op a debug location in the user's source.
+identities, assume predicates) and gives every op a debug location in the user's source. An ``assert``'s message and
+file names are escaped as ``printf`` format text (``%`` -> ``%%``), which is what tileiras makes of them.
 Invariant: the module it returns has exactly the ops, in the order, that the type checker produced.
 """
 
@@ -110,9 +111,12 @@ class _Lowerer:
             self.op(b, op)
 
     def op(self, b: ir.Builder, op: Op) -> None:
-        loc = self.loc(op.loc, op.inlined_from)
+        loc, attrs = self.loc(op.loc, op.inlined_from), self.attrs(op)
+        if op.name == "assert":  # tileiras copies these into a printf format: see tile.ir._format_text
+            loc = None if loc is None else _format_text_loc(loc)
+            attrs["message"] = ir.escape_format_text(attrs["message"])
         types = [ir_type(r.type) for r in op.results]
-        made = b.create(op.name, self.operands(op), self.attrs(op), types, loc)
+        made = b.create(op.name, self.operands(op), attrs, types, loc)
         for mine, theirs in zip(op.results, made.results, strict=False):
             self.values[mine.id] = theirs
         for region, block in zip(made.regions, op.regions, strict=False):
@@ -130,6 +134,15 @@ class _Lowerer:
         for site in inlined_from:
             out = ir.CallSite(out, ir.DILoc(self.scope, site.filename, site.line, site.col + 1))
         return out
+
+
+def _format_text_loc(loc: ir.Location) -> ir.Location:
+    """``loc`` with its file names escaped as ``printf`` format text (the device prints the path as it is)."""
+    if isinstance(loc, ir.DILoc):
+        return ir.DILoc(loc.scope, ir.escape_format_text(loc.filename), loc.line, loc.column)
+    if isinstance(loc, ir.CallSite):
+        return ir.CallSite(_format_text_loc(loc.callee), _format_text_loc(loc.caller))
+    return loc
 
 
 def _identity(value: int | float, t: Type) -> ir.Attr:

@@ -73,6 +73,10 @@ Bytecode and verification
 data model cannot hold: a value of function type, a region without its one block, a dense constant of the wrong
 size; read then written at the same version reproduces the input bytes); ``read_version(data)``;
 ``verify(module, version)`` raises `VerifyError` listing every problem; ``verify_problems`` returns them.
+Unlike NVIDIA's verifier it refuses an ``assert`` whose message or location file name holds a ``%`` other than
+``%%``: tileiras copies both into the format of a device ``printf`` (`_format_text` has the evidence), where a
+conversion reads memory. ``escape_format_text(text)`` makes text literal (``%`` -> ``%%``),
+``render_format_text`` is what the device prints for it, ``format_text_problem(text, what)`` says why text is not.
 On any input, read -> verify -> print raises nothing but `BytecodeError` and `VerifyError` (a seeded mutation
 fuzzer checks it). Results newer than their op (``print_tko``'s token, 13.2) exist at every version, as in
 NVIDIA's IR: bytecode of an older version does not encode them, the reader supplies them, the writer leaves them
@@ -127,6 +131,7 @@ from tile.ir._enums import (
     SymbolVisibility,
 )
 from tile.ir._errors import BytecodeError, IRTypeError, TileError, UnsupportedVersionError, VerifyError
+from tile.ir._format_text import escape_format_text, format_text_problem, render_format_text
 from tile.ir._ir import Block, Function, Global, Module, Operation, Region, Value
 from tile.ir._lexer import AsmSyntaxError
 from tile.ir._location import (
@@ -256,6 +261,7 @@ __all__ = [
     "Version",
     "ViewType",
     "bf16",
+    "escape_format_text",
     "f4E2M1FN",
     "f8E4M3FN",
     "f8E5M2",
@@ -263,6 +269,7 @@ __all__ = [
     "f16",
     "f32",
     "f64",
+    "format_text_problem",
     "i1",
     "i4",
     "i8",
@@ -276,6 +283,7 @@ __all__ = [
     "ptr",
     "read_bytecode",
     "read_version",
+    "render_format_text",
     "scalar",
     "tf32",
     "tile",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tile.ir._format_text import assert_format_texts, format_text_problem
 from tile.ir._ir import Operation, Value
 from tile.ir._types import (
     PointerType,
@@ -158,7 +159,9 @@ def _iota(op: Operation) -> list[str]:
 def _assert(op: Operation) -> list[str]:
     t = op.operands[0].type
     ok = isinstance(t, TileType) and t.element == i1
-    return [] if ok else [f"assert condition must be an i1 tile, got {t}"]
+    problems = [] if ok else [f"assert condition must be an i1 tile, got {t}"]
+    texts = (format_text_problem(text, what) for what, text in assert_format_texts(op))  # see _format_text
+    return problems + [p for p in texts if p is not None]
 
 
 def _pointer_cast(op: Operation) -> list[str]:

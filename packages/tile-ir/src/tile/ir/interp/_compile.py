@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TextIO
 
+from tile.ir._format_text import render_format_text
 from tile.ir._ir import Block, Function, Module, Operation, Value
 from tile.ir._location import CallSite, DILoc, FileLoc, Location
 from tile.ir.ops import CATALOG
@@ -119,9 +120,8 @@ class Compiler:
         where: dict[Step, str] = {}
         for op in block.ops:
             self._op_index += 1
-            loc = self._locations[id(op)] = (
-                location_text(op.loc) or f"@{self.function.name}/op {self._op_index} ({op.name})"
-            )
+            text = location_text(op.loc, printf=op.name == "assert")
+            loc = self._locations[id(op)] = text or f"@{self.function.name}/op {self._op_index} ({op.name})"
             factory = self._table.get(op.name)
             if factory is None:
                 raise UnsupportedOpError(
@@ -142,12 +142,16 @@ class Compiler:
         return self._locations.get(id(op)) or location_text(op.loc) or f"@{self.function.name} ({op.name})"
 
 
-def location_text(loc: Location | None) -> str:
-    """Render a location as ``file:line:col`` (an inlined helper adds ``(inlined at file:line:col)``)."""
+def location_text(loc: Location | None, printf: bool = False) -> str:
+    """Render a location as ``file:line:col`` (an inlined helper adds ``(inlined at file:line:col)``).
+
+    ``printf``: `DILoc` file names are format text, as an ``assert``'s are on the device (``%%`` prints ``%``).
+    """
     if isinstance(loc, (DILoc, FileLoc)):
-        return f"{loc.filename}:{loc.line}:{loc.column}"
+        name = render_format_text(loc.filename) if printf and isinstance(loc, DILoc) else loc.filename
+        return f"{name}:{loc.line}:{loc.column}"
     if isinstance(loc, CallSite):
-        inner, outer = location_text(loc.callee), location_text(loc.caller)
+        inner, outer = location_text(loc.callee, printf), location_text(loc.caller, printf)
         return f"{inner} (inlined at {outer})" if inner and outer else inner or outer
     return ""
 

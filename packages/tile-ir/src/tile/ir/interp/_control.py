@@ -3,8 +3,10 @@
 ``for`` runs its body for ``lb, lb+step, ... < ub`` (signed compare unless ``unsignedCmp``); ``loop`` runs
 until a ``break``; ``if`` runs one region. Terminators return a `Signal`; a ``break``/``continue`` inside an
 ``if`` propagates to the enclosing loop. A failed ``assert`` raises `KernelAssertionError` (the launcher adds
-the block id); a violated ``assume`` on an integer value (a promise the device would silently rely on) is an
-`InterpError`. ``print_tko`` formats like C printf, a tile argument as ``[e0, e1, ...]`` per row.
+the block id) with its message as the device prints it (``%%`` -> ``%``; a message or file name with any other
+``%`` is refused, as the verifier does); a violated ``assume`` on an integer value (a promise the device would
+silently rely on) is an `InterpError`. ``print_tko`` formats like C printf, a tile argument as ``[e0, e1, ...]``
+per row.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tile.ir._attrs import Bounded, DivBy
+from tile.ir._format_text import assert_format_texts, format_text_problem, render_format_text
 from tile.ir._ir import Operation
 from tile.ir._types import ScalarType, TileType
 
@@ -175,7 +178,11 @@ def _holds(pred: Any, value: Array) -> bool:
 
 
 def _assert(op: Operation, c: Compiler) -> Step:
-    cond, message = c.slot(op.operands[0]), str(attr(op, "message", ""))
+    """The device prints the message through ``printf`` as format text (see `tile.ir._format_text`): so does this."""
+    for what, text in assert_format_texts(op):
+        if (problem := format_text_problem(text, what)) is not None:
+            raise InterpError(problem, None, c.location(op))
+    cond, message = c.slot(op.operands[0]), render_format_text(str(attr(op, "message", "")))
 
     def step(env: Env) -> Signal | None:
         ok = np.asarray(env[cond], dtype=bool)
