@@ -28,6 +28,10 @@ Holes found and fixed:
   its names strings, checked once when it is made (`ArgumentError`), so the cache of passed configs can only hold
   int configs and no float one compares equal to them any more.
 
+Bug found and fixed on the way (a refusal, no safety hole): a buffer (not ready) whose home stream was closed could not
+be used on any other stream: ordering the new stream after the allocation recorded an event on the closed home stream
+(StreamClosedError). It now waits for the closed stream's final event (recorded by the close, after the allocation).
+
 Attempts that turned out already closed (tests below):
 
 - a buffer used on stream A (its use mark recorded), then another buffer used on A (the same mark re-recorded), then
