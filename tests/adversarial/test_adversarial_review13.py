@@ -28,6 +28,10 @@ Holes found and fixed:
   its names strings, checked once when it is made (`ArgumentError`), so the cache of passed configs can only hold
   int configs and no float one compares equal to them any more.
 
+- Qwen3's ``qkv_prep`` checked the device position as ``p0 + n_new <= S`` in i32: a position near ``2**31`` wrapped
+  the sum negative and passed, and only the compiler's guard on the RoPE table's partition index stopped the launch
+  (no memory was touched, but the kernel's own check was void). It is now ``p0 <= S - n_new``, which cannot wrap.
+
 Bug found and fixed on the way (a refusal, no safety hole): a buffer (not ready) whose home stream was closed could not
 be used on any other stream: ordering the new stream after the allocation recorded an event on the closed home stream
 (StreamClosedError). It now waits for the closed stream's final event (recorded by the close, after the allocation).
@@ -306,3 +310,26 @@ def test_a_matmul_recall_key_determines_its_tuning_key(monkeypatch: pytest.Monke
         tk.matmul(tile.from_numpy(np.ones((5, 32), dtype)), y)
     assert len(seen) == 9  # a transposed weight shares the plain call's key, so does f32 output of f32 inputs
     assert all(len(texts) == 1 for texts in seen.values()), seen
+
+
+# -- hole: qkv_prep's position check wrapped ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", [2**31 - 1, 2**31 - 2])
+@pytest.mark.parametrize("tokens", [None, 2])
+def test_qkv_prep_refuses_a_position_whose_end_wraps(position: int, tokens: int | None) -> None:
+    """Hole: the kernel's own check ``p0 + n_new <= S`` wrapped in i32 for a position near 2**31 and passed; only the
+    compiler's guard on the RoPE table's partition stopped the launch (a table as long as the position would not
+    have). It is now ``p0 <= S - n_new``, which cannot wrap."""
+    from tile.kernels.qwen3 import _ops
+
+    w = tile.zeros(tile.bf16, [1, 16])
+    angles = np.arange(8, dtype=np.float64)[:, None] * np.ones(8)[None, :]
+    cos, sin = tile.from_numpy(np.cos(angles).astype(np.float32)), tile.from_numpy(np.sin(angles).astype(np.float32))
+    caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
+    pos = tile.from_numpy(np.array([position], dtype=np.int32))
+    made = _ops.prep_qkv(
+        *caches, tile.zeros(tile.bf16, [2, 128]), w, w, heads=4, cos=cos, sin=sin, pos=pos, eps=1e-6, tokens=tokens
+    )
+    with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+        made.sync()
