@@ -40,6 +40,7 @@ from tile.core._stream import (
     invalidation,
     open_successor,
     thread_is_capturing,
+    use_lock,  # defined beside Stream.close, which holds it too; documented there
 )
 
 if TYPE_CHECKING:
@@ -48,12 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["DeviceBuffer", "Uses", "use_lock"]
 
 _deferred_lock = threading.RLock()  # re-entrant: a GC-run finalizer may free while it is held
-# Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
-# until the use is enqueued and recorded, and by a free from its check until the free is enqueued: a free on another
-# thread is then ordered after every use that saw the buffer live, and two threads never both free it. Re-entrant (a
-# fill may copy); never held across a blocking wait for other work, and never taken by a GC-run finalizer (nothing
-# else refers to that buffer).
-use_lock = threading.RLock()
 _deferred: list[_PendingFree] = []  # frees that met a capturing stream, retried by the next allocation or free
 
 
@@ -273,10 +268,13 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         if ordered is not stream and _handle_reused(ordered):
             if self._freed:
                 raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
-            if stream.is_capturing():
-                _wait_during_capture(self.stream.record())
-            else:
-                stream.wait(self.stream)
+            home = self.stream
+            # A closed home stream's last work (the allocation among it) is its final event: the buffer stays usable.
+            done = home._final if home.closed else home.record()
+            if done is not None and stream.is_capturing():  # None: a borrowed home stream gone before its close
+                _wait_during_capture(done)
+            elif done is not None:
+                stream.wait(done)
             self._ordered[stream.handle] = weakref.ref(stream)
 
     def record_use(self, stream: Stream) -> None:

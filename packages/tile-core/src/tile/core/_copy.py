@@ -17,7 +17,7 @@ import numpy as np
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._buffer import DeviceBuffer, use_lock
-from tile.core._errors import LayoutMismatchError, WrongDeviceError
+from tile.core._errors import LayoutMismatchError, StreamClosedError, WrongDeviceError
 from tile.core._layout import as_dtype, check_span
 from tile.core._pinned import PinnedBuffer
 from tile.core._stream import Stream, as_stream
@@ -107,7 +107,14 @@ def _check_disjoint(dst_device: object, dst: int, src_device: object, src: int, 
 def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object = None) -> Stream:
     device = side.device
     if stream is None:
-        return side.stream if isinstance(side, DeviceBuffer) else as_stream(side._default_stream(), device)
+        if not isinstance(side, DeviceBuffer):
+            return as_stream(side._default_stream(), device)
+        if side.stream.closed:  # never enqueue on a destroyed stream handle (it may name another stream by now)
+            raise StreamClosedError(
+                f"the home stream {side.stream!r} of {side!r} was closed: pass stream= an open stream of device "
+                f"{device.ordinal} for its copies"
+            )
+        return side.stream
     chosen = stream if isinstance(stream, Stream) else Stream.borrow(stream)
     allowed = {device} | ({other.device} if isinstance(other, (DeviceBuffer, DeviceView)) else set())
     if chosen.device not in allowed:

@@ -160,7 +160,8 @@ def prepare(
     shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
-    with use_lock:  # no free between the pointers' checks and the guard's epoch: see use_lock
+    with use_lock:  # no free or close between the pointers' checks and the guard's epoch: see use_lock
+        chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
         packed = pack_args(args, signature, device=device, expected=function.param_layout)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
@@ -203,6 +204,7 @@ def _launch_checked(
     signature: Sequence[str] | None,
 ) -> None:
     device = function.module.device
+    chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
     packed = pack_args(args, signature, device=device, expected=function.param_layout)
     for buffer in packed.buffers:
         buffer._before_use(chosen)

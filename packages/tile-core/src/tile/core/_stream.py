@@ -21,9 +21,16 @@ from tile.core._event import NOT_READY, Event
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
-__all__ = ["Stream", "as_stream", "invalidation", "open_successor"]
+__all__ = ["Stream", "as_stream", "invalidation", "open_successor", "use_lock"]
 
 _closing = threading.Lock()  # held while a stream is closed: two threads closing one stream destroy it once
+# Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
+# (and its stream open) until the use is enqueued and recorded, by a free from its check until the free is enqueued,
+# and by `Stream.close`: a free or a close on another thread is then ordered after every use that saw the buffer live
+# and the stream open, two threads never both free a buffer, and no use is enqueued on a stream being destroyed.
+# Re-entrant (a fill may copy); never held across a blocking wait for other work, and never taken by a GC-run
+# finalizer of a buffer (nothing else refers to that buffer) or a stream (nothing else uses it).
+use_lock = threading.RLock()
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
 
@@ -221,16 +228,19 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         """Destroy an owned stream (queued work still completes) or release a borrowed one; idempotent."""
         if self._protected:
             raise StateError(f"{self!r} is the device's default stream and lives as long as the process")
-        with _closing:
+        # Under use_lock: a launch or copy on another thread that saw the stream open is enqueued and recorded before
+        # the final record and the destroy, and one that comes after sees it closed (and prepared launches' guards
+        # see the invalidation) before enqueueing anything.
+        with use_lock, _closing:
             if self._closed:
                 return
             with contextlib.suppress(tb.CudaError):  # a borrowed stream may already be gone
                 self._final = self.record()  # outlives the stream: frees that were ordered on it wait for this
             self._closed = True
-        invalidation[0] += 1
-        self._cc, self._owner = None, None
-        if self.owned:
-            check(tb.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+            invalidation[0] += 1
+            self._cc, self._owner = None, None
+            if self.owned:
+                check(tb.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
     def __del__(self) -> None:
         if getattr(self, "owned", False) and not self._closed:

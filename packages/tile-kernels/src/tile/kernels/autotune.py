@@ -63,9 +63,23 @@ Race = Callable[[Sequence[Callable[[], object]]], list["float | None"]]
 
 @dataclass(frozen=True)
 class Config:
-    """One candidate configuration: named integer parameters (tile sizes, group, split-K, rows per block)."""
+    """One candidate configuration: named integer parameters (tile sizes, group, split-K, rows per block).
+
+    The names are strings and the values exact Python ints (`ArgumentError` otherwise, when the config is made)."""
 
     values: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        # Exact ints only: the families check a config once and cache the verdict (and the plan) by the config, and a
+        # float 16.0 or a bool True compares and hashes equal to an int, so it would skip the check it never passed.
+        for item in self.values:
+            if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str:
+                raise ArgumentError(f"autotune.Config: {item!r}: parameter names are strings, e.g. Config.of(BM=128)")
+            if type(item[1]) is not int:
+                raise ArgumentError(
+                    f"autotune.Config: {item[0]}={item[1]!r} is not an int ({type(item[1]).__name__}); tile sizes, "
+                    "counts and hints are Python ints"
+                )
 
     @classmethod
     def of(cls, **values: int) -> Config:
