@@ -110,14 +110,16 @@ def test_a_ready_free_waits_for_home_stream_work_it_never_recorded(sim: SimDrive
 
 
 def test_a_ready_free_waits_for_uses_recorded_on_other_streams(sim: SimDriver, vec_add: tc.Function) -> None:
-    """Mutants killed: the recorded use events not waited for on the free stream; the launch stream made to wait for
-    the (complete) allocation before the first use, as an unready buffer needs."""
+    """Mutant killed: the recorded use events not waited for on the free stream. The launch stream waits once per
+    buffer, for the home stream's work (see the data-ordering test below), never for the allocation stream."""
     x = tc.DeviceBuffer.from_host(np.ones(128, np.float32), ready=True)
     z = tc.DeviceBuffer.allocate(512, ready=True)
     work = tc.Stream()
     tc.launch(vec_add, 1, 1, [x, 128, 1, x, 128, 1, z, 128, 1], signature=VEC_ADD_SIGNATURE, stream=work)
     queued = sim.queues[work.handle]
-    assert [w.waits_for for w in queued if w.waits_for is not None] == [], "a ready buffer needs no wait before use"
+    assert len([w for w in queued if w.waits_for is not None]) == 2, "one wait for each buffer's home stream"
+    assert "wait" not in _on(sim, _private("alloc"))
+    assert "record" not in _on(sim, _private("alloc"))
     z.free()
     x.free()
     sim.drain(_private("free"))
@@ -212,3 +214,31 @@ def test_a_ready_free_after_an_idle_home_stream_queues_the_free_alone(sim: SimDr
     assert len(queued) == 1
     assert queued[0].waits_for is None
     assert len([e for e in sim.pending() if e.record is not None]) + len(sim.kinds("record")) == records
+
+
+def test_another_stream_is_ordered_after_what_the_home_stream_queued_for_a_ready_buffer(
+    sim: SimDriver, vec_add: tc.Function
+) -> None:
+    """Review 13 (left open there, closed here): a ready buffer skipped the once-per-stream ordering after its home
+    stream, so a copy queued there (``copy_from(pinned, sync=False)``, ``from_host(..., sync=False)``) and a launch
+    on another stream right after could run in either order: the kernel could read the buffer before the copy
+    landed (a data race in safe tile.core code). The first use on each other stream now waits for an event recorded
+    on the home stream, as for any buffer. Mutant killed: ``_before_use`` returning early for ready buffers."""
+    staged = tc.PinnedBuffer.allocate(512)
+    staged.array.view(np.float32)[:] = np.arange(128, dtype=np.float32)
+    x = tc.DeviceBuffer.allocate(512, ready=True)
+    x.copy_from(staged, sync=False)  # queued on x's home stream
+    y = tc.DeviceBuffer.from_host(np.ones(128, np.float32), ready=True)
+    z = tc.DeviceBuffer.allocate(512, ready=True)
+    work = tc.Stream()
+    mark = len(sim.log)
+    tc.launch(vec_add, 1, 1, [x, 128, 1, y, 128, 1, z, 128, 1], signature=VEC_ADD_SIGNATURE, stream=work)
+    work.synchronize()
+    log = sim.log[mark:]
+    launch = log.index(("launch", work.handle, (1, 1, 1)))
+    homes = {e[1] for e in log[:launch] if e[0] == "record" and e[2] == x.stream.handle}
+    assert any(e[0] == "wait" and e[1] == work.handle and e[2] in homes for e in log[:launch]), log
+    np.testing.assert_array_equal(z.to_numpy(np.float32), np.arange(128, dtype=np.float32) + 1)
+    for buffer in (x, y, z):
+        buffer.free()
+    del staged  # pinned memory is released by its finalizer, after its recorded uses

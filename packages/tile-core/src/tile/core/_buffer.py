@@ -254,15 +254,14 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         return self._ptr
 
     def _before_use(self, stream: Stream) -> None:
-        """Order ``stream`` after the allocation, once per stream (the allocation is ordered on the home stream;
-        a ready buffer's is complete already).
+        """Order ``stream`` after the home stream's work so far (the allocation, for a buffer that is not ready, and
+        the copies and fills queued there), once per stream.
 
-        Keyed by handle, but a handle counts as ordered only while the stream it was ordered as is alive and open.
+        A ready buffer's allocation is complete already, but what its home stream queued since (``from_host(...,
+        sync=False)``, ``copy_from``, ``fill``) is not: skipping the wait let a kernel on another stream read the
+        buffer before the copy landed. Keyed by handle, but a handle counts as ordered only while the stream it was
+        ordered as is alive and open.
         """
-        if self._ready:  # complete before `allocate` returned: every stream may use it
-            if self._freed:
-                raise UseAfterFreeError(f"{self!r} was freed: it cannot be used on {stream!r}")
-            return
         known = self._ordered.get(stream.handle)
         ordered = known() if known is not None else None
         if ordered is not stream and _handle_reused(ordered):
