@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,6 +44,21 @@ def test_decode_clamps_a_device_length_whose_sum_would_wrap(length: int, plus: i
     got = out[0].unpartition().to_numpy().reshape(2, 4, 64)
     ref, mag = _decode_ref(q, kc, vc, [rows, min(max(7 + plus, 0), S)])
     assert_within(got, ref, bound("bf16", ref, mag))
+
+
+@pytest.mark.parametrize(
+    ("plus", "message"),
+    [
+        (2**31, r"decode_attention_op: plus is 2147483648, outside the i32 range"),
+        (I32_MIN - 1, r"decode_attention_op: plus is -2147483649, outside the i32 range"),
+        (1.5, r"decode_attention_op: plus must be an integer, got float 1\.5"),
+        (True, r"decode_attention_op: plus must be an integer, got bool True"),
+    ],
+)
+def test_decode_refuses_a_plus_outside_i32(plus: Any, message: str) -> None:
+    q, kc = tile.zeros(tile.bf16, [1, 4 * 64]), tile.zeros(tile.bf16, [2, 8, 64])
+    with pytest.raises(ArgumentError, match=message):
+        tk.decode_attention_op(q, kc, kc, tile.from_numpy(np.array([3], np.int32)), plus=plus)
 
 
 @pytest.mark.parametrize("position", [I32_MAX, I32_MAX - 1])

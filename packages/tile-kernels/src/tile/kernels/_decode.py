@@ -129,14 +129,18 @@ def decode_attention_op(
 
     ``q`` (rows ``(B, Hq * D)`` if in flight), the caches (``(B * Hkv, S, D)`` if in flight) and ``lengths`` may be
     tensors in flight. A lengths tensor is not read here (no wait: the op may be captured in a graph); its values
-    are clamped into ``[0, S]`` inside the kernel. ``plus`` is added to every length inside the kernel (a model that
-    keeps the new token's position, ``length - 1``, passes ``plus=1``). The op's output is ``(o, q, k_cache,
+    are clamped into ``[0, S]`` inside the kernel. ``plus``, an i32 (checked), is added to every length inside the
+    kernel before that clamp, without wrapping (a model that keeps the new token's position, ``length - 1``, passes
+    ``plus=1``). The op's output is ``(o, q, k_cache,
     v_cache, lengths)``: ``o`` the ``(B, Hq * D)`` output partition, then the inputs handed back (a chain that moved
     the caches in keeps them). Without ``splits`` the split count is sized for the whole cache, so one op serves
     every length (for graph replays).
     """
     op = "decode_attention_op"
     x = _args.operand(q, "q", op)
+    plus = _args.integer(plus, "plus", op)
+    if not -(2**31) <= plus < 2**31:
+        raise ArgumentError(f"{op}: plus is {plus}, outside the i32 range the kernel adds it in")
     return _decode(op, x, k_cache, v_cache, lengths=lengths, scale=scale, splits=splits, inflight=True, plus=plus)
 
 
@@ -194,7 +198,7 @@ def _decode(
     if splits == 1:
         # One run of key tiles per query-head block: one kernel normalises and writes the output, no combine.
         one: Op = k.decode_one(
-            z.partition([1, hb * d]), x, kc, vc, lens, int(plus), qk_scale, BN=bn, HB=hb, GROUP=group, HKV=hkv
+            z.partition([1, hb * d]), x, kc, vc, lens, plus, qk_scale, BN=bn, HB=hb, GROUP=group, HKV=hkv
         )
         return one.map(lambda res: tuple(res[:5]))  # (o, q, k_cache, v_cache, lengths), as the split form's
     sc = _chunk(splits, d)
@@ -202,7 +206,7 @@ def _decode(
     acc = tile.empty(f32, [batch * nqb, slots, hb * d]).partition([1, 1, hb * d])
     m = tile.empty(f32, [batch * nqb, slots, hb]).partition([1, 1, hb])
     l_ = tile.empty(f32, [batch * nqb, slots, hb]).partition([1, 1, hb])
-    first: Op = k.decode_split(acc, m, l_, x, kc, vc, lens, int(plus), qk_scale, BN=bn, TPS=tps, GROUP=group, HKV=hkv)
+    first: Op = k.decode_split(acc, m, l_, x, kc, vc, lens, plus, qk_scale, BN=bn, TPS=tps, GROUP=group, HKV=hkv)
 
     def combine(out: tuple[Any, ...]) -> Any:
         # The partials are handed on in flight: the combine runs after the split kernel, with no wait between.
