@@ -98,6 +98,21 @@ def test_decode_attention_gpu(batch: int, splits: int | None) -> None:
     assert_within(z.to_numpy(), ref, _bound("bf16", ref, mag))
 
 
+@pytest.mark.parametrize("splits", [1, 4])
+def test_decode_lengths_near_i32_limits_gpu(splits: int) -> None:
+    """A device length plus ``plus`` past either end of i32 clamps to the cache (or to nothing), as on the CPU: the
+    sum is taken in i64 (``decode_one`` and ``decode_split``, lowered through tileiras)."""
+    rng = np.random.default_rng(splits)
+    hq, hkv, s, d = 8, 2, 512, 128
+    q = array(rng, "bf16", (4, hq, d))
+    kc, vc = array(rng, "bf16", (4, hkv, s, d)), array(rng, "bf16", (4, hkv, s, d))
+    lengths = tile.from_numpy(np.array([2**31 - 1, -(2**31) + 1, 2**31 - 5, 100], np.int32))
+    out = tk.decode_attention_op(tensor(q), tensor(kc), tensor(vc), lengths, plus=1, splits=splits).sync()
+    got = out[0].unpartition().to_numpy().reshape(4, hq, d)
+    ref, mag = _decode_ref(q, kc, vc, [s, 0, s, 101])
+    assert_within(got, ref, _bound("bf16", ref, mag))
+
+
 def test_decode_attention_matches_torch_and_append_writes_in_place() -> None:
     torch = pytest.importorskip("torch")
     g = torch.Generator(device="cuda").manual_seed(1)
