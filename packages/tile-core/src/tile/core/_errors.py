@@ -23,6 +23,7 @@ __all__ = [
     "StreamClosedError",
     "UseAfterFreeError",
     "WrongDeviceError",
+    "WrongTypeError",
 ]
 
 
@@ -44,6 +45,12 @@ class LayoutMismatchError(TileError, ValueError):
 
 class WrongDeviceError(TileError, ValueError):
     """Memory or a stream of one device was used with another device."""
+
+
+class WrongTypeError(TileError, TypeError):
+    """An object of a kind the call cannot use was passed: a copy's end that is neither a host array nor device
+    memory, a foreign array with no DLPack or ``__cuda_array_interface__``, a stream of an unknown library. The
+    message names the type and the kinds that are accepted."""
 
 
 class StreamClosedError(UseAfterFreeError):
