@@ -7,6 +7,7 @@ would catch; all carry only their message and pickle by the default ``BaseExcept
 
 from __future__ import annotations
 
+import tile.errors
 from tile.bindings import TileError
 
 __all__ = [
@@ -81,11 +82,17 @@ class HandleCopyError(TileError, TypeError):
     """
 
 
-class ReadOnlyError(TileError, AttributeError):
+class ReadOnlyError(tile.errors.ReadOnlyError):
     """An attribute that tile.core's checks read (a buffer's ``nbytes``, a view's ``shape``, a stream's ``handle``, a
-    prepared launch's ``buffers``, ...) was assigned or deleted: the checks would then pass on a lie."""
+    prepared launch's ``buffers``, ...) was assigned or deleted: the checks would then pass on a lie.
+
+    A ``tile.errors.ReadOnlyError`` (so a `TileError`, a ``tile.errors.ProtectedError`` and an ``AttributeError``),
+    as is tile.frontend's ``FrozenError``."""
 
 
-class FinalClassError(TileError, TypeError):
+class FinalClassError(tile.errors.FinalClassError):
     """A subclass of a tile.core handle class was defined: an override of ``ptr``, ``nbytes`` or ``shape`` would lie to
-    the bounds and lifetime checks, which trust what the handle reports."""
+    the bounds and lifetime checks, which trust what the handle reports.
+
+    A ``tile.errors.FinalClassError`` (so a `TileError`, a ``tile.errors.ProtectedError`` and a ``TypeError``), as
+    is tile.frontend's ``FinalClassError``."""
