@@ -15,9 +15,9 @@ and `ProtectedError`, the base of the two refusals, `ReadOnlyError` (a trusted a
 (``tile.core.ReadOnlyError``, ``tile.frontend.FrozenError``, ``tile.core.FinalClassError``,
 ``tile.frontend.FinalClassError``), so ``except tile.errors.ProtectedError`` catches the refusals of both.
 
-Invariants: this package imports nothing; every error class is a `TileError` and each concrete error also derives
-from the builtin a caller would naturally catch (``AttributeError``, ``TypeError``, ...), so ``except`` clauses written
-against the builtin keep working; errors carry only their message and pickle by the default protocol.
+Invariants: this package imports only ``typing``; every error class is a `TileError` and each concrete error also
+derives from the builtin a caller would naturally catch (``AttributeError``, ``TypeError``, ...), so ``except``
+clauses written against the builtin keep working; errors carry only their message and pickle by the default protocol.
 """
 
 from __future__ import annotations
