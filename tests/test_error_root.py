@@ -191,3 +191,38 @@ def test_the_frontend_root_catches_a_real_error_of_every_package(case: str, monk
         run(*args)
     package = type(caught.value).__module__.split(".")[1]
     assert package == case.split("-", maxsplit=1)[0], f"{case} raised {type(caught.value)!r} from another package"
+
+
+def test_both_stacks_refuse_changes_to_trusted_handles_with_the_shared_guards() -> None:
+    """tile.core and tile.frontend share `tile.errors.Exact` and derive their read-only and final-class errors from
+    tile.errors' classes, so one ``except tile.errors.ProtectedError`` (or the builtin) catches either stack's."""
+    import tile.core as tc
+    import tile.errors as te
+    import tile.frontend._errors as fe
+    from tile.core._final import Exact as CoreExact
+
+    assert fe.Exact is te.Exact
+    assert CoreExact is te.Exact
+    assert type(tile.Tensor) is te.Exact
+    assert type(tc.DeviceBuffer) is te.Exact
+    pairs = [
+        (tile.FrozenError, te.ReadOnlyError, AttributeError),
+        (tc.ReadOnlyError, te.ReadOnlyError, AttributeError),
+        (tile.FinalClassError, te.FinalClassError, TypeError),
+        (tc.FinalClassError, te.FinalClassError, TypeError),
+    ]
+    for cls, shared, builtin in pairs:
+        assert issubclass(cls, shared)
+        assert issubclass(cls, te.ProtectedError)
+        assert issubclass(cls, builtin)
+        assert issubclass(cls, Root)
+
+    with pytest.raises(te.ProtectedError, match=r"\.dtype is read-only") as frozen:
+        tile.zeros(tile.f32, [4]).dtype = tile.f64
+    assert type(frozen.value) is tile.FrozenError
+    with pytest.raises(te.FinalClassError, match="cannot subclass tile's Tensor") as final:
+        type("Evil", (tile.Tensor,), {})
+    assert type(final.value) is tile.FinalClassError
+    with pytest.raises(te.FinalClassError, match=r"cannot subclass tile\.core's DeviceBuffer") as final:
+        type("Evil", (tc.DeviceBuffer,), {})
+    assert type(final.value) is tc.FinalClassError

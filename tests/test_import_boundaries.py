@@ -14,7 +14,7 @@ import sys
 import pytest
 
 # Import name -> the Tile packages it may load (itself included), per docs/architecture.md.
-# tile.errors (the one error root, a single class) sits under both stacks and loads nothing.
+# tile.errors (the one error root and the shared guards on trusted handles) sits under both stacks and loads nothing.
 _FRONTEND = {"tile.errors", "tile.ir", "tile.bindings", "tile.core", "tile.aio", "tile.compiler", "tile.frontend"}
 ALLOWED = {
     "tile.errors": {"tile.errors"},

@@ -133,12 +133,13 @@ def test_views_are_bounds_checked() -> None:
         (lambda b: b.copy_to(np.zeros(8, np.uint8), offset=-1), tc.OutOfBoundsError, "outside"),
         (lambda b: b.copy_to(np.zeros(8)[::2]), tc.LayoutMismatchError, "not C-contiguous"),
         (lambda b: b.copy_to(bytes(8)), tc.LayoutMismatchError, "read-only"),
-        (lambda b: b.copy_from([1, 2]), TypeError, "cannot copy from/to list"),
+        (lambda b: b.copy_from([1, 2]), tc.WrongTypeError, "cannot copy from/to list: use a numpy array"),
         (lambda b: b.view(np.float32).copy_from(np.zeros(16, np.float64)), tc.LayoutMismatchError, "size mismatch"),
         (lambda b: b.view(np.float32).copy_from(np.zeros(16, np.int32)), tc.LayoutMismatchError, "dtype mismatch"),
         (lambda b: b.view(np.uint8).fill(300), tc.LayoutMismatchError, "does not fit uint8"),
         (lambda b: b.view(np.int32).fill(1.5), tc.LayoutMismatchError, "cannot fill"),
-        (lambda b: tc.copy(np.zeros(4), np.zeros(4)), TypeError, "host-to-host"),
+        (lambda b: tc.copy(np.zeros(4), np.zeros(4)), tc.WrongTypeError, "got ndarray and ndarray.*host-to-host"),
+        (lambda b: tc.copy([0], b), TypeError, "cannot copy from/to list"),  # still a TypeError to the caller
     ],
 )
 def test_bad_copies_fail_before_the_driver(call: Any, error: type[Exception], match: str) -> None:
@@ -185,6 +186,7 @@ def test_views_export_the_cuda_array_interface() -> None:
         tc.ArchMismatchError("x"),
         tc.LaunchArgumentError("x"),
         tc.StateError("x"),
+        tc.WrongTypeError("x"),
     ],
 )
 def test_errors_are_tile_errors_with_a_builtin_base_and_pickle(error: Exception) -> None:
@@ -201,7 +203,19 @@ def test_only_known_objects_pass_as_streams() -> None:
     assert _foreign_stream_handle(0x1234) == 0x1234
     assert _foreign_stream_handle(cu.CUstream(0x4321)) == 0x4321
     assert _foreign_stream_handle(SimpleNamespace(__cuda_stream__=lambda: (0, 0x99))) == 0x99
-    with pytest.raises(TypeError, match="cannot use DeviceBuffer as a stream"):
+    with pytest.raises(tc.WrongTypeError, match=r"cannot use DeviceBuffer as a stream: pass a tile\.core\.Stream"):
         _foreign_stream_handle(fake_buffer())
     with pytest.raises(TypeError, match="cannot use float as a stream"):
         _foreign_stream_handle(1.5)
+
+
+@pytest.mark.usefixtures("no_driver")
+def test_objects_of_the_wrong_kind_are_typed_errors_before_the_driver() -> None:
+    """Each refusal is a tile.core error (a TileError and a TypeError) and is raised before any driver call: the
+    fixture makes a driver call fail with a RuntimeError instead."""
+    with pytest.raises(tc.WrongTypeError, match=r"cannot use float as a stream: pass a tile\.core\.Stream"):
+        tc.Stream.borrow(1.5)
+    with pytest.raises(tc.WrongTypeError, match=r"cannot borrow list: it supports neither DLPack.*from_host"):
+        tc.borrow([1.0, 2.0])
+    with pytest.raises(tc.WrongTypeError, match="cannot copy from/to object: use a numpy array"):
+        tc.copy(fake_buffer(), object())

@@ -62,7 +62,8 @@ Modules and launches
     Building blocks: ``KINDS``, ``pack_args``, ``param_layout`` (CUDA parameter-block offsets), ``cubin_arch``.
 Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
-    ``StreamClosedError``, ``NullHandleError``, ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
+    ``WrongTypeError`` (an object of a kind the call cannot use), ``StreamClosedError``, ``NullHandleError``,
+    ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
     (e.g. freeing memory a DLPack consumer still views, timing an event created without timing), ``ReadOnlyError``
     (assigning a field the checks trust) and ``FinalClassError`` (subclassing a handle class); driver failures
     are ``CudaError``; no driver is ``DriverNotFoundError``; a device ordinal out of range is ``InvalidDeviceError``
@@ -126,6 +127,7 @@ from tile.core._errors import (
     StreamClosedError,
     UseAfterFreeError,
     WrongDeviceError,
+    WrongTypeError,
 )
 from tile.core._event import Event
 from tile.core._foreign import borrow
@@ -168,6 +170,7 @@ __all__ = [
     "Uncopyable",
     "UseAfterFreeError",
     "WrongDeviceError",
+    "WrongTypeError",
     "begin_thread_capture",
     "borrow",
     "copy",

@@ -17,7 +17,7 @@ import numpy as np
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._buffer import DeviceBuffer, use_lock
-from tile.core._errors import LayoutMismatchError, StreamClosedError, WrongDeviceError
+from tile.core._errors import LayoutMismatchError, StreamClosedError, WrongDeviceError, WrongTypeError
 from tile.core._layout import as_dtype, check_span
 from tile.core._pinned import PinnedBuffer
 from tile.core._stream import Stream, as_stream
@@ -49,7 +49,7 @@ def host_region(obj: Any, *, writable: bool) -> HostRegion:
         try:
             array = np.frombuffer(memoryview(array), np.uint8)
         except TypeError:
-            raise TypeError(
+            raise WrongTypeError(
                 f"cannot copy from/to {type(obj).__name__}: use a numpy array, bytes-like object, PinnedBuffer, "
                 "DeviceBuffer or DeviceView"
             ) from None
@@ -169,7 +169,10 @@ def copy(dst: Any, src: Any, *, stream: object = None, sync: bool = True) -> Non
 def _enqueue_copy(dst: Any, src: Any, stream: object, sync: bool) -> Stream:
     dst_dev, src_dev = isinstance(dst, (DeviceBuffer, DeviceView)), isinstance(src, (DeviceBuffer, DeviceView))
     if not (dst_dev or src_dev):
-        raise TypeError("copy() moves data to or from device memory; for host-to-host use numpy.copyto")
+        raise WrongTypeError(
+            f"copy() moves data to or from device memory, but got {type(dst).__name__} and {type(src).__name__}: "
+            "pass a DeviceBuffer or DeviceView on one side; for host-to-host use numpy.copyto"
+        )
     if dst_dev and src_dev:
         out, inp = _device_side(dst, writable=True), _device_side(src, writable=False)
         _check_match(out, inp)

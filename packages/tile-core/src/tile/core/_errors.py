@@ -7,6 +7,7 @@ would catch; all carry only their message and pickle by the default ``BaseExcept
 
 from __future__ import annotations
 
+import tile.errors
 from tile.bindings import TileError
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "StreamClosedError",
     "UseAfterFreeError",
     "WrongDeviceError",
+    "WrongTypeError",
 ]
 
 
@@ -44,6 +46,12 @@ class LayoutMismatchError(TileError, ValueError):
 
 class WrongDeviceError(TileError, ValueError):
     """Memory or a stream of one device was used with another device."""
+
+
+class WrongTypeError(TileError, TypeError):
+    """An object of a kind the call cannot use was passed: a copy's end that is neither a host array nor device
+    memory, a foreign array with no DLPack or ``__cuda_array_interface__``, a stream of an unknown library. The
+    message names the type and the kinds that are accepted."""
 
 
 class StreamClosedError(UseAfterFreeError):
@@ -74,11 +82,17 @@ class HandleCopyError(TileError, TypeError):
     """
 
 
-class ReadOnlyError(TileError, AttributeError):
+class ReadOnlyError(tile.errors.ReadOnlyError):
     """An attribute that tile.core's checks read (a buffer's ``nbytes``, a view's ``shape``, a stream's ``handle``, a
-    prepared launch's ``buffers``, ...) was assigned or deleted: the checks would then pass on a lie."""
+    prepared launch's ``buffers``, ...) was assigned or deleted: the checks would then pass on a lie.
+
+    A ``tile.errors.ReadOnlyError`` (so a `TileError`, a ``tile.errors.ProtectedError`` and an ``AttributeError``),
+    as is tile.frontend's ``FrozenError``."""
 
 
-class FinalClassError(TileError, TypeError):
+class FinalClassError(tile.errors.FinalClassError):
     """A subclass of a tile.core handle class was defined: an override of ``ptr``, ``nbytes`` or ``shape`` would lie to
-    the bounds and lifetime checks, which trust what the handle reports."""
+    the bounds and lifetime checks, which trust what the handle reports.
+
+    A ``tile.errors.FinalClassError`` (so a `TileError`, a ``tile.errors.ProtectedError`` and a ``TypeError``), as
+    is tile.frontend's ``FinalClassError``."""

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from tile.core._context import Device
-from tile.core._errors import NullHandleError, WrongDeviceError
+from tile.core._errors import NullHandleError, WrongDeviceError, WrongTypeError
 from tile.core._layout import as_dtype, c_strides
 from tile.core._stream import Stream
 from tile.core._view import DeviceView
@@ -55,13 +55,16 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
     """
     if isinstance(obj, DeviceView):
         return obj
+    if not hasattr(obj, "__dlpack__") and not hasattr(obj, "__cuda_array_interface__"):
+        raise WrongTypeError(
+            f"cannot borrow {type(obj).__name__}: it supports neither DLPack nor __cuda_array_interface__; pass a "
+            "device array (torch, cupy, a tile.core DeviceView), or copy host data with DeviceBuffer.from_host"
+        )
     from cuda.core.utils import StridedMemoryView
 
     ordinal = _producer_device(obj)
     if stream is None:
         stream = Device(ordinal if ordinal is not None else 0).default_stream
-    if not hasattr(obj, "__dlpack__") and not hasattr(obj, "__cuda_array_interface__"):
-        raise TypeError(f"cannot borrow {type(obj).__name__}: it supports neither DLPack nor __cuda_array_interface__")
     # from_any_interface arrived in cuda.core 1.x; the constructor does the same (deprecated there).
     make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
     smv = make(obj, stream_ptr=stream.handle)

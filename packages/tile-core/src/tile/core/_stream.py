@@ -16,7 +16,7 @@ from typing import Any
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core._context import Device
-from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError
+from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError, WrongTypeError
 from tile.core._event import NOT_READY, Event
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
@@ -278,7 +278,7 @@ def _foreign_stream_handle(obj: object) -> int:
         return obj
     if library == "cuda" and hasattr(obj, "getPtr"):  # a cuda.bindings CUstream
         return int(obj)  # type: ignore[call-overload,no-any-return]  # cuda.bindings handles define __int__
-    raise TypeError(
+    raise WrongTypeError(
         f"cannot use {type(obj).__name__} as a stream: pass a tile.core.Stream, an object with __cuda_stream__, "
         "a torch/cupy stream or an int CUstream"
     )

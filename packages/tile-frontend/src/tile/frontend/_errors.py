@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import tile.errors
 import tile.ir
 from tile.bindings import TileError
+from tile.errors import Exact
 
 __all__ = [
     "IN_FLIGHT",
@@ -24,6 +26,7 @@ __all__ = [
     "BackendError",
     "BorrowError",
     "DeviceMismatchError",
+    "Exact",
     "FinalClassError",
     "FreedError",
     "FrozenError",
@@ -36,6 +39,7 @@ __all__ = [
     "OwnershipError",
     "TileError",
     "as_kernel_fault",
+    "final_class_error",
     "refuse_subclass",
 ]
 
@@ -97,9 +101,12 @@ class InFlight(tuple[str, str]):
         return self[0] is IN_FLIGHT or bool(self.ctx.capturing)
 
 
-class FrozenError(TileError, AttributeError):
+class FrozenError(tile.errors.ReadOnlyError):
     """An attribute that launches were checked against was assigned after the checks (``kernel.unchecked = True``,
-    ``tensor.dtype = f64``)."""
+    ``tensor.dtype = f64``).
+
+    A ``tile.errors.ReadOnlyError`` (so a `TileError`, a ``tile.errors.ProtectedError`` and an ``AttributeError``),
+    as is tile.core's ``ReadOnlyError``."""
 
 
 def frozen(handle: object, name: str, fix: str) -> FrozenError:
@@ -107,31 +114,32 @@ def frozen(handle: object, name: str, fix: str) -> FrozenError:
     return FrozenError(f"{handle!r}.{name} is read-only: launches and partitions were checked against it; {fix}")
 
 
-class FinalClassError(TileError, TypeError):
+class FinalClassError(tile.errors.FinalClassError):
     """A subclass of a class whose instances launches trust (`Tensor`, `Partition`, `Shared`, `Lent`, `Kernel`,
     `Launch`): an override of ``shape``, ``tile_shape`` or ``unchecked`` would change what a launch checked and
-    packed, and ``handle.__class__ = Subclass`` would give any live handle the override."""
+    packed, and ``handle.__class__ = Subclass`` would give any live handle the override.
+
+    A ``tile.errors.FinalClassError`` (so a `TileError`, a ``tile.errors.ProtectedError`` and a ``TypeError``), as
+    is tile.core's ``FinalClassError``."""
 
 
-class Exact(type):
-    """The metaclass of the handle classes launches trust (`Tensor`, `Partition`, `Shared`, `Lent`): ``isinstance``
-    is true only for an object of exactly that class. The builtin test also reads the object's ``__class__``, which
-    any class can define (``__class__ = tile.Tensor``): such a forgery passed every handle check of a launch and
-    reported the shape and address it liked (a kernel read past an allocation). The classes are final, so the exact
-    type is the whole test; an instance of the class itself never reaches this method (CPython tests that first)."""
+def final_class_error(base: type, qualname: str) -> FinalClassError:
+    """The error for defining a class ``qualname`` that subclasses ``base``, one of Tile's final classes.
 
-    def __instancecheck__(cls, instance: object) -> bool:
-        return type(instance) is cls
+    The handle classes made with `Exact` (``tile.errors.Exact``: `Tensor`, `Partition`, `Shared`, `Lent`) bind it as
+    their ``subclass_error`` classmethod, which the metaclass raises before the subclass exists; their
+    ``__init_subclass__`` (and `Kernel`'s and `Launch`'s) raises it too, through `refuse_subclass`.
+    """
+    return FinalClassError(
+        f"class {qualname} cannot subclass tile's {base.__name__}: launches trust what a {base.__name__} "
+        f"reports (shapes, strides, tile shapes, the checks it asks for), so it cannot be overridden. Wrap the handle "
+        f"in a class of your own (has-a, not is-a) and pass the handle itself to kernels"
+    )
 
 
 def refuse_subclass(cls: type) -> FinalClassError:
     """The error for defining ``cls``, a subclass of one of Tile's final classes (raised by ``__init_subclass__``)."""
-    base = cls.__mro__[1]
-    return FinalClassError(
-        f"class {cls.__qualname__} cannot subclass tile's {base.__name__}: launches trust what a {base.__name__} "
-        f"reports (shapes, strides, tile shapes, the checks it asks for), so it cannot be overridden. Wrap the handle "
-        f"in a class of your own (has-a, not is-a) and pass the handle itself to kernels"
-    )
+    return final_class_error(cls.__mro__[1], cls.__qualname__)
 
 
 class FreedError(OwnershipError, RuntimeError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tile.frontend._errors import BorrowError, Exact, refuse_subclass
+from tile.frontend._errors import BorrowError, Exact, FinalClassError, final_class_error, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import require_exclusive
 from tile.frontend._site import user_site
@@ -33,6 +33,11 @@ class Lent(Wrapper, metaclass=Exact):
 
     __slots__ = ("_tokens",)
     _tokens: list[_Export]
+
+    @classmethod
+    def subclass_error(cls, qualname: str) -> FinalClassError:
+        """The error the `Exact` metaclass raises for defining ``qualname``, a subclass of this class."""
+        return final_class_error(cls, qualname)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError

@@ -26,7 +26,9 @@ from tile.frontend._errors import (
     ArgumentError,
     BorrowError,
     Exact,
+    FinalClassError,
     InFlight,
+    final_class_error,
     frozen,
     refuse_subclass,
 )
@@ -45,6 +47,11 @@ class Partition(Wrapper, metaclass=Exact):
 
     __slots__ = ("_tile_shape",)
     _tile_shape: tuple[int, ...]
+
+    @classmethod
+    def subclass_error(cls, qualname: str) -> FinalClassError:
+        """The error the `Exact` metaclass raises for defining ``qualname``, a subclass of this class."""
+        return final_class_error(cls, qualname)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tile.frontend._errors import BorrowError, Exact, frozen, refuse_subclass
+from tile.frontend._errors import BorrowError, Exact, FinalClassError, final_class_error, frozen, refuse_subclass
 from tile.frontend._handle import Wrapper
 from tile.frontend._partition import Partition
 from tile.frontend._site import user_site
@@ -31,6 +31,11 @@ class Shared(Wrapper, metaclass=Exact):
     __slots__ = ("_permanent", "_users")
     _users: int
     _permanent: bool
+
+    @classmethod
+    def subclass_error(cls, qualname: str) -> FinalClassError:
+        """The error the `Exact` metaclass raises for defining ``qualname``, a subclass of this class."""
+        return final_class_error(cls, qualname)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError

@@ -28,8 +28,10 @@ from tile.frontend._errors import (
     ArgumentError,
     BackendError,
     Exact,
+    FinalClassError,
     FreedError,
     InFlight,
+    final_class_error,
     frozen,
     refuse_subclass,
 )
@@ -86,6 +88,11 @@ class Tensor(Uncopyable, metaclass=Exact):
     _site: str
     _fate: tuple[str, str] | None
     _dtype: DType
+
+    @classmethod
+    def subclass_error(cls, qualname: str) -> FinalClassError:
+        """The error the `Exact` metaclass raises for defining ``qualname``, a subclass of this class."""
+        return final_class_error(cls, qualname)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
