@@ -212,6 +212,18 @@ def test_handle_classes_are_final(sim: SimDriver) -> None:
         type("Lying", (tc.PreparedLaunch,), {})
 
 
+def test_handle_classes_stay_final_when_the_metaclass_is_bypassed(sim: SimDriver) -> None:
+    """Hole (left by review 11, closed after it): ``type.__new__(Exact, ...)`` skips ``Exact.__new__``, where the
+    subclass refusal lived, and made a subclass of a tile.core handle class (its instances failed the exact
+    ``isinstance``, but the class existed). `Frozen.__init_subclass__`, which ``type.__new__`` always calls, refuses
+    it too."""
+    from tile.errors import Exact
+
+    for base in (tc.DeviceBuffer, tc.DeviceView, tc.Stream, tc.PreparedLaunch, tc.Device):
+        with pytest.raises(tc.FinalClassError, match=rf"cannot subclass tile\.core's {base.__name__}"):
+            type.__new__(Exact, "Lying", (base,), {"ptr": property(lambda self: 0x1234)})
+
+
 def test_a_forged_class_attribute_is_not_a_buffer(sim: SimDriver) -> None:
     """Hole: an object whose class says ``__class__ = tc.DeviceBuffer`` passed ``isinstance``, and ``copy`` wrote 64
     bytes to the ``ptr`` it reported (outside every allocation)."""

@@ -33,6 +33,14 @@ class Frozen:
             f"wrap the handle in a class of your own (has-a, not is-a) and pass the handle itself"
         )
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # `Exact.__new__` refuses subclasses of a final class, but ``type.__new__(Exact, ...)`` skips it; this hook
+        # runs for every class creation, so a handle class stays final either way.
+        for base in cls.__mro__[1:]:
+            if isinstance(base, Exact):
+                raise base.subclass_error(cls.__qualname__)
+        super().__init_subclass__(**kwargs)
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name[0] != "_" and name in self._frozen and _is_set(self, name):
             raise ReadOnlyError(
