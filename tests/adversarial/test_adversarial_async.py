@@ -556,13 +556,6 @@ def test_the_errors_still_pickle() -> None:
 # -- GPU: a CUDA stream orders by events -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def gpu() -> Iterator[None]:
-    tile.set_backend("gpu")
-    yield
-    tile.set_backend("cpu")
-
-
 @pytest.mark.gpu
 @pytest.mark.requires_tileiras
 def test_gpu_a_launch_on_another_stream_waits_for_the_lender(k: ModuleType, gpu: None) -> None:

@@ -173,13 +173,6 @@ def test_every_int_scalar_the_check_accepts_packs_for_the_gpu(scalars: ModuleTyp
         del block
 
 
-@pytest.fixture
-def gpu() -> Iterator[None]:
-    tile.set_backend("gpu")
-    yield
-    tile.set_backend("cpu")
-
-
 @pytest.mark.gpu
 @pytest.mark.requires_tileiras
 @pytest.mark.parametrize("name", INTS)

@@ -404,13 +404,6 @@ def test_host_guards_are_checked_at_every_launch_of_a_cached_kernel(kernels: Mod
 # -- the fixes on the GPU: the guarded, clamped and widened code compiles with tileiras and computes ------------------
 
 
-@pytest.fixture
-def gpu() -> Iterator[None]:
-    tile.set_backend("gpu")
-    yield
-    tile.set_backend("cpu")
-
-
 @pytest.mark.gpu
 @pytest.mark.requires_tileiras
 def test_gpu_runs_the_guarded_kernels_of_this_review(kernels: ModuleType, gpu: None) -> None:
