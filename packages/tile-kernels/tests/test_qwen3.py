@@ -174,16 +174,26 @@ def test_chunked_prefill_longer_than_an_attention_tile_matches_the_reference() -
     # Prefill runs the library's flash attention on the cache with a causal offset: a first chunk of 21 tokens (two
     # query and key tiles of 16 on the interpreter, the second partial), a second chunk of 13 at position 21 (not on a
     # tile edge; its keys span both chunks), then decoding; the cache holds 64 positions, most past the causal limit.
-    w = random_weights(TINY, seed=7)
-    ids = [int(i) for i in np.random.default_rng(1).integers(0, TINY.vocab_size, 37)]
-    model = Qwen3(TINY, w, max_seq=64)
-    first = model.forward(ids[:21], all_logits=True)
-    second = model.forward(ids[21:34], all_logits=True)
-    got = np.concatenate([first, second, np.stack([model.forward([i]) for i in ids[34:]])])
-    ref = _reference(w, TINY, ids)
-    budget = (2 * TINY.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    model, got, ref, budget = chunked_prefill(TINY, seed=7, rng=1, chunks=(21, 13), decoded=3, max_seq=64)
     assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
-    assert model.length == len(ids)
+    assert model.length == 37
+
+
+def chunked_prefill(
+    c: Qwen3Config, *, seed: int, rng: int, chunks: tuple[int, int], decoded: int, max_seq: int
+) -> tuple[Qwen3, np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Two prefill chunks of ``chunks`` tokens, then ``decoded`` one-token steps, on random weights: the model, its
+    logits of every position, the float64 reference's and the bf16 error budget (also used by the GPU test)."""
+    w = random_weights(c, seed=seed)
+    a, b = chunks
+    ids = [int(i) for i in np.random.default_rng(rng).integers(0, c.vocab_size, a + b + decoded)]
+    model = Qwen3(c, w, max_seq=max_seq)
+    first = model.forward(ids[:a], all_logits=True)
+    second = model.forward(ids[a : a + b], all_logits=True)
+    got = np.concatenate([first, second, np.stack([model.forward([i]) for i in ids[a + b :]])])
+    ref = _reference(w, c, ids)
+    budget = (2 * c.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    return model, got, ref, budget
 
 
 def test_steps_refuse_a_start_past_the_cache() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
-from test_qwen3 import U_BF16, _reference
+from test_qwen3 import U_BF16, _reference, chunked_prefill
 from tile.kernels.qwen3 import CONFIGS, TINY, DecodeGraph, Qwen3, Qwen3Config, random_weights
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
@@ -48,14 +48,7 @@ def test_chunked_prefill_over_several_attention_tiles_matches_float64() -> None:
     (two query tiles, the second partial), a 67-token chunk at position 150 (off any tile edge), then decoding, in a
     cache of 512 positions (most past the causal limit)."""
     config = Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})
-    w = random_weights(config, seed=9)
-    ids = [int(i) for i in np.random.default_rng(3).integers(0, config.vocab_size, 221)]
-    model = Qwen3(config, w, max_seq=512)
-    first = model.forward(ids[:150], all_logits=True)
-    second = model.forward(ids[150:217], all_logits=True)
-    got = np.concatenate([first, second, np.stack([model.forward([i]) for i in ids[217:]])])
-    ref = _reference(w, config, ids)
-    budget = (2 * config.num_hidden_layers + 2) * U_BF16 * np.abs(ref).max(axis=-1, keepdims=True)
+    _, got, ref, budget = chunked_prefill(config, seed=9, rng=3, chunks=(150, 67), decoded=4, max_seq=512)
     assert np.all(np.abs(got - ref) <= budget), float((np.abs(got - ref) / budget).max())
 
 
