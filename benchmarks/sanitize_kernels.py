@@ -1,0 +1,149 @@
+"""Run tile.kernels' GPU tests under NVIDIA compute-sanitizer (memcheck, racecheck, synccheck) and record the verdicts.
+
+Issue 15 asks for every library kernel to be clean under memcheck and racecheck. The GPU tests already call every
+kernel at odd, non-divisible shapes and check the numbers, so this runs them again, once per tool, inside
+``compute-sanitizer --tool T`` and reads the tool's ``ERROR SUMMARY``. The tuner is off (``TILE_AUTOTUNE=0``: each
+kernel runs its first config; racing every candidate under a sanitizer, tens of times slower, does not fit a run) and
+so are the tests that exist to exercise the tuner itself.
+
+    python benchmarks/sanitize_kernels.py --tools memcheck,racecheck --out benchmarks/results/sanitizer.json
+
+A tool passes when it reports 0 errors and the tests it ran passed; the JSON keeps the tool's own summary lines and,
+on errors, the first reports, so a failure can be read without a rerun. Exit status 1 when any tool failed or none
+ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "packages" / "tile-kernels" / "tests"
+FILES = (
+    "test_kernels_gpu.py",
+    "test_rows_gpu.py",
+    "test_gemv_gpu.py",
+    "test_attention_gpu.py",
+    "test_qwen3_ops_gpu.py",
+)
+TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+DESELECT = "not autotun and not tuner"
+_SUMMARY = re.compile(r"=+ ERROR SUMMARY: (\d+) errors?")
+_PYTEST = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
+_PYTEST_FINAL = re.compile(r"^=*\s*\d+ (passed|failed|skipped|errors?|deselected).* in [\d.]+s")
+
+
+def find_sanitizer() -> str | None:
+    """The compute-sanitizer binary: on PATH, else under CUDA_HOME or /usr/local/cuda."""
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home:
+            path = Path(home) / "bin" / "compute-sanitizer"
+            if path.is_file():
+                return str(path)
+    return None
+
+
+def command(sanitizer: str, tool: str, files: list[str], select: str) -> list[str]:
+    """The compute-sanitizer command line running pytest's GPU tier over ``files`` with ``tool``."""
+    if tool not in TOOLS:
+        raise SystemExit(f"unknown tool {tool!r}: choose from {', '.join(TOOLS)}")
+    return [
+        sanitizer,
+        "--tool",
+        tool,
+        "--error-exitcode",
+        "86",
+        "--print-limit",
+        "20",
+        "--target-processes",
+        "all",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:benchmark",
+        "-k",
+        select,
+        *files,
+    ]
+
+
+def verdict(output: str, returncode: int) -> dict[str, Any]:
+    """What one sanitizer run says: its error count (None when it printed no summary), pytest's counts, and pass."""
+    errors = [int(m) for m in _SUMMARY.findall(output)]
+    counts: dict[str, int] = {}
+    finals = [line for line in output.splitlines() if _PYTEST_FINAL.search(line)]
+    for number, what in _PYTEST.findall(finals[-1] if finals else ""):
+        counts[what.rstrip("s") if what.startswith("error") else what] = int(number)
+    reports = [line for line in output.splitlines() if line.startswith("========= ") and "ERROR SUMMARY" not in line]
+    total = sum(errors) if errors else None
+    ok = total == 0 and counts.get("passed", 0) > 0 and not counts.get("failed") and not counts.get("error")
+    return {
+        "errors": total,
+        "tests": counts,
+        "returncode": returncode,
+        "passed": bool(ok and returncode == 0),
+        "first_reports": reports[:40],
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tools", default="memcheck,racecheck", help=f"comma-separated, of {', '.join(TOOLS)}")
+    p.add_argument("--files", default=",".join(FILES), help="test files under packages/tile-kernels/tests")
+    p.add_argument("-k", dest="select", default=DESELECT, help="pytest -k expression")
+    p.add_argument("--timeout", type=float, default=240.0, help="seconds per tool")
+    p.add_argument("--out", default="", help="write the JSON here")
+    args = p.parse_args()
+    sanitizer = find_sanitizer()
+    if sanitizer is None:
+        print("compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)", file=sys.stderr)
+        return 1
+    files = [str(TESTS / f) for f in args.files.split(",") if f]
+    env = {**os.environ, "TILE_AUTOTUNE": "0", "TILE_REQUIRE_GPU": "1"}
+    results: dict[str, Any] = {"sanitizer": sanitizer, "files": args.files.split(","), "select": args.select}
+    for tool in [t for t in args.tools.split(",") if t]:
+        start, line = time.perf_counter(), command(sanitizer, tool, files, args.select)
+        try:
+            run = subprocess.run(
+                line,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+                check=False,
+            )
+            output, code = run.stdout + run.stderr, run.returncode
+        except subprocess.TimeoutExpired as e:
+            output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            output, code = output + f"\ntimed out after {args.timeout:.0f} s", -1
+        results[tool] = {**verdict(output, code), "seconds": round(time.perf_counter() - start, 1), "command": line}
+        r = results[tool]
+        print(f"{tool}: errors={r['errors']} tests={r['tests']} rc={code} passed={r['passed']} ({r['seconds']} s)")
+        for line in r["first_reports"][:10]:
+            print("   ", line)
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    ran = [t for t in TOOLS if t in results]
+    return 0 if ran and all(results[t]["passed"] for t in ran) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

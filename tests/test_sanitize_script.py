@@ -1,0 +1,72 @@
+"""``benchmarks/sanitize_kernels.py`` passes a tool only on 0 errors with tests that ran and passed.
+
+compute-sanitizer is stood in for by a shim on PATH that prints what the real one prints around a pytest run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "sanitize_kernels.py"
+
+
+def _run(tmp_path: Path, pytest_line: str, errors: int | None, status: int) -> tuple[int, dict[str, object], str]:
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    summary = f"echo '========= ERROR SUMMARY: {errors} errors'\n" if errors is not None else ""
+    report = "echo '========= Invalid __global__ read of size 4 bytes'\n" if errors else ""
+    shim = shims / "compute-sanitizer"
+    shim.write_text(f"#!/bin/sh\necho \"args: $*\"\n{report}echo '{pytest_line}'\n{summary}exit {status}\n")
+    shim.chmod(0o755)
+    out = tmp_path / "s.json"
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--tools", "memcheck", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return run.returncode, json.loads(out.read_text()), run.stdout
+
+
+def test_a_clean_run_passes_and_runs_pytest_inside_the_tool(tmp_path: Path) -> None:
+    code, result, stdout = _run(tmp_path, "12 passed, 3 deselected in 9.1s", errors=0, status=0)
+    assert code == 0, stdout
+    memcheck = result["memcheck"]
+    assert isinstance(memcheck, dict)
+    assert memcheck["errors"] == 0
+    assert memcheck["passed"] is True
+    assert memcheck["tests"] == {"passed": 12, "deselected": 3}
+    line = memcheck["command"]
+    assert isinstance(line, list)
+    assert line[1:3] == ["--tool", "memcheck"]
+    assert line[line.index(sys.executable) :][1:5] == ["-m", "pytest", "-q", "-m"]
+
+
+@pytest.mark.parametrize(
+    ("line", "errors", "status"),
+    [
+        ("12 passed in 9.1s", 2, 86),  # the tool found errors
+        ("11 passed, 1 failed in 9.1s", 0, 1),  # a test failed under the tool
+        ("12 passed in 9.1s", None, 0),  # no summary: the tool did not run to the end
+        ("3 skipped in 0.2s", 0, 0),  # nothing ran
+    ],
+)
+def test_errors_failures_missing_summaries_and_empty_runs_fail(
+    tmp_path: Path, line: str, errors: int | None, status: int
+) -> None:
+    code, result, stdout = _run(tmp_path, line, errors=errors, status=status)
+    assert code == 1, stdout
+    memcheck = result["memcheck"]
+    assert isinstance(memcheck, dict)
+    assert memcheck["passed"] is False
+    if errors:
+        assert memcheck["first_reports"] == ["========= Invalid __global__ read of size 4 bytes"]
