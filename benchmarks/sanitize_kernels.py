@@ -67,6 +67,8 @@ def command(sanitizer: str, tool: str, files: list[str], select: str) -> list[st
         "86",
         "--print-limit",
         "20",
+        "--report-api-errors",
+        "no",
         "--target-processes",
         "all",
         sys.executable,
