@@ -1,0 +1,74 @@
+"""Review 14: Tile's interop and lifetime surfaces attacked from safe code (foreign tensors through DLPack, numpy and
+``__cuda_array_interface__``; exports outliving a free or a move; graphs; tile.aio and tile.distributed ownership;
+tile.kernels' host APIs and the autotuner's disk records).
+
+Holes found and closed here:
+
+- ``Tensor.__cuda_array_interface__`` handed another library (cupy, numba) a raw pointer that Tile did not track: the
+  consumer keeps only the Tensor object, so ``t.free()`` released the memory (and ``t.partition(...)`` let a kernel
+  write it) while the consumer still read it. DLPack exports are tracked (the free waits, the partition is refused),
+  the interface is not and cannot be (the consumer never says when it is done), so device tensors no longer offer it:
+  reading it raises `UntrackedExportError` (an `AttributeError` too, so ``hasattr`` is False and libraries take the
+  DLPack route), which says to use ``from_dlpack`` or ``lend()``.
+
+Surfaces tried and found solid are listed in the report of this review (foreign layouts: stride-0, overlapping,
+negative, byte-swapped, misaligned host arrays, read-only arrays through every import route; autotune records).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.core as tc
+import tile.frontend as tile
+from tile.core.testing import SimDriver, simulated
+
+
+@pytest.fixture
+def sim() -> Iterator[SimDriver]:
+    with simulated(asynchronous=True, seed=1) as driver:
+        yield driver
+        gc.collect()
+    assert driver.bugs == [], driver.bugs
+
+
+class UnownedMemory:
+    """What cupy / numba keep of a ``__cuda_array_interface__`` import: the pointer and the exporting object."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.ptr = exporter.__cuda_array_interface__["data"][0]
+        self.exporter = exporter
+
+
+# -- hole: __cuda_array_interface__ was an export Tile did not track -------------------------------------------------
+
+
+def test_a_device_tensor_refuses_an_untracked_cuda_array_interface(sim: SimDriver) -> None:
+    """Before the fix the consumer got the pointer, ``t.free()`` closed the buffer at once and the consumer read
+    freed memory (a partition of ``t`` would likewise have let a kernel write what the consumer reads)."""
+    t = tile.from_numpy(np.arange(16, dtype=np.float32), device=tc.Device(0))
+    with pytest.raises(tile.UntrackedExportError, match=r"from_dlpack.*lend\(\)"):
+        UnownedMemory(t)
+    assert not hasattr(t, "__cuda_array_interface__")  # libraries that probe for it take the DLPack route instead
+    with pytest.raises(AttributeError, match="does not track"):
+        t.__cuda_array_interface__  # noqa: B018  # the property itself is the attack
+    buffer = t._storage.buffer
+    assert buffer is not None
+    consumer = t.__dlpack__(max_version=(1, 0))  # the tracked route: the free waits for the consumer
+    t.free()
+    assert not buffer.closed
+    del consumer
+    assert buffer.closed
+
+
+def test_the_refused_interface_leaves_the_tensor_usable(sim: SimDriver) -> None:
+    t = tile.from_numpy(np.arange(8, dtype=np.float32), device=tc.Device(0))
+    with pytest.raises(tile.TileError, match="DLPack"):
+        t.__cuda_array_interface__  # noqa: B018
+    z = t.partition([8])  # no export was registered by the refused read
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(8, dtype=np.float32))
