@@ -72,3 +72,52 @@ def test_the_refused_interface_leaves_the_tensor_usable(sim: SimDriver) -> None:
         t.__cuda_array_interface__  # noqa: B018
     z = t.partition([8])  # no export was registered by the refused read
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(8, dtype=np.float32))
+
+
+# -- weak message: rope's head_dim was used as given ------------------------------------------------------------------
+
+
+class LyingInt(int):
+    """An int whose comparisons say "in range" and whose int() is another number."""
+
+    def __int__(self) -> int:
+        return 4096
+
+    def __index__(self) -> int:
+        return 4096
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("head_dim", [16.0, True, LyingInt(16)])
+@pytest.mark.parametrize("name", ["rope", "rope_op"])
+def test_rope_reads_head_dim_once_as_an_int(name: str, head_dim: object) -> None:
+    """A float or a bool head_dim, or an int subclass that lies in comparisons, was used as given: the lying one
+    passed rope's range check and was refused later by the partition with a message about tile extents."""
+    import tile.kernels as tk
+
+    x = tile.from_numpy(np.ones((4, 32), np.float32))
+    with pytest.raises(tile.ArgumentError, match=rf"{name}: head_dim (must be an integer|4096 must be a power of two)"):
+        getattr(tk, name)(x, np.arange(4), theta=10000.0, head_dim=head_dim)
+    assert not x.moved
+
+
+def test_rope_takes_a_numpy_head_dim() -> None:
+    import tile.kernels as tk
+
+    x = np.random.default_rng(0).random((4, 32)).astype(np.float32)
+    got = tk.rope(x, np.arange(4), theta=10000.0, head_dim=np.int64(16)).to_numpy()
+    np.testing.assert_allclose(got, tk.rope(x, np.arange(4), theta=10000.0, head_dim=16).to_numpy())
+
+
+@pytest.mark.parametrize("theta", ["1e6", None, True])
+def test_rope_refuses_a_theta_that_is_not_a_number(theta: object) -> None:
+    """A string or None theta raised a bare TypeError from the comparison; a bool passed as 1."""
+    import tile.kernels as tk
+
+    with pytest.raises(tile.ArgumentError, match="rope: theta must be a real number"):
+        tk.rope(np.ones((4, 32), np.float32), np.arange(4), theta=theta, head_dim=16)  # type: ignore[arg-type]
