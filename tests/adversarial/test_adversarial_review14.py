@@ -74,6 +74,79 @@ def test_the_refused_interface_leaves_the_tensor_usable(sim: SimDriver) -> None:
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(8, dtype=np.float32))
 
 
+# -- hole: a tile.core view borrowed by tile.from_dlpack outlived its buffer ------------------------------------------
+
+
+def test_a_borrowed_core_view_keeps_its_buffer_from_being_freed(sim: SimDriver) -> None:
+    """``tile.core.borrow`` hands a DeviceView back as it is, so ``tile.from_dlpack(buffer.view(...))`` kept the raw
+    pointer with no export registered: ``buffer.free()`` succeeded, the tensor read freed memory, and once the pool
+    gave the block to a new buffer a partition of the tensor wrote into that buffer. The borrow now takes the DLPack
+    route, which tile.core tracks: the free is refused while the tensor lives."""
+    buffer = tc.DeviceBuffer.allocate(256)
+    buffer.view(np.float32, 8).copy_from(np.arange(8, dtype=np.float32))
+    t = tile.from_dlpack(buffer.view(np.float32, 8))
+    with pytest.raises(tc.StateError, match="still viewed through DLPack"):
+        buffer.free()
+    np.testing.assert_array_equal(t.to_numpy(), np.arange(8, dtype=np.float32))
+    del t
+    gc.collect()
+    buffer.free()  # the borrow is gone: the buffer frees as usual
+    assert buffer.closed
+
+
+def test_a_borrowed_read_only_core_view_stays_read_only(sim: SimDriver) -> None:
+    buffer = tc.DeviceBuffer.allocate(64)
+    view = tc.DeviceView(buffer.ptr, np.dtype(np.float32), (8,), (4,), device=tc.Device(0), owner=buffer, readonly=True)
+    t = tile.from_dlpack(view)
+    with pytest.raises(tile.BorrowError, match="read-only foreign memory"):
+        t.partition([8])
+    del t
+    gc.collect()
+    buffer.free()
+    assert buffer.closed
+
+
+# -- hole: foreign device layouts the frontend misread -------------------------------------------------------------
+
+
+class CudaArray:
+    """Another library's device array known only through ``__cuda_array_interface__`` (as numba or cupy offer it)."""
+
+    def __init__(self, ptr: int, strides: tuple[int, ...], owner: object) -> None:
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (4,),
+            "typestr": "<f4",
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+def test_a_foreign_device_array_with_part_element_strides_gets_a_typed_error(sim: SimDriver) -> None:
+    """cuda.core's ``ValueError`` for a ``__cuda_array_interface__`` whose strides are not whole elements escaped
+    ``tile.from_dlpack`` untyped (the host route says the same with `ArgumentError`)."""
+    buffer = tc.DeviceBuffer.allocate(64)
+    with pytest.raises(tile.ArgumentError, match=r"strides must be divisible by itemsize.*non-negative strides"):
+        tile.from_dlpack(CudaArray(buffer.ptr, (6,), buffer))
+    gc.collect()
+    buffer.free()  # the refused borrow left nothing behind
+    assert buffer.closed
+
+
+def test_a_foreign_device_array_not_aligned_to_its_elements_is_refused(sim: SimDriver) -> None:
+    """A view two bytes into a buffer, as f32, was borrowed and partitioned: a kernel's f32 access there faults
+    (misaligned address), which kills the CUDA context. It is refused before any handle exists."""
+    buffer = tc.DeviceBuffer.allocate(64)
+    view = tc.DeviceView(buffer.ptr + 2, np.dtype(np.float32), (4,), (4,), device=tc.Device(0), owner=buffer)
+    with pytest.raises(tile.ArgumentError, match="not aligned to its 4-byte elements"):
+        tile.from_dlpack(view)
+    del view
+    gc.collect()
+    buffer.free()  # the refused borrow left nothing behind
+    assert buffer.closed
+
+
 # -- weak message: rope's head_dim was used as given ------------------------------------------------------------------
 
 
