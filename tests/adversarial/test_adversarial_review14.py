@@ -10,9 +10,20 @@ Holes found and closed here:
   the interface is not and cannot be (the consumer never says when it is done), so device tensors no longer offer it:
   reading it raises `UntrackedExportError` (an `AttributeError` too, so ``hasattr`` is False and libraries take the
   DLPack route), which says to use ``from_dlpack`` or ``lend()``.
+- ``tile.from_dlpack(buffer.view(...))`` of a tile.core buffer: ``tile.core.borrow`` hands a DeviceView back as it
+  is, with no export registered, so ``buffer.free()`` succeeded under the tensor, which read freed memory and, once
+  the pool reused the block, wrote into another buffer. The frontend now imports such a view through DLPack, which
+  tile.core tracks (the free raises ``StateError`` while the tensor lives).
+- Device memory not aligned to its element size was borrowed (a kernel's access faults and kills the context); it is
+  refused. cuda.core's untyped ``ValueError`` for part-element strides now reaches the user as `ArgumentError`.
+- ``tile.kernels.rope``: ``head_dim`` was used as given (a numpy int refused by the partition, a float a bare
+  ``TypeError``, a lying int subclass past the range check) and ``theta`` unchecked; both are read once, typed.
 
-Surfaces tried and found solid are listed in the report of this review (foreign layouts: stride-0, overlapping,
-negative, byte-swapped, misaligned host arrays, read-only arrays through every import route; autotune records).
+Tried and found solid (no test added where earlier reviews cover it): stride-0, overlapping, negative, byte-swapped
+and misaligned host arrays; read-only arrays through DLPack, ``__array_interface__`` and wrappers; exports made
+writable again; graphs whose captured inputs are freed, partitioned, lent, exported or written by ``graph_write``;
+tile.kernels ``out=`` aliasing an input, broadcast, non-contiguous, too small, a share or a loan; sizes as bools,
+floats, numpy ints and lying ints; hand-picked and on-disk autotune configs (a record only selects a candidate).
 """
 
 from __future__ import annotations
