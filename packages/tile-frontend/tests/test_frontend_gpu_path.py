@@ -253,7 +253,7 @@ def test_device_tensors_round_trip(fake_gpu: None) -> None:
     t = _gpu(tile.arange, f32, 24).reshape(4, 6)
     assert t.device is DEVICE
     np.testing.assert_array_equal(t.T[1:, ::2].to_numpy(), np.arange(24, dtype=np.float32).reshape(4, 6).T[1:, ::2])
-    assert t.__cuda_array_interface__["data"][0] == t.data_ptr()
+    assert not hasattr(t, "__cuda_array_interface__")  # untracked: exports go through DLPack
 
 
 def test_launch_on_a_cuda_context(fake_gpu: None, k: ModuleType) -> None:
@@ -350,10 +350,12 @@ def test_a_device_dlpack_export_is_a_live_borrow(fake_gpu: None) -> None:
 
 
 def test_device_exports_are_read_only_unless_lent(fake_gpu: None) -> None:
-    """The device view behind ``__dlpack__`` and ``__cuda_array_interface__`` is read-only; only a `Lent` tensor's
-    is writable, and a legacy (pre-DLPack 1.0) consumer cannot be told "read-only", so it is refused."""
+    """The device view behind ``__dlpack__`` is read-only; only a `Lent` tensor's is writable, and a legacy
+    (pre-DLPack 1.0) consumer cannot be told "read-only", so it is refused. ``__cuda_array_interface__``, an export
+    Tile cannot track, is not offered at all."""
     t = _gpu(tile.arange, f32, 16)
-    assert t.__cuda_array_interface__["data"][1] is True
+    with pytest.raises(tile.UntrackedExportError, match="no __cuda_array_interface__"):
+        t.__cuda_array_interface__  # noqa: B018  # reading the property is the export
     with pytest.raises(BufferError, match="legacy capsule"):
         t.__dlpack__()
     from tile.frontend import _device

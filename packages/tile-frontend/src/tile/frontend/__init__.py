@@ -1,17 +1,17 @@
 """tile.frontend: what users import (``import tile.frontend as tile``).
 
 Host side: `Tensor` handles (``zeros/ones/full/empty/arange/linspace/eye/rand/randn``, ``from_numpy``,
-``from_dlpack``; zero-copy views; DLPack and ``__cuda_array_interface__`` export), `Partition` (disjoint output
+``from_dlpack``; zero-copy views; tracked DLPack export), `Partition` (disjoint output
 tiles), `Shared` (one read-only input for many launches in flight) and `Lent` (a tensor lent to another library
 for writing). Handles are not copies: ``copy.copy`` and pickling raise `HandleCopyError`; ``copy.deepcopy`` copies
 the values into new memory. Ownership (docs/architecture.md) is enforced at every launch: arguments move into the launch
 and handed back by ``.sync()``/``await`` once the work is done; a partition needs exclusive memory; overlapping
 arguments are found by address range. Misuse raises a typed error (`MovedError` and its `InFlightError`,
-`BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `FrozenError`, `BackendError`) before any
-memory is touched; the classes launches trust cannot be subclassed (`FinalClassError`). `TileError` catches
-everything Tile raises here: those, ``CompileError`` and the toolchain's errors, CUDA errors, and `KernelFaultError`
-(what the CPU interpreter finds in a running kernel: data races between blocks, failed ``assert_``, out-of-bounds
-accesses).
+`BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `FrozenError`, `BackendError`,
+`UntrackedExportError`) before any memory is touched; the classes launches trust cannot be subclassed
+(`FinalClassError`). `TileError` catches everything Tile raises here: those, ``CompileError`` and the toolchain's
+errors, CUDA errors, and `KernelFaultError` (what the CPU interpreter finds in a running kernel: data races between
+blocks, failed ``assert_``, out-of-bounds accesses).
 
 Names of the kernel language that shadow Python builtins (``print``, ``abs``, ``max``, ``min``, ``sum``, ``pow``)
 are attributes (``tile.print``) but not in ``__all__``, so ``from tile.frontend import *`` leaves the builtins alone.
@@ -164,6 +164,7 @@ from tile.frontend._errors import (
     MovedError,
     OwnershipError,
     TileError,
+    UntrackedExportError,
 )
 from tile.frontend._graphio import graph_read, graph_write
 from tile.frontend._launch import Launch
@@ -219,6 +220,7 @@ __all__ = [
     "Tensor",
     "TensorAnnotation",
     "TileError",
+    "UntrackedExportError",
     "add",
     "arange",
     "argmax",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tile.frontend._dtypes import numpy_dtype
-from tile.frontend._errors import ArgumentError
+from tile.frontend._errors import ArgumentError, TileError
 from tile.frontend._storage import Storage
 
 if TYPE_CHECKING:
@@ -72,17 +72,54 @@ def copy_to(tensor: Tensor, device: Any) -> Storage:
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
 
 
+class _ThroughDLPack:
+    """A ``tile.core.DeviceView`` offered to ``tile.core.borrow`` through DLPack only. Given the view itself, tile.core
+    hands it back as it is and registers nothing, so the frontend would keep a raw pointer the view's buffer does not
+    know about (its ``free()`` would succeed under the tensor); imported through DLPack, the export is registered and
+    the buffer refuses ``free()`` (``StateError``) while the tensor lives."""
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: Any) -> None:
+        self._view = view
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._view.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device: tuple[int, int] = self._view.__dlpack_device__()
+        return device
+
+
 def borrow(obj: object) -> tuple[Storage, np.dtype[Any], tuple[int, ...], tuple[int, ...], int]:
-    """Borrow a foreign device array: (storage, dtype, shape, element strides, element offset)."""
+    """Borrow a foreign device array: (storage, dtype, shape, element strides, element offset).
+
+    Refused (`ArgumentError`): negative strides, a pointer not aligned to the element size (a kernel's access would
+    fault), and what the import itself refuses untyped (cuda.core's ``ValueError`` for strides that are not whole
+    elements of a ``__cuda_array_interface__``).
+    """
     from tile import core
 
-    dv = core.borrow(obj)  # orders the producer's pending work before the device's default stream (DLPack protocol)
+    try:  # orders the producer's pending work before the device's default stream (DLPack protocol)
+        dv = core.borrow(_ThroughDLPack(obj) if isinstance(obj, core.DeviceView) else obj)
+    except TileError:
+        raise
+    except (BufferError, TypeError, ValueError) as exc:
+        raise ArgumentError(
+            f"cannot borrow {type(obj).__name__}: {exc}; pass a device array with non-negative strides of whole "
+            "elements, or borrow a contiguous copy (e.g. torch's .contiguous(), cupy.ascontiguousarray)"
+        ) from None
     dv.device.default_stream.synchronize()  # launches run on other streams: the producer's writes must be done
     item = dv.dtype.itemsize
     if any(s < 0 for s in dv.strides):
         raise ArgumentError(
             f"{type(obj).__name__} has negative strides {dv.strides}, which Tile does not support; borrow a "
             "contiguous copy (e.g. torch's .contiguous(), cupy.ascontiguousarray)"
+        )
+    if all(dv.shape) and dv.ptr % item:
+        raise ArgumentError(
+            f"{type(obj).__name__} starts at {dv.ptr:#x}, not aligned to its {item}-byte elements (a kernel's access "
+            "would fault); borrow a contiguous copy (e.g. torch's .clone(), cupy.ascontiguousarray)"
         )
     span = sum((n - 1) * s for n, s in zip(dv.shape, dv.strides, strict=False)) + item if all(dv.shape) else 0
     storage = Storage(dv.device, dv.ptr, span, buffer=dv, owned=False, readonly=dv.readonly, keepalive=dv)

@@ -150,6 +150,12 @@ class BorrowError(OwnershipError):
     """A partition was requested while other live handles (views, shares, foreign imports) overlap its memory."""
 
 
+class UntrackedExportError(OwnershipError, AttributeError):
+    """An export Tile could not track was asked for: a device tensor's ``__cuda_array_interface__`` hands out a raw
+    pointer and never says when the consumer is done, so a free or a partition could follow while it still reads.
+    Also an `AttributeError`, so ``hasattr`` is False and libraries take the DLPack route, which Tile tracks."""
+
+
 class AliasError(OwnershipError):
     """Two launch arguments overlap in memory and at least one of them is written (a ``Mut`` output)."""
 

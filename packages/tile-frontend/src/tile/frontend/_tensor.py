@@ -31,6 +31,7 @@ from tile.frontend._errors import (
     FinalClassError,
     FreedError,
     InFlight,
+    UntrackedExportError,
     final_class_error,
     frozen,
     refuse_subclass,
@@ -467,12 +468,17 @@ class Tensor(Uncopyable, metaclass=Exact):
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Not offered: a ``__cuda_array_interface__`` consumer keeps a raw pointer and this tensor object, never
+        saying when it is done, so Tile could not hold a free or a partition off while it still reads. Raises
+        `UntrackedExportError` (an `AttributeError`: ``hasattr`` is False, and libraries take the DLPack route)."""
         storage = self._check()
-        if storage.host is not None:
-            raise AttributeError("host tensors (CPU backend) have no __cuda_array_interface__; use __dlpack__")
-        from tile.frontend import _device
-
-        return _device.view(self).__cuda_array_interface__  # type: ignore[no-any-return]  # tile.core DeviceView
+        where = "host tensors (CPU backend)" if storage.host is not None else "device tensors"
+        raise UntrackedExportError(
+            f"{self._describe()}: {where} have no __cuda_array_interface__, an export Tile does not track (a free "
+            "or a partition could follow while the consumer still reads the memory); export through DLPack "
+            "instead, which Tile tracks: torch.from_dlpack(t) or cupy.from_dlpack(t) "
+            "(read-only), or lend() the tensor to let another library write it"
+        )
 
     @owning
     def lend(self) -> Lent:

@@ -85,6 +85,7 @@ def rope(x: object, positions: object, *, theta: float, head_dim: int) -> Tensor
         ``p * theta ** (-2i / head_dim)`` (f32).
     """
     op = "rope"
+    head_dim = _args.integer(head_dim, "head_dim", op)  # read once: a numpy int works, a float or a bool is refused
     t = _args.as_input(x, "x", op)
     shape = tuple(t.shape)
     rows = _rope_rows(t, head_dim, op)
@@ -97,6 +98,7 @@ def rope_op(x: object, positions: object, *, theta: float, head_dim: int) -> Op:
     """`rope` as an op: ``x`` as ``(T, H * head_dim)`` rows (may be in flight), positions as in `rope` (may be in
     flight); the op's output ``[0]`` is the rotated rows' partition."""
     op = "rope_op"
+    head_dim = _args.integer(head_dim, "head_dim", op)
     t = _args.operand(x, "x", op)
     pos, _ = _index_tensor(positions, "positions", op, True)
     return _rope(op, _rope_rows(t, head_dim, op), pos, theta, head_dim)
@@ -118,6 +120,7 @@ def _rope_rows(t: Tensor, head_dim: int, op: str) -> Tensor:
 def _rope(op: str, rows: Tensor, pos: Tensor, theta: float, head_dim: int) -> Op:
     if tuple(pos.shape) != (rows.shape[0],):
         raise ArgumentError(f"{op}: positions has shape {list(pos.shape)}, expected [{rows.shape[0]}] (one per row)")
+    theta = _args.real(theta, "theta", op)
     if not theta > 1.0 or not math.isfinite(theta):
         raise ArgumentError(f"{op}: theta {theta} must be a finite number > 1")
     z = tile.empty(rows.dtype, list(rows.shape)).partition([1, head_dim])
