@@ -53,6 +53,7 @@ CPU interpreter at the lengths given (no roofline, no peers, no results file).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -289,6 +290,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--prefill-tokens", type=int, default=2048, help="prompt length of --prefill")
     p.add_argument("--contexts", default=None, help="decode tokens/s at each of these context lengths (default 4B)")
     p.add_argument("--prefill-chunk", type=int, default=512, help="tokens per prefill pass filling --contexts caches")
+    p.add_argument("--commit", default=None, help="the commit --contexts records (default: git rev-parse, if any)")
     p.add_argument(
         "--peers",
         choices=("eager", "all", "none"),
@@ -347,6 +349,7 @@ def context_row(
     the same lengths on the GPU unless skipped (`peers_skipped`)."""
 
     def peers(c: Qwen3Config, w: Any, points: list[dict[str, Any]]) -> dict[str, Any]:
+        gc.collect()  # the Tile models of the points are gone before the free memory is judged
         skip = peers_skipped(torch, 2 * c.num_parameters(), args.peers)
         if skip:
             print(f"{name}: torch/transformers peers skipped: {skip}", flush=True)
@@ -360,6 +363,8 @@ def context_row(
 
     kw = {"tokens": args.tokens, "chunk": args.prefill_chunk, "decode_attention": args.decode_attention}
     row = bench_contexts(name, contexts, bandwidth=bandwidth, peers=peers if torch is not None else None, **kw)
+    if args.commit:
+        row["commit"] = args.commit
     print(json.dumps(row), flush=True)
     return row
 

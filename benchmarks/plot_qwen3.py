@@ -5,7 +5,8 @@ per contender over a log2 context axis: Tile's graph decode, the weight-streamin
 torch / transformers peers where the row has them (a skipped peer has no line). The title names the model, the
 device and the commit the numbers came from. The SVG is written by hand (`svg`): no plotting library is needed.
 
-Run from the repository root: ``python benchmarks/plot_qwen3.py`` (writes ``docs/images/qwen3_context.svg``);
+Run from the repository root: ``python benchmarks/plot_qwen3.py`` (writes ``docs/images/qwen3_context.svg`` and
+prints the points as a Markdown table, `table`, for the README);
 ``--results`` and ``--out`` pick other files, ``--model`` the row when the file holds several.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-__all__ = ["SERIES", "context_row", "main", "nice_ticks", "runs", "series", "svg"]
+__all__ = ["SERIES", "context_row", "main", "nice_ticks", "runs", "series", "svg", "table"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,8 @@ def context_row(data: dict[str, Any], model: str | None = None) -> dict[str, Any
         )
     if len(rows) > 1:
         raise SystemExit(f"several context-sweep rows ({', '.join(str(r['model']) for r in rows)}); pass --model")
-    return rows[0]
+    row: dict[str, Any] = rows[0]
+    return row
 
 
 def series(row: dict[str, Any]) -> dict[str, list[tuple[int, float | None]]]:
@@ -62,7 +64,7 @@ def series(row: dict[str, Any]) -> dict[str, list[tuple[int, float | None]]]:
             value = p.get(key)
             rate = value.get("tokens_per_s") if isinstance(value, dict) else value
             measured = isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0
-            found.append((int(p["context"]), float(rate) if measured else None))
+            found.append((int(p["context"]), float(rate) if measured and rate is not None else None))
         if any(r is not None for _, r in found):
             out[key] = sorted(found)
     return out
@@ -158,6 +160,31 @@ def svg(row: dict[str, Any], info: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def table(row: dict[str, Any]) -> str:
+    """The row's points as a Markdown table (tokens/s; Tile's fraction of the roofline; a skipped peer is "-")."""
+    present = series(row)
+    peers = [(k, label) for k, label, *_ in SERIES[2:] if k in present]
+    head = ["context", "Tile graph", "roofline", "Tile / roofline", *(label for _, label in peers)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    cells = {k: dict(pts) for k, pts in present.items()}
+    for p in row["points"]:
+        n = int(p["context"])
+
+        def rate(key: str, n: int = n) -> str:
+            value = cells.get(key, {}).get(n)
+            return "-" if value is None else f"{value:.1f}"
+
+        share = p.get("tile_graph", {}).get("roofline_fraction")
+        frac = f"{share:.0%}" if p.get("roofline_tokens_per_s") and share is not None else "-"
+        out.append(
+            "| "
+            + " | ".join([str(n), rate("tile_graph"), rate("roofline_tokens_per_s"), frac])
+            + "".join(f" | {rate(k)}" for k, _ in peers)
+            + " |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
     """Write the plot; returns the path written."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -171,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     text = svg(context_row(data, args.model), data.get("info", {}))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
+    print(table(context_row(data, args.model)), end="")
     print(f"wrote {args.out}")
     return Path(args.out)
 

@@ -77,7 +77,7 @@ def test_a_point_fills_the_cache_to_its_length_and_scores_against_the_roofline()
 def test_the_smoke_sweep_prints_a_context_row_per_length(capsys: pytest.CaptureFixture[str]) -> None:
     backend = tile.backend()
     try:
-        bench_qwen3.main(["--smoke", "--contexts", "20,8", "--prefill-chunk", "8"])
+        bench_qwen3.main(["--smoke", "--contexts", "20,8", "--prefill-chunk", "8", "--commit", "abc1234"])
     finally:
         tile.set_backend(backend)
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
@@ -88,7 +88,7 @@ def test_the_smoke_sweep_prints_a_context_row_per_length(capsys: pytest.CaptureF
     assert all(p["tile_graph"]["tokens_per_s"] > 0 and p["roofline_tokens_per_s"] is None for p in row["points"])
     assert not any("torch_eager" in p for p in row["points"])  # no peers on the interpreter
     assert info["device"] == "cpu interpreter"
-    assert "commit" in row
+    assert row["commit"] == "abc1234"
 
 
 def test_contexts_and_prefill_are_refused_together() -> None:
@@ -132,7 +132,7 @@ def test_the_plot_draws_each_contender_with_device_and_commit(tmp_path: Path) ->
     assert {"128", "1024", "8192"} <= set(texts)  # the context ticks
     labels = [label for _, label, *_ in plot_qwen3.SERIES]
     assert [t for t in texts if t in labels] == labels  # every contender has a legend entry, in order
-    lines = {(p.get("stroke"), p.get("points")) for p in root.iter(f"{SVG}polyline")}
+    lines = {(p.get("stroke"), p.get("points", "")) for p in root.iter(f"{SVG}polyline")}
     colours = {key: colour for key, _, colour, _ in plot_qwen3.SERIES}
     # the compiled contender skipped 1024: two runs of one point each, no line across the gap
     assert sum(1 for c, _ in lines if c == colours["transformers_compiled"]) == 2
@@ -166,3 +166,12 @@ def test_nice_ticks_cover_the_top_in_round_steps() -> None:
     assert plot_qwen3.nice_ticks(273.0) == [0, 100, 200, 300]
     assert plot_qwen3.nice_ticks(4.2) == [0, 1, 2, 3, 4, 5]
     assert plot_qwen3.nice_ticks(0.0) == [0.0, 1.0]
+
+
+def test_the_table_lists_each_length_with_a_dash_for_a_skip() -> None:
+    row = plot_qwen3.context_row(json.loads(FIXTURE.read_text()))
+    lines = plot_qwen3.table(row).splitlines()
+    assert lines[0].split(" | ")[:4] == ["| context", "Tile graph", "roofline", "Tile / roofline"]
+    assert lines[2] == "| 128 | 260.0 | 500.0 | 52% | 180.0 | 14.0 | 15.0 |"
+    assert lines[3] == "| 1024 | 250.0 | 490.0 | 51% | - | 13.5 | 14.5 |"
+    assert len(lines) == 2 + len(row["points"])
