@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tile.frontend as tile
-from tile.kernels.qwen3 import TINY
+from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3Config
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCH))  # the benchmark imports its helpers as top-level modules, as when run as a script
@@ -175,3 +175,32 @@ def test_the_table_lists_each_length_with_a_dash_for_a_skip() -> None:
     assert lines[2] == "| 128 | 260.0 | 500.0 | 52% | 180.0 | 14.0 | 15.0 |"
     assert lines[3] == "| 1024 | 250.0 | 490.0 | 51% | - | 13.5 | 14.5 |"
     assert len(lines) == 2 + len(row["points"])
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_the_peers_series_on_the_gpu_fills_every_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    qwen3_torch = importlib.import_module("qwen3_torch")
+    monkeypatch.setenv("TILE_AUTOTUNE", "0")
+    c = Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})
+    w = qwen3_weights.SeededWeights(c)
+    tile.set_backend("gpu")
+    try:
+        kw: dict[str, Any] = {"tokens": 4, "chunk": 64, "bandwidth": 1e12, "decode_attention": "auto"}
+        points = [qwen3_context.tile_point(c, w, n, **kw) for n in (64, 200)]
+        tm = qwen3_torch.TorchQwen3(torch, c, w, 200 + 4 + 4)
+        qwen3_context.torch_series(torch, tm, c, points, tokens=4, chunk=64)
+        qwen3_context.hf_points(torch, c, w, points, tokens=4, limit_s=60, compiled=False)
+    finally:
+        tile.set_backend("cpu")
+    assert [p["max_seq"] for p in points] == [128, 256]
+    assert points[0]["roofline_tokens_per_s"] > points[1]["roofline_tokens_per_s"]  # more KV to read at 200
+    for p in points:
+        for key in ("tile_graph", "torch_eager"):
+            rate = p[key]["tokens_per_s"]
+            assert rate > 0
+            assert p[key]["roofline_fraction"] == pytest.approx(rate / p["roofline_tokens_per_s"])
+        hf = p["transformers_eager"]
+        assert hf.get("tokens_per_s", 0) > 0 or "not importable" in hf["skipped"]
+        assert "not asked for" in p["transformers_compiled"]["skipped"] or "not importable" in hf["skipped"]
