@@ -42,11 +42,18 @@ comparison. Results go to ``benchmarks/results/qwen3_tp.json``::
     NCCL_NVLS_ENABLE=0 python -m torch.distributed.run --nproc-per-node 2 benchmarks/bench_qwen3.py --tp 2
 
 With ``--smoke`` it runs the tiny config on the CPU interpreter over gloo (no roofline, no results file).
+
+``--contexts 128,512,1024,2048,4096,8192`` (default model 4B) times the graph decode at each context length instead,
+the cache filled by prefill in ``--prefill-chunk``-token passes, with the roofline and (``--peers``) the torch and
+transformers peers at every length (`qwen3_context`): one row of mode ``"context"`` whose ``points`` hold the series;
+``benchmarks/plot_qwen3.py`` draws it into ``docs/images/qwen3_context.svg``. With ``--smoke``, the tiny config on the
+CPU interpreter at the lengths given (no roofline, no peers, no results file).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -55,8 +62,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from qwen3_hf import bf16_to_torch, decode_rate, hf_rates
+from qwen3_context import bench_contexts, hf_points, kv_bytes_per_token, parse_contexts, roofline_s, torch_series
+from qwen3_hf import decode_rate, hf_rates
 from qwen3_prefill import bench_prefill
+from qwen3_torch import TorchQwen3, torch_rate
 from qwen3_weights import SeededWeights
 
 import tile.frontend as tile
@@ -84,62 +93,12 @@ def copy_bandwidth(torch: Any) -> float:
     return float(2 * size / np.median(times[2:]))
 
 
-class TorchQwen3:
-    """Qwen3 in plain torch ops (eager), with a preallocated KV cache."""
-
-    def __init__(self, torch: Any, c: Qwen3Config, w: dict[str, Any], max_seq: int) -> None:
-        self.t, self.c = torch, c
-        self.w = {n: bf16_to_torch(torch, a) for n, a in w.items()}
-        shape = (c.num_hidden_layers, 1, c.num_key_value_heads, max_seq, c.head_dim)
-        self.k = torch.zeros(shape, dtype=torch.bfloat16, device="cuda")
-        self.v = torch.zeros_like(self.k)
-        half = c.head_dim // 2
-        inv = c.rope_theta ** (-torch.arange(half, dtype=torch.float64) * 2 / c.head_dim)
-        ang = torch.arange(max_seq, dtype=torch.float64)[:, None] * inv[None]
-        self.cos, self.sin = ang.cos().float().cuda(), ang.sin().float().cuda()
-        self.length = 0
-
-    def _norm(self, x: Any, w: Any) -> Any:
-        x32 = x.float()
-        return (x32 * self.t.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.c.rms_norm_eps) * w.float()).to(x.dtype)
-
-    def _rope(self, x: Any, pos: slice) -> Any:  # (1, heads, T, hd)
-        a, b = x.float().chunk(2, -1)
-        cos, sin = self.cos[pos], self.sin[pos]
-        return self.t.cat([a * cos - b * sin, b * cos + a * sin], -1).to(x.dtype)
-
-    def forward(self, ids: list[int]) -> Any:
-        t, c, w, fn = self.t, self.c, self.w, self.t.nn.functional
-        n, p0 = len(ids), self.length
-        pos = slice(p0, p0 + n)
-        x = w["model.embed_tokens.weight"][t.tensor(ids, device="cuda")][None]
-        for i in range(c.num_hidden_layers):
-            p = f"model.layers.{i}."
-            h = self._norm(x, w[p + "input_layernorm.weight"])
-            q = (h @ w[p + "self_attn.q_proj.weight"].T).view(1, n, -1, c.head_dim)
-            k = (h @ w[p + "self_attn.k_proj.weight"].T).view(1, n, -1, c.head_dim)
-            v = (h @ w[p + "self_attn.v_proj.weight"].T).view(1, n, -1, c.head_dim)
-            q = self._rope(self._norm(q, w[p + "self_attn.q_norm.weight"]).transpose(1, 2), pos)
-            self.k[i, :, :, pos] = self._rope(self._norm(k, w[p + "self_attn.k_norm.weight"]).transpose(1, 2), pos)
-            self.v[i, :, :, pos] = v.transpose(1, 2)
-            kk, vv = self.k[i, :, :, : p0 + n], self.v[i, :, :, : p0 + n]
-            mask = t.ones(n, p0 + n, dtype=t.bool, device="cuda").tril(p0)
-            o = fn.scaled_dot_product_attention(q, kk, vv, attn_mask=mask, enable_gqa=True)
-            x = x + o.transpose(1, 2).reshape(1, n, -1) @ w[p + "self_attn.o_proj.weight"].T
-            h = self._norm(x, w[p + "post_attention_layernorm.weight"])
-            g, u = h @ w[p + "mlp.gate_proj.weight"].T, h @ w[p + "mlp.up_proj.weight"].T
-            x = x + (fn.silu(g) * u) @ w[p + "mlp.down_proj.weight"].T
-        self.length += n
-        head = w["model.embed_tokens.weight" if c.tie_word_embeddings else "lm_head.weight"]
-        return (self._norm(x[:, -1], w["model.norm.weight"]) @ head.T).float()[0]
-
-
 def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> dict[str, Any]:
     c = config_for(name)
     w = SeededWeights(c, seed=0)
     prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
     max_seq = args.context + args.tokens + 4
-    kv_bytes = 2 * c.num_hidden_layers * c.kv_size * 2 * (args.context + args.tokens // 2)
+    kv_bytes = kv_bytes_per_token(c, args.context, args.tokens)
     row: dict[str, Any] = {
         "model": name,
         "mode": "decode",
@@ -147,7 +106,7 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
         "weight_bytes": 2 * c.num_parameters(),
     }
     row["kv_bytes_per_token"] = kv_bytes
-    floor = (row["weight_bytes"] + kv_bytes) / bandwidth if bandwidth else 0.0
+    floor = roofline_s(row["weight_bytes"], kv_bytes, bandwidth)
     start = time.perf_counter()
     model = Qwen3(c, w, max_seq=max_seq, decode_attention=args.decode_attention)
     row["decode_attention"] = args.decode_attention
@@ -204,13 +163,6 @@ def torch_peers(
     row: dict[str, Any] = {"torch_eager": {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}}
     peer = {"c": c, "w": w, "prompt": prompt, "tokens": args.tokens, "limit_s": args.hf_limit, "floor": floor}
     return row | hf_rates(torch, **peer, compiled=args.peers == "all")
-
-
-def torch_rate(torch: Any, tm: TorchQwen3, prompt: list[int], tokens: int) -> float:
-    """Seconds per greedy decode step of the torch model after ``prompt``."""
-    with torch.no_grad():
-        first = int(tm.forward(prompt).argmax())
-        return decode_rate(lambda tok: int(tm.forward([tok]).argmax()), first, tokens, torch.cuda.synchronize)
 
 
 def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> dict[str, Any]:
@@ -272,8 +224,7 @@ def bench_one_gpu(c: Qwen3Config, args: argparse.Namespace, bandwidth: float) ->
     """The one-GPU graph decode of ``c`` (tp=1), for comparison with the tensor-parallel row."""
     prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
     model = Qwen3(c, SeededWeights(c, seed=0), max_seq=args.context + args.tokens + 4)
-    kv_bytes = 2 * c.num_hidden_layers * c.kv_size * 2 * (args.context + args.tokens // 2)
-    floor = (model.weight_bytes() + kv_bytes) / bandwidth if bandwidth else 0.0
+    floor = roofline_s(model.weight_bytes(), kv_bytes_per_token(c, args.context, args.tokens), bandwidth)
     first = int(np.argmax(model.forward(prompt)))
     with DecodeGraph(model) as graph:
         sec = decode_rate(graph.greedy, first, args.tokens, lambda: None)
@@ -313,7 +264,8 @@ def main_tp(args: argparse.Namespace) -> None:
 
 def save_rows(rows: list[dict[str, Any]], info: dict[str, Any], path: Path) -> None:
     """Merge ``rows`` into the results file at ``path``: a row replaces the stored row of the same model and mode
-    (a row without a mode is a decode row), the others are kept; ``info`` describes the latest run."""
+    (a row without a mode is a decode row), the others are kept, as are top-level keys other than ``info`` and
+    ``rows``; ``info`` describes the latest run (its keys replace the stored ones, the others are kept)."""
     old = json.loads(path.read_text()) if path.is_file() else {}
 
     def key(row: dict[str, Any]) -> tuple[str, str]:
@@ -322,7 +274,8 @@ def save_rows(rows: list[dict[str, Any]], info: dict[str, Any], path: Path) -> N
     new = {key(r) for r in rows}
     kept = [r for r in old.get("rows", []) if key(r) not in new]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"info": old.get("info", {}) | info, "rows": kept + rows}, indent=2) + "\n")
+    merged = old | {"info": old.get("info", {}) | info, "rows": kept + rows}  # other top-level keys are kept
+    path.write_text(json.dumps(merged, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -335,6 +288,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--smoke", action="store_true", help="tiny config on the CPU interpreter, no peers")
     p.add_argument("--prefill", action="store_true", help="time prefill against cuBLAS instead of decode")
     p.add_argument("--prefill-tokens", type=int, default=2048, help="prompt length of --prefill")
+    p.add_argument("--contexts", default=None, help="decode tokens/s at each of these context lengths (default 4B)")
+    p.add_argument("--prefill-chunk", type=int, default=512, help="tokens per prefill pass filling --contexts caches")
+    p.add_argument("--commit", default=None, help="the commit --contexts records (default: git rev-parse, if any)")
     p.add_argument(
         "--peers",
         choices=("eager", "all", "none"),
@@ -353,8 +309,13 @@ def main(argv: list[str] | None = None) -> None:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack
         main_tp(args)
         return
-    args.models = args.models or ("4B" if args.prefill else "0.6B,1.7B,4B")
-    if args.smoke:
+    if args.contexts is not None and args.prefill:
+        raise SystemExit("--contexts times decode; run --prefill separately")
+    contexts = parse_contexts(args.contexts) if args.contexts is not None else None
+    if args.prefill_chunk < 1:
+        raise SystemExit(f"--prefill-chunk {args.prefill_chunk}: give a positive token count")
+    args.models = args.models or ("4B" if args.prefill or contexts else "0.6B,1.7B,4B")
+    if args.smoke:  # (--contexts keeps its lengths: the smoke test passes short ones)
         tile.set_backend("cpu")
         args.models, args.context, args.tokens, args.prefill_tokens = "tiny", 8, 2, 16
     torch = None
@@ -366,6 +327,9 @@ def main(argv: list[str] | None = None) -> None:
     info: dict[str, Any] = {"backend": tile.backend(), "python": platform.python_version(), "device": device}
     if args.prefill:
         rows = [prefill_row(m, args, torch) for m in args.models.split(",")]
+    elif contexts:
+        info["bandwidth_Bps"] = args.bandwidth or (copy_bandwidth(torch) if torch is not None else 0.0)
+        rows = [context_row(m, contexts, args, torch, info["bandwidth_Bps"]) for m in args.models.split(",")]
     else:
         info["bandwidth_Bps"] = args.bandwidth or (copy_bandwidth(torch) if torch is not None else 0.0)
         rows = [bench(m, args, torch, info["bandwidth_Bps"]) for m in args.models.split(",")]
@@ -376,6 +340,33 @@ def main(argv: list[str] | None = None) -> None:
     if not args.smoke:
         save_rows(rows, info, ROOT / "benchmarks" / "results" / "qwen3.json")
     print(json.dumps(info))
+
+
+def context_row(
+    name: str, contexts: list[int], args: argparse.Namespace, torch: Any, bandwidth: float
+) -> dict[str, Any]:
+    """The ``--contexts`` row of ``name`` (`qwen3_context.bench_contexts`), with the torch and transformers peers at
+    the same lengths on the GPU unless skipped (`peers_skipped`)."""
+
+    def peers(c: Qwen3Config, w: Any, points: list[dict[str, Any]]) -> dict[str, Any]:
+        gc.collect()  # the Tile models of the points are gone before the free memory is judged
+        skip = peers_skipped(torch, 2 * c.num_parameters(), args.peers)
+        if skip:
+            print(f"{name}: torch/transformers peers skipped: {skip}", flush=True)
+            return {"peers_skipped": skip}
+        tm = TorchQwen3(torch, c, w, max(p["context"] for p in points) + args.tokens + 4)
+        torch_series(torch, tm, c, points, tokens=args.tokens, chunk=args.prefill_chunk)
+        del tm
+        torch.cuda.empty_cache()
+        hf_points(torch, c, w, points, tokens=args.tokens, limit_s=args.hf_limit, compiled=args.peers == "all")
+        return {}
+
+    kw = {"tokens": args.tokens, "chunk": args.prefill_chunk, "decode_attention": args.decode_attention}
+    row = bench_contexts(name, contexts, bandwidth=bandwidth, peers=peers if torch is not None else None, **kw)
+    if args.commit:
+        row["commit"] = args.commit
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def prefill_row(name: str, args: argparse.Namespace, torch: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from tile.kernels.qwen3 import Qwen3Config
 
-__all__ = ["bf16_to_torch", "decode_rate", "hf_rates"]
+__all__ = ["bf16_to_torch", "decode_rate", "hf_rates", "hf_series"]
 
 
 def bf16_to_torch(torch: Any, a: Any) -> Any:
@@ -138,25 +138,50 @@ def hf_rates(
 ) -> dict[str, Any]:
     """The ``transformers_eager`` row and with ``compiled`` the ``transformers_compiled`` row (tokens/s, roofline
     fraction ``floor / s``), or ``{"skipped": reason}`` for each that cannot run."""
+    got = hf_series(
+        torch, c=c, w=w, prompts=[prompt], tokens=tokens, limit_s=limit_s, floors=[floor], compiled=compiled
+    )
+    return got[0]
+
+
+def hf_series(
+    torch: Any,
+    *,
+    c: Qwen3Config,
+    w: Mapping[str, Any],
+    prompts: Sequence[list[int]],
+    tokens: int,
+    limit_s: int,
+    floors: Sequence[float],
+    compiled: bool,
+) -> list[dict[str, Any]]:
+    """`hf_rates` after each of ``prompts`` (its roofline time per token in ``floors``), one model built once: each
+    prompt gets a fresh cache (the compiled contender a static cache of its length, compiled again within ``limit_s``
+    where the shapes changed)."""
+    if len(prompts) != len(floors):
+        raise ValueError(f"{len(prompts)} prompts but {len(floors)} roofline times")
     try:
         import transformers
     except ImportError as exc:
         reason = {"skipped": f"transformers is not importable ({exc})"}
-        return {"transformers_eager": reason, "transformers_compiled": reason}
-    row: dict[str, Any] = {}
+        return [{"transformers_eager": reason, "transformers_compiled": reason} for _ in prompts]
+    rows: list[dict[str, Any]] = []
     model = _model(torch, transformers, c, w)
     with torch.no_grad():
-        sec = _eager(torch, model, prompt, tokens)
-        row["transformers_eager"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
-        if compiled:
-            row["transformers_compiled"] = _compiled_row(torch, transformers, model, prompt, tokens, limit_s=limit_s)
-            if "tokens_per_s" in row["transformers_compiled"]:
-                row["transformers_compiled"]["roofline_fraction"] = floor * row["transformers_compiled"]["tokens_per_s"]
-        else:
-            row["transformers_compiled"] = {"skipped": "not asked for (--peers all runs it)"}
+        for prompt, floor in zip(prompts, floors, strict=True):
+            sec = _eager(torch, model, prompt, tokens)
+            row: dict[str, Any] = {"transformers_eager": {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}}
+            if compiled:
+                got = _compiled_row(torch, transformers, model, prompt, tokens, limit_s=limit_s)
+                if "tokens_per_s" in got:
+                    got["roofline_fraction"] = floor * got["tokens_per_s"]
+                row["transformers_compiled"] = got
+            else:
+                row["transformers_compiled"] = {"skipped": "not asked for (--peers all runs it)"}
+            rows.append(row)
     del model
     torch.cuda.empty_cache()
-    return row
+    return rows
 
 
 def _compiled_row(
