@@ -56,6 +56,7 @@ def check_prep_qkv(
         pos=tile.from_numpy(np.array([pos], dtype=np.int32)),
         eps=EPS,
         tokens=tokens,
+        start=None if tokens is None else pos,
     )
     out = made.sync()
     q, k2, v2 = (out[i].unpartition().to_numpy().astype(np.float64) for i in range(3))

@@ -168,3 +168,38 @@ def test_the_prefill_row_on_the_gpu_times_cublas_on_the_same_gemms(monkeypatch: 
     assert 0 < row["cublas_gemm"]["tflops"] < 2500  # no dense bf16 peak is higher: the count is not inflated
     assert 0 < row["gemm_only_vs_cublas"] < 10
     assert row["prefill_vs_cublas"] < row["prefill_graph_vs_cublas"]  # eager adds the host's enqueueing
+
+
+def test_profile_prefill_times_every_op_of_the_prefill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    profile_prefill = importlib.import_module("profile_prefill")
+    backend = tile.backend()
+    out = tmp_path / "profile.json"
+    try:
+        profile_prefill.main(["--smoke", "--out", str(out)])
+    finally:
+        tile.set_backend(backend)
+    result = json.loads(out.read_text())
+    ops = [r["op"] for r in result["ops"]]
+    assert ops == ["embedding", *profile_prefill.OPS]
+    layers = TINY.num_hidden_layers
+    assert [r["launches"] for r in result["ops"]] == [1] + [layers] * len(profile_prefill.OPS)
+    assert all(r["ms"] > 0 for r in result["ops"])
+    assert abs(sum(r["share"] for r in result["ops"]) - 1) < 1e-9
+    rates = {r["op"]: ("tflops" in r, "gbps" in r) for r in result["ops"]}
+    assert rates["attention"] == rates["qkv_proj"] == (True, False)
+    assert rates["prep_qkv"] == rates["swiglu"] == (False, True)
+    assert result["total_ms"] > 0
+    assert result["sum_ms"] == pytest.approx(sum(r["ms"] for r in result["ops"]))
+    text = capsys.readouterr().out
+    assert "whole prefill" in text
+    assert "prep_qkv" in text
+
+
+def test_profile_prefill_work_counts_add_up_to_the_prefill_flops() -> None:
+    profile_prefill = importlib.import_module("profile_prefill")
+    c, n = CONFIGS["4B"], 64
+    work = profile_prefill.op_work(c, n)
+    flops = sum(amount for unit, amount in work.values() if unit == "flop") * c.num_hidden_layers
+    want = qwen3_prefill.prefill_flops(c, n)
+    assert flops == want["gemm"] + want["attention"]
+    assert work["prep_qkv"] == ("byte", 2.0 * 2 * n * (c.q_size + 2 * c.kv_size))

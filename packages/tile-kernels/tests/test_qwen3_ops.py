@@ -41,11 +41,14 @@ def test_prep_qkv_matches_float64(shape: tuple[int, int, int, int, int, int]) ->
         (2, 2, 2, 16, 4, 2, 1),  # one position per tile, the last two of a full cache
         (64, 1, 1, 16, 64, 0, 16),  # the whole cache in one pass: 64 query blocks, 4 cache tiles
         (2, 1, 1, 16, 64, 30, 16),  # more cache tiles (4) than blocks (2): each block walks two, one write spans two
+        (40, 4, 2, 16, 64, 16, 16),  # on a tile edge: two tiles written whole (one store each), the third in part
+        (7, 3, 1, 16, 32, 8, 8),  # on a tile edge, fewer tokens than a tile: one row tile of queries, in part
     ],
 )
 def test_prep_qkv_in_cache_tiles_matches_float64(shape: tuple[int, int, int, int, int, int, int]) -> None:
-    # A multi-token pass cuts the caches into tiles of `tokens` positions (`_ops.APPEND_TOKENS` in the model), each
-    # tile's block writing the tokens that land in it, instead of one block per KV head looping over every token.
+    # A multi-token pass runs `tokens` tokens a block (`_ops.APPEND_TOKENS` in the model) and cuts the caches into
+    # tiles of as many positions, each tile's block writing the tokens that land in it: a tile the tokens fill whole
+    # from a start on a tile edge in one store, the others token by token.
     t, heads, kv, hd, s, pos, tokens = shape
     check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos, tokens=tokens)
 
@@ -65,7 +68,19 @@ def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> N
             _ops.prep_qkv(kc, vc, tile.zeros(tile.bf16, [2, 128]), w, w, pos=zero, tokens=tokens, **common)
     assert kc.to_numpy().shape == (2, 8, 16)
     bad = tile.from_numpy(np.array([7], dtype=np.int32))
-    for tiles in (None, 2):  # in cache tiles a position past the cache lands in no tile: the assert stops it
-        caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
-        with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
-            _ops.prep_qkv(*caches, tile.zeros(tile.bf16, [2, 128]), w, w, pos=bad, tokens=tiles, **common).sync()
+    caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
+    with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+        _ops.prep_qkv(*caches, tile.zeros(tile.bf16, [2, 128]), w, w, pos=bad, **common).sync()
+    # A multi-token pass takes its start on the host too (checked there), and the kernel asserts pos agrees.
+    rows = tile.zeros(tile.bf16, [2, 128])
+    with pytest.raises(tile.ArgumentError, match=r"tokens= needs start="):
+        _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, tokens=2, **common)
+    with pytest.raises(tile.ArgumentError, match=r"start= goes with tokens="):
+        _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, start=0, **common)
+    for start in (7, -1):
+        with pytest.raises(tile.ArgumentError, match=rf"2 tokens from position {start} do not fit the cache of 8"):
+            _ops.prep_qkv(kc, vc, rows, w, w, pos=bad, tokens=2, start=start, **common)
+    assert kc.to_numpy().shape == (2, 8, 16)  # not moved by a refused call
+    caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
+    with pytest.raises(tile.KernelFaultError, match=r"qkv_prep_rows: the pos tensor does not hold the pass's start"):
+        _ops.prep_qkv(*caches, rows, w, w, pos=bad, tokens=2, start=2, **common).sync()

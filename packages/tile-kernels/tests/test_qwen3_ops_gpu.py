@@ -35,8 +35,9 @@ def test_prep_qkv_matches_float64_on_the_gpu(t: int, heads: int, kv: int, pos: i
     check_prep_qkv(t, heads, kv, hd=128, s=1024, pos=pos)
 
 
-@pytest.mark.parametrize(("t", "pos"), [(300, 100), (1024, 0), (17, 1007)])
+@pytest.mark.parametrize(("t", "pos"), [(300, 100), (1024, 0), (17, 1007), (512, 256), (100, 64), (5, 0)])
 def test_prep_qkv_in_cache_tiles_matches_float64_on_the_gpu(t: int, pos: int) -> None:
-    """A prefill chunk's append in cache tiles of `_ops.APPEND_TOKENS` positions (Qwen3-4B's heads): off tile edges,
-    the whole cache, the cache's last positions."""
+    """A prefill chunk's `_ops.APPEND_TOKENS` tokens a block and its append in cache tiles of as many positions
+    (Qwen3-4B's heads): off tile edges (token by token), the whole cache and chunks from a tile edge (whole tiles in
+    one store, the last in part), the cache's last positions, fewer tokens than a tile."""
     check_prep_qkv(t, 32, 8, hd=128, s=1024, pos=pos, tokens=_ops.APPEND_TOKENS)

@@ -22,9 +22,11 @@ __all__ = ["APPEND_TOKENS", "prep_qkv"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
-APPEND_TOKENS = 16
-"""Cache positions per cache tile of a multi-token pass's `prep_qkv` (``tokens=``): each tile's block writes at most
-this many tokens, so a long prompt's keys and values are written by many blocks in parallel."""
+APPEND_TOKENS = 32
+"""Tokens per block of a multi-token pass's `prep_qkv` (``tokens=``): each block norms and rotates one query head of
+this many tokens (one ``(tokens, head_dim)`` tile, where decode's form takes one token a block), and the caches are
+cut in tiles of this many positions, each tile's block writing the new tokens that land in it, so a long prompt's
+keys and values are written by many blocks in parallel."""
 
 
 def prep_qkv(
@@ -40,17 +42,22 @@ def prep_qkv(
     pos: Tensor,
     eps: float,
     tokens: int | None = None,
+    start: int | None = None,
 ) -> Op:
     """One launch from the fused q/k/v rows ``qkv`` ``(T, (heads + 2 * kv_heads) * HD)`` at positions ``pos + t``:
     the first ``heads`` heads RMSNormed (``wq``) and rotated into a new ``(T, heads * HD)``, and both caches
     ``(kv_heads, S, HD)`` written: keys from the ``kv_heads`` heads after the queries (normed with ``wk``, rotated),
     values from the ``kv_heads`` after those (as is).
 
-    The launch runs on the query output's grid (a block per token and query head); the caches are cut into tiles of
-    ``tokens`` positions (default all ``S``: one tile per KV head, as decode wants) walked with ``tiles()``, so each
-    tile belongs to one block, which writes the new tokens that land in it (at most ``tokens``: a multi-token pass
-    passes `APPEND_TOKENS` so many blocks share the writes). The caches are moved in: the launch's outputs are
-    ``(q, k_cache, v_cache, ...)``, the first three partitions."""
+    Decode's form (``tokens`` None) runs on the query output's grid of a block per token and query head, the caches
+    one tile per KV head (walked with ``tiles()``: each tile belongs to one block), the position read from ``pos``
+    only (a captured decode graph rewrites it between replays). A multi-token pass passes ``tokens`` (a power of
+    two, `APPEND_TOKENS` in the model) and ``start``, the position of its first token on the host (what ``pos``
+    holds; the kernel asserts they agree, as the pass's attention takes the same start as a launch argument): a
+    block per ``tokens`` tokens and query head, the RoPE tables sliced at ``start`` so each block's rows are one
+    aligned load, and the caches in tiles of ``tokens`` positions, each tile's block writing the new tokens that
+    land in it (whole, in one store, when ``start`` is a multiple of ``tokens``). The caches are moved in: the
+    launch's outputs are ``(q, k_cache, v_cache, ...)``, the first three partitions."""
     kv, s, hd = k_cache.shape
     n = qkv.shape[0]
     if qkv.shape[1] != (heads + 2 * kv) * hd:
@@ -58,15 +65,35 @@ def prep_qkv(
             f"prep_qkv: qkv has {qkv.shape[1]} columns, expected ({heads} + 2 * {kv}) heads of {hd}; pass the fused "
             "q/k/v rows of this model"
         )
-    z = tile.empty(qkv.dtype, [n, heads * hd]).partition([1, hd])
-    bt = s if tokens is None else _args.integer(tokens, "tokens", "prep_qkv")
+    if tokens is None:
+        if start is not None:
+            raise ArgumentError("prep_qkv: start= goes with tokens= (a multi-token pass); decode reads pos only")
+        zk, zv = k_cache.partition([1, s, hd]), v_cache.partition([1, s, hd])
+        z = tile.empty(qkv.dtype, [n, heads * hd]).partition([1, hd])
+        x = _args.operand(qkv, "qkv", "prep_qkv")
+        launch = kernels(_STEM).qkv_prep.grid((n, heads))
+        made: Op = launch(
+            z, zk, zv, x, wq[()], wk[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=heads, KV=kv
+        )
+        return made
+    bt = _args.integer(tokens, "tokens", "prep_qkv")
     if not 1 <= bt <= s or bt & (bt - 1):
         raise ArgumentError(
             f"prep_qkv: tokens={bt}; a cache tile holds a power of two of positions, from 1 to the cache's {s}"
         )
+    if start is None:
+        raise ArgumentError("prep_qkv: tokens= needs start=, the position of the first token (what pos holds)")
+    first = _args.integer(start, "start", "prep_qkv")
+    if not 0 <= first <= s - n or first + n > cos.shape[0]:
+        raise ArgumentError(
+            f"prep_qkv: {n} tokens from position {first} do not fit the cache of {s} positions and the RoPE tables of "
+            f"{cos.shape[0]}"
+        )
     zk, zv = k_cache.partition([1, bt, hd]), v_cache.partition([1, bt, hd])
+    z = tile.empty(qkv.dtype, [n, heads * hd]).partition([bt, hd])
     x = _args.operand(qkv, "qkv", "prep_qkv")
-    launch = kernels(_STEM).qkv_prep.grid((n, heads))
-    args = (x, wq[()], wk[()], cos[()], sin[()], pos[()], float(eps))
-    made: Op = launch(z, zk, zv, *args, HALF=hd // 2, OFF=heads, KV=kv)
-    return made
+    rows = (cos[first : first + n], sin[first : first + n])  # token t at row t
+    launch = kernels(_STEM).qkv_prep_rows.grid(((n + bt - 1) // bt, heads))
+    args = (x, wq[()], wk[()], *rows, pos[()], first, float(eps))
+    rows_made: Op = launch(z, zk, zv, *args, HALF=hd // 2, OFF=heads, KV=kv, ALIGNED=first % bt == 0)
+    return rows_made

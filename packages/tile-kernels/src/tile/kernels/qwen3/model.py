@@ -313,15 +313,18 @@ class Qwen3:
 
         wqkv, wgu = self.transposed(layer.wqkv), self.transposed(layer.wgu)
 
-        def tables() -> dict[str, Tensor]:
-            return {"cos": self.cos, "sin": self.sin, "pos": pos()}
-
         def prep(ch: Chain) -> _ops.Op:
             caches = (self.k_cache[i], self.v_cache[i])
             w = (layer.q_norm, layer.k_norm)
-            # Many tokens: the caches in tiles of APPEND_TOKENS positions, so many blocks write them in parallel.
-            tokens = min(_ops.APPEND_TOKENS, self.max_seq) if n > 1 else None
-            return _ops.prep_qkv(*caches, ch.take("qkv"), *w, heads=nq, eps=eps, tokens=tokens, **tables())
+            qkv, cos, sin = ch.take("qkv"), self.cos, self.sin
+            if n == 1:  # decode: a block per query head, the position read from the pos tensor only
+                return _ops.prep_qkv(*caches, qkv, *w, heads=nq, eps=eps, cos=cos, sin=sin, pos=pos())
+            # Many tokens: APPEND_TOKENS tokens a block, the caches in tiles of as many positions (many blocks write
+            # them in parallel); the first position is a launch argument, as for the attention.
+            tokens, p = min(_ops.APPEND_TOKENS, self.max_seq), pos()
+            return _ops.prep_qkv(
+                *caches, qkv, *w, heads=nq, eps=eps, cos=cos, sin=sin, pos=p, tokens=tokens, start=start
+            )
 
         def attend(ch: Chain) -> tuple[_ops.Op, dict[str, int]]:
             q, kc, vc = ch.take("q"), ch.take(k), ch.take(v)

@@ -1,0 +1,256 @@
+"""Where a Qwen3 prefill's time goes, op by op: every op of `Qwen3.steps` timed apart, all layers together.
+
+The op list is the model's own (`Qwen3.steps` of a ``--tokens`` prompt from position 0, no LM head): the embedding
+and each layer's nine ops (`OPS`). Each kind of op is timed as one graph of that op for every layer in order (each
+layer's own weights and caches, the ops the prefill makes), replayed ``--reps`` times between two timing events on
+the GPU (host time on the CPU interpreter), so the time is the op's device time for one whole prefill without the
+host's enqueueing. An op's activation inputs are scratch tensors of the shapes the prefill passes (made before the
+capture, one per layer, so no op waits on another's output); the caches are the model's. The whole prefill is
+timed the same way (``total``) to compare with the sum of the ops.
+
+Rates: GEMMs and attention in TFLOP/s (the counts of `qwen3_prefill.prefill_flops`: ``2 * M * N * K``, causal
+attention counting only the unmasked half), the other ops in GB/s of the activation bytes they must read and write
+(weights of norms are counted; the caches' unchanged positions are not).
+
+Run on the GPU machine from the repository root::
+
+    python benchmarks/profile_prefill.py --model 4B --tokens 2048 --out prefill_profile.json
+
+``--smoke`` runs the tiny config on the CPU interpreter (a 16-token prompt) to test the script itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from qwen3_prefill import prefill_flops
+from qwen3_weights import SeededWeights
+
+import tile.frontend as tile
+from tile import aio
+from tile.kernels.qwen3 import Qwen3, Qwen3Config, config_for
+from tile.kernels.qwen3._chain import Chain, Step
+
+__all__ = ["OPS", "main", "op_work", "profile"]
+
+OPS = (
+    "rmsnorm_attn",
+    "qkv_proj",
+    "prep_qkv",
+    "attention",
+    "o_proj_residual",
+    "rmsnorm_mlp",
+    "gate_up_proj",
+    "swiglu",
+    "down_proj_residual",
+)
+"""The names of one layer's ops, in `Qwen3.steps` order."""
+
+
+def op_work(c: Qwen3Config, n: int) -> dict[str, tuple[str, float]]:
+    """``{op: (unit, amount)}`` for one layer of an ``n``-token prefill (and the embedding): ``"flop"`` for GEMMs and
+    attention, ``"byte"`` (bf16 activations read and written) for the rest."""
+    h, q, kv, i = c.hidden_size, c.q_size, c.kv_size, c.intermediate_size
+    qkv = q + 2 * kv
+    attention = prefill_flops(c, n)["attention"] / c.num_hidden_layers
+    return {
+        "embedding": ("byte", 2.0 * 2 * n * h),
+        "rmsnorm_attn": ("byte", 2.0 * (2 * n * h + h)),
+        "qkv_proj": ("flop", 2.0 * n * qkv * h),
+        "prep_qkv": ("byte", 2.0 * 2 * n * qkv),
+        "attention": ("flop", float(attention)),
+        "o_proj_residual": ("flop", 2.0 * n * h * q),
+        "rmsnorm_mlp": ("byte", 2.0 * (2 * n * h + h)),
+        "gate_up_proj": ("flop", 2.0 * n * 2 * i * h),
+        "swiglu": ("byte", 2.0 * 3 * n * i),
+        "down_proj_residual": ("flop", 2.0 * n * h * i),
+    }
+
+
+class ScratchChain(Chain):
+    """A `Chain` whose activation handles are scratch tensors made beforehand (`fill`): each `take` of an activation
+    name hands the next unused one, so one op of every layer runs on its own inputs; a cache name (``k3``) is the
+    handle a previous op filed, else the model's cache."""
+
+    def __init__(self, model: Qwen3, n: int) -> None:
+        super().__init__()
+        c = model.config
+        self.model = model
+        self.shapes = {
+            "x": [n, c.hidden_size],
+            "h": [n, c.hidden_size],
+            "qkv": [n, c.q_size + 2 * c.kv_size],
+            "q": [n, c.q_size],
+            "o": [n, c.q_size],
+            "gu": [n, 2 * c.intermediate_size],
+            "act": [n, c.intermediate_size],
+        }
+        self.pool: dict[str, list[Any]] = {}
+        self.wanted: dict[str, int] = {}
+
+    def fill(self) -> None:
+        """Make the scratch tensors the last run's takes asked for (random bf16, so no op runs on all zeros)."""
+        rng = np.random.default_rng(0)
+        self.pool = {}
+        for name, count in self.wanted.items():
+            host = rng.standard_normal(self.shapes[name], dtype=np.float32).astype(ml_dtypes.bfloat16)
+            self.pool[name] = [tile.from_numpy(host) for _ in range(count)]
+
+    def take(self, name: str) -> Any:
+        if name in self.shapes:
+            self.wanted[name] = self.wanted.get(name, 0) + 1
+            pool = self.pool.get(name)
+            if pool:
+                return pool.pop()
+            return tile.zeros(tile.bf16, self.shapes[name])  # a run before `fill` (it compiles and tunes)
+        if name not in self.handles:
+            i = int(name[1:])
+            self.handles[name] = (self.model.k_cache if name[0] == "k" else self.model.v_cache)[i]
+        return super().take(name)
+
+
+def _marker(stamps: list[Any]) -> aio.DeviceOp[Any]:
+    """An op that records the time in stream order: a timing event on a CUDA stream, the host clock on a host one."""
+
+    def mark(ctx: aio.ExecutionContext) -> None:
+        if isinstance(ctx, aio.CudaContext):
+            import tile.core as tc
+
+            event = tc.Event(ctx.stream.device, timing=True)
+            ctx.stream.record(event)
+            stamps.append(event)
+        else:
+            ctx.enqueue(lambda: stamps.append(time.perf_counter()))
+
+    return aio.with_context(mark)
+
+
+def _elapsed_ms(stamps: list[Any]) -> float:
+    start, end = stamps
+    if isinstance(start, float):
+        return float(end - start) * 1e3
+    return float(end.elapsed_ms(start))
+
+
+def _replay_ms(graph: aio.Graph[Any]) -> float:
+    stamps: list[Any] = []
+    _marker(stamps).then(lambda _: graph.launch()).then(lambda _: _marker(stamps)).sync()
+    return _elapsed_ms(stamps)
+
+
+def timed_ms(steps: list[Step], chain: Chain, reps: int) -> float:
+    """Median milliseconds of one replay of ``steps`` (one `Chain`, captured as a graph), timed in stream order.
+    The chain's handles are filed back when the graph closes."""
+    op = chain.build(steps)
+    times = []
+    with op.graph() as graph:
+        graph.launch().sync()
+        for _ in range(reps):
+            times.append(_replay_ms(graph))
+        chain.finish(graph.close())
+    return float(np.median(times))
+
+
+def _give_back_caches(model: Qwen3, chain: Chain) -> None:
+    for name in list(chain.handles):
+        if name[0] in "kv" and name[1:].isdigit():
+            (model.k_cache if name[0] == "k" else model.v_cache)[int(name[1:])] = chain.take(name)
+
+
+def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5) -> dict[str, Any]:
+    """Time every op kind of an ``n``-token prefill of ``c`` (see the module docstring); the result rows are
+    ``{op, launches, ms, share, tflops | gbps}`` and the totals."""
+    model = Qwen3(c, weights, max_seq=n)
+    model.tune(n)
+    inputs = tile.from_numpy(np.array([*range(n), 0], dtype=np.int32) % c.vocab_size)
+    all_steps = model.steps(inputs, n, head=False, start=0)
+    if len(all_steps) != 1 + len(OPS) * c.num_hidden_layers:
+        raise RuntimeError(f"profile_prefill: the model made {len(all_steps)} steps, expected 1 + {len(OPS)} a layer")
+    kinds: dict[str, list[Step]] = {"embedding": all_steps[:1]}
+    for k, name in enumerate(OPS):
+        kinds[name] = all_steps[1 + k :: len(OPS)]
+    work = op_work(c, n)
+    rows = []
+    for name, steps in kinds.items():
+        first = ScratchChain(model, n)  # an eager run first: it compiles, and counts the scratch tensors each take
+        first.finish(first.build(steps).sync())
+        _give_back_caches(model, first)
+        chain = ScratchChain(model, n)
+        chain.wanted = first.wanted
+        chain.fill()
+        ms = timed_ms(steps, chain, reps)
+        _give_back_caches(model, chain)
+        unit, amount = work[name]
+        amount *= len(steps)
+        row: dict[str, Any] = {"op": name, "launches": len(steps), "ms": ms}
+        if unit == "flop":
+            row["tflops"] = amount / ms / 1e9
+        else:
+            row["gbps"] = amount / ms / 1e6
+        rows.append(row)
+    whole = Chain()
+    try:
+        total = timed_ms(model.steps(inputs, n, head=False, start=0), whole, reps)
+    finally:
+        model.adopt_caches(whole)
+    summed = sum(r["ms"] for r in rows)
+    for r in rows:
+        r["share"] = r["ms"] / summed
+    flops = prefill_flops(c, n)
+    return {
+        "model": c.name,
+        "tokens": n,
+        "reps": reps,
+        "timing": "gpu events around a graph replay" if tile.backend() == "gpu" else "host clock (cpu interpreter)",
+        "ops": rows,
+        "sum_ms": summed,
+        "total_ms": total,
+        "total_tflops": (flops["gemm"] + flops["attention"]) / total / 1e9,
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result as a text table."""
+    lines = [f"{'op':<20} {'launches':>8} {'ms':>10} {'share':>7} {'rate':>16}"]
+    for r in result["ops"]:
+        rate = f"{r['tflops']:.4g} TFLOP/s" if "tflops" in r else f"{r['gbps']:.4g} GB/s"
+        lines.append(f"{r['op']:<20} {r['launches']:>8} {r['ms']:>10.3f} {r['share']:>7.1%} {rate:>16}")
+    lines.append(f"{'sum of ops':<20} {'':>8} {result['sum_ms']:>10.3f}")
+    lines.append(
+        f"{'whole prefill':<20} {'':>8} {result['total_ms']:>10.3f} {'':>7} {result['total_tflops']:.4g} TFLOP/s"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--model", default="4B", help="Qwen3 size (0.6B ... 32B, or tiny); default 4B")
+    p.add_argument("--tokens", type=int, default=2048, help="prompt length (default 2048)")
+    p.add_argument("--reps", type=int, default=5, help="timed replays per op (the median is kept)")
+    p.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    p.add_argument("--smoke", action="store_true", help="tiny config, 16 tokens, 2 reps, on the CPU interpreter")
+    args = p.parse_args(argv)
+    if args.smoke:
+        tile.set_backend("cpu")
+        args.model, args.tokens, args.reps = "tiny", 16, 2
+    c = config_for(args.model)
+    result = profile(c, SeededWeights(c, seed=0), args.tokens, args.reps)
+    result["backend"] = tile.backend()
+    print(table(result), flush=True)
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
