@@ -11,12 +11,14 @@ the minimum is the steadiest statistic):
 - ``add sync``: ``add(z, x, y).sync_on(stream)`` per launch, 1024 f32 elements in 8 tiles;
 - ``add chain``: a ``.then`` chain of CHAIN launches of that kernel, waited for once (per launch);
 - ``rms chain``: the same chain of the rmsnorm kernel of bench_lang_rmsnorm.py (its output a 4096 x 4096 f16
-  tensor in ``partition([1, 4096])``, 4096 tiles, a float scalar and a keyword ``Const``).
+  tensor in ``partition([1, 4096])``, 4096 tiles, a float scalar and a keyword ``Const``);
+- ``core launch``: ``tile.core.launch`` (checked, not prepared) of the add kernel's function, SYNCS back to back on
+  its buffers' stream, then one synchronize (tile.core has one path: the row is the same code under both labels).
 
 Run from the repository root: ``python benchmarks/bench_launch_sim.py``. ``--profile [pure|compiled]``: a cProfile
-of one path's ``rms chain``, top functions by own time. ``--breakdown``: each chain's build (``.then`` calls), run
-and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take ~27 us each on an H100) the build and the
-release are host time the GPU sits idle, while the run overlaps the kernels.
+of one path's ``rms chain`` (with ``--core``: of ``core launch``), top functions by own time. ``--breakdown``: each
+chain's build (``.then`` calls), run and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take
+~27 us each on an H100) the build and the release are host time the GPU sits idle, while the run overlaps the kernels.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import tile.core as tc
 import tile.frontend as tile
 from tile.compiler import compile_kernel
 from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
-from tile.frontend import _accel, _entry, f16, f32
+from tile.frontend import _accel, _entry, _execute, f16, f32
 from tile.frontend._execute import GPU_KIND
 
 ROUNDS, CHAIN, SYNCS = 9, 100, 300
@@ -116,7 +118,22 @@ def loops(stream: Any) -> dict[str, tuple[Callable[[], None], int]]:
         "add sync": (lambda: [small.run() for _ in range(SYNCS)] and None, SYNCS),
         "add chain": (lambda: small.chain(CHAIN), CHAIN),
         "rms chain": (lambda: rms.chain(CHAIN), CHAIN),
+        "core launch": (core_launches(stream), SYNCS),
     }
+
+
+def core_launches(stream: Any) -> Callable[[], None]:
+    """SYNCS checked ``tile.core.launch`` calls of the add kernel (as launch_calls.py's ``core_rows``), one sync."""
+    function = next(iter(_execute._modules.values()))  # the add kernel: (ptr, i32, i32) x 3
+    x, y, z = (tc.DeviceBuffer.allocate(4 * SMALL_N, device=stream.device, stream=stream) for _ in range(3))
+    args, kinds = [z, SMALL_N, 1, x, SMALL_N, 1, y, SMALL_N, 1], ("ptr", "i32", "i32") * 3
+
+    def run() -> None:
+        for _ in range(SYNCS):
+            tc.launch(function, SMALL_N // SMALL_TILE, 1, args, stream=stream, signature=kinds)
+        stream.synchronize()
+
+    return run
 
 
 def measure(sim: SimDriver, stream: Any) -> dict[str, tuple[float, float]]:
@@ -152,8 +169,10 @@ def breakdown(stream: Any) -> None:
 
 
 def profile(stream: Any) -> None:
-    run, _ = loops(stream)["rms chain"]
-    _accel.use(sys.argv[sys.argv.index("--profile") + 1] if sys.argv[-1] != "--profile" else "pure")
+    which = "core launch" if "--core" in sys.argv else "rms chain"
+    run, _ = loops(stream)[which]
+    after = sys.argv[sys.argv.index("--profile") + 1 :]
+    _accel.use(after[0] if after and after[0] in PATHS else "pure")
     run()
     prof = cProfile.Profile()
     prof.enable()
