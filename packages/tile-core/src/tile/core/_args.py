@@ -303,10 +303,19 @@ def pack_launch(
     return kinds, values, buffers, views
 
 
+# The latest signature that was a tuple of exact strs: a tuple cannot change, so the same object needs no second look
+# (held here, so no other tuple can take its address while it is compared by identity).
+_LAST_SIGNATURE: list[object] = [None]
+
+
 def _kind_names(signature: Sequence[str]) -> tuple[str, ...]:
     """The signature as exact strs: a str subclass could hash and compare as one kind and be packed as another."""
+    if signature is _LAST_SIGNATURE[0]:
+        return signature  # type: ignore[return-value]  # an exact tuple of exact strs: checked when it was stored
     kinds = tuple(signature)
     if all(type(kind) is str for kind in kinds):
+        if type(signature) is tuple:
+            _LAST_SIGNATURE[0] = signature
         return kinds
     if isinstance(signature, str) or not all(isinstance(kind, str) for kind in kinds):
         raise LaunchArgumentError(
