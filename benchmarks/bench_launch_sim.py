@@ -16,8 +16,9 @@ the minimum is the steadiest statistic):
   its buffers' stream, then one synchronize (tile.core has one path: the row is the same code under both labels).
 
 Run from the repository root: ``python benchmarks/bench_launch_sim.py``. ``--profile [pure|compiled]``: a cProfile
-of one path's ``rms chain`` (with ``--core``: of ``core launch``), top functions by own time. ``--breakdown``: each
-chain's build (``.then`` calls), run and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take
+of one path's ``rms chain`` (with ``--core``: of ``core launch``), top functions by own time. ``--leaks``: 10^5
+launches of each loop on each path, the growth of live Python blocks and of simulated device memory. ``--breakdown``:
+each chain's build (``.then`` calls), run and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take
 ~27 us each on an H100) the build and the release are host time the GPU sits idle, while the run overlaps the kernels.
 """
 
@@ -182,6 +183,25 @@ def profile(stream: Any) -> None:
     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
+def leaks(sim: SimDriver, stream: Any) -> None:
+    """10^5 launches of each loop on each path: live Python memory blocks and simulated device bytes stay flat."""
+    runs = loops(stream)
+    for p in [p for p in PATHS if p == "pure" or _accel.compiled() is not None]:
+        _accel.use(p)
+        for name, (run, count) in runs.items():
+            run()
+            sim.log.clear()
+            gc.collect()
+            blocks, device = sys.getallocatedblocks(), sum(a.nbytes for a in sim.device_mem.values())
+            for _ in range(10**5 // count):
+                run()
+                sim.log.clear()
+            gc.collect()
+            grew = sys.getallocatedblocks() - blocks
+            moved = sum(a.nbytes for a in sim.device_mem.values()) - device
+            print(f"  {p}: {name}: 10^5 launches: {grew:+d} Python blocks, {moved:+d} device bytes")
+
+
 def main() -> None:
     with simulated(asynchronous=True) as sim:
         sim.eagerness = 0.0
@@ -195,6 +215,9 @@ def main() -> None:
                 return
             if "--breakdown" in sys.argv:
                 breakdown(stream)
+                return
+            if "--leaks" in sys.argv:
+                leaks(sim, stream)
                 return
             us = measure(sim, stream)
         finally:
