@@ -11,12 +11,15 @@ the minimum is the steadiest statistic):
 - ``add sync``: ``add(z, x, y).sync_on(stream)`` per launch, 1024 f32 elements in 8 tiles;
 - ``add chain``: a ``.then`` chain of CHAIN launches of that kernel, waited for once (per launch);
 - ``rms chain``: the same chain of the rmsnorm kernel of bench_lang_rmsnorm.py (its output a 4096 x 4096 f16
-  tensor in ``partition([1, 4096])``, 4096 tiles, a float scalar and a keyword ``Const``).
+  tensor in ``partition([1, 4096])``, 4096 tiles, a float scalar and a keyword ``Const``);
+- ``core launch``: ``tile.core.launch`` (checked, not prepared) of the add kernel's function, SYNCS back to back on
+  its buffers' stream, then one synchronize (tile.core has one path: the row is the same code under both labels).
 
 Run from the repository root: ``python benchmarks/bench_launch_sim.py``. ``--profile [pure|compiled]``: a cProfile
-of one path's ``rms chain``, top functions by own time. ``--breakdown``: each chain's build (``.then`` calls), run
-and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take ~27 us each on an H100) the build and the
-release are host time the GPU sits idle, while the run overlaps the kernels.
+of one path's ``rms chain`` (with ``--core``: of ``core launch``), top functions by own time. ``--leaks``: 10^5
+launches of each loop on each path, the growth of live Python blocks and of simulated device memory. ``--breakdown``:
+each chain's build (``.then`` calls), run and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take
+~27 us each on an H100) the build and the release are host time the GPU sits idle, while the run overlaps the kernels.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import tile.core as tc
 import tile.frontend as tile
 from tile.compiler import compile_kernel
 from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
-from tile.frontend import _accel, _entry, f16, f32
+from tile.frontend import _accel, _entry, _execute, f16, f32
 from tile.frontend._execute import GPU_KIND
 
 ROUNDS, CHAIN, SYNCS = 9, 100, 300
@@ -116,7 +119,22 @@ def loops(stream: Any) -> dict[str, tuple[Callable[[], None], int]]:
         "add sync": (lambda: [small.run() for _ in range(SYNCS)] and None, SYNCS),
         "add chain": (lambda: small.chain(CHAIN), CHAIN),
         "rms chain": (lambda: rms.chain(CHAIN), CHAIN),
+        "core launch": (core_launches(stream), SYNCS),
     }
+
+
+def core_launches(stream: Any) -> Callable[[], None]:
+    """SYNCS checked ``tile.core.launch`` calls of the add kernel (as launch_calls.py's ``core_rows``), one sync."""
+    function = next(iter(_execute._modules.values()))  # the add kernel: (ptr, i32, i32) x 3
+    x, y, z = (tc.DeviceBuffer.allocate(4 * SMALL_N, device=stream.device, stream=stream) for _ in range(3))
+    args, kinds = [z, SMALL_N, 1, x, SMALL_N, 1, y, SMALL_N, 1], ("ptr", "i32", "i32") * 3
+
+    def run() -> None:
+        for _ in range(SYNCS):
+            tc.launch(function, SMALL_N // SMALL_TILE, 1, args, stream=stream, signature=kinds)
+        stream.synchronize()
+
+    return run
 
 
 def measure(sim: SimDriver, stream: Any) -> dict[str, tuple[float, float]]:
@@ -152,8 +170,10 @@ def breakdown(stream: Any) -> None:
 
 
 def profile(stream: Any) -> None:
-    run, _ = loops(stream)["rms chain"]
-    _accel.use(sys.argv[sys.argv.index("--profile") + 1] if sys.argv[-1] != "--profile" else "pure")
+    which = "core launch" if "--core" in sys.argv else "rms chain"
+    run, _ = loops(stream)[which]
+    after = sys.argv[sys.argv.index("--profile") + 1 :]
+    _accel.use(after[0] if after and after[0] in PATHS else "pure")
     run()
     prof = cProfile.Profile()
     prof.enable()
@@ -161,6 +181,25 @@ def profile(stream: Any) -> None:
         run()
     prof.disable()
     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def leaks(sim: SimDriver, stream: Any) -> None:
+    """10^5 launches of each loop on each path: live Python memory blocks and simulated device bytes stay flat."""
+    runs = loops(stream)
+    for p in [p for p in PATHS if p == "pure" or _accel.compiled() is not None]:
+        _accel.use(p)
+        for name, (run, count) in runs.items():
+            run()
+            sim.log.clear()
+            gc.collect()
+            blocks, device = sys.getallocatedblocks(), sum(a.nbytes for a in sim.device_mem.values())
+            for _ in range(10**5 // count):
+                run()
+                sim.log.clear()
+            gc.collect()
+            grew = sys.getallocatedblocks() - blocks
+            moved = sum(a.nbytes for a in sim.device_mem.values()) - device
+            print(f"  {p}: {name}: 10^5 launches: {grew:+d} Python blocks, {moved:+d} device bytes")
 
 
 def main() -> None:
@@ -176,6 +215,9 @@ def main() -> None:
                 return
             if "--breakdown" in sys.argv:
                 breakdown(stream)
+                return
+            if "--leaks" in sys.argv:
+                leaks(sim, stream)
                 return
             us = measure(sim, stream)
         finally:

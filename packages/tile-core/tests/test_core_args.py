@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any
 
 import ml_dtypes
@@ -188,3 +189,54 @@ def test_float_kinds_take_any_int_a_float_holds() -> None:
     assert KINDS["bf16"].convert(2**64) == KINDS["bf16"].convert(2.0**64)
     with pytest.raises(tc.LaunchArgumentError, match="integer of 1101 bits fits no float"):
         KINDS["bf16"].convert(2**1100)
+
+
+_EVERY_KIND = ("ptr", "i8", "i16", "u8", "u16", "i32", "i64", "u32", "u64", "f16", "bf16", "f32", "f64")
+_CASES: list[tuple[list[Any], tuple[str, ...]]] = [
+    (
+        [0x7F0000001000, -128, -(2**15), 255, 2**16 - 1, -7, -(2**63), 2**32 - 1, 2**64 - 1, 1.5, 1 / 3, 0.25, 0.1],
+        _EVERY_KIND,
+    ),
+    ([0x1000, 127, 2**15 - 1, 0, 0, 2**31 - 1, 2**63 - 1, 0, 0, 2, 3, 2**63, -4], _EVERY_KIND),  # ints for floats
+    (
+        [np.int64(0x2000), np.int8(-3), np.int16(9), np.uint8(7), np.uint16(8), np.int32(5), np.int64(6)],
+        _EVERY_KIND[:7],
+    ),
+    ([0x1000, 128], ("ptr", "i8")),  # out of range
+    ([0x1000, -1], ("ptr", "u32")),
+    ([0x1000, 2**63], ("ptr", "i64")),
+    ([0x1000, True], ("ptr", "i32")),  # a bool is no integer here
+    ([0x1000, 1.0], ("ptr", "i32")),
+    ([0, 1], ("ptr", "i32")),  # a null pointer
+    (["x", 1], ("ptr", "i32")),
+    ([0x1000, "1"], ("ptr", "f32")),
+    ([0x1000], ("ptr", "i32")),  # count mismatch
+    ([0x1000, 1], ("ptr", "i33")),  # unknown kind
+]
+
+
+@pytest.mark.parametrize(("values", "kinds"), _CASES)
+def test_pack_launch_packs_and_refuses_exactly_as_pack_args(values: list[Any], kinds: tuple[str, ...]) -> None:
+    """`tile.core.launch`'s packer (no PackedArgs, in-range ints kept as ints) puts the same bytes in the parameter
+    block as `pack_args` + `kernel_params`, and refuses the same values with the same typed error and message."""
+    from tile.core._args import pack_launch, param_block
+
+    expected: tc.TileError | None = None
+    try:
+        packed = tc.pack_args(values, kinds)
+    except tc.TileError as error:
+        expected = error
+    if expected is not None:
+        with pytest.raises(type(expected), match=re.escape(str(expected))):
+            pack_launch(values, kinds, device=None, expected=None)
+        return
+    fast_kinds, fast_values, buffers, views = pack_launch(values, kinds, device=None, expected=None)
+    assert fast_kinds == packed.kinds
+    assert (buffers, views) == ([], [])
+    n = len(kinds)
+    want, want_address = kernel_params(packed)
+    got, got_address = param_block(fast_kinds, fast_values)
+    assert bytes((ctypes.c_uint64 * n).from_address(got_address - 8 * n)) == bytes(
+        (ctypes.c_uint64 * n).from_address(want_address - 8 * n)
+    )
+    del want, got

@@ -213,6 +213,8 @@ def test_launch_prepared_and_checked(sim: SimDriver, vec_add: tc.Function) -> No
     with pytest.raises(tc.UseAfterFreeError, match="was freed"):
         step()
     launches = len(sim.kinds("launch"))
+    with pytest.raises(tc.UseAfterFreeError, match="was freed"):  # the checked launch's packer tests liveness too
+        tc.launch(vec_add, 3, 1, [z, n, 1, y, n, 1, z, n, 1], signature=SIGNATURE)
     with pytest.raises(tc.LaunchArgumentError, match="takes 9 parameters"):
         tc.launch(vec_add, 3, 1, args[:6], signature=SIGNATURE[:6])
     with pytest.raises(tb.CudaError, match="CUDA_ERROR_NOT_FOUND"):

@@ -206,6 +206,25 @@ def pack_args(
     expected : sequence of (offset, size), optional
         The kernel's parameter layout; count and sizes must match.
     """
+    args, kinds = _checked_kinds(args, signature, expected)
+    values, buffers, views = [], [], []
+    for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
+        if kind == "ptr":
+            address, owner = _pointer(value, device, index)
+            values.append(address)
+            if isinstance(owner, DeviceView):
+                views.append(owner)
+            elif owner is not None and owner not in buffers:
+                buffers.append(owner)
+        else:
+            values.append(KINDS[kind].convert(value))
+    return PackedArgs(kinds, tuple(values), tuple(buffers), tuple(views))
+
+
+def _checked_kinds(
+    args: Sequence[Any], signature: Sequence[str] | None, expected: tuple[tuple[int, int], ...] | None
+) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The arguments as a tuple and their kinds, checked against each other and the kernel's layout (once per pair)."""
     args = tuple(args)
     kinds = _kind_names(signature) if signature is not None else tuple(infer_kind(v) for v in args)
     last = _LAST_CHECKED[0]
@@ -222,24 +241,81 @@ def pack_args(
                 _check_layout(kinds, tuple(expected))
                 _CHECKED_LAYOUTS.add((kinds, tuple(expected)))
             _LAST_CHECKED[0] = (kinds, expected)
-    values, buffers, views = [], [], []
-    for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
+    return args, kinds
+
+
+# Per kinds tuple: for each argument, None for a pointer, else the [low, high) range in which an exact int is packed as
+# is (an empty range for float kinds: they always convert). Built once per kinds tuple, read per launch.
+_FAST: dict[tuple[str, ...], tuple[tuple[int, int] | None, ...]] = {}
+
+
+def _fast_ranges(kinds: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
+    ranges: list[tuple[int, int] | None] = []
+    for kind in kinds:
+        bits = int(kind[1:]) if kind[0] in "iu" else 0
         if kind == "ptr":
+            ranges.append(None)
+        elif kind[0] == "i":
+            ranges.append((-(2 ** (bits - 1)), 2 ** (bits - 1)))
+        elif kind[0] == "u":
+            ranges.append((0, 2**bits))
+        else:
+            ranges.append((0, 0))
+    result = _FAST[kinds] = tuple(ranges)
+    return result
+
+
+def pack_launch(
+    args: Sequence[Any],
+    signature: Sequence[str] | None,
+    *,
+    device: Device | None,
+    expected: tuple[tuple[int, int], ...] | None,
+) -> tuple[tuple[str, ...], list[Any], list[DeviceBuffer], list[DeviceView]]:
+    """`pack_args` for a launch enqueued at once: the same checks, in the same order, raising the same errors, but no
+    `PackedArgs` record, and an exact int in its kind's range is kept as is (``struct`` packs it into the same bytes as
+    its numpy carrier). Returns the kinds, the values, the buffers (each once) and the foreign views."""
+    args, kinds = _checked_kinds(args, signature, expected)
+    ranges = _FAST.get(kinds) or _fast_ranges(kinds)
+    values: list[Any] = []
+    buffers: list[DeviceBuffer] = []
+    views: list[DeviceView] = []
+    for index, value in enumerate(args):
+        bounds = ranges[index]
+        if bounds is None:
+            if type(value) is DeviceBuffer and (
+                value.device is device or device is None
+            ):  # final class: the exact test is isinstance
+                values.append(value.ptr)  # raises once freed, as `_pointer` does
+                if value not in buffers:
+                    buffers.append(value)
+                continue
             address, owner = _pointer(value, device, index)
             values.append(address)
             if isinstance(owner, DeviceView):
                 views.append(owner)
             elif owner is not None and owner not in buffers:
                 buffers.append(owner)
+        elif type(value) is int and bounds[0] <= value < bounds[1]:
+            values.append(value)
         else:
-            values.append(KINDS[kind].convert(value))
-    return PackedArgs(kinds, tuple(values), tuple(buffers), tuple(views))
+            values.append(KINDS[kinds[index]].convert(value))
+    return kinds, values, buffers, views
+
+
+# The latest signature that was a tuple of exact strs: a tuple cannot change, so the same object needs no second look
+# (held here, so no other tuple can take its address while it is compared by identity).
+_LAST_SIGNATURE: list[object] = [None]
 
 
 def _kind_names(signature: Sequence[str]) -> tuple[str, ...]:
     """The signature as exact strs: a str subclass could hash and compare as one kind and be packed as another."""
+    if signature is _LAST_SIGNATURE[0]:
+        return signature  # type: ignore[return-value]  # an exact tuple of exact strs: checked when it was stored
     kinds = tuple(signature)
     if all(type(kind) is str for kind in kinds):
+        if type(signature) is tuple:
+            _LAST_SIGNATURE[0] = signature
         return kinds
     if isinstance(signature, str) or not all(isinstance(kind, str) for kind in kinds):
         raise LaunchArgumentError(
@@ -285,14 +361,19 @@ _BLOCKS: dict[tuple[str, ...], tuple[Any, str, str]] = {}
 def kernel_params(packed: PackedArgs) -> tuple[object, int]:
     """``cuLaunchKernel``'s ``kernelParams`` for packed arguments: the address of a ``void*`` array pointing at one
     cell per argument, and the block that holds both (keep it alive as long as the address is used)."""
-    n = len(packed.kinds)
-    layout = _BLOCKS.get(packed.kinds)
+    return param_block(packed.kinds, packed.values)
+
+
+def param_block(kinds: tuple[str, ...], values: Sequence[Any]) -> tuple[object, int]:
+    """`kernel_params` of checked kinds and values (from `pack_args` or `pack_launch`)."""
+    n = len(kinds)
+    layout = _BLOCKS.get(kinds)
     if layout is None:
-        cells = "<" + "".join(_CELL[kind] for kind in packed.kinds)
-        layout = _BLOCKS[packed.kinds] = (ctypes.c_uint64 * (2 * n or 1), cells, f"<{n}Q")
+        cells = "<" + "".join(_CELL[kind] for kind in kinds)
+        layout = _BLOCKS[kinds] = (ctypes.c_uint64 * (2 * n or 1), cells, f"<{n}Q")
     block_type, cells, pointers = layout
     block = block_type()
     base = ctypes.addressof(block)
-    struct.pack_into(cells, block, 0, *packed.values)
+    struct.pack_into(cells, block, 0, *values)
     struct.pack_into(pointers, block, 8 * n, *range(base, base + 8 * n, 8))
     return block, base + 8 * n

@@ -22,7 +22,7 @@ from typing import Any
 
 import tile.bindings as tb
 from tile.bindings import check
-from tile.core._args import kernel_params, pack_args
+from tile.core._args import kernel_params, pack_args, pack_launch, param_block
 from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
 from tile.core._final import Exact, Frozen
@@ -189,33 +189,21 @@ def launch(
     device = function.module.device
     chosen = as_stream(stream, device)
     with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
-        _launch_checked(
-            function, (gx, gy, gz, bx, by, bz), args, chosen=chosen, shared_mem=shared_mem, signature=signature
-        )
-
-
-def _launch_checked(
-    function: Function,
-    dims: tuple[int, int, int, int, int, int],
-    args: Sequence[Any],
-    *,
-    chosen: Stream,
-    shared_mem: int,
-    signature: Sequence[str] | None,
-) -> None:
-    device = function.module.device
-    chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
-    packed = pack_args(args, signature, device=device, expected=function.param_layout)
-    for buffer in packed.buffers:
-        buffer._before_use(chosen)
-    kernel = function.cu_function  # raises once the module was unloaded
-    _block, address = kernel_params(packed)  # the block holds the cells ``address`` points at: alive until launched
-    result = tb.driver().cuLaunchKernel(kernel, *dims, shared_mem, chosen._raw, address, 0)
-    if result[0] != 0:
-        check(result, "cuLaunchKernel")
-    shared = tuple(b for b in packed.buffers if b.stream is not chosen)
-    if shared:
-        _track(chosen, shared)
+        if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
+            chosen._check_open()
+        kinds, values, buffers, _views = pack_launch(args, signature, device=device, expected=function.param_layout)
+        shared = []
+        for buffer in buffers:
+            buffer._before_use(chosen)
+            if buffer.stream is not chosen:
+                shared.append(buffer)
+        kernel = function.cu_function  # raises once the module was unloaded
+        _block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
+        result = tb.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+        if result[0] != 0:
+            check(result, "cuLaunchKernel")
+        if shared:
+            _track(chosen, shared)
 
 
 def _track(stream: Stream, shared: Sequence[Any]) -> None:

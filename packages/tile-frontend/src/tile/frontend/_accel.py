@@ -19,7 +19,7 @@ PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
 
 
-_FUNCTIONS = ("bind", "bind_run", "call", "claim_run", "drop", "execute", "replay", "sync")
+_FUNCTIONS = ("bind", "bind_core", "bind_run", "call", "claim_run", "drop", "execute", "replay", "sync")
 """What this version of the Python side calls in the extension."""
 
 
@@ -116,8 +116,11 @@ def bind(**classes: Any) -> None:
     once by `_plan`), and activate it."""
     if _module is not None:
         from tile.aio import _cuda, _lock, _op, _run
+        from tile.bindings import check
+        from tile.core import _launch, _stream
 
         _module.bind(*(classes[name] for name in _BOUND))
         _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING, _cuda.CudaContext)
+        _module.bind_core(_launch.PreparedLaunch, _stream.use_lock, _stream.invalidation, check)
         if _reason == "compiled":
             _activate(_module)

@@ -38,7 +38,8 @@
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
-    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t;
+    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
+    *invalidation, *core_check, *s_cuLaunchKernel, *zero;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
 static int probe(PyObject *cls, const int *ks, int count);
 
@@ -52,6 +53,7 @@ enum {
     PL_CHAINED, /* Plan */
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
+    PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED,                                      /* tile.core's PreparedLaunch */
     N_SLOTS
 };
 static const char *slot_names[N_SLOTS] = {
@@ -62,6 +64,7 @@ static const char *slot_names[N_SLOTS] = {
     "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced", "chained",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
     "_stream", "_device",
+    "_epoch", "_launch", "_call", "_shared",
 };
 static Py_ssize_t off[N_SLOTS];
 
@@ -642,6 +645,48 @@ done:
     return result;
 }
 
+/* `PreparedLaunch.__call__` of tile.core (bound by `bind_core`) when its guard holds and it tracks no buffer of another
+ * stream: under tile.core's `use_lock`, the invalidation epoch compared, then its `cuLaunchKernel(*_call)` and the
+ * result checked by tile.bindings' `check` (which raises the typed error). Any other case (another class, a changed
+ * epoch: a free or close since, buffers of other streams to track) calls the method itself, which does the same under
+ * the same lock and raises its errors. Returns a new reference to None, or NULL with the error set. */
+static PyObject *relaunch(PyObject *call) {
+    if (!Prepared_t || (PyObject *)Py_TYPE(call) != Prepared_t) return PyObject_CallNoArgs(call);
+    PyObject *shared = GET(call, PR_SHARED), *fn = GET(call, PR_LAUNCH), *args = GET(call, PR_CALL);
+    if (!shared || !fn || !args || !PyTuple_Check(shared) || PyTuple_Size(shared) != 0 || !PyTuple_Check(args))
+        return PyObject_CallNoArgs(call);
+    PyObject *r = PyObject_CallNoArgs(use_acquire);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    PyObject *epoch = GET(call, PR_EPOCH), *now = PyList_GetItem(invalidation, 0), *out = NULL, *result = NULL;
+    int same = epoch && now ? PyObject_RichCompareBool(epoch, now, Py_EQ) : -1;
+    if (same > 0) {
+        Py_INCREF(fn); /* the slots are the launch's own, but a relaunch runs the driver: hold what it calls */
+        Py_INCREF(args);
+        out = PyObject_Call(fn, args, NULL);
+        Py_DECREF(fn);
+        Py_DECREF(args);
+        PyObject *code = out ? PySequence_GetItem(out, 0) : NULL;
+        int failed = code ? PyObject_RichCompareBool(code, zero, Py_NE) : -1;
+        Py_XDECREF(code);
+        if (failed > 0) {
+            PyObject *checked = PyObject_CallFunctionObjArgs(core_check, out, s_cuLaunchKernel, NULL);
+            Py_XDECREF(checked); /* raises for a failed launch: result stays NULL */
+        } else if (failed == 0) {
+            result = Py_NewRef(Py_None);
+        }
+    }
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    r = PyObject_CallNoArgs(use_release);
+    if (r) Py_DECREF(r);
+    else PyErr_WriteUnraisable(use_release); /* cannot happen: this thread holds the lock it releases */
+    PyErr_Restore(type, value, trace);
+    Py_XDECREF(out);
+    if (same == 0 && !PyErr_Occurred()) return PyObject_CallNoArgs(call); /* revalidates (or raises), then launches */
+    return result;
+}
+
 /* replay(plan, values, grid, stream): `Plan.enqueue`'s packing; relaunch the plan's last prepared launch when stream,
  * grid and packed arguments repeat and return None, else return the packed arguments (the caller prepares them). */
 static PyObject *replay_impl(PyObject *plan, PyObject *values, PyObject *grid, PyObject *stream) {
@@ -696,7 +741,7 @@ static PyObject *replay_impl(PyObject *plan, PyObject *values, PyObject *grid, P
             Py_DECREF(args);
             PyObject *call = PyTuple_GetItem(last, 3);
             Py_INCREF(call); /* the prepared launch may replace plan.prepared while it runs */
-            PyObject *r = PyObject_CallNoArgs(call);
+            PyObject *r = relaunch(call);
             Py_DECREF(call);
             if (!r) return NULL;
             Py_DECREF(r);
@@ -974,6 +1019,30 @@ static PyObject *bind_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
+/* bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's prepared launch class (its guard slots), the
+ * lock its call holds, the epoch list it compares and tile.bindings' result check, for `relaunch`. */
+static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 4 || !PyType_Check(argv[0]) || !PyList_Check(argv[2]) || !PyCallable_Check(argv[3]))
+        return PyErr_Format(PyExc_TypeError, "bind_core(PreparedLaunch, use_lock, invalidation, check)");
+    static const int prepared[] = {PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED};
+    if (probe(argv[0], prepared, 4)) return NULL;
+    PyObject *acquire = PyObject_GetAttrString(argv[1], "acquire");
+    PyObject *release_ = acquire ? PyObject_GetAttrString(argv[1], "release") : NULL;
+    if (!release_) {
+        Py_XDECREF(acquire);
+        return NULL;
+    }
+    PyObject *old[] = {Prepared_t, use_acquire, use_release, invalidation, core_check};
+    Prepared_t = Py_NewRef(argv[0]);
+    use_acquire = acquire;
+    use_release = release_;
+    invalidation = Py_NewRef(argv[2]);
+    core_check = Py_NewRef(argv[3]);
+    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
+    Py_RETURN_NONE;
+}
+
 /* The offset of slot `name` in instances of `cls`: write a unique object through the attribute of a fresh instance
  * and find it. Every probed slot is set to None afterwards, so the instance's __del__ sees a finished object. */
 static int probe(PyObject *cls, const int *ks, int count) {
@@ -1073,6 +1142,8 @@ static PyMethodDef methods[] = {
      "claim_run(launch, verb, site, ctx, BUILTIN_CONTEXTS, HOST, link) -> output | NotImplemented (Then._step's claim + run)"},
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
      "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
+    {"bind_core", (PyCFunction)(void (*)(void))bind_core, METH_FASTCALL,
+     "bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's relaunch, for the compiled relaunch"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP)"},
     {NULL, NULL, 0, NULL},
@@ -1088,8 +1159,10 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
                  {&s_unchecked, "unchecked"}, {&s_name, "__name__"}, {&s_f_back, "f_back"},
                  {&s_co_filename, "co_filename"}, {&s_launch, "launch"}, {&s_ctx, "ctx"}, {&s_site, "site"},
                  {&s_device, "device"}, {&s_stream, "stream"}, {&s_held, "held"},
-                 {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"}};
+                 {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"},
+                 {&s_cuLaunchKernel, "cuLaunchKernel"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
+    if (!(zero = PyLong_FromLong(0))) return NULL;
     return PyModule_Create(&module);
 }
