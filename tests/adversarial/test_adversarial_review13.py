@@ -328,8 +328,15 @@ def test_qkv_prep_refuses_a_position_whose_end_wraps(position: int, tokens: int 
     cos, sin = tile.from_numpy(np.cos(angles).astype(np.float32)), tile.from_numpy(np.sin(angles).astype(np.float32))
     caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
     pos = tile.from_numpy(np.array([position], dtype=np.int32))
-    made = _ops.prep_qkv(
-        *caches, tile.zeros(tile.bf16, [2, 128]), w, w, heads=4, cos=cos, sin=sin, pos=pos, eps=1e-6, tokens=tokens
-    )
-    with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+    qkv = tile.zeros(tile.bf16, [2, 128])
+    if tokens is None:
+        made = _ops.prep_qkv(*caches, qkv, w, w, heads=4, cos=cos, sin=sin, pos=pos, eps=1e-6)
+        with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+            made.sync()
+        return
+    # A multi-token pass takes its start on the host too (checked there) and asserts pos holds it on the device.
+    with pytest.raises(tile.ArgumentError, match=r"do not fit the cache of 8 positions"):
+        _ops.prep_qkv(*caches, qkv, w, w, heads=4, cos=cos, sin=sin, pos=pos, eps=1e-6, tokens=tokens, start=position)
+    made = _ops.prep_qkv(*caches, qkv, w, w, heads=4, cos=cos, sin=sin, pos=pos, eps=1e-6, tokens=tokens, start=0)
+    with pytest.raises(tile.KernelFaultError, match=r"the pos tensor does not hold the pass's start"):
         made.sync()
