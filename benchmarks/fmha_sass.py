@@ -16,7 +16,8 @@ lines, and the instruction mix of every loop (a backward branch's span; the hot 
 ``--time`` (on a GPU, with torch and cuda.tile) also launches the three cubins the same way, through ``tile.core``
 on one torch stream timed with CUDA events (``raw:`` rows), beside cuTile's own ``ct.launch``, each output checked
 against torch SDPA first: equal ``raw:`` times say the kernels are equal and a gap in ``bench_lang_fmha.py`` lies in
-how the launches are made and timed.
+how the launches are made and timed. The same run times both as ``bench_lang_fmha.py`` does (wall clock of its REPS
+launches and one wait: ``frontend:`` rows for Tile's forms, ``wall:ct.launch``), so the two gaps are side by side.
 
 ``--out`` (default ``$TMPDIR/fmha_sass``) receives per kernel the Tile IR text (``.tileir``), the bytecode, the
 cubin and the SASS (``.sass``); the counts go to ``benchmarks/results/fmha_sass_d<D>_<BM>_<BN>_<OCC>[_causal].json``
@@ -332,7 +333,35 @@ def time_on_gpu(
                 end.record()
                 end.synchronize()
                 samples[name].append(start.elapsed_time(end) / REPS)
-    return {name: statistics.median(ms[1:]) for name, ms in samples.items()}
+    found = {name: statistics.median(ms[1:]) for name, ms in samples.items()}
+    return found | (wall_times(core, config, dim, causal, peer_launch) if even else {})
+
+
+def wall_times(
+    core: Any, config: tuple[int, int, int], dim: int, causal: bool, peer_launch: Callable[[], None]
+) -> dict[str, float]:
+    """Milliseconds per launch as ``bench_lang_fmha.py`` times them (wall clock of its REPS launches and one wait,
+    interleaved): Tile's forms through the frontend (``frontend:`` rows) and cuTile's ``ct.launch`` (``wall:``)."""
+    import bench_lang_fmha as bench
+    from bench_frontend import interleaved  # type: ignore[import-not-found]  # beside this script
+
+    import tile.frontend as tile
+
+    tensors = [tile.randn(tile.f16, [bench.BATCH * bench.HEADS, bench.SEQ, dim]) for _ in range(3)]
+    qkv = [t.share() for t in tensors]
+    paths: dict[str, tuple[Callable[[], None], int, int]] = {}
+    for family, fn, qmajor in bench.FORMS:
+        if family != "tile_grid":  # the forms compiled above
+            fmha = bench.TileFMHA(core, qkv, dim, causal, config, fn, qmajor)
+            paths[f"frontend:{family}"] = (fmha.run, bench.REPS, 1)
+
+    def peer() -> None:
+        for _ in range(bench.REPS):
+            peer_launch()
+        core.synchronize()
+
+    paths["wall:ct.launch"] = (peer, bench.REPS, 1)
+    return {name: seconds * 1e3 for name, seconds in interleaved(paths, warmup=2).items()}
 
 
 def main() -> None:
