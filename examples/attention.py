@@ -9,6 +9,13 @@
   path, with no permute in registers;
 - the online softmax uses ``tile.exp2(..., flush_to_zero=True)`` with the scale folded into log2(e);
 - the key tiles run in two loops, the ones that need no mask first (cuTile Python's compiler splits its loop there);
+- the masked loop applies the mask as ``s + where(keep, 0, -inf)`` (cuTile's form) for query tiles of 64 rows and
+  as ``where(keep, s, -inf)`` for larger ones. In SASS (sm_90, ``benchmarks/fmha_sass.py``): with 64-row tiles at
+  occupancy 4 (64 registers a thread) the ``where(keep, s, ..)`` form keeps the compare results alive across the
+  MMA's wait, and tileiras parks them in general registers (13 predicated ``LOP3`` and 13 re-tests per iteration, 2
+  spills: 406 instructions in the masked loop against cuTile's 372); the additive form compiles to cuTile's loop
+  exactly. With 128-row tiles the ``where`` form is the shorter one (632 against 692 at 128/64), and the additive
+  form changes tileiras's shared-memory plan there (50 KB and an extra barrier against cuTile's 66 KB);
 - the final normalisation is an approximate division, ``tile.truediv(acc, l, rounding="approx")``;
 - ``occupancy`` asks for two blocks per SM on Hopper (``tile.by_arch``: other GPUs take the ``default`` entry);
 - ``o.tiles()`` hands each block its (batch*head, query-tile) tile with the query tile fastest, so blocks running
@@ -105,7 +112,8 @@ def attend(
                 keep = (cols < n_k) & (rows >= cols)
             else:
                 keep = cols < n_k
-            s = tile.where(keep, s, -math.inf)
+            # The mask's form by the query tile's rows (a compile-time choice; the module docstring says why).
+            s = s + tile.where(keep, 0.0, -math.inf) if BM <= 64 else tile.where(keep, s, -math.inf)
             p, alpha, m_i, l_i = softmax_step(s, m_i, l_i, scale)
             acc = tile.mma(p.astype(f16), pv_edge.load((bh, j, 0), latency=4).reshape((BN, D)), acc * alpha)
     return tile.truediv(acc, l_i, rounding="approx", flush_to_zero=True)

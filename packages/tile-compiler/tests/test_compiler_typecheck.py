@@ -370,6 +370,30 @@ def test_a_walk_on_its_own_grid_is_one_guarded_tile(kernel: str) -> None:
     assert "for" in anywhere  # any grid: the walk loops
 
 
+@pytest.mark.parametrize(
+    ("kernel", "rank", "own_grid", "index", "divides_in"),
+    [
+        ("walks_rank3", 3, True, "i32", "i32"),
+        ("walks_rank3", 3, True, "i64", "i64"),
+        ("walks_rank3", 3, False, "i32", "i64"),
+        ("grouped_tiles", 2, True, "i32", "i64"),  # group * (dim 1's tile count) may pass 2**31: stays 64-bit
+    ],
+)
+def test_an_own_grid_walk_unravels_in_32_bits_when_the_output_is_i32(
+    kernel: str, rank: int, own_grid: bool, index: str, divides_in: str
+) -> None:
+    # One block per tile of an output with i32 extents: the tile number is below the tile count <= 2**31 (an injective
+    # output of reach < 2**31 has no more elements), so the unravel divides in 32 bits; tileiras calls a division
+    # routine per 64-bit division (SASS). i64 extents, or any grid (a loop whose t + step could pass 2**31), keep 64.
+    params = {"z": ArraySpec("f32", rank, index_dtype=index)}
+    t = check(getattr(k, kernel), B=16, own_grid=own_grid, params=params)
+    # the unravel's divisions (unsigned: the tile counts' cdivs are signed), e.g. t % c2, (t // c2) % c1, t // c2 // c1
+    divisions = [o for o in walk(t.ir.body) if o.name in ("divi", "remi") and o.attrs["signedness"] == "unsigned"]
+    assert len(divisions) == 4
+    assert {str(o.results[0].type) for o in divisions} == {str(TileType(DTYPES[divides_in]))}
+    assert _asserts(t) == []
+
+
 def test_a_walk_that_continues_stays_a_loop_on_its_own_grid() -> None:
     # continue/break/return leave the walk's body early: they need the loop, so the own-grid form keeps it.
     top = [op.name for op in check(k.walks_and_skips, B=16, own_grid=True).ir.body.ops]

@@ -100,3 +100,22 @@ def test_a_chunked_rmsnorm_leaves_its_chunk_stores_unordered() -> None:
         t = _typed(kernel.fn, arrays, kernel.options, {"T": "f16"}, NT=4096, TILE=1024)
         assert _loop_stores(t) == ["before"]
         assert [op.name for op in _walk(t.ir.body)].count("fma") == 1  # acc + x * x
+
+
+@pytest.mark.parametrize(("bm", "additive"), [(64, True), (128, False)])
+def test_attention_masks_64_row_query_tiles_additively(bm: int, additive: bool) -> None:
+    # 64-row tiles: s + where(keep, 0, -inf), cuTile's form (the where(keep, s, ..) form keeps the compare results
+    # alive across the MMA's wait, which at occupancy 4 spills, SASS); larger tiles: where(keep, s, -inf).
+    example = _module(ROOT / "examples" / "attention.py")
+    f16x3 = ArraySpec("f16", 3, stride_one=(False, False, True))
+    arrays = dict.fromkeys(("o", "q", "k", "v"), f16x3)
+    kernel = example.attention
+    t = _typed(kernel.fn, arrays, kernel.options, None, True, BM=bm, D=64, BN=64, CAUSAL=True, EVEN_K=True)
+    masked = [op for op in _walk(t.ir.body) if op.name == "for" and len(op.results) >= 3][-1]
+    body = list(_walk(masked.regions[0]))
+    [select] = [op for op in body if op.name == "select" and getattr(op.results[0].type, "shape", None) == (bm, 64)]
+    users = {op.name for op in body if select.results[0] in op.operands}
+    assert ("addf" in users) == additive
+    scores = {r.id for op in body if op.name == "mmaf" for r in op.results}
+    selects_scores = any(isinstance(v, Value) and v.id in scores for v in select.operands)
+    assert selects_scores != additive  # the where form selects among the MMA's scores, the additive one constants

@@ -64,6 +64,7 @@ class MemoryMixin(MathMixin):
     unchecked: bool
     arch: str
     assert_guards: bool
+    own_grid: bool  # one block per output tile (`Specialization.own_grid`): a tiles() walk runs once per block
     # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), or below another value
     # (tile counts themselves are `host_values`). An access whose index is not covered gets a guard (safe kernels).
     grid_values: dict[str, tuple[Value, ...]]
@@ -362,6 +363,14 @@ class MemoryMixin(MathMixin):
             ast.Add(), bx, self.binary(ast.Add(), self.binary(ast.Mult(), by, gx), self.binary(ast.Mult(), bz, plane))
         )
         step = self.binary(ast.Mult(), plane, gz)
+        if self.own_grid and dt == I32 and it.group is None:
+            # One block per tile, and an output of i32 extents: its tile number fits 31 bits, so the unravel divides
+            # in 32 bits (tileiras expands a 64-bit division into a call of its division routine, per coordinate). A
+            # walked output is partitioned, so injective (no two elements share memory) with non-negative strides:
+            # it has at most reach + 1 <= 2**31 elements (i32 extents mean reach <= 2**31 - 1), so at most as many
+            # tiles, and the block's tile number is below the tile count (the walk's `if`): t <= 2**31 - 1. Not the
+            # grouped order: its group * (tile count of dim 1) can pass 2**31 when the group outnumbers dim 0's tiles.
+            return (first, total, step), lambda t: TileIndex(z, self._unravel(it, self.convert(t, I32), narrow, dt))
         return (first, total, step), lambda t: TileIndex(z, self._unravel(it, t, counts, dt))
 
     def _wide(self, v: object) -> object:
