@@ -84,7 +84,8 @@ def test_swiglu_epilogue_matches_float64(form: int, bm: int, m: int, norm: bool)
     z = tk.matmul(tensor(x), tensor(wgu).T, swiglu=True, config=_config(form, bm, m), **extra)
     h, h_err = _normed(x, g, "bf16") if norm else (f64(x), np.zeros((m, k)))
     ref, err = _swiglu_ref(h, h_err, wgu[:inner].T, wgu[inner:].T, "bf16")
-    assert z.shape == (m, inner) and z.dtype == tile.bf16
+    assert z.shape == (m, inner)
+    assert z.dtype == tile.bf16
     assert_within(z.to_numpy(), ref, err + cast_error("bf16", ref))
 
 
@@ -141,8 +142,10 @@ def test_fused_candidates_never_split_and_are_tuned_apart() -> None:
     found = _gemm._decode_candidates(1, 9728)
     fused = _fused.Fusion(None, EPS, swiglu=True)
     kept = _fused.candidates(found, fused)
-    assert kept and all(c["FORM"] in (1, 2, 3) and c["SPLIT"] == 1 for c in kept)
-    assert any(c["SPLIT"] > 1 for c in found) and any(c.get("FORM", 0) == 0 for c in found)  # dropped ones exist
+    assert kept
+    assert all(c["FORM"] in (1, 2, 3) and c["SPLIT"] == 1 for c in kept)
+    assert any(c["SPLIT"] > 1 for c in found)  # the dropped ones exist
+    assert any(c.get("FORM", 0) == 0 for c in found)
     assert all(c["BM"] * c["BN"] * c["BK"] * 2 <= 8192 for c in kept if c["FORM"] == 2)
     assert _fused.default(16, 132, gpu=True)["SPLIT"] == 1  # too few columns for _gemv.default: 8 wide, no split
     assert _fused.Fusion(tensor(np.ones(3, np.float32)), EPS, swiglu=True).tag() == "norm+swiglu"

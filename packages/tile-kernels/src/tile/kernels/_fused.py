@@ -127,11 +127,11 @@ def kernel_args(fused: Fusion | None, y: Tensor, k: int) -> tuple[Tensor, Any, A
     if fused is None:
         return y, _args.placeholder(f32, 1), _args.placeholder(f32, 2), 0.0, 0.0, {"NORM": False, "GLU": False}
     g = fused.norm[()] if fused.norm is not None else _args.placeholder(f32, 1)
-    b, u = (y, _args.placeholder(f32, 2))
-    if fused.swiglu:
-        inner = y.shape[1] // 2
-        b, u = y[:, :inner], y[:, inner:]
-    return b, g, u, float(k), fused.eps, {"NORM": fused.norm is not None, "GLU": fused.swiglu}
+    flags = {"NORM": fused.norm is not None, "GLU": fused.swiglu}
+    if not fused.swiglu:
+        return y, g, _args.placeholder(f32, 2), float(k), fused.eps, flags
+    inner = y.shape[1] // 2  # the gate and up halves, views of the borrowed weight (one launch's)
+    return y[:, :inner], g, y[:, inner:], float(k), fused.eps, flags
 
 
 def composed(fused: Fusion, x: Tensor, z: Tensor, matmul: Callable[[Tensor, Tensor], _Op]) -> _Op:

@@ -357,8 +357,8 @@ class _MatmulCall:
 
         def launch(cfg: autotune.Config, i: int) -> DeviceOp[tuple[Any, ...]]:
             xs, ys, bs, rs = operands(i)
-            z = tile.empty(z_dtype, [m, n])
-            return _launch_matmul(cfg, z, x=xs, y=ys, bias=bs, res=rs, epi=epi, fused=fused)  # the norm weight: the call's own, only read
+            z = tile.empty(z_dtype, [m, n])  # the norm weight (fused=) is the call's own: it is only read
+            return _launch_matmul(cfg, z, x=xs, y=ys, bias=bs, res=rs, epi=epi, fused=fused)
 
         def chain(cfg: autotune.Config) -> DeviceOp[tuple[Any, ...]]:
             op = launch(cfg, 0)
