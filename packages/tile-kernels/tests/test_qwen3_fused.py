@@ -44,6 +44,13 @@ def test_fused_and_unfused_models_agree_within_bf16() -> None:
     assert not np.array_equal(got[0][18:], got[1][18:])  # the fused kernels did run (their roundings differ)
 
 
-def test_fuse_must_be_a_bool() -> None:
+def test_fuse_must_be_a_bool_and_may_be_switched() -> None:
     with pytest.raises(tile.ArgumentError, match="fuse='yes'; pass True"):
         Qwen3(TINY, random_weights(TINY, seed=1), fuse="yes")  # type: ignore[arg-type]
+    model = Qwen3(TINY, random_weights(TINY, seed=1), max_seq=16)
+    fused = _launches(model, 1)
+    model.fuse = False  # an A/B on the same weights (benchmarks/bench_qwen3.py --fuse both)
+    assert _launches(model, 1) == fused + 3 * TINY.num_hidden_layers
+    with pytest.raises(tile.ArgumentError, match="fuse=1; pass True"):
+        model.fuse = 1  # type: ignore[assignment]
+    assert model.fuse is False

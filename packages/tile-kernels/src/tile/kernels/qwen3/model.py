@@ -84,7 +84,8 @@ class Qwen3:
     fuse
         Fuse the RMSNorms into the projections after them and SwiGLU into the gate/up projection in passes of up to
         16 tokens (decode; default True). False runs the unfused kernels, for A/B timings (the fused normed
-        activation and gate/up product round to bf16 differently, within bf16 tolerance of each other).
+        activation and gate/up product round to bf16 differently, within bf16 tolerance of each other). It may be
+        set later (``model.fuse = False``; a `DecodeGraph` captured before keeps the form it captured).
 
     ``config`` and ``max_seq`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
     tiles were made for them, and the checks that refuse a bad call before the caches move read them. ``length`` is
@@ -109,8 +110,6 @@ class Qwen3:
                 f"Qwen3: decode_attention={decode_attention!r}; pass 'auto', 'one' (one kernel) or 'split' (split over "
                 "the sequence, then a combine)"
             )
-        if not isinstance(fuse, bool):
-            raise ArgumentError(f"Qwen3: fuse={fuse!r}; pass True (fused decode projections) or False")
         missing = [n for n in config.weight_shapes() if n not in weights]
         if missing:
             raise ArgumentError(f"Qwen3: weights lack {len(missing)} tensor(s), first {missing[0]!r}")
@@ -156,6 +155,10 @@ class Qwen3:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._FIXED and name in self.__dict__:
             raise self._frozen(name)
+        if name == "fuse":
+            if not isinstance(value, bool):
+                raise ArgumentError(f"Qwen3: fuse={value!r}; pass True (fused decode projections) or False")
+            object.__setattr__(self, "_tuned", set())  # the other form's matmuls: tuned by the next pass (or graph)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
