@@ -35,9 +35,10 @@ FORMS = [
 ]
 
 
-def _config(form: int, bm: int, m: int) -> tk.Config:
+def _config(form: int, bm: int, m: int, norm_form: int | None = None) -> tk.Config:
     bm = bm or min(16, 1 << (m - 1).bit_length())
-    return gemv(form, bm, bk=16 if form != 2 else 8)
+    extra = {} if norm_form is None else {"NORM": norm_form}
+    return gemv(form, bm, bk=16 if form != 2 else 8, **extra)
 
 
 def _normed(x: np.ndarray[Any, Any], g: np.ndarray[Any, Any], dtype: str) -> tuple[Any, Any]:
@@ -61,11 +62,13 @@ def _swiglu_ref(h: Any, h_err: Any, wg: Any, wu: Any, dtype: str) -> tuple[Any, 
 @pytest.mark.parametrize(("form", "bm"), FORMS)
 @pytest.mark.parametrize("m", [1, 5, 16])
 @pytest.mark.parametrize("dtype", ["bf16", "f32"])
-def test_norm_prologue_matches_float64(form: int, bm: int, m: int, dtype: str) -> None:
+@pytest.mark.parametrize("norm_form", [1, 2], ids=["scale-first", "one-pass"])
+def test_norm_prologue_matches_float64(form: int, bm: int, m: int, dtype: str, norm_form: int) -> None:
     rng = np.random.default_rng(m + 7 * form)
     n, k = 37, 70  # neither divides the tiles
     x, w, g = array(rng, dtype, (m, k), scale=3.0), array(rng, dtype, (n, k)), array(rng, "f32", (k,))
-    z = tk.matmul(tensor(x), tensor(w).T, norm=tensor(g), eps=EPS, config=_config(form, bm, m))
+    config = _config(form, bm, m, norm_form)
+    z = tk.matmul(tensor(x), tensor(w).T, norm=tensor(g), eps=EPS, config=config)
     h, h_err = _normed(x, g, dtype)
     ref = h @ f64(w).T
     bound = gemm_bound(h, w.T, k, dtype) + h_err @ np.abs(f64(w).T) + 2 * U32 * np.abs(ref) + cast_error(dtype, ref)
@@ -75,13 +78,14 @@ def test_norm_prologue_matches_float64(form: int, bm: int, m: int, dtype: str) -
 
 @pytest.mark.parametrize(("form", "bm"), FORMS)
 @pytest.mark.parametrize("m", [1, 3, 16])
-@pytest.mark.parametrize("norm", [False, True])
-def test_swiglu_epilogue_matches_float64(form: int, bm: int, m: int, norm: bool) -> None:
+@pytest.mark.parametrize("norm", [0, 1, 2], ids=["no-norm", "norm-scale-first", "norm-one-pass"])
+def test_swiglu_epilogue_matches_float64(form: int, bm: int, m: int, norm: int) -> None:
     rng = np.random.default_rng(3 * m + form)
     inner, k = 21, 45  # I and K off the tiles; the up half starts mid-tile of the fused weight
     x, wgu, g = array(rng, "bf16", (m, k)), array(rng, "bf16", (2 * inner, k)), array(rng, "bf16", (k,))
     extra: dict[str, Any] = {"norm": tensor(g), "eps": EPS} if norm else {}
-    z = tk.matmul(tensor(x), tensor(wgu).T, swiglu=True, config=_config(form, bm, m), **extra)
+    config = _config(form, bm, m, norm or None)
+    z = tk.matmul(tensor(x), tensor(wgu).T, swiglu=True, config=config, **extra)
     h, h_err = _normed(x, g, "bf16") if norm else (f64(x), np.zeros((m, k)))
     ref, err = _swiglu_ref(h, h_err, wgu[:inner].T, wgu[inner:].T, "bf16")
     assert z.shape == (m, inner)
@@ -147,6 +151,9 @@ def test_fused_candidates_never_split_and_are_tuned_apart() -> None:
     assert any(c["SPLIT"] > 1 for c in found)  # the dropped ones exist
     assert any(c.get("FORM", 0) == 0 for c in found)
     assert all(c["BM"] * c["BN"] * c["BK"] * 2 <= 8192 for c in kept if c["FORM"] == 2)
+    assert all("NORM" not in c.as_dict() for c in kept)
+    normed = _fused.candidates(found, _fused.Fusion(tensor(np.ones(3, np.float32)), EPS, swiglu=False))
+    assert sorted(c["NORM"] for c in normed) == sorted([1, 2] * (len(normed) // 2))  # both prologue forms, each
     assert _fused.default(16, 132, gpu=True)["SPLIT"] == 1  # too few columns for _gemv.default: 8 wide, no split
     assert _fused.Fusion(tensor(np.ones(3, np.float32)), EPS, swiglu=True).tag() == "norm+swiglu"
 
@@ -180,6 +187,9 @@ def test_fused_tuning_key_is_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"swiglu": True, "config": gemv(3, 8, SPLIT=2)}, "splits K or is not a GEMV form"),
         ({"norm": np.ones(8, np.float32), "config": tk.Config.of(BM=16, BN=32, BK=32, GROUP=1, SPLIT=1)}, "GEMV"),
         ({"swiglu": True, "config": gemv(2, 1, bn=64, bk=128)}, "budget"),
+        ({"norm": np.ones(8, np.float32), "config": gemv(1, 16, NORM=3)}, "NORM picks the norm= prologue's form"),
+        ({"swiglu": True, "config": gemv(1, 16, NORM=2)}, "give it only with norm="),
+        ({"config": gemv(1, 16, NORM=1)}, "give it only with norm="),
     ],
 )
 def test_fusion_misuse_gets_a_typed_error(kwargs: dict[str, Any], message: str) -> None:

@@ -35,8 +35,8 @@ def _arrays(**dims: tuple[str, int]) -> dict[str, ArraySpec]:
 GEMV_ARRAYS = {"z": ("bf16", 2), "a": ("bf16", 2), "b": ("bf16", -2), "bias": ("f32", 1), "res": ("bf16", 2)}
 GEMV_ARRAYS |= {"g": ("f32", 1), "u": ("f32", 2)}
 GEMV_FUSED = GEMV_ARRAYS | {"g": ("bf16", 1), "u": ("bf16", -2)}
-PLAIN = {"NORM": False, "GLU": False}
-FUSED = {"ACT": 0, "HAS_BIAS": False, "HAS_RES": False, "NORM": True, "GLU": True}
+PLAIN = {"NORM": 0, "GLU": False}
+FUSED = {"ACT": 0, "HAS_BIAS": False, "HAS_RES": False, "NORM": 1, "GLU": True}
 FUSED_DTYPES = {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16", "G": "bf16", "U": "bf16"}
 GEMM_EPILOGUE = {"ACT": 3, "HAS_BIAS": True, "HAS_RES": True}
 CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
@@ -92,7 +92,7 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
     "gemv_mma_norm_swiglu": (
         "_gemm_kernels",
         "gemv_mma",
-        {"BM": 16, "BN": 64, "BK": 128, "LAT": 3, "TMA": True, **FUSED},
+        {"BM": 16, "BN": 64, "BK": 128, "LAT": 3, "TMA": True, **FUSED, "NORM": 2},
         GEMV_FUSED,
         FUSED_DTYPES,
     ),
@@ -107,6 +107,13 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
         "_gemm_kernels",
         "gemv_wx",
         {"BM": 8, "BN": 64, "BK": 256, "LAT": 3, "TMA": True, **FUSED},
+        GEMV_FUSED,
+        FUSED_DTYPES,
+    ),
+    "gemv_wx_norm_one_pass": (
+        "_gemm_kernels",
+        "gemv_wx",
+        {"BM": 8, "BN": 64, "BK": 256, "LAT": 3, "TMA": True, **FUSED, "NORM": 2, "GLU": False},
         GEMV_FUSED,
         FUSED_DTYPES,
     ),

@@ -32,9 +32,12 @@ from tile.frontend import ArgumentError, Tensor, f32
 from tile.kernels import _args, _gemv, autotune
 from tile.kernels._source import kernels
 
-__all__ = ["Fusion", "candidates", "composed", "default", "fusion", "kernel_args"]
+__all__ = ["MAX_M", "NORM_FORMS", "Fusion", "candidates", "check", "composed", "default", "fusion", "kernel_args"]
 
 _Op = DeviceOp[tuple[Any, ...]]
+NORM_FORMS = (1, 2)
+"""The RMSNorm prologue's forms (config key ``NORM``, default 1): 1 scales the activation before the multiply, 2
+sums the squares in the main loop and scales the accumulators after it."""
 MAX_M = 16
 """The largest M the fused kernels (the GEMV forms) run; above it a fused call is `composed` of unfused kernels."""
 
@@ -92,15 +95,20 @@ def fusion(
 
 def candidates(found: tuple[autotune.Config, ...], fused: Fusion) -> tuple[autotune.Config, ...]:
     """The decode candidates a fused call may run: the GEMV forms walking all of K (no SPLIT), gemv_dot only where
-    its accumulators (two of them with SwiGLU) stay within its register budget."""
+    its accumulators (two of them with SwiGLU) stay within its register budget; with ``norm``, each in both of the
+    prologue's forms (``NORM`` 1: the rows' scale first, 2: one pass, the accumulators scaled after; see
+    ``_gemm_kernels.tilepy``), which the tuner times against each other."""
     acc = 2 if fused.swiglu else 1
-    return tuple(
+    kept = [
         c
         for c in found
         if c.get("FORM", 0) != 0
         and c["SPLIT"] == 1
         and (c["FORM"] != 2 or acc * c["BM"] * c["BN"] * c["BK"] <= _gemv.DOT_BUDGET)
-    )
+    ]
+    if fused.norm is None:
+        return tuple(kept)
+    return tuple(autotune.Config.of(**(c.as_dict() | {"NORM": form})) for c in kept for form in NORM_FORMS)
 
 
 def default(n: int, blocks: int, gpu: bool) -> autotune.Config:
@@ -112,22 +120,31 @@ def default(n: int, blocks: int, gpu: bool) -> autotune.Config:
     return autotune.Config.of(FORM=1, BM=16, BN=8, BK=128 if gpu else 32, LAT=3, TMA=1, OCC=0, GROUP=1, SPLIT=1)
 
 
-def check(config: autotune.Config, fused: Fusion, op: str) -> None:
-    """`ArgumentError` for a config a fused decode call cannot run (a split or the skinny GEMM tiles)."""
-    if not candidates((config,), fused):
+def check(config: autotune.Config, fused: Fusion | None, op: str) -> None:
+    """`ArgumentError` for a config a decode call cannot run fused (a split or the skinny GEMM tiles), or a
+    ``NORM`` form that is not 1 or 2, or one given to a call without ``norm``."""
+    form = config.as_dict().get("NORM")
+    if form is not None and (fused is None or fused.norm is None or form not in NORM_FORMS):
+        raise ArgumentError(
+            f"{op}: config {config}: NORM picks the norm= prologue's form, {NORM_FORMS[0]} (scale first) or "
+            f"{NORM_FORMS[1]} (one pass); give it only with norm="
+        )
+    if fused is not None and not candidates((autotune.Config.of(**(config.as_dict() | {"NORM": 1})),), fused):
         raise ArgumentError(
             f"{op}: config {config} splits K or is not a GEMV form; norm= and swiglu= run the GEMV forms (FORM 1, 2 "
             "or 3) with SPLIT=1 (gemv_dot: BM * BN * BK within its budget, halved with swiglu)"
         )
 
 
-def kernel_args(fused: Fusion | None, y: Tensor, k: int) -> tuple[Tensor, Any, Any, float, float, dict[str, bool]]:
+def kernel_args(
+    fused: Fusion | None, y: Tensor, k: int, norm_form: int
+) -> tuple[Tensor, Any, Any, float, float, dict[str, int]]:
     """``(b, g, u, kf, eps, flags)`` for a GEMV launch: ``b`` the (gate half of the) weight, the norm weight and the
-    up half (placeholders when unfused), K as a float, eps, and the NORM / GLU flags."""
+    up half (placeholders when unfused), K as a float, eps, and the NORM (0 or ``norm_form``) / GLU flags."""
     if fused is None:
-        return y, _args.placeholder(f32, 1), _args.placeholder(f32, 2), 0.0, 0.0, {"NORM": False, "GLU": False}
+        return y, _args.placeholder(f32, 1), _args.placeholder(f32, 2), 0.0, 0.0, {"NORM": 0, "GLU": False}
     g = fused.norm[()] if fused.norm is not None else _args.placeholder(f32, 1)
-    flags = {"NORM": fused.norm is not None, "GLU": fused.swiglu}
+    flags = {"NORM": norm_form if fused.norm is not None else 0, "GLU": fused.swiglu}
     if not fused.swiglu:
         return y, g, _args.placeholder(f32, 2), float(k), fused.eps, flags
     inner = y.shape[1] // 2  # the gate and up halves, views of the borrowed weight (one launch's)

@@ -310,8 +310,7 @@ class _MatmulCall:
         if config is None:
             config = self._choose()
         _check_config(config, self.op)
-        if fused is not None:
-            _fused.check(config, fused, self.op)
+        _fused.check(config, fused, self.op)
         b_arg = self.bias[()] if self.bias is not None else _no_bias()
         r_arg = self.res if self.res is not None else _no_res()
         return _launch_matmul(config, z, x=self.x, y=self.y, bias=b_arg, res=r_arg, epi=self.epi, fused=fused)

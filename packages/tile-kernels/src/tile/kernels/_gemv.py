@@ -180,7 +180,7 @@ def launch(
         first = kernels(_STEM).gemv_wx_split_k
         return launch_split(first, split, z, tile_shape, x=x, y=y, bias=bias, res=res, flags=flags, **hints)
     kernel = _kernel(config["FORM"], config["OCC"])
-    b, g, u, kf, eps, fuse_flags = _fused.kernel_args(fused, y, x.shape[1])
+    b, g, u, kf, eps, fuse_flags = _fused.kernel_args(fused, y, x.shape[1], config.get("NORM", 1))
     with tile.partitioned(z, [config["BM"], config["BN"]]) as part:  # a refused launch gives ``z`` (maybe out=) back
         made: DeviceOp[tuple[Any, ...]] = kernel(part, x, b, bias, res, g, u, kf, eps, **hints, **flags, **fuse_flags)
     return made
