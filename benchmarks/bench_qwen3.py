@@ -19,7 +19,10 @@ time per token over the bandwidth a device-to-device copy reaches in the same ru
   cache, within ``--hf-limit`` seconds, or a skip with the reason (`qwen3_hf`).
 
 ``--decode-attention`` picks Tile's decode attention (`Qwen3`'s ``decode_attention``: ``one`` kernel, ``split`` +
-combine, or ``auto``, the default: one kernel up to 1024 cache positions); the row records it.
+combine, or ``auto``, the default: one kernel up to 1024 cache positions); the row records it. ``--fuse`` picks
+`Qwen3`'s ``fuse`` (the RMSNorms and SwiGLU fused into the decode projections: ``on``, the default, or ``off``);
+``both`` also times the unfused graph decode on the same model and weights right after the fused one
+(``tile_graph_unfused``), an A/B in one run.
 
 The peers are skipped (``peers_skipped`` says why) with ``--peers none`` or where two more copies of the weights do
 not fit the GPU beside Tile's (32B on one H200).
@@ -108,8 +111,8 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
     row["kv_bytes_per_token"] = kv_bytes
     floor = roofline_s(row["weight_bytes"], kv_bytes, bandwidth)
     start = time.perf_counter()
-    model = Qwen3(c, w, max_seq=max_seq, decode_attention=args.decode_attention)
-    row["decode_attention"] = args.decode_attention
+    model = Qwen3(c, w, max_seq=max_seq, decode_attention=args.decode_attention, fuse=args.fuse != "off")
+    row["decode_attention"], row["fuse"] = args.decode_attention, args.fuse
     row["build_s"] = time.perf_counter() - start  # the seeded weights made on the host and uploaded, tensor by tensor
     print(f"{name}: built in {row['build_s']:.1f} s", flush=True)
     start = time.perf_counter()
@@ -127,6 +130,12 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
         model.length = after_prompt
         sec = decode_rate(lambda tok: int(np.argmax(graph.step(tok))), first, args.tokens, lambda: None)
         row["tile_graph_logits"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    if args.fuse == "both":  # the A/B: the same model and positions, the unfused decode steps
+        model.fuse, model.length = False, after_prompt
+        with DecodeGraph(model) as graph:
+            sec = decode_rate(graph.greedy, first, args.tokens, lambda: None)
+        row["tile_graph_unfused"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+        print(f"{name}: tile_graph_unfused {1 / sec:.1f} tok/s, {floor / sec:.3f} of the roofline", flush=True)
     model.reset()
     graphed = row["tile_graph"]
     print(f"{name}: tile_graph {graphed['tokens_per_s']:.1f} tok/s, {graphed['roofline_fraction']:.3f} of the roofline")
@@ -303,6 +312,12 @@ def main(argv: list[str] | None = None) -> None:
         choices=("auto", "one", "split"),
         default="auto",
         help="Qwen3(decode_attention=...): one kernel, split + combine, or auto (one up to 128 cache positions)",
+    )
+    p.add_argument(
+        "--fuse",
+        choices=("on", "off", "both"),
+        default="on",
+        help="Qwen3(fuse=...): norms and SwiGLU fused into the decode projections; both: also time the unfused graph",
     )
     args = p.parse_args(argv)
     if args.tp > 1:

@@ -31,7 +31,13 @@ def _arrays(**dims: tuple[str, int]) -> dict[str, ArraySpec]:
 
 
 # A decode GEMV's operands: the weight b is a Linear layer's (N, K) weight seen as (K, N), contiguous along K (dim 0).
+# Unfused, the norm weight g and the up half u are placeholders; fused (NORM, GLU), u is the weight's second half.
 GEMV_ARRAYS = {"z": ("bf16", 2), "a": ("bf16", 2), "b": ("bf16", -2), "bias": ("f32", 1), "res": ("bf16", 2)}
+GEMV_ARRAYS |= {"g": ("f32", 1), "u": ("f32", 2)}
+GEMV_FUSED = GEMV_ARRAYS | {"g": ("bf16", 1), "u": ("bf16", -2)}
+PLAIN = {"NORM": 0, "GLU": False}
+FUSED = {"ACT": 0, "HAS_BIAS": False, "HAS_RES": False, "NORM": 1, "GLU": True}
+FUSED_DTYPES = {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16", "G": "bf16", "U": "bf16"}
 GEMM_EPILOGUE = {"ACT": 3, "HAS_BIAS": True, "HAS_RES": True}
 CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dict[str, str]]] = {
     "gemm_bf16_bias_gelu_residual": (
@@ -65,23 +71,51 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
     "gemv_mma_bf16_residual": (
         "_gemm_kernels",
         "gemv_mma",
-        {"BM": 16, "BN": 8, "BK": 256, "LAT": 3, "TMA": True, "ACT": 0, "HAS_BIAS": False, "HAS_RES": True},
+        {"BM": 16, "BN": 8, "BK": 256, "LAT": 3, "TMA": True, "ACT": 0, "HAS_BIAS": False, "HAS_RES": True, **PLAIN},
         GEMV_ARRAYS,
-        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16"},
+        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16", "G": "f32", "U": "f32"},
     ),
     "gemv_dot_bf16_bias_silu": (
         "_gemm_kernels",
         "gemv_dot",
-        {"BM": 1, "BN": 16, "BK": 512, "LAT": 4, "TMA": False, "ACT": 2, "HAS_BIAS": True, "HAS_RES": False},
+        {"BM": 1, "BN": 16, "BK": 512, "LAT": 4, "TMA": False, "ACT": 2, "HAS_BIAS": True, "HAS_RES": False, **PLAIN},
         GEMV_ARRAYS | {"z": ("f32", 2), "bias": ("bf16", 1)},
-        {"O": "f32", "T": "bf16", "BT": "bf16", "RT": "bf16"},
+        {"O": "f32", "T": "bf16", "BT": "bf16", "RT": "bf16", "G": "f32", "U": "f32"},
     ),
     "gemv_wx_bf16_bias_gelu_residual": (
         "_gemm_kernels",
         "gemv_wx",
-        {"BM": 8, "BN": 64, "BK": 128, "LAT": 3, "TMA": True, **GEMM_EPILOGUE},
+        {"BM": 8, "BN": 64, "BK": 128, "LAT": 3, "TMA": True, **GEMM_EPILOGUE, **PLAIN},
         GEMV_ARRAYS,
-        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16"},
+        {"O": "bf16", "T": "bf16", "BT": "f32", "RT": "bf16", "G": "f32", "U": "f32"},
+    ),
+    "gemv_mma_norm_swiglu": (
+        "_gemm_kernels",
+        "gemv_mma",
+        {"BM": 16, "BN": 64, "BK": 128, "LAT": 3, "TMA": True, **FUSED, "NORM": 2},
+        GEMV_FUSED,
+        FUSED_DTYPES,
+    ),
+    "gemv_dot_norm_swiglu": (
+        "_gemm_kernels",
+        "gemv_dot",
+        {"BM": 1, "BN": 8, "BK": 512, "LAT": 4, "TMA": False, **FUSED},
+        GEMV_FUSED,
+        FUSED_DTYPES,
+    ),
+    "gemv_wx_norm_swiglu": (
+        "_gemm_kernels",
+        "gemv_wx",
+        {"BM": 8, "BN": 64, "BK": 256, "LAT": 3, "TMA": True, **FUSED},
+        GEMV_FUSED,
+        FUSED_DTYPES,
+    ),
+    "gemv_wx_norm_one_pass": (
+        "_gemm_kernels",
+        "gemv_wx",
+        {"BM": 8, "BN": 64, "BK": 256, "LAT": 3, "TMA": True, **FUSED, "NORM": 2, "GLU": False},
+        GEMV_FUSED,
+        FUSED_DTYPES,
     ),
     "gemv_wx_split_k": (
         "_gemm_kernels",

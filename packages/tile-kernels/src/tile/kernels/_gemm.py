@@ -17,7 +17,7 @@ from typing import Any
 import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, BackendError, DType, Tensor, f32
-from tile.kernels import _args, _gemv, autotune
+from tile.kernels import _args, _fused, _gemv, autotune
 from tile.kernels._source import kernels, source_digest
 
 __all__ = ["ACTIVATIONS", "bmm", "matmul", "matmul_op"]
@@ -137,6 +137,9 @@ def matmul(
     out_dtype: object = None,
     out: object = None,
     config: autotune.Config | None = None,
+    norm: object = None,
+    eps: float = 1e-6,
+    swiglu: bool = False,
 ) -> Tensor:
     """``activation(a @ b + bias) + residual``, accumulated in f32, cast to ``out_dtype``.
 
@@ -159,6 +162,14 @@ def matmul(
         A hand-picked `autotune.Config` (BM, BN, BK, GROUP, SPLIT; for the decode GEMV forms also FORM, LAT, TMA,
         OCC, see `tile.kernels._gemv`); default: the tuned one (the default config on the CPU interpreter or with
         ``TILE_AUTOTUNE=0``).
+    norm, eps
+        Optional ``(K,)`` RMSNorm weight: the result is ``rmsnorm(a, norm, eps=eps) @ b`` (Qwen3's norm before a
+        projection), the norm fused into the GEMV forms' prologue for M <= 16 (see `tile.kernels._fused`).
+    swiglu
+        True: ``b`` is a fused ``(K, 2 * I)`` gate/up weight (gate columns first) and the result is the ``(M, I)``
+        ``silu(a @ gate) * (a @ up)``, applied in the GEMV forms' epilogue for M <= 16; no bias, activation or
+        residual with it. Fused calls are tuned apart, over the GEMV forms that do not split K; above M = 16 they run
+        the unfused kernels chained. Neither fusion takes f8.
 
     Returns
     -------
@@ -177,9 +188,9 @@ def matmul(
     """
     op = "matmul"
     x, y = _args.as_input(a, "a", op), _args.as_input(b, "b", op)
-    call = _MatmulCall(
-        op, x, y, bias=bias, activation=activation, residual=_optional_in(residual, op), out=out, out_dtype=out_dtype
-    )
+    fuse = {"norm": norm, "eps": eps, "swiglu": swiglu}
+    res = _optional_in(residual, op)
+    call = _MatmulCall(op, x, y, bias=bias, activation=activation, residual=res, out=out, out_dtype=out_dtype, **fuse)
     if call.empty:
         return call.z
     return _args.first_output(call.launch(config, call.z).sync())
@@ -195,6 +206,9 @@ def matmul_op(
     out_dtype: object = None,
     out: object = None,
     config: autotune.Config | None = None,
+    norm: object = None,
+    eps: float = 1e-6,
+    swiglu: bool = False,
 ) -> DeviceOp[tuple[Any, ...]]:
     """`matmul` as an op that is not run yet: it composes in ``.then()`` chains and graph captures (no wait inside).
 
@@ -208,7 +222,8 @@ def matmul_op(
     DeviceOp
         Runs the kernel (split-K: the two kernels, chained); its output is the last launch's argument tuple, whose
         first element is the output partition: ``op.sync()[0].unpartition()`` is the ``(M, N)`` result, and inside a
-        ``.then()`` function ``out[0].unpartition()`` passes it on in flight.
+        ``.then()`` function ``out[0].unpartition()`` passes it on in flight. The second is ``a`` as given (with
+        ``norm``: the un-normed rows, e.g. a residual stream, handed back).
 
     Raises
     ------
@@ -217,12 +232,20 @@ def matmul_op(
     """
     op = "matmul_op"
     x, y = _args.operand(a, "a", op), _args.as_input(b, "b", op)
-    call = _MatmulCall(
-        op, x, y, bias=bias, activation=activation, residual=_optional_in(residual, op), out=out, out_dtype=out_dtype
-    )
+    fuse = {"norm": norm, "eps": eps, "swiglu": swiglu}
+    res = _optional_in(residual, op)
+    call = _MatmulCall(op, x, y, bias=bias, activation=activation, residual=res, out=out, out_dtype=out_dtype, **fuse)
     if call.empty:
         raise ArgumentError(f"{op}: the result {list(call.z.shape)} is empty; there is nothing to launch")
     return call.launch(config, call.z)
+
+
+def _no_bias() -> Any:
+    return _args.placeholder(f32, 1)
+
+
+def _no_res() -> Any:
+    return _args.placeholder(f32, 2)
 
 
 def _optional_in(value: object, op: str) -> Tensor | None:
@@ -243,6 +266,9 @@ class _MatmulCall:
         residual: Tensor | None,
         out: object,
         out_dtype: object,
+        norm: object = None,
+        eps: object = 1e-6,
+        swiglu: object = False,
     ) -> None:
         _args.ensure_rank(x, "a", op, 2)
         _args.ensure_rank(y, "b", op, 2)
@@ -255,6 +281,10 @@ class _MatmulCall:
         if activation not in ACTIVATIONS:
             raise ArgumentError(f"{op}: activation {activation!r} is not one of {sorted(map(str, ACTIVATIONS))}")
         _check_f8(x.dtype, op)
+        plain = activation is None and bias is None and residual is None
+        self.fused = _fused.fusion(op, x.dtype.name, k, n, norm=norm, eps=eps, swiglu=swiglu, plain_epilogue=plain)
+        if self.fused is not None and self.fused.swiglu:
+            n //= 2  # the output: the gate half's width
         self.op, self.x, self.y, self.m, self.n, self.k = op, x, y, m, n, k
         self.bias = _optional(bias, "bias", op, (n,))
         if residual is not None:
@@ -267,19 +297,35 @@ class _MatmulCall:
 
     def launch(self, config: autotune.Config | None, z: Tensor) -> DeviceOp[tuple[Any, ...]]:
         """The op writing ``z`` with ``config`` (the tuned one when None; tuning times fresh scratch operands)."""
+        fused = self.fused
+        if fused is not None and self.m > _fused.MAX_M:  # the big-M GEMM: the unfused kernels, chained
+            plain = config if config is not None else self._choose(plain=True)
+            _check_config(plain, self.op)
+            k_y = self.y
+
+            def project(h: Tensor, out: Tensor) -> _Op:
+                return _launch_matmul(plain, out, x=h, y=k_y[()], bias=_no_bias(), res=_no_res(), epi=self.epi)
+
+            return _fused.composed(fused, self.x, z, project)
         if config is None:
             config = self._choose()
         _check_config(config, self.op)
-        b_arg = self.bias[()] if self.bias is not None else _args.placeholder(f32, 1)
-        r_arg = self.res if self.res is not None else _args.placeholder(f32, 2)
-        return _launch_matmul(config, z, x=self.x, y=self.y, bias=b_arg, res=r_arg, epi=self.epi)
+        _fused.check(config, fused, self.op)
+        b_arg = self.bias[()] if self.bias is not None else _no_bias()
+        r_arg = self.res if self.res is not None else _no_res()
+        return _launch_matmul(config, z, x=self.x, y=self.y, bias=b_arg, res=r_arg, epi=self.epi, fused=fused)
 
-    def _choose(self) -> autotune.Config:
+    def _choose(self, *, plain: bool = False) -> autotune.Config:
+        """The tuned config of this call (``plain``: of its unfused matmul, (M, 2I) with swiglu)."""
         m, n, k, x, z_dtype, epi = self.m, self.n, self.k, self.x, self.z.dtype, self.epi
+        fused = None if plain else self.fused
+        if plain and self.fused is not None and self.fused.swiglu:
+            n *= 2
         tuner = autotune.tuner("matmul", source_digest(_STEM))
         # The raw parameters the key is built from: a remembered choice is found without the key, the candidates
         # and the default (most of an eager decode matmul's host time before this).
-        recall = (m, n, k, x.dtype.name, z_dtype.name, epi, autotune.environment_items())
+        tag = "" if fused is None else fused.tag()
+        recall = (m, n, k, x.dtype.name, z_dtype.name, epi, tag, autotune.environment_items())
         found = tuner.recall(recall)
         if found is not None:
             return found
@@ -287,6 +333,8 @@ class _MatmulCall:
         shape = autotune.fine_bucket if m <= 16 else autotune.bucket
         key: dict[str, object] = {"m": autotune.bucket(m), "n": shape(n), "k": shape(k), "dtype": x.dtype.name}
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
+        if fused is not None:  # a fused call is tuned apart (its own candidates, its own winner)
+            key["fused"] = tag
 
         scratch: list[tuple[Tensor, Tensor, Any, Any]] = []
         copies, launches = (1, 1) if m > 16 else (max(1, min(8, -(-_L2_SPAN // max(1, n * k * x.dtype.itemsize)))), 8)
@@ -298,8 +346,8 @@ class _MatmulCall:
             # are timed streaming the weight from HBM as in a model, not re-reading a cached one.
             if not scratch:
                 for _ in range(copies):
-                    yt = self.y.strides[0] < self.y.strides[1]
-                    ys = tile.zeros(x.dtype, [n, k]).T if yt else tile.zeros(x.dtype, [k, n])
+                    yt, yn = self.y.strides[0] < self.y.strides[1], self.y.shape[1]
+                    ys = tile.zeros(x.dtype, [yn, k]).T if yt else tile.zeros(x.dtype, [k, yn])
                     bs = tile.zeros(f32, [n]) if epi[1] else _args.placeholder(f32, 1)
                     rs = tile.zeros(f32, [m, n]) if epi[2] else _args.placeholder(f32, 2)
                     scratch.append((tile.zeros(x.dtype, [m, k]), ys, bs, rs))
@@ -308,7 +356,8 @@ class _MatmulCall:
 
         def launch(cfg: autotune.Config, i: int) -> DeviceOp[tuple[Any, ...]]:
             xs, ys, bs, rs = operands(i)
-            return _launch_matmul(cfg, tile.empty(z_dtype, [m, n]), x=xs, y=ys, bias=bs, res=rs, epi=epi)
+            z = tile.empty(z_dtype, [m, n])  # the norm weight (fused=) is the call's own: it is only read
+            return _launch_matmul(cfg, z, x=xs, y=ys, bias=bs, res=rs, epi=epi, fused=fused)
 
         def chain(cfg: autotune.Config) -> DeviceOp[tuple[Any, ...]]:
             op = launch(cfg, 0)
@@ -332,8 +381,15 @@ class _MatmulCall:
             return graph.launch().sync()
 
         candidates = _decode_candidates(m, n) if m <= 16 else _WIDE
+        default = _default(m, n, k)
+        if fused is not None:
+            candidates, default = _fused.candidates(candidates, fused), _fused.default(n, _blocks(), self._gpu())
         with closing:
-            return tuner.choose(key, candidates, _default(m, n, k), run, recall=recall)
+            return tuner.choose(key, candidates, default, run, recall=recall)
+
+    @staticmethod
+    def _gpu() -> bool:
+        return tile.backend() == "gpu"
 
 
 def _discard(make: Callable[[autotune.Config, int], _Op], cfg: autotune.Config, i: int, _: object) -> _Op:
@@ -350,13 +406,16 @@ def _launch_matmul(
     bias: Any,
     res: Any,
     epi: tuple[str | None, bool, bool],
+    fused: _fused.Fusion | None = None,
 ) -> DeviceOp[tuple[Any, ...]]:
     k = kernels(_STEM)
     bm, bn, bk, split = config["BM"], config["BN"], config["BK"], config["SPLIT"]
     m, n = z.shape
     flags = {"ACT": ACTIVATIONS[epi[0]], "HAS_BIAS": epi[1], "HAS_RES": epi[2]}
     if config.get("FORM", 0) != 0:
-        return _gemv.launch(config, z, x=x, y=y, bias=bias, res=res, flags=flags)
+        return _gemv.launch(config, z, x=x, y=y, bias=bias, res=res, flags=flags, fused=fused)
+    if fused is not None:  # _fused.check refused this config already; never run a fused call unfused
+        raise ArgumentError(f"config {config} is not a GEMV form; the fused calls run FORM 1, 2 or 3")
     split = min(split, -(-x.shape[1] // bk))
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)

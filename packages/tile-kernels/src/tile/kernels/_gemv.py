@@ -32,15 +32,15 @@ from typing import Any
 import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Kernel, Tensor
-from tile.kernels import _args, autotune
+from tile.kernels import _args, _fused, autotune
 from tile.kernels._source import kernels
 
-__all__ = ["FORMS", "candidates", "check", "default", "launch", "launch_split"]
+__all__ = ["DOT_BUDGET", "FORMS", "candidates", "check", "default", "launch", "launch_split"]
 
 FORMS = {1: "gemv_mma", 2: "gemv_dot", 3: "gemv_wx"}
 _STEM = "_gemm_kernels"
 _TILE_SIZES = (4096, 8192)  # elements of one gemv_mma weight tile, BN x BK
-_DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
+DOT_BUDGET = 8192  # f32 accumulator elements of one gemv_dot block: BM * BN * BK (64 registers a thread at 128)
 # gemv_mma's plain-load tiles, (BN x BK, blocks per SM hint), at most 128 deep (BN = 32, BK = 256 spills); BN = 64,
 # BK = 128, 4 blocks an SM was the tuned best at Qwen3-4B's gate/up.
 _PLAIN = ((4096, 0), (8192, 4))
@@ -80,7 +80,7 @@ def candidates(m: int, n: int, blocks: int) -> tuple[autotune.Config, ...]:
             for bn in widths[:2]
             for bk in (256, 512)
             for tma in (0, 1)
-            if bm * bn * bk <= _DOT_BUDGET
+            if bm * bn * bk <= DOT_BUDGET
         ]
     bm = 8 if m <= 8 else 16
     for bn in (16, 32, 64, 128):
@@ -158,19 +158,31 @@ def _kernel(form: int, occupancy: int) -> Kernel:
 
 
 def launch(
-    config: autotune.Config, z: Tensor, *, x: Tensor, y: Tensor, bias: Any, res: Any, flags: dict[str, Any]
+    config: autotune.Config,
+    z: Tensor,
+    *,
+    x: Tensor,
+    y: Tensor,
+    bias: Any,
+    res: Any,
+    flags: dict[str, Any],
+    fused: _fused.Fusion | None = None,
 ) -> DeviceOp[tuple[Any, ...]]:
     """The GEMV launch writing ``z`` (one block per (BM, BN) tile of it) for a config `check` accepted; gemv_wx with
-    SPLIT > 1 is two: ``gemv_wx_split_k`` into f32 partials, then ``reduce_split_k`` with the epilogue."""
+    SPLIT > 1 is two: ``gemv_wx_split_k`` into f32 partials, then ``reduce_split_k`` with the epilogue. ``fused``
+    (RMSNorm prologue, SwiGLU epilogue: `tile.kernels._fused`) needs SPLIT 1; its launch's output starts ``(z, x)``."""
     hints = {"BK": config["BK"], "LAT": config["LAT"], "TMA": bool(config["TMA"])}
     split = min(config["SPLIT"], -(-x.shape[1] // config["BK"]))
+    if fused is not None and split > 1:  # _fused.check refuses these configs first; never run one unfused
+        raise ArgumentError(f"config {config} splits K; the fused GEMV forms walk all of K (give SPLIT=1)")
     if config["FORM"] == 3 and split > 1:
         tile_shape = (config["BM"], config["BN"])
         first = kernels(_STEM).gemv_wx_split_k
         return launch_split(first, split, z, tile_shape, x=x, y=y, bias=bias, res=res, flags=flags, **hints)
     kernel = _kernel(config["FORM"], config["OCC"])
+    b, g, u, kf, eps, fuse_flags = _fused.kernel_args(fused, y, x.shape[1], config.get("NORM", 1))
     with tile.partitioned(z, [config["BM"], config["BN"]]) as part:  # a refused launch gives ``z`` (maybe out=) back
-        made: DeviceOp[tuple[Any, ...]] = kernel(part, x, y, bias, res, **hints, **flags)
+        made: DeviceOp[tuple[Any, ...]] = kernel(part, x, b, bias, res, g, u, kf, eps, **hints, **flags, **fuse_flags)
     return made
 
 

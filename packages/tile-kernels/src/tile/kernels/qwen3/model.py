@@ -9,6 +9,12 @@ position), the output projection with the residual add fused (`tk.matmul(..., re
 gate/up projection, the SiLU-gated product (`tk.swiglu_fused`) and the down projection with the residual fused. The
 embedding is `tk.embedding`, greedy decoding's last launch `tk.argmax`. Activations are bf16 between launches, every
 kernel computes in f32.
+
+Passes of up to 16 tokens (decode) fuse three of those launches away (``Qwen3(..., fuse=True)``, the default): the
+RMSNorm before the q/k/v projection runs in its prologue (`tk.matmul_op(x, wqkv_t, norm=ln1)`), and the RMSNorm,
+gate/up projection and SwiGLU are one kernel (`tk.matmul_op(x, wgu_t, norm=ln2, swiglu=True)`), so a decode layer is
+six or seven launches. Longer passes keep the unfused steps (their matmul is the big-tile GEMM, which the fusions
+would only chain the same kernels for).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import numpy as np
 import tile.frontend as tile
 import tile.kernels as tk
 from tile.frontend import ArgumentError, FrozenError, Tensor, bf16, f32
-from tile.kernels import _args
+from tile.kernels import _args, _fused
 from tile.kernels.qwen3 import _ops
 from tile.kernels.qwen3._chain import Chain, Step
 from tile.kernels.qwen3.config import Qwen3Config
@@ -75,6 +81,12 @@ class Qwen3:
         captured decode graph serves every length up to ``max_seq``, so it is made from ``max_seq``, not from the
         current length.
 
+    fuse
+        Fuse the RMSNorms into the projections after them and SwiGLU into the gate/up projection in passes of up to
+        16 tokens (decode; default True). False runs the unfused kernels, for A/B timings (the fused normed
+        activation and gate/up product round to bf16 differently, within bf16 tolerance of each other). It may be
+        set later (``model.fuse = False``; a `DecodeGraph` captured before keeps the form it captured).
+
     ``config`` and ``max_seq`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
     tiles were made for them, and the checks that refuse a bad call before the caches move read them. ``length`` is
     the one state a caller sets (checked against ``max_seq`` on every step).
@@ -91,6 +103,7 @@ class Qwen3:
         max_seq: int = 1024,
         *,
         decode_attention: str = "auto",
+        fuse: bool = True,
     ) -> None:
         if decode_attention not in ("auto", "one", "split"):
             raise ArgumentError(
@@ -104,6 +117,7 @@ class Qwen3:
         self.max_seq = _args.next_pow2(max(2, max_seq))
         one = decode_attention == "one" or (decode_attention == "auto" and self.max_seq <= self.ONE_KERNEL_SEQ)
         self._decode_splits = 1 if one else None  # None: the library sizes the split for the whole cache
+        self.fuse = fuse
 
         def put(*names: str) -> Tensor:
             parts = [np.asarray(weights[n], dtype=ml_dtypes.bfloat16) for n in names]
@@ -141,6 +155,10 @@ class Qwen3:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._FIXED and name in self.__dict__:
             raise self._frozen(name)
+        if name == "fuse":
+            if not isinstance(value, bool):
+                raise ArgumentError(f"Qwen3: fuse={value!r}; pass True (fused decode projections) or False")
+            object.__setattr__(self, "_tuned", set())  # the other form's matmuls: tuned by the next pass (or graph)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -293,9 +311,13 @@ class Qwen3:
             kv = tile.zeros(bf16, [c.num_key_value_heads, self.max_seq, c.head_dim])
             tk.attention(h, kv, kv, causal=True, offset=0)
         tk.rmsnorm(x, self.norm, eps=c.rms_norm_eps)
-        tk.matmul(x, first.wqkv.T)
+        if self._fused(n):
+            tk.matmul(x, first.wqkv.T, norm=first.ln1, eps=c.rms_norm_eps)
+            tk.matmul(x, first.wgu.T, norm=first.ln2, eps=c.rms_norm_eps, swiglu=True)
+        else:
+            tk.matmul(x, first.wqkv.T)
+            tk.matmul(x, first.wgu.T)
         tk.matmul(h, first.wo.T, residual=x)
-        tk.matmul(x, first.wgu.T)
         tk.matmul(act, first.wd.T, residual=x)
         if n == 1:
             tk.matmul(x, self.lm_head.T, out_dtype=f32)
@@ -305,6 +327,10 @@ class Qwen3:
         """Take back the caches a finished chain filed (its launches moved the model's)."""
         for i in range(len(self.layers)):
             self.k_cache[i], self.v_cache[i] = chain.take(f"k{i}"), chain.take(f"v{i}")
+
+    def _fused(self, n: int) -> bool:
+        """Whether an ``n``-token pass runs the fused projections (the GEMV forms' sizes, see `tk.matmul`)."""
+        return self.fuse and n <= _FUSED_ROWS
 
     def _layer_steps(self, i: int, layer: _Layer, pos: Callable[[], Tensor], n: int, start: int) -> list[Step]:
         c = self.config
@@ -335,18 +361,38 @@ class Qwen3:
             # position start + t; the caches hold the pass's own keys already (written by prep_qkv).
             return tk.attention_op(q, kc, vc, causal=True, offset=start), {"o": 0, k: 2, v: 3}
 
+        if self._fused(n):  # the norms in the projections' prologue, SwiGLU in gate/up's epilogue; x handed back
+            qkv: list[Step] = [
+                lambda ch: (tk.matmul_op(ch.take("x"), wqkv, norm=layer.ln1, eps=eps), {"qkv": 0, "x": 1}),
+            ]
+            mlp: list[Step] = [
+                lambda ch: (
+                    tk.matmul_op(ch.take("x"), wgu, norm=layer.ln2, eps=eps, swiglu=True),
+                    {"act": 0, "x": 1},
+                ),
+            ]
+        else:
+            qkv = [
+                lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
+                lambda ch: (tk.matmul_op(ch.take("h"), wqkv), {"qkv": 0}),
+            ]
+            mlp = [
+                lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
+                lambda ch: (tk.matmul_op(ch.take("h"), wgu), {"gu": 0}),
+                lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}),
+            ]
         return [
-            lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
-            lambda ch: (tk.matmul_op(ch.take("h"), wqkv), {"qkv": 0}),
+            *qkv,
             lambda ch: (prep(ch), {"q": 0, k: 1, v: 2}),
             attend,
             *self.residual_steps("o", layer.wo),
-            lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
-            lambda ch: (tk.matmul_op(ch.take("h"), wgu), {"gu": 0}),
-            lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}),
+            *mlp,
             *self.residual_steps("act", layer.wd),
         ]
 
+
+_FUSED_ROWS = _fused.MAX_M
+"""The longest pass that runs the fused projections: up to it the matmuls are the GEMV forms, which fuse."""
 
 X = {"x": 0}
 """The output names of a step whose output partition is the new residual stream."""

@@ -158,6 +158,9 @@ class TPQwen3(Qwen3):
         Positions the KV cache holds.
     decode_attention
         As `Qwen3`'s (one decode attention kernel or split + combine, on this rank's heads).
+    fuse
+        As `Qwen3`'s (the norms and SwiGLU fused into this rank's column-parallel projections; its gate/up shard is
+        its gate rows then its up rows, as the fused form wants).
 
     Every rank must run the same calls with the same tokens (the collectives pair up); each returns the full
     logits.
@@ -172,6 +175,7 @@ class TPQwen3(Qwen3):
         world: int,
         max_seq: int = 1024,
         decode_attention: str = "auto",
+        fuse: bool = True,
     ) -> None:
         import tile.frontend.distributed as dist
 
@@ -188,7 +192,7 @@ class TPQwen3(Qwen3):
             raise ArgumentError(f"TPQwen3: rank {rank} of {world}, but this process is rank {g.rank} of {g.world_size}")
         self.full_config, self.rank, self.world = config, rank, world
         self._dist = dist
-        super().__init__(local_config(config, world), weights, max_seq, decode_attention=decode_attention)
+        super().__init__(local_config(config, world), weights, max_seq, decode_attention=decode_attention, fuse=fuse)
         if config.tie_word_embeddings:  # the LM head's vocabulary shard is a view of the replicated embedding
             v = config.vocab_size // world
             self.lm_head = self.embed[rank * v : (rank + 1) * v]

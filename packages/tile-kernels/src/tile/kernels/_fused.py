@@ -1,0 +1,185 @@
+"""The two fusions `matmul` takes for decode projections: the RMSNorm prologue (``norm=``) and the SwiGLU epilogue
+(``swiglu=True``), each saving a launch (and a round trip of the activation) between two kernels of a decode step.
+
+- ``matmul(x, w_t, norm=g, eps=eps)`` is ``rmsnorm(x, g, eps=eps) @ w_t``. The GEMV forms (M <= 16) compute it in
+  one kernel: each block sums the squares of its rows over all of K first (the rows are a few KB, L2-resident), then
+  normalises every activation tile as `tk.rmsnorm` does, ``x * r * g`` in f32 rounded to the operand dtype, before
+  multiplying it. The product is the unfused pair's up to the order of the sum of squares (``r`` may differ in its
+  last f32 bits, flipping a rare bf16 rounding of the normed activation; the tests bound the result against a
+  float64 reference with that rounding budgeted).
+- ``matmul(h, wgu_t, swiglu=True)`` is ``silu(h @ wgu_t[:, :I]) * (h @ wgu_t[:, I:])`` for the ``(K, 2I)`` fused
+  gate/up weight (gate columns first, as Qwen3 stores ``[gate; up]`` rows, passed transposed): a block multiplies
+  the same columns of both halves (two weight tiles per K step) and applies silu * mul to its f32 accumulators. The
+  gate and up sums are not rounded to the output dtype before the product, as the unfused pair's are: the fused
+  result is the more accurate one.
+
+Neither fusion splits K (the activation would have to wait for the combined partials), so a fused call's decode
+candidates are the GEMV forms without split (`candidates`), tuned under their own key. Where the matmul takes the
+big-M GEMM path (M > 16: prefill), the fused call runs the unfused kernels chained (`composed`): rmsnorm, the
+matmul, the SwiGLU kernel, same result as the pieces, no launch saved. Either way the op's output starts with the
+output partition and then ``a`` as the caller passed it (the un-normed rows, e.g. a residual stream, handed back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import tile.frontend as tile
+from tile.aio import DeviceOp
+from tile.frontend import ArgumentError, Tensor, f32
+from tile.kernels import _args, _gemv, autotune
+from tile.kernels._source import kernels
+
+__all__ = ["MAX_M", "NORM_FORMS", "Fusion", "candidates", "check", "composed", "default", "fusion", "kernel_args"]
+
+_Op = DeviceOp[tuple[Any, ...]]
+NORM_FORMS = (1, 2)
+"""The RMSNorm prologue's forms (config key ``NORM``, default 1): 1 scales the activation before the multiply, 2
+sums the squares in the main loop and scales the accumulators after it."""
+MAX_M = 16
+"""The largest M the fused kernels (the GEMV forms) run; above it a fused call is `composed` of unfused kernels."""
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """A checked fusion of one call: the norm weight ``(K,)`` and eps (``norm``), and the SwiGLU halves' width."""
+
+    norm: Tensor | None
+    eps: float
+    swiglu: bool
+
+    def tag(self) -> str:
+        """The fusion's name in a tuning key: fused configs are tuned apart from plain ones."""
+        return "+".join(name for name, on in (("norm", self.norm is not None), ("swiglu", self.swiglu)) if on)
+
+
+def fusion(
+    op: str,
+    dtype: str,
+    k: int,
+    n: int,
+    *,
+    norm: object,
+    eps: object,
+    swiglu: object,
+    plain_epilogue: bool,
+) -> Fusion | None:
+    """Check a call's fusion arguments (``n``: the columns of ``b``); None when it fuses nothing. `ArgumentError`
+    for a norm weight that is not a ``(K,)`` float vector, a non-real eps, ``swiglu`` with an odd or zero N or with
+    bias / activation / residual, or either fusion on f8 operands."""
+    if not isinstance(swiglu, bool):
+        raise ArgumentError(f"{op}: swiglu must be True or False, got {type(swiglu).__name__} {swiglu!r}")
+    eps_f = _args.real(eps, "eps", op)
+    if norm is None and not swiglu:
+        return None
+    if dtype not in _args.FLOATS:
+        raise ArgumentError(
+            f"{op}: norm= and swiglu= take f16, bf16 or f32 operands, not {dtype} (an f8 activation would need a "
+            "scale after the norm); run tk.rmsnorm / tk.swiglu_fused and the f8 matmul apart"
+        )
+    g = None
+    if norm is not None:
+        g = _args.as_input(norm, "norm", op)
+        _args.check_dtype(g, "norm", op, _args.FLOATS)
+        if g.shape != (k,):
+            raise ArgumentError(f"{op}: norm has shape {list(g.shape)}; pass the ({k},) RMSNorm weight of a's rows")
+    if swiglu:
+        if n == 0 or n % 2:
+            raise ArgumentError(f"{op}: swiglu=True needs b of (K, 2 * I) columns, gate first; b has {n} columns")
+        if not plain_epilogue:
+            raise ArgumentError(f"{op}: swiglu=True is the epilogue; pass no bias, activation or residual with it")
+    return Fusion(g, eps_f, swiglu)
+
+
+def candidates(found: tuple[autotune.Config, ...], fused: Fusion) -> tuple[autotune.Config, ...]:
+    """The decode candidates a fused call may run: the GEMV forms walking all of K (no SPLIT), gemv_dot only where
+    its accumulators (two of them with SwiGLU) stay within its register budget; with ``norm``, each in both of the
+    prologue's forms (``NORM`` 1: the rows' scale first, 2: one pass, the accumulators scaled after; see
+    ``_gemm_kernels.tilepy``), which the tuner times against each other."""
+    acc = 2 if fused.swiglu else 1
+    kept = [
+        c
+        for c in found
+        if c.get("FORM", 0) != 0
+        and c["SPLIT"] == 1
+        and (c["FORM"] != 2 or acc * c["BM"] * c["BN"] * c["BK"] <= _gemv.DOT_BUDGET)
+    ]
+    if fused.norm is None:
+        return tuple(kept)
+    return tuple(autotune.Config.of(**(c.as_dict() | {"NORM": form})) for c in kept for form in NORM_FORMS)
+
+
+def default(n: int, blocks: int, gpu: bool) -> autotune.Config:
+    """The untuned fused config: `_gemv.default`'s, or where N is too small for it, its narrowest tile (8 wide) with
+    SMs left idle rather than a split."""
+    found = _gemv.default(n, blocks, gpu)
+    if found is not None:
+        return found
+    return autotune.Config.of(FORM=1, BM=16, BN=8, BK=128 if gpu else 32, LAT=3, TMA=1, OCC=0, GROUP=1, SPLIT=1)
+
+
+def check(config: autotune.Config, fused: Fusion | None, op: str) -> None:
+    """`ArgumentError` for a config a decode call cannot run fused (a split or the skinny GEMM tiles), or a
+    ``NORM`` form that is not 1 or 2, or one given to a call without ``norm``."""
+    form = config.as_dict().get("NORM")
+    if form is not None and (fused is None or fused.norm is None or form not in NORM_FORMS):
+        raise ArgumentError(
+            f"{op}: config {config}: NORM picks the norm= prologue's form, {NORM_FORMS[0]} (scale first) or "
+            f"{NORM_FORMS[1]} (one pass); give it only with norm="
+        )
+    if fused is not None and not candidates((autotune.Config.of(**(config.as_dict() | {"NORM": 1})),), fused):
+        raise ArgumentError(
+            f"{op}: config {config} splits K or is not a GEMV form; norm= and swiglu= run the GEMV forms (FORM 1, 2 "
+            "or 3) with SPLIT=1 (gemv_dot: BM * BN * BK within its budget, halved with swiglu)"
+        )
+
+
+def kernel_args(
+    fused: Fusion | None, y: Tensor, k: int, norm_form: int
+) -> tuple[Tensor, Any, Any, float, float, dict[str, int]]:
+    """``(b, g, u, kf, eps, flags)`` for a GEMV launch: ``b`` the (gate half of the) weight, the norm weight and the
+    up half (placeholders when unfused), K as a float, eps, and the NORM (0 or ``norm_form``) / GLU flags."""
+    if fused is None:
+        return y, _args.placeholder(f32, 1), _args.placeholder(f32, 2), 0.0, 0.0, {"NORM": 0, "GLU": False}
+    g = fused.norm[()] if fused.norm is not None else _args.placeholder(f32, 1)
+    flags = {"NORM": norm_form if fused.norm is not None else 0, "GLU": fused.swiglu}
+    if not fused.swiglu:
+        return y, g, _args.placeholder(f32, 2), float(k), fused.eps, flags
+    inner = y.shape[1] // 2  # the gate and up halves, views of the borrowed weight (one launch's)
+    return y[:, :inner], g, y[:, inner:], float(k), fused.eps, flags
+
+
+def composed(fused: Fusion, x: Tensor, z: Tensor, matmul: Callable[[Tensor, Tensor], _Op]) -> _Op:
+    """A fused call above `MAX_M` rows as the unfused kernels chained: `tk.rmsnorm_op` of ``x`` (with ``norm``), the
+    plain ``matmul(activation, output)`` (into a scratch ``(M, 2I)`` with ``swiglu``, then the SwiGLU kernel into
+    ``z``). The op's output is ``(z's partition, x)``, as a fused launch's starts."""
+    from tile.kernels._addnorm import rmsnorm_op
+
+    m, inner = z.shape
+
+    def project(h: Tensor, back: Callable[[tuple[Any, ...]], Tensor]) -> _Op:
+        if not fused.swiglu:
+            return matmul(h, z).map(lambda out: (out[0], back(out)))
+        gu = tile.empty(z.dtype, [m, 2 * inner])
+        bn = min(inner & -inner, 1024)
+        rows = max(1, 4096 // bn)
+
+        def activate(out: tuple[Any, ...]) -> _Op:
+            a_back = back(out)
+            with tile.partitioned(z, [rows, bn]) as part:
+                made: _Op = kernels("_elementwise_kernels").swiglu_fused(part, out[0].unpartition(), UP=inner // bn)
+            return made.map(lambda done: (done[0], a_back))
+
+        return matmul(h, gu).then(activate)
+
+    if fused.norm is None:
+        return project(x, lambda out: out[1])
+    first: _Op = rmsnorm_op(x, fused.norm, eps=fused.eps)
+
+    def normed(out: tuple[Any, ...]) -> _Op:
+        x_back = out[1]
+        return project(out[0].unpartition(), lambda _: x_back)
+
+    return first.then(normed)
