@@ -170,7 +170,8 @@ def _give_back_caches(model: Qwen3, chain: Chain) -> None:
 def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5) -> dict[str, Any]:
     """Time every op kind of an ``n``-token prefill of ``c`` (see the module docstring); the result rows are
     ``{op, launches, ms, share, tflops | gbps}`` and the totals."""
-    model = Qwen3(c, weights, max_seq=n)
+    # The op list is the multi-token form: unfused (prompts of <= 16 tokens would take the fused decode projections).
+    model = Qwen3(c, weights, max_seq=n, fuse=False)
     model.tune(n)
     inputs = tile.from_numpy(np.array([*range(n), 0], dtype=np.int32) % c.vocab_size)
     all_steps = model.steps(inputs, n, head=False, start=0)
