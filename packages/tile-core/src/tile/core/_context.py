@@ -190,8 +190,11 @@ class Device(Frozen, metaclass=Exact):
 
     def synchronize(self) -> None:
         """Block until all work on this device is done."""
+        from tile.core import _reaper
+
         self.make_current()
         check(tb.driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
 
     def mem_info(self) -> tuple[int, int]:
         """Return ``(free, total)`` device memory in bytes, as the driver sees it."""

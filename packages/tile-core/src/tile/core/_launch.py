@@ -137,6 +137,7 @@ def prepare(
     stream: object = None,
     shared_mem: int = 0,
     signature: Sequence[str] | None = None,
+    unchecked: bool = False,
 ) -> PreparedLaunch:
     """Check and pack a launch once; the result relaunches cheaply.
 
@@ -147,7 +148,8 @@ def prepare(
     grid, block : int or tuple of int
         Blocks in the grid and threads per block (Tile IR kernels use block ``(1, 1, 1)``).
     args : sequence
-        One value per kernel parameter: DeviceBuffer / DeviceView / address for pointers, numbers for scalars.
+        One value per kernel parameter: DeviceBuffer / DeviceView for pointers (an int address only with
+        ``unchecked``), numbers for scalars.
     stream : Stream or stream-like, optional
         Default: the device's default stream.
     shared_mem : int
@@ -155,6 +157,10 @@ def prepare(
     signature : sequence of str, optional
         Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f16"``, ``"bf16"``, ``"f32"``,
         ``"f64"``).
+    unchecked : bool
+        Let ``"ptr"`` parameters take int device addresses, which no check can vouch for (the launch trusts them to
+        name live memory of the device, large enough for the kernel): the greppable opt-out, like
+        ``@tile.entry(unchecked=True)``. Without it an int address is a `LaunchArgumentError`.
     """
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
     shared_mem = _shared_mem(shared_mem)
@@ -162,7 +168,7 @@ def prepare(
     chosen = as_stream(stream, device)
     with use_lock:  # no free or close between the pointers' checks and the guard's epoch: see use_lock
         chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
-        packed = pack_args(args, signature, device=device, expected=function.param_layout)
+        packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
         return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
@@ -177,6 +183,7 @@ def launch(
     stream: object = None,
     shared_mem: int = 0,
     signature: Sequence[str] | None = None,
+    unchecked: bool = False,
 ) -> None:
     """Check, pack and enqueue one launch (see :func:`prepare` for the parameters).
 
@@ -190,7 +197,13 @@ def launch(
     chosen = as_stream(stream, device)
     with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
         _launch_checked(
-            function, (gx, gy, gz, bx, by, bz), args, chosen=chosen, shared_mem=shared_mem, signature=signature
+            function,
+            (gx, gy, gz, bx, by, bz),
+            args,
+            chosen=chosen,
+            shared_mem=shared_mem,
+            signature=signature,
+            unchecked=unchecked,
         )
 
 
@@ -202,10 +215,11 @@ def _launch_checked(
     chosen: Stream,
     shared_mem: int,
     signature: Sequence[str] | None,
+    unchecked: bool,
 ) -> None:
     device = function.module.device
     chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
-    packed = pack_args(args, signature, device=device, expected=function.param_layout)
+    packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
     for buffer in packed.buffers:
         buffer._before_use(chosen)
     kernel = function.cu_function  # raises once the module was unloaded

@@ -1,0 +1,199 @@
+"""Review 15: tile.core / tile.bindings as a standalone safe CUDA API, closing what review 11 left as documented trust.
+The tests run tile.core's GPU code paths on the CPU against the asynchronous driver simulator (``tile.core.testing``):
+work stays queued until something waits for it, and ``sim.bugs`` records work on freed memory and, since this review,
+any driver call made inside a host function (CUDA forbids them there). Each hole's test names it, failed before its
+fix, and asserts the typed error.
+
+Holes found and fixed:
+
+- raw addresses were trusted in safe code: ``DeviceView(0xdead, ...)`` over an address no Tile buffer or borrowed
+  array vouched for, a launch's int ``"ptr"`` argument (``tc.launch(f, 1, 1, [0xdead, ...])``) and an int stream
+  handle (``Stream.borrow(0xdead)``, or ``stream=0xdead`` to a copy or launch) let safe code read or write any device
+  memory, or enqueue work on a stale stream handle. Each now needs the explicit, greppable opt-out ``unchecked=True``
+  (the precedent of ``@tile.entry(unchecked=True)``), else `WrongTypeError` / `LaunchArgumentError` before anything
+  is enqueued. A view whose owner is a borrowed array's view (what tile.frontend makes of borrowed tensors) is checked
+  against it instead: inside its span, on its device, read-only when it is.
+- a handle's finalizer that fired inside a CUDA host function (tile.aio's ``host_call`` dropping the last reference
+  to a buffer) made driver calls there (``cuMemFreeAsync``, ``cuStreamDestroy``...), which CUDA forbids: the real
+  driver fails them (the memory leaked, the error swallowed) or deadlocks. Code that runs Python in a host function
+  marks it with ``tile.core.host_callback()`` (tile.aio's trampoline does); finalizers firing there queue their
+  release, which runs at the next safe point (an allocation, a free, a synchronize).
+- a `PinnedBuffer`'s finalizer blocked on its pending uses (``event.synchronize()``) wherever the garbage collector ran
+  it: inside a host function (a deadlock: the stream waits for the callback) or on a thread holding ``use_lock``
+  that the pending work needs. It never blocks now: a release whose uses are pending waits in the same queue.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.core as tc
+from tile import aio
+from tile.core import _reaper
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
+
+
+@pytest.fixture
+def sim() -> Iterator[SimDriver]:
+    with simulated(asynchronous=True) as driver:
+        driver.eagerness = 0.0  # nothing runs before something waits for it
+        yield driver
+        driver.drain_all()
+        _reaper.drain()
+    assert driver.bugs == [], driver.bugs
+    assert _reaper.pending() == 0, "a deferred release never ran"
+
+
+@pytest.fixture
+def vec_add(sim: SimDriver) -> tc.Function:
+    return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+
+
+def _queued(sim: SimDriver, stream: tc.Stream) -> int:
+    return len(sim.queues.get(stream.handle, ()))
+
+
+class _Foreign:
+    """Stands for anything that is not a Tile buffer or a borrowed view: it vouches for no memory."""
+
+
+# -- hole: raw addresses in safe code -------------------------------------------------------------------------------
+
+
+def test_a_view_over_a_raw_address_needs_unchecked(sim: SimDriver) -> None:
+    """Hole: ``DeviceView(address, ...)`` with a foreign owner trusted the address; ``.fill`` wrote wherever it said."""
+    victim = tc.DeviceBuffer.allocate(64, ready=True)
+    victim.fill(0)
+    u8 = np.dtype(np.uint8)
+    with pytest.raises(tc.WrongTypeError, match=r"raw address .* DeviceView\(\.\.\., unchecked=True\)"):
+        tc.DeviceView(victim.ptr, u8, (64,), (1,), device=victim.device, owner=_Foreign())
+    with pytest.raises(tc.WrongTypeError, match=r"tile\.core\.borrow"):
+        tc.DeviceView(victim.ptr, u8, (64,), (1,), device=victim.device, owner=None, unchecked=1)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(victim.to_numpy(np.uint8, (64,)), np.zeros(64, np.uint8))
+    opted = tc.DeviceView(victim.ptr, u8, (64,), (1,), device=victim.device, owner=_Foreign(), unchecked=True)
+    opted.fill(7)  # the explicit opt-out still works
+    np.testing.assert_array_equal(victim.to_numpy(np.uint8, (64,)), np.full(64, 7, np.uint8))
+    victim.free()
+
+
+def test_a_view_of_a_borrowed_view_is_checked_against_it(sim: SimDriver) -> None:
+    """Hole (the same): a view whose owner is a borrowed array's view (tile.frontend's byte views of borrowed tensors)
+    trusted its address too. It must lie inside the borrowed view, on its device, and stay read-only when it is."""
+    memory = tc.DeviceBuffer.allocate(256, ready=True)
+    u8 = np.dtype(np.uint8)
+    borrowed = tc.DeviceView(memory.ptr + 64, u8, (64,), (1,), device=memory.device, owner=_Foreign(), unchecked=True)
+    inside = tc.DeviceView(memory.ptr + 80, u8, (16,), (1,), device=memory.device, owner=borrowed)
+    assert inside.ptr == memory.ptr + 80
+    for start, n in ((memory.ptr, 16), (memory.ptr + 120, 16), (memory.ptr + 64, 65)):
+        with pytest.raises(tc.OutOfBoundsError, match="make views inside the array it views"):
+            tc.DeviceView(start, u8, (n,), (1,), device=memory.device, owner=borrowed)
+    frozen = tc.DeviceView(
+        memory.ptr, u8, (64,), (1,), device=memory.device, owner=_Foreign(), readonly=True, unchecked=True
+    )
+    with pytest.raises(tc.LayoutMismatchError, match=r"exported read-only .* must be readonly=True"):
+        tc.DeviceView(memory.ptr, u8, (64,), (1,), device=memory.device, owner=frozen)
+    assert tc.DeviceView(memory.ptr, u8, (8,), (1,), device=memory.device, owner=frozen, readonly=True).readonly
+    memory.free()
+
+
+@pytest.mark.parametrize("how", ["launch", "prepare", "pack_args"])
+def test_a_launch_with_an_int_address_needs_unchecked(sim: SimDriver, vec_add: tc.Function, how: str) -> None:
+    """Hole: an int ``"ptr"`` argument was launched as given: the kernel wrote wherever the int said."""
+    work = tc.Stream()
+    x = tc.DeviceBuffer.allocate(512, stream=work, ready=True)
+    args: list[Any] = [x.ptr, 128, 1, x, 128, 1, x, 128, 1]
+    call: Callable[..., Any] = {
+        "launch": lambda **k: tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=work, **k),
+        "prepare": lambda **k: tc.prepare(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=work, **k)(),
+        "pack_args": lambda **k: tc.pack_args(args, VEC_ADD_SIGNATURE, **k),
+    }[how]
+    before = _queued(sim, work)
+    with pytest.raises(tc.LaunchArgumentError, match=r"argument 0 is the raw address .* unchecked=True"):
+        call()
+    assert _queued(sim, work) == before, "something was enqueued"
+    call(unchecked=True)  # the explicit opt-out
+    work.synchronize()
+    x.free()
+
+
+def test_an_int_stream_handle_needs_unchecked(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: an int stream handle was taken as a stream anywhere one is accepted (``Stream.borrow``, ``stream=`` of a
+    copy or launch): a stale handle names a destroyed stream, or another stream the driver gave the handle since."""
+    gone = tc.Stream()
+    handle = gone.handle
+    gone.close()
+    x = tc.DeviceBuffer.allocate(512, ready=True)
+    with pytest.raises(tc.WrongTypeError, match=r"raw stream handle.*Stream\.borrow\(handle, unchecked=True\)"):
+        tc.Stream.borrow(handle)
+    with pytest.raises(tc.WrongTypeError, match="raw stream handle"):
+        x.copy_from(np.zeros(512, np.uint8), stream=handle)
+    with pytest.raises(tc.WrongTypeError, match="raw stream handle"):
+        tc.launch(vec_add, 1, 1, [x, 128, 1] * 3, signature=VEC_ADD_SIGNATURE, stream=handle)
+    assert not sim.kinds("launch")
+    live = tc.Stream()
+    assert tc.Stream.borrow(live.handle, unchecked=True).handle == live.handle  # the explicit opt-out
+    x.free()
+
+
+# -- hole: finalizers inside host functions -------------------------------------------------------------------------
+
+
+def test_a_buffer_dropped_inside_a_host_function_is_freed_at_the_next_safe_point(sim: SimDriver) -> None:
+    """Hole: the last reference to a buffer dropped inside tile.aio's host function; its finalizer called
+    ``cuMemFreeAsync`` there (the simulator, like CUDA, refuses driver calls inside a host function)."""
+    ctx = aio.CudaContext(tc.Stream())
+    holder = [tc.DeviceBuffer.allocate(128, stream=ctx.stream), tc.Stream(), tc.Event()]
+    aio.host_call(holder.clear).sync_on(ctx)  # the buffer, a stream and an event die inside the host function
+    assert sim.bugs == [], sim.bugs
+    assert not holder
+    assert _reaper.pending() == 0, "the releases did not run at the synchronize after the host function"
+    sim.drain_all()  # the stream-ordered free runs
+    assert len(sim.kinds("free")) == 1
+
+
+def test_finalizers_inside_a_marked_host_callback_make_no_driver_call(sim: SimDriver) -> None:
+    """The same through tile.core alone: ``tc.host_callback()`` marks the code; nothing reaches the driver there."""
+    buffer, stream, event = tc.DeviceBuffer.allocate(64), tc.Stream(), tc.Event()
+    pinned = tc.PinnedBuffer.allocate(64)
+    entries = len(sim.log)
+    with tc.host_callback():
+        del buffer, stream, event, pinned
+        gc.collect()
+        queued = _reaper.pending()
+        assert queued >= 4  # the buffer, stream, event, pinned memory (and the events they held)
+        _reaper.drain()  # not a safe point inside a host function: nothing runs
+        assert _reaper.pending() == queued
+    assert len(sim.log) == entries, "a finalizer called the driver inside the host function"
+    tc.Device(0).synchronize()  # a safe point
+    assert _reaper.pending() == 0
+    sim.drain_all()  # the stream-ordered free runs
+    assert len(sim.kinds("free")) == 1
+    assert len(sim.kinds("free_host")) == 1
+
+
+def test_a_pinned_buffer_finalizer_never_blocks_on_pending_uses(sim: SimDriver) -> None:
+    """Hole: a PinnedBuffer's finalizer waited for its pending uses (``event.synchronize()``) wherever the garbage
+    collector ran it - inside a host function, or on a thread holding ``use_lock`` that the pending work needs."""
+    device = tc.DeviceBuffer.allocate(64, ready=True)
+    pinned = tc.PinnedBuffer.allocate(64)
+    other = tc.Stream()
+    device.copy_to(pinned, stream=other, sync=False)  # queued, not run: a pending use of the pinned memory
+    queued = _queued(sim, other)
+    assert queued
+    del pinned
+    gc.collect()
+    assert _queued(sim, other) == queued, "the finalizer waited for the pending copy"
+    assert not sim.kinds("free_host")
+    assert _reaper.pending() == 1
+    tc.DeviceBuffer.allocate(8).free()  # a safe point while the copy is pending: the release waits on
+    assert _reaper.pending() == 1
+    assert not sim.kinds("free_host")
+    other.synchronize()  # the copy is done: this safe point releases the memory
+    assert _reaper.pending() == 0
+    assert len(sim.kinds("free_host")) == 1
+    device.free()
