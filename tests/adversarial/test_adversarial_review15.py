@@ -21,6 +21,12 @@ Holes found and fixed:
 - a `PinnedBuffer`'s finalizer blocked on its pending uses (``event.synchronize()``) wherever the garbage collector ran
   it: inside a host function (a deadlock: the stream waits for the callback) or on a thread holding ``use_lock``
   that the pending work needs. It never blocks now: a release whose uses are pending waits in the same queue.
+- handle classes made by their constructors: ``tc.PreparedLaunch(function, grid, block, packed, ...)`` (what
+  ``prepare`` returns after its checks) took a hand-made ``PackedArgs`` of raw addresses and launched them with no
+  check at all; ``tc.Function(module, name, 0xdead)`` launched whatever kernel handle it was given; ``tc.MemoryPool``
+  made a second pool of a device. They now raise `FactoryError` naming the factory, as ``DeviceBuffer()``,
+  ``PinnedBuffer()`` and ``Module()`` do (those raised a plain TypeError, outside ``except tile.TileError``).
+  `FactoryError` is a `WrongTypeError`, so a TileError and a TypeError as before.
 """
 
 from __future__ import annotations
@@ -197,3 +203,48 @@ def test_a_pinned_buffer_finalizer_never_blocks_on_pending_uses(sim: SimDriver) 
     assert _reaper.pending() == 0
     assert len(sim.kinds("free_host")) == 1
     device.free()
+
+
+# -- hole: handles made by their constructors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "factory"),
+    [
+        (tc.DeviceBuffer, r"DeviceBuffer\.allocate"),
+        (tc.PinnedBuffer, r"PinnedBuffer\.allocate"),
+        (tc.Module, r"Module\.from_cubin"),
+    ],
+)
+def test_constructing_a_handle_directly_is_a_typed_error_naming_its_factory(make: Any, factory: str) -> None:
+    """Bug: ``DeviceBuffer()`` and the like raised a plain TypeError, outside ``except tile.TileError``."""
+    with pytest.raises(tc.FactoryError, match=rf"cannot be made directly: use .*{factory}") as info:
+        make()
+    assert isinstance(info.value, tc.TileError)
+    assert isinstance(info.value, TypeError)  # as before
+
+
+def test_a_function_cannot_be_made_over_a_raw_kernel_handle(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: ``tc.Function(module, name, kernel)`` took any kernel handle (an int): its launch ran whatever the
+    handle named, with the argument checks of the module's real kernel."""
+    with pytest.raises(tc.FactoryError, match=r"use module\.function\(name\)"):
+        tc.Function(vec_add.module, "vec_add", 0xDEAD)
+    assert not sim.kinds("launch")
+
+
+def test_a_prepared_launch_cannot_be_made_from_hand_packed_arguments(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: ``tc.PreparedLaunch(function, grid, block, packed, ...)`` is what ``prepare`` returns after its checks;
+    made directly from a hand-made ``PackedArgs(("ptr", ...), (0xdead, ...), ())`` it launched a raw address with no
+    check at all, and its relaunch guard watched no buffer."""
+    work = tc.Stream()
+    packed = tc.PackedArgs(VEC_ADD_SIGNATURE, (0xDEAD, 128, 1) * 3, ())
+    with pytest.raises(tc.FactoryError, match=r"use tile\.core\.prepare\(\.\.\.\)"):
+        tc.PreparedLaunch(vec_add, (1, 1, 1), (1, 1, 1), packed, stream=work, shared_mem=0)
+    assert _queued(sim, work) == 0
+
+
+def test_a_second_memory_pool_cannot_be_made(sim: SimDriver) -> None:
+    """Bug: ``tc.MemoryPool(device)`` made a second pool of a device (never used by its buffers, never destroyed)."""
+    with pytest.raises(tc.FactoryError, match=r"use device\.memory_pool"):
+        tc.MemoryPool(tc.Device(0))
+    assert tc.Device(0).memory_pool is tc.Device(0).memory_pool

@@ -67,7 +67,9 @@ Modules and launches
 Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
     ``WrongTypeError`` (an object of a kind the call cannot use), ``StreamClosedError``, ``NullHandleError``,
-    ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
+    ``ArchMismatchError``, ``LaunchArgumentError``, ``FactoryError`` (a handle class called directly instead of its
+    factory: ``DeviceBuffer()``, ``Function(...)``, ``PreparedLaunch(...)``, ``MemoryPool(...)``; a ``WrongTypeError``
+    naming the factory), ``StateError``
     (e.g. freeing memory a DLPack consumer still views, timing an event created without timing), ``ReadOnlyError``
     (assigning a field the checks trust) and ``FinalClassError`` (subclassing a handle class); driver failures
     are ``CudaError``; no driver is ``DriverNotFoundError``; a device ordinal out of range is ``InvalidDeviceError``
@@ -133,6 +135,7 @@ from tile.core._cubin import cubin_arch
 from tile.core._errors import (
     ArchMismatchError,
     DoubleFreeError,
+    FactoryError,
     FinalClassError,
     HandleCopyError,
     LaunchArgumentError,
@@ -167,6 +170,7 @@ __all__ = [
     "DoubleFreeError",
     "DriverNotFoundError",
     "Event",
+    "FactoryError",
     "FinalClassError",
     "Function",
     "HandleCopyError",

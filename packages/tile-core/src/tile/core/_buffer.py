@@ -28,7 +28,7 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core import _dlpack, _reaper
 from tile.core._context import Device
-from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
+from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError, factory_error
 from tile.core._event import Event
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_shape, c_strides, check_span, view_nbytes
@@ -188,7 +188,7 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
     _ready: bool
 
     def __init__(self) -> None:
-        raise TypeError("use DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
+        raise factory_error("DeviceBuffer", "DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
 
     @classmethod
     def allocate(

@@ -24,7 +24,7 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core._args import kernel_params, pack_args
 from tile.core._buffer import use_lock
-from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
+from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_index
 from tile.core._module import Function
@@ -81,7 +81,26 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         "stream",
     )
 
-    def __init__(
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise factory_error("PreparedLaunch", "tile.core.prepare(...)")
+
+    @classmethod
+    def _make(
+        cls,
+        function: Function,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        packed: Any,
+        *,
+        stream: Stream,
+        shared_mem: int,
+    ) -> PreparedLaunch:
+        """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments."""
+        self = cls.__new__(cls)
+        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem)
+        return self
+
+    def _setup(
         self,
         function: Function,
         grid: tuple[int, int, int],
@@ -91,7 +110,6 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         stream: Stream,
         shared_mem: int,
     ) -> None:
-        """Made by `prepare`, which has checked and normalized ``grid`` and ``block``."""
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = grid, block
         self._keep = packed.views  # borrowed views: the launch reads their producers' memory at every call
@@ -171,7 +189,7 @@ def prepare(
         packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
-        return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
+        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
 
 
 def launch(

@@ -16,7 +16,7 @@ from typing import Any
 import tile.bindings as tb
 from tile.core._context import Device
 from tile.core._cubin import cubin_arch, runs_on
-from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError
+from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError, factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 from tile.core._stream import invalidation
@@ -43,7 +43,7 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
     _closed: bool
 
     def __init__(self) -> None:
-        raise TypeError("use Module.from_cubin(data) or Module.load(path)")
+        raise factory_error("Module", "Module.from_cubin(data) or Module.load(path)")
 
     @classmethod
     def from_cubin(cls, data: bytes, *, device: Device | None = None, name: str = "") -> Module:
@@ -103,7 +103,7 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
                 kernel = self._code.get_kernel(name)
             except Exception as exc:
                 raise _as_cuda_error(exc, "cuLibraryGetKernel", name) from exc
-            found = self._functions[name] = Function(self, name, kernel)
+            found = self._functions[name] = Function._make(self, name, kernel)
         return found
 
     def unload(self) -> None:
@@ -133,8 +133,20 @@ class Function(Frozen, Uncopyable, metaclass=Exact):
     _copy_fix = "pass the function itself, or get it again with module.function(name)"
     _frozen = frozenset({"module", "name", "param_layout"})
 
-    def __init__(self, module: Module, name: str, kernel: Any) -> None:
+    module: Module
+    name: str
+    _kernel: Any
+    _closed: bool
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise factory_error("Function", "module.function(name)")
+
+    @classmethod
+    def _make(cls, module: Module, name: str, kernel: Any) -> Function:
+        """The function ``name`` of ``module`` (its ``cuda.core`` kernel); only `Module.function` calls this."""
+        self = cls.__new__(cls)
         self.module, self.name, self._kernel, self._closed = module, name, kernel, False
+        return self
 
     def __repr__(self) -> str:
         return f"<Function {self.name} in {self.module!r}>"

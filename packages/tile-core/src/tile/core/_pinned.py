@@ -20,7 +20,7 @@ from tile.bindings import check
 from tile.core import _reaper
 from tile.core._buffer import Uses
 from tile.core._context import Device
-from tile.core._errors import LayoutMismatchError
+from tile.core._errors import LayoutMismatchError, factory_error
 from tile.core._event import Event
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_shape
@@ -48,7 +48,7 @@ class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
     _shape: tuple[int, ...]
 
     def __init__(self) -> None:
-        raise TypeError("use PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
+        raise factory_error("PinnedBuffer", "PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
 
     @classmethod
     def allocate(cls, nbytes: int, *, device: Device | None = None) -> PinnedBuffer:
