@@ -27,6 +27,17 @@ Holes found and fixed:
   made a second pool of a device. They now raise `FactoryError` naming the factory, as ``DeviceBuffer()``,
   ``PinnedBuffer()`` and ``Module()`` do (those raised a plain TypeError, outside ``except tile.TileError``).
   `FactoryError` is a `WrongTypeError`, so a TileError and a TypeError as before.
+- a `Module` or `Function` dropped inside a host function released its cuda.core library there (its finalizer
+  unloads through the driver); their cuda.core objects now wait in the same queue.
+
+Bugs fixed on the way (refusals that were untyped or came from the driver): ``event.record(stream)`` across devices
+reached ``cuEventRecord`` (now `WrongDeviceError` first); ``stream.wait(x)`` of a foreign event or int failed with an
+AttributeError (now `WrongTypeError`).
+
+Left as is (documented trust): what a DLPack / ``__cuda_array_interface__`` / ``__cuda_stream__`` producer exports
+(a hand-written class can claim any address; the protocols give a consumer no way to check it), and
+``tile.bindings.driver()``, which hands out the raw cuda-python driver module (tile.bindings is the unchecked layer
+under tile.core, as cuda-python itself is).
 """
 
 from __future__ import annotations
@@ -248,3 +259,44 @@ def test_a_second_memory_pool_cannot_be_made(sim: SimDriver) -> None:
     with pytest.raises(tc.FactoryError, match=r"use device\.memory_pool"):
         tc.MemoryPool(tc.Device(0))
     assert tc.Device(0).memory_pool is tc.Device(0).memory_pool
+
+
+# -- events and streams across devices, foreign events --------------------------------------------------------------
+
+
+def test_an_event_recorded_on_a_stream_of_another_device_is_refused_before_the_driver() -> None:
+    """Bug: ``event.record(stream)`` with the event of device 0 and the stream of device 1 reached ``cuEventRecord``
+    (the driver refuses it with an invalid-handle CudaError that says nothing of devices)."""
+    with simulated(2) as sim:
+        event, there = tc.Event(tc.Device(0)), tc.Stream(tc.Device(1))
+        records = len(sim.kinds("record"))
+        with pytest.raises(tc.WrongDeviceError, match=r"event of device 0 .* stream of device 1: .*Event\(device\)"):
+            event.record(there)
+        with pytest.raises(tc.WrongDeviceError, match="event of device 0"):
+            there.record(event)
+        assert len(sim.kinds("record")) == records
+        tc.Stream(tc.Device(0)).wait(there)  # waiting across devices is fine: the event is made on there's device
+        assert len(sim.kinds("record")) == records + 1
+
+
+@pytest.mark.parametrize("foreign", [object(), 0x1234, "event"])
+def test_a_stream_waits_only_for_tile_events_and_streams(sim: SimDriver, foreign: object) -> None:
+    """Bug: ``stream.wait(x)`` of anything else (a torch or cuda.core event, an int handle) called ``x.record()``
+    and failed with an AttributeError (or ran a foreign ``record`` method and used what it returned)."""
+    with pytest.raises(tc.WrongTypeError, match=r"wait for a tile\.core Event or Stream"):
+        tc.Stream().wait(foreign)  # type: ignore[arg-type]
+
+
+def test_a_module_dropped_inside_a_host_function_is_released_at_the_next_safe_point(sim: SimDriver) -> None:
+    """Hole: a Module (or Function) whose last reference dropped inside a host function released its cuda.core
+    library there (``cuLibraryUnload``, a driver call CUDA forbids in a host function). Its cuda.core objects now wait
+    in the release queue and are dropped at the next safe point."""
+    module = tc.Module.from_cubin(sm90_cubin())
+    function = module.function("vec_add")
+    before = _reaper.pending()
+    with tc.host_callback():
+        del module, function
+        gc.collect()
+        assert _reaper.pending() == before + 2, "the module's and the function's cuda.core objects were released here"
+    tc.Device(0).synchronize()
+    assert _reaper.pending() == 0

@@ -13,7 +13,7 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core import _reaper
 from tile.core._context import Device
-from tile.core._errors import StateError, UseAfterFreeError
+from tile.core._errors import StateError, UseAfterFreeError, WrongDeviceError
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
@@ -69,6 +69,12 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
         """Record the event at the current end of ``stream``."""
         self._check_open()
         stream._check_open()
+        if stream.device is not self.device:
+            raise WrongDeviceError(
+                f"{self!r} is an event of device {self.device.ordinal} and {stream!r} a stream of device "
+                f"{stream.device.ordinal}: record an event of the stream's device, tile.core.Event(device) (waiting "
+                "on it from another device's stream is fine)"
+            )
         check(tb.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
         self._recorded = True
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import tile.bindings as tb
+from tile.core import _reaper
 from tile.core._context import Device
 from tile.core._cubin import cubin_arch, runs_on
 from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError, factory_error
@@ -114,6 +115,19 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
         self._functions.clear()
         invalidation[0] += 1  # prepared launches of its functions recheck them
 
+    def __del__(self) -> None:
+        _keep_until_safe(getattr(self, "_code", None))
+
+
+def _keep_until_safe(held: object) -> None:
+    """Inside a host function, keep ``held`` (a cuda.core library or kernel, whose own finalizer unloads the library
+    through the driver) alive until the next safe point, where dropping it may call the driver (tile.core._reaper)."""
+    try:
+        if held is not None and _reaper.deferring():
+            _reaper.defer(lambda: held is not None)
+    except Exception:  # a finalizer must not raise (interpreter shutdown)
+        pass
+
 
 def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:
     text = str(exc)
@@ -150,6 +164,9 @@ class Function(Frozen, Uncopyable, metaclass=Exact):
 
     def __repr__(self) -> str:
         return f"<Function {self.name} in {self.module!r}>"
+
+    def __del__(self) -> None:
+        _keep_until_safe(getattr(self, "_kernel", None))
 
     @property
     def kernel(self) -> Any:

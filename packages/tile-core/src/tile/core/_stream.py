@@ -222,6 +222,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
     def wait(self, other: Event | Stream) -> None:
         """Make later work on this stream wait for ``other`` (an event, or everything queued on a stream)."""
         self._check_open()
+        if not isinstance(other, (Event, Stream)):
+            raise WrongTypeError(
+                f"a stream can wait for a tile.core Event or Stream, not {type(other).__name__}: wrap a foreign stream "
+                "with tile.core.Stream.borrow(obj) and wait for it (its work queued so far)"
+            )
         event = other if isinstance(other, Event) else other.record()
         event._check_open()
         check(tb.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
