@@ -32,7 +32,9 @@ Holes found and fixed:
 
 Bugs fixed on the way (refusals that were untyped or came from the driver): ``event.record(stream)`` across devices
 reached ``cuEventRecord`` (now `WrongDeviceError` first); ``stream.wait(x)`` of a foreign event or int failed with an
-AttributeError (now `WrongTypeError`).
+AttributeError (now `WrongTypeError`); an asynchronous copy given ``pinned.array`` (or a view or slice of it)
+recorded no use of the PinnedBuffer, so its release did not wait for the copy (only ``cuMemFreeHost``'s implicit
+context synchronization kept the DMA off freed memory); a numpy array over pinned memory now counts as the buffer.
 
 Left as is (documented trust): what a DLPack / ``__cuda_array_interface__`` / ``__cuda_stream__`` producer exports
 (a hand-written class can claim any address; the protocols give a consumer no way to check it), and
@@ -300,3 +302,30 @@ def test_a_module_dropped_inside_a_host_function_is_released_at_the_next_safe_po
         assert _reaper.pending() == before + 2, "the module's and the function's cuda.core objects were released here"
     tc.Device(0).synchronize()
     assert _reaper.pending() == 0
+
+
+# -- copies between pinned and device memory ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("through", ["array", "typed view", "slice"])
+def test_an_async_copy_into_a_pinned_buffers_array_is_a_use_of_the_pinned_buffer(sim: SimDriver, through: str) -> None:
+    """Bug: an asynchronous copy given ``pinned.array`` (or a view of it) instead of the PinnedBuffer recorded no use
+    of the pinned memory: its release did not wait for the copy (only ``cuMemFreeHost``'s implicit synchronization of
+    the whole context kept the DMA off freed memory). A numpy array over pinned memory now counts as the buffer."""
+    device = tc.DeviceBuffer.allocate(64, ready=True)
+    pinned = tc.PinnedBuffer.allocate(64)
+    other = tc.Stream()
+    target = pinned.array
+    if through == "typed view":
+        target = target.view(np.float32)
+    elif through == "slice":
+        target = target[:64]
+    device.copy_to(target, stream=other, sync=False)
+    del pinned, target
+    gc.collect()
+    tc.DeviceBuffer.allocate(8).free()  # a safe point while the copy is still queued
+    assert _queued(sim, other), "the copy ran early"
+    assert not sim.kinds("free_host"), "pinned memory was released under a queued copy"
+    other.synchronize()
+    assert len(sim.kinds("free_host")) == 1
+    device.free()
