@@ -34,7 +34,9 @@ Bugs fixed on the way (refusals that were untyped or came from the driver): ``ev
 reached ``cuEventRecord`` (now `WrongDeviceError` first); ``stream.wait(x)`` of a foreign event or int failed with an
 AttributeError (now `WrongTypeError`); an asynchronous copy given ``pinned.array`` (or a view or slice of it)
 recorded no use of the PinnedBuffer, so its release did not wait for the copy (only ``cuMemFreeHost``'s implicit
-context synchronization kept the DMA off freed memory); a numpy array over pinned memory now counts as the buffer.
+context synchronization kept the DMA off freed memory); a numpy array over pinned memory now counts as the buffer;
+``Module.unload`` on another thread during a ``prepare`` (after its kernel read, before its guard's epoch) left a
+prepared launch that kept launching the unloaded module (unload takes ``use_lock`` now).
 
 Left as is (documented trust): what a DLPack / ``__cuda_array_interface__`` / ``__cuda_stream__`` producer exports
 (a hand-written class can claim any address; the protocols give a consumer no way to check it), and
@@ -45,6 +47,7 @@ under tile.core, as cuda-python itself is).
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -329,3 +332,34 @@ def test_an_async_copy_into_a_pinned_buffers_array_is_a_use_of_the_pinned_buffer
     other.synchronize()
     assert len(sim.kinds("free_host")) == 1
     device.free()
+
+
+# -- thread races: an unload during a prepare -----------------------------------------------------------------------
+
+
+def test_a_module_unloaded_during_a_prepare_on_another_thread_stops_the_prepared_launch(
+    sim: SimDriver, vec_add: tc.Function, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug: ``Module.unload`` took no lock. An unload on another thread between a prepare's read of the kernel and
+    its guard's epoch left a launch whose guard had seen the unload's invalidation already: it kept launching the
+    unloaded module's kernel. The unload now takes ``use_lock``: it comes wholly before or after a prepare."""
+    x = tc.DeviceBuffer.allocate(512, ready=True)
+    kernel_of = tc.Function.cu_function
+    unloaders: list[threading.Thread] = []
+
+    def unload_meanwhile(function: tc.Function) -> Any:
+        kernel = kernel_of.fget(function)  # type: ignore[attr-defined]  # read before the unload
+        unloader = threading.Thread(target=function.module.unload)
+        unloader.start()
+        unloader.join(0.2)  # with the lock held by the prepare, the unload waits
+        unloaders.append(unloader)
+        return kernel
+
+    monkeypatch.setattr(tc.Function, "cu_function", property(unload_meanwhile))
+    again = tc.prepare(vec_add, 1, 1, [x, 128, 1] * 3, signature=VEC_ADD_SIGNATURE)
+    for unloader in unloaders:
+        unloader.join()
+    with pytest.raises(tc.UseAfterFreeError, match="its module was unloaded"):
+        again()
+    assert not sim.kinds("launch")
+    x.free()

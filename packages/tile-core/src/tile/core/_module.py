@@ -20,7 +20,7 @@ from tile.core._cubin import cubin_arch, runs_on
 from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError, factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
-from tile.core._stream import invalidation
+from tile.core._stream import invalidation, use_lock
 
 __all__ = ["Function", "Module"]
 
@@ -109,11 +109,14 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
 
     def unload(self) -> None:
         """Forget the module; its functions can no longer be launched (the driver unloads it when unreferenced)."""
-        self._closed = True
-        for function in self._functions.values():
-            function._closed = True
-        self._functions.clear()
-        invalidation[0] += 1  # prepared launches of its functions recheck them
+        # Under use_lock: a launch or prepare on another thread comes wholly before (and a prepared launch's guard
+        # then sees the invalidation) or after (its kernel read raises) - never with the guard's epoch taken after.
+        with use_lock:
+            self._closed = True
+            for function in self._functions.values():
+                function._closed = True
+            self._functions.clear()
+            invalidation[0] += 1  # prepared launches of its functions recheck them
 
     def __del__(self) -> None:
         _keep_until_safe(getattr(self, "_code", None))
