@@ -27,10 +27,10 @@ __all__ = ["Stream", "as_stream", "invalidation", "open_successor", "use_lock"]
 _closing = threading.Lock()  # held while a stream is closed: two threads closing one stream destroy it once
 # Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
 # (and its stream open) until the use is enqueued and recorded, by a free from its check until the free is enqueued,
-# and by `Stream.close` and `Module.unload`: a free or a close on another thread is then ordered after every use that saw the buffer live
-# and the stream open, two threads never both free a buffer, and no use is enqueued on a stream being destroyed.
-# Re-entrant (a fill may copy); never held across a blocking wait for other work, and never taken by a GC-run
-# finalizer of a buffer (nothing else refers to that buffer) or a stream (nothing else uses it).
+# and by `Stream.close` and `Module.unload`: a free, close or unload on another thread is then ordered after every
+# use that saw the buffer live, the stream open and the module loaded, two threads never both free a buffer, and no
+# use is enqueued on a stream being destroyed. Re-entrant (a fill may copy); never held across a blocking wait for
+# other work, and never taken by a GC-run finalizer (those only queue blocking work: see tile.core._reaper).
 use_lock = threading.RLock()
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
