@@ -42,8 +42,9 @@ def vec_add(sim: SimDriver) -> tc.Function:
 
 
 def add(fn: tc.Function, z: Any, x: Any, y: Any, n: int = N) -> aio.DeviceOp[tuple[Any, ...]]:
-    """z = x + y (n float32 elements)."""
-    return aio.launch(fn, (n // 128, 1, 1), [x, n, 1, y, n, 1, z, n, 1], signature=VEC_ADD_SIGNATURE)
+    """z = x + y (n float32 elements); raw int addresses are taken (the tests below use them on purpose)."""
+    raw = any(type(a) is int for a in (x, y, z))
+    return aio.launch(fn, (n // 128, 1, 1), [x, n, 1, y, n, 1, z, n, 1], signature=VEC_ADD_SIGNATURE, unchecked=raw)
 
 
 def context() -> aio.CudaContext:
@@ -102,7 +103,8 @@ def test_a_shared_output_is_waited_for_on_another_stream(sim: SimDriver, vec_add
     # more work on the first run's stream (z = 2z), then the shared output used on another stream: the shared op
     # records the first context lazily (now, after that work), and the other stream waits for the record
     z = bz.ptr
-    tc.launch(vec_add, 2, 1, [z, N, 1, z, N, 1, z, N, 1], stream=first_ctx.stream, signature=VEC_ADD_SIGNATURE)
+    args = [z, N, 1, z, N, 1, z, N, 1]
+    tc.launch(vec_add, 2, 1, args, stream=first_ctx.stream, signature=VEC_ADD_SIGNATURE, unchecked=True)
     first.then(lambda _: add(vec_add, bw.ptr, z, z)).sync_on(other)
     np.testing.assert_array_equal(bw.to_numpy(np.float32), 8 * x)
 
@@ -149,7 +151,8 @@ def test_aio_free_on_another_context_waits_for_that_contexts_work(sim: SimDriver
     bx, bz = on(home, x), on(ctx, np.zeros(N, np.float32))
     home.synchronize()
     sim.eagerness = 0.0
-    tc.launch(vec_add, 2, 1, [bx.ptr, N, 1, bx.ptr, N, 1, bz, N, 1], stream=ctx.stream, signature=VEC_ADD_SIGNATURE)
+    args = [bx.ptr, N, 1, bx.ptr, N, 1, bz, N, 1]
+    tc.launch(vec_add, 2, 1, args, stream=ctx.stream, signature=VEC_ADD_SIGNATURE, unchecked=True)
     run_home_first = aio.with_context(lambda _: sim.drain(home.stream.handle))  # the GPU picks the home stream
     aio.free(bx).then(lambda _: run_home_first).sync_on(ctx)
     assert sim.bugs == [], sim.bugs

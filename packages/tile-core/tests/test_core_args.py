@@ -91,10 +91,12 @@ def test_ambiguous_values_need_a_signature(value: Any) -> None:
         tc.pack_args([value])
 
 
-def test_raw_pointers_are_allowed_but_not_null() -> None:
-    assert tc.pack_args([0x7F0000001000], ["ptr"]).values == (0x7F0000001000,)
+def test_raw_pointers_need_unchecked_and_are_never_null() -> None:
+    assert tc.pack_args([0x7F0000001000], ["ptr"], unchecked=True).values == (0x7F0000001000,)
+    with pytest.raises(tc.LaunchArgumentError, match=r"raw address .* opt out explicitly with unchecked=True"):
+        tc.pack_args([0x7F0000001000], ["ptr"])
     with pytest.raises(tc.NullHandleError, match="argument 0 is a null pointer"):
-        tc.pack_args([0], ["ptr"])
+        tc.pack_args([0], ["ptr"], unchecked=True)
     with pytest.raises(tc.LaunchArgumentError, match="must be a DeviceBuffer"):
         tc.pack_args([1.0], ["ptr"])
 
@@ -122,7 +124,7 @@ def test_signature_problems_are_reported() -> None:
 def test_kernel_params_point_at_each_value_in_its_c_layout() -> None:
     kinds = ("ptr", "i32", "i64", "f16", "bf16", "f32", "f64")
     values = [0x7F0000001000, -7, -(2**40), 1.5, 1.0 / 3.0, 0.25, 0.1]
-    keep, address = kernel_params(tc.pack_args(values, kinds))
+    keep, address = kernel_params(tc.pack_args(values, kinds, unchecked=True))
     cells = (ctypes.c_void_p * len(kinds)).from_address(address)
     read: list[Any] = [
         ctypes.c_uint64,

@@ -200,13 +200,15 @@ def test_errors_are_tile_errors_with_a_builtin_base_and_pickle(error: Exception)
 def test_only_known_objects_pass_as_streams() -> None:
     from tile.core._stream import _foreign_stream_handle
 
-    assert _foreign_stream_handle(0x1234) == 0x1234
-    assert _foreign_stream_handle(cu.CUstream(0x4321)) == 0x4321
-    assert _foreign_stream_handle(SimpleNamespace(__cuda_stream__=lambda: (0, 0x99))) == 0x99
+    assert _foreign_stream_handle(0x1234, unchecked=True) == 0x1234
+    assert _foreign_stream_handle(cu.CUstream(0x4321), unchecked=True) == 0x4321
+    with pytest.raises(tc.WrongTypeError, match=r"raw stream handle.*Stream\.borrow\(handle, unchecked=True\)"):
+        _foreign_stream_handle(0x1234, unchecked=False)
+    assert _foreign_stream_handle(SimpleNamespace(__cuda_stream__=lambda: (0, 0x99)), unchecked=False) == 0x99
     with pytest.raises(tc.WrongTypeError, match=r"cannot use DeviceBuffer as a stream: pass a tile\.core\.Stream"):
-        _foreign_stream_handle(fake_buffer())
+        _foreign_stream_handle(fake_buffer(), unchecked=True)
     with pytest.raises(TypeError, match="cannot use float as a stream"):
-        _foreign_stream_handle(1.5)
+        _foreign_stream_handle(1.5, unchecked=True)
 
 
 @pytest.mark.usefixtures("no_driver")

@@ -218,8 +218,19 @@ _keys = itertools.count(1)  # user data 0 would be NULL
 
 
 def _trampoline(key: int | None) -> None:
-    """Runs on a driver thread (ctypes takes the GIL); finds the Python work by its key."""
-    ctx, fn = _pending.pop(key or 0)
+    """Runs on a driver thread (ctypes takes the GIL); finds the Python work by its key.
+
+    All of it runs marked as a host function for tile.core, the drop of the work (``fn`` may hold the last reference
+    to a buffer) included: a finalizer firing here queues its release instead of calling the driver, which CUDA
+    forbids inside a host function."""
+    from tile.core import host_callback  # the real tile.core: host work only runs for CUDA contexts
+
+    with host_callback():
+        _run_host_work(key or 0)
+
+
+def _run_host_work(key: int) -> None:
+    ctx, fn = _pending.pop(key)
     if ctx.has_host_error():
         return
     previous = _lock.set_held(True)

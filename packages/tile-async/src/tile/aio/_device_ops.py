@@ -33,9 +33,19 @@ def _stream_of(ctx: ExecutionContext, op: DeviceOp[Any]) -> Any:
 
 
 class _Launch(DeviceOp[tuple[Any, ...]]):
-    __slots__ = ("_args", "_block", "_function", "_grid", "_shared_mem", "_signature")
+    __slots__ = ("_args", "_block", "_function", "_grid", "_shared_mem", "_signature", "_unchecked")
 
-    def __init__(self, function: Any, grid: Any, args: tuple[Any, ...], *, block: Any, shared_mem: int, signature: Any):
+    def __init__(
+        self,
+        function: Any,
+        grid: Any,
+        args: tuple[Any, ...],
+        *,
+        block: Any,
+        shared_mem: int,
+        signature: Any,
+        unchecked: bool = False,
+    ):
         super().__init__()
         self._function = function
         self._grid = grid
@@ -43,6 +53,7 @@ class _Launch(DeviceOp[tuple[Any, ...]]):
         self._block = block
         self._shared_mem = shared_mem
         self._signature = signature
+        self._unchecked = unchecked
 
     def _describe(self) -> str:
         return f"the launch of kernel {getattr(self._function, 'name', self._function)!r}"
@@ -57,6 +68,7 @@ class _Launch(DeviceOp[tuple[Any, ...]]):
             stream=stream,
             shared_mem=self._shared_mem,
             signature=self._signature,
+            **({"unchecked": True} if self._unchecked else {}),  # only the opt-out travels (a checked launch as before)
         )
         return self._args
 
@@ -160,6 +172,7 @@ def launch(
     block: Any = (1, 1, 1),
     shared_mem: int = 0,
     signature: Any = None,
+    unchecked: bool = False,
 ) -> DeviceOp[tuple[Any, ...]]:
     """Return an op that launches a ``tile.core.Function``; its output is ``args`` (handed back when the
     kernel is done).
@@ -176,8 +189,12 @@ def launch(
         Dynamic shared memory in bytes.
     signature : optional
         Argument kinds for ``tile.core.launch`` (e.g. ``("ptr", "i32")``).
+    unchecked : bool
+        Passed to ``tile.core.launch``: lets pointer arguments be raw int addresses (trusted as given).
     """
-    return _Launch(function, grid, tuple(args), block=block, shared_mem=shared_mem, signature=signature)
+    return _Launch(
+        function, grid, tuple(args), block=block, shared_mem=shared_mem, signature=signature, unchecked=unchecked
+    )
 
 
 def copy(dst: D, src: Any) -> DeviceOp[D]:

@@ -21,9 +21,10 @@ Devices and contexts
     ``.can_access_peer(other)``, ``.enable_peer_access(other)`` (context and memory-pool access; idempotent).
 Streams and events
     ``Stream(device=None, priority=0)`` creates an owned non-blocking stream; ``Stream.borrow(obj, device=None,
-    allow_null=False)`` wraps a foreign one (an int ``CUstream``, any ``__cuda_stream__`` object,
-    ``cuda.core.Stream``, torch / cupy streams) and keeps ``obj`` alive (``.owner``); handle 0 (the legacy NULL
-    stream) is refused unless ``allow_null``. ``.handle`` (int), ``.device``, ``.priority``, ``.owned``, ``.closed``,
+    allow_null=False, unchecked=False)`` wraps a foreign one (an int ``CUstream`` only with ``unchecked=True``, any
+    ``__cuda_stream__`` object, ``cuda.core.Stream``, torch / cupy streams) and keeps ``obj`` alive (``.owner``);
+    handle 0 (the legacy NULL stream) is refused unless ``allow_null``. ``.handle`` (int), ``.device``, ``.priority``,
+    ``.owned``, ``.closed``,
     ``.synchronize()`` (blocks), ``.query()`` (True when idle), ``.record(event=None) -> Event``,
     ``.wait(event_or_stream)``, ``.is_capturing()``, ``.close()``, ``__cuda_stream__``.
     ``Event(device=None, timing=False, blocking_sync=False)``: ``.handle``, ``.record(stream)``, ``.query()``,
@@ -39,9 +40,11 @@ Memory
     ``.nbytes``, ``.device``, ``.stream``, ``.closed``; ``.view(dtype, shape=None, offset=0) -> DeviceView``
     (bounds-checked); ``.copy_from(src)``, ``.copy_to(dst)``, ``.fill(value)``, ``.to_numpy(dtype, shape)``;
     ``.record_use(stream)`` (the free waits for it); ``.free()`` (exactly once; also ``with`` and GC).
-    ``DeviceView``: typed, strided window on device memory (``.ptr``, ``.dtype``, ``.shape``, ``.strides`` in
-    bytes, ``.size``, ``.nbytes``, ``.is_contiguous``, ``.readonly``, ``.device``, ``.owner``, ``.buffer``), the
-    same copy methods (contiguous views only), exported through ``__cuda_array_interface__`` and
+    ``DeviceView``: typed, strided window on device memory (made by ``buffer.view``, ``borrow`` or, checked against
+    it, over a borrowed view; over any other raw address only with ``DeviceView(..., unchecked=True)``): ``.ptr``,
+    ``.dtype``, ``.shape``, ``.strides`` in bytes, ``.size``, ``.nbytes``, ``.is_contiguous``, ``.readonly``,
+    ``.device``, ``.owner``, ``.buffer``; the same copy methods (contiguous views only), exported through
+    ``__cuda_array_interface__`` and
     ``__dlpack__`` / ``__dlpack_device__`` so torch / cupy view it without a copy.
     ``borrow(obj, stream=None)`` -> ``DeviceView`` of a foreign DLPack / ``__cuda_array_interface__`` producer
     (torch, cupy), zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
@@ -56,14 +59,17 @@ Modules and launches
     ``.param_layout``, ``.attributes``). ``launch(function, grid, block, args, *, stream=None, shared_mem=0,
     signature=None)``; ``prepare(...same...) -> PreparedLaunch`` packs
     and checks the arguments once, and ``prepared()`` relaunches with no per-call checks. Argument kinds
-    (``signature``): ``"ptr"`` (DeviceBuffer, DeviceView or int address), ``"i8"``, ``"i16"``, ``"i32"``,
-    ``"i64"``, ``"u8"``, ``"u16"``, ``"u32"``, ``"u64"`` (each as wide as its bits), ``"f16"``, ``"bf16"``,
+    (``signature``): ``"ptr"`` (DeviceBuffer, DeviceView, or an int address with ``unchecked=True``), ``"i8"``,
+    ``"i16"``, ``"i32"``, ``"i64"``, ``"u8"``, ``"u16"``, ``"u32"``, ``"u64"`` (each as wide as its bits), ``"f16"``,
+    ``"bf16"``,
     ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and buffers are pointers.
     Building blocks: ``KINDS``, ``pack_args``, ``param_layout`` (CUDA parameter-block offsets), ``cubin_arch``.
 Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,
     ``WrongTypeError`` (an object of a kind the call cannot use), ``StreamClosedError``, ``NullHandleError``,
-    ``ArchMismatchError``, ``LaunchArgumentError``, ``StateError``
+    ``ArchMismatchError``, ``LaunchArgumentError``, ``FactoryError`` (a handle class called directly instead of its
+    factory: ``DeviceBuffer()``, ``Function(...)``, ``PreparedLaunch(...)``, ``MemoryPool(...)``; a ``WrongTypeError``
+    naming the factory), ``StateError``
     (e.g. freeing memory a DLPack consumer still views, timing an event created without timing), ``ReadOnlyError``
     (assigning a field the checks trust) and ``FinalClassError`` (subclassing a handle class); driver failures
     are ``CudaError``; no driver is ``DriverNotFoundError``; a device ordinal out of range is ``InvalidDeviceError``
@@ -105,6 +111,19 @@ lets go; the consumer's stream is ordered after the buffer's stream at export an
 but an explicit ``free()`` is then the caller's promise that they are done. Borrowed memory (``borrow``) orders
 the producer's pending work before the given stream once, at borrow time; later work on the producer's own stream
 must be ordered by the caller (``Stream.wait``).
+
+Raw memory is an explicit opt-out
+---------------------------------
+Safe code names device memory only through Tile buffers, their views, and views of borrowed arrays (checked
+against them). An int address or stream handle is trusted only with ``unchecked=True`` (``launch``, ``prepare``,
+``pack_args``, ``DeviceView``, ``Stream.borrow``): greppable, like ``@tile.entry(unchecked=True)``. What a DLPack or
+``__cuda_array_interface__`` producer exports is trusted as those protocols require.
+
+Finalizers at a bad time
+------------------------
+A handle's finalizer never calls the driver inside a CUDA host function (mark such code with ``host_callback()``;
+tile.aio's host work is marked) and never blocks (pinned memory's release synchronizes the context): the release
+waits for the next safe point (an allocation, a free, a synchronize) and for the uses it must follow.
 """
 
 from tile.bindings import CudaError, DriverNotFoundError, InvalidDeviceError, TileError
@@ -116,6 +135,7 @@ from tile.core._cubin import cubin_arch
 from tile.core._errors import (
     ArchMismatchError,
     DoubleFreeError,
+    FactoryError,
     FinalClassError,
     HandleCopyError,
     LaunchArgumentError,
@@ -135,6 +155,7 @@ from tile.core._launch import PreparedLaunch, launch, prepare
 from tile.core._module import Function, Module
 from tile.core._nocopy import Uncopyable
 from tile.core._pinned import PinnedBuffer
+from tile.core._reaper import host_callback
 from tile.core._stream import Stream, begin_thread_capture, end_thread_capture, thread_is_capturing
 from tile.core._view import DeviceView
 
@@ -149,6 +170,7 @@ __all__ = [
     "DoubleFreeError",
     "DriverNotFoundError",
     "Event",
+    "FactoryError",
     "FinalClassError",
     "Function",
     "HandleCopyError",
@@ -176,6 +198,7 @@ __all__ = [
     "copy",
     "cubin_arch",
     "end_thread_capture",
+    "host_callback",
     "launch",
     "pack_args",
     "param_layout",

@@ -2,8 +2,8 @@
 
 Invariants: each kind is one table entry (size, numpy carrier, range); values are converted and range-checked
 once, at packing, so a prepared argument block needs no per-launch work; pointers come only from live Tile
-memory of the launch's device (or an explicit non-zero int address); an argument list is checked against the
-kernel's parameter count and sizes before anything is launched. Pure numpy: testable without a GPU.
+memory of the launch's device (or a non-zero int address, only with ``unchecked=True``); an argument list is
+checked against the kernel's parameter count and sizes before anything is launched. Pure numpy: testable without a GPU.
 """
 
 from __future__ import annotations
@@ -169,7 +169,9 @@ class PackedArgs(Uncopyable):
     views: tuple[DeviceView, ...] = ()  # views of memory no Tile buffer owns: they keep their producers alive
 
 
-def _pointer(value: Any, device: Device | None, index: int) -> tuple[int, DeviceBuffer | DeviceView | None]:
+def _pointer(
+    value: Any, device: Device | None, index: int, unchecked: bool
+) -> tuple[int, DeviceBuffer | DeviceView | None]:
     if isinstance(value, (DeviceBuffer, DeviceView)):
         if device is not None and value.device is not device:
             raise WrongDeviceError(
@@ -180,6 +182,12 @@ def _pointer(value: Any, device: Device | None, index: int) -> tuple[int, Device
         return value.ptr, owner
     address = as_index(value)
     if address is not None:
+        if unchecked is not True:
+            raise LaunchArgumentError(
+                f"argument {index} is the raw address {value!r}, which no check can vouch for: pass the DeviceBuffer "
+                "or DeviceView it lies in (tile.core.borrow(obj) for a foreign array), or opt out explicitly with "
+                "unchecked=True"
+            )
         if address == 0:
             raise NullHandleError(f"argument {index} is a null pointer: pass a DeviceBuffer or a live address")
         return address, None
@@ -192,6 +200,7 @@ def pack_args(
     *,
     device: Device | None = None,
     expected: tuple[tuple[int, int], ...] | None = None,
+    unchecked: bool = False,
 ) -> PackedArgs:
     """Convert and check kernel arguments.
 
@@ -205,12 +214,14 @@ def pack_args(
         Pointers must live on this device.
     expected : sequence of (offset, size), optional
         The kernel's parameter layout; count and sizes must match.
+    unchecked : bool
+        Let ``"ptr"`` arguments be int addresses (trusted as given); without it they are `LaunchArgumentError`.
     """
     args, kinds = _checked_kinds(args, signature, expected)
     values, buffers, views = [], [], []
     for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
         if kind == "ptr":
-            address, owner = _pointer(value, device, index)
+            address, owner = _pointer(value, device, index, unchecked)
             values.append(address)
             if isinstance(owner, DeviceView):
                 views.append(owner)
@@ -271,6 +282,7 @@ def pack_launch(
     *,
     device: Device | None,
     expected: tuple[tuple[int, int], ...] | None,
+    unchecked: bool = False,
 ) -> tuple[tuple[str, ...], list[Any], list[DeviceBuffer], list[DeviceView]]:
     """`pack_args` for a launch enqueued at once: the same checks, in the same order, raising the same errors, but no
     `PackedArgs` record, and an exact int in its kind's range is kept as is (``struct`` packs it into the same bytes as
@@ -290,7 +302,7 @@ def pack_launch(
                 if value not in buffers:
                     buffers.append(value)
                 continue
-            address, owner = _pointer(value, device, index)
+            address, owner = _pointer(value, device, index, unchecked)
             values.append(address)
             if isinstance(owner, DeviceView):
                 views.append(owner)

@@ -26,9 +26,9 @@ import numpy as np
 
 import tile.bindings as tb
 from tile.bindings import check
-from tile.core import _dlpack
+from tile.core import _dlpack, _reaper
 from tile.core._context import Device
-from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError
+from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError, factory_error
 from tile.core._event import Event
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_shape, c_strides, check_span, view_nbytes
@@ -53,6 +53,7 @@ _deferred: list[_PendingFree] = []  # frees that met a capturing stream, retried
 
 
 def _drain_deferred() -> None:
+    _reaper.drain()  # finalizers that fired inside a host function (a safe point: see tile.core._reaper)
     if not _deferred:
         return
     with _deferred_lock:
@@ -72,6 +73,11 @@ class _PendingFree:
     uses: tuple[Event, ...]
     foreign_streams: tuple[int, ...]
     ready: bool = False  # a ready buffer: freed on the device's private free stream, after the home stream
+
+    def released(self) -> bool:
+        """`run`, as a deferred release of ``tile.core._reaper`` (done once enqueued or deferred again)."""
+        self.run()
+        return True
 
     def run(self) -> None:
         """Enqueue the free after its uses, or defer all of it while a stream it must follow captures a graph."""
@@ -182,7 +188,7 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
     _ready: bool
 
     def __init__(self) -> None:
-        raise TypeError("use DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
+        raise factory_error("DeviceBuffer", "DeviceBuffer.allocate(nbytes, ...) or DeviceBuffer.from_host(array, ...)")
 
     @classmethod
     def allocate(
@@ -314,11 +320,16 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         self._freed = True
 
     def _release(self) -> None:
-        """Free the memory of a buffer this thread just marked freed."""
+        """Free the memory of a buffer this thread just marked freed (at the next safe point inside a host function,
+        where no driver call may be made: see ``tile.core._reaper``)."""
         invalidation[0] += 1
         uses, self._uses.events = tuple(self._uses.events), []
+        pending = _PendingFree(self._ptr, self.device, self.stream, uses, tuple(self._foreign_streams), self._ready)
+        if _reaper.deferring():
+            _reaper.defer(pending.released)
+            return
         _drain_deferred()
-        _PendingFree(self._ptr, self.device, self.stream, uses, tuple(self._foreign_streams), self._ready).run()
+        pending.run()
 
     def __enter__(self) -> DeviceBuffer:
         return self

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core._errors import factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
@@ -40,7 +41,17 @@ class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
     _copy_fix = "use device.memory_pool (one pool per device)"
     _frozen = frozenset({"handle", "device"})
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise factory_error("MemoryPool", "device.memory_pool (one pool per device)")
+
+    @classmethod
+    def _make(cls, device: Device) -> MemoryPool:
+        """Create the pool of ``device``; only `Device.memory_pool` calls this, once."""
+        self = cls.__new__(cls)
+        self._setup(device)
+        return self
+
+    def _setup(self, device: Device) -> None:
         d = tb.driver()
         props = d.CUmemPoolProps()
         props.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
@@ -190,8 +201,11 @@ class Device(Frozen, metaclass=Exact):
 
     def synchronize(self) -> None:
         """Block until all work on this device is done."""
+        from tile.core import _reaper
+
         self.make_current()
         check(tb.driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
 
     def mem_info(self) -> tuple[int, int]:
         """Return ``(free, total)`` device memory in bytes, as the driver sees it."""
@@ -206,7 +220,7 @@ class Device(Frozen, metaclass=Exact):
             with Device._lock:
                 if self._pool is None:
                     self.make_current()
-                    self._pool = MemoryPool(self)
+                    self._pool = MemoryPool._make(self)
         return self._pool
 
     @property

@@ -39,8 +39,8 @@ class HostRegion:
 
 def host_region(obj: Any, *, writable: bool) -> HostRegion:
     """Describe a host array, bytes-like object or PinnedBuffer as a contiguous region."""
-    pinned = obj if isinstance(obj, PinnedBuffer) else None
-    array = obj.array if pinned is not None else obj
+    pinned = obj if isinstance(obj, PinnedBuffer) else _pinned_base(obj)
+    array = obj.array if isinstance(obj, PinnedBuffer) else obj
     if isinstance(array, np.ndarray) and type(array) is not np.ndarray:
         # A subclass may override nbytes, ctypes, flags or dtype: the copy would trust its size and address (a
         # device-to-host copy writing past the array). Its plain ndarray view reports the memory as it is.
@@ -66,6 +66,15 @@ def host_region(obj: Any, *, writable: bool) -> HostRegion:
     if writable and not array.flags.writeable:
         raise LayoutMismatchError("the host destination is read-only: pass a writable array (np.empty(...))")
     return HostRegion(int(array.ctypes.data), int(array.nbytes), dtype, array, pinned)
+
+
+def _pinned_base(obj: object) -> PinnedBuffer | None:
+    """The PinnedBuffer a numpy array views (``pinned.array``, a view or slice of it), so that an asynchronous copy
+    records its use there and the release waits for it; None for other host memory."""
+    base = obj.base if isinstance(obj, np.ndarray) else None
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return base if isinstance(base, PinnedBuffer) else None
 
 
 @dataclass(frozen=True)

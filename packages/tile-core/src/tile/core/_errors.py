@@ -13,6 +13,7 @@ from tile.bindings import TileError
 __all__ = [
     "ArchMismatchError",
     "DoubleFreeError",
+    "FactoryError",
     "FinalClassError",
     "HandleCopyError",
     "LaunchArgumentError",
@@ -52,6 +53,18 @@ class WrongTypeError(TileError, TypeError):
     """An object of a kind the call cannot use was passed: a copy's end that is neither a host array nor device
     memory, a foreign array with no DLPack or ``__cuda_array_interface__``, a stream of an unknown library. The
     message names the type and the kinds that are accepted."""
+
+
+class FactoryError(WrongTypeError):
+    """A handle class was called directly instead of its factory (``DeviceBuffer()`` instead of
+    ``DeviceBuffer.allocate(n)``, ``Function(...)`` instead of ``module.function(name)``, ``PreparedLaunch(...)``
+    instead of ``prepare(...)``): the factory makes the resource and runs the checks the handle stands for. The
+    message names the factory."""
+
+
+def factory_error(cls: str, factory: str) -> FactoryError:
+    """The error for calling ``cls`` directly; ``factory`` says what to call instead."""
+    return FactoryError(f"a tile.core {cls} cannot be made directly: use {factory} (it makes and checks the handle)")
 
 
 class StreamClosedError(UseAfterFreeError):

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core import _reaper
 from tile.core._context import Device
-from tile.core._errors import StateError, UseAfterFreeError
+from tile.core._errors import StateError, UseAfterFreeError, WrongDeviceError
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
 
@@ -68,6 +69,12 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
         """Record the event at the current end of ``stream``."""
         self._check_open()
         stream._check_open()
+        if stream.device is not self.device:
+            raise WrongDeviceError(
+                f"{self!r} is an event of device {self.device.ordinal} and {stream!r} a stream of device "
+                f"{stream.device.ordinal}: record an event of the stream's device, tile.core.Event(device) (waiting "
+                "on it from another device's stream is fine)"
+            )
         check(tb.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
         self._recorded = True
 
@@ -84,6 +91,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
         """Block until the work before the recorded point is done."""
         self._check_open()
         check(tb.driver().cuEventSynchronize(self._raw), "cuEventSynchronize")
+        _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
 
     def elapsed_ms(self, since: Event) -> float:
         """Milliseconds between ``since`` and this event (both recorded, completed, and created with timing)."""
@@ -105,7 +113,11 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
         if not getattr(self, "_closed", True):
             self._closed = True
             # At interpreter shutdown the driver module, and this module's globals, may be gone: no contextlib here.
-            try:  # noqa: SIM105
-                tb.driver().cuEventDestroy(self._raw)
+            try:
+                raw = self._raw
+                if _reaper.deferring():  # inside a host function: no driver call (see tile.core._reaper)
+                    _reaper.defer(lambda: tb.driver().cuEventDestroy(raw) is not None)
+                else:
+                    tb.driver().cuEventDestroy(raw)
             except Exception:  # nobody to report a failed destroy to
                 pass

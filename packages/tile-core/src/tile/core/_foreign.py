@@ -85,4 +85,8 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
         if smv.strides is not None
         else c_strides(shape, dtype.itemsize)
     )
-    return DeviceView(int(smv.ptr), dtype, shape, strides, device=device, owner=smv, readonly=bool(smv.readonly))
+    # The address is the producer's export (its DLPack capsule or __cuda_array_interface__): the one place tile.core
+    # trusts a foreign address, as every consumer of those protocols must. Views made from this one are checked.
+    return DeviceView(
+        int(smv.ptr), dtype, shape, strides, device=device, owner=smv, readonly=bool(smv.readonly), unchecked=True
+    )

@@ -24,7 +24,7 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core._args import kernel_params, pack_args, pack_launch, param_block
 from tile.core._buffer import use_lock
-from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError
+from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_index
 from tile.core._module import Function
@@ -81,7 +81,26 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         "stream",
     )
 
-    def __init__(
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise factory_error("PreparedLaunch", "tile.core.prepare(...)")
+
+    @classmethod
+    def _make(
+        cls,
+        function: Function,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        packed: Any,
+        *,
+        stream: Stream,
+        shared_mem: int,
+    ) -> PreparedLaunch:
+        """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments."""
+        self = cls.__new__(cls)
+        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem)
+        return self
+
+    def _setup(
         self,
         function: Function,
         grid: tuple[int, int, int],
@@ -91,7 +110,6 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         stream: Stream,
         shared_mem: int,
     ) -> None:
-        """Made by `prepare`, which has checked and normalized ``grid`` and ``block``."""
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = grid, block
         self._keep = packed.views  # borrowed views: the launch reads their producers' memory at every call
@@ -137,6 +155,7 @@ def prepare(
     stream: object = None,
     shared_mem: int = 0,
     signature: Sequence[str] | None = None,
+    unchecked: bool = False,
 ) -> PreparedLaunch:
     """Check and pack a launch once; the result relaunches cheaply.
 
@@ -147,7 +166,8 @@ def prepare(
     grid, block : int or tuple of int
         Blocks in the grid and threads per block (Tile IR kernels use block ``(1, 1, 1)``).
     args : sequence
-        One value per kernel parameter: DeviceBuffer / DeviceView / address for pointers, numbers for scalars.
+        One value per kernel parameter: DeviceBuffer / DeviceView for pointers (an int address only with
+        ``unchecked``), numbers for scalars.
     stream : Stream or stream-like, optional
         Default: the device's default stream.
     shared_mem : int
@@ -155,6 +175,10 @@ def prepare(
     signature : sequence of str, optional
         Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f16"``, ``"bf16"``, ``"f32"``,
         ``"f64"``).
+    unchecked : bool
+        Let ``"ptr"`` parameters take int device addresses, which no check can vouch for (the launch trusts them to
+        name live memory of the device, large enough for the kernel): the greppable opt-out, like
+        ``@tile.entry(unchecked=True)``. Without it an int address is a `LaunchArgumentError`.
     """
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
     shared_mem = _shared_mem(shared_mem)
@@ -162,10 +186,10 @@ def prepare(
     chosen = as_stream(stream, device)
     with use_lock:  # no free or close between the pointers' checks and the guard's epoch: see use_lock
         chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
-        packed = pack_args(args, signature, device=device, expected=function.param_layout)
+        packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
-        return PreparedLaunch(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
+        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
 
 
 def launch(
@@ -177,6 +201,7 @@ def launch(
     stream: object = None,
     shared_mem: int = 0,
     signature: Sequence[str] | None = None,
+    unchecked: bool = False,
 ) -> None:
     """Check, pack and enqueue one launch (see :func:`prepare` for the parameters).
 
@@ -191,7 +216,9 @@ def launch(
     with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
         if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
             chosen._check_open()
-        kinds, values, buffers, _views = pack_launch(args, signature, device=device, expected=function.param_layout)
+        kinds, values, buffers, _views = pack_launch(
+            args, signature, device=device, expected=function.param_layout, unchecked=unchecked
+        )
         shared = []
         for buffer in buffers:
             buffer._before_use(chosen)

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import tile.bindings as tb
+from tile.core import _reaper
 from tile.core._context import Device
 from tile.core._cubin import cubin_arch, runs_on
-from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError
+from tile.core._errors import ArchMismatchError, NullHandleError, UseAfterFreeError, factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
-from tile.core._stream import invalidation
+from tile.core._stream import invalidation, use_lock
 
 __all__ = ["Function", "Module"]
 
@@ -43,7 +44,7 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
     _closed: bool
 
     def __init__(self) -> None:
-        raise TypeError("use Module.from_cubin(data) or Module.load(path)")
+        raise factory_error("Module", "Module.from_cubin(data) or Module.load(path)")
 
     @classmethod
     def from_cubin(cls, data: bytes, *, device: Device | None = None, name: str = "") -> Module:
@@ -103,16 +104,32 @@ class Module(Frozen, Uncopyable, metaclass=Exact):
                 kernel = self._code.get_kernel(name)
             except Exception as exc:
                 raise _as_cuda_error(exc, "cuLibraryGetKernel", name) from exc
-            found = self._functions[name] = Function(self, name, kernel)
+            found = self._functions[name] = Function._make(self, name, kernel)
         return found
 
     def unload(self) -> None:
         """Forget the module; its functions can no longer be launched (the driver unloads it when unreferenced)."""
-        self._closed = True
-        for function in self._functions.values():
-            function._closed = True
-        self._functions.clear()
-        invalidation[0] += 1  # prepared launches of its functions recheck them
+        # Under use_lock: a launch or prepare on another thread comes wholly before (and a prepared launch's guard
+        # then sees the invalidation) or after (its kernel read raises) - never with the guard's epoch taken after.
+        with use_lock:
+            self._closed = True
+            for function in self._functions.values():
+                function._closed = True
+            self._functions.clear()
+            invalidation[0] += 1  # prepared launches of its functions recheck them
+
+    def __del__(self) -> None:
+        _keep_until_safe(getattr(self, "_code", None))
+
+
+def _keep_until_safe(held: object) -> None:
+    """Inside a host function, keep ``held`` (a cuda.core library or kernel, whose own finalizer unloads the library
+    through the driver) alive until the next safe point, where dropping it may call the driver (tile.core._reaper)."""
+    try:
+        if held is not None and _reaper.deferring():
+            _reaper.defer(lambda: held is not None)
+    except Exception:  # a finalizer must not raise (interpreter shutdown)
+        pass
 
 
 def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:
@@ -133,11 +150,26 @@ class Function(Frozen, Uncopyable, metaclass=Exact):
     _copy_fix = "pass the function itself, or get it again with module.function(name)"
     _frozen = frozenset({"module", "name", "param_layout"})
 
-    def __init__(self, module: Module, name: str, kernel: Any) -> None:
+    module: Module
+    name: str
+    _kernel: Any
+    _closed: bool
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise factory_error("Function", "module.function(name)")
+
+    @classmethod
+    def _make(cls, module: Module, name: str, kernel: Any) -> Function:
+        """The function ``name`` of ``module`` (its ``cuda.core`` kernel); only `Module.function` calls this."""
+        self = cls.__new__(cls)
         self.module, self.name, self._kernel, self._closed = module, name, kernel, False
+        return self
 
     def __repr__(self) -> str:
         return f"<Function {self.name} in {self.module!r}>"
+
+    def __del__(self) -> None:
+        _keep_until_safe(getattr(self, "_kernel", None))
 
     @property
     def kernel(self) -> Any:

@@ -2,7 +2,9 @@
 
 Invariants: the memory lives while any reference does - numpy arrays from ``.array`` included, whose base is the
 buffer - and is released by the garbage collector only after every use recorded on a stream has completed, so an
-asynchronous copy can never read or write freed host memory.
+asynchronous copy can never read or write freed host memory. The finalizer never blocks (``cuMemFreeHost``
+synchronizes the context): the release waits in ``tile.core._reaper``'s queue for the next safe point (an allocation,
+a free, a synchronize) and, there, for its recorded uses.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import numpy as np
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core import _reaper
 from tile.core._buffer import Uses
 from tile.core._context import Device
-from tile.core._errors import LayoutMismatchError
+from tile.core._errors import LayoutMismatchError, factory_error
+from tile.core._event import Event
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_shape
 from tile.core._nocopy import Uncopyable
@@ -44,7 +48,7 @@ class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
     _shape: tuple[int, ...]
 
     def __init__(self) -> None:
-        raise TypeError("use PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
+        raise factory_error("PinnedBuffer", "PinnedBuffer.allocate(nbytes) or PinnedBuffer.empty(shape, dtype)")
 
     @classmethod
     def allocate(cls, nbytes: int, *, device: Device | None = None) -> PinnedBuffer:
@@ -52,6 +56,7 @@ class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
         size = as_index(nbytes)
         if size is None or size <= 0:
             raise LayoutMismatchError(f"cannot allocate {nbytes!r} pinned bytes: pass a positive int")
+        _reaper.drain()  # a safe point: pinned memory released by the garbage collector goes back first
         d = tb.driver()
         (device or Device(0)).make_current()
         flags = d.CU_MEMHOSTALLOC_PORTABLE
@@ -94,7 +99,24 @@ class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
     def __del__(self) -> None:
         if not getattr(self, "_freed", True):
             self._freed = True
+            # Never a blocking call here (cuMemFreeHost synchronizes the context): a finalizer may run inside a host
+            # function (no driver call allowed) or on a thread holding a lock the pending work needs. The release
+            # waits for the next safe point (see tile.core._reaper).
             with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
-                for event in self._uses.events:
-                    event.synchronize()
-                tb.driver().cuMemFreeHost(self.ptr)
+                _reaper.defer(_Release(self.ptr, tuple(self._uses.events)), blocks=True)
+
+
+class _Release:
+    """``cuMemFreeHost`` of pinned memory once every recorded use completed; returns False while one is pending."""
+
+    __slots__ = ("events", "ptr")
+
+    def __init__(self, ptr: int, events: tuple[Event, ...]) -> None:
+        self.ptr, self.events = ptr, events
+
+    def __call__(self) -> bool:
+        # A closed event raises here: the release is dropped unrun (a leak, never a free under pending work).
+        if not all(event.query() for event in self.events):
+            return False
+        tb.driver().cuMemFreeHost(self.ptr)
+        return True

@@ -15,6 +15,7 @@ from typing import Any
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core import _reaper
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError, WrongTypeError
 from tile.core._event import NOT_READY, Event
@@ -26,10 +27,10 @@ __all__ = ["Stream", "as_stream", "invalidation", "open_successor", "use_lock"]
 _closing = threading.Lock()  # held while a stream is closed: two threads closing one stream destroy it once
 # Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
 # (and its stream open) until the use is enqueued and recorded, by a free from its check until the free is enqueued,
-# and by `Stream.close`: a free or a close on another thread is then ordered after every use that saw the buffer live
-# and the stream open, two threads never both free a buffer, and no use is enqueued on a stream being destroyed.
-# Re-entrant (a fill may copy); never held across a blocking wait for other work, and never taken by a GC-run
-# finalizer of a buffer (nothing else refers to that buffer) or a stream (nothing else uses it).
+# and by `Stream.close` and `Module.unload`: a free, close or unload on another thread is then ordered after every
+# use that saw the buffer live, the stream open and the module loaded, two threads never both free a buffer, and no
+# use is enqueued on a stream being destroyed. Re-entrant (a fill may copy); never held across a blocking wait for
+# other work, and never taken by a GC-run finalizer (those only queue blocking work: see tile.core._reaper).
 use_lock = threading.RLock()
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
@@ -114,7 +115,9 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         self._mark: Event | None = None
 
     @classmethod
-    def borrow(cls, obj: object, *, device: Device | None = None, allow_null: bool = False) -> Stream:
+    def borrow(
+        cls, obj: object, *, device: Device | None = None, allow_null: bool = False, unchecked: bool = False
+    ) -> Stream:
         """Wrap a foreign stream without taking ownership; ``obj`` is kept alive while the wrapper lives.
 
         Parameters
@@ -126,10 +129,15 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             The stream's device; asked from the driver when omitted.
         allow_null : bool
             Accept the legacy NULL stream (handle 0), which synchronises with every blocking stream.
+        unchecked : bool
+            Accept a raw handle (an int or a ``cuda.bindings`` ``CUstream``): nothing can check that it names a live
+            stream (the driver may reuse a destroyed stream's handle, and a stale one crashes the process), so a raw
+            handle needs this explicit opt-out, else `WrongTypeError`. Stream objects (``__cuda_stream__``, torch,
+            cupy) are what their library exports and need no opt-out.
         """
         if isinstance(obj, Stream):
             return obj
-        handle = _foreign_stream_handle(obj)
+        handle = _foreign_stream_handle(obj, unchecked=unchecked)
         if handle == 0 and not allow_null:
             raise NullHandleError(
                 "cannot borrow stream handle 0 (the legacy NULL stream): it serialises with all other work; "
@@ -180,6 +188,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
                 check(tb.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
             return
         result = tb.driver().cuStreamSynchronize(self._raw)
+        _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
         if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
             check(result, "cuStreamSynchronize")
 
@@ -213,6 +222,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
     def wait(self, other: Event | Stream) -> None:
         """Make later work on this stream wait for ``other`` (an event, or everything queued on a stream)."""
         self._check_open()
+        if not isinstance(other, (Event, Stream)):
+            raise WrongTypeError(
+                f"a stream can wait for a tile.core Event or Stream, not {type(other).__name__}: wrap a foreign stream "
+                "with tile.core.Stream.borrow(obj) and wait for it (its work queued so far)"
+            )
         event = other if isinstance(other, Event) else other.record()
         event._check_open()
         check(tb.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
@@ -247,8 +261,12 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             self._closed = True
             # At interpreter shutdown module globals (contextlib, tb) may already be None, so no helper
             # from them can be trusted here; a failed destroy then only leaks what the process exit frees.
-            try:  # noqa: SIM105 - contextlib itself may be None this late
-                tb.driver().cuStreamDestroy(self._raw)
+            try:
+                raw = self._raw
+                if _reaper.deferring():  # inside a host function: no driver call (see tile.core._reaper)
+                    _reaper.defer(lambda: tb.driver().cuStreamDestroy(raw) is not None)
+                else:
+                    tb.driver().cuStreamDestroy(raw)
             except Exception:  # a finalizer must not raise
                 pass
 
@@ -263,7 +281,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         return cc
 
 
-def _foreign_stream_handle(obj: object) -> int:
+def _foreign_stream_handle(obj: object, *, unchecked: bool) -> int:
     protocol = getattr(obj, "__cuda_stream__", None)
     if protocol is not None:
         _version, handle = protocol() if callable(protocol) else protocol
@@ -274,13 +292,20 @@ def _foreign_stream_handle(obj: object) -> int:
     value = getattr(obj, attribute, None) if attribute else None
     if isinstance(value, int):
         return value
+    raw = (isinstance(obj, int) and not isinstance(obj, bool)) or (library == "cuda" and hasattr(obj, "getPtr"))
+    if raw and unchecked is not True:
+        raise WrongTypeError(
+            f"{obj!r} is a raw stream handle, which no check can vouch for (a stale handle names a destroyed or "
+            "reused stream): pass a tile.core.Stream, a torch/cupy/cuda.core stream object, or opt out explicitly "
+            "with tile.core.Stream.borrow(handle, unchecked=True)"
+        )
     if isinstance(obj, int) and not isinstance(obj, bool):
-        return obj
-    if library == "cuda" and hasattr(obj, "getPtr"):  # a cuda.bindings CUstream
+        return int(obj)  # the exact int: an int subclass cannot report one handle and be used as another
+    if raw:  # a cuda.bindings CUstream
         return int(obj)  # type: ignore[call-overload,no-any-return]  # cuda.bindings handles define __int__
     raise WrongTypeError(
         f"cannot use {type(obj).__name__} as a stream: pass a tile.core.Stream, an object with __cuda_stream__, "
-        "a torch/cupy stream or an int CUstream"
+        "a torch/cupy stream, or Stream.borrow(handle, unchecked=True) for a raw CUstream"
     )
 
 

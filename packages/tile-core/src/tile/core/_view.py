@@ -15,7 +15,13 @@ import numpy as np
 
 from tile.core import _dlpack
 from tile.core._context import Device
-from tile.core._errors import LayoutMismatchError, OutOfBoundsError, UseAfterFreeError, WrongDeviceError
+from tile.core._errors import (
+    LayoutMismatchError,
+    OutOfBoundsError,
+    UseAfterFreeError,
+    WrongDeviceError,
+    WrongTypeError,
+)
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_indices, as_shape, is_c_contiguous, span
 from tile.core._nocopy import Uncopyable
@@ -33,8 +39,10 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
 
     Made by ``buffer.view(...)`` and ``borrow(...)``, or directly: a view of a Tile buffer (``buffer=``, or an
     ``owner`` that is a DeviceBuffer) must lie inside that live buffer, on its device (`OutOfBoundsError`,
-    `UseAfterFreeError`, `WrongDeviceError`); a view made directly over a foreign address trusts that address, as a
-    launch's int address argument does. The class is final and its fields are read-only (see ``tile.core._final``).
+    `UseAfterFreeError`, `WrongDeviceError`); a view whose ``owner`` is another DeviceView (a borrowed array) must lie
+    inside that view, on its device, and is read-only when it is. A view over any other address names raw memory no
+    check can vouch for: it needs ``unchecked=True`` (the greppable opt-out, like ``@tile.entry(unchecked=True)``),
+    else `WrongTypeError`. The class is final and its fields are read-only (see ``tile.core._final``).
 
     Attributes
     ----------
@@ -73,6 +81,7 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
         owner: object,
         buffer: DeviceBuffer | None = None,
         readonly: bool = False,
+        unchecked: bool = False,
     ) -> None:
         address, dt, dims, steps = as_index(ptr), as_dtype(dtype), as_shape(shape), as_indices(strides)
         if address is None or steps is None or len(steps) != len(dims):
@@ -83,6 +92,14 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
         home = _home_buffer(owner, buffer)
         if home is not None:
             _check_inside(home, address, dt, dims, steps, device=device)
+        elif type(owner) is DeviceView:
+            _check_inside_view(owner, address, dt, dims, steps, device=device, readonly=bool(readonly))
+        elif unchecked is not True:
+            raise WrongTypeError(
+                f"a DeviceView over the raw address 0x{address:x} (owner {type(owner).__name__}, no Tile buffer) "
+                "names memory no check can vouch for: view Tile memory with buffer.view(dtype, shape, offset), a "
+                "foreign array with tile.core.borrow(obj), or opt out explicitly with DeviceView(..., unchecked=True)"
+            )
         vars(self).update(  # the first (and only) assignment of the read-only fields, without __setattr__'s check
             _ptr=address, dtype=dt, shape=dims, strides=steps, device=device, owner=owner, _buffer=buffer
         )
@@ -240,4 +257,36 @@ def _check_inside(
             f"a view {dtype}{list(shape)} with strides {strides} at 0x{address:x} covers bytes "
             f"[{address + lo - base}, {address + hi - base}) of {home!r}, which has {home.nbytes}: "
             "make views with buffer.view(dtype, shape, offset)"
+        )
+
+
+def _check_inside_view(
+    home: DeviceView,
+    address: int,
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    *,
+    device: Device,
+    readonly: bool,
+) -> None:
+    """Refuse a view derived from ``home`` (a borrowed array's view) that reaches outside it, lives on another device
+    or writes what the producer exported read-only."""
+    base = home.ptr  # UseAfterFreeError when ``home`` views a freed Tile buffer
+    if device is not home.device:
+        raise WrongDeviceError(
+            f"the view says device {getattr(device, 'ordinal', device)!r} but {home!r} lives on device "
+            f"{home.device.ordinal}: pass device=owner.device"
+        )
+    if home.readonly and not readonly:
+        raise LayoutMismatchError(
+            f"{home!r} was exported read-only by its producer: a view of it must be readonly=True"
+        )
+    lo, hi = span(shape, strides, dtype.itemsize)
+    low, high = span(home.shape, home.strides, home.dtype.itemsize)
+    if math.prod(shape) and (address + lo < base + low or address + hi > base + high or not home.size):
+        raise OutOfBoundsError(
+            f"a view {dtype}{list(shape)} with strides {strides} at 0x{address:x} covers bytes "
+            f"[{address + lo - base}, {address + hi - base}) of {home!r}, which spans [{low}, {high}): "
+            "make views inside the array it views"
         )

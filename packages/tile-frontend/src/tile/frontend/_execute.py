@@ -140,7 +140,9 @@ def prepared_launch(
     if prepared is None:
         from tile import core
 
-        prepared = core.prepare(fn, grid, (1, 1, 1), args, stream=stream, signature=kinds)
+        # The addresses come from handles the launch has checked (liveness, bounds, ownership): the frontend's own
+        # opt-out of tile.core's address check, never the user's.
+        prepared = core.prepare(fn, grid, (1, 1, 1), args, stream=stream, signature=kinds, unchecked=True)
         if len(_prepared) >= _PREPARED_CAP:  # launches with ever-new addresses must not grow it without bound
             _prepared.clear()
         _prepared[key] = prepared

@@ -7,8 +7,9 @@ memory; the built-in ``vec_add`` kernel (and any kernel added with :meth:`SimDri
 
 With ``asynchronous=True`` streams queue their work and run it only when the host synchronizes or queries, or when
 a seeded scheduler runs some of it early on a later driver call: a missing wait or a too-early free then shows as
-wrong bytes or an entry in :attr:`SimDriver.bugs` (a free while queued work still touches the memory, or an
-access outside every live allocation). Tests should assert ``driver.bugs == []`` at the end.
+wrong bytes or an entry in :attr:`SimDriver.bugs` (a free while queued work still touches the memory, an access
+outside every live allocation, or a driver call made inside a host function, which CUDA forbids). Tests should
+assert ``driver.bugs == []`` at the end.
 
 Test tier only: nothing in ``tile.core`` imports this module.
 """

@@ -95,6 +95,15 @@ class SimDriver(SimStreams):
         self.priorities: dict[int, int] = {}
         self.kernels: dict[str, SimKernel] = {"vec_add": SimKernel("vec_add", VEC_ADD_SIGNATURE, vec_add_body)}
 
+    def __getattribute__(self, name: str) -> Any:
+        found = object.__getattribute__(self, name)
+        inside = getattr(object.__getattribute__(self, "current"), "host_func", 0) if name[:2] == "cu" else 0
+        if inside and name[2:3].isupper():
+            # CUDA forbids driver calls inside a host function: the real driver fails them (or deadlocks).
+            self.bug(f"{name} called inside a host function (CUDA forbids driver calls there)")
+            return lambda *args: (real.CUresult.CUDA_ERROR_NOT_PERMITTED,)
+        return found
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("cu") and name[2:3].isupper():
             raise AttributeError(f"the simulator does not implement {name}")

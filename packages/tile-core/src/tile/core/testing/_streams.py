@@ -190,7 +190,11 @@ class SimStreams:
 
         def run() -> None:
             self.log.append(("host_func", st))
-            call(key)
+            self.current.host_func = getattr(self.current, "host_func", 0) + 1
+            try:
+                call(key)
+            finally:
+                self.current.host_func -= 1
 
         self.enqueue(Work(st, run))
         return (OK,)

@@ -1,0 +1,92 @@
+"""Finalizers that fire at a bad time: their driver calls wait for the next safe point.
+
+A handle's finalizer (``__del__`` of a `DeviceBuffer`, `PinnedBuffer`, `Stream`, `Event`) runs wherever the last
+reference drops or the garbage collector happens to run: possibly inside a CUDA host function (``cuLaunchHostFunc``,
+e.g. tile.aio's ``host_call``), where CUDA forbids every driver call (``CUDA_ERROR_NOT_PERMITTED``, or a deadlock:
+the stream waits for the callback), or on a thread that holds `use_lock` while the work the finalizer would wait for
+needs that lock (a host function that copies). So:
+
+- code that runs Python inside a host function marks it with :func:`host_callback`; a finalizer that fires there
+  queues its work (:func:`defer`) instead of calling the driver;
+- a finalizer never blocks: pinned memory (whose ``cuMemFreeHost`` synchronizes the context, so it would wait for
+  its pending uses and everything else queued) is always queued, never released inline;
+- the queue is drained at the next safe point (:func:`drain`: an allocation, a free, a synchronize), on a thread
+  that may call the driver; a release that blocks waits for a safe point where this thread holds no ``use_lock``
+  (work it would wait for may need that lock), and one that still cannot run (a use pending) is queued again.
+
+Invariant: a deferred release runs exactly once, never inside a host function, and never before the uses it was
+waiting for are complete; until then the memory stays allocated (a late release, never an early one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+__all__ = ["defer", "deferring", "drain", "host_callback", "pending"]
+
+_THREAD = threading.local()  # .depth: host functions this thread is running (nested ones count)
+_queue: list[tuple[Callable[[], bool], bool]] = []  # (release, blocks): True once done, False to be retried later
+_queue_lock = threading.Lock()  # guards the list only: held for an append or a swap, never while a release runs
+
+
+@contextlib.contextmanager
+def host_callback() -> Iterator[None]:
+    """Mark the calling code as running inside a CUDA host function (``cuLaunchHostFunc``).
+
+    tile.core finalizers that fire meanwhile make no driver call: their releases run at the next safe point on a
+    thread that may call the driver. Libraries that run Python in host functions (tile.aio does) wrap it in this.
+    """
+    _THREAD.depth = getattr(_THREAD, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _THREAD.depth -= 1
+
+
+def deferring() -> bool:
+    """True while this thread runs a host function: no driver call may be made now."""
+    return getattr(_THREAD, "depth", 0) > 0
+
+
+def defer(release: Callable[[], bool], *, blocks: bool = False) -> None:
+    """Queue ``release`` (returns True once done, False to be retried) for the next safe point; ``blocks`` when it
+    may wait for other work (it then runs only where this thread holds no ``use_lock``)."""
+    with _queue_lock:
+        _queue.append((release, blocks))
+
+
+def _holds_use_lock() -> bool:
+    from tile.core._stream import use_lock
+
+    return bool(use_lock._is_owned())  # type: ignore[attr-defined]  # RLock's own test (both implementations)
+
+
+def pending() -> int:
+    """How many releases wait for a safe point."""
+    return len(_queue)
+
+
+def drain() -> None:
+    """Run the queued releases (a safe point: never inside a host function); those not yet possible stay queued."""
+    if not _queue or deferring():
+        return
+    may_block = not _holds_use_lock()
+    with _queue_lock:
+        batch = list(_queue)
+        _queue.clear()
+    retry: list[tuple[Callable[[], bool], bool]] = []
+    for release, blocks in batch:
+        if blocks and not may_block:
+            retry.append((release, blocks))
+            continue
+        try:
+            done = release()
+        except Exception:  # a release that fails (a driver torn down) is dropped unrun: a leak, never an early free
+            done = True
+        if not done:
+            retry.append((release, blocks))
+    if retry:
+        with _queue_lock:
+            _queue.extend(retry)
