@@ -2,12 +2,13 @@
 
 The op list is the model's own decode step (`Qwen3.steps` of one token with the LM head and the on-device argmax, as
 `DecodeGraph` captures it): the embedding, each layer's ops (`FUSED_OPS` with ``--fuse on``, the default, as
-``Qwen3(..., fuse=True)`` runs them; `UNFUSED_OPS` with ``--fuse off``), then `HEAD_OPS` (final norm, LM head,
-argmax). The model is built as ``benchmarks/bench_qwen3.py``'s decode rows build it (``max_seq`` = context + tokens +
-4, rounded up to a power of two by `Qwen3`, so the decode attention is the one kernel or split + combine the model
-picks for that cache, ``--decode-attention`` as there) and tuned for one token (`Qwen3.tune`: the tuner's configs). The
-KV cache is filled cheaply with seeded random values (the kernels' time does not depend on them) and the token sits at
-position ``--context``, so attention reads context + 1 cached positions.
+``Qwen3(..., fuse=True)`` runs them; `UNFUSED_OPS` with ``--fuse off``; ``--fuse both`` profiles the fused step, then
+the unfused one on the same model), then `HEAD_OPS` (final norm, LM head, argmax). The model is built as
+``benchmarks/bench_qwen3.py``'s decode rows build it (``max_seq`` = context + tokens + 4, rounded up to a power of two
+by `Qwen3`, so the decode attention is the one kernel or split + combine the model picks for that cache,
+``--decode-attention`` as there) and tuned for one token (`Qwen3.tune`: the tuner's configs). The KV cache is filled
+cheaply with seeded random values (the kernels' time does not depend on them) and the token sits at position
+``--context``, so attention reads context + 1 cached positions.
 
 Each op kind is timed as `profile_prefill` times a prefill's: one graph of that op for every layer (each layer's
 weights and caches, scratch activations of the step's shapes), replayed ``--inner`` times back to back between two
@@ -110,6 +111,14 @@ def fill_caches(model: Qwen3) -> None:
         model.k_cache[i], model.v_cache[i] = tile.from_numpy(host), tile.from_numpy(host)
 
 
+def build(c: Qwen3Config, context: int, tokens: int, decode_attention: str = "auto") -> Qwen3:
+    """The model as ``bench_qwen3.py``'s decode rows make it for ``context`` and ``tokens`` (seeded weights, ``max_seq``
+    = context + tokens + 4), its caches filled (`fill_caches`)."""
+    model = Qwen3(c, SeededWeights(c, seed=0), max_seq=context + tokens + 4, decode_attention=decode_attention)
+    fill_caches(model)
+    return model
+
+
 def kinds_of(model: Qwen3, steps: list[Step]) -> dict[str, list[Step]]:
     """The step list of one decode step split by op kind (`op_bytes`' order)."""
     c = model.config
@@ -141,21 +150,12 @@ def empty_chain_ms(launches: int, reps: int, inner: int) -> float:
 
 
 def profile(
-    c: Qwen3Config,
-    weights: Any,
-    context: int,
-    *,
-    fused: bool = True,
-    decode_attention: str = "auto",
-    tokens: int = 32,
-    reps: int = 20,
-    inner: int = 10,
-    bandwidth: float = 0.0,
+    model: Qwen3, context: int, *, tokens: int = 32, reps: int = 20, inner: int = 10, bandwidth: float = 0.0
 ) -> dict[str, Any]:
-    """Time every op kind of a one-token decode step at position ``context`` (see the module docstring)."""
-    model = Qwen3(c, weights, max_seq=context + tokens + 4, decode_attention=decode_attention, fuse=fused)
+    """Time every op kind of ``model``'s one-token decode step (fused or not: ``model.fuse``) at position ``context``
+    (see the module docstring); the caches must hold ``context + tokens + 2`` positions (`build`)."""
+    c, fused = model.config, model.fuse
     model.tune(1)
-    fill_caches(model)
     inputs = tile.from_numpy(np.array([1, context], dtype=np.int32))  # [token id, its position]
     steps = model.steps(inputs, 1, head=True, argmax=True)
     work = op_bytes(c, context, fused)
@@ -196,7 +196,7 @@ def profile(
         "model": c.name,
         "context": context,
         "fuse": fused,
-        "decode_attention": decode_attention,
+        "attention_launches_per_layer": next(r["launches"] for r in rows if r["op"] == "attention") / len(model.layers),
         "max_seq": model.max_seq,
         "reps": reps,
         "inner": inner,
@@ -245,17 +245,22 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--model", default="4B", help="Qwen3 size (0.6B ... 32B, or tiny); default 4B")
     p.add_argument("--context", type=int, default=None, help="cached positions before the token (default 512)")
     p.add_argument("--tokens", type=int, default=32, help="greedy steps timed; max_seq = context + tokens + 4")
-    p.add_argument("--fuse", choices=("on", "off"), default="on", help="Qwen3(fuse=...): the decode step list")
+    p.add_argument(
+        "--fuse",
+        choices=("on", "off", "both"),
+        default="on",
+        help="Qwen3(fuse=...): the decode step list; both: the fused, then the unfused on the same model",
+    )
     p.add_argument("--decode-attention", choices=("auto", "one", "split"), default="auto")
     p.add_argument("--reps", type=int, default=20, help="timings per op (the median is kept)")
     p.add_argument("--inner", type=int, default=10, help="back-to-back replays per timing")
     p.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s; default: measured D2D copy on the GPU")
-    p.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
+    p.add_argument("--out", type=Path, default=None, help="write the results (a JSON list, one per --fuse) here")
     p.add_argument("--smoke", action="store_true", help="tiny config, context 8, 2 reps, on the CPU interpreter")
     args = p.parse_args(argv)
     if args.smoke:
@@ -271,15 +276,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from bench_qwen3 import copy_bandwidth
 
         bandwidth = copy_bandwidth(torch)
-    c = config_for(args.model)
-    kw = {"fused": args.fuse == "on", "decode_attention": args.decode_attention, "tokens": args.tokens}
-    kw |= {"reps": args.reps, "inner": args.inner, "bandwidth": bandwidth}
-    result = profile(c, SeededWeights(c, seed=0), args.context, **kw)
-    result["backend"] = tile.backend()
-    print(table(result), flush=True)
+    model = build(config_for(args.model), args.context, args.tokens, args.decode_attention)
+    results = []
+    for fused in {"on": [True], "off": [False], "both": [True, False]}[args.fuse]:
+        model.fuse = fused  # (the other form's matmuls are tuned by profile's model.tune)
+        kw = {"tokens": args.tokens, "reps": args.reps, "inner": args.inner, "bandwidth": bandwidth}
+        result = profile(model, args.context, **kw)
+        result |= {"backend": tile.backend(), "decode_attention": args.decode_attention}
+        print(f"{args.model}, context {args.context}, fuse={fused}:\n{table(result)}", flush=True)
+        results.append(result)
     if args.out is not None:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    return result
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    return results
 
 
 if __name__ == "__main__":

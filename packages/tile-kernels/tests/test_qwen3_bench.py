@@ -229,7 +229,7 @@ def test_counting_launches_counts_eager_runs_and_captures_and_restores_the_launc
     assert _accel.active() == path
 
 
-def _decode_smoke(tmp_path: Path, *args: str) -> dict[str, Any]:
+def _decode_smoke(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
     profile_decode = importlib.import_module("profile_decode")
     backend = tile.backend()
     out = tmp_path / "decode.json"
@@ -237,15 +237,15 @@ def _decode_smoke(tmp_path: Path, *args: str) -> dict[str, Any]:
         profile_decode.main(["--smoke", "--out", str(out), *args])
     finally:
         tile.set_backend(backend)
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    results: list[dict[str, Any]] = json.loads(out.read_text())
+    return results
 
 
 def test_profile_decode_times_every_op_of_the_fused_decode_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     profile_decode = importlib.import_module("profile_decode")
-    result = _decode_smoke(tmp_path)
+    [result] = _decode_smoke(tmp_path)
     ops = [r["op"] for r in result["ops"]]
     assert ops == ["embedding", *profile_decode.FUSED_OPS, *profile_decode.HEAD_OPS]
     layers, launches = TINY.num_hidden_layers, {r["op"]: r["launches"] for r in result["ops"]}
@@ -268,20 +268,26 @@ def test_profile_decode_times_every_op_of_the_fused_decode_step(
     assert "empty-kernel chain" in text
 
 
-def test_profile_decode_unfused_split_attention_and_the_roofline(tmp_path: Path) -> None:
+def test_profile_decode_both_forms_with_split_attention_and_the_roofline(tmp_path: Path) -> None:
     profile_decode = importlib.import_module("profile_decode")
-    args = ["--fuse", "off", "--decode-attention", "split", "--context", "24", "--bandwidth", "1e9"]
-    result = _decode_smoke(tmp_path, *args)
-    ops = [r["op"] for r in result["ops"]]
-    assert ops == ["embedding", *profile_decode.UNFUSED_OPS, *profile_decode.HEAD_OPS]
-    layers, launches = TINY.num_hidden_layers, {r["op"]: r["launches"] for r in result["ops"]}
-    assert launches["attention"] == 2 * layers  # max_seq 32: two key tiles, split + combine
-    assert launches["swiglu"] == launches["rmsnorm_mlp"] == layers
-    assert result["max_seq"] == 32
-    for r in result["ops"]:
-        assert r["roofline_fraction"] == pytest.approx(r["bytes"] / 1e9 / (r["us"] * 1e-6))
-    assert result["roofline_us"] == pytest.approx(sum(r["bytes"] for r in result["ops"]) / 1e3)
-    assert result["greedy_roofline_fraction"] == pytest.approx(result["roofline_us"] / result["greedy_us"])
+    args = ["--fuse", "both", "--decode-attention", "split", "--context", "24", "--bandwidth", "1e9"]
+    fused, unfused = _decode_smoke(tmp_path, *args)
+    assert [r["op"] for r in fused["ops"]] == ["embedding", *profile_decode.FUSED_OPS, *profile_decode.HEAD_OPS]
+    assert [r["op"] for r in unfused["ops"]] == ["embedding", *profile_decode.UNFUSED_OPS, *profile_decode.HEAD_OPS]
+    assert (fused["fuse"], unfused["fuse"]) == (True, False)
+    layers = TINY.num_hidden_layers
+    for result in (fused, unfused):
+        launches = {r["op"]: r["launches"] for r in result["ops"]}
+        assert launches["attention"] == 2 * layers  # max_seq 32: two key tiles, split + combine
+        assert result["attention_launches_per_layer"] == 2
+        assert result["max_seq"] == 32
+        assert result["decode_attention"] == "split"
+        for r in result["ops"]:
+            assert r["roofline_fraction"] == pytest.approx(r["bytes"] / 1e9 / (r["us"] * 1e-6))
+        assert result["roofline_us"] == pytest.approx(sum(r["bytes"] for r in result["ops"]) / 1e3)
+        assert result["greedy_roofline_fraction"] == pytest.approx(result["roofline_us"] / result["greedy_us"])
+    assert unfused["launches"] == fused["launches"] + 3 * layers  # the norms and SwiGLU of each layer, unfused
+    assert unfused["bytes"] > fused["bytes"]
 
 
 @pytest.mark.parametrize("name", ["4B", "8B"])
