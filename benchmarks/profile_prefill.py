@@ -25,6 +25,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,7 @@ from tile import aio
 from tile.kernels.qwen3 import Qwen3, Qwen3Config, config_for
 from tile.kernels.qwen3._chain import Chain, Step
 
-__all__ = ["OPS", "main", "op_work", "profile"]
+__all__ = ["OPS", "ScratchChain", "counting_launches", "main", "op_work", "profile", "time_kind", "timed_ms"]
 
 OPS = (
     "rmsnorm_attn",
@@ -94,6 +96,7 @@ class ScratchChain(Chain):
             "o": [n, c.q_size],
             "gu": [n, 2 * c.intermediate_size],
             "act": [n, c.intermediate_size],
+            "logits": [n, c.vocab_size],  # the LM head's f32 output (decode's argmax reads it)
         }
         self.pool: dict[str, list[Any]] = {}
         self.wanted: dict[str, int] = {}
@@ -103,7 +106,9 @@ class ScratchChain(Chain):
         rng = np.random.default_rng(0)
         self.pool = {}
         for name, count in self.wanted.items():
-            host = rng.standard_normal(self.shapes[name], dtype=np.float32).astype(ml_dtypes.bfloat16)
+            host = rng.standard_normal(self.shapes[name], dtype=np.float32)
+            if name != "logits":
+                host = host.astype(ml_dtypes.bfloat16)
             self.pool[name] = [tile.from_numpy(host) for _ in range(count)]
 
     def take(self, name: str) -> Any:
@@ -112,7 +117,8 @@ class ScratchChain(Chain):
             pool = self.pool.get(name)
             if pool:
                 return pool.pop()
-            return tile.zeros(tile.bf16, self.shapes[name])  # a run before `fill` (it compiles and tunes)
+            dtype = tile.f32 if name == "logits" else tile.bf16
+            return tile.zeros(dtype, self.shapes[name])  # a run before `fill` (it compiles and counts)
         if name not in self.handles:
             i = int(name[1:])
             self.handles[name] = (self.model.k_cache if name[0] == "k" else self.model.v_cache)[i]
@@ -142,29 +148,78 @@ def _elapsed_ms(stamps: list[Any]) -> float:
     return float(end.elapsed_ms(start))
 
 
-def _replay_ms(graph: aio.Graph[Any]) -> float:
+def _replay_ms(graph: aio.Graph[Any], inner: int) -> float:
     stamps: list[Any] = []
-    _marker(stamps).then(lambda _: graph.launch()).then(lambda _: _marker(stamps)).sync()
-    return _elapsed_ms(stamps)
+
+    def replays(_: Any) -> aio.DeviceOp[Any]:
+        op = graph.launch()
+        for _ in range(inner - 1):
+            op = op.then(lambda _: graph.launch())
+        return op
+
+    _marker(stamps).then(replays).then(lambda _: _marker(stamps)).sync()
+    return _elapsed_ms(stamps) / inner
 
 
-def timed_ms(steps: list[Step], chain: Chain, reps: int) -> float:
-    """Median milliseconds of one replay of ``steps`` (one `Chain`, captured as a graph), timed in stream order.
-    The chain's handles are filed back when the graph closes."""
+def timed_ms(steps: list[Step], chain: Chain, reps: int, inner: int = 1) -> float:
+    """Milliseconds of one replay of ``steps`` (one `Chain`, captured as a graph), timed in stream order: the median
+    over ``reps`` timings of ``inner`` back-to-back replays each (more than one for graphs of a few microseconds,
+    where the timing events' own cost would count). The chain's handles are filed back when the graph closes."""
     op = chain.build(steps)
     times = []
     with op.graph() as graph:
         graph.launch().sync()
         for _ in range(reps):
-            times.append(_replay_ms(graph))
+            times.append(_replay_ms(graph, inner))
         chain.finish(graph.close())
     return float(np.median(times))
+
+
+@contextmanager
+def counting_launches() -> Iterator[list[int]]:
+    """``[count]`` of the kernel launches executed inside (an eager run's, or a capture's: a capture executes each
+    launch once on its recording context, a replay none). Meanwhile launches take the pure-Python path, where each
+    one is a call of `Launch._execute` or of its alias `Launch._run_in` (the compiled path runs repeated launches in
+    C); both and the path are restored after."""
+    from tile.frontend import _accel
+    from tile.frontend._launch import Launch
+
+    seen = [0]
+    real = Launch._execute
+
+    def counted(self: Launch, ctx: aio.ExecutionContext, lend: bool = True) -> tuple[Any, ...]:
+        seen[0] += 1
+        return real(self, ctx, lend)
+
+    previous = _accel.use("pure")
+    Launch._execute = Launch._run_in = counted  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        Launch._execute = Launch._run_in = real  # type: ignore[method-assign]
+        _accel.use(previous)
 
 
 def _give_back_caches(model: Qwen3, chain: Chain) -> None:
     for name in list(chain.handles):
         if name[0] in "kv" and name[1:].isdigit():
             (model.k_cache if name[0] == "k" else model.v_cache)[int(name[1:])] = chain.take(name)
+
+
+def time_kind(model: Qwen3, n: int, steps: list[Step], reps: int, inner: int = 1) -> tuple[float, int]:
+    """``(ms, launches)`` of one op kind's ``steps`` (one per layer) of an ``n``-token pass, on scratch inputs
+    (`ScratchChain`) and the model's caches: an eager run first (it compiles, counts the launches and the scratch
+    tensors each take wants), then `timed_ms` of the graph of the steps on fresh scratch tensors."""
+    first = ScratchChain(model, n)
+    with counting_launches() as launches:
+        first.finish(first.build(steps).sync())
+    _give_back_caches(model, first)
+    chain = ScratchChain(model, n)
+    chain.wanted = first.wanted
+    chain.fill()
+    ms = timed_ms(steps, chain, reps, inner)
+    _give_back_caches(model, chain)
+    return ms, launches[0]
 
 
 def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5) -> dict[str, Any]:
@@ -183,17 +238,10 @@ def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5) -> dict[str, An
     work = op_work(c, n)
     rows = []
     for name, steps in kinds.items():
-        first = ScratchChain(model, n)  # an eager run first: it compiles, and counts the scratch tensors each take
-        first.finish(first.build(steps).sync())
-        _give_back_caches(model, first)
-        chain = ScratchChain(model, n)
-        chain.wanted = first.wanted
-        chain.fill()
-        ms = timed_ms(steps, chain, reps)
-        _give_back_caches(model, chain)
+        ms, launches = time_kind(model, n, steps, reps)
         unit, amount = work[name]
         amount *= len(steps)
-        row: dict[str, Any] = {"op": name, "launches": len(steps), "ms": ms}
+        row: dict[str, Any] = {"op": name, "launches": launches, "ms": ms}
         if unit == "flop":
             row["tflops"] = amount / ms / 1e9
         else:

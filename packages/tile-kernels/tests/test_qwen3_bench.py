@@ -17,6 +17,7 @@ import pytest
 
 import tile.frontend as tile
 from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3, Qwen3Config
+from tile.kernels.qwen3._chain import Chain
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 sys.path.insert(0, str(BENCH))  # the benchmark imports its helpers as top-level modules, as when run as a script
@@ -182,7 +183,10 @@ def test_profile_prefill_times_every_op_of_the_prefill(tmp_path: Path, capsys: p
     ops = [r["op"] for r in result["ops"]]
     assert ops == ["embedding", *profile_prefill.OPS]
     layers = TINY.num_hidden_layers
-    assert [r["launches"] for r in result["ops"]] == [1] + [layers] * len(profile_prefill.OPS)
+    launches = {r["op"]: r["launches"] for r in result["ops"]}
+    gemms = {"qkv_proj", "o_proj_residual", "gate_up_proj", "down_proj_residual"}  # split-K: two launches a layer
+    assert all(launches[op] in (layers, 2 * layers) for op in gemms)
+    assert [launches[op] for op in ops if op not in gemms] == [1] + [layers] * (len(profile_prefill.OPS) - 4)
     assert all(r["ms"] > 0 for r in result["ops"])
     assert abs(sum(r["share"] for r in result["ops"]) - 1) < 1e-9
     rates = {r["op"]: ("tflops" in r, "gbps" in r) for r in result["ops"]}
@@ -203,3 +207,106 @@ def test_profile_prefill_work_counts_add_up_to_the_prefill_flops() -> None:
     want = qwen3_prefill.prefill_flops(c, n)
     assert flops == want["gemm"] + want["attention"]
     assert work["prep_qkv"] == ("byte", 2.0 * 2 * n * (c.q_size + 2 * c.kv_size))
+
+
+def test_counting_launches_counts_eager_runs_and_captures_and_restores_the_launch_path() -> None:
+    profile_prefill, profile_decode = (importlib.import_module(m) for m in ("profile_prefill", "profile_decode"))
+    from tile.frontend import _accel
+    from tile.frontend._launch import Launch
+
+    before, path = (Launch._execute, Launch._run_in), _accel.active()
+
+    def step(ch: Chain) -> Any:
+        return profile_decode.empty.grid((1,))(ch.take("x")), {"x": 0}
+
+    chain = Chain(x=tile.zeros(tile.f32, [4]))
+    with profile_prefill.counting_launches() as eager:
+        chain.finish(chain.build([step] * 3).sync())
+    with profile_prefill.counting_launches() as captured:  # the capture executes each launch once, replays none
+        assert profile_prefill.timed_ms([step] * 5, chain, reps=2, inner=3) > 0
+    assert (eager, captured) == ([3], [5])
+    assert (Launch._execute, Launch._run_in) == before
+    assert _accel.active() == path
+
+
+def _decode_smoke(tmp_path: Path, *args: str) -> list[dict[str, Any]]:
+    profile_decode = importlib.import_module("profile_decode")
+    backend = tile.backend()
+    out = tmp_path / "decode.json"
+    try:
+        profile_decode.main(["--smoke", "--out", str(out), *args])
+    finally:
+        tile.set_backend(backend)
+    results: list[dict[str, Any]] = json.loads(out.read_text())
+    return results
+
+
+def test_profile_decode_times_every_op_of_the_fused_decode_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile_decode = importlib.import_module("profile_decode")
+    [result] = _decode_smoke(tmp_path)
+    ops = [r["op"] for r in result["ops"]]
+    assert ops == ["embedding", *profile_decode.FUSED_OPS, *profile_decode.HEAD_OPS]
+    layers, launches = TINY.num_hidden_layers, {r["op"]: r["launches"] for r in result["ops"]}
+    assert launches["prep_qkv"] == launches["attention"] == layers  # max_seq 16: one attention kernel
+    assert launches["embedding"] == launches["final_norm"] == launches["lm_head"] == launches["argmax"] == 1
+    assert result["launches"] == sum(launches.values())  # the whole step launches what its ops do
+    assert all(r["us"] > 0 and r["floor_us"] > 0 for r in result["ops"])
+    assert abs(sum(r["share"] for r in result["ops"]) - 1) < 1e-9
+    assert result["sum_us"] == pytest.approx(sum(r["us"] for r in result["ops"]))
+    assert result["gap_us"] == pytest.approx(result["whole_us"] - result["sum_us"])
+    assert sum(r["floor_us"] for r in result["ops"]) == pytest.approx(result["empty_us"])
+    assert result["empty_us"] > 0
+    assert result["greedy_tokens_per_s"] > 0
+    assert (result["context"], result["fuse"], result["max_seq"]) == (8, True, 16)
+    assert "roofline_us" not in result  # no bandwidth on the CPU interpreter
+    work = profile_decode.op_bytes(TINY, 8, True)
+    assert result["ops"][3]["bytes"] == work["attention"] * layers
+    text = capsys.readouterr().out
+    assert "whole step (graph)" in text
+    assert "empty-kernel chain" in text
+
+
+def test_profile_decode_both_forms_with_split_attention_and_the_roofline(tmp_path: Path) -> None:
+    profile_decode = importlib.import_module("profile_decode")
+    args = ["--fuse", "both", "--decode-attention", "split", "--context", "24", "--bandwidth", "1e9"]
+    fused, unfused = _decode_smoke(tmp_path, *args)
+    assert [r["op"] for r in fused["ops"]] == ["embedding", *profile_decode.FUSED_OPS, *profile_decode.HEAD_OPS]
+    assert [r["op"] for r in unfused["ops"]] == ["embedding", *profile_decode.UNFUSED_OPS, *profile_decode.HEAD_OPS]
+    assert (fused["fuse"], unfused["fuse"]) == (True, False)
+    layers = TINY.num_hidden_layers
+    for result in (fused, unfused):
+        launches = {r["op"]: r["launches"] for r in result["ops"]}
+        assert launches["attention"] == 2 * layers  # max_seq 32: two key tiles, split + combine
+        assert result["attention_launches_per_layer"] == 2
+        assert result["max_seq"] == 32
+        assert result["decode_attention"] == "split"
+        for r in result["ops"]:
+            assert r["roofline_fraction"] == pytest.approx(r["bytes"] / 1e9 / (r["us"] * 1e-6))
+        assert result["roofline_us"] == pytest.approx(sum(r["bytes"] for r in result["ops"]) / 1e3)
+        assert result["greedy_roofline_fraction"] == pytest.approx(result["roofline_us"] / result["greedy_us"])
+    assert unfused["launches"] == fused["launches"] + 3 * layers  # the norms and SwiGLU of each layer, unfused
+    assert unfused["bytes"] > fused["bytes"]
+
+
+@pytest.mark.parametrize("name", ["4B", "8B"])
+def test_profile_decode_bytes_are_the_weights_the_cache_and_the_activations(name: str) -> None:
+    profile_decode = importlib.import_module("profile_decode")
+    c, context = CONFIGS[name], 512
+    layer_ops = set(profile_decode.FUSED_OPS) | set(profile_decode.UNFUSED_OPS)
+
+    def total(fused: bool, at: int = context) -> float:
+        work: dict[str, float] = profile_decode.op_bytes(c, at, fused)
+        return sum(b * (c.num_hidden_layers if op in layer_ops else 1) for op, b in work.items())
+
+    untied = 0 if c.tie_word_embeddings else 2 * c.vocab_size * c.hidden_size  # the table: one row read
+    weights = 2 * c.num_parameters() - untied
+    kv = 2 * c.num_hidden_layers * c.kv_size * 2 * (context + 1)
+    for fused in (True, False):
+        assert weights + kv < total(fused) < (weights + kv) * 1.005  # activations are the small rest (~0.1%)
+    h, i = c.hidden_size, c.intermediate_size
+    assert total(False) - total(True) == c.num_hidden_layers * 2 * (4 * h + 4 * i)  # normed rows, gate/up out
+    assert total(True, context + 10) - total(True) == 2 * c.num_hidden_layers * c.kv_size * 2 * 10
+    first = profile_decode.op_bytes(c, 0, True)["attention"]  # at position 0 the token attends to itself alone
+    assert first == 2 * (2 * c.q_size + 2 * c.kv_size)
