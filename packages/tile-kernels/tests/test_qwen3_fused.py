@@ -29,8 +29,8 @@ def test_fused_steps_drop_three_launches_a_layer_up_to_16_tokens() -> None:
 
 def test_fused_and_unfused_models_agree_within_bf16() -> None:
     # Prefill of 18 tokens (the SwiGLU GEMM against the unfused pair), 6 more (fused: the GEMV sizes), then decoded
-    # tokens. The fused forms round the normed activation and the gate/up sums to bf16 differently (not at all, for gate/up): about
-    # one bf16 rounding per sublayer apart, the budget of test_qwen3's float64 comparison, twice.
+    # tokens. The fused forms round the normed activation and the gate/up sums to bf16 differently (not at all, for
+    # gate/up): about one bf16 rounding per sublayer apart, the budget of test_qwen3's float64 comparison, twice.
     w = random_weights(TINY, seed=6)
     ids = [int(i) for i in np.random.default_rng(2).integers(0, TINY.vocab_size, 28)]
     got = []
