@@ -151,6 +151,7 @@ def test_swiglu_gemm_misuse_gets_a_typed_error(config: tk.Config, message: str) 
     out = tile.zeros(tile.f32, [24, 10])
     with pytest.raises(ArgumentError, match=message):
         tk.matmul(x, w.T, swiglu=True, config=config, out=out)
+    np.testing.assert_array_equal(out.to_numpy(), np.zeros((24, 10), np.float32))  # refused before anything moved
     with pytest.raises(ArgumentError, match=message):
         tk.matmul_op(x, w.T, swiglu=True, config=config)
     with pytest.raises(ArgumentError, match="pass no bias, activation or residual"):
