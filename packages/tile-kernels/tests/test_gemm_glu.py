@@ -173,6 +173,22 @@ def test_wave_aware_candidates_where_the_wide_tiles_leave_a_ragged_wave(monkeypa
     # qkv (N = 6144: 384 tiles, 97%) and gate/up (N = 19456: 92%) keep the wide tiles alone
     assert _gemm._big_candidates(2048, 6144) == _gemm._WIDE
     assert _gemm._big_candidates(2048, 19456) == _gemm._WIDE
+    # ragged shapes are tuned apart from the others of their n bucket (2560 and 4096 share one)
+    keys: list[dict[str, object]] = []
+    real = autotune.Autotuner.choose
+
+    def spy(self: autotune.Autotuner, key: dict[str, object], *args: Any, **kwargs: Any) -> tk.Config:
+        keys.append(dict(key))
+        return real(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(autotune.Autotuner, "choose", spy)
+    monkeypatch.setattr(_gemm, "_blocks", lambda: 3)  # 384 rows: 3 tiles of 128x256 fill 3 blocks; 512: 4 of 6
+    w = tensor(np.ones((8, 64), np.float32))
+    tk.matmul(tensor(np.ones((384, 8), np.float32)), w)
+    tk.matmul(tensor(np.ones((512, 8), np.float32)), w)
+    assert keys[0]["m"] == keys[1]["m"]
+    assert [k.get("waves") for k in keys] == [None, "ragged"]
+    monkeypatch.setattr(_gemm, "_blocks", lambda: 132)
     # a short prompt: 20 tiles of 128x128 for 132 SMs; split-K joins
     short = _gemm._big_candidates(256, 2560)
     assert any(c["SPLIT"] > 1 for c in short)

@@ -370,6 +370,9 @@ class _MatmulCall:
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
         if fused is not None:  # a fused call is tuned apart (its own candidates, its own winner)
             key["fused"] = tag
+        wide = _decode_candidates(m, n) if m <= 16 else _big_candidates(m, n)
+        if m > 16 and wide != _WIDE:  # a ragged last wave (an exact-shape matter the n bucket hides): tuned apart
+            key["waves"] = "ragged"
 
         scratch: list[tuple[Tensor, Tensor, Any, Any]] = []
         copies, launches = (1, 1) if m > 16 else (max(1, min(8, -(-_L2_SPAN // max(1, n * k * x.dtype.itemsize)))), 8)
@@ -415,7 +418,7 @@ class _MatmulCall:
                 graph = graphs[cfg] = closing.enter_context(chain(cfg).graph())
             return graph.launch().sync()
 
-        candidates = _decode_candidates(m, n) if m <= 16 else _big_candidates(m, n)
+        candidates = wide
         default = _default(m, n, k)
         if fused is not None and m > _fused.MAX_M:  # the SwiGLU GEMM: the tiles whose two accumulators fit
             candidates = _fused.big_candidates(candidates)
