@@ -20,9 +20,9 @@ time per token over the bandwidth a device-to-device copy reaches in the same ru
 
 ``--decode-attention`` picks Tile's decode attention (`Qwen3`'s ``decode_attention``: ``one`` kernel, ``split`` +
 combine, or ``auto``, the default: one kernel up to 1024 cache positions); the row records it. ``--fuse`` picks
-`Qwen3`'s ``fuse`` (the RMSNorms and SwiGLU fused into the decode projections: ``on``, the default, or ``off``);
-``both`` also times the unfused graph decode on the same model and weights right after the fused one
-(``tile_graph_unfused``), an A/B in one run.
+`Qwen3`'s ``fuse`` (the RMSNorms and SwiGLU fused into the decode projections, SwiGLU into the prefill's gate/up
+GEMM: ``on``, the default, or ``off``); ``both`` also times the unfused graph decode on the same model and
+weights right after the fused one (``tile_graph_unfused``), an A/B in one run.
 
 The peers are skipped (``peers_skipped`` says why) with ``--peers none`` or where two more copies of the weights do
 not fit the GPU beside Tile's (32B on one H200).

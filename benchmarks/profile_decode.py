@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from profile_prefill import OPS as UNFUSED_OPS
+from profile_prefill import OPS_UNFUSED as UNFUSED_OPS
 from profile_prefill import counting_launches, time_kind, timed_ms
 from qwen3_hf import decode_rate
 from qwen3_weights import SeededWeights

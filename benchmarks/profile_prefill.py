@@ -1,12 +1,14 @@
 """Where a Qwen3 prefill's time goes, op by op: every op of `Qwen3.steps` timed apart, all layers together.
 
 The op list is the model's own (`Qwen3.steps` of a ``--tokens`` prompt from position 0, no LM head): the embedding
-and each layer's nine ops (`OPS`). Each kind of op is timed as one graph of that op for every layer in order (each
-layer's own weights and caches, the ops the prefill makes), replayed ``--reps`` times between two timing events on
-the GPU (host time on the CPU interpreter), so the time is the op's device time for one whole prefill without the
-host's enqueueing. An op's activation inputs are scratch tensors of the shapes the prefill passes (made before the
-capture, one per layer, so no op waits on another's output); the caches are the model's. The whole prefill is
-timed the same way (``total``) to compare with the sum of the ops.
+and each layer's eight ops (`OPS`: the prefill form, SwiGLU in the gate/up GEMM's epilogue), or with ``--unfused``
+the nine of ``Qwen3(..., fuse=False)`` (`OPS_UNFUSED`: gate/up and SwiGLU apart), for an A/B. Each kind of op is
+timed as one graph of that op for every layer in order (each layer's own weights and caches, the ops the prefill
+makes), replayed ``--reps`` times between two timing events on the GPU (host time on the CPU interpreter), so the
+time is the op's device time for one whole prefill without the host's enqueueing. An op's activation inputs are
+scratch tensors of the shapes the prefill passes (made before the capture, one per layer, so no op waits on
+another's output); the caches are the model's. The whole prefill is timed the same way (``total``) to compare with
+the sum of the ops.
 
 Rates: GEMMs and attention in TFLOP/s (the counts of `qwen3_prefill.prefill_flops`: ``2 * M * N * K``, causal
 attention counting only the unmasked half), the other ops in GB/s of the activation bytes they must read and write
@@ -16,7 +18,8 @@ Run on the GPU machine from the repository root::
 
     python benchmarks/profile_prefill.py --model 4B --tokens 2048 --out prefill_profile.json
 
-``--smoke`` runs the tiny config on the CPU interpreter (a 16-token prompt) to test the script itself.
+``--smoke`` runs the tiny config on the CPU interpreter (a 24-token prompt: prompts of up to 16 tokens take the
+decode projections, which this does not profile) to test the script itself.
 """
 
 from __future__ import annotations
@@ -40,10 +43,21 @@ from qwen3_weights import SeededWeights
 
 import tile.frontend as tile
 from tile import aio
+from tile.kernels._fused import MAX_M as _FUSED_ROWS
 from tile.kernels.qwen3 import Qwen3, Qwen3Config, config_for
 from tile.kernels.qwen3._chain import Chain, Step
 
-__all__ = ["OPS", "ScratchChain", "counting_launches", "main", "op_work", "profile", "time_kind", "timed_ms"]
+__all__ = [
+    "OPS",
+    "OPS_UNFUSED",
+    "ScratchChain",
+    "counting_launches",
+    "main",
+    "op_work",
+    "profile",
+    "time_kind",
+    "timed_ms",
+]
 
 OPS = (
     "rmsnorm_attn",
@@ -52,19 +66,23 @@ OPS = (
     "attention",
     "o_proj_residual",
     "rmsnorm_mlp",
-    "gate_up_proj",
-    "swiglu",
+    "gate_up_swiglu",
     "down_proj_residual",
 )
-"""The names of one layer's ops, in `Qwen3.steps` order."""
+"""The names of one prefill layer's ops, in `Qwen3.steps` order (``fuse=True``, more than 16 tokens)."""
+OPS_UNFUSED = (*OPS[:6], "gate_up_proj", "swiglu", OPS[7])
+"""The same for ``fuse=False``: gate/up's product written, SwiGLU its own kernel."""
 
 
-def op_work(c: Qwen3Config, n: int) -> dict[str, tuple[str, float]]:
-    """``{op: (unit, amount)}`` for one layer of an ``n``-token prefill (and the embedding): ``"flop"`` for GEMMs and
-    attention, ``"byte"`` (bf16 activations read and written) for the rest."""
+def op_work(c: Qwen3Config, n: int, *, unfused: bool = False) -> dict[str, tuple[str, float]]:
+    """``{op: (unit, amount)}`` for one layer of an ``n``-token prefill (and the embedding), the ops of `OPS` (or
+    `OPS_UNFUSED`): ``"flop"`` for GEMMs and attention, ``"byte"`` (bf16 activations read and written) for the
+    rest."""
     h, q, kv, i = c.hidden_size, c.q_size, c.kv_size, c.intermediate_size
     qkv = q + 2 * kv
     attention = prefill_flops(c, n)["attention"] / c.num_hidden_layers
+    gate_up = ("flop", 2.0 * n * 2 * i * h)
+    mlp = {"gate_up_proj": gate_up, "swiglu": ("byte", 2.0 * 3 * n * i)} if unfused else {"gate_up_swiglu": gate_up}
     return {
         "embedding": ("byte", 2.0 * 2 * n * h),
         "rmsnorm_attn": ("byte", 2.0 * (2 * n * h + h)),
@@ -73,8 +91,7 @@ def op_work(c: Qwen3Config, n: int) -> dict[str, tuple[str, float]]:
         "attention": ("flop", float(attention)),
         "o_proj_residual": ("flop", 2.0 * n * h * q),
         "rmsnorm_mlp": ("byte", 2.0 * (2 * n * h + h)),
-        "gate_up_proj": ("flop", 2.0 * n * 2 * i * h),
-        "swiglu": ("byte", 2.0 * 3 * n * i),
+        **mlp,
         "down_proj_residual": ("flop", 2.0 * n * h * i),
     }
 
@@ -222,20 +239,23 @@ def time_kind(model: Qwen3, n: int, steps: list[Step], reps: int, inner: int = 1
     return ms, launches[0]
 
 
-def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5) -> dict[str, Any]:
-    """Time every op kind of an ``n``-token prefill of ``c`` (see the module docstring); the result rows are
-    ``{op, launches, ms, share, tflops | gbps}`` and the totals."""
-    # The op list is the multi-token form: unfused (prompts of <= 16 tokens would take the fused decode projections).
-    model = Qwen3(c, weights, max_seq=n, fuse=False)
+def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5, *, unfused: bool = False) -> dict[str, Any]:
+    """Time every op kind of an ``n``-token prefill of ``c`` (see the module docstring; ``unfused``: the
+    ``fuse=False`` model's ops); the result rows are ``{op, launches, ms, share, tflops | gbps}`` and the totals.
+    `ValueError` for ``n`` <= 16 (the decode projections' sizes, not a prefill's ops)."""
+    if n <= _FUSED_ROWS:
+        raise ValueError(f"profile_prefill: --tokens {n}; give more than {_FUSED_ROWS} (shorter passes are decode's)")
+    ops = OPS_UNFUSED if unfused else OPS
+    model = Qwen3(c, weights, max_seq=n, fuse=not unfused)
     model.tune(n)
     inputs = tile.from_numpy(np.array([*range(n), 0], dtype=np.int32) % c.vocab_size)
     all_steps = model.steps(inputs, n, head=False, start=0)
-    if len(all_steps) != 1 + len(OPS) * c.num_hidden_layers:
-        raise RuntimeError(f"profile_prefill: the model made {len(all_steps)} steps, expected 1 + {len(OPS)} a layer")
+    if len(all_steps) != 1 + len(ops) * c.num_hidden_layers:
+        raise RuntimeError(f"profile_prefill: the model made {len(all_steps)} steps, expected 1 + {len(ops)} a layer")
     kinds: dict[str, list[Step]] = {"embedding": all_steps[:1]}
-    for k, name in enumerate(OPS):
-        kinds[name] = all_steps[1 + k :: len(OPS)]
-    work = op_work(c, n)
+    for k, name in enumerate(ops):
+        kinds[name] = all_steps[1 + k :: len(ops)]
+    work = op_work(c, n, unfused=unfused)
     rows = []
     for name, steps in kinds.items():
         ms, launches = time_kind(model, n, steps, reps)
@@ -260,6 +280,7 @@ def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5) -> dict[str, An
         "model": c.name,
         "tokens": n,
         "reps": reps,
+        "fused": not unfused,
         "timing": "gpu events around a graph replay" if tile.backend() == "gpu" else "host clock (cpu interpreter)",
         "ops": rows,
         "sum_ms": summed,
@@ -287,13 +308,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--tokens", type=int, default=2048, help="prompt length (default 2048)")
     p.add_argument("--reps", type=int, default=5, help="timed replays per op (the median is kept)")
     p.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
-    p.add_argument("--smoke", action="store_true", help="tiny config, 16 tokens, 2 reps, on the CPU interpreter")
+    p.add_argument("--unfused", action="store_true", help="the fuse=False model's ops (gate/up and SwiGLU apart)")
+    p.add_argument("--smoke", action="store_true", help="tiny config, 24 tokens, 2 reps, on the CPU interpreter")
     args = p.parse_args(argv)
     if args.smoke:
         tile.set_backend("cpu")
-        args.model, args.tokens, args.reps = "tiny", 16, 2
+        args.model, args.tokens, args.reps = "tiny", 24, 2
+    if args.tokens <= _FUSED_ROWS:
+        p.error(f"--tokens {args.tokens}: give more than {_FUSED_ROWS} (shorter passes take the decode projections)")
     c = config_for(args.model)
-    result = profile(c, SeededWeights(c, seed=0), args.tokens, args.reps)
+    result = profile(c, SeededWeights(c, seed=0), args.tokens, args.reps, unfused=args.unfused)
     result["backend"] = tile.backend()
     print(table(result), flush=True)
     if args.out is not None:

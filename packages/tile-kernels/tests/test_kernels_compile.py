@@ -54,6 +54,13 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
         {"z": ("bf16", 2), "a": ("f8e4m3fn", 2), "b": ("f8e4m3fn", 2), "bias": ("f32", 1), "res": ("f32", 2)},
         {"O": "bf16", "T": "f8e4m3fn", "BT": "f32", "RT": "f32"},
     ),
+    "gemm_glu": (
+        "_gemm_kernels",
+        "gemm_glu",
+        {"BM": 32, "BN": 32, "BK": 32, "GROUP": 8},
+        {"z": ("bf16", 2), "a": ("bf16", 2), "b": ("bf16", -2), "u": ("bf16", -2)},
+        {"O": "bf16", "T": "bf16"},
+    ),
     "gemm_split_k": (
         "_gemm_kernels",
         "gemm_split_k",

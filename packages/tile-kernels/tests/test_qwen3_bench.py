@@ -171,27 +171,38 @@ def test_the_prefill_row_on_the_gpu_times_cublas_on_the_same_gemms(monkeypatch: 
     assert row["prefill_vs_cublas"] < row["prefill_graph_vs_cublas"]  # eager adds the host's enqueueing
 
 
-def test_profile_prefill_times_every_op_of_the_prefill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("unfused", [False, True])
+def test_profile_prefill_times_every_op_of_the_prefill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], unfused: bool
+) -> None:
     profile_prefill = importlib.import_module("profile_prefill")
     backend = tile.backend()
     out = tmp_path / "profile.json"
     try:
-        profile_prefill.main(["--smoke", "--out", str(out)])
+        profile_prefill.main(["--smoke", "--out", str(out), *(["--unfused"] if unfused else [])])
     finally:
         tile.set_backend(backend)
     result = json.loads(out.read_text())
+    names = profile_prefill.OPS_UNFUSED if unfused else profile_prefill.OPS
     ops = [r["op"] for r in result["ops"]]
-    assert ops == ["embedding", *profile_prefill.OPS]
+    assert ops == ["embedding", *names]
+    assert result["fused"] is not unfused
     layers = TINY.num_hidden_layers
     launches = {r["op"]: r["launches"] for r in result["ops"]}
-    gemms = {"qkv_proj", "o_proj_residual", "gate_up_proj", "down_proj_residual"}  # split-K: two launches a layer
-    assert all(launches[op] in (layers, 2 * layers) for op in gemms)
-    assert [launches[op] for op in ops if op not in gemms] == [1] + [layers] * (len(profile_prefill.OPS) - 4)
+    # split-K GEMMs are two launches a layer
+    gemms = {"qkv_proj", "o_proj_residual", "gate_up_proj", "gate_up_swiglu", "down_proj_residual"}
+    assert all(launches[op] in (layers, 2 * layers) for op in gemms if op in launches)
+    assert [launches[op] for op in ops if op not in gemms] == [1] + [layers] * len([n for n in names if n not in gemms])
     assert all(r["ms"] > 0 for r in result["ops"])
     assert abs(sum(r["share"] for r in result["ops"]) - 1) < 1e-9
     rates = {r["op"]: ("tflops" in r, "gbps" in r) for r in result["ops"]}
     assert rates["attention"] == rates["qkv_proj"] == (True, False)
-    assert rates["prep_qkv"] == rates["swiglu"] == (False, True)
+    assert rates["prep_qkv"] == (False, True)
+    if unfused:
+        assert rates["swiglu"] == (False, True)
+        assert rates["gate_up_proj"] == (True, False)
+    else:
+        assert rates["gate_up_swiglu"] == (True, False)
     assert result["total_ms"] > 0
     assert result["sum_ms"] == pytest.approx(sum(r["ms"] for r in result["ops"]))
     text = capsys.readouterr().out
@@ -199,13 +210,25 @@ def test_profile_prefill_times_every_op_of_the_prefill(tmp_path: Path, capsys: p
     assert "prep_qkv" in text
 
 
+def test_profile_prefill_refuses_decode_lengths() -> None:
+    profile_prefill = importlib.import_module("profile_prefill")
+    with pytest.raises(SystemExit):
+        profile_prefill.main(["--model", "tiny", "--tokens", "16"])
+    with pytest.raises(ValueError, match="more than 16"):
+        profile_prefill.profile(TINY, qwen3_weights.SeededWeights(TINY, seed=0), 16)
+
+
 def test_profile_prefill_work_counts_add_up_to_the_prefill_flops() -> None:
     profile_prefill = importlib.import_module("profile_prefill")
     c, n = CONFIGS["4B"], 64
-    work = profile_prefill.op_work(c, n)
-    flops = sum(amount for unit, amount in work.values() if unit == "flop") * c.num_hidden_layers
     want = qwen3_prefill.prefill_flops(c, n)
-    assert flops == want["gemm"] + want["attention"]
+    for unfused in (False, True):
+        work = profile_prefill.op_work(c, n, unfused=unfused)
+        names = profile_prefill.OPS_UNFUSED if unfused else profile_prefill.OPS
+        assert set(work) == {"embedding", *names}
+        flops = sum(amount for unit, amount in work.values() if unit == "flop") * c.num_hidden_layers
+        assert flops == want["gemm"] + want["attention"]
+    work = profile_prefill.op_work(c, n)
     assert work["prep_qkv"] == ("byte", 2.0 * 2 * n * (c.q_size + 2 * c.kv_size))
 
 

@@ -15,9 +15,14 @@
 
 Neither fusion splits K (the activation would have to wait for the combined partials), so a fused call's decode
 candidates are the GEMV forms without split (`candidates`), tuned under their own key. Where the matmul takes the
-big-M GEMM path (M > 16: prefill), the fused call runs the unfused kernels chained (`composed`): rmsnorm, the
-matmul, the SwiGLU kernel, same result as the pieces, no launch saved. Either way the op's output starts with the
-output partition and then ``a`` as the caller passed it (the un-normed rows, e.g. a residual stream, handed back).
+big-M GEMM path (M > 16: prefill), ``norm`` runs `tk.rmsnorm` first, chained (`composed`: a launch is not worth
+saving next to a big GEMM, whose every output tile would redo the rows' sum of squares), and ``swiglu`` is the
+persistent GEMM's own epilogue (``gemm_glu`` in ``_gemm_kernels.tilepy``): each (BM, BN) output tile multiplies the
+same columns of the gate and up halves into two f32 accumulators and stores ``silu(gate) * up``, so the (M, 2I)
+gate/up product is never written and no SwiGLU kernel runs. Its candidates (`big_candidates`) are the GEMM tiles
+whose two accumulators fit where one of the widest plain tiles' does, tuned under their own key. Either way the op's
+output starts with the output partition and then ``a`` as the caller passed it (the un-normed rows, e.g. a residual
+stream, handed back).
 """
 
 from __future__ import annotations
@@ -26,20 +31,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Tensor, f32
 from tile.kernels import _args, _gemv, autotune
-from tile.kernels._source import kernels
 
-__all__ = ["MAX_M", "NORM_FORMS", "Fusion", "candidates", "check", "composed", "default", "fusion", "kernel_args"]
+__all__ = [
+    "GLU_TILE",
+    "MAX_M",
+    "NORM_FORMS",
+    "Fusion",
+    "big_candidates",
+    "candidates",
+    "check",
+    "check_big",
+    "composed",
+    "default",
+    "fusion",
+    "kernel_args",
+]
 
 _Op = DeviceOp[tuple[Any, ...]]
 NORM_FORMS = (1, 2)
 """The RMSNorm prologue's forms (config key ``NORM``, default 1): 1 scales the activation before the multiply, 2
 sums the squares in the main loop and scales the accumulators after it."""
 MAX_M = 16
-"""The largest M the fused kernels (the GEMV forms) run; above it a fused call is `composed` of unfused kernels."""
+"""The largest M the GEMV forms run (both fusions in one kernel); above it the big-M GEMM (`composed`)."""
+GLU_TILE = 128 * 128
+"""The largest BM * BN of the big-M SwiGLU GEMM: its two f32 accumulators take the registers one 128x256 tile of the
+plain GEMM takes (the widest of its candidates; two of those would spill)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +155,28 @@ def check(config: autotune.Config, fused: Fusion | None, op: str) -> None:
         )
 
 
+def big_candidates(found: tuple[autotune.Config, ...]) -> tuple[autotune.Config, ...]:
+    """The big-M GEMM configs a SwiGLU call may run: whole-K tiles (no SPLIT, no GEMV form) of at most `GLU_TILE`
+    elements."""
+    return tuple(c for c in found if c.get("FORM", 0) == 0 and c["SPLIT"] == 1 and c["BM"] * c["BN"] <= GLU_TILE)
+
+
+def check_big(config: autotune.Config, glu: Fusion | None, op: str) -> None:
+    """`ArgumentError` for a config the big-M GEMM cannot run: a GEMV form or a ``NORM`` key (the norm runs apart
+    there), or with SwiGLU (``glu``) a split or a tile over `GLU_TILE`."""
+    values = config.as_dict()
+    if values.get("FORM", 0) != 0 or "NORM" in values:
+        raise ArgumentError(
+            f"{op}: config {config} is a GEMV form (FORM, NORM); above M = {MAX_M} rows norm= and swiglu= run the "
+            "big GEMM: give BM, BN, BK, GROUP, SPLIT"
+        )
+    if glu is not None and not big_candidates((config,)):
+        raise ArgumentError(
+            f"{op}: config {config}: the SwiGLU GEMM keeps two accumulators; it takes SPLIT=1 and BM * BN <= "
+            f"{GLU_TILE} (e.g. BM=128, BN=128)"
+        )
+
+
 def kernel_args(
     fused: Fusion | None, y: Tensor, k: int, norm_form: int
 ) -> tuple[Tensor, Any, Any, float, float, dict[str, int]]:
@@ -152,34 +193,17 @@ def kernel_args(
 
 
 def composed(fused: Fusion, x: Tensor, z: Tensor, matmul: Callable[[Tensor, Tensor], _Op]) -> _Op:
-    """A fused call above `MAX_M` rows as the unfused kernels chained: `tk.rmsnorm_op` of ``x`` (with ``norm``), the
-    plain ``matmul(activation, output)`` (into a scratch ``(M, 2I)`` with ``swiglu``, then the SwiGLU kernel into
-    ``z``). The op's output is ``(z's partition, x)``, as a fused launch's starts."""
+    """A fused call above `MAX_M` rows: `tk.rmsnorm_op` of ``x`` first (with ``norm``), chained, then
+    ``matmul(activation, z)``, the big-M GEMM (with ``swiglu``: its SwiGLU epilogue, writing ``z`` directly). The
+    op's output is ``(z's partition, x)``, as a fused launch's starts."""
     from tile.kernels._addnorm import rmsnorm_op
 
-    m, inner = z.shape
-
-    def project(h: Tensor, back: Callable[[tuple[Any, ...]], Tensor]) -> _Op:
-        if not fused.swiglu:
-            return matmul(h, z).map(lambda out: (out[0], back(out)))
-        gu = tile.empty(z.dtype, [m, 2 * inner])
-        bn = min(inner & -inner, 1024)
-        rows = max(1, 4096 // bn)
-
-        def activate(out: tuple[Any, ...]) -> _Op:
-            a_back = back(out)
-            with tile.partitioned(z, [rows, bn]) as part:
-                made: _Op = kernels("_elementwise_kernels").swiglu_fused(part, out[0].unpartition(), UP=inner // bn)
-            return made.map(lambda done: (done[0], a_back))
-
-        return matmul(h, gu).then(activate)
-
     if fused.norm is None:
-        return project(x, lambda out: out[1])
+        return matmul(x, z).map(lambda out: (out[0], out[1]))
     first: _Op = rmsnorm_op(x, fused.norm, eps=fused.eps)
 
     def normed(out: tuple[Any, ...]) -> _Op:
         x_back = out[1]
-        return project(out[0].unpartition(), lambda _: x_back)
+        return matmul(out[0].unpartition(), z).map(lambda done: (done[0], x_back))
 
     return first.then(normed)

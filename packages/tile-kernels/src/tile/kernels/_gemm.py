@@ -44,6 +44,24 @@ _WIDE = tuple(
         (128, 64, 64, 4),
     )
 )
+# For big M where the widest tiles leave the last wave ragged: Qwen3-4B's o_proj and down_proj write (2048, 2560),
+# 160 tiles of 128x256 (or 256x128) on an H100/H200's 132 SMs, two waves of which the second keeps 28 SMs busy: 61%
+# of the SM time does work (they ran at ~510-540 TFLOP/s where qkv and gate/up, 97% and 92% full, ran at ~720). Tiles
+# of 128x128 are 320 (81%); 8K-element tiles are 640 (97%) at a lower intensity, deeper BK to feed them; 64x256 and
+# 256x64 are other 16K shapes. Where even the 128x128 tiles are fewer than the SMs (short prompts), split-K fills them.
+_WAVE = tuple(
+    autotune.Config.of(BM=bm, BN=bn, BK=bk, GROUP=g, SPLIT=1)
+    for bm, bn, bk, g in (
+        (64, 256, 64, 8),
+        (256, 64, 64, 8),
+        (64, 128, 128, 8),
+        (128, 64, 128, 8),
+        (64, 64, 128, 8),
+    )
+)
+_FEW = tuple(autotune.Config.of(BM=128, BN=128, BK=64, GROUP=8, SPLIT=s) for s in (2, 4))
+_RAGGED = 0.9
+"""The share of the last wave's SM time the widest tile must fill for `_big_candidates` to add no other tiles."""
 _SKINNY = tuple(
     autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=s)
     for bn in (64, 128, 256)
@@ -55,6 +73,23 @@ _SKINNY = tuple(
 def _decode_candidates(m: int, n: int) -> tuple[autotune.Config, ...]:
     """What the tuner times for M <= 16: the GEMV forms and the skinny tiles (split-K among them)."""
     return _gemv.candidates(m, n, _blocks()) + _SKINNY
+
+
+def _wave_fill(m: int, n: int, bm: int, bn: int, blocks: int) -> float:
+    """The share of SM time doing work when ``blocks`` persistent blocks share the ``(M, N)`` output's (BM, BN) tiles
+    (every tile taking the same time): tiles / (waves * blocks)."""
+    tiles = -(-m // bm) * -(-n // bn)
+    return tiles / (-(-tiles // blocks) * blocks)
+
+
+def _big_candidates(m: int, n: int) -> tuple[autotune.Config, ...]:
+    """What the tuner times for M > 16: the `_WIDE` tiles, and where the widest of them (128x256) fills less than
+    `_RAGGED` of its waves, the `_WAVE` tiles too (and split-K where even 128x128 tiles are fewer than the SMs)."""
+    blocks = _blocks()
+    if _wave_fill(m, n, 128, 256, blocks) >= _RAGGED:
+        return _WIDE
+    few = _FEW if -(-m // 128) * -(-n // 128) < blocks else ()
+    return _WIDE + _WAVE + few
 
 
 def _blocks() -> int:
@@ -167,9 +202,10 @@ def matmul(
         projection), the norm fused into the GEMV forms' prologue for M <= 16 (see `tile.kernels._fused`).
     swiglu
         True: ``b`` is a fused ``(K, 2 * I)`` gate/up weight (gate columns first) and the result is the ``(M, I)``
-        ``silu(a @ gate) * (a @ up)``, applied in the GEMV forms' epilogue for M <= 16; no bias, activation or
-        residual with it. Fused calls are tuned apart, over the GEMV forms that do not split K; above M = 16 they run
-        the unfused kernels chained. Neither fusion takes f8.
+        ``silu(a @ gate) * (a @ up)``, applied in the GEMV forms' epilogue for M <= 16 and in the persistent GEMM's
+        above (``gemm_glu``: two accumulators a tile, BM * BN <= `_fused.GLU_TILE`, SPLIT=1); no bias, activation or
+        residual with it. Fused calls are tuned apart (for M <= 16 over the GEMV forms that do not split K); above
+        M = 16 ``norm`` runs `tk.rmsnorm` first, chained. Neither fusion takes f8.
 
     Returns
     -------
@@ -298,29 +334,28 @@ class _MatmulCall:
     def launch(self, config: autotune.Config | None, z: Tensor) -> DeviceOp[tuple[Any, ...]]:
         """The op writing ``z`` with ``config`` (the tuned one when None; tuning times fresh scratch operands)."""
         fused = self.fused
-        if fused is not None and self.m > _fused.MAX_M:  # the big-M GEMM: the unfused kernels, chained
-            plain = config if config is not None else self._choose(plain=True)
-            _check_config(plain, self.op)
+        if fused is not None and self.m > _fused.MAX_M:  # the big-M GEMM (its SwiGLU epilogue), after the norm
+            glu = _fused.Fusion(None, fused.eps, True) if fused.swiglu else None
+            big = config if config is not None else self._choose(glu)
+            _check_config(big, self.op)
+            _fused.check_big(big, glu, self.op)
             k_y = self.y
 
             def project(h: Tensor, out: Tensor) -> _Op:
-                return _launch_matmul(plain, out, x=h, y=k_y[()], bias=_no_bias(), res=_no_res(), epi=self.epi)
+                return _launch_matmul(big, out, x=h, y=k_y[()], bias=_no_bias(), res=_no_res(), epi=self.epi, fused=glu)
 
             return _fused.composed(fused, self.x, z, project)
         if config is None:
-            config = self._choose()
+            config = self._choose(fused)
         _check_config(config, self.op)
         _fused.check(config, fused, self.op)
         b_arg = self.bias[()] if self.bias is not None else _no_bias()
         r_arg = self.res if self.res is not None else _no_res()
         return _launch_matmul(config, z, x=self.x, y=self.y, bias=b_arg, res=r_arg, epi=self.epi, fused=fused)
 
-    def _choose(self, *, plain: bool = False) -> autotune.Config:
-        """The tuned config of this call (``plain``: of its unfused matmul, (M, 2I) with swiglu)."""
+    def _choose(self, fused: _fused.Fusion | None) -> autotune.Config:
+        """The tuned config of this call run with ``fused`` (the call's own, or the part the big-M GEMM takes)."""
         m, n, k, x, z_dtype, epi = self.m, self.n, self.k, self.x, self.z.dtype, self.epi
-        fused = None if plain else self.fused
-        if plain and self.fused is not None and self.fused.swiglu:
-            n *= 2
         tuner = autotune.tuner("matmul", source_digest(_STEM))
         # The raw parameters the key is built from: a remembered choice is found without the key, the candidates
         # and the default (most of an eager decode matmul's host time before this).
@@ -335,6 +370,9 @@ class _MatmulCall:
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
         if fused is not None:  # a fused call is tuned apart (its own candidates, its own winner)
             key["fused"] = tag
+        wide = _decode_candidates(m, n) if m <= 16 else _big_candidates(m, n)
+        if m > 16 and wide != _WIDE:  # a ragged last wave (an exact-shape matter the n bucket hides): tuned apart
+            key["waves"] = "ragged"
 
         scratch: list[tuple[Tensor, Tensor, Any, Any]] = []
         copies, launches = (1, 1) if m > 16 else (max(1, min(8, -(-_L2_SPAN // max(1, n * k * x.dtype.itemsize)))), 8)
@@ -380,9 +418,12 @@ class _MatmulCall:
                 graph = graphs[cfg] = closing.enter_context(chain(cfg).graph())
             return graph.launch().sync()
 
-        candidates = _decode_candidates(m, n) if m <= 16 else _WIDE
+        candidates = wide
         default = _default(m, n, k)
-        if fused is not None:
+        if fused is not None and m > _fused.MAX_M:  # the SwiGLU GEMM: the tiles whose two accumulators fit
+            candidates = _fused.big_candidates(candidates)
+            default = candidates[0] if self._gpu() else default
+        elif fused is not None:
             candidates, default = _fused.candidates(candidates, fused), _fused.default(n, _blocks(), self._gpu())
         with closing:
             return tuner.choose(key, candidates, default, run, recall=recall)
@@ -414,9 +455,16 @@ def _launch_matmul(
     flags = {"ACT": ACTIVATIONS[epi[0]], "HAS_BIAS": epi[1], "HAS_RES": epi[2]}
     if config.get("FORM", 0) != 0:
         return _gemv.launch(config, z, x=x, y=y, bias=bias, res=res, flags=flags, fused=fused)
-    if fused is not None:  # _fused.check refused this config already; never run a fused call unfused
-        raise ArgumentError(f"config {config} is not a GEMV form; the fused calls run FORM 1, 2 or 3")
     split = min(split, -(-x.shape[1] // bk))
+    if fused is not None:  # the big-M SwiGLU GEMM (`_fused.check_big` passed the config); never run a fusion unfused
+        if fused.norm is not None or not fused.swiglu or split > 1:
+            raise ArgumentError(f"config {config}: the big GEMM fuses only SwiGLU, unsplit; the norm runs apart")
+        inner = y.shape[1] // 2  # the gate and up halves, views of the borrowed weight
+        tiles = -(-m // bm) * -(-n // bn)
+        glu = k.gemm_glu.grid((min(_blocks(), tiles),))
+        with tile.partitioned(z, [bm, bn]) as part:  # a refused launch gives ``out`` back to the caller
+            made: DeviceOp[tuple[Any, ...]] = glu(part, x, y[:, :inner], y[:, inner:], BK=bk, GROUP=config["GROUP"])
+        return made
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)
         launch = k.gemm.grid((min(_blocks(), tiles),))

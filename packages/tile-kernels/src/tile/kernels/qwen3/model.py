@@ -13,8 +13,10 @@ kernel computes in f32.
 Passes of up to 16 tokens (decode) fuse three of those launches away (``Qwen3(..., fuse=True)``, the default): the
 RMSNorm before the q/k/v projection runs in its prologue (`tk.matmul_op(x, wqkv_t, norm=ln1)`), and the RMSNorm,
 gate/up projection and SwiGLU are one kernel (`tk.matmul_op(x, wgu_t, norm=ln2, swiglu=True)`), so a decode layer is
-six or seven launches. Longer passes keep the unfused steps (their matmul is the big-tile GEMM, which the fusions
-would only chain the same kernels for).
+six or seven launches. Longer passes (prefill) fuse the SwiGLU into the big-tile gate/up GEMM's epilogue
+(`tk.matmul_op(h, wgu_t, swiglu=True)` after the RMSNorm: the (n, 2I) gate/up product is never written), eight
+launches a layer; their norms stay apart (a big GEMM's every output tile would redo its rows' sum of squares).
+``fuse=False`` runs the unfused nine at every length.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ class Qwen3:
 
     fuse
         Fuse the RMSNorms into the projections after them and SwiGLU into the gate/up projection in passes of up to
-        16 tokens (decode; default True). False runs the unfused kernels, for A/B timings (the fused normed
+        16 tokens (decode; default True), and SwiGLU into the gate/up GEMM in longer passes (prefill). False runs
+        the unfused kernels, for A/B timings (the fused normed
         activation and gate/up product round to bf16 differently, within bf16 tolerance of each other). It may be
         set later (``model.fuse = False``; a `DecodeGraph` captured before keeps the form it captured).
 
@@ -316,7 +319,7 @@ class Qwen3:
             tk.matmul(x, first.wgu.T, norm=first.ln2, eps=c.rms_norm_eps, swiglu=True)
         else:
             tk.matmul(x, first.wqkv.T)
-            tk.matmul(x, first.wgu.T)
+            tk.matmul(x, first.wgu.T, swiglu=self.fuse)
         tk.matmul(h, first.wo.T, residual=x)
         tk.matmul(act, first.wd.T, residual=x)
         if n == 1:
@@ -376,11 +379,12 @@ class Qwen3:
                 lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln1, eps=eps), {"h": 0, "x": 1}),
                 lambda ch: (tk.matmul_op(ch.take("h"), wqkv), {"qkv": 0}),
             ]
-            mlp = [
-                lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1}),
-                lambda ch: (tk.matmul_op(ch.take("h"), wgu), {"gu": 0}),
-                lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}),
-            ]
+            mlp = [lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1})]
+            if self.fuse:  # prefill: SwiGLU in the big GEMM's epilogue
+                mlp.append(lambda ch: (tk.matmul_op(ch.take("h"), wgu, swiglu=True), {"act": 0}))
+            else:
+                mlp.append(lambda ch: (tk.matmul_op(ch.take("h"), wgu), {"gu": 0}))
+                mlp.append(lambda ch: (tk.swiglu_fused_op(ch.take("gu")), {"act": 0}))
         return [
             *qkv,
             lambda ch: (prep(ch), {"q": 0, k: 1, v: 2}),
