@@ -169,8 +169,16 @@ def _misuses(k: ModuleType) -> dict[str, tuple[type[BaseException], str]]:
     errors["returned by .then twice"] = _error(twice.sync)
     assert x._storage.pending == 0  # released once, by the link that took it
     z, x, y = _warm(k)
+    errors["not an op from .then"] = _error(lambda: k.add(z, x, y).then(_not_an_op).sync())  # `Then._take` refuses it
+    assert x._storage.pending == 0  # the chain's release (`_fastlaunch.release_links`) handed the launch back
+    z, x, y = _warm(k)
     errors["not a stream"] = _error(lambda: k.add(z, x, y).sync_on("stream"))
     return errors
+
+
+def _not_an_op(out: object) -> int:
+    """A ``.then()`` function returning no op (one function object: the message's repr is the same on both paths)."""
+    return 42
 
 
 class _Foreign(HostStream):
@@ -201,6 +209,7 @@ def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None
         "sync inside .then": "ExecutionLockError",
         "foreign context": "BackendError",
         "not a stream": "OpTypeError",
+        "not an op from .then": "OpTypeError",
         "returned by .then twice": "OpConsumedError",
     }
     assert f"executed by .sync() at {__file__}:" in found["pure"]["synced twice"][1]
@@ -346,3 +355,34 @@ def test_a_sync_is_one_compiled_step(k: ModuleType, monkeypatch: pytest.MonkeyPa
         assert handled == [True, True, True]  # the chain runs generically; the inner .sync() is refused before it
     finally:
         _accel.use(previous)
+
+
+def test_a_mixed_chain_runs_and_hands_back_on_both_paths(
+    k: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain of launches, ``.map()`` links and a ``.then()`` returning a non-launch op runs in order and hands every
+    argument back once; on the compiled path `_fastlaunch.run_links`/`release_links` run it (tile.aio's hooks)."""
+    from tile.aio import _combinators, value
+
+    ran: list[str] = []
+
+    def spy(hook: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def called(*args: Any) -> Any:
+            ran.append(hook)
+            return real(*args)
+
+        return called
+
+    for hook in ("_run_links", "_release_links"):
+        real = getattr(_combinators, hook)
+        if real is not None:
+            monkeypatch.setattr(_combinators, hook, spy(hook, real))
+    z, x, y = _warm(k)
+    op = k.add(z, x, y).map(lambda out: out).then(lambda out: k.add(*out)).then(value).then(lambda out: k.add(*out))
+    z, x, y = op.sync()
+    assert (z.unpartition().to_numpy() == 3).all()
+    assert x._storage.pending == 0
+    assert y._storage.pending == 0
+    assert z._tensor._storage.pending == 0
+    assert ran == (["_run_links", "_release_links"] if path == "compiled" else [])
+    assert op.consumed
