@@ -172,6 +172,10 @@ def _misuses(k: ModuleType) -> dict[str, tuple[type[BaseException], str]]:
     errors["not an op from .then"] = _error(lambda: k.add(z, x, y).then(_not_an_op).sync())  # `Then._take` refuses it
     assert x._storage.pending == 0  # the chain's release (`_fastlaunch.release_links`) handed the launch back
     z, x, y = _warm(k)
+    op = k.add(z, x, y)
+    op.then(_not_an_op)  # moved (`_fastlaunch.then`), the link dropped unrun
+    errors["moved into .then twice"] = _error(lambda: op.then(_not_an_op))
+    z, x, y = _warm(k)
     errors["not a stream"] = _error(lambda: k.add(z, x, y).sync_on("stream"))
     return errors
 
@@ -210,10 +214,12 @@ def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None
         "foreign context": "BackendError",
         "not a stream": "OpTypeError",
         "not an op from .then": "OpTypeError",
+        "moved into .then twice": "OpConsumedError",
         "returned by .then twice": "OpConsumedError",
     }
     assert f"executed by .sync() at {__file__}:" in found["pure"]["synced twice"][1]
     assert f"returned by the .then() function at {__file__}:" in found["pure"]["returned by .then twice"][1]
+    assert f"moved into .then() at {__file__}:" in found["pure"]["moved into .then twice"][1]
 
 
 @pytest.mark.skipif(not BUILT, reason=_accel.reason())
@@ -386,3 +392,16 @@ def test_a_mixed_chain_runs_and_hands_back_on_both_paths(
     assert z._tensor._storage.pending == 0
     assert ran == (["_run_links", "_release_links"] if path == "compiled" else [])
     assert op.consumed
+
+
+def test_a_then_names_its_own_line_on_both_paths(k: ModuleType, path: str) -> None:
+    """The fate of an op moved into ``.then()`` names the line of that call, also right after another ``.then()`` of the
+    same function on another line (`_fastlaunch.then` keeps the last (code, line)'s fate)."""
+    z, x, y = _warm(k)
+    first = k.add(z, x, y)
+    second, line_a = first.then(_not_an_op), sys._getframe().f_lineno
+    _third, line_b = second.then(_not_an_op), sys._getframe().f_lineno
+    for op, line in ((first, line_a), (second, line_b)):
+        with pytest.raises(OpConsumedError) as caught:
+            op.then(_not_an_op)
+        assert f"moved into .then() at {__file__}:{line}" in str(caught.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from tile.aio import _op
 from tile.aio._context import HOST, ExecutionContext
 from tile.aio._errors import OpTypeError
 from tile.aio._op import DeviceOp, Site, caller_site
@@ -50,14 +51,21 @@ _run_links: Callable[[Any, ExecutionContext], Any] | None = None
 _release_links: Callable[[Any], None] | None = None
 
 
-def use_compiled(run: Callable[[Any, ExecutionContext], Any] | None, release: Callable[[Any], None] | None) -> None:
-    """Run and release ``.then()``/``.map()`` chains with ``run(link, ctx)`` and ``release(op)`` (None: in Python).
+def use_compiled(
+    run: Callable[[Any, ExecutionContext], Any] | None,
+    release: Callable[[Any], None] | None,
+    then: Callable[[Any, Any], Any] | None = None,
+) -> None:
+    """Run and release ``.then()``/``.map()`` chains with ``run(link, ctx)`` and ``release(op)``, and build ``.then()``
+    links with ``then(op, fn)`` (None: in Python).
 
-    ``run`` must behave as `_Link._execute` (returning NotImplemented, having done nothing, to leave a chain to it) and
-    ``release`` as `DeviceOp._release`; tile.frontend passes its compiled launch path's, with the same typed errors.
+    ``run`` must behave as `_Link._execute`, ``then`` as `DeviceOp.then` (each returning NotImplemented, having done
+    nothing, to leave a call to Python) and ``release`` as `DeviceOp._release`; tile.frontend passes its compiled launch
+    path's, with the same typed errors.
     """
     global _run_links, _release_links  # the process-wide path, read per chain
     _run_links, _release_links = run, release
+    _op._then_link = then
 
 
 def _as_op(obj: object, where: str) -> DeviceOp[Any]:

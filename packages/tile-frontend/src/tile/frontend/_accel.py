@@ -21,7 +21,7 @@ PURE_ENV = "TILE_PURE_PYTHON"
 
 _FUNCTIONS = (
     *("bind", "bind_core", "bind_links", "bind_run", "call", "claim_run", "drop", "execute", "release_links"),
-    *("replay", "run_links", "sync"),
+    *("replay", "run_links", "sync", "then"),
 )
 """What this version of the Python side calls in the extension."""
 
@@ -71,7 +71,10 @@ def _activate(module: ModuleType | None) -> None:
     execute = module.execute if module is not None else None
     from tile.aio import _combinators  # tile.aio's chains run their launches through this path too
 
-    _combinators.use_compiled(module.run_links if module else None, module.release_links if module else None)
+    if module is None:
+        _combinators.use_compiled(None, None)
+    else:
+        _combinators.use_compiled(module.run_links, module.release_links, module.then)
 
 
 def compiled() -> ModuleType | None:
@@ -130,6 +133,6 @@ def bind(**classes: Any) -> None:
         _module.bind(*(classes[name] for name in _BOUND))
         _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING, _cuda.CudaContext)
         _module.bind_core(_launch.PreparedLaunch, _stream.use_lock, _stream.invalidation, check)
-        _module.bind_links(_c._Link, _c.Then, _c.Map, _c._RETURNED, BUILTIN_CONTEXTS, HOST)
+        _module.bind_links(_c._Link, _c.Then, _c.Map, _c._RETURNED, BUILTIN_CONTEXTS, HOST, _op._then_fate)
         if _reason == "compiled":
             _activate(_module)

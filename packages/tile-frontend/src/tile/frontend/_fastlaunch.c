@@ -40,7 +40,9 @@ static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
     *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
-    *s_step, *s_take, *s_claim_run, *s_hand_off;
+    *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lineno, *s_tile_prefix;
+static int then_line;
+static allocfunc then_alloc;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
 static int probe(PyObject *cls, const int *ks, int count);
 
@@ -55,7 +57,7 @@ enum {
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED,                                      /* tile.core's PreparedLaunch */
-    K_SRC, K_FN, K_NEXT, K_SITE, M_SRC,                                      /* tile.aio's Then, Map (a _Link's _src) */
+    K_SRC, K_FN, K_NEXT, K_SITE, M_SRC, K_FATE,                                     /* tile.aio's Then, Map (a _Link's _src) */
     N_SLOTS
 };
 static const char *slot_names[N_SLOTS] = {
@@ -67,7 +69,7 @@ static const char *slot_names[N_SLOTS] = {
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
     "_stream", "_device",
     "_epoch", "_launch", "_call", "_shared",
-    "_src", "_fn", "_next", "_site", "_src",
+    "_src", "_fn", "_next", "_site", "_src", "_fate",
 };
 static Py_ssize_t off[N_SLOTS];
 
@@ -1100,16 +1102,87 @@ static PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t
     return rc ? NULL : Py_NewRef(Py_None);
 }
 
-/* bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST): tile.aio's chain classes (their slots), the fate verb
+/* The fate `DeviceOp.then` gives the op it moves at the user's line: the innermost frame whose module is not Tile's
+ * (`caller_site`: its globals' __name__ not under "tile."), its (file, line) looked up by tile.aio's `_then_fate`, the
+ * last one kept for its (code, line) (a chain is built at one line). A new reference, or NULL with an error. */
+static PyObject *then_fate_here(void) {
+    PyObject *frame = (PyObject *)PyEval_GetFrame();
+    if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: .then() without a Python frame");
+    Py_INCREF(frame);
+    for (;;) {
+        PyObject *back = PyObject_GetAttr(frame, s_f_back), *globals = back ? PyObject_GetAttr(frame, s_f_globals) : NULL;
+        if (!globals) return Py_XDECREF(back), Py_DECREF(frame), NULL;
+        PyObject *name = PyDict_Check(globals) ? PyDict_GetItemWithError(globals, s_name) : NULL;
+        int tile = name && PyUnicode_Check(name) && PyUnicode_Tailmatch(name, s_tile_prefix, 0, PY_SSIZE_T_MAX, -1) == 1;
+        Py_DECREF(globals);
+        if (PyErr_Occurred()) return Py_DECREF(back), Py_DECREF(frame), NULL;
+        if (back == Py_None || !tile) {
+            Py_DECREF(back);
+            break;
+        }
+        Py_DECREF(frame);
+        frame = back;
+    }
+    PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    Py_DECREF(frame);
+    if (code == then_code && line == then_line && then_fate) return Py_DECREF(code), Py_NewRef(then_fate);
+    PyObject *file = PyObject_GetAttr(code, s_co_filename), *number = PyLong_FromLong(line);
+    PyObject *where = file && number ? PyTuple_Pack(2, file, number) : NULL;
+    PyObject *fate = where ? PyObject_CallFunctionObjArgs(then_fate_of, where, NULL) : NULL;
+    Py_XDECREF(file), Py_XDECREF(number), Py_XDECREF(where);
+    if (!fate || !PyTuple_Check(fate) || PyTuple_Size(fate) != 2) {
+        if (fate) PyErr_Format(PyExc_TypeError, "tile.aio's _then_fate returned %R", fate);
+        return Py_DECREF(code), Py_XDECREF(fate), NULL;
+    }
+    PyObject *old[] = {then_code, then_fate};
+    then_code = code, then_line = line, then_fate = Py_NewRef(fate);
+    Py_XDECREF(old[0]), Py_XDECREF(old[1]);
+    return fate;
+}
+
+/* then(op, fn): `DeviceOp.then` for a plain Launch or a Then: the fate at the user's line, the claim under _CLAIMING,
+ * and the Then link (its slots set as `Then.__init__` sets them). NotImplemented, having changed nothing, for another op
+ * or one claimed before (`DeviceOp.then` then raises OpConsumedError). */
+static PyObject *then(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 2) return PyErr_Format(PyExc_TypeError, "then(op, fn)");
+    if (!Then_t || !then_alloc || !claim_acquire) return PyErr_Format(PyExc_RuntimeError, "bind_links() was not called");
+    PyObject *op = argv[0], *fn = argv[1];
+    if ((PyObject *)Py_TYPE(op) != Launch_t && (PyObject *)Py_TYPE(op) != Then_t) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *fate = then_fate_here();
+    if (!fate) return NULL;
+    PyObject *link = then_alloc((PyTypeObject *)Then_t, 0);
+    if (!link) return Py_DECREF(fate), NULL;
+    int took = claim(op, fate); /* L_FATE and K_FATE: DeviceOp's one `_fate` slot (checked by bind_links) */
+    if (took <= 0) {
+        Py_DECREF(fate), Py_DECREF(link);
+        return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    }
+    put(link, K_FATE, Py_None, NULL);
+    put(link, K_SRC, op, NULL);
+    put(link, K_FN, fn, NULL);
+    put(link, K_SITE, PyTuple_GetItem(fate, 1), NULL);
+    put(link, K_NEXT, Py_None, NULL);
+    Py_DECREF(fate);
+    return link;
+}
+
+/* bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST, _then_fate): tile.aio's chain classes (their slots), the fate verb
  * of an op a .then() function returned, and what a launch's execution checks its context against. */
 static PyObject *bind_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 6 || !PyType_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
-        !PyUnicode_Check(argv[3]))
-        return PyErr_Format(PyExc_TypeError, "bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST)");
-    static const int then[] = {K_SRC, K_FN, K_NEXT, K_SITE}, map[] = {M_SRC};
-    if (probe(argv[1], then, 4) || probe(argv[2], map, 1)) return NULL;
+    if (n != 7 || !PyType_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
+        !PyUnicode_Check(argv[3]) || !PyCallable_Check(argv[6]))
+        return PyErr_Format(PyExc_TypeError, "bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST, _then_fate)");
+    if (!Launch_t) return PyErr_Format(PyExc_RuntimeError, "bind_links: bind() was not called");
+    static const int links[] = {K_SRC, K_FN, K_NEXT, K_SITE, K_FATE}, map[] = {M_SRC};
+    if (probe(argv[1], links, 5) || probe(argv[2], map, 1)) return NULL;
     if (off[K_SRC] != off[M_SRC]) return PyErr_Format(PyExc_TypeError, "bind_links: Then and Map differ in _src");
+    if (off[K_FATE] != off[L_FATE]) return PyErr_Format(PyExc_TypeError, "bind_links: Then and Launch differ in _fate");
+    then_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)argv[1], Py_tp_alloc);
+    Py_XDECREF(then_fate_of);
+    then_fate_of = Py_NewRef(argv[6]);
     PyObject *old[] = {Link_t, Then_t, RETURNED, BUILTIN, HOST};
     Link_t = Py_NewRef(argv[0]);
     Then_t = Py_NewRef(argv[1]);
@@ -1271,8 +1344,10 @@ static PyMethodDef methods[] = {
      "run_links(link, ctx) -> output | NotImplemented (_Link._execute: a .then()/.map() chain's steps, in a loop)"},
     {"release_links", (PyCFunction)(void (*)(void))release_links, METH_FASTCALL,
      "release_links(op): DeviceOp._release of a chain (its ops' hand-off, in a loop)"},
+    {"then", (PyCFunction)(void (*)(void))then, METH_FASTCALL,
+     "then(op, fn) -> Then | NotImplemented (DeviceOp.then of a plain Launch or a Then link)"},
     {"bind_links", (PyCFunction)(void (*)(void))bind_links, METH_FASTCALL,
-     "bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST): tile.aio's chain classes, for run_links"},
+     "bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST, _then_fate): tile.aio's chains, for run_links"},
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
      "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind_core", (PyCFunction)(void (*)(void))bind_core, METH_FASTCALL,
@@ -1294,7 +1369,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
                  {&s_device, "device"}, {&s_stream, "stream"}, {&s_held, "held"},
                  {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"},
                  {&s_cuLaunchKernel, "cuLaunchKernel"}, {&s_run_in, "_run_in"},
-                 {&s_step, "_step"}, {&s_take, "_take"}, {&s_claim_run, "_claim_run"}, {&s_hand_off, "_hand_off"}};
+                 {&s_step, "_step"}, {&s_take, "_take"}, {&s_claim_run, "_claim_run"}, {&s_hand_off, "_hand_off"},
+                 {&s_f_globals, "f_globals"}, {&s_f_lineno, "f_lineno"}, {&s_tile_prefix, "tile."}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     if (!(zero = PyLong_FromLong(0))) return NULL;
