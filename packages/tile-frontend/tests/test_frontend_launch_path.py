@@ -169,8 +169,20 @@ def _misuses(k: ModuleType) -> dict[str, tuple[type[BaseException], str]]:
     errors["returned by .then twice"] = _error(twice.sync)
     assert x._storage.pending == 0  # released once, by the link that took it
     z, x, y = _warm(k)
+    errors["not an op from .then"] = _error(lambda: k.add(z, x, y).then(_not_an_op).sync())  # `Then._take` refuses it
+    assert x._storage.pending == 0  # the chain's release (`_fastlaunch.release_links`) handed the launch back
+    z, x, y = _warm(k)
+    op = k.add(z, x, y)
+    op.then(_not_an_op)  # moved (`_fastlaunch.then`), the link dropped unrun
+    errors["moved into .then twice"] = _error(lambda: op.then(_not_an_op))
+    z, x, y = _warm(k)
     errors["not a stream"] = _error(lambda: k.add(z, x, y).sync_on("stream"))
     return errors
+
+
+def _not_an_op(out: object) -> int:
+    """A ``.then()`` function returning no op (one function object: the message's repr is the same on both paths)."""
+    return 42
 
 
 class _Foreign(HostStream):
@@ -201,10 +213,13 @@ def test_every_misuse_raises_the_same_error_on_both_paths(k: ModuleType) -> None
         "sync inside .then": "ExecutionLockError",
         "foreign context": "BackendError",
         "not a stream": "OpTypeError",
+        "not an op from .then": "OpTypeError",
+        "moved into .then twice": "OpConsumedError",
         "returned by .then twice": "OpConsumedError",
     }
     assert f"executed by .sync() at {__file__}:" in found["pure"]["synced twice"][1]
     assert f"returned by the .then() function at {__file__}:" in found["pure"]["returned by .then twice"][1]
+    assert f"moved into .then() at {__file__}:" in found["pure"]["moved into .then twice"][1]
 
 
 @pytest.mark.skipif(not BUILT, reason=_accel.reason())
@@ -346,3 +361,47 @@ def test_a_sync_is_one_compiled_step(k: ModuleType, monkeypatch: pytest.MonkeyPa
         assert handled == [True, True, True]  # the chain runs generically; the inner .sync() is refused before it
     finally:
         _accel.use(previous)
+
+
+def test_a_mixed_chain_runs_and_hands_back_on_both_paths(
+    k: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chain of launches, ``.map()`` links and a ``.then()`` returning a non-launch op runs in order and hands every
+    argument back once; on the compiled path `_fastlaunch.run_links`/`release_links` run it (tile.aio's hooks)."""
+    from tile.aio import _combinators, value
+
+    ran: list[str] = []
+
+    def spy(hook: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def called(*args: Any) -> Any:
+            ran.append(hook)
+            return real(*args)
+
+        return called
+
+    for hook in ("_run_links", "_release_links"):
+        real = getattr(_combinators, hook)
+        if real is not None:
+            monkeypatch.setattr(_combinators, hook, spy(hook, real))
+    z, x, y = _warm(k)
+    op = k.add(z, x, y).map(lambda out: out).then(lambda out: k.add(*out)).then(value).then(lambda out: k.add(*out))
+    z, x, y = op.sync()
+    assert (z.unpartition().to_numpy() == 3).all()
+    assert x._storage.pending == 0
+    assert y._storage.pending == 0
+    assert z._tensor._storage.pending == 0
+    assert ran == (["_run_links", "_release_links"] if path == "compiled" else [])
+    assert op.consumed
+
+
+def test_a_then_names_its_own_line_on_both_paths(k: ModuleType, path: str) -> None:
+    """The fate of an op moved into ``.then()`` names the line of that call, also right after another ``.then()`` of the
+    same function on another line (`_fastlaunch.then` keeps the last (code, line)'s fate)."""
+    z, x, y = _warm(k)
+    first = k.add(z, x, y)
+    second, line_a = first.then(_not_an_op), sys._getframe().f_lineno
+    _third, line_b = second.then(_not_an_op), sys._getframe().f_lineno
+    for op, line in ((first, line_a), (second, line_b)):
+        with pytest.raises(OpConsumedError) as caught:
+            op.then(_not_an_op)
+        assert f"moved into .then() at {__file__}:{line}" in str(caught.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from tile.aio import _op
 from tile.aio._context import HOST, ExecutionContext
 from tile.aio._errors import OpTypeError
 from tile.aio._op import DeviceOp, Site, caller_site
@@ -43,6 +44,28 @@ D = TypeVar("D")
 
 
 _RETURNED = "returned by the .then() function"  # the fate's verb of an op a .then() function returned
+
+# A compiled run and release of a chain (tile.frontend's launch extension, which knows its launches), set by
+# `use_compiled` while that path is active: each does what `_Link._execute` / `DeviceOp._release` do, in C.
+_run_links: Callable[[Any, ExecutionContext], Any] | None = None
+_release_links: Callable[[Any], None] | None = None
+
+
+def use_compiled(
+    run: Callable[[Any, ExecutionContext], Any] | None,
+    release: Callable[[Any], None] | None,
+    then: Callable[[Any, Any], Any] | None = None,
+) -> None:
+    """Run and release ``.then()``/``.map()`` chains with ``run(link, ctx)`` and ``release(op)``, and build ``.then()``
+    links with ``then(op, fn)`` (None: in Python).
+
+    ``run`` must behave as `_Link._execute`, ``then`` as `DeviceOp.then` (each returning NotImplemented, having done
+    nothing, to leave a call to Python) and ``release`` as `DeviceOp._release`; tile.frontend passes its compiled launch
+    path's, with the same typed errors.
+    """
+    global _run_links, _release_links  # the process-wide path, read per chain
+    _run_links, _release_links = run, release
+    _op._then_link = then
 
 
 def _as_op(obj: object, where: str) -> DeviceOp[Any]:
@@ -92,6 +115,10 @@ class _Link(DeviceOp[U]):
         return src._home()
 
     def _execute(self, ctx: ExecutionContext) -> U:
+        fast = _run_links
+        if fast is not None and (done := fast(self, ctx)) is not NotImplemented:
+            ran: U = done
+            return ran
         links: list[_Link[Any]] = [self]
         while isinstance(links[-1]._src, _Link):
             links.append(links[-1]._src)
@@ -107,6 +134,13 @@ class _Link(DeviceOp[U]):
     def _drop(self) -> None:
         del self._src
 
+    def _release(self) -> None:
+        fast = _release_links
+        if fast is None:
+            DeviceOp._release(self)
+        else:
+            fast(self)
+
 
 class Then(_Link[U]):
     """``src`` then the op ``fn(src's output)`` on the same context."""
@@ -121,10 +155,14 @@ class Then(_Link[U]):
         self._next: DeviceOp[U] | None = None
 
     def _step(self, out: Any, ctx: ExecutionContext) -> U:
-        nxt = self._fn(out)
+        return self._take(self._fn(out), ctx)
+
+    def _take(self, nxt: object, ctx: ExecutionContext) -> U:
+        """Claim and run ``nxt``, what the function returned, in this link's tree (the compiled run calls this too)."""
         if not isinstance(nxt, DeviceOp):  # described only on error: repr() of the function costs more than a step
             raise OpTypeError(f"the function passed to .then() ({self._fn!r})", "a DeviceOp", type(nxt).__name__)
-        return nxt._claim_run(_RETURNED, self._site, ctx, self)  # sets self._next once claimed
+        result: U = nxt._claim_run(_RETURNED, self._site, ctx, self)  # sets self._next once claimed
+        return result
 
     def _children(self) -> tuple[DeviceOp[Any], ...]:
         return (self._src,) if self._next is None else (self._src, self._next)

@@ -82,6 +82,7 @@ def _interned(value: T) -> T:
     return value
 
 
+_then_link: Callable[[Any, Any], Any] | None = None  # `DeviceOp.then` compiled (set by `_combinators.use_compiled`)
 _THEN_FATES: dict[Site, tuple[str, Site]] = {}  # (file, line) -> the interned fate of an op moved into .then() there
 
 
@@ -215,6 +216,10 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         """
         # `caller_site` and `_claim`, inlined with the fate cached per call site: a pipeline makes one link per step,
         # built before any of its work is enqueued (time the device waits for in a chain of large kernels).
+        fast = _then_link  # compiled: the same steps for a launch or a link (NotImplemented: not handled, nothing done)
+        if fast is not None and (link := fast(self, fn)) is not NotImplemented:
+            made: DeviceOp[U] = link
+            return made
         frame = sys._getframe(1)
         while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tile."):
             frame = frame.f_back

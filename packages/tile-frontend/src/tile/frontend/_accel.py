@@ -19,7 +19,10 @@ PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to force the pure-Python launch path."""
 
 
-_FUNCTIONS = ("bind", "bind_core", "bind_run", "call", "claim_run", "drop", "execute", "replay", "sync")
+_FUNCTIONS = (
+    *("bind", "bind_core", "bind_links", "bind_run", "call", "claim_run", "drop", "execute", "release_links"),
+    *("replay", "run_links", "sync", "then"),
+)
 """What this version of the Python side calls in the extension."""
 
 
@@ -66,6 +69,12 @@ def _activate(module: ModuleType | None) -> None:
     replay = module.replay if module is not None else None
     drop = module.drop if module is not None else None
     execute = module.execute if module is not None else None
+    from tile.aio import _combinators  # tile.aio's chains run their launches through this path too
+
+    if module is None:
+        _combinators.use_compiled(None, None)
+    else:
+        _combinators.use_compiled(module.run_links, module.release_links, module.then)
 
 
 def compiled() -> ModuleType | None:
@@ -115,12 +124,15 @@ def bind(**classes: Any) -> None:
     """Give the extension the classes and registries it tests, the user-site prefixes and the ownership lock (called
     once by `_plan`), and activate it."""
     if _module is not None:
-        from tile.aio import _cuda, _lock, _op, _run
+        from tile.aio import HOST, _cuda, _lock, _op, _run
+        from tile.aio import _combinators as _c
+        from tile.aio._context import BUILTIN_CONTEXTS
         from tile.bindings import check
         from tile.core import _launch, _stream
 
         _module.bind(*(classes[name] for name in _BOUND))
         _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING, _cuda.CudaContext)
         _module.bind_core(_launch.PreparedLaunch, _stream.use_lock, _stream.invalidation, check)
+        _module.bind_links(_c._Link, _c.Then, _c.Map, _c._RETURNED, BUILTIN_CONTEXTS, HOST, _op._then_fate)
         if _reason == "compiled":
             _activate(_module)

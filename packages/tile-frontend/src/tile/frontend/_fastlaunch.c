@@ -39,7 +39,10 @@ static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
     *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
-    *invalidation, *core_check, *s_cuLaunchKernel, *zero;
+    *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
+    *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lineno, *s_tile_prefix;
+static int then_line;
+static allocfunc then_alloc;
 static allocfunc tensor_alloc, partition_alloc, launch_alloc;
 static int probe(PyObject *cls, const int *ks, int count);
 
@@ -54,6 +57,7 @@ enum {
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED,                                      /* tile.core's PreparedLaunch */
+    K_SRC, K_FN, K_NEXT, K_SITE, M_SRC, K_FATE,                                     /* tile.aio's Then, Map (a _Link's _src) */
     N_SLOTS
 };
 static const char *slot_names[N_SLOTS] = {
@@ -65,6 +69,7 @@ static const char *slot_names[N_SLOTS] = {
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
     "_stream", "_device",
     "_epoch", "_launch", "_call", "_shared",
+    "_src", "_fn", "_next", "_site", "_src", "_fate",
 };
 static Py_ssize_t off[N_SLOTS];
 
@@ -898,11 +903,8 @@ static int claim(PyObject *op, PyObject *fate) {
  * (`link._next`, so the tree releases it also when its execution fails) and its execution in flight (the compiled
  * `execute`, else `Launch._execute`). NotImplemented, with nothing changed, when the launch was claimed
  * before (the generic claim then raises OpConsumedError). */
-static PyObject *claim_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
-    (void)self;
-    if (n != 7) return PyErr_Format(PyExc_TypeError, "claim_run takes 7 arguments, got %zd", n);
-    if (!claim_acquire) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind_run() was not called");
-    PyObject *op = argv[0], *verb = argv[1], *site = argv[2], *ctx = argv[3];
+static PyObject *claim_run_impl(PyObject *op, PyObject *verb, PyObject *site, PyObject *ctx, PyObject *builtin,
+                                PyObject *host, PyObject *link) {
     if ((PyObject *)Py_TYPE(op) != Launch_t) Py_RETURN_NOTIMPLEMENTED;
     PyObject *plan = GET(op, L_PLAN);
     if (!plan || (PyObject *)Py_TYPE(plan) != Plan_t) Py_RETURN_NOTIMPLEMENTED;
@@ -918,13 +920,20 @@ static PyObject *claim_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) 
     int took = claim(op, fate);
     Py_DECREF(fate);
     if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
-    if (PyObject_SetAttr(argv[6], s_next, op) < 0) return NULL; /* the link owns it now (released with the tree) */
-    PyObject *output = execute_impl(op, ctx, 1, argv[4], argv[5]);
+    if (PyObject_SetAttr(link, s_next, op) < 0) return NULL; /* the link owns it now (released with the tree) */
+    PyObject *output = execute_impl(op, ctx, 1, builtin, host);
     if (output == Py_None) {
         Py_DECREF(output);
         output = PyObject_CallMethodObjArgs(op, s_execute, ctx, NULL);
     }
     return output;
+}
+
+static PyObject *claim_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 7) return PyErr_Format(PyExc_TypeError, "claim_run takes 7 arguments, got %zd", n);
+    if (!claim_acquire) return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind_run() was not called");
+    return claim_run_impl(argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], argv[6]);
 }
 
 /* sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST): `tile.aio._run.run_sync` of a plain launch, as one C call: the
@@ -991,6 +1000,197 @@ static PyObject *sync_launch(PyObject *self, PyObject *const *argv, Py_ssize_t n
         return NULL;
     }
     return output;
+}
+
+/* ---- tile.aio's `.then()` chains (bound by `bind_links`) ---------------------------------------------------------- */
+
+/* A link of a chain: an instance of tile.aio's `_Link` (Then, Map, or a subclass: `_src` is _Link's own slot, at the
+ * same offset in all of them). */
+static int is_link(PyObject *o) { return PyType_IsSubtype(Py_TYPE(o), (PyTypeObject *)Link_t); }
+
+/* One `Then._step` on `out` (a new reference, consumed): the link's function, then, for a plain Launch, the compiled
+ * claim and run (`claim_run_impl`; NotImplemented: claimed before, `Launch._claim_run` raises), else `Then._take`,
+ * which checks the result is an op and claims and runs it. A Map or a subclass runs its own Python `_step`. */
+static PyObject *step(PyObject *link, PyObject *out, PyObject *ctx) {
+    PyObject *fn = GET(link, K_FN), *site = GET(link, K_SITE), *next;
+    if ((PyObject *)Py_TYPE(link) != Then_t || !fn || !site) {
+        next = PyObject_CallMethodObjArgs(link, s_step, out, ctx, NULL);
+        Py_DECREF(out);
+        return next;
+    }
+    Py_INCREF(fn), Py_INCREF(site); /* the function may drop anything it can reach: keep what this step reads */
+    PyObject *op = PyObject_CallFunctionObjArgs(fn, out, NULL);
+    Py_DECREF(out);
+    if (!op) {
+        next = NULL;
+    } else if ((PyObject *)Py_TYPE(op) == Launch_t) {
+        next = claim_run_impl(op, RETURNED, site, ctx, BUILTIN, HOST, link);
+        if (next == Py_NotImplemented) {
+            Py_DECREF(next);
+            next = PyObject_CallMethodObjArgs(op, s_claim_run, RETURNED, site, ctx, link, NULL);
+        }
+    } else {
+        next = PyObject_CallMethodObjArgs(link, s_take, op, ctx, NULL);
+    }
+    Py_XDECREF(op);
+    Py_DECREF(fn), Py_DECREF(site);
+    return next;
+}
+
+/* run_links(link, ctx): `_Link._execute`: the chain's first op run on ctx (`_run_in`), then every link's step bottom-up,
+ * in a loop (a chain thousands of links deep does not recurse). NotImplemented, with nothing done, when a link lost
+ * its source (the pure path then raises as it would). */
+static PyObject *run_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 2) return PyErr_Format(PyExc_TypeError, "run_links(link, ctx)");
+    if (!Then_t || !Launch_t || !claim_acquire)
+        return PyErr_Format(PyExc_RuntimeError, "tile.frontend._fastlaunch.bind_links() was not called");
+    PyObject *op = argv[0], *ctx = argv[1], *links = PyList_New(0);
+    if (!links) return NULL;
+    while (is_link(op)) {
+        if (PyList_Append(links, op) < 0) return Py_DECREF(links), NULL;
+        if (!(op = GET(op, K_SRC))) return Py_DECREF(links), Py_NewRef(Py_NotImplemented);
+    }
+    Py_INCREF(op);
+    PyObject *out = PyObject_CallMethodObjArgs(op, s_run_in, ctx, NULL);
+    Py_DECREF(op);
+    for (Py_ssize_t i = PyList_Size(links) - 1; out && i >= 0; i--) out = step(PyList_GetItem(links, i), out, ctx);
+    Py_DECREF(links);
+    return out;
+}
+
+/* Take slot k's reference out of o (the slot left empty, as `del` leaves it). */
+static PyObject *take(PyObject *o, int k) {
+    PyObject **slot = (PyObject **)((char *)o + off[k]), *value = *slot;
+    *slot = NULL;
+    return value;
+}
+
+/* release_links(op): `DeviceOp._release` of a chain: each op's `_hand_off` (a Then's and a plain Launch's compiled: its
+ * slots emptied, `Launch._drop`'s hand-back), its children released next, in the same order as the pure loop. */
+static PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 1) return PyErr_Format(PyExc_TypeError, "release_links(op)");
+    if (!Then_t || !Launch_t) return PyErr_Format(PyExc_RuntimeError, "bind_links() was not called");
+    PyObject *stack = PyList_New(1);
+    if (!stack) return NULL;
+    PyList_SetItem(stack, 0, Py_NewRef(argv[0]));
+    Py_ssize_t size;
+    int rc = 0;
+    while (!rc && (size = PyList_Size(stack)) > 0) {
+        PyObject *op = Py_NewRef(PyList_GetItem(stack, size - 1));
+        rc = PyList_SetSlice(stack, size - 1, size, NULL);
+        if (rc) {
+        } else if ((PyObject *)Py_TYPE(op) == Then_t && GET(op, K_SRC) && GET(op, K_FN) && GET(op, K_NEXT)) {
+            PyObject *src = take(op, K_SRC), *fn = take(op, K_FN), *next = take(op, K_NEXT);
+            Py_DECREF(fn); /* `del self._src, self._fn, self._next`, the source and the next op kept to release */
+            rc = PyList_Append(stack, src);
+            if (!rc && next != Py_None) rc = PyList_Append(stack, next);
+            Py_DECREF(src), Py_DECREF(next);
+        } else if ((PyObject *)Py_TYPE(op) == Launch_t) {
+            PyObject *r = drop_impl(op); /* `Launch._hand_off`: no children */
+            rc = r ? 0 : -1;
+            Py_XDECREF(r);
+        } else {
+            PyObject *children = PyObject_CallMethodObjArgs(op, s_hand_off, NULL);
+            rc = !children || PyList_SetSlice(stack, PyList_Size(stack), PyList_Size(stack), children);
+            Py_XDECREF(children);
+        }
+        Py_DECREF(op);
+    }
+    Py_DECREF(stack);
+    return rc ? NULL : Py_NewRef(Py_None);
+}
+
+/* The fate `DeviceOp.then` gives the op it moves at the user's line: the innermost frame whose module is not Tile's
+ * (`caller_site`: its globals' __name__ not under "tile."), its (file, line) looked up by tile.aio's `_then_fate`, the
+ * last one kept for its (code, line) (a chain is built at one line). A new reference, or NULL with an error. */
+static PyObject *then_fate_here(void) {
+    PyObject *frame = (PyObject *)PyEval_GetFrame();
+    if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: .then() without a Python frame");
+    Py_INCREF(frame);
+    for (;;) {
+        PyObject *back = PyObject_GetAttr(frame, s_f_back), *globals = back ? PyObject_GetAttr(frame, s_f_globals) : NULL;
+        if (!globals) return Py_XDECREF(back), Py_DECREF(frame), NULL;
+        PyObject *name = PyDict_Check(globals) ? PyDict_GetItemWithError(globals, s_name) : NULL;
+        int tile = name && PyUnicode_Check(name) && PyUnicode_Tailmatch(name, s_tile_prefix, 0, PY_SSIZE_T_MAX, -1) == 1;
+        Py_DECREF(globals);
+        if (PyErr_Occurred()) return Py_DECREF(back), Py_DECREF(frame), NULL;
+        if (back == Py_None || !tile) {
+            Py_DECREF(back);
+            break;
+        }
+        Py_DECREF(frame);
+        frame = back;
+    }
+    PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    Py_DECREF(frame);
+    if (code == then_code && line == then_line && then_fate) return Py_DECREF(code), Py_NewRef(then_fate);
+    PyObject *file = PyObject_GetAttr(code, s_co_filename), *number = PyLong_FromLong(line);
+    PyObject *where = file && number ? PyTuple_Pack(2, file, number) : NULL;
+    PyObject *fate = where ? PyObject_CallFunctionObjArgs(then_fate_of, where, NULL) : NULL;
+    Py_XDECREF(file), Py_XDECREF(number), Py_XDECREF(where);
+    if (!fate || !PyTuple_Check(fate) || PyTuple_Size(fate) != 2) {
+        if (fate) PyErr_Format(PyExc_TypeError, "tile.aio's _then_fate returned %R", fate);
+        return Py_DECREF(code), Py_XDECREF(fate), NULL;
+    }
+    PyObject *old[] = {then_code, then_fate};
+    then_code = code, then_line = line, then_fate = Py_NewRef(fate);
+    Py_XDECREF(old[0]), Py_XDECREF(old[1]);
+    return fate;
+}
+
+/* then(op, fn): `DeviceOp.then` for a plain Launch or a Then: the fate at the user's line, the claim under _CLAIMING,
+ * and the Then link (its slots set as `Then.__init__` sets them). NotImplemented, having changed nothing, for another op
+ * or one claimed before (`DeviceOp.then` then raises OpConsumedError). */
+static PyObject *then(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 2) return PyErr_Format(PyExc_TypeError, "then(op, fn)");
+    if (!Then_t || !then_alloc || !claim_acquire) return PyErr_Format(PyExc_RuntimeError, "bind_links() was not called");
+    PyObject *op = argv[0], *fn = argv[1];
+    if ((PyObject *)Py_TYPE(op) != Launch_t && (PyObject *)Py_TYPE(op) != Then_t) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *fate = then_fate_here();
+    if (!fate) return NULL;
+    PyObject *link = then_alloc((PyTypeObject *)Then_t, 0);
+    if (!link) return Py_DECREF(fate), NULL;
+    int took = claim(op, fate); /* L_FATE and K_FATE: DeviceOp's one `_fate` slot (checked by bind_links) */
+    if (took <= 0) {
+        Py_DECREF(fate), Py_DECREF(link);
+        return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
+    }
+    put(link, K_FATE, Py_None, NULL);
+    put(link, K_SRC, op, NULL);
+    put(link, K_FN, fn, NULL);
+    put(link, K_SITE, PyTuple_GetItem(fate, 1), NULL);
+    put(link, K_NEXT, Py_None, NULL);
+    Py_DECREF(fate);
+    return link;
+}
+
+/* bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST, _then_fate): tile.aio's chain classes (their slots), the fate verb
+ * of an op a .then() function returned, and what a launch's execution checks its context against. */
+static PyObject *bind_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    (void)self;
+    if (n != 7 || !PyType_Check(argv[0]) || !PyType_Check(argv[1]) || !PyType_Check(argv[2]) ||
+        !PyUnicode_Check(argv[3]) || !PyCallable_Check(argv[6]))
+        return PyErr_Format(PyExc_TypeError, "bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST, _then_fate)");
+    if (!Launch_t) return PyErr_Format(PyExc_RuntimeError, "bind_links: bind() was not called");
+    static const int links[] = {K_SRC, K_FN, K_NEXT, K_SITE, K_FATE}, map[] = {M_SRC};
+    if (probe(argv[1], links, 5) || probe(argv[2], map, 1)) return NULL;
+    if (off[K_SRC] != off[M_SRC]) return PyErr_Format(PyExc_TypeError, "bind_links: Then and Map differ in _src");
+    if (off[K_FATE] != off[L_FATE]) return PyErr_Format(PyExc_TypeError, "bind_links: Then and Launch differ in _fate");
+    then_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)argv[1], Py_tp_alloc);
+    Py_XDECREF(then_fate_of);
+    then_fate_of = Py_NewRef(argv[6]);
+    PyObject *old[] = {Link_t, Then_t, RETURNED, BUILTIN, HOST};
+    Link_t = Py_NewRef(argv[0]);
+    Then_t = Py_NewRef(argv[1]);
+    RETURNED = Py_NewRef(argv[3]);
+    BUILTIN = Py_NewRef(argv[4]);
+    HOST = Py_NewRef(argv[5]);
+    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
+    Py_RETURN_NONE;
 }
 
 /* bind_run(tile.aio._lock._state, tile.aio._run._note_waited_for, tile.aio._op._CLAIMING, tile.aio.CudaContext): what
@@ -1140,6 +1340,14 @@ static PyMethodDef methods[] = {
      "sync(launch, ctx, verb, BUILTIN_CONTEXTS, HOST) -> output | NotImplemented (run_sync of a plain launch)"},
     {"claim_run", (PyCFunction)(void (*)(void))claim_run, METH_FASTCALL,
      "claim_run(launch, verb, site, ctx, BUILTIN_CONTEXTS, HOST, link) -> output | NotImplemented (Then._step's claim + run)"},
+    {"run_links", (PyCFunction)(void (*)(void))run_links, METH_FASTCALL,
+     "run_links(link, ctx) -> output | NotImplemented (_Link._execute: a .then()/.map() chain's steps, in a loop)"},
+    {"release_links", (PyCFunction)(void (*)(void))release_links, METH_FASTCALL,
+     "release_links(op): DeviceOp._release of a chain (its ops' hand-off, in a loop)"},
+    {"then", (PyCFunction)(void (*)(void))then, METH_FASTCALL,
+     "then(op, fn) -> Then | NotImplemented (DeviceOp.then of a plain Launch or a Then link)"},
+    {"bind_links", (PyCFunction)(void (*)(void))bind_links, METH_FASTCALL,
+     "bind_links(_Link, Then, Map, RETURNED, BUILTIN_CONTEXTS, HOST, _then_fate): tile.aio's chains, for run_links"},
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
      "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind_core", (PyCFunction)(void (*)(void))bind_core, METH_FASTCALL,
@@ -1160,7 +1368,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
                  {&s_co_filename, "co_filename"}, {&s_launch, "launch"}, {&s_ctx, "ctx"}, {&s_site, "site"},
                  {&s_device, "device"}, {&s_stream, "stream"}, {&s_held, "held"},
                  {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"},
-                 {&s_cuLaunchKernel, "cuLaunchKernel"}};
+                 {&s_cuLaunchKernel, "cuLaunchKernel"}, {&s_run_in, "_run_in"},
+                 {&s_step, "_step"}, {&s_take, "_take"}, {&s_claim_run, "_claim_run"}, {&s_hand_off, "_hand_off"},
+                 {&s_f_globals, "f_globals"}, {&s_f_lineno, "f_lineno"}, {&s_tile_prefix, "tile."}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     if (!(zero = PyLong_FromLong(0))) return NULL;
