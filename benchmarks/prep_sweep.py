@@ -17,6 +17,7 @@ keys and values written (``profile_prefill.op_work``).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -56,23 +57,49 @@ class Layer:
         self.cos, self.sin = (tile.from_numpy(f(angles).astype(dtype)) for f in (np.cos, np.sin))
         self.pos = tile.from_numpy(np.zeros(1, np.int32))
 
-    def prep(self, tokens: int, group: int, occupancy: int) -> DeviceOp[Any]:
-        """The launch, on caches of its own (the pass's length; moved into the launch)."""
-        caches = (tile.zeros(tile.bf16, [self.kv, self.n, self.hd]) for _ in range(2))
-        common: dict[str, Any] = {"heads": self.heads, "cos": self.cos, "sin": self.sin, "pos": self.pos}
-        form: dict[str, Any] = {"tokens": tokens, "start": 0, "group": group, "occupancy": occupancy}
-        return _ops.prep_qkv(*caches, self.qkv, self.wq, self.wk, eps=1e-6, **common, **form)
+    def caches(self) -> tuple[tile.Tensor, tile.Tensor]:
+        """Fresh caches of the pass's length (a launch moves them in), made before any capture."""
+        kc, vc = (tile.zeros(tile.bf16, [self.kv, self.n, self.hd]) for _ in range(2))
+        return kc, vc
+
+    def prep(self, caches: tuple[tile.Tensor, tile.Tensor], config: tuple[int, int, int]) -> DeviceOp[Any]:
+        """The launch at ``config`` (tokens, group, occupancy) on ``caches``."""
+        (kc, vc), (tokens, group, occupancy) = caches, config
+        return _ops.prep_qkv(
+            kc,
+            vc,
+            self.qkv,
+            self.wq,
+            self.wk,
+            heads=self.heads,
+            cos=self.cos,
+            sin=self.sin,
+            pos=self.pos,
+            eps=1e-6,
+            tokens=tokens,
+            start=0,
+            group=group,
+            occupancy=occupancy,
+        )
+
+
+def _next(layer: Layer, caches: tuple[tile.Tensor, tile.Tensor], config: tuple[int, int, int], _: object) -> Any:
+    return layer.prep(caches, config)
 
 
 def timed_ms(layers: list[Layer], tokens: int, group: int, occupancy: int, reps: int) -> float:
     """Median milliseconds of one replay of the layers' launches, captured as one graph."""
-    op: DeviceOp[Any] = layers[0].prep(tokens, group, occupancy)
-    for layer in layers[1:]:
-        op = op.then(lambda _, layer=layer: layer.prep(tokens, group, occupancy))
-    op.sync()  # eager first: it compiles
-    op = layers[0].prep(tokens, group, occupancy)
-    for layer in layers[1:]:
-        op = op.then(lambda _, layer=layer: layer.prep(tokens, group, occupancy))
+
+    def chained() -> DeviceOp[Any]:
+        config = (tokens, group, occupancy)
+        caches = [layer.caches() for layer in layers]
+        op: DeviceOp[Any] = layers[0].prep(caches[0], config)
+        for layer, pair in zip(layers[1:], caches[1:], strict=True):
+            op = op.then(functools.partial(_next, layer, pair, config))
+        return op
+
+    chained().sync()  # eager first: it compiles
+    op = chained()
     times = []
     with op.graph() as graph:
         graph.launch().sync()
@@ -98,8 +125,15 @@ def sweep(n: int, reps: int, smoke: bool) -> dict[str, Any]:
         if tables not in made:
             made.clear()  # one dtype's layers at a time
             made[tables] = [Layer(rng, n, (heads, kv, hd), tables) for _ in range(count)]
-        ms = timed_ms(made[tables], tokens, group, occupancy, reps)
-        row = {"tokens": tokens, "group": group, "occupancy": occupancy, "tables": tables, "ms": ms}
+        row: dict[str, Any] = {"tokens": tokens, "group": group, "occupancy": occupancy, "tables": tables}
+        try:
+            ms = timed_ms(made[tables], tokens, group, occupancy, reps)
+        except tile.TileError as e:  # a config tileiras refuses (e.g. too few registers): say so, time the rest
+            row["error"] = f"{type(e).__name__}: {e}"
+            rows.append(row)
+            print(f"tokens={tokens:3d} group={group} occupancy={occupancy} tables={tables:4s} {row['error']}")
+            continue
+        row["ms"] = ms
         row["gbps"] = moved / ms / 1e6
         rows.append(row)
         print(
