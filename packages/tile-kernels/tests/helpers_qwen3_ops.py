@@ -34,16 +34,28 @@ def _norm_rope(x: Any, w: Any, cos: Any, sin: Any) -> Any:
 
 
 def check_prep_qkv(
-    t: int, heads: int, kv: int, *, hd: int, s: int, pos: int, seed: int = 0, tokens: int | None = None
+    t: int,
+    heads: int,
+    kv: int,
+    *,
+    hd: int,
+    s: int,
+    pos: int,
+    seed: int = 0,
+    tokens: int | None = None,
+    group: int | None = None,
+    occupancy: int | None = None,
+    tables: str = "f32",
 ) -> None:
-    """Run `prep_qkv` (cache tiles of ``tokens`` positions; default the whole cache) on random data and compare the
-    queries and both caches with float64 numpy: the new rows within bf16 rounding, every other cache row untouched
-    (bit for bit)."""
+    """Run `prep_qkv` (cache tiles of ``tokens`` positions, default the whole cache; ``group`` query heads a block;
+    RoPE ``tables`` of f32 or bf16) on random data and compare the queries and both caches with float64 numpy (of
+    the tables as passed): the new rows within bf16 rounding, every other cache row untouched (bit for bit)."""
     rng = np.random.default_rng(seed)
     x = _bf16(rng, t, (heads + 2 * kv) * hd)
     wq, wk = _bf16(rng, 1, hd), _bf16(rng, 1, hd)
     kc, vc = _bf16(rng, kv, s, hd), _bf16(rng, kv, s, hd)
-    cos, sin = _tables(s, hd)
+    cos, sin = (a.astype(ml_dtypes.bfloat16) if tables == "bf16" else a for a in _tables(s, hd))
+    rows_form = {} if tokens is None else {"start": pos, "group": group, "occupancy": occupancy}
     made = _ops.prep_qkv(
         tile.from_numpy(kc),
         tile.from_numpy(vc),
@@ -56,7 +68,7 @@ def check_prep_qkv(
         pos=tile.from_numpy(np.array([pos], dtype=np.int32)),
         eps=EPS,
         tokens=tokens,
-        start=None if tokens is None else pos,
+        **rows_form,
     )
     out = made.sync()
     q, k2, v2 = (out[i].unpartition().to_numpy().astype(np.float64) for i in range(3))

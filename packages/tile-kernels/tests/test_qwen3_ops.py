@@ -53,6 +53,26 @@ def test_prep_qkv_in_cache_tiles_matches_float64(shape: tuple[int, int, int, int
     check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos, tokens=tokens)
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (21, 4, 2, 16, 64, 13, 16, 2),  # two query heads a block, off any tile edge: every cache tile in part
+        (40, 4, 2, 16, 64, 16, 16, 2),  # two heads a block on a tile edge: whole tiles and a partial edge tile
+        (37, 4, 1, 16, 64, 0, 16, 4),  # all four query heads in one block column; the last row tile in part
+        (9, 8, 2, 16, 32, 5, 4, 4),  # four heads a block (the GQA group), start off a tile edge by one
+        (70, 2, 1, 32, 128, 32, 32, 1),  # 32 tokens a block (the model's), from a later tile edge, an edge in part
+        (64, 4, 2, 16, 64, 0, 64, 4),  # 64 tokens a block: the whole pass in one row tile, its cache tile whole
+    ],
+)
+@pytest.mark.parametrize("tables", ["f32", "bf16"])
+def test_prep_qkv_heads_per_block_matches_float64(shape: tuple[int, ...], tables: str) -> None:
+    # `group` query heads a block (one load of the RoPE rows for them; `_ops.PREP_GROUP`), with f32 tables (the
+    # model's) or bf16 ones (no register-layout conversion on the GPU): the same values, checked against the tables
+    # as passed.
+    t, heads, kv, hd, s, pos, tokens, group = shape
+    check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos, tokens=tokens, group=group, occupancy=2, tables=tables)
+
+
 def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> None:
     kc, vc = tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16])
     w = tile.zeros(tile.bf16, [1, 16])
@@ -75,8 +95,18 @@ def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> N
     rows = tile.zeros(tile.bf16, [2, 128])
     with pytest.raises(tile.ArgumentError, match=r"tokens= needs start="):
         _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, tokens=2, **common)
-    with pytest.raises(tile.ArgumentError, match=r"start= goes with tokens="):
-        _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, start=0, **common)
+    extras: tuple[dict[str, Any], ...] = ({"start": 0}, {"group": 1}, {"occupancy": 4})
+    for extra in extras:
+        with pytest.raises(tile.ArgumentError, match=r"start=, group= and occupancy= go with tokens="):
+            _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, **extra, **common)
+    for group in (3, 0, 8):  # not a power of two, none, more than the 4 heads
+        with pytest.raises(tile.ArgumentError, match=rf"group={group}; a block takes a power of two of query heads"):
+            _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, tokens=2, start=0, group=group, **common)
+    with pytest.raises(tile.ArgumentError, match=r"occupancy=33; pass 1 to 32 blocks per SM"):
+        _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, tokens=2, start=0, occupancy=33, **common)
+    half = {**common, "sin": tile.from_numpy(_tables(16, 16)[1].astype(np.float16))}
+    with pytest.raises(tile.ArgumentError, match=r"RoPE tables of f32 and f16; pass two f32 or two bf16"):
+        _ops.prep_qkv(kc, vc, rows, w, w, pos=zero, tokens=2, start=0, **half)
     for start in (7, -1):
         with pytest.raises(tile.ArgumentError, match=rf"2 tokens from position {start} do not fit the cache of 8"):
             _ops.prep_qkv(kc, vc, rows, w, w, pos=bad, tokens=2, start=start, **common)

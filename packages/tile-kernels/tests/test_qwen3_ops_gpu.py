@@ -41,3 +41,17 @@ def test_prep_qkv_in_cache_tiles_matches_float64_on_the_gpu(t: int, pos: int) ->
     (Qwen3-4B's heads): off tile edges (token by token), the whole cache and chunks from a tile edge (whole tiles in
     one store, the last in part), the cache's last positions, fewer tokens than a tile."""
     check_prep_qkv(t, 32, 8, hd=128, s=1024, pos=pos, tokens=_ops.APPEND_TOKENS)
+
+
+@pytest.mark.parametrize("tables", ["f32", "bf16"])
+@pytest.mark.parametrize("occupancy", [0, 4])
+@pytest.mark.parametrize("block", [(16, 1), (32, 1), (64, 1), (32, 2), (32, 4), (16, 4), (64, 4)])
+@pytest.mark.parametrize("chunk", [(1024, 0), (300, 100), (100, 64)])
+def test_prep_qkv_configs_match_float64_on_the_gpu(
+    chunk: tuple[int, int], block: tuple[int, int], occupancy: int, tables: str
+) -> None:
+    """Every block shape `_ops` lists as a candidate (`APPEND_TOKENS`, `PREP_GROUP`, `PREP_OCCUPANCY`; what
+    ``benchmarks/prep_sweep.py`` times), with the model's f32 RoPE tables and bf16 ones: whole aligned tiles, a
+    chunk off tile edges, one from a tile edge with its last tile in part."""
+    (t, pos), (tokens, group) = chunk, block  # tokens from pos; tokens and query heads a block
+    check_prep_qkv(t, 32, 8, hd=128, s=1024, pos=pos, tokens=tokens, group=group, occupancy=occupancy, tables=tables)

@@ -10,15 +10,16 @@ view of a tensor in flight.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import ArgumentError, Tensor
+from tile.frontend import ArgumentError, Kernel, Tensor
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
-__all__ = ["APPEND_TOKENS", "prep_qkv"]
+__all__ = ["APPEND_TOKENS", "PREP_GROUP", "PREP_OCCUPANCY", "prep_qkv"]
 
 _STEM = "_qwen3_kernels"
 Op = DeviceOp[tuple[Any, ...]]
@@ -26,7 +27,26 @@ APPEND_TOKENS = 32
 """Tokens per block of a multi-token pass's `prep_qkv` (``tokens=``): each block norms and rotates one query head of
 this many tokens (one ``(tokens, head_dim)`` tile, where decode's form takes one token a block), and the caches are
 cut in tiles of this many positions, each tile's block writing the new tokens that land in it, so a long prompt's
-keys and values are written by many blocks in parallel."""
+keys and values are written by many blocks in parallel. Candidates to time on a GPU: 16, 32 (default), 64
+(``benchmarks/prep_sweep.py``)."""
+PREP_GROUP = 1
+"""Query heads per block of a multi-token pass's `prep_qkv` (``group=`` overrides it): the block loads its tokens'
+RoPE rows once for them. With the model's f32 tables tileiras converts each head's rotation between register layouts
+through shared memory of its own (the loop over heads is unrolled), so more than one costs occupancy; with bf16
+tables there is no conversion and ``heads // kv_heads`` gives every block the same work (one key and one value tile
+when the cache is the pass's length). Candidates: 1 (default), 2, ``heads // kv_heads``."""
+PREP_OCCUPANCY = 4
+"""Blocks per SM that tileiras compiles a multi-token pass's `prep_qkv` for (``occupancy=`` overrides it; 0 gives no
+hint). Without a hint tileiras spends up to 255 registers and 84 KB of shared memory (32 tokens, f32 tables) on one
+block: two blocks fit an SM. With 4: 117 registers, 51 KB, four blocks (sm_90, SASS). Candidates: 0, 2, 4
+(default), 8."""
+
+
+@functools.cache
+def _rows_kernel(occupancy: int) -> Kernel:
+    """``qkv_prep_rows`` with an occupancy hint when ``occupancy`` > 0 (a kernel object of its own, compiled apart)."""
+    base: Kernel = kernels(_STEM).qkv_prep_rows
+    return base if occupancy == 0 else tile.entry(occupancy=occupancy)(base.fn)
 
 
 def prep_qkv(
@@ -43,6 +63,8 @@ def prep_qkv(
     eps: float,
     tokens: int | None = None,
     start: int | None = None,
+    group: int | None = None,
+    occupancy: int | None = None,
 ) -> Op:
     """One launch from the fused q/k/v rows ``qkv`` ``(T, (heads + 2 * kv_heads) * HD)`` at positions ``pos + t``:
     the first ``heads`` heads RMSNormed (``wq``) and rotated into a new ``(T, heads * HD)``, and both caches
@@ -56,8 +78,10 @@ def prep_qkv(
     holds; the kernel asserts they agree, as the pass's attention takes the same start as a launch argument): a
     block per ``tokens`` tokens and query head, the RoPE tables sliced at ``start`` so each block's rows are one
     aligned load, and the caches in tiles of ``tokens`` positions, each tile's block writing the new tokens that
-    land in it (whole, in one store, when ``start`` is a multiple of ``tokens``). The caches are moved in: the
-    launch's outputs are ``(q, k_cache, v_cache, ...)``, the first three partitions."""
+    land in it (whole, in one store, when ``start`` is a multiple of ``tokens``); ``group`` query heads a block
+    (a power of two dividing ``heads``; default `PREP_GROUP`), compiled for ``occupancy`` blocks per SM (0 to 32, 0
+    for no hint; default `PREP_OCCUPANCY`). ``cos``/``sin`` are f32 or bf16 tables (math is f32 either way). The
+    caches are moved in: the launch's outputs are ``(q, k_cache, v_cache, ...)``, the first three partitions."""
     kv, s, hd = k_cache.shape
     n = qkv.shape[0]
     if qkv.shape[1] != (heads + 2 * kv) * hd:
@@ -66,8 +90,10 @@ def prep_qkv(
             "q/k/v rows of this model"
         )
     if tokens is None:
-        if start is not None:
-            raise ArgumentError("prep_qkv: start= goes with tokens= (a multi-token pass); decode reads pos only")
+        if start is not None or group is not None or occupancy is not None:
+            raise ArgumentError(
+                "prep_qkv: start=, group= and occupancy= go with tokens= (a multi-token pass); decode reads pos only"
+            )
         zk, zv = k_cache.partition([1, s, hd]), v_cache.partition([1, s, hd])
         z = tile.empty(qkv.dtype, [n, heads * hd]).partition([1, hd])
         x = _args.operand(qkv, "qkv", "prep_qkv")
@@ -89,11 +115,24 @@ def prep_qkv(
             f"prep_qkv: {n} tokens from position {first} do not fit the cache of {s} positions and the RoPE tables of "
             f"{cos.shape[0]}"
         )
+    g = _args.integer(PREP_GROUP if group is None else group, "group", "prep_qkv")
+    if g < 1 or g & (g - 1) or heads % g:
+        raise ArgumentError(
+            f"prep_qkv: group={g}; a block takes a power of two of query heads that divides {heads} (its output "
+            "tile is that many heads wide)"
+        )
+    occ = _args.integer(PREP_OCCUPANCY if occupancy is None else occupancy, "occupancy", "prep_qkv")
+    if not 0 <= occ <= 32:
+        raise ArgumentError(f"prep_qkv: occupancy={occ}; pass 1 to 32 blocks per SM, or 0 for no hint")
+    if cos.dtype != sin.dtype or cos.dtype.name not in ("f32", "bf16"):
+        raise ArgumentError(
+            f"prep_qkv: RoPE tables of {cos.dtype.name} and {sin.dtype.name}; pass two f32 or two bf16 tables"
+        )
     zk, zv = k_cache.partition([1, bt, hd]), v_cache.partition([1, bt, hd])
-    z = tile.empty(qkv.dtype, [n, heads * hd]).partition([bt, hd])
+    z = tile.empty(qkv.dtype, [n, heads * hd]).partition([bt, g * hd])
     x = _args.operand(qkv, "qkv", "prep_qkv")
     rows = (cos[first : first + n], sin[first : first + n])  # token t at row t
-    launch = kernels(_STEM).qkv_prep_rows.grid(((n + bt - 1) // bt, heads))
+    launch = _rows_kernel(occ).grid(((n + bt - 1) // bt, heads // g))
     args = (x, wq[()], wk[()], *rows, pos[()], first, float(eps))
-    rows_made: Op = launch(z, zk, zv, *args, HALF=hd // 2, OFF=heads, KV=kv, ALIGNED=first % bt == 0)
+    rows_made: Op = launch(z, zk, zv, *args, HALF=hd // 2, G=g, OFF=heads, KV=kv, ALIGNED=first % bt == 0)
     return rows_made
