@@ -268,15 +268,23 @@ def test_launch_on_a_cuda_context(fake_gpu: None, k: ModuleType) -> None:
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(1000, dtype=np.float32) + 0.5)
 
 
-_CHAIN_OF_4 = ["execute", "claim_run", "claim_run", "claim_run"]
-"""What the compiled path does for a chain of four launches: the first is executed (`_fastlaunch.execute`), each one a
-``.then()`` function returned is claimed and executed in one step (`_fastlaunch.claim_run`)."""
+_CHAIN_OF_4 = ["run_links", "execute", "execute", "execute", "execute"]
+"""What the compiled path does for a chain of four launches on a foreign context: the chain runs in one
+`_fastlaunch.run_links` call (tile.aio's ``_run_links`` hook), which claims each launch and executes it through
+`_fastlaunch.execute` (looked up on the module, so seen here; `claim_run` is not reached): nothing is left to the pure
+path."""
+_CHAIN_OF_4_AIO = ["run_links", "execute"]
+"""The same chain on tile.aio's own `CudaContext`: `run_links` executes the first launch through `_fastlaunch.execute`
+and claims and relaunches the three links' launches inside C (its stream read from the context's slot)."""
 
 
 def _spy_compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The compiled steps that handled a launch's execution, in order (``"pure"``: one the pure path had to run)."""
+    from tile.aio import _combinators
+
     seen: list[str] = []
-    execute, claim_run = _accel.execute, _accel.claim_run
+    execute, claim_run, run_links = _accel.execute, _accel.claim_run, _combinators._run_links
+    assert run_links is not None  # the compiled path installed tile.aio's hook
 
     def spy_execute(*a: Any) -> Any:
         done = execute(*a)
@@ -287,8 +295,13 @@ def _spy_compiled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append("claim_run")
         return claim_run(*a)
 
+    def spy_run_links(*a: Any) -> Any:
+        seen.append("run_links")
+        return run_links(*a)
+
     monkeypatch.setattr(_accel, "execute", spy_execute)
     monkeypatch.setattr(_accel, "claim_run", spy_claim_run)
+    monkeypatch.setattr(_combinators, "_run_links", spy_run_links)
     return seen
 
 
@@ -431,4 +444,4 @@ def test_launches_on_tile_aios_own_cuda_context_on_both_launch_paths(
         _accel.use(previous)
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(256, 2, np.float32))
     assert x._storage.pending == 0
-    assert executed == (_CHAIN_OF_4 if path == "compiled" else [])  # the chain's launches, relaunched in C
+    assert executed == (_CHAIN_OF_4_AIO if path == "compiled" else [])  # the chain's launches, relaunched in C
