@@ -1,0 +1,107 @@
+"""Review 16: an adversarial look, from safe code only, at what was merged after review 15 (the compiled relaunch of
+tile.core's prepared launches, ``pack_launch``'s as-is ints and DeviceBuffer shortcut, the cached signature, the
+deferred finalizers of ``tile.core._reaper``, the ``unchecked=True`` opt-out for raw addresses, the 32-bit unravel of
+own-grid ``tiles()`` walks, the fused GEMV forms and the multi-row ``qkv_prep_rows``). The tile.core tests run its GPU
+code paths on the CPU against the asynchronous driver simulator (``tile.core.testing``): work stays queued until
+something waits for it, and ``sim.bugs`` records work that runs on freed memory. Each hole's test names it, failed
+before its fix, and asserts the typed error.
+
+Holes found and fixed:
+
+- a view made over a Tile buffer's view (``DeviceView(addr, ..., owner=buffer.view())``, the checked derivation review
+  15 added for borrowed arrays) was checked to lie inside the view, but lost the buffer: its ``buffer`` was None, so
+  after ``buffer.free()`` its ``ptr`` still answered, ``fill``/``copy_from`` wrote the freed block (which the pool hands
+  the next allocation: another buffer's data was overwritten), a launch given it packed it as foreign memory (no
+  stream ordering after the allocation, no use recorded for the free to wait for) and its DLPack export was
+  registered on the view, not the buffer (``free()`` succeeded under the consumer). A view derived from a buffer's
+  view now belongs to that buffer.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import tile.core as tc
+from tile.core import _reaper
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
+
+U8 = np.dtype(np.uint8)
+
+
+@pytest.fixture
+def sim() -> Iterator[SimDriver]:
+    with simulated(asynchronous=True) as driver:
+        driver.eagerness = 0.0  # nothing runs before something waits for it
+        yield driver
+        driver.drain_all()
+        _reaper.drain()
+        gc.collect()
+    assert driver.bugs == [], driver.bugs
+
+
+@pytest.fixture
+def vec_add(sim: SimDriver) -> tc.Function:
+    return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+
+
+# -- hole: a view of a buffer's view lost the buffer -----------------------------------------------------------------
+
+
+def _derived(buffer: tc.DeviceBuffer, offset: int = 0, n: int = 64) -> tc.DeviceView:
+    """A view made over a view of ``buffer`` (not ``buffer.view``): the derivation review 15 checks against the view."""
+    whole = buffer.view(U8)
+    return tc.DeviceView(whole.ptr + offset, U8, (n,), (1,), device=buffer.device, owner=whole)
+
+
+def test_a_view_derived_from_a_buffer_view_dies_with_the_buffer(sim: SimDriver) -> None:
+    """Hole: the derived view's ``ptr`` outlived ``buffer.free()``: its ``fill`` wrote the freed block, which the pool
+    had handed to the next allocation (another buffer's data overwritten)."""
+    buffer = tc.DeviceBuffer.allocate(64, ready=True)
+    derived = _derived(buffer)
+    assert derived.buffer is buffer
+    buffer.free()
+    victim = tc.DeviceBuffer.allocate(64, ready=True)  # the pool's next block: the one just freed
+    victim.fill(1)
+    with pytest.raises(tc.UseAfterFreeError, match="which was freed: keep the buffer alive"):
+        derived.fill(7)
+    with pytest.raises(tc.UseAfterFreeError, match="which was freed"):
+        derived.ptr  # noqa: B018  # the property is what is attacked
+    np.testing.assert_array_equal(victim.to_numpy(np.uint8, (64,)), np.ones(64, np.uint8))
+    victim.free()
+
+
+def test_a_launch_of_a_derived_view_is_a_use_of_its_buffer(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: a launch given the derived view packed it as foreign memory: the buffer's free, on its home stream, did
+    not wait for the kernel queued on another stream (the simulator saw the kernel run on freed memory)."""
+    buffer = tc.DeviceBuffer.allocate(512, ready=True)
+    derived = tc.DeviceView(buffer.ptr, np.dtype(np.float32), (128,), (4,), device=buffer.device, owner=buffer.view(U8))
+    other = tc.Stream()
+    args = [derived, 128, 1] * 3
+    tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=other)
+    again = tc.prepare(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=other)
+    again()
+    buffer.free()  # stream-ordered after both kernels only if they were recorded as uses
+    sim.drain(tc.Device(0)._private_stream("free").handle)  # the free first: it must wait for the kernels
+    sim.drain_all()
+    assert sim.bugs == [], sim.bugs
+    assert again.buffers == (buffer,)
+    with pytest.raises(tc.UseAfterFreeError, match="was freed; prepare with live buffers"):
+        again()
+    other.synchronize()
+
+
+def test_a_derived_view_exported_through_dlpack_keeps_the_buffer_from_being_freed(sim: SimDriver) -> None:
+    """Hole: the derived view's DLPack export was registered on the view, so ``buffer.free()`` succeeded while the
+    consumer still held the memory."""
+    buffer = tc.DeviceBuffer.allocate(64, ready=True)
+    capsule = _derived(buffer, 16, 32).__dlpack__(stream=-1)
+    with pytest.raises(tc.StateError, match="still viewed through DLPack"):
+        buffer.free()
+    assert not buffer.closed
+    del capsule
+    gc.collect()
+    buffer.free()
