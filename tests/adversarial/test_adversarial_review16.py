@@ -37,15 +37,20 @@ def sim() -> Iterator[SimDriver]:
     with simulated(asynchronous=True) as driver:
         driver.eagerness = 0.0  # nothing runs before something waits for it
         yield driver
-        driver.drain_all()
-        _reaper.drain()
         gc.collect()
+        _reaper.drain()
+        driver.drain_all()
     assert driver.bugs == [], driver.bugs
+    assert _reaper.pending() == 0, "a deferred release never ran"
 
 
 @pytest.fixture
 def vec_add(sim: SimDriver) -> tc.Function:
     return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+
+
+def _queued(sim: SimDriver, stream: tc.Stream) -> int:
+    return len(sim.queues.get(stream.handle, ()))
 
 
 # -- hole: a view of a buffer's view lost the buffer -----------------------------------------------------------------
@@ -105,3 +110,93 @@ def test_a_derived_view_exported_through_dlpack_keeps_the_buffer_from_being_free
     del capsule
     gc.collect()
     buffer.free()
+
+
+# -- hole: pinned memory released under an array resurrected by a finalizer ------------------------------------------
+
+
+class _Resurrector:
+    """A garbage cycle whose finalizer keeps what it holds: everything it reaches outlives the collection, though the
+    collector ran the finalizers of all of it (a PinnedBuffer's included) first."""
+
+    def __init__(self, held: object, into: list[object]) -> None:
+        self.held, self.into, self.cycle = held, into, self
+
+    def __del__(self) -> None:
+        self.into.append(self.held)
+
+
+def test_pinned_memory_is_not_released_under_a_buffer_resurrected_by_a_finalizer(sim: SimDriver) -> None:
+    """Hole: a PinnedBuffer held by a garbage cycle whose finalizer kept it: the collector ran the buffer's finalizer
+    with the rest of the garbage, which queued the release, and the next safe point freed the memory under the buffer
+    that came back (its ``.array`` then reads and writes freed host memory). The release now waits until nothing but
+    the queue holds the buffer."""
+    kept: list[object] = []
+    pinned = tc.PinnedBuffer.allocate(64)
+    pinned.array[:] = 5
+    _Resurrector(pinned, kept)
+    del pinned
+    gc.collect()
+    assert len(kept) == 1, "the finalizer did not run"
+    tc.DeviceBuffer.allocate(8).free()  # a safe point
+    tc.Device(0).synchronize()  # another
+    assert not sim.kinds("free_host"), "pinned memory was released under a live buffer"
+    back = kept.pop()
+    assert isinstance(back, tc.PinnedBuffer)
+    np.testing.assert_array_equal(back.array, np.full(64, 5, np.uint8))
+    device, other = tc.DeviceBuffer.allocate(64, ready=True), tc.Stream()
+    device.copy_to(back, stream=other, sync=False)  # a use after the finalizer ran: the release must wait for it too
+    del back
+    gc.collect()
+    tc.DeviceBuffer.allocate(8).free()  # a safe point while the copy is queued
+    assert _queued(sim, other), "the copy ran early"
+    assert not sim.kinds("free_host"), "pinned memory was released under a queued copy"
+    other.synchronize()  # the last reference is gone and the copy done: this safe point releases the memory
+    assert len(sim.kinds("free_host")) == 1
+    device.free()
+    assert _reaper.pending() == 0
+
+
+def test_a_device_buffer_resurrected_by_a_finalizer_stays_allocated(sim: SimDriver) -> None:
+    """Hole (the same class): a DeviceBuffer kept by a finalizer of the garbage it was collected with had already run
+    its own finalizer, which freed the memory: tile.core refused the buffer then (it was marked freed), but whatever
+    held its address believed it live (see the next test). A buffer whose finalizer runs inside a collection is now
+    released at a safe point once nothing but the release queue holds it; one that came back is simply alive."""
+    kept: list[object] = []
+    buffer = tc.DeviceBuffer.from_host(np.arange(16, dtype=np.float32))
+    address = buffer.ptr
+    _Resurrector(buffer, kept)
+    del buffer
+    gc.collect()
+    back = kept.pop()
+    assert isinstance(back, tc.DeviceBuffer)
+    tc.DeviceBuffer.allocate(64).free()  # a safe point; the pool must not hand out the resurrected memory
+    assert not sim.kinds("free"), "the memory of a live buffer was freed"
+    np.testing.assert_array_equal(back.to_numpy(np.float32, (16,)), np.arange(16, dtype=np.float32))
+    assert back.ptr == address
+    del back
+    tc.Device(0).synchronize()  # only the queue holds it now: released here, once
+    sim.drain_all()
+    assert [entry[1] for entry in sim.kinds("free")].count(address) == 1
+    assert _reaper.pending() == 0
+
+
+def test_a_frontend_tensor_resurrected_by_a_finalizer_keeps_its_memory(sim: SimDriver) -> None:
+    """Hole: a device tensor (its storage and tile.core buffer with it) kept by a finalizer of the garbage it was
+    collected with: the buffer's finalizer had freed the memory, but the tensor's storage still called it live, and a
+    launch packs a storage's address as is (the frontend's own ``unchecked=True`` of tile.core): a kernel given the
+    tensor wrote freed memory, which the pool hands to the next allocation. The memory now stays with the tensor."""
+    import tile.frontend as tile
+
+    kept: list[object] = []
+    t = tile.from_numpy(np.arange(16, dtype=np.float32), device=tc.Device(0))
+    _Resurrector(t, kept)
+    del t
+    gc.collect()
+    back = kept.pop()
+    assert isinstance(back, tile.Tensor)
+    np.testing.assert_array_equal(back.numpy(), np.arange(16, dtype=np.float32))  # was UseAfterFreeError
+    fresh = tile.from_numpy(np.zeros(16, np.float32), device=tc.Device(0))
+    assert fresh.data_ptr() != back.data_ptr(), "the pool handed the live tensor's memory to a new one"
+    del back, fresh
+    gc.collect()
