@@ -200,3 +200,24 @@ def test_a_frontend_tensor_resurrected_by_a_finalizer_keeps_its_memory(sim: SimD
     assert fresh.data_ptr() != back.data_ptr(), "the pool handed the live tensor's memory to a new one"
     del back, fresh
     gc.collect()
+
+
+# -- hole: tile.aio enqueued on a closed stream's handle -------------------------------------------------------------
+
+
+def test_host_work_on_a_closed_stream_is_refused_before_the_driver(sim: SimDriver) -> None:
+    """Hole: ``aio.host_call(fn).sync_on(ctx)`` for a context whose tile.core stream was closed enqueued the host
+    function on the destroyed stream's handle (``cuLaunchHostFunc``; the driver may have given the handle to another
+    stream since); the StreamClosedError came only from the synchronize after it, and ``fn`` ran later anyway."""
+    from tile import aio
+
+    stream = tc.Stream()
+    ctx = aio.CudaContext(stream)
+    stream.close()
+    before = _queued(sim, stream)  # the close's final event
+    ran: list[int] = []
+    with pytest.raises(tc.StreamClosedError, match=r"was closed.*a context of an open stream"):
+        aio.host_call(ran.append, 1).sync_on(ctx)
+    assert _queued(sim, stream) == before, "host work was enqueued on the destroyed stream"
+    sim.drain_all()
+    assert ran == [], "the refused host work ran"
