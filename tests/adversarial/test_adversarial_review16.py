@@ -221,3 +221,70 @@ def test_host_work_on_a_closed_stream_is_refused_before_the_driver(sim: SimDrive
     assert _queued(sim, stream) == before, "host work was enqueued on the destroyed stream"
     sim.drain_all()
     assert ran == [], "the refused host work ran"
+
+
+# -- held: pack_launch's as-is ints and DeviceBuffer shortcut ---------------------------------------------------------
+
+
+class _LyingInt(int):
+    """An int subclass whose comparisons and index lie: a range check must see its true value."""
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    def __le__(self, other: object) -> bool:
+        return True
+
+    def __index__(self) -> int:
+        return 5
+
+
+def _edges() -> list[object]:
+    values: list[object] = [True, False, np.bool_(True), 1.0, np.float32(1), "1", None, 2**70, -(2**70)]
+    for bits in (8, 16, 32, 64):
+        for v in (-(2 ** (bits - 1)) - 1, -(2 ** (bits - 1)), 2 ** (bits - 1) - 1, 2 ** (bits - 1), 2**bits - 1):
+            values += [v, _LyingInt(v)]
+            values += [np.int64(v)] if -(2**63) <= v < 2**63 else []
+            values += [np.uint64(v)] if 0 <= v < 2**64 else []
+        values += [2**bits, -1, 0]
+    return values
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+@pytest.mark.parametrize("kind", [k for k in tc.KINDS if k != "ptr"])
+def test_a_launch_packs_every_scalar_as_a_prepared_launch_does(kind: str) -> None:
+    """Tried: ``pack_launch`` keeps an exact int in its kind's range as is (no numpy carrier); at the range ends,
+    past them, for bools, int subclasses that lie, numpy ints and non-numbers, it packs the same bytes as
+    ``pack_args`` (what ``prepare`` keeps) or raises the same error. Held."""
+    from tile.core._args import pack_launch, param_block
+
+    for value in _edges():
+        outcomes = []
+        for packer in ("prepared", "launch"):
+            try:
+                if packer == "prepared":
+                    packed = tc.pack_args([value], (kind,))
+                    kinds, values = packed.kinds, list(packed.values)
+                else:
+                    kinds, values, _, _ = pack_launch([value], (kind,), device=None, expected=None)
+                block, _ = param_block(kinds, values)
+                outcomes.append(bytes(memoryview(block).cast("B"))[:8])  # type: ignore[arg-type]
+            except tc.LaunchArgumentError as exc:
+                outcomes.append(type(exc).__name__)
+        assert outcomes[0] == outcomes[1], (kind, value, outcomes)
+
+
+def test_the_launch_shortcut_for_buffers_still_refuses_freed_and_foreign_device_ones() -> None:
+    """Tried: ``pack_launch`` takes a DeviceBuffer of the launch's device without `_pointer`: a freed one still
+    raises (its ``ptr``), and one of another device goes through `_pointer`'s device check. Held."""
+    with simulated(2, asynchronous=True) as sim:
+        vec_add = tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+        there = tc.DeviceBuffer.allocate(512, device=tc.Device(1), ready=True)
+        gone = tc.DeviceBuffer.allocate(512, ready=True)
+        gone.free()
+        with pytest.raises(tc.WrongDeviceError, match="lives on device 1 but the launch is on device 0"):
+            tc.launch(vec_add, 1, 1, [there, 128, 1] * 3, signature=VEC_ADD_SIGNATURE)
+        with pytest.raises(tc.UseAfterFreeError, match="was freed"):
+            tc.launch(vec_add, 1, 1, [gone, 128, 1] * 3, signature=VEC_ADD_SIGNATURE)
+        assert not sim.kinds("launch")
+        there.free()
