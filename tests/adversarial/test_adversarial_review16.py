@@ -288,3 +288,25 @@ def test_the_launch_shortcut_for_buffers_still_refuses_freed_and_foreign_device_
             tc.launch(vec_add, 1, 1, [gone, 128, 1] * 3, signature=VEC_ADD_SIGNATURE)
         assert not sim.kinds("launch")
         there.free()
+
+
+# -- hole: tile.core.borrow's stream= taken as given -----------------------------------------------------------------
+
+
+def test_borrow_refuses_a_closed_stream_before_the_producer_orders_work_on_it(sim: SimDriver) -> None:
+    """Hole: ``tc.borrow(obj, stream=s)`` handed ``s.handle`` to the producer's DLPack export as the consumer stream
+    with ``s`` closed: the producer (here a tile.frontend tensor) enqueued its wait on the destroyed stream's handle,
+    and its buffer kept that handle as a consumer stream its free records an event on. An int ``stream=`` failed with
+    a bare AttributeError."""
+    import tile.frontend as tile
+
+    t = tile.from_numpy(np.arange(16, dtype=np.float32), device=tc.Device(0))
+    gone = tc.Stream()
+    gone.close()
+    before = _queued(sim, gone)  # the close's final event
+    with pytest.raises(tc.StreamClosedError, match="was closed"):
+        tc.borrow(t, stream=gone)
+    assert _queued(sim, gone) == before, "the producer enqueued work on the destroyed stream"
+    with pytest.raises(tc.WrongTypeError, match=r"stream= takes a tile\.core\.Stream"):
+        tc.borrow(t, stream=0xDEAD)  # type: ignore[arg-type]
+    assert tc.borrow(t, stream=tc.Stream()).shape == (16,)  # an open stream as before
