@@ -15,6 +15,48 @@ Holes found and fixed:
   stream ordering after the allocation, no use recorded for the free to wait for) and its DLPack export was
   registered on the view, not the buffer (``free()`` succeeded under the consumer). A view derived from a buffer's
   view now belongs to that buffer.
+- handles resurrected by a finalizer: a garbage cycle whose ``__del__`` keeps an object it holds brings it back after
+  the collector ran the finalizers of all the garbage. A `PinnedBuffer` brought back had queued its release, and the
+  next safe point freed the memory under its ``.array`` (safe numpy code then used freed host memory); a
+  `DeviceBuffer` brought back had freed its memory (tile.core refused it, marked freed, but a tile.frontend tensor
+  brought back with it kept a storage that called itself live, and the frontend launches a storage's address as is:
+  a kernel given the tensor wrote memory the pool had handed to the next allocation). A finalizer that runs inside a
+  garbage collection (``tile.core._reaper.collecting()``) now frees nothing: the release holds the handle and runs at
+  a safe point once nothing else refers to it (pinned memory: always so, also waiting for uses recorded after the
+  finalizer); a handle brought back simply stays allocated.
+- tile.aio enqueued on a closed stream's handle: ``aio.host_call(fn).sync_on(ctx)`` for a context whose tile.core
+  stream was closed called ``cuLaunchHostFunc`` on the destroyed handle (the driver may have given it to another
+  stream since), and the work ran later; a graph launch and a capture used the same raw handle. They raise
+  `StreamClosedError` before the driver now.
+- ``tile.core.borrow(obj, stream=s)`` handed a closed ``s``'s handle to the producer's DLPack export as the consumer
+  stream: the producer (a tile.frontend tensor, torch...) ordered its pending work on the destroyed stream, and a Tile
+  producer kept the handle as a consumer stream its free records on. The stream must be an open tile.core Stream
+  (an int was a bare AttributeError, now `WrongTypeError`).
+
+Tried and found solid (tests below where cheap, else reasoned):
+
+- ``pack_launch``'s as-is ints against ``pack_args`` at every kind's range ends (i8/u8/i16/u16/i32/u32/i64/u64),
+  one past them, bools, numpy bools and ints, lying int subclasses, floats, strings, 2**70: the same bytes or the
+  same `LaunchArgumentError`; its DeviceBuffer shortcut still refuses a freed buffer (``ptr``) and one of another
+  device (it falls back to ``_pointer``; ``device`` is never None on the launch path). ``_LAST_SIGNATURE`` holds the
+  tuple it compares by identity (no reuse of its address), caches only exact tuples of exact strs (a list is never
+  cached, so mutating one cannot skip the check), and ``_LAST_CHECKED`` skips only a (kinds, layout) pair that passed.
+- the C ``relaunch`` of a tile.core PreparedLaunch: exact type test, the same epoch comparison under the same
+  ``use_lock``, the launch's own ``_shared`` (falls back to ``__call__`` when there are buffers of other streams to
+  track, or when the epoch moved), the result checked by tile.bindings' ``check``; the lock is released on every path
+  with the error kept. Both launch paths run every adversarial module (``TILE_PURE_PYTHON=1`` and the built
+  extension).
+- deferred releases: a release runs once, never inside a host function, and retries (never frees early) while a use
+  is pending; the queue is swapped under its lock and drained on one thread at a time; a resurrected DeviceBuffer,
+  Stream or Event whose finalizer ran refuses use (marked freed / closed); ``_is_owned`` is RLock's own test.
+- the 32-bit unravel of an own-grid ``tiles()`` walk: it runs inside the walk's ``first < total`` test made in 64
+  bits, on outputs that are partitioned (injective: at most reach + 1 <= 2**31 elements, hence tiles), so a grid
+  larger than the tile count, another output sizing the grid, or a zero extent (no tiles: the test fails) cannot
+  wrap a tile number; grouped orders keep 64 bits.
+- the fused GEMV forms and ``qkv_prep_rows``: every kernel is a safe one (compiler-inserted guards), so a wrong
+  config or shape can give a wrong result or a typed refusal, never an access outside; odd / zero N with swiglu, a
+  NORM form without norm=, a split or FORM 0 config for a fused call, and ``start`` outside the cache or the RoPE
+  tables are refused on the host.
 """
 
 from __future__ import annotations
