@@ -40,7 +40,8 @@ _collections = [0]  # garbage collections under way (gc.callbacks: "start" and "
 
 
 def _on_collection(phase: str, _info: dict[str, int]) -> None:
-    _collections[0] += 1 if phase == "start" else -1
+    # Never below 0: a "stop" whose "start" came before this callback was registered must not hide the next one.
+    _collections[0] = _collections[0] + 1 if phase == "start" else max(0, _collections[0] - 1)
 
 
 gc.callbacks.append(_on_collection)
