@@ -68,6 +68,7 @@ class SimStream:
         self.held: list[SimEvent] | None = None
         self.waited: list[SimEvent] = []
         self.capturing = False
+        self.closed = False  # as tile.core.Stream.closed: tile.aio enqueues nothing on a closed stream
 
     def __cuda_stream__(self) -> tuple[int, int]:
         return (0, self.handle)

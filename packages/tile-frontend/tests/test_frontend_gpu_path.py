@@ -50,6 +50,7 @@ DEVICE = FakeDevice()
 
 class FakeStream:
     device = DEVICE
+    closed = False  # as tile.core.Stream.closed (tile.aio enqueues nothing on a closed stream)
 
     def synchronize(self) -> None:
         pass

@@ -171,6 +171,16 @@ class CudaContext(ExecutionContext):
     def enqueue(self, fn: Callable[[], object]) -> None:
         _launch_host_func(self, fn)
 
+    def open_stream(self) -> Any:
+        """`raw_stream` for enqueuing work: raises tile.core's `StreamClosedError` once the stream was closed (its
+        handle names a destroyed stream, or one the driver made since)."""
+        if self._stream.closed:
+            raise core().StreamClosedError(
+                f"{self._stream!r} was closed: nothing can be enqueued on it; run the work on a context of an open "
+                "stream (tile.aio.CudaContext(tile.core.Stream()))"
+            )
+        return self.raw_stream
+
     def record(self) -> Completion:
         event = core().Event(self._device, timing=False, blocking_sync=True)
         self._stream.record(event)
@@ -251,7 +261,7 @@ def _launch_host_func(ctx: CudaContext, fn: Callable[[], object]) -> None:
     _pending[key] = (ctx, fn)
     address = ctypes.cast(_c_trampoline, ctypes.c_void_p).value
     try:
-        check(d.cuLaunchHostFunc(ctx.raw_stream, d.CUhostFn(address), key), "cuLaunchHostFunc")
+        check(d.cuLaunchHostFunc(ctx.open_stream(), d.CUhostFn(address), key), "cuLaunchHostFunc")
     except BaseException:
         del _pending[key]
         raise
@@ -271,7 +281,7 @@ class CudaRecorder(CudaContext):
         d = driver()
         self._device.make_current()  # type: ignore[attr-defined]  # a tile.core.Device
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        check(d.cuStreamBeginCapture(self.raw_stream, mode), "cuStreamBeginCapture")
+        check(d.cuStreamBeginCapture(self.open_stream(), mode), "cuStreamBeginCapture")
         self._open = True
         core().begin_thread_capture()  # tile.core relaxes this thread's own waits and allocations on other streams
 
@@ -363,7 +373,7 @@ class CudaGraphExec(Uncopyable):
         """Launch the graph on ``ctx`` (a CUDA context of the same device)."""
         if not isinstance(ctx, CudaContext) or ctx.device != self._device:
             raise ContextMismatchError("a CUDA graph launch", f"a CUDA stream of {self._device!r}", repr(ctx))
-        check(self._driver.cuGraphLaunch(self._exec, ctx.raw_stream), "cuGraphLaunch")
+        check(self._driver.cuGraphLaunch(self._exec, ctx.open_stream()), "cuGraphLaunch")
 
     def close(self) -> None:
         """Destroy the executable and the graph, once (no launch may be pending)."""

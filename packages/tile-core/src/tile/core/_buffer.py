@@ -102,6 +102,28 @@ class _PendingFree:
             check(tb.driver().cuMemFreeAsync(self.ptr, target._raw), "cuMemFreeAsync")
 
 
+class _Unreferenced:
+    """The release of a buffer finalized inside a garbage collection (a `tile.core._reaper` deferred release): it
+    holds the buffer and frees it once nothing else refers to it; a buffer brought back by another finalizer stays
+    allocated (its own finalizer does not run again, so this release is what frees it, later)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: DeviceBuffer) -> None:
+        self.buffer = buffer
+
+    def __call__(self) -> bool:
+        if self.buffer._freed:  # brought back, then freed by its owner: nothing left to do
+            return True
+        if _reaper.held_elsewhere(self.buffer):  # (no local name for it before this test: it would count)
+            return False
+        buffer = self.buffer
+        with use_lock:
+            buffer._freed = True
+            buffer._release()
+        return True
+
+
 def _capturing(handle: int) -> bool:
     """Whether a consumer's stream captures a graph now (False for one that no longer exists).
 
@@ -343,8 +365,13 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
 
     def __del__(self) -> None:
         if not getattr(self, "_freed", True):
-            self._freed = True  # nothing else refers to the buffer any more: no other thread can free it
             with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
+                if _reaper.collecting():
+                    # A finalizer of the garbage collected with this buffer may keep it (or a handle that holds its
+                    # address, such as a tile.frontend tensor): free it at a safe point once nothing refers to it.
+                    _reaper.defer(_Unreferenced(self))
+                    return
+                self._freed = True  # nothing else refers to the buffer any more: no other thread can free it
                 self._release()
 
     def view(self, dtype: Any = np.uint8, shape: int | tuple[int, ...] | None = None, offset: int = 0) -> DeviceView:

@@ -62,9 +62,15 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
         )
     from cuda.core.utils import StridedMemoryView
 
+    if stream is not None and not isinstance(stream, Stream):
+        raise WrongTypeError(
+            f"borrow's stream= takes a tile.core.Stream, not {type(stream).__name__}: wrap a foreign stream with "
+            "tile.core.Stream.borrow(obj) first"
+        )
     ordinal = _producer_device(obj)
     if stream is None:
         stream = Device(ordinal if ordinal is not None else 0).default_stream
+    stream._check_open()  # the producer orders its pending work before this stream: never on a destroyed handle
     # from_any_interface arrived in cuda.core 1.x; the constructor does the same (deprecated there).
     make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
     smv = make(obj, stream_ptr=stream.handle)

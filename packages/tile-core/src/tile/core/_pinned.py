@@ -21,7 +21,6 @@ from tile.core import _reaper
 from tile.core._buffer import Uses
 from tile.core._context import Device
 from tile.core._errors import LayoutMismatchError, factory_error
-from tile.core._event import Event
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_shape
 from tile.core._nocopy import Uncopyable
@@ -103,20 +102,30 @@ class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
             # function (no driver call allowed) or on a thread holding a lock the pending work needs. The release
             # waits for the next safe point (see tile.core._reaper).
             with contextlib.suppress(Exception):  # interpreter shutdown may have torn the driver module down
-                _reaper.defer(_Release(self.ptr, tuple(self._uses.events)), blocks=True)
+                _reaper.defer(_Release(self), blocks=True)
 
 
 class _Release:
-    """``cuMemFreeHost`` of pinned memory once every recorded use completed; returns False while one is pending."""
+    """``cuMemFreeHost`` of pinned memory once every recorded use completed and nothing but this release holds the
+    buffer; returns False while a use is pending or the buffer is held.
 
-    __slots__ = ("events", "ptr")
+    The release holds the finalized buffer itself: a garbage cycle whose finalizer keeps the buffer (or anything that
+    reaches it) brings it back after the collector ran the buffer's finalizer with the rest of the garbage, and its
+    ``.array`` would then read and write freed memory. Its finalizer does not run again: the memory is released here,
+    once the buffer is referenced by this release alone.
+    """
 
-    def __init__(self, ptr: int, events: tuple[Event, ...]) -> None:
-        self.ptr, self.events = ptr, events
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: PinnedBuffer) -> None:
+        self.buffer = buffer
 
     def __call__(self) -> bool:
-        # A closed event raises here: the release is dropped unrun (a leak, never a free under pending work).
-        if not all(event.query() for event in self.events):
+        if _reaper.held_elsewhere(self.buffer):  # resurrected by another finalizer: still in use
             return False
-        tb.driver().cuMemFreeHost(self.ptr)
+        # A closed event raises here: the release is dropped unrun (a leak, never a free under pending work).
+        # The buffer's uses as they are now: one brought back may have been used again since its finalizer ran.
+        if not all(event.query() for event in tuple(self.buffer._uses.events)):
+            return False
+        tb.driver().cuMemFreeHost(self.buffer.ptr)
         return True

@@ -8,6 +8,9 @@ needs that lock (a host function that copies). So:
 
 - code that runs Python inside a host function marks it with :func:`host_callback`; a finalizer that fires there
   queues its work (:func:`defer`) instead of calling the driver;
+- a finalizer that runs inside a garbage collection (:func:`collecting`) frees nothing there: a finalizer of other
+  garbage collected with it may keep the handle (resurrect it), and the memory would be freed under it; its release
+  holds the handle and runs at a safe point once nothing else refers to it (a resurrected handle stays allocated);
 - a finalizer never blocks: pinned memory (whose ``cuMemFreeHost`` synchronizes the context, so it would wait for
   its pending uses and everything else queued) is always queued, never released inline;
 - the queue is drained at the next safe point (:func:`drain`: an allocation, a free, a synchronize), on a thread
@@ -21,14 +24,42 @@ waiting for are complete; until then the memory stays allocated (a late release,
 from __future__ import annotations
 
 import contextlib
+import gc
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
-__all__ = ["defer", "deferring", "drain", "host_callback", "pending"]
+__all__ = ["collecting", "defer", "deferring", "drain", "held_elsewhere", "host_callback", "pending"]
 
 _THREAD = threading.local()  # .depth: host functions this thread is running (nested ones count)
 _queue: list[tuple[Callable[[], bool], bool]] = []  # (release, blocks): True once done, False to be retried later
 _queue_lock = threading.Lock()  # guards the list only: held for an append or a swap, never while a release runs
+
+
+_collections = [0]  # garbage collections under way (gc.callbacks: "start" and "stop" of each)
+
+
+def _on_collection(phase: str, _info: dict[str, int]) -> None:
+    # Never below 0: a "stop" whose "start" came before this callback was registered must not hide the next one.
+    _collections[0] = _collections[0] + 1 if phase == "start" else max(0, _collections[0] - 1)
+
+
+gc.callbacks.append(_on_collection)
+
+
+def collecting() -> bool:
+    """True while the garbage collector runs finalizers: a handle finalized now may be resurrected by another
+    finalizer of the same garbage, so its release must wait until nothing refers to it (`held_elsewhere`)."""
+    return _collections[0] > 0
+
+
+def held_elsewhere(obj: object) -> bool:
+    """Whether anything but the caller's one reference (an attribute or list slot) holds ``obj``: a deferred release
+    holding a finalized handle waits while a resurrection keeps it."""
+    return sys.getrefcount(obj) > _HELD_ONCE
+
+
+_HELD_ONCE = 3  # sys.getrefcount's count of an object held by one slot: the slot, this frame's argument and its own
 
 
 @contextlib.contextmanager

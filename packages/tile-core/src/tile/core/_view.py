@@ -40,7 +40,8 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
     Made by ``buffer.view(...)`` and ``borrow(...)``, or directly: a view of a Tile buffer (``buffer=``, or an
     ``owner`` that is a DeviceBuffer) must lie inside that live buffer, on its device (`OutOfBoundsError`,
     `UseAfterFreeError`, `WrongDeviceError`); a view whose ``owner`` is another DeviceView (a borrowed array) must lie
-    inside that view, on its device, and is read-only when it is. A view over any other address names raw memory no
+    inside that view, on its device, and is read-only when it is (a view derived from a Tile buffer's view belongs to
+    that buffer, as the view does). A view over any other address names raw memory no
     check can vouch for: it needs ``unchecked=True`` (the greppable opt-out, like ``@tile.entry(unchecked=True)``),
     else `WrongTypeError`. The class is final and its fields are read-only (see ``tile.core._final``).
 
@@ -94,6 +95,9 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
             _check_inside(home, address, dt, dims, steps, device=device)
         elif type(owner) is DeviceView:
             _check_inside_view(owner, address, dt, dims, steps, device=device, readonly=bool(readonly))
+            # A view derived from a Tile buffer's view is a view of that buffer: its ptr dies with the buffer, and
+            # launches, copies and exports of it are uses of the buffer (that its free waits for or refuses).
+            buffer = owner._buffer
         elif unchecked is not True:
             raise WrongTypeError(
                 f"a DeviceView over the raw address 0x{address:x} (owner {type(owner).__name__}, no Tile buffer) "

@@ -77,7 +77,7 @@ def simulated(devices: int = 1, *, asynchronous: bool = False, seed: int = 0) ->
 
     import tile.core as tc
     from tile.bindings import _driver
-    from tile.core import _buffer
+    from tile.core import _buffer, _reaper
 
     sim = SimDriver(devices, asynchronous=asynchronous, seed=seed)
     fakes = _core_fakes(sim)
@@ -93,6 +93,7 @@ def simulated(devices: int = 1, *, asynchronous: bool = False, seed: int = 0) ->
     finally:
         tc.Device._instances.clear()
         gc.collect()
+        _reaper.drain()  # handles the collection finalized release at a safe point (see tile.core._reaper)
         sim.drain_all()
         _driver._state.module, _driver._state.failure = saved_state
         tc.Device._instances, _buffer._deferred = saved_instances, saved_deferred
