@@ -210,10 +210,11 @@ def test_profile_prefill_times_every_op_of_the_prefill(
     assert "prep_qkv" in text
 
 
-def test_profile_prefill_refuses_decode_lengths() -> None:
+def test_profile_prefill_refuses_decode_lengths(capsys: pytest.CaptureFixture[str]) -> None:
     profile_prefill = importlib.import_module("profile_prefill")
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="2"):  # argparse's usage error
         profile_prefill.main(["--model", "tiny", "--tokens", "16"])
+    assert "--tokens 16: give more than 16" in capsys.readouterr().err
     with pytest.raises(ValueError, match="more than 16"):
         profile_prefill.profile(TINY, qwen3_weights.SeededWeights(TINY, seed=0), 16)
 
