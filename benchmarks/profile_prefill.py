@@ -1,8 +1,9 @@
 """Where a Qwen3 prefill's time goes, op by op: every op of `Qwen3.steps` timed apart, all layers together.
 
 The op list is the model's own (`Qwen3.steps` of a ``--tokens`` prompt from position 0, no LM head): the embedding
-and each layer's eight ops (`OPS`: the prefill form, SwiGLU in the gate/up GEMM's epilogue), or with ``--unfused``
-the nine of ``Qwen3(..., fuse=False)`` (`OPS_UNFUSED`: gate/up and SwiGLU apart), for an A/B. Each kind of op is
+and each layer's nine ops (`OPS_UNFUSED`: gate/up and SwiGLU apart, what the model runs: ``Qwen3.PREFILL_GLU`` is
+off), or with ``--glu`` its eight (`OPS`: SwiGLU in the gate/up GEMM's epilogue, the model's ``PREFILL_GLU`` form),
+for an A/B (``--unfused``: ``Qwen3(..., fuse=False)``, the same nine as the default). Each kind of op is
 timed as one graph of that op for every layer in order (each layer's own weights and caches, the ops the prefill
 makes), replayed ``--reps`` times between two timing events on the GPU (host time on the CPU interpreter), so the
 time is the op's device time for one whole prefill without the host's enqueueing. An op's activation inputs are
@@ -239,14 +240,21 @@ def time_kind(model: Qwen3, n: int, steps: list[Step], reps: int, inner: int = 1
     return ms, launches[0]
 
 
-def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5, *, unfused: bool = False) -> dict[str, Any]:
+def profile(
+    c: Qwen3Config, weights: Any, n: int, reps: int = 5, *, unfused: bool = False, glu: bool = False
+) -> dict[str, Any]:
     """Time every op kind of an ``n``-token prefill of ``c`` (see the module docstring; ``unfused``: the
-    ``fuse=False`` model's ops); the result rows are ``{op, launches, ms, share, tflops | gbps}`` and the totals.
-    `ValueError` for ``n`` <= 16 (the decode projections' sizes, not a prefill's ops)."""
+    ``fuse=False`` model's ops; ``glu``: the model with ``PREFILL_GLU`` on); the result rows are ``{op, launches, ms,
+    share, tflops | gbps}`` and the totals. `ValueError` for ``n`` <= 16 (the decode projections' sizes, not a
+    prefill's ops)."""
     if n <= _FUSED_ROWS:
         raise ValueError(f"profile_prefill: --tokens {n}; give more than {_FUSED_ROWS} (shorter passes are decode's)")
-    ops = OPS_UNFUSED if unfused else OPS
     model = Qwen3(c, weights, max_seq=n, fuse=not unfused)
+    if glu:
+        model.PREFILL_GLU = True
+    in_epilogue = model.fuse and model.PREFILL_GLU
+    unfused = not in_epilogue
+    ops = OPS if in_epilogue else OPS_UNFUSED
     model.tune(n)
     inputs = tile.from_numpy(np.array([*range(n), 0], dtype=np.int32) % c.vocab_size)
     all_steps = model.steps(inputs, n, head=False, start=0)
@@ -280,7 +288,7 @@ def profile(c: Qwen3Config, weights: Any, n: int, reps: int = 5, *, unfused: boo
         "model": c.name,
         "tokens": n,
         "reps": reps,
-        "fused": not unfused,
+        "fused": in_epilogue,
         "timing": "gpu events around a graph replay" if tile.backend() == "gpu" else "host clock (cpu interpreter)",
         "ops": rows,
         "sum_ms": summed,
@@ -309,6 +317,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--reps", type=int, default=5, help="timed replays per op (the median is kept)")
     p.add_argument("--out", type=Path, default=None, help="write the result as JSON here")
     p.add_argument("--unfused", action="store_true", help="the fuse=False model's ops (gate/up and SwiGLU apart)")
+    p.add_argument("--glu", action="store_true", help="the model with PREFILL_GLU on (SwiGLU in gate/up's epilogue)")
     p.add_argument("--smoke", action="store_true", help="tiny config, 24 tokens, 2 reps, on the CPU interpreter")
     args = p.parse_args(argv)
     if args.smoke:
@@ -317,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.tokens <= _FUSED_ROWS:
         p.error(f"--tokens {args.tokens}: give more than {_FUSED_ROWS} (shorter passes take the decode projections)")
     c = config_for(args.model)
-    result = profile(c, SeededWeights(c, seed=0), args.tokens, args.reps, unfused=args.unfused)
+    result = profile(c, SeededWeights(c, seed=0), args.tokens, args.reps, unfused=args.unfused, glu=args.glu)
     result["backend"] = tile.backend()
     print(table(result), flush=True)
     if args.out is not None:

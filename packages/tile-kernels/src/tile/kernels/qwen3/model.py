@@ -13,8 +13,9 @@ kernel computes in f32.
 Passes of up to 16 tokens (decode) fuse three of those launches away (``Qwen3(..., fuse=True)``, the default): the
 RMSNorm before the q/k/v projection runs in its prologue (`tk.matmul_op(x, wqkv_t, norm=ln1)`), and the RMSNorm,
 gate/up projection and SwiGLU are one kernel (`tk.matmul_op(x, wgu_t, norm=ln2, swiglu=True)`), so a decode layer is
-six or seven launches. Longer passes (prefill) fuse the SwiGLU into the big-tile gate/up GEMM's epilogue
-(`tk.matmul_op(h, wgu_t, swiglu=True)` after the RMSNorm: the (n, 2I) gate/up product is never written), eight
+six or seven launches. Longer passes (prefill) can fuse the SwiGLU into the big-tile gate/up GEMM's epilogue
+(`tk.matmul_op(h, wgu_t, swiglu=True)` after the RMSNorm: the (n, 2I) gate/up product is never written; off by
+default, `PREFILL_GLU`: it measured slower), eight
 launches a layer; their norms stay apart (a big GEMM's every output tile would redo its rows' sum of squares).
 ``fuse=False`` runs the unfused nine at every length.
 """
@@ -96,6 +97,11 @@ class Qwen3:
     """
 
     _FIXED = frozenset({"config", "max_seq"})
+    PREFILL_GLU = False
+    """Whether a multi-token pass with ``fuse`` runs gate/up with the SwiGLU epilogue (`tk.matmul_op(h, wgu_t,
+    swiglu=True)`, the (n, 2I) product never written) instead of the GEMM then `tk.swiglu_fused`. Off: on an H200
+    (Qwen3-4B, 2048 tokens, `benchmarks/profile_prefill.py --glu`) the epilogue GEMM took 20.6 ms over 36 layers
+    against 10.1 + 2.4 ms apart (two accumulators hold it to 128x128 tiles, 356 against 728 TFLOP/s)."""
     ONE_KERNEL_SEQ = 128
     """The largest ``max_seq`` whose decode attention is one kernel under ``decode_attention="auto"``."""
 
@@ -319,7 +325,7 @@ class Qwen3:
             tk.matmul(x, first.wgu.T, norm=first.ln2, eps=c.rms_norm_eps, swiglu=True)
         else:
             tk.matmul(x, first.wqkv.T)
-            tk.matmul(x, first.wgu.T, swiglu=self.fuse)
+            tk.matmul(x, first.wgu.T, swiglu=self.fuse and self.PREFILL_GLU)
         tk.matmul(h, first.wo.T, residual=x)
         tk.matmul(act, first.wd.T, residual=x)
         if n == 1:
@@ -380,7 +386,7 @@ class Qwen3:
                 lambda ch: (tk.matmul_op(ch.take("h"), wqkv), {"qkv": 0}),
             ]
             mlp = [lambda ch: (tk.rmsnorm_op(ch.take("x"), layer.ln2, eps=eps), {"h": 0, "x": 1})]
-            if self.fuse:  # prefill: SwiGLU in the big GEMM's epilogue
+            if self.fuse and self.PREFILL_GLU:  # prefill: SwiGLU in the big GEMM's epilogue (off: see PREFILL_GLU)
                 mlp.append(lambda ch: (tk.matmul_op(ch.take("h"), wgu, swiglu=True), {"act": 0}))
             else:
                 mlp.append(lambda ch: (tk.matmul_op(ch.take("h"), wgu), {"gu": 0}))
