@@ -161,6 +161,8 @@ def test_swiglu_gemm_misuse_gets_a_typed_error(config: tk.Config, message: str) 
 
 
 def test_wave_aware_candidates_where_the_wide_tiles_leave_a_ragged_wave(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _gemm._big_candidates(2048, 2560) == _gemm._WIDE  # off by default (_RAGGED = 0: measured slower)
+    monkeypatch.setattr(_gemm, "_RAGGED", 0.9)
     monkeypatch.setattr(_gemm, "_blocks", lambda: 132)  # an H100 / H200
     # Qwen3-4B's o_proj / down_proj at 2048 tokens: 160 tiles of 128x256 on 132 SMs fill 61% of two waves.
     assert _gemm._wave_fill(2048, 2560, 128, 256, 132) == pytest.approx(160 / 264)
