@@ -204,7 +204,7 @@ def matmul(
         True: ``b`` is a fused ``(K, 2 * I)`` gate/up weight (gate columns first) and the result is the ``(M, I)``
         ``silu(a @ gate) * (a @ up)``, applied in the GEMV forms' epilogue for M <= 16 and in the persistent GEMM's
         above (``gemm_glu``: two accumulators a tile, BM * BN <= `_fused.GLU_TILE`, SPLIT=1); no bias, activation or
-        residual with it. Fused calls are tuned apart (for M <= 16 over the GEMV forms that do not split K); above
+        residual with it. Fused calls are tuned apart (for M <= 16 over the plain GEMV candidates, split-K too); above
         M = 16 ``norm`` runs `tk.rmsnorm` first, chained. Neither fusion takes f8.
 
     Returns
