@@ -17,7 +17,7 @@ import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, UNIT, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError
-from tile.kernels import _fused, _gemm, autotune
+from tile.kernels import _fused, _gemm, _gemv, autotune
 
 EPS = 1e-5
 
@@ -142,18 +142,22 @@ def test_fused_op_hands_back_the_unnormed_rows_in_flight(m: int) -> None:
     np.testing.assert_array_equal(done[1].to_numpy(), x)
 
 
-def test_fused_candidates_never_split_and_are_tuned_apart() -> None:
-    found = _gemm._decode_candidates(1, 9728)
+def test_fused_candidates_are_the_plain_ones_split_included() -> None:
+    found = _gemv.candidates(1, 9728, 132) + _gemm._SKINNY  # _gemm._decode_candidates on an H100 / H200
     fused = _fused.Fusion(None, EPS, swiglu=True)
     kept = _fused.candidates(found, fused)
-    assert kept
-    assert all(c["FORM"] in (1, 2, 3) and c["SPLIT"] == 1 for c in kept)
-    assert any(c["SPLIT"] > 1 for c in found)  # the dropped ones exist
-    assert any(c.get("FORM", 0) == 0 for c in found)
-    assert all(c["BM"] * c["BN"] * c["BK"] * 2 <= 8192 for c in kept if c["FORM"] == 2)
+    assert all(c.get("FORM", 0) in (1, 2, 3) or c["SPLIT"] > 1 for c in kept)
+    assert any(c.get("FORM", 0) == 0 and c["SPLIT"] == 1 for c in found)  # the persistent skinny tile, left out
+    dropped = [c for c in found if c not in kept]
+    assert all(c.get("FORM", 0) in (0, 2) for c in dropped)
+    assert all(c.get("FORM", 0) == 2 or c["SPLIT"] == 1 for c in dropped)  # every split config is kept
+    assert all(c["BM"] * c["BN"] * c["BK"] * 2 <= 8192 for c in kept if c.get("FORM", 0) == 2)
     assert all("NORM" not in c.as_dict() for c in kept)
+    qkv = _gemv.candidates(1, 6144, 132)  # where the plain tuner has gemv_wx splits to pick from
+    assert any(c.get("FORM", 0) == 3 and c["SPLIT"] > 1 for c in _fused.candidates(qkv, fused))
     normed = _fused.candidates(found, _fused.Fusion(tensor(np.ones(3, np.float32)), EPS, swiglu=False))
     assert sorted(c["NORM"] for c in normed) == sorted([1, 2] * (len(normed) // 2))  # both prologue forms, each
+    assert {c.as_dict().get("FORM", 0) for c in normed if c["SPLIT"] > 1} == {0, 3}  # skinny and gemv_wx splits
     assert _fused.default(16, 132, gpu=True)["SPLIT"] == 1  # too few columns for _gemv.default: 8 wide, no split
     assert _fused.Fusion(tensor(np.ones(3, np.float32)), EPS, swiglu=True).tag() == "norm+swiglu"
 
@@ -184,8 +188,9 @@ def test_fused_tuning_key_is_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"swiglu": 1}, "swiglu must be True or False"),
         ({"swiglu": True, "bias": np.ones(14, np.float32)}, "pass no bias, activation or residual"),
         ({"swiglu": True, "activation": "relu"}, "pass no bias, activation or residual"),
-        ({"swiglu": True, "config": gemv(3, 8, SPLIT=2)}, "splits K or is not a GEMV form"),
+        ({"swiglu": True, "config": tk.Config.of(BM=16, BN=32, BK=32, GROUP=1, SPLIT=1)}, "persistent skinny GEMM"),
         ({"norm": np.ones(8, np.float32), "config": tk.Config.of(BM=16, BN=32, BK=32, GROUP=1, SPLIT=1)}, "GEMV"),
+        ({"swiglu": True, "config": gemv(3, 8, SPLIT=17)}, "splits K in 1..16 runs"),
         ({"swiglu": True, "config": gemv(2, 1, bn=64, bk=128)}, "budget"),
         ({"norm": np.ones(8, np.float32), "config": gemv(1, 16, NORM=3)}, "NORM picks the norm= prologue's form"),
         ({"swiglu": True, "config": gemv(1, 16, NORM=2)}, "give it only with norm="),
@@ -205,3 +210,59 @@ def test_swiglu_needs_an_even_width_and_fusions_refuse_f8() -> None:
     for fusion in ({"swiglu": True}, {"norm": np.ones(8, np.float32)}):
         with pytest.raises(ArgumentError, match="not f8e4m3fn"):
             tk.matmul(x8, tile.zeros(tile.f8e4m3fn, [8, 8]), **fusion)
+
+
+# The split-K forms: (FORM, BM), the skinny GEMM tile (0) and gemv_wx (3); K = 70 is 5 tiles of 16, so SPLIT 2 and 3
+# leave a short last run and 8 is cut to 5 runs of one tile.
+SPLIT_FORMS = [pytest.param((0, 16), id="skinny"), pytest.param((3, 8), id="wx8"), pytest.param((3, 16), id="wx16")]
+
+
+def _split(form: int, bm: int, split: int, norm: int) -> tk.Config:
+    values: dict[str, int] = {"BM": bm, "BN": 8, "BK": 16, "GROUP": 1, "SPLIT": split}
+    if form:
+        values |= {"FORM": form, "LAT": 3, "TMA": 1, "OCC": 0}
+    return tk.Config.of(**values, **({"NORM": norm} if norm else {}))
+
+
+@pytest.mark.parametrize("layout", SPLIT_FORMS)
+@pytest.mark.parametrize("rows", [(1, 2), (5, 3), (16, 8)], ids=["m1-split2", "m5-split3", "m16-split8"])
+@pytest.mark.parametrize(
+    ("norm", "swiglu"),
+    [(1, False), (2, False), (0, True), (1, True), (2, True)],
+    ids=["norm-scale-first", "norm-one-pass", "swiglu", "norm-scale-first-swiglu", "norm-one-pass-swiglu"],
+)
+def test_split_k_fusions_match_float64(layout: tuple[int, int], rows: tuple[int, int], norm: int, swiglu: bool) -> None:
+    (form, bm), (m, split) = layout, rows
+    rng = np.random.default_rng(11 * m + form + norm)
+    n, k = 21, 70  # off the tiles; with swiglu the up half starts mid-tile of the fused weight
+    x, w, g = array(rng, "bf16", (m, k), scale=3.0), array(rng, "bf16", ((2 if swiglu else 1) * n, k)), None
+    extra: dict[str, Any] = {}
+    if norm:
+        g = array(rng, "bf16", (k,))
+        extra = {"norm": tensor(g), "eps": EPS}
+    z = tk.matmul(tensor(x), tensor(w).T, swiglu=swiglu, config=_split(form, bm, split, norm), **extra)
+    h, h_err = _normed(x, g, "bf16") if g is not None else (f64(x), np.zeros((m, k)))
+    if swiglu:
+        ref, err = _swiglu_ref(h, h_err, w[:n].T, w[n:].T, "bf16")
+    else:
+        ref = h @ f64(w).T
+        err = gemm_bound(h, w.T, k, "bf16") + h_err @ np.abs(f64(w).T) + 2 * U32 * np.abs(ref)
+    assert z.shape == (m, n)
+    assert_within(z.to_numpy(), ref, err + cast_error("bf16", ref))
+
+
+@pytest.mark.parametrize("form", [0, 3])
+def test_split_fused_op_hands_back_the_unnormed_rows_in_flight(form: int) -> None:
+    rng = np.random.default_rng(form)
+    x, w, g = array(rng, "f32", (2, 40)), array(rng, "f32", (2 * 12, 40)), array(rng, "f32", (40,))
+    first = tk.matmul_op(tensor(x), tensor(np.eye(40, dtype=np.float32)))  # x @ I: x in flight
+    config = _split(form, 16, 3, 2)
+
+    def project(out: tuple[Any, ...]) -> Any:
+        return tk.matmul_op(out[0].unpartition(), tensor(w).T, norm=tensor(g), eps=EPS, swiglu=True, config=config)
+
+    done = first.then(project).sync()
+    h, h_err = _normed(x, g, "f32")
+    ref, err = _swiglu_ref(h, h_err, w[:12].T, w[12:].T, "f32")
+    assert_within(done[0].unpartition().to_numpy(), ref, err + 4 * U32 * np.abs(ref))
+    np.testing.assert_array_equal(done[1].to_numpy(), x)

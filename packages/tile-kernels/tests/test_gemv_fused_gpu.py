@@ -1,6 +1,7 @@
 """matmul's fused decode forms on the GPU at Qwen3-4B's shapes: the RMSNorm prologue on the q/k/v projection and
-norm + SwiGLU on the gate/up projection against float64 (outputs poisoned with NaN), with the default config and
-every GEMV form; the tuned fused config is one of the fused candidates, tuned apart from the plain one.
+norm + SwiGLU on the gate/up projection against float64 (outputs poisoned with NaN), with the default config,
+every GEMV form and the split-K forms (gemv_wx's and the skinny GEMM's, both norm forms); the tuned fused config is
+one of the fused candidates, tuned apart from the plain one.
 
 Run with ``TILE_REQUIRE_GPU=1 pytest packages/tile-kernels/tests/test_gemv_fused_gpu.py -m gpu``.
 """
@@ -82,6 +83,20 @@ def test_every_fused_form_runs(shape: tuple[int, int, int, int, int], swiglu: bo
     form, bm, bn, bk, tma = shape
     config = tk.Config.of(FORM=form, BM=bm, BN=bn, BK=bk, GROUP=1, SPLIT=1, LAT=3 if tma else 4, TMA=tma, OCC=0)
     _check(1, INNER if swiglu else QKV, swiglu=swiglu, config=config)
+
+
+@pytest.mark.parametrize(
+    "shape",  # (FORM, BM, BN, BK, SPLIT): gemv_wx's split tiles and the skinny GEMM's, as the plain tuner has them
+    [(3, 8, 64, 256, 2), (3, 8, 128, 128, 4), (3, 16, 64, 128, 8), (0, 16, 128, 128, 4), (0, 16, 64, 256, 2)],
+)
+@pytest.mark.parametrize("norm_form", [1, 2], ids=["scale-first", "one-pass"])
+@pytest.mark.parametrize("swiglu", [False, True])
+@pytest.mark.parametrize("m", [1, 16])
+def test_every_fused_split_form_runs(shape: tuple[int, ...], norm_form: int, swiglu: bool, m: int) -> None:
+    form, bm, bn, bk, split = shape
+    hints = {"FORM": form, "LAT": 3, "TMA": 1, "OCC": 0} if form else {}
+    config = tk.Config.of(BM=bm, BN=bn, BK=bk, GROUP=1, SPLIT=split, NORM=norm_form, **hints)
+    _check(m, INNER if swiglu else QKV, swiglu=swiglu, config=config)
 
 
 def test_tuned_fused_config_is_a_fused_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -131,6 +131,34 @@ CASES: dict[str, tuple[str, str, dict[str, Any], dict[str, tuple[str, int]], dic
         {"z": ("f32", 3), "a": ("bf16", 2), "b": ("bf16", -2)},
         {"T": "bf16"},
     ),
+    "gemm_split_fused_norm_glu": (
+        "_fused_kernels",
+        "gemm_split_fused",
+        {"BM": 16, "BN": 32, "BK": 32, "SPLIT": 4, "NORM": 1, "GLU": True},
+        {"z": ("f32", 3), "a": ("bf16", 2), "b": ("bf16", -2), "g": ("bf16", 1), "u": ("bf16", -2)},
+        {"T": "bf16", "G": "bf16", "U": "bf16"},
+    ),
+    "gemv_wx_split_fused_norm_one_pass": (
+        "_fused_kernels",
+        "gemv_wx_split_fused",
+        {"BM": 8, "BN": 64, "BK": 256, "SPLIT": 4, "LAT": 3, "TMA": True, "NORM": 2, "GLU": False},
+        {"z": ("f32", 3), "a": ("bf16", 2), "b": ("bf16", -2), "g": ("bf16", 1), "u": ("f32", 2)},
+        {"T": "bf16", "G": "bf16", "U": "f32"},
+    ),
+    "gemv_wx_split_fused_norm_glu": (
+        "_fused_kernels",
+        "gemv_wx_split_fused",
+        {"BM": 8, "BN": 64, "BK": 128, "SPLIT": 2, "LAT": 4, "TMA": False, "NORM": 1, "GLU": True},
+        {"z": ("f32", 3), "a": ("bf16", 2), "b": ("bf16", -2), "g": ("bf16", 1), "u": ("bf16", -2)},
+        {"T": "bf16", "G": "bf16", "U": "bf16"},
+    ),
+    "reduce_split_fused_norm_glu": (
+        "_fused_kernels",
+        "reduce_split_fused",
+        {"BM": 16, "BN": 32, "BK": 128, "SPLIT": 4, "NORM": 2, "GLU": True},
+        {"z": ("bf16", 2), "a": ("bf16", 2), "partials": ("f32", 3)},
+        {"O": "bf16", "T": "bf16"},
+    ),
     "bmm": (
         "_gemm_kernels",
         "bmm",
@@ -211,7 +239,7 @@ def _spec(case: str) -> tuple[Any, Specialization]:
 
 
 def test_every_kernel_is_covered_and_none_is_unchecked() -> None:
-    found = entries(("_gemm_kernels", "_row_kernels", "_row_chunked"))
+    found = entries(("_gemm_kernels", "_fused_kernels", "_row_kernels", "_row_chunked"))
     assert {(stem, name) for stem, name, *_ in CASES.values()} == set(found)
     assert [key for key, kernel in found.items() if kernel.unchecked] == []
 

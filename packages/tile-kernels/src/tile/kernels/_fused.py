@@ -13,8 +13,13 @@
   gate and up sums are not rounded to the output dtype before the product, as the unfused pair's are: the fused
   result is the more accurate one.
 
-Neither fusion splits K (the activation would have to wait for the combined partials), so a fused call's decode
-candidates are the GEMV forms without split (`candidates`), tuned under their own key. Where the matmul takes the
+A fused call's decode candidates are the plain GEMV's (`candidates`), tuned under their own key: the GEMV forms
+walking all of K, and the split-K configs (gemv_wx's, FORM 3, and the skinny GEMM tile's, FORM 0), whose partials
+kernels and combine are ``_fused_kernels.tilepy``'s (`launch_split`): the norm is applied to each partial's
+activation tiles (``NORM=1``) or, every partial being linear in the rows' scale ``r``, by the combine to their sum
+(``NORM=2``: the partials blocks stream the weight from their first step), and the combine sums the gate and up
+partials apart and applies silu * mul. Only the persistent skinny tile (FORM 0, SPLIT 1) is left out: gemv_mma runs
+the same (16, BN) tile, one block per tile. Where the matmul takes the
 big-M GEMM path (M > 16: prefill), ``norm`` runs `tk.rmsnorm` first, chained (`composed`: a launch is not worth
 saving next to a big GEMM, whose every output tile would redo the rows' sum of squares), and ``swiglu`` is the
 persistent GEMM's own epilogue (``gemm_glu`` in ``_gemm_kernels.tilepy``): each (BM, BN) output tile multiplies the
@@ -31,14 +36,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Tensor, f32
 from tile.kernels import _args, _gemv, autotune
+from tile.kernels._source import kernels
 
 __all__ = [
     "GLU_TILE",
     "MAX_M",
     "NORM_FORMS",
+    "SPLIT_STEM",
     "Fusion",
     "big_candidates",
     "candidates",
@@ -48,6 +56,7 @@ __all__ = [
     "default",
     "fusion",
     "kernel_args",
+    "launch_split",
 ]
 
 _Op = DeviceOp[tuple[Any, ...]]
@@ -56,6 +65,8 @@ NORM_FORMS = (1, 2)
 sums the squares in the main loop and scales the accumulators after it."""
 MAX_M = 16
 """The largest M the GEMV forms run (both fusions in one kernel); above it the big-M GEMM (`composed`)."""
+SPLIT_STEM = "_fused_kernels"
+"""The kernel source of the fused split-K forms (part of matmul's tuning digest)."""
 GLU_TILE = 128 * 128
 """The largest BM * BN of the big-M SwiGLU GEMM: its two f32 accumulators take the registers one 128x256 tile of the
 plain GEMM takes (the widest of its candidates; two of those would spill)."""
@@ -113,21 +124,23 @@ def fusion(
 
 
 def candidates(found: tuple[autotune.Config, ...], fused: Fusion) -> tuple[autotune.Config, ...]:
-    """The decode candidates a fused call may run: the GEMV forms walking all of K (no SPLIT), gemv_dot only where
-    its accumulators (two of them with SwiGLU) stay within its register budget; with ``norm``, each in both of the
-    prologue's forms (``NORM`` 1: the rows' scale first, 2: one pass, the accumulators scaled after; see
-    ``_gemm_kernels.tilepy``), which the tuner times against each other."""
-    acc = 2 if fused.swiglu else 1
-    kept = [
-        c
-        for c in found
-        if c.get("FORM", 0) != 0
-        and c["SPLIT"] == 1
-        and (c["FORM"] != 2 or acc * c["BM"] * c["BN"] * c["BK"] <= _gemv.DOT_BUDGET)
-    ]
+    """The decode candidates a fused call may run: all of the plain GEMV's (split-K included, see `launch_split`)
+    but the persistent skinny tile (FORM 0, SPLIT 1; gemv_mma runs its tile), gemv_dot only where its accumulators
+    (two of them with SwiGLU) stay within its register budget; with ``norm``, each in both of the prologue's forms
+    (``NORM`` 1: the rows' scale first, 2: the accumulators, or the split partials' sum, scaled after; see
+    ``_gemm_kernels.tilepy`` and ``_fused_kernels.tilepy``), which the tuner times against each other."""
+    kept = [c for c in found if _runs_fused(c, 2 if fused.swiglu else 1)]
     if fused.norm is None:
         return tuple(kept)
     return tuple(autotune.Config.of(**(c.as_dict() | {"NORM": form})) for c in kept for form in NORM_FORMS)
+
+
+def _runs_fused(config: autotune.Config, acc: int) -> bool:
+    """Whether a fused launch takes ``config`` (``acc``: accumulators a gemv_dot block keeps)."""
+    form = config.get("FORM", 0)
+    if form == 0:
+        return bool(config["SPLIT"] > 1)
+    return form != 2 or acc * config["BM"] * config["BN"] * config["BK"] <= _gemv.DOT_BUDGET
 
 
 def default(n: int, blocks: int, gpu: bool) -> autotune.Config:
@@ -140,18 +153,20 @@ def default(n: int, blocks: int, gpu: bool) -> autotune.Config:
 
 
 def check(config: autotune.Config, fused: Fusion | None, op: str) -> None:
-    """`ArgumentError` for a config a decode call cannot run fused (a split or the skinny GEMM tiles), or a
-    ``NORM`` form that is not 1 or 2, or one given to a call without ``norm``."""
+    """`ArgumentError` for a config a decode call cannot run fused (the persistent skinny GEMM, FORM 0 without a
+    split, or a gemv_dot over its budget), or a ``NORM`` form that is not 1 or 2, or one given to a call without
+    ``norm``."""
     form = config.as_dict().get("NORM")
     if form is not None and (fused is None or fused.norm is None or form not in NORM_FORMS):
         raise ArgumentError(
             f"{op}: config {config}: NORM picks the norm= prologue's form, {NORM_FORMS[0]} (scale first) or "
             f"{NORM_FORMS[1]} (one pass); give it only with norm="
         )
-    if fused is not None and not candidates((autotune.Config.of(**(config.as_dict() | {"NORM": 1})),), fused):
+    if fused is not None and not _runs_fused(config, 2 if fused.swiglu else 1):
         raise ArgumentError(
-            f"{op}: config {config} splits K or is not a GEMV form; norm= and swiglu= run the GEMV forms (FORM 1, 2 "
-            "or 3) with SPLIT=1 (gemv_dot: BM * BN * BK within its budget, halved with swiglu)"
+            f"{op}: config {config} is the persistent skinny GEMM or over gemv_dot's budget; norm= and swiglu= run "
+            "the GEMV forms (FORM 1, 2 or 3; gemv_dot: BM * BN * BK within its budget, halved with swiglu) or the "
+            "split-K GEMM (FORM 0 with SPLIT > 1)"
         )
 
 
@@ -190,6 +205,35 @@ def kernel_args(
         return y, g, _args.placeholder(f32, 2), float(k), fused.eps, flags
     inner = y.shape[1] // 2  # the gate and up halves, views of the borrowed weight (one launch's)
     return y[:, :inner], g, y[:, inner:], float(k), fused.eps, flags
+
+
+def launch_split(config: autotune.Config, z: Tensor, *, x: Tensor, y: Tensor, fused: Fusion) -> _Op:
+    """A fused decode call split over K (FORM 0: ``gemm_split_fused``, FORM 3: ``gemv_wx_split_fused``) into f32
+    partials, SPLIT slices (twice as many with SwiGLU: the gate half's, then the up half's), chained with no wait to
+    ``reduce_split_fused``, which sums them, finishes the norm (``NORM=2``) and the SwiGLU, and writes ``z``. The
+    op's output starts ``(z's partition, x)``, as a fused GEMV launch's."""
+    k = kernels(SPLIT_STEM)
+    tile_shape = [config["BM"], config["BN"]]
+    split = max(1, min(config["SPLIT"], -(-x.shape[1] // config["BK"])))
+    b, g, u, kf, eps, flags = kernel_args(fused, y, x.shape[1], config.get("NORM", 1))
+    slices = split * (2 if fused.swiglu else 1)
+    partials = tile.empty(f32, [slices, *z.shape]).partition([1, *tile_shape])
+    hints: dict[str, Any] = {"BK": config["BK"], "SPLIT": split}
+    first = k.gemm_split_fused
+    if config.get("FORM", 0) == 3:
+        first = k.gemv_wx_split_fused
+        hints |= {"LAT": config["LAT"], "TMA": bool(config["TMA"])}
+    with tile.partitioned(z, tile_shape) as target:  # a refused first launch gives ``z`` (maybe out=) back
+
+        def combine(out: tuple[Any, ...]) -> _Op:
+            # The partials and x are in flight: the combine runs after the partials kernel, no wait between.
+            done: _Op = k.reduce_split_fused(
+                target, out[1], out[0].unpartition(), kf, eps, BK=config["BK"], SPLIT=split, **flags
+            )
+            return done
+
+        made: _Op = first(partials, x, b, g, u, kf, eps, **hints, **flags)
+        return made.then(combine)
 
 
 def composed(fused: Fusion, x: Tensor, z: Tensor, matmul: Callable[[Tensor, Tensor], _Op]) -> _Op:

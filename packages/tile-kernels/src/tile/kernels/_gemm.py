@@ -208,7 +208,7 @@ def matmul(
         True: ``b`` is a fused ``(K, 2 * I)`` gate/up weight (gate columns first) and the result is the ``(M, I)``
         ``silu(a @ gate) * (a @ up)``, applied in the GEMV forms' epilogue for M <= 16 and in the persistent GEMM's
         above (``gemm_glu``: two accumulators a tile, BM * BN <= `_fused.GLU_TILE`, SPLIT=1); no bias, activation or
-        residual with it. Fused calls are tuned apart (for M <= 16 over the GEMV forms that do not split K); above
+        residual with it. Fused calls are tuned apart (for M <= 16 over the plain GEMV candidates, split-K too); above
         M = 16 ``norm`` runs `tk.rmsnorm` first, chained. Neither fusion takes f8.
 
     Returns
@@ -360,7 +360,7 @@ class _MatmulCall:
     def _choose(self, fused: _fused.Fusion | None) -> autotune.Config:
         """The tuned config of this call run with ``fused`` (the call's own, or the part the big-M GEMM takes)."""
         m, n, k, x, z_dtype, epi = self.m, self.n, self.k, self.x, self.z.dtype, self.epi
-        tuner = autotune.tuner("matmul", source_digest(_STEM))
+        tuner = autotune.tuner("matmul", source_digest(_STEM) + source_digest(_fused.SPLIT_STEM))
         # The raw parameters the key is built from: a remembered choice is found without the key, the candidates
         # and the default (most of an eager decode matmul's host time before this).
         tag = "" if fused is None else fused.tag()
@@ -460,6 +460,8 @@ def _launch_matmul(
     if config.get("FORM", 0) != 0:
         return _gemv.launch(config, z, x=x, y=y, bias=bias, res=res, flags=flags, fused=fused)
     split = min(split, -(-x.shape[1] // bk))
+    if fused is not None and config["SPLIT"] > 1:  # a fused decode split over K (`_fused.check` passed it)
+        return _fused.launch_split(config, z, x=x, y=y, fused=fused)
     if fused is not None:  # the big-M SwiGLU GEMM (`_fused.check_big` passed the config); never run a fusion unfused
         if fused.norm is not None or not fused.swiglu or split > 1:
             raise ArgumentError(f"config {config}: the big GEMM fuses only SwiGLU, unsplit; the norm runs apart")

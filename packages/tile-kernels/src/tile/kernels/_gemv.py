@@ -170,11 +170,12 @@ def launch(
 ) -> DeviceOp[tuple[Any, ...]]:
     """The GEMV launch writing ``z`` (one block per (BM, BN) tile of it) for a config `check` accepted; gemv_wx with
     SPLIT > 1 is two: ``gemv_wx_split_k`` into f32 partials, then ``reduce_split_k`` with the epilogue. ``fused``
-    (RMSNorm prologue, SwiGLU epilogue: `tile.kernels._fused`) needs SPLIT 1; its launch's output starts ``(z, x)``."""
+    (RMSNorm prologue, SwiGLU epilogue: `tile.kernels._fused`) runs the fused kernels (split: `_fused.launch_split`);
+    its op's output starts ``(z, x)``."""
     hints = {"BK": config["BK"], "LAT": config["LAT"], "TMA": bool(config["TMA"])}
     split = min(config["SPLIT"], -(-x.shape[1] // config["BK"]))
-    if fused is not None and split > 1:  # _fused.check refuses these configs first; never run one unfused
-        raise ArgumentError(f"config {config} splits K; the fused GEMV forms walk all of K (give SPLIT=1)")
+    if fused is not None and split > 1:  # the fused split-K forms: their own partials kernel and combine
+        return _fused.launch_split(config, z, x=x, y=y, fused=fused)
     if config["FORM"] == 3 and split > 1:
         tile_shape = (config["BM"], config["BN"])
         first = kernels(_STEM).gemv_wx_split_k
