@@ -63,6 +63,14 @@ CASES: dict[str, Case] = {
         | {"v": ("bf16", 3), "lengths": ("i32", 1)},
         {"T": "bf16"},
     ),
+    "decode_split_tps1": (  # one key tile a block (short contexts): no loop, the loads before the length
+        "_attention_kernels",
+        "decode_split",
+        {"HBD": 512, "HB": 4, "D": 128, "BN": 64, "TPS": 1, "GROUP": 4, "HKV": 8},
+        {"acc_out": ("f32", 3), "m_out": ("f32", 3), "l_out": ("f32", 3), "q": ("bf16", 2), "k": ("bf16", 3)}
+        | {"v": ("bf16", 3), "lengths": ("i32", 1)},
+        {"T": "bf16"},
+    ),
     "decode_combine": (
         "_attention_kernels",
         "decode_combine",
