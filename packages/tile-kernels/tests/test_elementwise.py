@@ -162,8 +162,10 @@ def test_top_k(k: int) -> None:
 def test_top_k_refusals() -> None:
     with pytest.raises(ArgumentError, match=r"k=9 must be in \[1, 8\]"):
         tk.top_k(tile.zeros(tile.f32, [2, 8]), 9)
-    with pytest.raises(ArgumentError, match="rows of x are empty"):
+    with pytest.raises(ArgumentError, match=r"x of shape \[2, 0\] is empty"):
         tk.argmax(tile.zeros(tile.f32, [2, 0]))
+    with pytest.raises(ArgumentError, match=r"x of shape \[0, 5\] is empty"):
+        tk.argmax_op(tile.zeros(tile.f32, [0, 5]))
 
 
 def test_sample_follows_the_softmax() -> None:

@@ -230,8 +230,8 @@ def _rows_in(x: object, op: str, inflight: bool) -> Tensor:
     if t.ndim == 1 and not t.in_flight:
         t = t.reshape(1, t.shape[0])
     _args.ensure_rank(t, "x", op, 2)
-    if t.shape[1] == 0:
-        raise ArgumentError(f"{op}: rows of x are empty; there is nothing to choose from")
+    if t.shape[1] == 0 or t.shape[0] == 0:
+        raise ArgumentError(f"{op}: x of shape {list(t.shape)} is empty; there is nothing to choose from")
     return t
 
 
