@@ -63,6 +63,14 @@ CASES: dict[str, Case] = {
         | {"v": ("bf16", 3), "lengths": ("i32", 1)},
         {"T": "bf16"},
     ),
+    "decode_split_tps1": (  # one key tile a block (short contexts): no loop, the loads before the length
+        "_attention_kernels",
+        "decode_split",
+        {"HBD": 512, "HB": 4, "D": 128, "BN": 64, "TPS": 1, "GROUP": 4, "HKV": 8},
+        {"acc_out": ("f32", 3), "m_out": ("f32", 3), "l_out": ("f32", 3), "q": ("bf16", 2), "k": ("bf16", 3)}
+        | {"v": ("bf16", 3), "lengths": ("i32", 1)},
+        {"T": "bf16"},
+    ),
     "decode_combine": (
         "_attention_kernels",
         "decode_combine",
@@ -112,12 +120,26 @@ CASES: dict[str, Case] = {
         {"z": ("bf16", 2), "table": ("bf16", 2), "ids": ("i64", 1)},
         {"T": "bf16", "I": "i64"},
     ),
-    "argmax_rows": (
+    "argmax_parts": (
         "_elementwise_kernels",
-        "argmax_rows",
-        {"BN": 4096},
-        {"z": ("i32", 1), "x": ("f32", 2)},
+        "argmax_parts",
+        {"BN": 1024, "FLAT": 0},
+        {"zv": ("f32", 2), "zi": ("i32", 2), "x": ("f32", 2)},
         {"T": "f32"},
+    ),
+    "argmax_pick": (
+        "_elementwise_kernels",
+        "argmax_pick",
+        {"BC": 256, "FLAT": 0},
+        {"z": ("i32", 1), "vals": ("f32", 2), "idxs": ("i32", 2)},
+        {},
+    ),
+    "argmax_pick_flat": (  # tensor-parallel logits: one block reads every row's partials
+        "_elementwise_kernels",
+        "argmax_pick",
+        {"BC": 256, "FLAT": 1},
+        {"z": ("i32", 1), "vals": ("f32", 2), "idxs": ("i32", 2)},
+        {},
     ),
     "top_k": (
         "_elementwise_kernels",
@@ -143,7 +165,9 @@ PROVEN = {
     "fmha_full_d64",
     "fmha_causal_d64_mha",
     "fmha_rows_causal_d64_mha",
-    "argmax_rows",
+    "argmax_parts",
+    "argmax_pick",
+    "argmax_pick_flat",
     "top_k",
     "sample",
     "swiglu",

@@ -98,6 +98,22 @@ def test_decode_attention_gpu(batch: int, splits: int | None) -> None:
     assert_within(z.to_numpy(), ref, _bound("bf16", ref, mag))
 
 
+@pytest.mark.parametrize(
+    ("s", "lengths", "splits"), [(1024, [513], None), (1280, [1279, 1, 0], 20), (1000, [1000], None)]
+)
+def test_decode_attention_one_key_tile_a_block_gpu(s: int, lengths: list[int], splits: int | None) -> None:
+    """One key tile a split block (Qwen3-4B's decode at context 512 with a cache of 1024: 16 splits), whose K/V loads
+    go out before the length is read: a tile past the keys stays an empty partial, 20 splits leave 12 slots past the
+    cache (they read its last tile, all masked), a cache of 1000 ends in a partial tile."""
+    rng = np.random.default_rng(s)
+    hq, hkv, d = 32, 8, 128
+    q = array(rng, "bf16", (len(lengths), hq, d))
+    kc, vc = array(rng, "bf16", (len(lengths), hkv, s, d)), array(rng, "bf16", (len(lengths), hkv, s, d))
+    z = tk.decode_attention(tensor(q), tensor(kc), tensor(vc), lengths, splits=splits)
+    ref, mag = _decode_ref(q, kc, vc, lengths)
+    assert_within(z.to_numpy(), ref, _bound("bf16", ref, mag))
+
+
 @pytest.mark.parametrize("splits", [1, 4])
 def test_decode_lengths_near_i32_limits_gpu(splits: int) -> None:
     """A device length plus ``plus`` past either end of i32 clamps to the cache (or to nothing), as on the CPU: the
@@ -158,3 +174,24 @@ def test_selection_gpu() -> None:
     picks = tk.sample(tensor(logits), 0.8, top_k=50, seed=7).to_numpy()
     assert all(p in row for p, row in zip(picks, want, strict=True))
     np.testing.assert_array_equal(picks, tk.sample(tensor(logits), 0.8, top_k=50, seed=7).to_numpy())
+
+
+@pytest.mark.parametrize("n", [151936, 1024 * 7, 1025, 2])
+def test_argmax_two_stage_gpu(n: int) -> None:
+    """argmax's chunks (1024 logits a block) then its pick: ties across chunks, NaN skipped, a row of only NaN (0), a
+    last chunk in part; the tensor-parallel rows read as one vector."""
+    from tile.kernels.qwen3.tp import argmax_rows
+
+    rng = np.random.default_rng(n)
+    x = array(rng, "f32", (4, n), scale=3.0)
+    x[0, [n // 2, n - 1]] = 99.0  # the first of a tie wins
+    x[1, :] = np.nan
+    x[2, ::2] = np.nan
+    odd = n - 1 if (n - 1) % 2 else n - 2  # the last column NaN left alone
+    x[2, odd] = 98.0
+    want = np.argmax(np.where(np.isnan(x), -np.inf, x), axis=1)
+    want[1] = 0
+    np.testing.assert_array_equal(tk.argmax(tensor(x)).to_numpy(), want)
+    rows = x[[0, 3]].copy()
+    got = argmax_rows(tile.from_numpy(rows)).sync()[0].unpartition().to_numpy()
+    assert int(got[0]) == int(np.argmax(rows))

@@ -120,6 +120,35 @@ def test_argmax_ties_long_rows_and_infinities() -> None:
     np.testing.assert_array_equal(tk.argmax(tensor(x[0].astype(np.float16))).to_numpy(), [np.argmax(x[0])])
 
 
+@pytest.mark.parametrize("n", [7, 256, 256 * 9 + 5, 256 * 40])
+def test_argmax_skips_nan_and_takes_the_first_maximum_across_chunks_and_partial_loads(n: int) -> None:
+    # On the interpreter chunks are 256 columns and the pick reads 8 partials a load: n = 256 * 9 + 5 leaves a ragged
+    # last chunk and a ragged last load of partials, 256 * 40 five whole loads.
+    x = array(np.random.default_rng(n), "f32", (6, n))
+    x[0, [1, n - 1]] = 50.0  # a tie in the first and last chunks: the first wins
+    x[1, :] = np.nan  # nothing but NaN: 0, as numpy (padding past the row's end never wins)
+    x[2, ::2] = np.nan  # NaN is skipped, never the maximum
+    x[2, n // 2 | 1] = 40.0
+    x[3, :] = -np.inf  # all -inf: the first column
+    x[4, :] = np.nan
+    x[4, n - 1] = -np.inf  # the only non-NaN value, in the last (partial) chunk
+    x[5, n - 1] = np.inf
+    want = np.argmax(np.where(np.isnan(x), -np.inf, x), axis=1)
+    want[1], want[4] = 0, n - 1  # (NaN read as -inf would tie row 4 at column 0)
+    got = tk.argmax(tensor(x)).to_numpy()
+    np.testing.assert_array_equal(got, want)
+    assert got[0] == 1
+    assert got[2] == n // 2 | 1
+
+
+def test_argmax_op_hands_the_logits_back_and_picks_per_row_in_one_chain() -> None:
+    x = array(np.random.default_rng(9), "bf16", (3, 1000))
+    x[1, [3, 700]] = 30.0
+    out = tk.argmax_op(tensor(x)).sync()
+    np.testing.assert_array_equal(out[0].unpartition().to_numpy(), np.argmax(f64(x), axis=1))
+    np.testing.assert_array_equal(f64(out[1].to_numpy()), f64(x))  # the input comes back (a chain keeps its logits)
+
+
 @pytest.mark.parametrize("k", [1, 5, 17])
 def test_top_k(k: int) -> None:
     x = array(np.random.default_rng(k), "bf16", (3, 700))
@@ -133,8 +162,10 @@ def test_top_k(k: int) -> None:
 def test_top_k_refusals() -> None:
     with pytest.raises(ArgumentError, match=r"k=9 must be in \[1, 8\]"):
         tk.top_k(tile.zeros(tile.f32, [2, 8]), 9)
-    with pytest.raises(ArgumentError, match="rows of x are empty"):
+    with pytest.raises(ArgumentError, match=r"x of shape \[2, 0\] is empty"):
         tk.argmax(tile.zeros(tile.f32, [2, 0]))
+    with pytest.raises(ArgumentError, match=r"x of shape \[0, 5\] is empty"):
+        tk.argmax_op(tile.zeros(tile.f32, [0, 5]))
 
 
 def test_sample_follows_the_softmax() -> None:

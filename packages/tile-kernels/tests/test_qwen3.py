@@ -367,6 +367,11 @@ QWEN3_KERNELS: dict[str, tuple[dict[str, Any], dict[str, tuple[str, int]], dict[
         {"z": ("bf16", 2), "zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), **WQK, **HEAD},
         {"O": "bf16", "C": "bf16", "D": "bf16", "W": "bf16"},
     ),
+    "qkv_prep_one": (  # decode's one token
+        {"BT": 1024, "HD": 128, "HALF": 64, "NX": 6144, "OFF": 32, "KV": 8},
+        {"z": ("bf16", 2), "zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), **WQK, **HEAD},
+        {"O": "bf16", "C": "bf16", "D": "bf16", "W": "bf16", "RT": "f32"},
+    ),
     "qkv_prep_rows": (  # a prefill's form: 32 tokens a block, whole cache tiles in one store (ALIGNED)
         {"R": 32, "GHD": 128, "HD": 128, "HALF": 64, "G": 1, "NX": 4096, "OFF": 16, "KV": 8, "ALIGNED": True},
         {"z": ("bf16", 2), "zk": ("bf16", 3), "zv": ("bf16", 3), "x": ("bf16", 2), **WQK, **HEAD},

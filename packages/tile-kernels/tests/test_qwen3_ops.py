@@ -73,6 +73,24 @@ def test_prep_qkv_heads_per_block_matches_float64(shape: tuple[int, ...], tables
     check_prep_qkv(t, heads, kv, hd=hd, s=s, pos=pos, tokens=tokens, group=group, occupancy=2, tables=tables)
 
 
+@pytest.mark.parametrize(("heads", "kv", "s", "pos"), [(4, 2, 8, 0), (6, 3, 16, 15), (2, 2, 4, 2), (8, 1, 32, 9)])
+@pytest.mark.parametrize("tables", ["f32", "bf16"])
+def test_prep_qkv_decode_form_matches_float64(heads: int, kv: int, s: int, pos: int, tables: str) -> None:
+    # Decode's one token (`qkv_prep_one`): the first cache row, the last, GQA groups of 1 to 8, f32 or bf16 tables.
+    check_prep_qkv(1, heads, kv, hd=16, s=s, pos=pos, tables=tables)
+
+
+def test_prep_qkv_decode_form_faults_past_the_cache() -> None:
+    w = tile.zeros(tile.bf16, [1, 16])
+    cos, sin = (tile.from_numpy(a) for a in _tables(16, 16))  # longer than the cache: the cache's check must stop it
+    for bad in (8, -1, 2**31 - 1):
+        kc, vc = tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16])
+        pos = tile.from_numpy(np.array([bad], dtype=np.int32))
+        made = _ops.prep_qkv(kc, vc, tile.ones(tile.bf16, [1, 128]), w, w, heads=4, cos=cos, sin=sin, pos=pos, eps=EPS)
+        with pytest.raises(tile.KernelFaultError, match=r"qkv_prep: a position is outside the cache"):
+            made.sync()
+
+
 def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> None:
     kc, vc = tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16])
     w = tile.zeros(tile.bf16, [1, 16])

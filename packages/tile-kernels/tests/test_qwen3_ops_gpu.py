@@ -27,6 +27,12 @@ def _gpu_backend() -> Iterator[None]:
     tile.set_backend("cpu")
 
 
+@pytest.mark.parametrize(("pos", "tables"), [(0, "bf16"), (1023, "bf16"), (511, "f32")])
+def test_prep_qkv_decode_form_matches_float64_on_the_gpu(pos: int, tables: str) -> None:
+    # Decode's one-token kernel (qkv_prep_one: register loads, no token loop) at Qwen3-4B's heads, both table dtypes.
+    check_prep_qkv(1, 32, 8, hd=128, s=1024, pos=pos, tables=tables)
+
+
 @pytest.mark.parametrize(
     ("t", "heads", "kv", "pos"),
     [(1, 32, 8, 543), (1, 32, 8, 1023), (7, 32, 8, 100), (3, 5, 1, 0)],  # Qwen3-4B's heads; odd counts

@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
 from helpers_tp import WORKER, run_ranks
+from tile.frontend import ArgumentError
 from tile.kernels.qwen3 import CONFIGS, TINY, Qwen3Config, local_config, random_weights, shard_slices
 from tile.kernels.qwen3.tp import argmax_rows, sliced_shape
 
@@ -92,11 +93,16 @@ def test_the_rows_argmax_is_numpys_argmax_of_the_flattened_rows(shape: tuple[int
     assert int(got[0]) == int(np.argmax(x)) == (shape[0] - 1) * shape[1]
 
 
-def test_the_rows_argmax_is_checked_and_lowers_for_sm_90() -> None:
-    from test_qwen3 import _lower_for_sm_90
-
-    ops = _lower_for_sm_90("argmax_rows", {"BN": 4096}, {"z": ("i32", 1), "x": ("f32", 2)}, {}, "_qwen3_tp_kernels")
-    assert "for" in ops  # the loops over rows and chunks stay loops (the row count is data)
+def test_the_rows_argmax_skips_nan_and_refuses_what_it_cannot_read() -> None:
+    x = np.full((3, 600), np.nan, np.float32)
+    x[2, 599] = -1.0  # the only number, in the last row's last (partial) chunk
+    assert int(argmax_rows(tile.from_numpy(x)).sync()[0].unpartition().to_numpy()[0]) == 3 * 600 - 1
+    x[2, 599] = np.nan  # nothing but NaN: 0
+    assert int(argmax_rows(tile.from_numpy(x)).sync()[0].unpartition().to_numpy()[0]) == 0
+    with pytest.raises(ArgumentError, match="logits has dtype f16; supported: f32"):
+        argmax_rows(tile.from_numpy(x.astype(np.float16)))
+    with pytest.raises(ArgumentError, match="logits must have 2 dimensions"):
+        argmax_rows(tile.from_numpy(x.reshape(-1)))
 
 
 def test_runner_refuses_tp_outside_torchrun(

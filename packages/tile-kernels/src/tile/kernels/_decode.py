@@ -6,7 +6,9 @@ KV head (``HB`` of them, the largest power of two dividing the group, at most 16
 sequence, and writes an f32 partial (unnormalised output, running max and sum) into its own slot of scratch tensors;
 ``decode_combine`` (a block per query head) rescales the head's partials to one maximum and sums them, reading up to
 16 splits in one load. When the query-head blocks alone fill the GPU, one split: ``decode_one`` writes the output
-directly (no partials, no combine). No two blocks write one element.
+directly (no partials, no combine). No two blocks write one element. With one key tile a split (short contexts) the
+split block has no loop: its K/V loads go out before the sequence's length is read. The combine and the partials'
+stores move through registers (no TMA staging in shared memory for a few KB).
 """
 
 from __future__ import annotations

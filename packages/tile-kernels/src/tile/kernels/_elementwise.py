@@ -16,7 +16,7 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import ArgumentError, Tensor, i32
+from tile.frontend import ArgumentError, Tensor, f32, i32
 from tile.kernels import _args
 from tile.kernels._source import kernels
 
@@ -230,8 +230,8 @@ def _rows_in(x: object, op: str, inflight: bool) -> Tensor:
     if t.ndim == 1 and not t.in_flight:
         t = t.reshape(1, t.shape[0])
     _args.ensure_rank(t, "x", op, 2)
-    if t.shape[1] == 0:
-        raise ArgumentError(f"{op}: rows of x are empty; there is nothing to choose from")
+    if t.shape[1] == 0 or t.shape[0] == 0:
+        raise ArgumentError(f"{op}: x of shape {list(t.shape)} is empty; there is nothing to choose from")
     return t
 
 
@@ -240,7 +240,10 @@ def _chunk(n: int) -> int:
 
 
 def argmax(x: object) -> Tensor:
-    """Index of the largest value of each row of ``x`` (``(R, N)`` or ``(N,)``; the first on ties); i32 ``(R,)``."""
+    """Index of the largest value of each row of ``x`` (``(R, N)`` or ``(N,)``; the first on ties); i32 ``(R,)``.
+
+    NaN values are skipped (a row of only NaN gives 0). Two launches: every chunk of every row is reduced in parallel,
+    then each row's partials."""
     return _args.first_output(_argmax(_rows_in(x, "argmax", False)).sync())
 
 
@@ -249,10 +252,25 @@ def argmax_op(x: object) -> Op:
     return _argmax(_rows_in(x, "argmax_op", True))
 
 
-def _argmax(t: Tensor) -> Op:
-    z = tile.empty(i32, [t.shape[0]]).partition([1])
-    made: Op = kernels(_STEM).argmax_rows(z, t, BN=_chunk(t.shape[1]))
-    return made
+def _argmax(t: Tensor, *, flat: bool = False) -> Op:
+    """Two launches chained: `argmax_parts` reduces each chunk of each row to its (value, first index) in parallel,
+    `argmax_pick` takes each row's best partial. With ``flat`` the rows are one vector: one index into
+    ``t.reshape(-1)``. The op's output is ``(z, t)``: the i32 partition, then the input handed back."""
+    rows, n = t.shape
+    bn = min(_args.next_pow2(n), 1024 if tile.backend() == "gpu" else 256)
+    chunks = -(-n // bn)
+    vals = tile.empty(f32, [rows, chunks]).partition([1, 1])
+    idxs = tile.empty(i32, [rows, chunks]).partition([1, 1])
+    first: Op = kernels(_STEM).argmax_parts(vals, idxs, t, BN=bn, FLAT=int(flat))
+    bc = min(_args.next_pow2(chunks), 1024 if tile.backend() == "gpu" else 8)
+
+    def pick(out: tuple[Any, ...]) -> Any:
+        # The partials are handed on in flight: the pick runs after the first stage, with no wait between.
+        z = tile.empty(i32, [1 if flat else rows]).partition([1])
+        made = kernels(_STEM).argmax_pick(z, out[0].unpartition(), out[1].unpartition(), BC=bc, FLAT=int(flat))
+        return made.map(lambda res: (res[0], out[2]))
+
+    return first.then(pick)
 
 
 def top_k(x: object, k: int) -> tuple[Tensor, Tensor]:

@@ -71,7 +71,8 @@ def prep_qkv(
     ``(kv_heads, S, HD)`` written: keys from the ``kv_heads`` heads after the queries (normed with ``wk``, rotated),
     values from the ``kv_heads`` after those (as is).
 
-    Decode's form (``tokens`` None) runs on the query output's grid of a block per token and query head, the caches
+    Decode's form (``tokens`` None) runs on the query output's grid of a block per token and query head (for one
+    token, ``qkv_prep_one``: loads straight to registers, no loop over tokens), the caches
     one tile per KV head (walked with ``tiles()``: each tile belongs to one block), the position read from ``pos``
     only (a captured decode graph rewrites it between replays). A multi-token pass passes ``tokens`` (a power of
     two, `APPEND_TOKENS` in the model) and ``start``, the position of its first token on the host (what ``pos``
@@ -94,13 +95,14 @@ def prep_qkv(
             raise ArgumentError(
                 "prep_qkv: start=, group= and occupancy= go with tokens= (a multi-token pass); decode reads pos only"
             )
+        _same_tables(cos, sin)
         zk, zv = k_cache.partition([1, s, hd]), v_cache.partition([1, s, hd])
         z = tile.empty(qkv.dtype, [n, heads * hd]).partition([1, hd])
         x = _args.operand(qkv, "qkv", "prep_qkv")
-        launch = kernels(_STEM).qkv_prep.grid((n, heads))
-        made: Op = launch(
-            z, zk, zv, x, wq[()], wk[()], cos[()], sin[()], pos[()], float(eps), HALF=hd // 2, OFF=heads, KV=kv
-        )
+        # Decode's one token runs the latency-first kernel (register loads, compiled-in row length, no token loop).
+        kernel = kernels(_STEM).qkv_prep_one if n == 1 else kernels(_STEM).qkv_prep
+        one = (x, wq[()], wk[()], cos[()], sin[()], pos[()], float(eps))
+        made: Op = kernel.grid((n, heads))(z, zk, zv, *one, HALF=hd // 2, OFF=heads, KV=kv)
         return made
     bt = _args.integer(tokens, "tokens", "prep_qkv")
     if not 1 <= bt <= s or bt & (bt - 1):
@@ -124,10 +126,7 @@ def prep_qkv(
     occ = _args.integer(PREP_OCCUPANCY if occupancy is None else occupancy, "occupancy", "prep_qkv")
     if not 0 <= occ <= 32:
         raise ArgumentError(f"prep_qkv: occupancy={occ}; pass 1 to 32 blocks per SM, or 0 for no hint")
-    if cos.dtype != sin.dtype or cos.dtype.name not in ("f32", "bf16"):
-        raise ArgumentError(
-            f"prep_qkv: RoPE tables of {cos.dtype.name} and {sin.dtype.name}; pass two f32 or two bf16 tables"
-        )
+    _same_tables(cos, sin)
     zk, zv = k_cache.partition([1, bt, hd]), v_cache.partition([1, bt, hd])
     z = tile.empty(qkv.dtype, [n, heads * hd]).partition([bt, g * hd])
     x = _args.operand(qkv, "qkv", "prep_qkv")
@@ -136,3 +135,10 @@ def prep_qkv(
     args = (x, wq[()], wk[()], *rows, pos[()], first, float(eps))
     rows_made: Op = launch(z, zk, zv, *args, HALF=hd // 2, G=g, OFF=heads, KV=kv, ALIGNED=first % bt == 0)
     return rows_made
+
+
+def _same_tables(cos: Tensor, sin: Tensor) -> None:
+    if cos.dtype != sin.dtype or cos.dtype.name not in ("f32", "bf16"):
+        raise ArgumentError(
+            f"prep_qkv: RoPE tables of {cos.dtype.name} and {sin.dtype.name}; pass two f32 or two bf16 tables"
+        )

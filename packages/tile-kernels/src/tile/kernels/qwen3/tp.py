@@ -36,8 +36,7 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import ArgumentError, BackendError, Tensor, f32
-from tile.kernels import _args
-from tile.kernels._source import kernels
+from tile.kernels import _args, _elementwise
 from tile.kernels.qwen3 import _ops
 from tile.kernels.qwen3._chain import Step
 from tile.kernels.qwen3.config import Qwen3Config
@@ -133,13 +132,13 @@ def torchrun_world(tp: int) -> tuple[int, int]:
 
 
 def argmax_rows(logits: Tensor) -> _ops.Op:
-    """The index into ``logits.reshape(-1)`` of the largest of the f32 ``(R, n)`` logits (first on ties), into a new
-    i32 ``(1,)``: the greedy id of vocabulary-parallel logits gathered as ``(ranks, vocab / ranks)``."""
-    n = logits.shape[-1]
-    z = tile.zeros(tile.i32, [1]).partition([1])
+    """The index into ``logits.reshape(-1)`` of the largest of the f32 ``(R, n)`` logits (first on ties, NaN
+    skipped), into a new i32 ``(1,)``: the greedy id of vocabulary-parallel logits gathered as ``(ranks, vocab /
+    ranks)``. The library argmax's two launches, reading the rows as one vector; the op's output is ``(z, logits)``."""
     x = _args.operand(logits, "logits", "argmax_rows")
-    made: _ops.Op = kernels("_qwen3_tp_kernels").argmax_rows(z, x, BN=min(_args.next_pow2(n), 4096))
-    return made
+    _args.check_dtype(x, "logits", "argmax_rows", ("f32",))
+    _args.ensure_rank(x, "logits", "argmax_rows", 2)
+    return _elementwise._argmax(x, flat=True)
 
 
 class TPQwen3(Qwen3):
