@@ -294,6 +294,18 @@ def test_decode_refusals() -> None:
         tk.decode_attention(q, kc, kc, [1, 1], splits=0)
 
 
+@pytest.mark.parametrize("scale", [0.0, -0.125, math.inf, math.nan])
+def test_a_scale_that_would_unhide_masked_scores_is_refused(scale: float) -> None:
+    """The kernels hide masked scores with a large negative number before the scale: a negative scale made them the
+    largest scores (a partial last key tile attended to padding), so only a positive finite scale is taken."""
+    q, kc = tile.zeros(tile.f16, [2, 4, 64]), tile.zeros(tile.f16, [2, 2, 16, 64])
+    with pytest.raises(ArgumentError, match="scale must be a positive finite number"):
+        tk.decode_attention(q, kc, kc, [3, 5], scale=scale)
+    qp = tile.zeros(tile.f16, [1, 2, 16, 64])
+    with pytest.raises(ArgumentError, match="scale must be a positive finite number"):
+        tk.attention(qp, qp, qp, causal=True, scale=scale)
+
+
 def test_append_kv_writes_only_the_new_rows() -> None:
     rng = np.random.default_rng(5)
     kc, vc = array(rng, "bf16", (2 * 3, 21, 64)), array(rng, "bf16", (2 * 3, 21, 64))

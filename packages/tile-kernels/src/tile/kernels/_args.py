@@ -126,6 +126,16 @@ def real(value: object, name: str, op: str) -> float:
     return float(value)
 
 
+def score_scale(value: object, op: str) -> float:
+    """An attention ``scale`` as a float: positive and finite, else `ArgumentError`. The kernels hide masked scores
+    by adding a large negative number before the scale; a zero, negative or infinite scale would turn the hidden keys
+    into the largest scores (or NaNs) and give a wrong result without any error."""
+    scale = real(value, "scale", op)
+    if not (0.0 < scale < float("inf")):
+        raise ArgumentError(f"{op}: scale must be a positive finite number, got {scale!r}")
+    return scale
+
+
 def integer(value: object, name: str, op: str) -> int:
     """``value`` as an int: a Python or numpy integer (not a bool), else `ArgumentError` naming ``name`` (a count, an
     index or a seed; a float such as ``2.5`` is refused, never truncated)."""

@@ -203,7 +203,7 @@ def _prefill(
     off = _offset(op, offset, causal, sq, sk)
     if bhq == 0 or sq == 0:
         return None
-    qk_scale = d**-0.5 if scale is None else _args.real(scale, "scale", op)
+    qk_scale = d**-0.5 if scale is None else _args.score_scale(scale, op)
     group = bhq // bhkv
     if config is None:
         config = _choose_prefill((bhq, sq, d), k3, q3.dtype, causal, group)

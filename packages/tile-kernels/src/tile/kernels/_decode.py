@@ -194,7 +194,7 @@ def _decode(
     splits = _splits(tiles, batch * nqb, splits, op)
     tps = -(-tiles // splits)
     splits = -(-tiles // tps)
-    qk_scale = d**-0.5 if scale is None else _args.real(scale, "scale", op)
+    qk_scale = d**-0.5 if scale is None else _args.score_scale(scale, op)
     k = kernels(_STEM)
     z = tile.empty(x.dtype, [batch, hq * d])
     if splits == 1:
