@@ -17,7 +17,7 @@ import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, UNIT, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError
-from tile.kernels import _fused, _gemm, autotune
+from tile.kernels import _fused, _gemm_configs, autotune
 
 EPS = 1e-5
 
@@ -143,7 +143,7 @@ def test_fused_op_hands_back_the_unnormed_rows_in_flight(m: int) -> None:
 
 
 def test_fused_candidates_never_split_and_are_tuned_apart() -> None:
-    found = _gemm._decode_candidates(1, 9728)
+    found = _gemm_configs.decode_candidates(1, 9728)
     fused = _fused.Fusion(None, EPS, swiglu=True)
     kept = _fused.candidates(found, fused)
     assert kept
