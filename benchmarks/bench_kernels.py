@@ -53,7 +53,7 @@ import numpy as np
 
 import tile.frontend as tile
 import tile.kernels as tk
-from tile.kernels import _gemm
+from tile.kernels import _gemm_configs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_rows  # the row kernels' measurements (and triton_rows, their Triton peer)
@@ -168,7 +168,7 @@ def bench_matmul(peers: Peers, dtype: Any, m: int, n: int, k: int, *, epilogue: 
     tb, b = peers.randn(dtype, (k, n), scale=k**-0.5)
     tbias, bias = peers.randn(dtype, (n,)) if epilogue else (None, None)
     extra: dict[str, Any] = {"bias": bias, "activation": "silu"} if epilogue else {}
-    default = _gemm._default(m, n, k)
+    default = _gemm_configs.default(m, n, k)
     tile_run = Reuse(lambda out: tk.matmul(a, b, out=out, **extra))
     paths: dict[str, Run] = {
         "tile": tile_run,

@@ -146,6 +146,6 @@ def _chosen(m: int, n: int, k: int, out_dtype: Any) -> str:
         f'"k": {tk.autotune.fine_bucket(k)}, "m": {m}, "n": {tk.autotune.fine_bucket(n)}, "out": "{out_dtype.name}"'
     )
     found = [str(c) for key, c in remembered.items() if wanted in key]
-    from tile.kernels import _gemm
+    from tile.kernels import _gemm_configs
 
-    return found[0] if found else f"default: {_gemm._default(m, n, k)}"
+    return found[0] if found else f"default: {_gemm_configs.default(m, n, k)}"

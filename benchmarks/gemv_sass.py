@@ -1,7 +1,7 @@
-"""What tileiras makes of each decode GEMV candidate, without a GPU: every config `_gemm._decode_candidates` lists for
-Qwen3-4B's projections (M = 1 and 16) is compiled for sm_90 with the argument layouts a model passes (the weight as
-``w.T``, 256-byte aligned, bf16), disassembled with ``nvdisasm``, and its instructions counted: register spills
-(``STL``/``LDL``), bulk tensor loads (``UTMALDG``: the TMA path), the matrix unit (``HGMMA`` warpgroup MMA,
+"""What tileiras makes of each decode GEMV candidate, without a GPU: every config `_gemm_configs.decode_candidates`
+lists for Qwen3-4B's projections (M = 1 and 16) is compiled for sm_90 with the argument layouts a model passes (the
+weight as ``w.T``, 256-byte aligned, bf16), disassembled with ``nvdisasm``, and its instructions counted: register
+spills (``STL``/``LDL``), bulk tensor loads (``UTMALDG``: the TMA path), the matrix unit (``HGMMA`` warpgroup MMA,
 ``HMMA`` warp MMA) or CUDA-core FMAs (``FFMA``: an mma tileiras lowered without the matrix unit). A config that
 spills or multiplies on the CUDA cores is suspect before any timing; gemv_sweep.py then times them on a GPU.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tile.compiler import ArraySpec, Specialization, compile_kernel
-from tile.kernels import _gemm, _gemv, autotune
+from tile.kernels import _gemm_configs, _gemv, autotune
 from tile.kernels._source import kernels
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,7 +111,7 @@ def main() -> None:
             for m in (int(v) for v in ARGS.get("ms", "1,16").split(",")):
                 key = f"{proj}_m{m}"
                 rows = report["shapes"][key] = []
-                for config in _gemv.candidates(m, n, SMS) + _gemm._SKINNY:  # _decode_candidates on an H100
+                for config in _gemv.candidates(m, n, SMS) + _gemm_configs.SKINNY:  # decode_candidates on an H100
                     entry = survey(nvdisasm, config, (m, n, k), Path(folder))
                     entry["verdict"] = verdict(entry)
                     rows.append(entry)

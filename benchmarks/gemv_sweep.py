@@ -35,7 +35,7 @@ import numpy as np
 
 import tile.frontend as tile
 import tile.kernels as tk
-from tile.kernels import _gemm, autotune
+from tile.kernels import _gemm_configs, autotune
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gemv_decode  # type: ignore[import-not-found]  # beside this script
@@ -75,9 +75,9 @@ def jobs() -> list[Job]:
     per_shape: list[list[Job]] = []
     for name, (n, _) in shapes().items():
         for m in (int(v) for v in ARGS.get("ms", "1,16").split(",")):
-            configs = list(_gemm._decode_candidates(m, n))
+            configs = list(_gemm_configs.decode_candidates(m, n))
             if "extra" in ARGS:
-                configs += [c for c in extra(m, n, _gemm._blocks()) if c not in configs]
+                configs += [c for c in extra(m, n, _gemm_configs.persistent_blocks()) if c not in configs]
             forms = {int(f) for f in ARGS.get("forms", "0,1,2,3").split(",")}
             configs = [c for c in configs if c.as_dict().get("FORM", 0) in forms]
             kinds: dict[tuple[int, bool], list[autotune.Config]] = {}  # (FORM, split): interleaved, 2 each in smoke

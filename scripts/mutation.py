@@ -51,7 +51,8 @@ class Target:
     functions: frozenset[str] = frozenset()
 
 
-# the functions of _typecheck_memory that decide how a kernel's accesses are kept in bounds and race-free
+# the functions of _typecheck_memory and _typecheck_guards that decide how a kernel's accesses are kept in bounds
+# and race-free
 ACCESS_FUNCTIONS = frozenset({
     "guard_indices", "_emit_guard", "load_view", "method_partition_load", "block_index", "op_load_tile_like",
     "_output_read", "method_mut_load", "_own_index", "_set_mode", "method_mut_tiles", "tile_schedule", "_unravel",
@@ -97,7 +98,10 @@ TARGETS: dict[str, Target] = {
     # which accesses of a kernel are proven, left to the launcher or checked in the kernel, and which tiles of an
     # output a block may read and write (own tile, out.tiles(), never both)
     "access": Target(
-        ("packages/tile-compiler/src/tile/compiler/_typecheck_memory.py",),
+        (
+            "packages/tile-compiler/src/tile/compiler/_typecheck_memory.py",
+            "packages/tile-compiler/src/tile/compiler/_typecheck_guards.py",
+        ),
         (
             f"{COMPILER_TESTS}/test_compiler_typecheck.py",
             f"{COMPILER_TESTS}/test_compiler_diagnostics.py",

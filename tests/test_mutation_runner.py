@@ -44,18 +44,19 @@ def test_a_mutant_changes_one_point_of_its_module() -> None:
 
 def test_a_function_filter_keeps_mutants_inside_those_functions() -> None:
     target = mutation.TARGETS["access"]
-    (module,) = target.modules
-    tree = ast.parse((ROOT / module).read_text())
-    inside = {
-        line
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef) and node.name in target.functions
-        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
-    }
     found = mutation.mutants(["access"])
-    assert found
-    assert all(m.line in inside for m in found)
-    assert {m.index for m in found} == set(range(len(found)))  # numbered as applied: --match selects by them
+    assert {m.module for m in found} == set(target.modules)  # the filter finds its functions in every module
+    for module in target.modules:
+        tree = ast.parse((ROOT / module).read_text())
+        inside = {
+            line
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.name in target.functions
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+        }
+        mine = [m for m in found if m.module == module]
+        assert all(m.line in inside for m in mine)
+        assert {m.index for m in mine} == set(range(len(mine)))  # numbered as applied: --match selects by them
 
 
 def test_a_pool_gives_each_running_item_its_own_copy_and_results_in_order(tmp_path: Path) -> None:

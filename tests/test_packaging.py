@@ -14,6 +14,7 @@ import ast
 import email
 import email.message
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -251,6 +252,36 @@ def test_wheel_holds_every_module_and_the_typing_marker(built: dict[tuple[str, s
     assert expected <= set(wheel.files)
     assert any(name.endswith("/py.typed") for name in wheel.files)
     assert not any(name.startswith("tile/__init__") for name in wheel.files), "`tile` is a namespace package"
+
+
+def test_frontend_artifacts_carry_the_compiled_launch_path(built: dict[tuple[str, str], Built], tmp_path: Path) -> None:
+    """tile-frontend's sdist holds every C part of ``_fastlaunch`` (a build from it compiles them all); its wheel holds
+    none of them but, where the hook compiled it, the module, linked whole: it loads and has its functions."""
+    folder = ROOT / "packages" / "tile-frontend" / "src" / "tile" / "frontend"
+    sources = sorted(p.name for p in folder.glob("_fastlaunch*.[ch]"))
+    assert "_fastlaunch.c" in sources
+    assert "_fastlaunch.h" in sources
+    sdist = built["frontend", "sdist"]
+    assert sources == sorted(Path(n).name for n in sdist.files if "/src/tile/frontend/_fastlaunch" in n)
+    wheel = built["frontend", "wheel"]
+    assert [n for n in wheel.files if n.endswith((".c", ".h"))] == []
+    (tags,) = [n for n in wheel.files if n.endswith(".dist-info/WHEEL")]
+    compiled = "-abi3-" in wheel.files[tags].decode()
+    if os.environ.get("TILE_REQUIRE_EXTENSION") == "1":
+        assert compiled, "TILE_REQUIRE_EXTENSION=1 but the wheel is pure Python"
+    module = "tile/frontend/_fastlaunch.abi3.so"
+    assert (module in wheel.files) == compiled
+    if compiled:
+        path = tmp_path / "_fastlaunch.abi3.so"
+        path.write_bytes(wheel.files[module])
+        spec = importlib.util.spec_from_file_location("_fastlaunch", path)
+        assert spec is not None
+        assert spec.loader is not None
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)  # an undefined symbol (a part left out of the build) fails here
+        functions = {"admit_move", "call", "drop", "release", "replay", "execute", "sync", "claim_run", "run_links"}
+        functions |= {"release_links", "then", "bind", "bind_core", "bind_run", "bind_links"}
+        assert functions <= set(dir(loaded))
 
 
 def test_no_user_visible_text_points_at_the_internal_design_notes() -> None:

@@ -1,4 +1,7 @@
-"""Hatchling build hook: compile tile.frontend's launch fast path (``_fastlaunch.c``) as a stable-ABI extension.
+"""Hatchling build hook: compile tile.frontend's launch fast path (``_fastlaunch*.c``) as a stable-ABI extension.
+
+The module's C sources (``_fastlaunch.c`` and its parts ``_fastlaunch_*.c``, sharing the internal header
+``_fastlaunch.h``) compile together into one module, every symbol hidden but its init function.
 
 The wheel is then a platform wheel tagged ``cp310-abi3-<platform>`` (one build loads on CPython 3.10+). An editable
 install (``pip install -e``, used by ``scripts/dev.sh``) builds the module in place, beside its source, where the
@@ -22,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
-SOURCE = ROOT / "src" / "tile" / "frontend" / "_fastlaunch.c"
+FOLDER = ROOT / "src" / "tile" / "frontend"
+SOURCES = (FOLDER / "_fastlaunch.c", *sorted(FOLDER.glob("_fastlaunch_*.c")))
 MODULE = "_fastlaunch.abi3.so"
-IN_PLACE = SOURCE.parent / MODULE
+IN_PLACE = FOLDER / MODULE
 
 try:
     from hatchling.builders.hooks.plugin.interface import BuildHookInterface
@@ -33,11 +37,12 @@ except ImportError:  # run as a script: only `compile_extension` is used
 
 
 def compile_extension(out: Path) -> Path:
-    """Compile ``_fastlaunch.c`` into ``out`` (raises ``OSError`` / ``CalledProcessError`` without a compiler)."""
+    """Compile the ``SOURCES`` into ``out`` (raises ``OSError`` / ``CalledProcessError`` without a compiler)."""
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     include = sysconfig.get_paths()["include"]
     out.parent.mkdir(parents=True, exist_ok=True)
-    command = [*cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", f"-I{include}", str(SOURCE), "-o", str(out)]
+    flags = ["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-fvisibility=hidden", f"-I{include}"]
+    command = [*cc, *flags, *map(str, SOURCES), "-o", str(out)]
     subprocess.run(command, check=True)
     return out
 

@@ -28,7 +28,7 @@ from lang_reference.snippets_math import MATH_SNIPPETS
 from lang_reference.snippets_memory import MEMORY_SNIPPETS, PRINTS
 from tile.compiler import lang
 from tile.compiler._math_modes import FTZ_OPS, roundings
-from tile.compiler._typecheck_memory import _ATOMIC_MODES
+from tile.compiler._typecheck_raw import _ATOMIC_MODES
 from tile.compiler._types import DTYPES
 from tile.compiler.lang import METHODS, OPS, LangOp
 

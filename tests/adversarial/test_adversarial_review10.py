@@ -234,7 +234,7 @@ def test_a_failing_tuner_leaves_the_callers_tensors_and_closes_its_graphs(tmp_pa
     """Closed: the decode tuner times graphs of scratch operands; a timer that raises mid-tuning leaves the caller's
     inputs and ``out=`` live and unwritten, and a sample function it kept refuses to replay its closed graph."""
     import tile.kernels as tk
-    from tile.kernels import _gemm, autotune
+    from tile.kernels import _gemm_configs, autotune
     from tile.kernels.autotune import Autotuner
 
     kept: list[Any] = []
@@ -256,7 +256,7 @@ def test_a_failing_tuner_leaves_the_callers_tensors_and_closes_its_graphs(tmp_pa
             with pytest.raises(aio.ClosedError, match="this graph is closed"):
                 fn()
         assert out.to_numpy().tolist() == [[0.0] * 3] * 2
-        z = tk.matmul(a, b, out=out, config=_gemm._default(2, 3, 40))
+        z = tk.matmul(a, b, out=out, config=_gemm_configs.default(2, 3, 40))
         assert z.to_numpy().tolist() == [[40.0] * 3] * 2
     finally:
         autotune.set_tuner("matmul", old)

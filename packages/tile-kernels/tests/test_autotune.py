@@ -16,7 +16,7 @@ import tile.kernels as tk
 from tile import aio
 from tile.compiler import CompileError
 from tile.frontend import ArgumentError
-from tile.kernels import _gemm, autotune
+from tile.kernels import _gemm, _gemm_configs, autotune
 from tile.kernels.autotune import FORMAT, Autotuner, Config
 
 CONFIGS = [Config.of(BM=bm, BN=64) for bm in (16, 32, 64, 128)]
@@ -173,7 +173,7 @@ def test_buckets_and_config_values() -> None:
 def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The library path: a tuner with an injected timer times matmul's decode candidates (the GEMV forms and, N being
     tiny, split-K); the call runs the winner."""
-    candidates = _gemm._decode_candidates(2, 3)
+    candidates = _gemm_configs.decode_candidates(2, 3)
     picked = next(c for c in candidates if c.as_dict().get("FORM") == 2)
     seen: list[Config] = []
 
@@ -200,7 +200,7 @@ def test_matmul_uses_the_config_its_tuner_picks(tmp_path: Path, monkeypatch: pyt
         autotune.set_tuner("matmul", old)
     assert list(dict.fromkeys(seen)) == list(candidates)  # every decode candidate was timed
     assert seen[:8] == [candidates[0]] * 8  # a decode sample is 8 launches waited for once
-    assert set(_gemm._SKINNY) < set(candidates)
+    assert set(_gemm_configs.SKINNY) < set(candidates)
     assert seen[-1] == picked  # and the real call ran the winner
     assert tuner.tuned == 1
 
@@ -326,13 +326,13 @@ def test_a_remembered_matmul_choice_skips_the_key_and_the_candidates(
     plain call's config without asking its tuner)."""
     tuner = Autotuner("matmul", source="s", timer=lambda fn: 1.0, cache_dir=tmp_path)
     built: list[tuple[int, int]] = []
-    real = _gemm._decode_candidates
+    real = _gemm_configs.decode_candidates
 
     def counting(m: int, n: int) -> Any:
         built.append((m, n))
         return real(m, n)
 
-    monkeypatch.setattr(_gemm, "_decode_candidates", counting)
+    monkeypatch.setattr(_gemm_configs, "decode_candidates", counting)
     old = autotune.set_tuner("matmul", tuner)
     try:
         rng = np.random.default_rng(1)

@@ -14,7 +14,7 @@ import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, act_ref, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError, OwnershipError
-from tile.kernels import _gemm
+from tile.kernels import _gemm_configs
 
 SMALL = tk.Config.of(BM=16, BN=16, BK=16, GROUP=2, SPLIT=1)
 
@@ -85,10 +85,10 @@ def test_split_k_for_decode_sizes(m: int) -> None:
 
 
 def test_default_config_splits_k_only_when_blocks_would_idle() -> None:
-    assert _gemm._default(1, 7, 100)["SPLIT"] == 4  # one N tile, 4 K tiles: 4 splits fill the 4 blocks
-    assert _gemm._default(1, 7, 20)["SPLIT"] == 1  # one K tile: nothing to split
-    assert _gemm._default(1, 4096, 4096)["SPLIT"] == 1  # enough N tiles for every block
-    assert _gemm._default(64, 7, 4096)["SPLIT"] == 1  # not a decode size
+    assert _gemm_configs.default(1, 7, 100)["SPLIT"] == 4  # one N tile, 4 K tiles: 4 splits fill the 4 blocks
+    assert _gemm_configs.default(1, 7, 20)["SPLIT"] == 1  # one K tile: nothing to split
+    assert _gemm_configs.default(1, 4096, 4096)["SPLIT"] == 1  # enough N tiles for every block
+    assert _gemm_configs.default(64, 7, 4096)["SPLIT"] == 1  # not a decode size
     rng = np.random.default_rng(3)
     a, b = array(rng, "f16", (1, 100)), array(rng, "f16", (100, 7))
     assert_within(tk.matmul(a, b).to_numpy(), *_ref_bound(a, b, "f16", "f16"))  # the default path, split

@@ -17,7 +17,7 @@ import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, UNIT, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError
-from tile.kernels import _fused, _gemm, autotune
+from tile.kernels import _fused, _gemm_configs, autotune
 
 EPS = 1e-5
 
@@ -113,7 +113,7 @@ def test_one_launch_and_no_gate_up_product(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_swiglu_candidates_fit_two_accumulators_and_are_tuned_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    found = _gemm._big_candidates(2048, 9728)
+    found = _gemm_configs.big_candidates(2048, 9728)
     kept = _fused.big_candidates(found)
     assert kept
     assert all(c["BM"] * c["BN"] <= _fused.GLU_TILE and c["SPLIT"] == 1 for c in kept)
@@ -161,20 +161,20 @@ def test_swiglu_gemm_misuse_gets_a_typed_error(config: tk.Config, message: str) 
 
 
 def test_wave_aware_candidates_where_the_wide_tiles_leave_a_ragged_wave(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _gemm._big_candidates(2048, 2560) == _gemm._WIDE  # off by default (_RAGGED = 0: measured slower)
-    monkeypatch.setattr(_gemm, "_RAGGED", 0.9)
-    monkeypatch.setattr(_gemm, "_blocks", lambda: 132)  # an H100 / H200
+    monkeypatch.setattr(_gemm_configs, "persistent_blocks", lambda: 132)  # an H100 / H200
+    assert _gemm_configs.big_candidates(2048, 2560) == _gemm_configs.WIDE  # off by default (RAGGED = 0: slower)
+    monkeypatch.setattr(_gemm_configs, "RAGGED", 0.9)
     # Qwen3-4B's o_proj / down_proj at 2048 tokens: 160 tiles of 128x256 on 132 SMs fill 61% of two waves.
-    assert _gemm._wave_fill(2048, 2560, 128, 256, 132) == pytest.approx(160 / 264)
-    assert _gemm._wave_fill(2048, 2560, 64, 128, 132) == pytest.approx(640 / 660)
-    ragged = _gemm._big_candidates(2048, 2560)
-    assert set(_gemm._WIDE) < set(ragged)  # nothing dropped, tiles added
-    assert set(_gemm._WAVE) <= set(ragged)
-    assert max(_gemm._wave_fill(2048, 2560, c["BM"], c["BN"], 132) for c in ragged) > 0.95
+    assert _gemm_configs.wave_fill(2048, 2560, 128, 256, 132) == pytest.approx(160 / 264)
+    assert _gemm_configs.wave_fill(2048, 2560, 64, 128, 132) == pytest.approx(640 / 660)
+    ragged = _gemm_configs.big_candidates(2048, 2560)
+    assert set(_gemm_configs.WIDE) < set(ragged)  # nothing dropped, tiles added
+    assert set(_gemm_configs.WAVE) <= set(ragged)
+    assert max(_gemm_configs.wave_fill(2048, 2560, c["BM"], c["BN"], 132) for c in ragged) > 0.95
     assert all(c["SPLIT"] == 1 for c in ragged)  # 320 tiles of 128x128: enough for every SM, no split-K
     # qkv (N = 6144: 384 tiles, 97%) and gate/up (N = 19456: 92%) keep the wide tiles alone
-    assert _gemm._big_candidates(2048, 6144) == _gemm._WIDE
-    assert _gemm._big_candidates(2048, 19456) == _gemm._WIDE
+    assert _gemm_configs.big_candidates(2048, 6144) == _gemm_configs.WIDE
+    assert _gemm_configs.big_candidates(2048, 19456) == _gemm_configs.WIDE
     # ragged shapes are tuned apart from the others of their n bucket (2560 and 4096 share one)
     keys: list[dict[str, object]] = []
     real = autotune.Autotuner.choose
@@ -184,15 +184,17 @@ def test_wave_aware_candidates_where_the_wide_tiles_leave_a_ragged_wave(monkeypa
         return real(self, key, *args, **kwargs)
 
     monkeypatch.setattr(autotune.Autotuner, "choose", spy)
-    monkeypatch.setattr(_gemm, "_blocks", lambda: 3)  # 384 rows: 3 tiles of 128x256 fill 3 blocks; 512: 4 of 6
+    monkeypatch.setattr(
+        _gemm_configs, "persistent_blocks", lambda: 3
+    )  # 384 rows: 3 tiles of 128x256 fill 3 blocks; 512: 4 of 6
     w = tensor(np.ones((8, 64), np.float32))
     tk.matmul(tensor(np.ones((384, 8), np.float32)), w)
     tk.matmul(tensor(np.ones((512, 8), np.float32)), w)
     assert keys[0]["m"] == keys[1]["m"]
     assert [k.get("waves") for k in keys] == [None, "ragged"]
-    monkeypatch.setattr(_gemm, "_blocks", lambda: 132)
+    monkeypatch.setattr(_gemm_configs, "persistent_blocks", lambda: 132)
     # a short prompt: 20 tiles of 128x128 for 132 SMs; split-K joins
-    short = _gemm._big_candidates(256, 2560)
+    short = _gemm_configs.big_candidates(256, 2560)
     assert any(c["SPLIT"] > 1 for c in short)
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, array, assert_within, cast_error, f64, gemm_bound, tensor
-from tile.kernels import _fused, _gemm, autotune
+from tile.kernels import _fused, _gemm_configs, autotune
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
@@ -57,7 +57,7 @@ def _check_glu(x: Any, wgu: Any, config: tk.Config | None) -> None:
 def test_swiglu_gemm_default_and_every_candidate() -> None:
     x, wgu = _operands()
     _check_glu(x, wgu, None)
-    for config in _fused.big_candidates(_gemm._big_candidates(M, INNER)):
+    for config in _fused.big_candidates(_gemm_configs.big_candidates(M, INNER)):
         _check_glu(x, wgu, config)
 
 
@@ -69,7 +69,7 @@ def test_tuned_swiglu_config_is_a_swiglu_candidate(tmp_path: Path, monkeypatch: 
         x, wgu = _operands()
         _check_glu(x, wgu, None)
         (chosen,) = tuner.remembered().values()
-        assert chosen in _fused.big_candidates(_gemm._big_candidates(M, INNER))
+        assert chosen in _fused.big_candidates(_gemm_configs.big_candidates(M, INNER))
         assert tuner.tuned == 1
     finally:
         autotune.set_tuner("matmul", old)
@@ -83,8 +83,8 @@ def test_wave_tiles_with_the_residual_epilogue(k: int, monkeypatch: pytest.Monke
     r = array(rng, "bf16", (m, HIDDEN))
     ref = f64(x) @ f64(w).T + f64(r)
     bound = gemm_bound(f64(x), w.T, k, "bf16", gpu=True) + 2 * U32 * np.abs(ref) + cast_error("bf16", ref)
-    monkeypatch.setattr(_gemm, "_RAGGED", 0.9)  # the wave tiles are off by default; they must still be right
-    added = [c for c in _gemm._big_candidates(m, HIDDEN) if c not in _gemm._WIDE]
+    monkeypatch.setattr(_gemm_configs, "RAGGED", 0.9)  # the wave tiles are off by default; they must still be right
+    added = [c for c in _gemm_configs.big_candidates(m, HIDDEN) if c not in _gemm_configs.WIDE]
     assert added  # 2048 x 2560 leaves the 128x256 tiles' second wave ragged on any GPU of more than 80 SMs
     for config in added:
         out = tile.full(tile.bf16, [m, HIDDEN], np.nan)

@@ -15,7 +15,7 @@ import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, act_ref, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError
-from tile.kernels import _args, _gemm, _gemv, autotune
+from tile.kernels import _args, _gemm_configs, _gemv, autotune
 
 
 def gemv(form: int, bm: int, bn: int = 8, bk: int = 16, **hints: int) -> tk.Config:
@@ -98,13 +98,13 @@ def test_gemv_op_takes_inputs_in_flight(form: int, bm: int, split: int) -> None:
 
 
 def test_default_config_is_a_gemv_form_unless_n_is_too_small() -> None:
-    wide = _gemm._default(1, 4096, 4096)
+    wide = _gemm_configs.default(1, 4096, 4096)
     assert (wide["FORM"], wide["SPLIT"]) == (1, 1)
-    assert _gemm._default(16, 4096, 64)["FORM"] == 1
-    small = _gemm._default(1, 7, 100)  # one 32-wide tile for 4 interpreter blocks: K is split instead
+    assert _gemm_configs.default(16, 4096, 64)["FORM"] == 1
+    small = _gemm_configs.default(1, 7, 100)  # one 32-wide tile for 4 interpreter blocks: K is split instead
     assert small.as_dict().get("FORM", 0) == 0
     assert small["SPLIT"] == 4
-    assert _gemm._default(17, 4096, 4096).as_dict().get("FORM", 0) == 0  # not a decode size
+    assert _gemm_configs.default(17, 4096, 4096).as_dict().get("FORM", 0) == 0  # not a decode size
 
 
 def test_gemv_default_widens_tiles_only_while_every_sm_keeps_two_blocks() -> None:
@@ -144,16 +144,16 @@ def test_decode_candidates_fit_the_shape() -> None:
     assert len(_gemv.candidates(1, 151936, sms)) <= 34
     assert not any(-(-2560 // c["BN"]) * c["SPLIT"] < sms for c in (*few, *many))  # every SM gets a block
     for config in (*few, *many, *_gemv.candidates(16, 151936, sms)):
-        _gemm._check_config(config, "matmul")  # every candidate passes the checks a hand-picked config gets
+        _gemm_configs.check_config(config, "matmul")  # every candidate passes the checks a hand-picked config gets
 
 
 def test_decode_candidates_race_gemv_forms_against_skinny_tiles() -> None:
     """The skinny tiles stay candidates at every N: dropping them where N is large (a first version did) slowed
     Qwen3-4B decode on an H100 from 175 to 166 tokens/s."""
     for n in (40, 4096, 151936):
-        candidates = _gemm._decode_candidates(1, n)
+        candidates = _gemm_configs.decode_candidates(1, n)
         assert {c.as_dict().get("FORM", 0) for c in candidates} >= {0, 1, 2}
-        assert set(_gemm._SKINNY) <= set(candidates)
+        assert set(_gemm_configs.SKINNY) <= set(candidates)
 
 
 def test_fine_buckets_keep_decode_shapes_apart() -> None:

@@ -17,7 +17,7 @@ import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, UNIT, array, assert_within, cast_error, f64, gemm_bound, tensor
 from tile.frontend import ArgumentError
-from tile.kernels import _fused, _gemm, _gemv, autotune
+from tile.kernels import _fused, _gemm_configs, _gemv, autotune
 
 EPS = 1e-5
 
@@ -143,7 +143,7 @@ def test_fused_op_hands_back_the_unnormed_rows_in_flight(m: int) -> None:
 
 
 def test_fused_candidates_are_the_plain_ones_split_included() -> None:
-    found = _gemv.candidates(1, 9728, 132) + _gemm._SKINNY  # _gemm._decode_candidates on an H100 / H200
+    found = _gemv.candidates(1, 9728, 132) + _gemm_configs.SKINNY  # decode_candidates on an H100 / H200
     fused = _fused.Fusion(None, EPS, swiglu=True)
     kept = _fused.candidates(found, fused)
     assert all(c.get("FORM", 0) in (1, 2, 3) or c["SPLIT"] > 1 for c in kept)

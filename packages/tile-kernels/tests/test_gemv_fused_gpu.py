@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, UNIT, array, assert_within, cast_error, f64, gemm_bound, tensor
-from tile.kernels import _fused, _gemm, autotune
+from tile.kernels import _fused, _gemm_configs, autotune
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
@@ -107,7 +107,7 @@ def test_tuned_fused_config_is_a_fused_candidate(tmp_path: Path, monkeypatch: py
         _check(1, INNER, swiglu=True, config=None)
         (chosen,) = tuner.remembered().values()
         fusion = _fused.Fusion(tensor(np.ones(HIDDEN, np.float32)), EPS, swiglu=True)
-        assert chosen in _fused.candidates(_gemm._decode_candidates(1, INNER), fusion)
+        assert chosen in _fused.candidates(_gemm_configs.decode_candidates(1, INNER), fusion)
         assert tuner.tuned == 1
     finally:
         autotune.set_tuner("matmul", old)

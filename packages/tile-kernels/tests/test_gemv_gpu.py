@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tile.frontend as tile
 import tile.kernels as tk
 from helpers_kernels import U32, act_ref, array, assert_within, cast_error, f64, gemm_bound, tensor
-from tile.kernels import _gemm, autotune
+from tile.kernels import _gemm_configs, autotune
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
@@ -61,7 +61,7 @@ def _check(m: int, n: int, k: int, *, config: tk.Config | None, out: str = "bf16
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize(("n", "k"), SHAPES)
 def test_default_decode_config_at_qwen3_shapes(m: int, n: int, k: int) -> None:
-    assert _gemm._default(m, n, k)["FORM"] == 1  # every Qwen3 projection is wide enough for the GEMV form
+    assert _gemm_configs.default(m, n, k)["FORM"] == 1  # every Qwen3 projection is wide enough for the GEMV form
     _check(m, n, k, config=None, residual=True)
 
 
@@ -105,7 +105,7 @@ def test_tuned_decode_config_is_a_candidate(tmp_path: Path, monkeypatch: pytest.
     try:
         _check(1, 6144, 2560, config=None)
         (chosen,) = tuner.remembered().values()
-        assert chosen in _gemm._decode_candidates(1, 6144)
+        assert chosen in _gemm_configs.decode_candidates(1, 6144)
         assert tuner.tuned == 1
     finally:
         autotune.set_tuner("matmul", old)

@@ -5,7 +5,7 @@ most indices in range (a loop over ``range(p.num_tiles[d])``, a tile from ``out.
 When the guard's subject depends only on things the launcher knows before launching (tensor extents, the grid,
 constants), it becomes a `HostGuard`: "this upper bound <= the partition's tile count". The kernel then contains no
 check at all, which matters on the GPU: a guard branch (even one that never runs) makes tileiras drop its
-warp-specialised GEMM pipeline. Guards on values computed at run time stay in the kernel (see ``_typecheck_memory``).
+warp-specialised GEMM pipeline. Guards on values computed at run time stay in the kernel (see ``_typecheck_guards``).
 
 Invariants: a `Bound` is the exclusive upper bound of a non-negative index; a guard holds when ``bound <=
 cdiv(extent, tile)`` for the partition's tensor parameter; every field is plain data, so guards live in the disk

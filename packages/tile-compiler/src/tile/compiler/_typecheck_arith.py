@@ -86,6 +86,7 @@ _SIGNED_ATTR = {"divi", "remi", "maxi", "mini", "shri", "cmpi", "exti", "itof", 
 _ROUNDED = {"addf", "subf", "mulf", "divf", "fma"}
 I1 = DTYPES["i1"]
 I32 = DTYPES["i32"]
+I64 = DTYPES["i64"]
 F32 = DTYPES["f32"]
 
 

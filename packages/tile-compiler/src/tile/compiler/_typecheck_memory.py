@@ -1,4 +1,6 @@
-"""Kernel-language rules for memory, grid queries, atomics and debugging ops (elementwise math: ``_typecheck_math``).
+"""Kernel-language rules for memory views, loads, stores and grid queries. Beside them: index guards
+(``_typecheck_guards``), raw pointers and atomics (``_typecheck_raw``), print and assert (``_typecheck_debug``),
+elementwise math (``_typecheck_math``).
 
 Memory safety lives here: a ``Mut`` output is stored only at this block's own tile (``store`` takes no index),
 inputs are read through partition views whose out-of-bounds elements are padded, and raw pointers (``x.ptr()``,
@@ -13,19 +15,17 @@ import ast
 from collections.abc import Callable
 from typing import Any, cast
 
-from tile.compiler._guards import Bound, HostGuard
-from tile.compiler._kir import Block, Value
-from tile.compiler._printf import escape, format_problem
+from tile.compiler._guards import Bound
+from tile.compiler._kir import Value
 from tile.compiler._store_scope import StoreScope
-from tile.compiler._typecheck_arith import F32, I1, I32, is_const, signedness
-from tile.compiler._typecheck_math import MathMixin
+from tile.compiler._typecheck_arith import I32, I64, is_const, signedness
+from tile.compiler._typecheck_guards import GuardMixin, TileDim
+from tile.compiler._typecheck_raw import RAW_TOKEN
 from tile.compiler._typecheck_values import PartitionV, TensorV, TileIndex, TileIter
 from tile.compiler._types import (
-    DTYPES,
     PADDINGS,
     DType,
     PartitionViewType,
-    PtrType,
     TileType,
     TokenType,
     broadcast_shapes,
@@ -34,22 +34,7 @@ from tile.compiler.lang._ops import OPS, LangOp
 
 __all__ = ["RAW_TOKEN", "MemoryMixin", "TileDim", "token_key"]
 
-RAW_TOKEN = "$tok:$raw"
-TileDim = tuple[str, tuple[int, ...], int]  # (tensor parameter, partition tile shape, dim)
 ENTRY_TOKEN = "$tok:$entry"
-_ATOMIC_MODES = {
-    "add": ("add", "add", "addf"),
-    "max": ("max", "umax", ""),
-    "min": ("min", "umin", ""),
-    "xchg": ("xchg", "xchg", "xchg"),
-    "and": ("and", "and", ""),
-    "or": ("or", "or", ""),
-    "xor": ("xor", "xor", ""),
-}
-# Inside the first page, which CUDA never maps: a store there always faults (see MemoryMixin._fault_unless).
-_FAULT_ADDRESS = 16
-I64 = DTYPES["i64"]
-_PRINTF = {"b": "%d", "i": "%d", "u": "%u", "f": "%f"}
 
 
 def token_key(t: TensorV) -> str:
@@ -57,19 +42,15 @@ def token_key(t: TensorV) -> str:
     return f"$tok:{t.name}" if t.mut else ENTRY_TOKEN
 
 
-class MemoryMixin(MathMixin):
-    """Views, loads, stores, grid queries, raw pointers, atomics, print and assert."""
+class MemoryMixin(GuardMixin):
+    """Views, loads, stores and grid queries (index guards: `GuardMixin`; raw pointers and atomics: `RawMixin`;
+    print, assert: `DebugMixin`)."""
 
     env: dict[str, object]
     unchecked: bool
     arch: str
-    assert_guards: bool
     own_grid: bool  # one block per output tile (`Specialization.own_grid`): a tiles() walk runs once per block
-    # Facts for bounds: values known to lie in [0, tile count) of (tensor, tile shape, dim), or below another value
-    # (tile counts themselves are `host_values`). An access whose index is not covered gets a guard (safe kernels).
     grid_values: dict[str, tuple[Value, ...]]
-    in_range: dict[int, tuple[TileDim | None, Value | None]]  # value -> (the dim it indexes, a bound above it)
-    host_guards: dict[HostGuard, None]  # guards left to the launcher (their subject is host-known); an ordered set
     owned_tiles: dict[tuple[int, ...], TensorV]  # value ids of the coordinates of a `TileIndex` -> its output
 
     def op_cdiv(self, op: LangOp, a: dict[str, Any]) -> object:
@@ -171,88 +152,6 @@ class MemoryMixin(MathMixin):
         if p.tensor.mut:
             self.env[key] = new
         return tile
-
-    def _wide_index(self, v: Value) -> Value:
-        """A narrow or unsigned index (u8 200, u32 3e9) as the signed 64-bit index it means.
-
-        Tile IR reads index operands as signed, so a u8 200 would be -56; and a guard in the index's own dtype would
-        compare against a tile count truncated to it (300 tiles as a u8 are 44). i32 and i64 indices stay as they are
-        (the facts that prove them are keyed by their values).
-        """
-        return v if self.tile_of(v).dtype in (I32, I64) else self.convert(v, I64)
-
-    def guard_indices(self, p: PartitionV, idx: list[Value]) -> None:
-        """Check that every index lies in the partition's index space, which Tile IR requires.
-
-        Indices proven in range (loop variables over ``range(p.num_tiles[d])``, tiles from ``out.tiles()``) need no
-        check; indices below a host-known bound (block ids, loops up to a tile count or constant, constants) get a
-        `HostGuard` the launcher checks; any other index is checked in the kernel. Unchecked kernels get none.
-        """
-        if self.unchecked:
-            return
-        em = self.em
-        by_depth: dict[int, list[tuple[int, Value, bool]]] = {}
-        for d, v in enumerate(idx):
-            key, bound = self.in_range.get(v.id, (None, None))
-            tile, dim = p.tensor_dim(d)
-            if key == (p.tensor.name, tile, dim):
-                continue
-            host = self.index_bounds.get(v.id)
-            if host is not None:  # the launcher checks it: no branch in the kernel
-                where = f" at {self.em.loc}" if self.em.loc else ""
-                guard = HostGuard(host, p.tensor.name, tile, dim, where)
-                if host != guard.count:  # below this very partition's tile count: nothing to check
-                    self.host_guards[guard] = None
-                continue
-            # A loop variable in [0, count of another partition) only needs "that count <= this one", which is
-            # loop-invariant; any other coordinate is checked as is. Invariant checks move before the loops.
-            subject, is_bound = (bound, True) if bound is not None else (v, False)
-            depth = max(em.birth.get(p.view.id, 0), em.birth.get(subject.id, 0))
-            by_depth.setdefault(depth, []).append((d, subject, is_bound))
-        for depth, checks in sorted(by_depth.items()):
-            self.at_depth(depth, lambda: self._emit_guard(p, checks))  # noqa: B023 - called at once
-
-    def _emit_guard(self, p: PartitionV, checks: list[tuple[int, Value, bool]]) -> None:
-        counts = self.em.emit("get_index_space_shape", [p.view], [TileType(I32)] * len(p.tile))
-        ok: Value | None = None
-        for d, v, is_bound in checks:
-            dt = self.tile_of(v).dtype
-            count = self.convert(counts[d], dt)
-            if is_bound:
-                inside = self.compare_tiles(ast.LtE, v, count)
-            else:
-                low = self.compare_tiles(ast.GtE, v, self.materialize(0, dt))
-                inside = self.em.one("andi", [low, self.compare_tiles(ast.Lt, v, count)], TileType(I1))
-            ok = inside if ok is None else self.em.one("andi", [ok, inside], TileType(I1))
-        where = f" at {self.em.loc}" if self.em.loc else ""
-        message = f"tile index out of range for {p.tensor.name}.partition({p.tile}){where}"
-        assert ok is not None  # guard_indices passes at least one check
-        if self.assert_guards:  # the CPU interpreter (an assert costs nothing there), or CompileOptions.debug_guards
-            self.em.emit("assert", [ok], [], {"message": message})
-        else:
-            self._fault_unless(ok)
-
-    def _fault_unless(self, ok: Value) -> None:
-        """Stop the kernel with a memory fault unless ``ok``: a store to an address that is never mapped.
-
-        On a GPU ``assert`` lowers to a ``vprintf`` call, and the call alone (wherever it sits) changes how ptxas
-        compiles the whole kernel: a Hopper GEMM ran 1.5x slower with its two index guards hoisted before the K
-        loop. A plain store in a branch costs nothing measurable. A failed guard still ends the launch with a sticky
-        error (CUDA's "illegal memory access" instead of "device-side assert"), but prints no message. The fault is
-        raised asynchronously, so the block may still issue the loads after the guard; view loads only read inside
-        their tensor, so that can read no memory outside the kernel's arguments.
-        """
-        em, fail, fine = self.em, Block(), Block()
-        with self.in_block(fine):
-            em.emit("yield", [[]], [])
-        with self.in_block(fail):
-            address = em.constant(_FAULT_ADDRESS, TileType(I64))
-            pointer = em.one("int_to_ptr", [address], TileType(PtrType(I32)))
-            token = em.emit("make_token", [], [TokenType()])[0]
-            em.emit("store_ptr_tko", [pointer, em.constant(0, TileType(I32)), None, token], [TokenType()],
-                    {"memory_ordering_semantics": "weak"})  # fmt: skip
-            em.emit("yield", [[]], [])
-        em.emit("if", [ok], [], {}, [fine, fail])
 
     def method_partition_load(self, recv: PartitionV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)
@@ -476,186 +375,3 @@ class MemoryMixin(MathMixin):
         store = self.em.block.ops[-1]
         self.env[key] = join = self.em.one("join_tokens", [[chained, tok]], TokenType())
         scope.record(store, key, chained, join)
-
-    # -- raw pointers (unchecked kernels) -------------------------------------------------------------------
-    def require_unchecked(self, what: str) -> None:
-        if not self.unchecked:
-            self.fail(
-                f"{what} is only allowed in kernels marked @tile.entry(unchecked=True): it bypasses the "
-                "bounds and ownership checks"
-            )
-
-    def method_ptr(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
-        self.require_unchecked("x.ptr()")
-        self.bind_simple("ptr", (), (), args, kw)
-        assert recv.base is not None  # every tensor parameter has a base pointer
-        return recv.base
-
-    def pointer_offset(self, ptrs: Value, offsets: object) -> Value:
-        pt = self.tile_of(ptrs)
-        off = self.as_tile(offsets, I32 if is_const(offsets) else None, "pointer offset")
-        ot = self.tile_of(off)
-        if not isinstance(ot.elem, DType) or not ot.elem.is_int:
-            self.fail(f"pointer offsets must be integers, got {ot.elem.name}")
-        shape = broadcast_shapes(pt.shape, ot.shape)
-        if shape is None:
-            self.fail(f"pointer shape {pt.shape} and offset shape {ot.shape} do not broadcast")
-        return self.em.one("offset", [self.broadcast(ptrs, shape), self.broadcast(off, shape)], pt.with_shape(shape))
-
-    def _ptrs(self, v: object) -> tuple[TileType, DType]:
-        self.require_unchecked("memory access through pointers")
-        t = self.tile_of(v, "pointer tile")
-        if not isinstance(t.elem, PtrType):
-            self.fail(f"expected a tile of pointers (x.ptr() + offsets), got {t}")
-        return t, t.elem.pointee
-
-    def _mask(self, mask: object, shape: tuple[int, ...]) -> Value | None:
-        if mask is None:
-            return None
-        m = self.as_tile(mask, what="mask")
-        if self.tile_of(m).elem != I1:
-            self.fail("the mask must be a bool tile (a comparison)")
-        return self.broadcast(m, shape)
-
-    def op_gather(self, op: LangOp, a: dict[str, Any]) -> object:
-        t, dt = self._ptrs(a["ptrs"])
-        mask = self._mask(a["mask"], t.shape)
-        pad = (
-            self.broadcast(self.as_tile(a["padding"], dt if is_const(a["padding"]) else None), t.shape)
-            if mask is not None
-            else None
-        )
-        out, tok = self.em.emit(
-            "load_ptr_tko",
-            [a["ptrs"], mask, pad, self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
-            [t.with_elem(dt), TokenType()],
-            {"memory_ordering_semantics": "weak"},
-        )
-        self.env[RAW_TOKEN] = tok
-        return out
-
-    def _value_for(self, v: object, t: TileType, dt: DType) -> Value:
-        val = self.as_tile(v, dt if is_const(v) else None, "stored value")
-        if self.tile_of(val).elem != dt:
-            self.fail(f"the value dtype {self.tile_of(val).elem.name} does not match the pointee dtype {dt.name}")
-        return self.broadcast(val, t.shape)
-
-    def op_scatter(self, op: LangOp, a: dict[str, Any]) -> object:
-        t, dt = self._ptrs(a["ptrs"])
-        val = self._value_for(a["value"], t, dt)
-        (tok,) = self.em.emit(
-            "store_ptr_tko",
-            [a["ptrs"], val, self._mask(a["mask"], t.shape), self.env[RAW_TOKEN]],  # type: ignore[list-item]  # token
-            [TokenType()],
-            {"memory_ordering_semantics": "weak"},
-        )
-        self.env[RAW_TOKEN] = tok
-        return None
-
-    def op_atomic(self, op: LangOp, a: dict[str, Any]) -> object:
-        t, dt = self._ptrs(a["ptrs"])
-        signed_mode, unsigned_mode, float_mode = _ATOMIC_MODES[op.ir[0]]
-        mode = float_mode if dt.is_float else unsigned_mode if dt.kind == "u" else signed_mode
-        if not mode:
-            self.fail(f"tile.{op.name} is not supported for {dt.name}")
-        val = self._value_for(a["value"], t, dt)
-        out, tok = self.em.emit(
-            "atomic_rmw_tko",
-            [a["ptrs"], val, self._mask(a["mask"], t.shape), self._release_token()],
-            [t.with_elem(dt), TokenType()],
-            {"memory_ordering_semantics": "acq_rel", "memory_scope": "device", "mode": mode},
-        )
-        self._acquired(tok)
-        return out
-
-    def op_atomic_cas(self, op: LangOp, a: dict[str, Any]) -> object:
-        t, dt = self._ptrs(a["ptrs"])
-        cmp, val = self._value_for(a["expected"], t, dt), self._value_for(a["value"], t, dt)
-        out, tok = self.em.emit(
-            "atomic_cas_tko",
-            [a["ptrs"], cmp, val, self._mask(a["mask"], t.shape), self._release_token()],
-            [t.with_elem(dt), TokenType()],
-            {"memory_ordering_semantics": "acq_rel", "memory_scope": "device"},
-        )
-        self._acquired(tok)
-        return out
-
-    # Atomics are acq_rel at device scope, which orders a block's memory ops only along token chains: the release
-    # half covers what its input token follows, the acquire half what follows its output token. One chain per
-    # output (and one for raw pointers) would leave a partition store before a flag, or a load after it, unordered.
-    def _release_token(self) -> Value:
-        """A token after every memory op so far: the join of all chains (the release half of an atomic)."""
-        chains = list({id(v): v for k, v in self.env.items() if k.startswith("$tok:")}.values())
-        if len(chains) == 1:
-            return cast(Value, chains[0])
-        return self.em.one("join_tokens", [cast(list[Value], chains)], TokenType())
-
-    def _acquired(self, token: Value) -> None:
-        """Every chain continues from ``token`` (the acquire half: later memory ops stay after the atomic)."""
-        for k in [k for k in self.env if k.startswith("$tok:")]:
-            self.env[k] = token
-
-    # -- debugging --------------------------------------------------------------------------------------------
-    def _print(self, fmt: str, values: list[Value]) -> None:
-        self.em.emit("print_tko", [values, None], [TokenType()], {"str": fmt})
-
-    def op_print(self, op: LangOp, a: dict[str, Any]) -> object:
-        parts: list[str] = []
-        values: list[Value] = []
-        for arg in a["args"]:
-            if isinstance(arg, str) or is_const(arg) or arg is None:
-                parts.append(escape(str(arg)))
-                continue
-            t = self.tile_of(arg, "printed value")
-            if not isinstance(t.elem, DType):
-                self.fail("pointer tiles cannot be printed")
-            wide = t.elem.is_float and t.elem.name not in ("f32", "f64")
-            parts.append("%ld" if t.elem.bits == 64 and t.elem.is_int else _PRINTF[t.elem.kind])
-            values.append(self.convert(arg, F32) if wide else arg)
-        # sep and end are literal text too: a '%' in them would be a conversion vprintf honours (see _printf)
-        self._print(escape(str(a["sep"])).join(parts) + escape(str(a["end"])), values)
-        return None
-
-    def op_printf(self, op: LangOp, a: dict[str, Any]) -> object:
-        if not isinstance(a["fmt"], str):
-            self.fail("the format of tile.printf must be a string literal")
-        values = []
-        for v in a["args"]:
-            val = self.as_tile(v, what="printf argument")
-            t = self.tile_of(val)
-            if not isinstance(t.elem, DType):
-                self.fail("pointer tiles cannot be printed")
-            wide = t.elem.is_float and t.elem.name not in ("f32", "f64")  # as tile.print does
-            values.append(self.convert(val, F32) if wide else val)
-        problem = format_problem(a["fmt"], [self.tile_of(v).dtype for v in values])
-        if problem is not None:
-            self.fail(f"tile.printf: {problem}")
-        self._print(a["fmt"], values)
-        return None
-
-    def op_assert(self, op: LangOp, a: dict[str, Any]) -> object:
-        if not isinstance(a["msg"], str):
-            self.fail("the message of tile.assert_ must be a string literal")
-        cond = self.as_tile(a["cond"], I1 if is_const(a["cond"]) else None, "assert condition")
-        if self.tile_of(cond).elem != I1:
-            self.fail("the condition of tile.assert_ must be a bool (a comparison)")
-        self.em.emit("assert", [cond], [], {"message": a["msg"]})
-        return None
-
-    def op_static_assert(self, op: LangOp, a: dict[str, Any]) -> object:
-        if not is_const(a["cond"]):
-            self.fail("tile.static_assert needs a compile-time condition; use tile.assert_ for run-time checks")
-        if not a["cond"]:
-            self.fail(f"static assertion failed{': ' + str(a['msg']) if a['msg'] else ''}")
-        return None
-
-    def bind_simple(
-        self,
-        name: str,
-        params: tuple[str, ...],
-        defaults: tuple[object, ...],
-        args: list[object],
-        kw: dict[str, object],
-    ) -> dict[str, object]:
-        """Bind a method's arguments (trailing ``defaults`` belong to the last parameters)."""
-        raise NotImplementedError

@@ -23,8 +23,8 @@ from typing import cast
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Value
-from tile.compiler._typecheck_arith import I1, I32
-from tile.compiler._typecheck_memory import I64, MemoryMixin, token_key
+from tile.compiler._typecheck_arith import I1, I32, I64
+from tile.compiler._typecheck_memory import MemoryMixin, token_key
 from tile.compiler._typecheck_values import SubtilesV, TensorV
 from tile.compiler._types import TileType
 from tile.compiler.lang._ops import OPS

@@ -29,12 +29,19 @@ from tile.compiler import (
     Specialization,
     Target,
     compile_kernel,
-    failed_guard,
 )
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
-from tile.frontend import _accel, _backend, _knobs, _ownership
-from tile.frontend._errors import ArgumentError, FrozenError, GridError, refuse_subclass
+from tile.frontend import _accel, _knobs, _ownership
+from tile.frontend._entry_spec import (
+    array_spec,
+    check_guards,
+    compile_layout_key,
+    const_keywords,
+    device_of,
+    target_of,
+)
+from tile.frontend._errors import ArgumentError, FrozenError, refuse_subclass
 from tile.frontend._groups import GroupedLaunch, Lengths, flat_params, flatten, lengths_of, snapshot
 from tile.frontend._launch import Launch, taken_in_flight
 from tile.frontend._plan import Plan, launch_again, layout_key
@@ -50,12 +57,10 @@ from tile.frontend._signature import (
     with_schemes,
 )
 from tile.frontend._site import user_site
-from tile.frontend._storage import HOST, OWNED, owning
-from tile.frontend._tensor import Tensor
+from tile.frontend._storage import OWNED, owning
 
 __all__ = ["Kernel", "entry"]
 
-_I32_MAX = 2**31 - 1
 _PLAN_CAP = 256
 _RECENT = 6  # plans of recent layouts tried before the keyed lookup (see Kernel._recent)
 _FIXED = frozenset({"fn", "unchecked", "options", "params", "_grid"})  # what launches are checked against
@@ -188,7 +193,7 @@ class Kernel:
 
     def _flatten(self, args: Sequence[Any], generics: dict[str, Any]) -> tuple[Kernel, tuple[Any, ...], dict[str, Any]]:
         """The flat kernel for these tuple lengths, and the arguments flattened for it (nothing is checked yet)."""
-        args, generics = _const_keywords(self.__name__, self.params, args, dict(generics))
+        args, generics = const_keywords(self.__name__, self.params, args, dict(generics))
         if len(args) != len(self.params):
             names = ", ".join(p.name for p in self.params)
             raise ArgumentError(
@@ -291,23 +296,23 @@ class Kernel:
 
     def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
         name = self.__name__
-        args, generics = _const_keywords(name, self.params, args, generics)
+        args, generics = const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
-        device = _device_of(_ownership.check(name, self.params, args, self.unchecked))
-        layout = (_layout_key(device, bound), self._grid is None)  # kernel.grid(g) clones share this cache
+        device = device_of(_ownership.check(name, self.params, args, self.unchecked))
+        layout = (compile_layout_key(device, bound), self._grid is None)  # kernel.grid(g) clones share this cache
         compiled = self._by_layout.get(layout)
         if compiled is None:
-            compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), _target(device))
+            compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), target_of(device))
         # Whether an output fixes the grid is how the compiled code addresses it (the ABI), not the kernel's text.
         bound.grid = launch_grid(name, with_schemes(self.params, compiled.abi), bound.values, self._grid)
-        _check_guards(name, self.params, bound, compiled)
+        check_guards(name, self.params, bound, compiled)
         return bound, compiled, device
 
     def _specialize(self, bound: Bound) -> Specialization:
         params: dict[str, ArraySpec | ScalarSpec] = {}
         for p, value in zip(self.params, bound.values, strict=False):
             if isinstance(value, HANDLES):
-                params[p.name] = _array_spec(p, tensor_of(value), self.options.max_divisibility)
+                params[p.name] = array_spec(p, tensor_of(value), self.options.max_divisibility)
             elif p.kind in ("scalar", "ptr") and isinstance(p.dtype, DType):
                 dt = canonical_dtype(p.dtype.name)
                 params[p.name] = ScalarSpec(f"ptr<{dt}>" if p.kind == "ptr" else dt)
@@ -329,78 +334,6 @@ class Kernel:
                 if found is None:
                     found = self._cache[key] = compile_kernel(self.fn, spec, target)
         return found
-
-
-def _const_keywords(
-    name: str, params: Sequence[Param], args: Sequence[Any], kwargs: dict[str, Any]
-) -> tuple[Sequence[Any], dict[str, Any]]:
-    """Let trailing ``Const`` parameters be passed by keyword: ``gemm(z, x, y, BK=64)``."""
-    by_name = {p.name: i for i, p in enumerate(params) if p.kind == "const"}
-    twice = sorted(k for k in kwargs if k in by_name and by_name[k] < len(args))
-    if twice:
-        raise ArgumentError(f"{name}() got multiple values for {twice}: pass a Const parameter by position or keyword")
-    taken = {k: kwargs.pop(k) for k in list(kwargs) if k in by_name and by_name[k] >= len(args)}
-    if not taken:
-        return args, kwargs
-    extended = list(args)
-    for p in params[len(args) :]:
-        if p.name not in taken:
-            raise ArgumentError(f"{name}(): parameter '{p.name}' is missing (Const parameters after it were given)")
-        extended.append(taken.pop(p.name))
-    return extended, kwargs
-
-
-def _layout_key(device: object, bound: Bound) -> tuple[Any, ...]:
-    """Everything `Kernel._specialize` reads from the arguments: dtypes, extents, strides, base alignment, generics."""
-    layouts = tuple(
-        (t.dtype, t.shape, t.strides, t._address() & 15)
-        for t in (tensor_of(v) for v in bound.values if isinstance(v, HANDLES))
-    )
-    return (device, layouts, tuple(bound.consts.items()), tuple(bound.dtypes.items()))
-
-
-def _check_guards(name: str, params: Sequence[Param], bound: Bound, compiled: CompiledKernel) -> None:
-    """Raise unless the index checks the compiler left to the launcher hold for these extents and this grid."""
-    if not compiled.abi.guards:
-        return
-    shapes = {p.name: tensor_of(v).shape for p, v in zip(params, bound.values, strict=False) if isinstance(v, HANDLES)}
-    grid = bound.grid or (1, 1, 1)
-    guard = failed_guard(compiled.abi.guards, shapes, grid)
-    if guard is not None:
-        error = GridError if guard.bound.kind == "grid" else ArgumentError
-        raise error(f"{name}(): {guard.explain(shapes, grid)}")
-
-
-def _device_of(device: object) -> object:
-    """The launch's device: its tensors', else the current backend's (host, or GPU 0)."""
-    if device is not None:
-        return device
-    if _backend.backend() == "cpu":
-        return HOST
-    from tile import core
-
-    return core.Device(0)
-
-
-def _target(device: object) -> Target:
-    if device == HOST:
-        return Target.cpu()
-    return Target(arch=device.arch)  # type: ignore[attr-defined]  # a tile.core.Device
-
-
-def _array_spec(p: Param, t: Tensor, max_div: int) -> ArraySpec:
-    static = [i for i, item in enumerate(p.shape) if item != -1] if p.kind == "tensor" else []
-    reach = sum((n - 1) * s for n, s in zip(t.shape, t.strides, strict=False))
-    wide = max((*t.shape, *t.strides, reach), default=0) > _I32_MAX
-    return ArraySpec.of(
-        canonical_dtype(t.dtype.name),
-        t.shape,
-        t.strides,
-        t._address(),
-        static_dims=static,
-        index_dtype="i64" if wide else "i32",
-        max_divisibility=max_div,
-    )
 
 
 _Hint = int | ByArch | None

@@ -18,6 +18,7 @@ import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, BackendError, DType, Tensor, f32
 from tile.kernels import _args, _fused, _gemv, autotune
+from tile.kernels import _gemm_configs as configs
 from tile.kernels._source import kernels, source_digest
 
 __all__ = ["ACTIVATIONS", "bmm", "matmul", "matmul_op"]
@@ -28,118 +29,6 @@ _F8 = frozenset({"f8e4m3fn", "f8e5m2"})
 _L2_SPAN = 128 << 20  # bytes of weight copies a decode tuning sample rotates over: more than any GPU's L2 cache
 _STEM = "_gemm_kernels"
 _Op = DeviceOp[tuple[Any, ...]]
-
-# Candidates the GPU tuner times: big tiles for M > 16; for decode sizes the GEMV forms (`_gemv.candidates`) and the
-# skinny (BM = 16) tiles with and without split-K, which stay in the race (without them Qwen3-4B decode on an H100 was
-# slower: 166 against 175 tokens/s), and split-K wins where N is small.
-_WIDE = tuple(
-    autotune.Config.of(BM=bm, BN=bn, BK=bk, GROUP=g, SPLIT=1)
-    for bm, bn, bk, g in (
-        (128, 128, 64, 4),
-        (128, 128, 64, 8),
-        (128, 256, 64, 8),
-        (256, 128, 64, 8),
-        (128, 128, 32, 8),
-        (64, 128, 64, 4),
-        (128, 64, 64, 4),
-    )
-)
-# For big M where the widest tiles leave the last wave ragged: Qwen3-4B's o_proj and down_proj write (2048, 2560),
-# 160 tiles of 128x256 (or 256x128) on an H100/H200's 132 SMs, two waves of which the second keeps 28 SMs busy: 61%
-# of the SM time does work (they ran at ~510-540 TFLOP/s where qkv and gate/up, 97% and 92% full, ran at ~720). Tiles
-# of 128x128 are 320 (81%); 8K-element tiles are 640 (97%) at a lower intensity, deeper BK to feed them; 64x256 and
-# 256x64 are other 16K shapes. Where even the 128x128 tiles are fewer than the SMs (short prompts), split-K fills them.
-_WAVE = tuple(
-    autotune.Config.of(BM=bm, BN=bn, BK=bk, GROUP=g, SPLIT=1)
-    for bm, bn, bk, g in (
-        (64, 256, 64, 8),
-        (256, 64, 64, 8),
-        (64, 128, 128, 8),
-        (128, 64, 128, 8),
-        (64, 64, 128, 8),
-    )
-)
-_FEW = tuple(autotune.Config.of(BM=128, BN=128, BK=64, GROUP=8, SPLIT=s) for s in (2, 4))
-_RAGGED = 0.0
-"""The share of the last wave's SM time the widest tile must fill for `_big_candidates` to add no other tiles. 0: the
-extra tiles are off. With 0.9 (o_proj / down_proj at 2048 tokens get them) the tuner's picks measured slower on an
-H200 in `benchmarks/profile_prefill.py` (Qwen3-4B: o_proj 3.05 -> 3.79 ms, down_proj 6.8 -> 7.8 ms over 36 layers,
-one run each; the tuner's isolated timing and the chained one disagree), so they wait for a measurement that shows
-them paying."""
-_SKINNY = tuple(
-    autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=s)
-    for bn in (64, 128, 256)
-    for bk in (128, 256)
-    for s in (1, 2, 4, 8)
-)
-
-
-def _decode_candidates(m: int, n: int) -> tuple[autotune.Config, ...]:
-    """What the tuner times for M <= 16: the GEMV forms and the skinny tiles (split-K among them)."""
-    return _gemv.candidates(m, n, _blocks()) + _SKINNY
-
-
-def _wave_fill(m: int, n: int, bm: int, bn: int, blocks: int) -> float:
-    """The share of SM time doing work when ``blocks`` persistent blocks share the ``(M, N)`` output's (BM, BN) tiles
-    (every tile taking the same time): tiles / (waves * blocks)."""
-    tiles = -(-m // bm) * -(-n // bn)
-    return tiles / (-(-tiles // blocks) * blocks)
-
-
-def _big_candidates(m: int, n: int) -> tuple[autotune.Config, ...]:
-    """What the tuner times for M > 16: the `_WIDE` tiles, and where the widest of them (128x256) fills less than
-    `_RAGGED` of its waves, the `_WAVE` tiles too (and split-K where even 128x128 tiles are fewer than the SMs)."""
-    blocks = _blocks()
-    if _wave_fill(m, n, 128, 256, blocks) >= _RAGGED:
-        return _WIDE
-    few = _FEW if -(-m // 128) * -(-n // 128) < blocks else ()
-    return _WIDE + _WAVE + few
-
-
-def _blocks() -> int:
-    """Blocks of a persistent launch: one per SM on the GPU, a few on the CPU interpreter."""
-    if tile.backend() != "gpu":
-        return 4
-    from tile import core
-
-    return int(core.Device(0).sm_count)
-
-
-def _default(m: int, n: int, k: int) -> autotune.Config:
-    """The deterministic config used untuned: 128x128x64 tiles (32^3 on the interpreter); for M <= 16 the GEMV form
-    (`_gemv.default`), or split-K where N is too small for it."""
-    gpu = tile.backend() == "gpu"
-    if m > 16:
-        return _WIDE[0] if gpu else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=2, SPLIT=1)
-    gemv = _gemv.default(n, _blocks(), gpu)
-    if gemv is not None:
-        return gemv
-    bn, bk = (128, 128) if gpu else (32, 32)
-    tiles_n, tiles_k = -(-n // bn), -(-k // bk)
-    split = 1
-    while split < 8 and tiles_n * split * 2 <= _blocks() and split * 2 <= tiles_k:
-        split *= 2  # only while the blocks would otherwise leave SMs idle and each split keeps a K tile
-    return autotune.Config.of(BM=16, BN=bn, BK=bk, GROUP=1, SPLIT=split)
-
-
-_VALID: set[autotune.Config] = set()
-"""Configs `_check_config` passed: its verdict depends on the config alone (``op`` only names the call in a message),
-and every launch checks the tuned config again."""
-
-
-def _check_config(config: autotune.Config, op: str) -> None:
-    if config in _VALID:
-        return
-    try:
-        values = [config[name] for name in ("BM", "BN", "BK", "GROUP", "SPLIT")]
-    except KeyError as exc:
-        raise ArgumentError(f"{op}: config {config} lacks {exc.args[0]}; give BM, BN, BK, GROUP and SPLIT") from None
-    if any(v < 1 for v in values) or any(v & (v - 1) for v in values[:3]):
-        raise ArgumentError(f"{op}: config {config}: BM, BN, BK must be powers of two, GROUP and SPLIT >= 1")
-    if config.get("FORM", 0) != 0:
-        _gemv.check(config, op)
-    if len(_VALID) < 4096:  # hand-picked configs beyond it are checked every time
-        _VALID.add(config)
 
 
 def _default_out(a: Tensor) -> DType:
@@ -341,7 +230,7 @@ class _MatmulCall:
         if fused is not None and self.m > _fused.MAX_M:  # the big-M GEMM (its SwiGLU epilogue), after the norm
             glu = _fused.Fusion(None, fused.eps, True) if fused.swiglu else None
             big = config if config is not None else self._choose(glu)
-            _check_config(big, self.op)
+            configs.check_config(big, self.op)
             _fused.check_big(big, glu, self.op)
             k_y = self.y
 
@@ -351,7 +240,7 @@ class _MatmulCall:
             return _fused.composed(fused, self.x, z, project)
         if config is None:
             config = self._choose(fused)
-        _check_config(config, self.op)
+        configs.check_config(config, self.op)
         _fused.check(config, fused, self.op)
         b_arg = self.bias[()] if self.bias is not None else _no_bias()
         r_arg = self.res if self.res is not None else _no_res()
@@ -374,9 +263,9 @@ class _MatmulCall:
         key |= {"out": z_dtype.name, **autotune.environment(), "epilogue": list(map(str, epi))}
         if fused is not None:  # a fused call is tuned apart (its own candidates, its own winner)
             key["fused"] = tag
-        wide = _decode_candidates(m, n) if m <= 16 else _big_candidates(m, n)
-        if m > 16 and wide != _WIDE:  # a ragged last wave (an exact-shape matter the n bucket hides): tuned apart
-            key["waves"] = "ragged"
+        wide = configs.decode_candidates(m, n) if m <= 16 else configs.big_candidates(m, n)
+        if m > 16 and wide != configs.WIDE:  # a ragged last wave (an exact-shape matter the n bucket hides) is
+            key["waves"] = "ragged"  # tuned apart
 
         scratch: list[tuple[Tensor, Tensor, Any, Any]] = []
         copies, launches = (1, 1) if m > 16 else (max(1, min(8, -(-_L2_SPAN // max(1, n * k * x.dtype.itemsize)))), 8)
@@ -423,12 +312,15 @@ class _MatmulCall:
             return graph.launch().sync()
 
         candidates = wide
-        default = _default(m, n, k)
+        default = configs.default(m, n, k)
         if fused is not None and m > _fused.MAX_M:  # the SwiGLU GEMM: the tiles whose two accumulators fit
             candidates = _fused.big_candidates(candidates)
             default = candidates[0] if self._gpu() else default
         elif fused is not None:
-            candidates, default = _fused.candidates(candidates, fused), _fused.default(n, _blocks(), self._gpu())
+            candidates, default = (
+                _fused.candidates(candidates, fused),
+                _fused.default(n, configs.persistent_blocks(), self._gpu()),
+            )
         with closing:
             return tuner.choose(key, candidates, default, run, recall=recall)
 
@@ -467,13 +359,13 @@ def _launch_matmul(
             raise ArgumentError(f"config {config}: the big GEMM fuses only SwiGLU, unsplit; the norm runs apart")
         inner = y.shape[1] // 2  # the gate and up halves, views of the borrowed weight
         tiles = -(-m // bm) * -(-n // bn)
-        glu = k.gemm_glu.grid((min(_blocks(), tiles),))
+        glu = k.gemm_glu.grid((min(configs.persistent_blocks(), tiles),))
         with tile.partitioned(z, [bm, bn]) as part:  # a refused launch gives ``out`` back to the caller
             made: DeviceOp[tuple[Any, ...]] = glu(part, x, y[:, :inner], y[:, inner:], BK=bk, GROUP=config["GROUP"])
         return made
     if split <= 1:
         tiles = -(-m // bm) * -(-n // bn)
-        launch = k.gemm.grid((min(_blocks(), tiles),))
+        launch = k.gemm.grid((min(configs.persistent_blocks(), tiles),))
         with tile.partitioned(z, [bm, bn]) as part:  # a refused launch gives ``out`` back to the caller
             result: DeviceOp[tuple[Any, ...]] = launch(part, x, y, bias, res, BK=bk, GROUP=config["GROUP"], **flags)
         return result
@@ -507,7 +399,7 @@ def bmm(
         target = z if z is not None else tile.empty(z_dtype, [batch, m, n])
         bm, bn = cfg["BM"], cfg["BN"]
         tiles = batch * -(-m // bm) * -(-n // bn)
-        launch = kernels(_STEM).bmm.grid((min(_blocks(), tiles),))
+        launch = kernels(_STEM).bmm.grid((min(configs.persistent_blocks(), tiles),))
         with tile.partitioned(target, [1, bm, bn]) as part:  # a refused launch gives ``out`` back
             return _args.first_output(launch(part, x[()], y[()], BK=cfg["BK"]).sync())
 
@@ -519,9 +411,11 @@ def bmm(
             "k": autotune.bucket(k),
         }
         key |= {"dtype": x.dtype.name, "out": z_dtype.name, **autotune.environment()}
-        default = _WIDE[0] if tile.backend() == "gpu" else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=1, SPLIT=1)
-        config = autotune.tuner("bmm", source_digest(_STEM)).choose(key, _WIDE, default, run)
-    _check_config(config, op)
+        default = (
+            configs.WIDE[0] if tile.backend() == "gpu" else autotune.Config.of(BM=32, BN=32, BK=32, GROUP=1, SPLIT=1)
+        )
+        config = autotune.tuner("bmm", source_digest(_STEM)).choose(key, configs.WIDE, default, run)
+    configs.check_config(config, op)
     if config.as_dict().get("FORM", 0) != 0:
         raise ArgumentError(f"{op}: config {config}: the GEMV forms (FORM 1, 2, 3) are matmul's; give bmm BM, BN, BK")
     return run(config, z)
