@@ -116,7 +116,7 @@ def use(path: str) -> str:
 
 _BOUND = (
     *("Tensor", "Partition", "Shared", "Storage", "Plan", "Launch", "InFlight", "IN_FLIGHT", "PLAIN", "FOREIGN"),
-    *("OURS", "OWNERSHIP"),
+    *("OURS", "OWNERSHIP", "NEG_ZERO"),
 )
 
 

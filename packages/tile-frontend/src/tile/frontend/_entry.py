@@ -44,6 +44,7 @@ from tile.frontend._signature import (
     Bound,
     Param,
     bind,
+    const_key,
     explicit_grid,
     launch_grid,
     read_params,
@@ -356,7 +357,8 @@ def _layout_key(device: object, bound: Bound) -> tuple[Any, ...]:
         (t.dtype, t.shape, t.strides, t._address() & 15)
         for t in (tensor_of(v) for v in bound.values if isinstance(v, HANDLES))
     )
-    return (device, layouts, tuple(bound.consts.items()), tuple(bound.dtypes.items()))
+    consts = tuple((name, const_key(value)) for name, value in bound.consts.items())
+    return (device, layouts, consts, tuple(bound.dtypes.items()))
 
 
 def _check_guards(name: str, params: Sequence[Param], bound: Bound, compiled: CompiledKernel) -> None:

@@ -33,8 +33,10 @@
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stddef.h>
 
+static PyObject *NEG_ZERO; /* _plan.NEG_ZERO: a -0.0 float argument as packed (bound by bind) */
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
@@ -131,6 +133,13 @@ static int wrapper_ok(PyObject *a, PyObject *entry, PyObject *lent) {
     return GET(t, T_FATE) == Py_None ? tensor_ok(t, layout, lent) : NO;
 }
 
+/* 0 when ``a`` and ``b`` (equal values) are floats of opposite signs (``-0.0 == 0.0``: a Const or generic of the
+ * other zero needs its own plan, `_plan._same_sign`), else 1. */
+static int same_sign(PyObject *a, PyObject *b) {
+    if (!PyFloat_CheckExact(a) || !PyFloat_CheckExact(b)) return 1;
+    return !signbit(PyFloat_AsDouble(a)) == !signbit(PyFloat_AsDouble(b));
+}
+
 /* `Plan._matches`: the arguments have the plan's layout and every handle is live or takeable. */
 static int matches(PyObject *plan, PyObject *args) {
     PyObject *lent = GET(plan, PL_LENT), *tensors = GET(plan, PL_TENSORS), *wrapped = GET(plan, PL_WRAPPED);
@@ -158,12 +167,14 @@ static int matches(PyObject *plan, PyObject *args) {
     }
     for (Py_ssize_t k = 0, n = PyTuple_Size(others); k < n; k++) {
         PyObject *entry = PyTuple_GetItem(others, k);
+        PyObject *value = PyTuple_GetItem(entry, 3);
         PyObject *a = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
         if (!a) return ERR;
         if ((PyObject *)Py_TYPE(a) != PyTuple_GetItem(entry, 1)) return NO;
         if (PyTuple_GetItem(entry, 2) == Py_True) { /* a Const: its class is plain (user_consts is false) */
-            int eq = PyObject_RichCompareBool(a, PyTuple_GetItem(entry, 3), Py_EQ);
+            int eq = PyObject_RichCompareBool(a, value, Py_EQ);
             if (eq <= 0) return eq < 0 ? ERR : NO;
+            if (!same_sign(a, value)) return NO;
         }
     }
     return PyErr_Occurred() ? ERR : OK;
@@ -404,6 +415,11 @@ static PyObject *admit_impl(PyObject *plan, PyObject *args, PyObject *generics, 
     } else {
         int eq = PyObject_RichCompareBool(generics, plan_generics, Py_EQ);
         if (eq <= 0) return eq < 0 ? NULL : Py_NewRef(Py_None);
+        PyObject *key, *value;
+        for (Py_ssize_t pos = 0; PyDict_Check(generics) && PyDict_Next(generics, &pos, &key, &value);) {
+            PyObject *theirs = PyDict_Check(plan_generics) ? PyDict_GetItemWithError(plan_generics, key) : NULL;
+            if (!theirs || !same_sign(value, theirs)) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        }
     }
     int rc = matches(plan, args);
     if (rc == OK) rc = scalars_ok(plan, args, check, kernel);
@@ -724,8 +740,14 @@ static PyObject *replay_impl(PyObject *plan, PyObject *values, PyObject *grid, P
             Py_XINCREF(packed);
         } else if (v && mode == 2) { /* _INT: int(v) */
             packed = (PyObject *)Py_TYPE(v) == (PyObject *)&PyLong_Type ? Py_NewRef(v) : PyNumber_Long(v);
-        } else if (v) { /* _RAW */
-            packed = Py_NewRef(v);
+        } else if (v) { /* _RAW: a float scalar as is, a zero as 0.0 or NEG_ZERO (`_plan._raw`) */
+            int truth = PyObject_IsTrue(v); /* plain number types only (`try_launch`): no user code */
+            if (truth > 0) {
+                packed = Py_NewRef(v);
+            } else if (truth == 0) {
+                double d = PyFloat_AsDouble(v);
+                if (!(d == -1.0 && PyErr_Occurred())) packed = signbit(d) ? Py_NewRef(NEG_ZERO) : PyFloat_FromDouble(0.0);
+            }
         }
         if (!packed || PyErr_Occurred()) {
             Py_XDECREF(packed);
@@ -1273,10 +1295,12 @@ static int probe(PyObject *cls, const int *ks, int count) {
     return rc ? -1 : 0;
 }
 
-/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP). */
+/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP,
+ * NEG_ZERO). */
 static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 12) return PyErr_Format(PyExc_TypeError, "bind takes 12 arguments, got %zd", n);
+    if (n != 13) return PyErr_Format(PyExc_TypeError, "bind takes 13 arguments, got %zd", n);
+    if (!PyFloat_Check(argv[12])) return PyErr_Format(PyExc_TypeError, "bind: NEG_ZERO must be a float");
     if (!PyTuple_Check(argv[10])) return PyErr_Format(PyExc_TypeError, "bind: OURS must be a tuple of paths");
     for (Py_ssize_t k = 0; k < PyTuple_Size(argv[10]); k++)
         if (!PyUnicode_Check(PyTuple_GetItem(argv[10], k)))
@@ -1287,11 +1311,12 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         Py_XDECREF(acquire);
         return NULL;
     }
-    PyObject *old[] = {lock_acquire, lock_release, OURS};
+    PyObject *old[] = {lock_acquire, lock_release, OURS, NEG_ZERO};
     lock_acquire = acquire;
     lock_release = release_;
     OURS = Py_NewRef(argv[10]);
-    for (int k = 0; k < 3; k++) Py_XDECREF(old[k]);
+    NEG_ZERO = Py_NewRef(argv[12]);
+    for (int k = 0; k < 4; k++) Py_XDECREF(old[k]);
     for (int k = 0; k < 7; k++)
         if (!PyType_Check(argv[k])) return PyErr_Format(PyExc_TypeError, "bind: argument %d must be a class", k);
     if (!PyFrozenSet_Check(argv[8]) || !PyDict_Check(argv[9]))
@@ -1353,7 +1378,8 @@ static PyMethodDef methods[] = {
     {"bind_core", (PyCFunction)(void (*)(void))bind_core, METH_FASTCALL,
      "bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's relaunch, for the compiled relaunch"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP)"},
+     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP, "
+     "NEG_ZERO)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,49 @@
+"""Review 17: holes found by this session's reviews and closed here; each test was seen to fail before its fix.
+
+- A launch matched with the one before it by value: ``-0.0 == 0.0``, so a ``Const[float]`` of ``-0.0`` after one of
+  ``0.0`` (or the other way round) reused the plan and the kernel compiled for the other zero (the layout key, the
+  plan's Const test in both launch paths, the compiled-kernel caches). (Runtime float scalars: see
+  packages/tile-frontend/tests/test_frontend_gpu_path.py, the GPU path's prepared launches.)
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+import pytest
+from helpers_adversarial import load_source
+
+import tile.frontend as tile
+from tile.frontend import f32
+
+SOURCE = """
+import tile.frontend as tile
+from tile.frontend import Const, Mut, Tensor, f32
+
+
+@tile.entry
+def scale_by_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], c: Const[float]):
+    z.store(tile.load_tile_like(x, z) * c)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    return load_source("adversarial_review17_kernels", SOURCE, tmp_path_factory.mktemp("review17"))
+
+
+@pytest.mark.parametrize("keyword", [False, True], ids=["positional", "keyword"])
+@pytest.mark.parametrize("first", [0.0, -0.0])
+def test_a_const_float_of_the_other_zero_gets_its_own_kernel(
+    kernels: ModuleType, path: str, first: float, keyword: bool
+) -> None:
+    x = tile.ones(f32, [64])
+    z = tile.zeros(f32, [64]).partition([32])
+    for c in [first, -first, first, -first]:
+        op = kernels.scale_by_const(z, x, c=c) if keyword else kernels.scale_by_const(z, x, c)
+        z, x, _ = op.sync()
+        out = z.unpartition()
+        got = out.to_numpy()
+        z = out.partition([32])
+        assert np.signbit(got).tolist() == [np.signbit(c)] * 64, f"c={c!r}: got {got[:2]}"
