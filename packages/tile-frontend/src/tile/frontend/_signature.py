@@ -290,7 +290,7 @@ the same bound."""
 
 def const_key(value: Any) -> tuple[Any, Any]:
     """A Const or generic value as the launch caches key it: its class, and a float by its bits (``float.hex``):
-    ``-0.0 == 0.0`` would share the kernel compiled for the other zero, and a NaN equals no NaN (a new plan per call)."""
+    ``-0.0 == 0.0`` would share the kernel compiled for the other zero, and a NaN equals no NaN (a plan per call)."""
     cls = type(value)
     return (cls, value.hex()) if cls is float else (cls, value)
 
