@@ -47,3 +47,15 @@ def test_a_const_float_of_the_other_zero_gets_its_own_kernel(
         got = out.to_numpy()
         z = out.partition([32])
         assert np.signbit(got).tolist() == [np.signbit(c)] * 64, f"c={c!r}: got {got[:2]}"
+
+
+def test_a_nan_const_is_one_plan_and_one_kernel_not_one_per_call(kernels: ModuleType, path: str) -> None:
+    """A NaN equals no other NaN: keyed by value, every call with a fresh ``float("nan")`` made a new plan and a new
+    entry in the kernel's compiled caches (which have no cap). Keyed by bits, the calls share one."""
+    x = tile.ones(f32, [64])
+    z = tile.zeros(f32, [64]).partition([32])
+    for _ in range(5):
+        z, x, _ = kernels.scale_by_const(z, x, float("nan")).sync()
+    assert np.isnan(z.unpartition().to_numpy()).all()
+    kernel = kernels.scale_by_const
+    assert (len(kernel._plans), len(kernel._by_layout), len(kernel._cache)) == (1, 1, 1)

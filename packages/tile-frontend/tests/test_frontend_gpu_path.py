@@ -471,3 +471,25 @@ def test_a_negative_zero_scalar_is_not_taken_for_the_last_launchs_positive_zero(
             assert np.signbit(got).tolist() == [negative] * 256, f"a={a!r}: {got[:4]}"
     finally:
         _accel.use(previous)
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+def test_nan_scalars_never_match_but_keep_the_prepared_launches_bounded(
+    fake_gpu: None, k: ModuleType, path: str
+) -> None:
+    """A fresh NaN equals no earlier one: every launch prepares anew, and the prepared-launch cache stays capped."""
+    from tile.frontend import _execute
+
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    ctx = FakeCudaContext()
+    x, y = _gpu(tile.ones, f32, [128]), _gpu(tile.zeros, f32, [128])
+    z = _gpu(tile.zeros, f32, [128]).partition([128])
+    previous = _accel.use(path)
+    try:
+        for _ in range(_execute._PREPARED_CAP + 8):
+            z, _, x, y = k.axpy(z, float("nan"), x, y).sync_on(ctx)
+            assert len(_execute._prepared) <= _execute._PREPARED_CAP
+    finally:
+        _accel.use(previous)
+    assert np.isnan(z.unpartition().to_numpy()).all()
