@@ -4,17 +4,23 @@
   ``0.0`` (or the other way round) reused the plan and the kernel compiled for the other zero (the layout key, the
   plan's Const test in both launch paths, the compiled-kernel caches). (Runtime float scalars: see
   packages/tile-frontend/tests/test_frontend_gpu_path.py, the GPU path's prepared launches.)
+- A launch moved into ``.then()`` (or ``.map()``, ``zip()``...) whose op was dropped without ever running kept its
+  pending count on every storage it held (``Launch.__del__`` handed back only launches never claimed): a ``free()``
+  of that memory through another handle was deferred forever, and the memory never released.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
+import gc
+
 import numpy as np
 import pytest
 from helpers_adversarial import load_source
 
 import tile.frontend as tile
+from tile import aio
 from tile.frontend import f32
 
 SOURCE = """
@@ -54,8 +60,32 @@ def test_a_nan_const_is_one_plan_and_one_kernel_not_one_per_call(kernels: Module
     entry in the kernel's compiled caches (which have no cap). Keyed by bits, the calls share one."""
     x = tile.ones(f32, [64])
     z = tile.zeros(f32, [64]).partition([32])
-    for _ in range(5):
-        z, x, _ = kernels.scale_by_const(z, x, float("nan")).sync()
-    assert np.isnan(z.unpartition().to_numpy()).all()
     kernel = kernels.scale_by_const
-    assert (len(kernel._plans), len(kernel._by_layout), len(kernel._cache)) == (1, 1, 1)
+    sizes = []
+    for _ in range(5):
+        z, x, _ = kernel(z, x, float("nan")).sync()
+        sizes.append((len(kernel._plans), len(kernel._by_layout), len(kernel._cache)))
+    assert np.isnan(z.unpartition().to_numpy()).all()
+    assert sizes == sizes[:1] * 5
+
+
+@pytest.mark.parametrize("combine", ["then", "map", "zip"])
+def test_a_launch_in_a_chain_dropped_unrun_hands_back_its_pending_counts(
+    kernels: ModuleType, path: str, combine: str
+) -> None:
+    x = tile.ones(f32, [64])
+    keep = x[0:32]  # a view: another handle of the storage the launch holds
+    storage = x._storage
+    op = kernels.scale_by_const(tile.zeros(f32, [64]).partition([32]), x, 2.0)
+    if combine == "then":
+        chain = op.then(lambda out: kernels.scale_by_const(out[0], out[1], 3.0))
+    elif combine == "map":
+        chain = op.map(lambda out: out)
+    else:
+        chain = aio.zip(op)
+    assert storage.pending == 1
+    del op, chain, x
+    gc.collect()
+    assert storage.pending == 0, "the un-run launch kept its pending count"
+    keep.free()
+    assert storage.dropped, "the free stayed deferred"
