@@ -11,9 +11,8 @@
 
 from __future__ import annotations
 
-from types import ModuleType
-
 import gc
+from types import ModuleType
 
 import numpy as np
 import pytest
