@@ -205,3 +205,16 @@ def test_swiglu_needs_an_even_width_and_fusions_refuse_f8() -> None:
     for fusion in ({"swiglu": True}, {"norm": np.ones(8, np.float32)}):
         with pytest.raises(ArgumentError, match="not f8e4m3fn"):
             tk.matmul(x8, tile.zeros(tile.f8e4m3fn, [8, 8]), **fusion)
+
+
+@pytest.mark.parametrize("form", [1, 2, 3])
+@pytest.mark.parametrize("m", [17, 64])
+def test_a_norm_config_above_the_gemv_rows_is_refused_not_ignored(m: int, form: int) -> None:
+    """Above M = 16 the norm runs apart and the big GEMM takes the config: a ``NORM`` key there (valid or not, as
+    ``NORM=3`` is refused at M <= 16) would be ignored, so it is refused, by both the call and the op builder."""
+    x, b = np.ones((m, 8), np.float32), np.ones((8, 14), np.float32)
+    config = tk.Config.of(BM=16, BN=32, BK=32, GROUP=1, SPLIT=1, NORM=form)
+    with pytest.raises(ArgumentError, match="is a GEMV form \\(FORM, NORM\\); above M = 16"):
+        tk.matmul(x, b, norm=np.ones(8, np.float32), config=config)
+    with pytest.raises(ArgumentError, match="is a GEMV form \\(FORM, NORM\\); above M = 16"):
+        tk.matmul_op(x, b, norm=np.ones(8, np.float32), config=config)
