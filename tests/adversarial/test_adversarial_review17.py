@@ -7,22 +7,30 @@
 - A launch moved into ``.then()`` (or ``.map()``, ``zip()``...) whose op was dropped without ever running kept its
   pending count on every storage it held (``Launch.__del__`` handed back only launches never claimed): a ``free()``
   of that memory through another handle was deferred forever, and the memory never released.
+- tile.core called the driver from inside a host function: a ``tile.aio.host_call(fn)`` whose ``fn`` allocates,
+  copies, launches, prepares, relaunches or synchronizes reached the driver there (CUDA fails the call or deadlocks;
+  the simulated driver records it as a bug). Now tile.core refuses with `HostFunctionError` before the call.
 """
 
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Iterator
 from types import ModuleType
 
 import numpy as np
 import pytest
 from helpers_adversarial import load_source
 
+import tile.core as tc
 import tile.frontend as tile
 from tile import aio
+from tile.core import _reaper
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
 from tile.frontend import f32
 
 SOURCE = """
+import tile.core as tc
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, f32
 
@@ -88,3 +96,60 @@ def test_a_launch_in_a_chain_dropped_unrun_hands_back_its_pending_counts(
     assert storage.pending == 0, "the un-run launch kept its pending count"
     keep.free()
     assert storage.dropped, "the free stayed deferred"
+
+
+@pytest.fixture
+def sim() -> Iterator[SimDriver]:
+    with simulated(asynchronous=True) as driver:
+        driver.eagerness = 0.0  # nothing runs before something waits for it
+        yield driver
+        gc.collect()
+        _reaper.drain()
+        driver.drain_all()
+    assert driver.bugs == [], driver.bugs
+
+
+def _driver_work(stream: tc.Stream) -> dict[str, Callable[[], object]]:
+    """One tile.core call of each kind that reaches the driver, on simulated memory and the built-in kernel."""
+    vec_add = tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+    buffer = tc.DeviceBuffer.allocate(512, stream=stream)
+    args = [buffer, 128, 1] * 3
+    prepared = tc.prepare(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=stream)
+    prepared()  # made and run outside: inside, only the relaunch is asked for
+    return {
+        "allocate": lambda: tc.DeviceBuffer.allocate(64, stream=stream),
+        "copy": lambda: tc.copy(buffer, np.zeros(512, np.uint8), stream=stream),
+        "launch": lambda: tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=stream),
+        "prepare": lambda: tc.prepare(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=stream),
+        "relaunch": prepared,
+        "synchronize": stream.synchronize,
+        "stream": tc.Stream,
+        "event": lambda: tc.Event().record(stream),
+        "module": lambda: tc.Module.from_cubin(sm90_cubin()),
+    }
+
+
+@pytest.mark.parametrize(
+    "work", ["allocate", "copy", "launch", "prepare", "relaunch", "synchronize", "stream", "event", "module"]
+)
+def test_tile_core_refuses_driver_work_inside_a_host_function(sim: SimDriver, work: str) -> None:
+    from tile import aio
+
+    stream = tc.Stream()
+    ctx = aio.CudaContext(stream)
+    call = _driver_work(stream)[work]
+    seen: list[BaseException] = []
+
+    def host_fn() -> None:
+        try:
+            call()
+        except tc.TileError as exc:
+            seen.append(exc)
+            raise
+
+    with pytest.raises(tc.HostFunctionError, match=r"inside a CUDA host function.*after the host function"):
+        aio.host_call(host_fn).sync_on(ctx)
+    assert sim.bugs == [], "a driver call was made inside the host function"
+    assert [type(e) for e in seen] == [tc.HostFunctionError]
+    call()  # outside a host function the same call is fine
+    stream.synchronize()

@@ -36,7 +36,8 @@
 #include <math.h>
 #include <stddef.h>
 
-static PyObject *NEG_ZERO; /* _plan.NEG_ZERO: a -0.0 float argument as packed (bound by bind) */
+static PyObject *NEG_ZERO;
+static PyObject *host_running; /* tile.core._reaper.RUNNING: host functions running (bound by bind_core) */ /* _plan.NEG_ZERO: a -0.0 float argument as packed (bound by bind) */
 static PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
@@ -676,6 +677,9 @@ static PyObject *relaunch(PyObject *call) {
     PyObject *shared = GET(call, PR_SHARED), *fn = GET(call, PR_LAUNCH), *args = GET(call, PR_CALL);
     if (!shared || !fn || !args || !PyTuple_Check(shared) || PyTuple_Size(shared) != 0 || !PyTuple_Check(args))
         return PyObject_CallNoArgs(call);
+    PyObject *running = host_running ? PyList_GetItem(host_running, 0) : NULL;
+    if (!running || !PyLong_Check(running) || PyLong_AsLong(running) != 0) /* a host function runs: it may be ours */
+        return PyErr_Occurred() ? NULL : PyObject_CallNoArgs(call);
     PyObject *r = PyObject_CallNoArgs(use_acquire);
     if (!r) return NULL;
     Py_DECREF(r);
@@ -1241,12 +1245,14 @@ static PyObject *bind_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
-/* bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's prepared launch class (its guard slots), the
- * lock its call holds, the epoch list it compares and tile.bindings' result check, for `relaunch`. */
+/* bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING): tile.core's prepared launch class (its guard
+ * slots), the lock its call holds, the epoch list it compares, tile.bindings' result check and the count of host
+ * functions running (while one runs, the method itself refuses a launch from inside it), for `relaunch`. */
 static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 4 || !PyType_Check(argv[0]) || !PyList_Check(argv[2]) || !PyCallable_Check(argv[3]))
-        return PyErr_Format(PyExc_TypeError, "bind_core(PreparedLaunch, use_lock, invalidation, check)");
+    if (n != 5 || !PyType_Check(argv[0]) || !PyList_Check(argv[2]) || !PyCallable_Check(argv[3]) ||
+        !PyList_Check(argv[4]))
+        return PyErr_Format(PyExc_TypeError, "bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING)");
     static const int prepared[] = {PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED};
     if (probe(argv[0], prepared, 4)) return NULL;
     PyObject *acquire = PyObject_GetAttrString(argv[1], "acquire");
@@ -1255,13 +1261,14 @@ static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) 
         Py_XDECREF(acquire);
         return NULL;
     }
-    PyObject *old[] = {Prepared_t, use_acquire, use_release, invalidation, core_check};
+    PyObject *old[] = {Prepared_t, use_acquire, use_release, invalidation, core_check, host_running};
     Prepared_t = Py_NewRef(argv[0]);
     use_acquire = acquire;
     use_release = release_;
     invalidation = Py_NewRef(argv[2]);
     core_check = Py_NewRef(argv[3]);
-    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
+    host_running = Py_NewRef(argv[4]);
+    for (int k = 0; k < 6; k++) Py_XDECREF(old[k]);
     Py_RETURN_NONE;
 }
 
@@ -1376,7 +1383,8 @@ static PyMethodDef methods[] = {
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
      "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind_core", (PyCFunction)(void (*)(void))bind_core, METH_FASTCALL,
-     "bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's relaunch, for the compiled relaunch"},
+     "bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING): tile.core's relaunch, for the compiled "
+     "relaunch"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP, "
      "NEG_ZERO)"},
