@@ -379,7 +379,7 @@ class Plan:
                 if mode == _BASE:
                     packed[pos] = (v if type(v) is Tensor else v._tensor)._range[0]
                 else:
-                    packed[pos] = int(v) if mode == _INT else _raw(v)
+                    packed[pos] = int(v) if mode == _INT else v if v else _raw(v)  # (a zero: see _raw)
             args = tuple(packed)
             last = self.prepared
             if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
