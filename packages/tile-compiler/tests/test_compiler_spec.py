@@ -182,3 +182,13 @@ def test_target_for_device_reads_the_compute_capability(monkeypatch: pytest.Monk
 @pytest.mark.gpu
 def test_target_for_the_real_device() -> None:
     assert Target.for_device().sm >= 80
+
+
+def test_specializations_of_consts_that_compare_equal_but_compile_differently_are_different() -> None:
+    """``-0.0 == 0.0`` and ``1 == 1.0 == True``: as dataclass fields these made equal specializations, and a launcher
+    keyed by them reused the kernel compiled for the other value. A NaN const is one key, not a new one each time."""
+    made = [Specialization.make(consts={"c": v}) for v in (0.0, -0.0, 1, 1.0, True)]
+    assert len(set(made)) == len(made)
+    assert all(a != b for i, a in enumerate(made) for b in made[i + 1 :])
+    assert Specialization.make(consts={"c": -0.0}) == Specialization.make(consts={"c": -0.0})
+    assert Specialization.make(consts={"c": float("nan")}) == Specialization.make(consts={"c": float("nan")})

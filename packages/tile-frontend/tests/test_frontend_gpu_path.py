@@ -446,3 +446,50 @@ def test_launches_on_tile_aios_own_cuda_context_on_both_launch_paths(
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(256, 2, np.float32))
     assert x._storage.pending == 0
     assert executed == (_CHAIN_OF_4_AIO if path == "compiled" else [])  # the chain's launches, relaunched in C
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+@pytest.mark.parametrize("zero", [0.0, np.float32(0.0), 0])
+def test_a_negative_zero_scalar_is_not_taken_for_the_last_launchs_positive_zero(
+    fake_gpu: None, k: ModuleType, path: str, zero: Any
+) -> None:
+    """``-0.0 == 0.0``: a launch repeated with ``a = -0.0`` after one with ``a = 0.0`` (or the other way round) was
+    matched by value and relaunched the launch prepared with the other zero (``Plan.enqueue``, ``_fastlaunch.replay``
+    and the prepared-launch cache): ``a * 1 + (-0.0)`` came out with the wrong sign."""
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    ctx = FakeCudaContext()
+    x, y = _gpu(tile.ones, f32, [256]), _gpu(tile.full, f32, [256], -0.0)
+    z = _gpu(tile.zeros, f32, [256]).partition([128])
+    previous = _accel.use(path)
+    try:
+        for a, negative in [(zero, False), (-0.0, True), (np.float32(-0.0), True), (zero, False), (-0.0, True)]:
+            z, _, x, y = k.axpy(z, a, x, y).sync_on(ctx)
+            out = z.unpartition()
+            got = out.to_numpy()
+            z = out.partition([128])
+            assert np.signbit(got).tolist() == [negative] * 256, f"a={a!r}: {got[:4]}"
+    finally:
+        _accel.use(previous)
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+def test_nan_scalars_never_match_but_keep_the_prepared_launches_bounded(
+    fake_gpu: None, k: ModuleType, path: str
+) -> None:
+    """A fresh NaN equals no earlier one: every launch prepares anew, and the prepared-launch cache stays capped."""
+    from tile.frontend import _execute
+
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    ctx = FakeCudaContext()
+    x, y = _gpu(tile.ones, f32, [128]), _gpu(tile.zeros, f32, [128])
+    z = _gpu(tile.zeros, f32, [128]).partition([128])
+    previous = _accel.use(path)
+    try:
+        for _ in range(_execute._PREPARED_CAP + 8):
+            z, _, x, y = k.axpy(z, float("nan"), x, y).sync_on(ctx)
+            assert len(_execute._prepared) <= _execute._PREPARED_CAP
+    finally:
+        _accel.use(previous)
+    assert np.isnan(z.unpartition().to_numpy()).all()

@@ -266,3 +266,16 @@ def test_split_fused_op_hands_back_the_unnormed_rows_in_flight(form: int) -> Non
     ref, err = _swiglu_ref(h, h_err, w[:12].T, w[12:].T, "f32")
     assert_within(done[0].unpartition().to_numpy(), ref, err + 4 * U32 * np.abs(ref))
     np.testing.assert_array_equal(done[1].to_numpy(), x)
+
+
+@pytest.mark.parametrize("form", [1, 2, 3])
+@pytest.mark.parametrize("m", [17, 64])
+def test_a_norm_config_above_the_gemv_rows_is_refused_not_ignored(m: int, form: int) -> None:
+    """Above M = 16 the norm runs apart and the big GEMM takes the config: a ``NORM`` key there (valid or not, as
+    ``NORM=3`` is refused at M <= 16) would be ignored, so it is refused, by both the call and the op builder."""
+    x, b = np.ones((m, 8), np.float32), np.ones((8, 14), np.float32)
+    config = tk.Config.of(BM=16, BN=32, BK=32, GROUP=1, SPLIT=1, NORM=form)
+    with pytest.raises(ArgumentError, match="is a GEMV form \\(FORM, NORM\\); above M = 16"):
+        tk.matmul(x, b, norm=np.ones(8, np.float32), config=config)
+    with pytest.raises(ArgumentError, match="is a GEMV form \\(FORM, NORM\\); above M = 16"):
+        tk.matmul_op(x, b, norm=np.ones(8, np.float32), config=config)

@@ -310,6 +310,20 @@ class Specialization:
         items = (_sorted_items(params), _sorted_items(consts), _sorted_items(dtypes))
         return cls(*items, options or CompileOptions(), own_grid)
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Specialization:
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
+    def _identity(self) -> tuple[Any, ...]:
+        """The fields compared, a const by its class and a float const by its bits: ``-0.0 == 0.0 == False`` and
+        ``1 == 1.0 == True`` compile to different kernels, and a NaN const equals no other NaN."""
+        consts = tuple((n, type(v), v.hex() if type(v) is float else v) for n, v in self.consts)
+        return (self.params, consts, self.dtypes, self.options, self.own_grid)
+
     def param(self, name: str) -> ArraySpec | ScalarSpec | None:
         """The facts given for parameter ``name``, or None."""
         return dict(self.params).get(name)

@@ -122,10 +122,10 @@ against them). An int address or stream handle is trusted only with ``unchecked=
 Finalizers at a bad time
 ------------------------
 A handle's finalizer never calls the driver inside a CUDA host function (mark such code with ``host_callback()``;
-tile.aio's host work is marked) and never blocks (pinned memory's release synchronizes the context): the release
-waits for the next safe point (an allocation, a free, a synchronize) and for the uses it must follow. A buffer whose
-finalizer the garbage collector runs is released there too, once nothing refers to it (a finalizer of the same
-garbage may have kept it: it then stays allocated).
+tile.aio's host work is marked; a driver call asked for there raises ``HostFunctionError``) and never blocks (pinned
+memory's release synchronizes the context): the release waits for the next safe point (an allocation, a free, a
+synchronize) and for the uses it must follow. A buffer whose finalizer the garbage collector runs is released there
+too, once nothing refers to it (a finalizer of the same garbage may have kept it: it then stays allocated).
 """
 
 from tile.bindings import CudaError, DriverNotFoundError, InvalidDeviceError, TileError
@@ -140,6 +140,7 @@ from tile.core._errors import (
     FactoryError,
     FinalClassError,
     HandleCopyError,
+    HostFunctionError,
     LaunchArgumentError,
     LayoutMismatchError,
     NullHandleError,
@@ -176,6 +177,7 @@ __all__ = [
     "FinalClassError",
     "Function",
     "HandleCopyError",
+    "HostFunctionError",
     "InvalidDeviceError",
     "LaunchArgumentError",
     "LayoutMismatchError",

@@ -99,7 +99,7 @@ class _PendingFree:
             for handle in self.foreign_streams:
                 _wait_foreign(target, handle)
             self.device.make_current()
-            check(tb.driver().cuMemFreeAsync(self.ptr, target._raw), "cuMemFreeAsync")
+            check(_reaper.driver().cuMemFreeAsync(self.ptr, target._raw), "cuMemFreeAsync")
 
 
 class _Unreferenced:
@@ -130,7 +130,7 @@ def _capturing(handle: int) -> bool:
     The legacy NULL stream answers ``CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`` while another stream captures: an event
     recorded there now would fail, and the free would no longer wait for the consumer, so that counts as capturing.
     """
-    d = tb.driver()
+    d = _reaper.driver()
     try:
         status = check(d.cuStreamIsCapturing(d.CUstream(handle)), "cuStreamIsCapturing")
     except tb.CudaError as exc:
@@ -140,7 +140,7 @@ def _capturing(handle: int) -> bool:
 
 def _wait_foreign(target: Stream, handle: int) -> None:
     """Order ``target`` after everything queued so far on a consumer's stream (skipped if it no longer exists)."""
-    d = tb.driver()
+    d = _reaper.driver()
     event = Event(target.device)
     try:
         check(d.cuEventRecord(event._raw, d.CUstream(handle)), "cuEventRecord")
@@ -242,7 +242,7 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         with _relaxed_capture() if thread_is_capturing() else contextlib.nullcontext():
             _drain_deferred()
             pool = device.memory_pool.handle
-            ptr: Any = check(tb.driver().cuMemAllocFromPoolAsync(size, pool, on._raw), "cuMemAllocFromPoolAsync")
+            ptr: Any = check(_reaper.driver().cuMemAllocFromPoolAsync(size, pool, on._raw), "cuMemAllocFromPoolAsync")
         if ready:
             on.synchronize()  # only allocations are queued there, and the pool adds no waits: this waits for them
         self = cls.__new__(cls)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import tile.bindings as tb
 from tile.bindings import check
+from tile.core import _reaper
 from tile.core._errors import factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._nocopy import Uncopyable
@@ -52,7 +53,7 @@ class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
         return self
 
     def _setup(self, device: Device) -> None:
-        d = tb.driver()
+        d = _reaper.driver()
         props = d.CUmemPoolProps()
         props.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
         props.handleTypes = d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
@@ -68,7 +69,7 @@ class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
         check(d.cuMemPoolSetAttribute(self.handle, internal, 0), "cuMemPoolSetAttribute")
 
     def _attribute(self, name: str) -> int:
-        d = tb.driver()
+        d = _reaper.driver()
         attr = getattr(d.CUmemPool_attribute, f"CU_MEMPOOL_ATTR_{name}")
         return int(check(d.cuMemPoolGetAttribute(self.handle, attr), "cuMemPoolGetAttribute"))
 
@@ -84,7 +85,7 @@ class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
 
     def trim(self, keep_bytes: int = 0) -> None:
         """Return unused memory to the device, keeping at least ``keep_bytes`` reserved."""
-        check(tb.driver().cuMemPoolTrimTo(self.handle, keep_bytes), "cuMemPoolTrimTo")
+        check(_reaper.driver().cuMemPoolTrimTo(self.handle, keep_bytes), "cuMemPoolTrimTo")
 
 
 class Device(Frozen, metaclass=Exact):
@@ -127,7 +128,7 @@ class Device(Frozen, metaclass=Exact):
             if ordinal not in cls._instances:
                 self = super().__new__(cls)
                 self.ordinal, self.handle = ordinal, handle
-                self.context = check(tb.driver().cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
+                self.context = check(_reaper.driver().cuDevicePrimaryCtxRetain(handle), "cuDevicePrimaryCtxRetain")
                 self._context_int = int(self.context)
                 self._pool, self._default_stream, self._private, self._cache = None, None, {}, {}
                 cls._instances[ordinal] = self
@@ -194,23 +195,21 @@ class Device(Frozen, metaclass=Exact):
 
     def make_current(self) -> None:
         """Make this device's primary context current on the calling thread (a no-op when it already is)."""
-        d = tb.driver()
+        d = _reaper.driver()
         current = check(d.cuCtxGetCurrent(), "cuCtxGetCurrent")
         if int(current) != self._context_int:
             check(d.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
 
     def synchronize(self) -> None:
         """Block until all work on this device is done."""
-        from tile.core import _reaper
-
         self.make_current()
-        check(tb.driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        check(_reaper.driver().cuCtxSynchronize(), "cuCtxSynchronize")
         _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
 
     def mem_info(self) -> tuple[int, int]:
         """Return ``(free, total)`` device memory in bytes, as the driver sees it."""
         self.make_current()
-        free, total = check(tb.driver().cuMemGetInfo(), "cuMemGetInfo")
+        free, total = check(_reaper.driver().cuMemGetInfo(), "cuMemGetInfo")
         return int(free), int(total)
 
     @property
@@ -257,7 +256,7 @@ class Device(Frozen, metaclass=Exact):
 
         def query() -> tuple[int, int]:
             self.make_current()
-            least, greatest = check(tb.driver().cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange")
+            least, greatest = check(_reaper.driver().cuCtxGetStreamPriorityRange(), "cuCtxGetStreamPriorityRange")
             return int(least), int(greatest)
 
         priorities: tuple[int, int] = self._cached("priorities", query)
@@ -281,7 +280,9 @@ class Device(Frozen, metaclass=Exact):
             return False
         found: bool = self._cached(
             f"peer:{peer.ordinal}",
-            lambda: bool(check(tb.driver().cuDeviceCanAccessPeer(self.handle, peer.handle), "cuDeviceCanAccessPeer")),
+            lambda: bool(
+                check(_reaper.driver().cuDeviceCanAccessPeer(self.handle, peer.handle), "cuDeviceCanAccessPeer")
+            ),
         )
         return found
 
@@ -297,7 +298,7 @@ class Device(Frozen, metaclass=Exact):
         with Device._lock:
             if self._cache.get(f"peer-on:{peer.ordinal}"):
                 return True
-            d = tb.driver()
+            d = _reaper.driver()
             self.make_current()
             (err,) = d.cuCtxEnablePeerAccess(peer.context, 0)
             if err != d.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-import tile.bindings as tb
 from tile.bindings import check
+from tile.core import _reaper
 from tile.core._buffer import DeviceBuffer, use_lock
 from tile.core._errors import LayoutMismatchError, StreamClosedError, WrongDeviceError, WrongTypeError
 from tile.core._layout import as_dtype, check_span
@@ -194,19 +194,19 @@ def _enqueue_copy(dst: Any, src: Any, stream: object, sync: bool) -> Stream:
         out, host = _device_side(dst, writable=True), host_region(src, writable=False)
         _check_match(out, host)
         s = _stream_for(stream, dst)
-        check(tb.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
+        check(_reaper.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
         return _record(s, sync, out.buffer, host.pinned)
     inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
     _check_match(host, inp)
     s = _stream_for(stream, src)
-    check(tb.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
+    check(_reaper.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
     return _record(s, sync, inp.buffer, host.pinned)
 
 
 def _device_to_device(dst_dev: Any, dst: int, src_dev: Any, src: int, nbytes: int, *, stream: Stream) -> None:
     """Copy ``nbytes`` device to device on ``stream``; between two GPUs a peer copy (``cuMemcpyPeerAsync``), direct
     over NVLink/PCIe where peer access can be enabled (both ways, once per pair), else staged by the driver."""
-    d = tb.driver()
+    d = _reaper.driver()
     if dst_dev is src_dev:
         check(d.cuMemcpyAsync(dst, src, nbytes, stream._raw), "cuMemcpyAsync")
         return
@@ -250,7 +250,7 @@ def _enqueue_bytes(
     host = host_region(other, writable=not into_buffer)
     offset = check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
     s = _stream_for(stream, buffer)
-    d = tb.driver()
+    d = _reaper.driver()
     if host.nbytes and into_buffer:
         check(d.cuMemcpyHtoDAsync(base + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
     elif host.nbytes:
@@ -288,5 +288,5 @@ def _enqueue_fill(view: DeviceView, value: Any, stream: object, sync: bool) -> S
         return _enqueue_copy(view, np.full(view.shape, pattern, dtype), s, sync)
     name, bits = entry
     word = int(pattern.reshape(1).view(bits)[0])
-    check(getattr(tb.driver(), name)(side.ptr, word, view.size, s._raw), name)
+    check(getattr(_reaper.driver(), name)(side.ptr, word, view.size, s._raw), name)
     return _record(s, sync, side.buffer)

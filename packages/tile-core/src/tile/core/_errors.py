@@ -16,6 +16,7 @@ __all__ = [
     "FactoryError",
     "FinalClassError",
     "HandleCopyError",
+    "HostFunctionError",
     "LaunchArgumentError",
     "LayoutMismatchError",
     "NullHandleError",
@@ -85,6 +86,13 @@ class LaunchArgumentError(TileError, TypeError):
 
 class StateError(TileError, RuntimeError):
     """An object is not in a state that allows the call (event never recorded, timing disabled, ...)."""
+
+
+class HostFunctionError(TileError, RuntimeError):
+    """tile.core was asked to call the CUDA driver (allocate, copy, launch, synchronize, ...) from code running inside
+    a CUDA host function (``cuLaunchHostFunc``, e.g. the function of ``tile.aio.host_call``), where CUDA forbids every
+    driver call: the driver fails it or deadlocks. Raised before the call; the message says to do the work after the
+    host function."""
 
 
 class HandleCopyError(TileError, TypeError):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import tile.bindings as tb
 from tile.bindings import check
 from tile.core import _reaper
 from tile.core._context import Device
@@ -49,7 +48,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
     _recorded: bool
 
     def __init__(self, device: Device | None = None, *, timing: bool = False, blocking_sync: bool = False) -> None:
-        d = tb.driver()
+        d = _reaper.driver()
         home = device if device is not None else Device(0)
         home.make_current()
         flags = 0 if timing else int(d.CUevent_flags.CU_EVENT_DISABLE_TIMING)
@@ -75,13 +74,13 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
                 f"{stream.device.ordinal}: record an event of the stream's device, tile.core.Event(device) (waiting "
                 "on it from another device's stream is fine)"
             )
-        check(tb.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
+        check(_reaper.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
         self._recorded = True
 
     def query(self) -> bool:
         """Return True when the work before the recorded point is done (True for a never-recorded event)."""
         self._check_open()
-        (err,) = tb.driver().cuEventQuery(self._raw)
+        (err,) = _reaper.driver().cuEventQuery(self._raw)
         if err == NOT_READY:
             return False
         check(err, "cuEventQuery")
@@ -90,7 +89,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
     def synchronize(self) -> None:
         """Block until the work before the recorded point is done."""
         self._check_open()
-        check(tb.driver().cuEventSynchronize(self._raw), "cuEventSynchronize")
+        check(_reaper.driver().cuEventSynchronize(self._raw), "cuEventSynchronize")
         _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
 
     def elapsed_ms(self, since: Event) -> float:
@@ -101,13 +100,13 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
                 raise StateError(f"{event!r} was created without timing: use Event(timing=True)")
             if not event._recorded:
                 raise StateError(f"{event!r} was never recorded: call stream.record(event) first")
-        return float(check(tb.driver().cuEventElapsedTime(since._raw, self._raw), "cuEventElapsedTime"))
+        return float(check(_reaper.driver().cuEventElapsedTime(since._raw, self._raw), "cuEventElapsedTime"))
 
     def close(self) -> None:
         """Destroy the event (a pending record still completes); idempotent."""
         if not self._closed:
             self._closed = True
-            check(tb.driver().cuEventDestroy(self._raw), "cuEventDestroy")
+            check(_reaper.driver().cuEventDestroy(self._raw), "cuEventDestroy")
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
@@ -116,8 +115,8 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
             try:
                 raw = self._raw
                 if _reaper.deferring():  # inside a host function: no driver call (see tile.core._reaper)
-                    _reaper.defer(lambda: tb.driver().cuEventDestroy(raw) is not None)
+                    _reaper.defer(lambda: _reaper.driver().cuEventDestroy(raw) is not None)
                 else:
-                    tb.driver().cuEventDestroy(raw)
+                    _reaper.driver().cuEventDestroy(raw)
             except Exception:  # nobody to report a failed destroy to
                 pass

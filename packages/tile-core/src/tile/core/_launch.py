@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import tile.bindings as tb
 from tile.bindings import check
+from tile.core import _reaper
 from tile.core._args import kernel_params, pack_args, pack_launch, param_block
 from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
@@ -114,7 +114,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         self.grid, self.block = grid, block
         self._keep = packed.views  # borrowed views: the launch reads their producers' memory at every call
         self._params, address = kernel_params(packed)
-        d = tb.driver()
+        d = _reaper.driver()
         kernel = function.cu_function  # a CUkernel: launched in the stream's context
         self._launch = d.cuLaunchKernel
         self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
@@ -126,6 +126,8 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
 
     def __call__(self) -> None:
         """Enqueue the kernel on the prepared stream."""
+        if _reaper.RUNNING[0]:  # (tile.frontend's compiled relaunch leaves a call to this method then)
+            _reaper.refuse_in_host_function(repr(self))
         with use_lock:  # a free on another thread comes before the guard or after the launch is recorded
             if self._epoch != invalidation[0]:
                 self._revalidate()
@@ -180,6 +182,8 @@ def prepare(
         name live memory of the device, large enough for the kernel): the greppable opt-out, like
         ``@tile.entry(unchecked=True)``. Without it an int address is a `LaunchArgumentError`.
     """
+    if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
+        _reaper.refuse_in_host_function(f"prepare({function!r})")
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
     shared_mem = _shared_mem(shared_mem)
     device = function.module.device
@@ -209,6 +213,8 @@ def launch(
     argument list and invalidation guard serve relaunches only): a checked launch costs its checks and one
     ``cuLaunchKernel``.
     """
+    if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
+        _reaper.refuse_in_host_function(f"launch({function!r})")
     (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")  # before any stream ordering
     shared_mem = _shared_mem(shared_mem)
     device = function.module.device
@@ -226,7 +232,7 @@ def launch(
                 shared.append(buffer)
         kernel = function.cu_function  # raises once the module was unloaded
         _block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
-        result = tb.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+        result = _reaper.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
         if result[0] != 0:
             check(result, "cuLaunchKernel")
         if shared:

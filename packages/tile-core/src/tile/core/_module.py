@@ -136,7 +136,7 @@ def _as_cuda_error(exc: Exception, call: str, name: str) -> Exception:
     text = str(exc)
     for result in ("CUDA_ERROR_NOT_FOUND", "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_IMAGE"):
         if result in text:
-            d = tb.driver()
+            d = _reaper.driver()
             return tb.error_for(int(getattr(d.CUresult, result)), f"{call}({name!r})")
     return exc
 
@@ -186,7 +186,7 @@ class Function(Frozen, Uncopyable, metaclass=Exact):
             raise UseAfterFreeError(f"{self!r} belongs to an unloaded module: load it again")
         handle = self.__dict__.get("_cu_function")
         if handle is None:
-            handle = self.__dict__["_cu_function"] = tb.driver().CUfunction(int(self._kernel.handle))
+            handle = self.__dict__["_cu_function"] = _reaper.driver().CUfunction(int(self._kernel.handle))
         return handle
 
     @cached_property

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-import tile.bindings as tb
 from tile.bindings import check
 from tile.core import _reaper
 from tile.core._buffer import Uses
@@ -56,7 +55,7 @@ class PinnedBuffer(Frozen, Uncopyable, metaclass=Exact):
         if size is None or size <= 0:
             raise LayoutMismatchError(f"cannot allocate {nbytes!r} pinned bytes: pass a positive int")
         _reaper.drain()  # a safe point: pinned memory released by the garbage collector goes back first
-        d = tb.driver()
+        d = _reaper.driver()
         (device or Device(0)).make_current()
         flags = d.CU_MEMHOSTALLOC_PORTABLE
         ptr = check(d.cuMemHostAlloc(size, flags), "cuMemHostAlloc")
@@ -127,5 +126,5 @@ class _Release:
         # The buffer's uses as they are now: one brought back may have been used again since its finalizer ran.
         if not all(event.query() for event in tuple(self.buffer._uses.events)):
             return False
-        tb.driver().cuMemFreeHost(self.buffer.ptr)
+        _reaper.driver().cuMemFreeHost(self.buffer.ptr)
         return True

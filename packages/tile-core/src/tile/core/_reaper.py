@@ -13,6 +13,8 @@ needs that lock (a host function that copies). So:
   holds the handle and runs at a safe point once nothing else refers to it (a resurrected handle stays allocated);
 - a finalizer never blocks: pinned memory (whose ``cuMemFreeHost`` synchronizes the context, so it would wait for
   its pending uses and everything else queued) is always queued, never released inline;
+- a driver call asked for inside a host function (an allocation, a copy, a launch, a synchronize: tile.core's
+  entry points all reach the driver through :func:`driver`) raises `HostFunctionError` before it is made;
 - the queue is drained at the next safe point (:func:`drain`: an allocation, a free, a synchronize), on a thread
   that may call the driver; a release that blocks waits for a safe point where this thread holds no ``use_lock``
   (work it would wait for may need that lock), and one that still cannot run (a use pending) is queued again.
@@ -28,12 +30,29 @@ import gc
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from types import ModuleType
 
-__all__ = ["collecting", "defer", "deferring", "drain", "held_elsewhere", "host_callback", "pending"]
+import tile.bindings as tb
+
+__all__ = [
+    "collecting",
+    "defer",
+    "deferring",
+    "drain",
+    "driver",
+    "held_elsewhere",
+    "host_callback",
+    "pending",
+    "refuse_in_host_function",
+]
 
 _THREAD = threading.local()  # .depth: host functions this thread is running (nested ones count)
 _queue: list[tuple[Callable[[], bool], bool]] = []  # (release, blocks): True once done, False to be retried later
 _queue_lock = threading.Lock()  # guards the list only: held for an append or a swap, never while a release runs
+# Host functions running on any thread: the driver's entry points ask `deferring` only when one runs (a read of this
+# list is what the hot launch paths pay; tile.frontend's compiled relaunch reads it too).
+RUNNING = [0]
+_running_lock = threading.Lock()
 
 
 _collections = [0]  # garbage collections under way (gc.callbacks: "start" and "stop" of each)
@@ -70,15 +89,38 @@ def host_callback() -> Iterator[None]:
     thread that may call the driver. Libraries that run Python in host functions (tile.aio does) wrap it in this.
     """
     _THREAD.depth = getattr(_THREAD, "depth", 0) + 1
+    with _running_lock:
+        RUNNING[0] += 1
     try:
         yield
     finally:
+        with _running_lock:
+            RUNNING[0] -= 1
         _THREAD.depth -= 1
 
 
 def deferring() -> bool:
     """True while this thread runs a host function: no driver call may be made now."""
     return getattr(_THREAD, "depth", 0) > 0
+
+
+def refuse_in_host_function(what: str = "this tile.core call") -> None:
+    """Raise `HostFunctionError` when this thread runs a host function (no driver call may be made now)."""
+    if RUNNING[0] and getattr(_THREAD, "depth", 0) > 0:
+        from tile.core._errors import HostFunctionError
+
+        raise HostFunctionError(
+            f"{what} calls the CUDA driver inside a CUDA host function (tile.aio.host_call's function), where CUDA "
+            "forbids driver calls (it fails them or deadlocks): do the allocation, copy, launch or synchronize after "
+            "the host function, e.g. in a .then() step or after .sync()"
+        )
+
+
+def driver() -> ModuleType:
+    """``tile.bindings.driver()`` for tile.core's driver calls, refused inside a host function."""
+    if RUNNING[0]:
+        refuse_in_host_function()
+    return tb.driver()
 
 
 def defer(release: Callable[[], bool], *, blocks: bool = False) -> None:

@@ -68,7 +68,7 @@ def _relaxed_capture() -> Iterator[None]:
     """This thread in relaxed capture mode for the block: driver calls on streams that are not being captured
     (allocations and frees on the buffer's own stream) are then allowed while the thread captures a graph. A
     thread-local capture refuses them (``CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED``), though they are not part of it."""
-    d = tb.driver()
+    d = _reaper.driver()
     relaxed = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
     previous = check(d.cuThreadExchangeStreamCaptureMode(relaxed), "cuThreadExchangeStreamCaptureMode")
     try:
@@ -102,7 +102,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         return self
 
     def _init_owned(self, device: Device, priority: int, *, protected: bool) -> None:
-        d = tb.driver()
+        d = _reaper.driver()
         device.make_current()
         flags = int(d.CUstream_flags.CU_STREAM_NON_BLOCKING)
         raw = check(d.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
@@ -143,7 +143,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
                 "cannot borrow stream handle 0 (the legacy NULL stream): it serialises with all other work; "
                 "create a tile.core.Stream, or pass allow_null=True to use it deliberately"
             )
-        d = tb.driver()
+        d = _reaper.driver()
         raw = d.CUstream(handle)
         if device is None:
             device = Device(int(check(d.cuStreamGetDevice(raw), "cuStreamGetDevice")))
@@ -177,7 +177,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
     def priority(self) -> int:
         """The stream's scheduling priority (lower runs first)."""
         self._check_open()
-        return int(check(tb.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
+        return int(check(_reaper.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
 
     def synchronize(self) -> None:
         """Block the calling thread until all work queued on the stream is done."""
@@ -185,9 +185,9 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             self._check_open()
         if _THREAD.captures:  # this thread captures a graph: a wait for another stream's work is no part of it
             with _relaxed_capture():
-                check(tb.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
+                check(_reaper.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
             return
-        result = tb.driver().cuStreamSynchronize(self._raw)
+        result = _reaper.driver().cuStreamSynchronize(self._raw)
         _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
         if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
             check(result, "cuStreamSynchronize")
@@ -195,7 +195,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
     def query(self) -> bool:
         """Return True when all queued work is done, False while some runs; raises on a sticky fault."""
         self._check_open()
-        (err,) = tb.driver().cuStreamQuery(self._raw)
+        (err,) = _reaper.driver().cuStreamQuery(self._raw)
         if err == NOT_READY:
             return False
         check(err, "cuStreamQuery")
@@ -229,12 +229,12 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             )
         event = other if isinstance(other, Event) else other.record()
         event._check_open()
-        check(tb.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
+        check(_reaper.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
 
     def is_capturing(self) -> bool:
         """Return True while the stream is capturing a CUDA graph."""
         self._check_open()
-        d = tb.driver()
+        d = _reaper.driver()
         status = check(d.cuStreamIsCapturing(self._raw), "cuStreamIsCapturing")
         return bool(status != d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
 
@@ -254,7 +254,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             invalidation[0] += 1
             self._cc, self._owner = None, None
             if self.owned:
-                check(tb.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+                check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
     def __del__(self) -> None:
         if getattr(self, "owned", False) and not self._closed:
@@ -264,9 +264,9 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             try:
                 raw = self._raw
                 if _reaper.deferring():  # inside a host function: no driver call (see tile.core._reaper)
-                    _reaper.defer(lambda: tb.driver().cuStreamDestroy(raw) is not None)
+                    _reaper.defer(lambda: _reaper.driver().cuStreamDestroy(raw) is not None)
                 else:
-                    tb.driver().cuStreamDestroy(raw)
+                    _reaper.driver().cuStreamDestroy(raw)
             except Exception:  # a finalizer must not raise
                 pass
 

@@ -217,7 +217,8 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
             )
 
     def _order_consumer(self, stream: int | None) -> None:
-        import tile.bindings as tb
+        from tile.bindings import check
+        from tile.core import _reaper
 
         home = self._default_stream()
         if stream is None:
@@ -227,7 +228,8 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
         if handle != home.handle and self._buffer is not None:
             self._buffer._foreign_streams.add(handle)
             event = home.record()
-            tb.check(tb.driver().cuStreamWaitEvent(tb.driver().CUstream(handle), event._raw, 0), "cuStreamWaitEvent")
+            d = _reaper.driver()
+            check(d.cuStreamWaitEvent(d.CUstream(handle), event._raw, 0), "cuStreamWaitEvent")
 
 
 def _home_buffer(owner: object, buffer: object) -> DeviceBuffer | None:

@@ -116,7 +116,7 @@ def use(path: str) -> str:
 
 _BOUND = (
     *("Tensor", "Partition", "Shared", "Storage", "Plan", "Launch", "InFlight", "IN_FLIGHT", "PLAIN", "FOREIGN"),
-    *("OURS", "OWNERSHIP"),
+    *("OURS", "OWNERSHIP", "NEG_ZERO"),
 )
 
 
@@ -128,11 +128,11 @@ def bind(**classes: Any) -> None:
         from tile.aio import _combinators as _c
         from tile.aio._context import BUILTIN_CONTEXTS
         from tile.bindings import check
-        from tile.core import _launch, _stream
+        from tile.core import _launch, _reaper, _stream
 
         _module.bind(*(classes[name] for name in _BOUND))
         _module.bind_run(_lock._state, _run._note_waited_for, _op._CLAIMING, _cuda.CudaContext)
-        _module.bind_core(_launch.PreparedLaunch, _stream.use_lock, _stream.invalidation, check)
+        _module.bind_core(_launch.PreparedLaunch, _stream.use_lock, _stream.invalidation, check, _reaper.RUNNING)
         _module.bind_links(_c._Link, _c.Then, _c.Map, _c._RETURNED, BUILTIN_CONTEXTS, HOST, _op._then_fate)
         if _reason == "compiled":
             _activate(_module)

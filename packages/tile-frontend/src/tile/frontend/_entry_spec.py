@@ -13,7 +13,7 @@ from tile.compiler._spec import canonical_dtype
 from tile.frontend import _backend
 from tile.frontend._errors import ArgumentError, GridError
 from tile.frontend._shared import HANDLES, tensor_of
-from tile.frontend._signature import Bound, Param
+from tile.frontend._signature import Bound, Param, const_key
 from tile.frontend._storage import HOST
 from tile.frontend._tensor import Tensor
 
@@ -47,7 +47,8 @@ def compile_layout_key(device: object, bound: Bound) -> tuple[Any, ...]:
         (t.dtype, t.shape, t.strides, t._address() & 15)
         for t in (tensor_of(v) for v in bound.values if isinstance(v, HANDLES))
     )
-    return (device, layouts, tuple(bound.consts.items()), tuple(bound.dtypes.items()))
+    consts = tuple((name, const_key(value)) for name, value in bound.consts.items())
+    return (device, layouts, consts, tuple(bound.dtypes.items()))
 
 
 def check_guards(name: str, params: Sequence[Param], bound: Bound, compiled: CompiledKernel) -> None:

@@ -51,6 +51,9 @@ static PyObject *relaunch(PyObject *call) {
     PyObject *shared = GET(call, PR_SHARED), *fn = GET(call, PR_LAUNCH), *args = GET(call, PR_CALL);
     if (!shared || !fn || !args || !PyTuple_Check(shared) || PyTuple_Size(shared) != 0 || !PyTuple_Check(args))
         return PyObject_CallNoArgs(call);
+    PyObject *running = host_running ? PyList_GetItem(host_running, 0) : NULL;
+    if (!running || !PyLong_Check(running) || PyLong_AsLong(running) != 0) /* a host function runs: it may be ours */
+        return PyErr_Occurred() ? NULL : PyObject_CallNoArgs(call);
     PyObject *r = PyObject_CallNoArgs(use_acquire);
     if (!r) return NULL;
     Py_DECREF(r);
@@ -115,8 +118,14 @@ static PyObject *replay_impl(PyObject *plan, PyObject *values, PyObject *grid, P
             Py_XINCREF(packed);
         } else if (v && mode == 2) { /* _INT: int(v) */
             packed = (PyObject *)Py_TYPE(v) == (PyObject *)&PyLong_Type ? Py_NewRef(v) : PyNumber_Long(v);
-        } else if (v) { /* _RAW */
-            packed = Py_NewRef(v);
+        } else if (v) { /* _RAW: a float scalar as is, a zero as 0.0 or NEG_ZERO (`_plan._raw`) */
+            int truth = PyObject_IsTrue(v); /* plain number types only (`try_launch`): no user code */
+            if (truth > 0) {
+                packed = Py_NewRef(v);
+            } else if (truth == 0) {
+                double d = PyFloat_AsDouble(v);
+                if (!(d == -1.0 && PyErr_Occurred())) packed = signbit(d) ? Py_NewRef(NEG_ZERO) : PyFloat_FromDouble(0.0);
+            }
         }
         if (!packed || PyErr_Occurred()) {
             Py_XDECREF(packed);

@@ -7,8 +7,11 @@
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stddef.h>
 
+extern PyObject *NEG_ZERO;     /* _plan.NEG_ZERO: a -0.0 float argument as packed (bound by bind) */
+extern PyObject *host_running; /* tile.core._reaper.RUNNING: host functions running (bound by bind_core) */
 extern PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
@@ -57,6 +60,7 @@ static inline Py_ssize_t as_index(PyObject *o) { return PyLong_AsSsize_t(o); }
 
 /* _fastlaunch_checks.c */
 PyObject *storage_of(PyObject *t);
+int same_sign(PyObject *a, PyObject *b);
 int matches(PyObject *plan, PyObject *args);
 int scalars_ok(PyObject *plan, PyObject *args, PyObject *check, PyObject *kernel);
 int no_overlap(PyObject *plan, PyObject *args);

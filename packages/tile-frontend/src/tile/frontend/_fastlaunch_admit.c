@@ -133,6 +133,11 @@ PyObject *admit_impl(PyObject *plan, PyObject *args, PyObject *generics, PyObjec
     } else {
         int eq = PyObject_RichCompareBool(generics, plan_generics, Py_EQ);
         if (eq <= 0) return eq < 0 ? NULL : Py_NewRef(Py_None);
+        PyObject *key, *value;
+        for (Py_ssize_t pos = 0; PyDict_Check(generics) && PyDict_Next(generics, &pos, &key, &value);) {
+            PyObject *theirs = PyDict_Check(plan_generics) ? PyDict_GetItemWithError(plan_generics, key) : NULL;
+            if (!theirs || !same_sign(value, theirs)) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+        }
     }
     int rc = matches(plan, args);
     if (rc == OK) rc = scalars_ok(plan, args, check, kernel);

@@ -42,6 +42,13 @@ static int wrapper_ok(PyObject *a, PyObject *entry, PyObject *lent) {
 }
 
 /* `Plan._matches`: the arguments have the plan's layout and every handle is live or takeable. */
+/* 0 when ``a`` and ``b`` (equal values) are floats of opposite signs (``-0.0 == 0.0``: a Const or generic of the
+ * other zero needs its own plan, `_plan._same_sign`), else 1. */
+int same_sign(PyObject *a, PyObject *b) {
+    if (!PyFloat_CheckExact(a) || !PyFloat_CheckExact(b)) return 1;
+    return !signbit(PyFloat_AsDouble(a)) == !signbit(PyFloat_AsDouble(b));
+}
+
 int matches(PyObject *plan, PyObject *args) {
     PyObject *lent = GET(plan, PL_LENT), *tensors = GET(plan, PL_TENSORS), *wrapped = GET(plan, PL_WRAPPED);
     PyObject *pairs = GET(plan, PL_PAIRS), *others = GET(plan, PL_OTHERS);
@@ -68,12 +75,14 @@ int matches(PyObject *plan, PyObject *args) {
     }
     for (Py_ssize_t k = 0, n = PyTuple_Size(others); k < n; k++) {
         PyObject *entry = PyTuple_GetItem(others, k);
+        PyObject *value = PyTuple_GetItem(entry, 3);
         PyObject *a = PyTuple_GetItem(args, as_index(PyTuple_GetItem(entry, 0)));
         if (!a) return ERR;
         if ((PyObject *)Py_TYPE(a) != PyTuple_GetItem(entry, 1)) return NO;
         if (PyTuple_GetItem(entry, 2) == Py_True) { /* a Const: its class is plain (user_consts is false) */
-            int eq = PyObject_RichCompareBool(a, PyTuple_GetItem(entry, 3), Py_EQ);
+            int eq = PyObject_RichCompareBool(a, value, Py_EQ);
             if (eq <= 0) return eq < 0 ? ERR : NO;
+            if (!same_sign(a, value)) return NO;
         }
     }
     return PyErr_Occurred() ? ERR : OK;

@@ -2,6 +2,7 @@
  * `bind*` calls that fill it, and the module's function table. */
 #include "_fastlaunch.h"
 
+PyObject *NEG_ZERO, *host_running;
 PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
@@ -77,12 +78,14 @@ static PyObject *bind_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
-/* bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's prepared launch class (its guard slots), the
- * lock its call holds, the epoch list it compares and tile.bindings' result check, for `relaunch`. */
+/* bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING): tile.core's prepared launch class (its guard
+ * slots), the lock its call holds, the epoch list it compares, tile.bindings' result check and the count of host
+ * functions running (while one runs, the method itself refuses a launch from inside it), for `relaunch`. */
 static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 4 || !PyType_Check(argv[0]) || !PyList_Check(argv[2]) || !PyCallable_Check(argv[3]))
-        return PyErr_Format(PyExc_TypeError, "bind_core(PreparedLaunch, use_lock, invalidation, check)");
+    if (n != 5 || !PyType_Check(argv[0]) || !PyList_Check(argv[2]) || !PyCallable_Check(argv[3]) ||
+        !PyList_Check(argv[4]))
+        return PyErr_Format(PyExc_TypeError, "bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING)");
     static const int prepared[] = {PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED};
     if (probe(argv[0], prepared, 4)) return NULL;
     PyObject *acquire = PyObject_GetAttrString(argv[1], "acquire");
@@ -91,13 +94,14 @@ static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) 
         Py_XDECREF(acquire);
         return NULL;
     }
-    PyObject *old[] = {Prepared_t, use_acquire, use_release, invalidation, core_check};
+    PyObject *old[] = {Prepared_t, use_acquire, use_release, invalidation, core_check, host_running};
     Prepared_t = Py_NewRef(argv[0]);
     use_acquire = acquire;
     use_release = release_;
     invalidation = Py_NewRef(argv[2]);
     core_check = Py_NewRef(argv[3]);
-    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
+    host_running = Py_NewRef(argv[4]);
+    for (int k = 0; k < 6; k++) Py_XDECREF(old[k]);
     Py_RETURN_NONE;
 }
 
@@ -131,10 +135,12 @@ static int probe(PyObject *cls, const int *ks, int count) {
     return rc ? -1 : 0;
 }
 
-/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP). */
+/* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP,
+ * NEG_ZERO). */
 static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 12) return PyErr_Format(PyExc_TypeError, "bind takes 12 arguments, got %zd", n);
+    if (n != 13) return PyErr_Format(PyExc_TypeError, "bind takes 13 arguments, got %zd", n);
+    if (!PyFloat_Check(argv[12])) return PyErr_Format(PyExc_TypeError, "bind: NEG_ZERO must be a float");
     if (!PyTuple_Check(argv[10])) return PyErr_Format(PyExc_TypeError, "bind: OURS must be a tuple of paths");
     for (Py_ssize_t k = 0; k < PyTuple_Size(argv[10]); k++)
         if (!PyUnicode_Check(PyTuple_GetItem(argv[10], k)))
@@ -145,11 +151,12 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         Py_XDECREF(acquire);
         return NULL;
     }
-    PyObject *old[] = {lock_acquire, lock_release, OURS};
+    PyObject *old[] = {lock_acquire, lock_release, OURS, NEG_ZERO};
     lock_acquire = acquire;
     lock_release = release_;
     OURS = Py_NewRef(argv[10]);
-    for (int k = 0; k < 3; k++) Py_XDECREF(old[k]);
+    NEG_ZERO = Py_NewRef(argv[12]);
+    for (int k = 0; k < 4; k++) Py_XDECREF(old[k]);
     for (int k = 0; k < 7; k++)
         if (!PyType_Check(argv[k])) return PyErr_Format(PyExc_TypeError, "bind: argument %d must be a class", k);
     if (!PyFrozenSet_Check(argv[8]) || !PyDict_Check(argv[9]))
@@ -209,9 +216,11 @@ static PyMethodDef methods[] = {
     {"bind_run", (PyCFunction)(void (*)(void))bind_run, METH_FASTCALL,
      "bind_run(state, note, claiming, CudaContext): the execution-lock state, _note_waited_for, _CLAIMING, CudaContext"},
     {"bind_core", (PyCFunction)(void (*)(void))bind_core, METH_FASTCALL,
-     "bind_core(PreparedLaunch, use_lock, invalidation, check): tile.core's relaunch, for the compiled relaunch"},
+     "bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING): tile.core's relaunch, for the compiled "
+     "relaunch"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP)"},
+     "bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP, "
+     "NEG_ZERO)"},
     {NULL, NULL, 0, NULL},
 };
 

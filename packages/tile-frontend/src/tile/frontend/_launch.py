@@ -268,8 +268,12 @@ class Launch(DeviceOp[tuple[Any, ...]]):
     _release = _drop
 
     def __del__(self) -> None:
-        # A launch dropped without ever running holds no device work: let deferred frees of its memory happen.
-        if self._values is not None and self._fate is None:
+        # A launch dropped without ever running holds no device work: let deferred frees of its memory happen. That
+        # is one never claimed, or one moved into another op (.then(), .map(), zip()...) that was dropped unrun: every
+        # execution but a run's root lends (`_lent`), and a root is claimed by its run, not moved.
+        if self._values is not None and (
+            (fate := self._fate) is None or (self._lent is None and fate[0].startswith("moved into"))
+        ):
             self._drop()
 
     def _home(self) -> SchedulingPolicy:

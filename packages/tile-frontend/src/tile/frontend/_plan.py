@@ -25,6 +25,7 @@ another stream replaces it, as the prepared-launch cache of `_execute` does).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -39,7 +40,7 @@ from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
 from tile.frontend._partition import Partition
 from tile.frontend._shared import Shared
-from tile.frontend._signature import FLOAT_INT, Param, int_range, plain_number
+from tile.frontend._signature import FLOAT_INT, Param, const_key, int_range, plain_number
 from tile.frontend._site import OURS
 from tile.frontend._storage import _FOREIGN, OWNERSHIP, Storage, overlapping
 from tile.frontend._tensor import Tensor
@@ -58,6 +59,42 @@ _INT_KINDS = frozenset({"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u6
 Slot = tuple[int, int, int]
 Packing = tuple[tuple[Any, ...], tuple[Slot, ...], tuple[str, ...]]  # (constants template, slots to fill, kinds)
 _BASE, _INT, _RAW = 1, 2, 3
+
+
+class _NegativeZero(float):
+    """``-0.0`` as a packed float argument. Launches are matched by their packed arguments (`Plan.enqueue`,
+    ``_fastlaunch.replay``, the prepared-launch cache), and ``-0.0 == 0.0``: packed as itself, a launch with one zero
+    would relaunch the launch prepared with the other. Still a float (tile.core packs it as -0.0), it equals only
+    itself. Other floats need nothing: equal non-zero values pack into the same bits, and a NaN equals no other
+    object (a new prepared launch, in caches that stay bounded)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    def __hash__(self) -> int:
+        return 0x2D30  # any constant: only NEG_ZERO is ever made
+
+
+NEG_ZERO = _NegativeZero(-0.0)
+
+
+def _same_sign(a: Any, b: Any) -> bool:
+    """False when ``a`` and ``b`` (equal values) are floats of opposite signs: a Const or generic of ``-0.0`` needs
+    its own plan (and kernel) though ``-0.0 == 0.0``."""
+    return type(a) is not float or type(b) is not float or math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def _raw(v: Any) -> Any:
+    """A float scalar as packed: itself, a zero as ``0.0`` or `NEG_ZERO` (a zero of a numpy type would compare equal
+    to `NEG_ZERO`, its ``__eq__`` running first)."""
+    if v:
+        return v
+    return NEG_ZERO if math.copysign(1.0, v) < 0 else 0.0
 
 
 class Caller(Protocol):
@@ -98,7 +135,7 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
     """
     if len(args) > len(params):
         return None
-    parts: list[Any] = [grid, tuple(generics.items()) if generics else ()]
+    parts: list[Any] = [grid, tuple((k, const_key(v)) for k, v in generics.items()) if generics else ()]
     seen: dict[int, int] = {}  # handle identity -> first position
     for i, (p, a) in enumerate(zip(params, args, strict=False)):
         cls = type(a)
@@ -110,7 +147,7 @@ def layout_key(params: Sequence[Param], args: Sequence[Any], generics: dict[str,
             if a._fate is not None and not _in_flight(a._fate):
                 return None
         elif p.kind == "const":
-            parts.append((cls, a))
+            parts.append(const_key(a))
             continue
         else:
             parts.append(cls)
@@ -274,6 +311,8 @@ class Plan:
         values when it has exactly this layout and passes every re-check, else None (then the keyed path runs)."""
         if len(args) != self.given or explicit is not self.explicit or generics != self.generics:
             return None
+        if generics and not all(_same_sign(v, self.generics[k]) for k, v in generics.items()):
+            return None
         if not self._matches(args):
             return None
         return self.try_launch(args, check, unchecked, recheck=self.user_consts)
@@ -306,7 +345,10 @@ class Plan:
         for i, j in self.pairs:
             if args[i] is args[j]:
                 return False
-        return all(type(args[i]) is cls and not (const and args[i] != value) for i, cls, const, value in self.others)
+        return all(
+            type(args[i]) is cls and not (const and (args[i] != value or not _same_sign(args[i], value)))
+            for i, cls, const, value in self.others
+        )
 
     def hand_over(self, values: Sequence[Any], fate: tuple[str, str]) -> tuple[tuple[Any, ...], Taken | None]:
         """Move the (distinct, just checked) handles into a launch: the values it hands back once done, and the
@@ -337,7 +379,7 @@ class Plan:
                 if mode == _BASE:
                     packed[pos] = (v if type(v) is Tensor else v._tensor)._range[0]
                 else:
-                    packed[pos] = int(v) if mode == _INT else v
+                    packed[pos] = int(v) if mode == _INT else v if v else _raw(v)  # (a zero: see _raw)
             args = tuple(packed)
             last = self.prepared
             if last is not None and last[0] is stream and last[2] == args and last[1] == grid:
@@ -361,6 +403,7 @@ _accel.bind(
     FOREIGN=_FOREIGN,
     OURS=OURS,
     OWNERSHIP=OWNERSHIP,
+    NEG_ZERO=NEG_ZERO,
 )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "Bound",
     "Param",
     "bind",
+    "const_key",
     "int_range",
     "launch_grid",
     "plain_number",
@@ -285,6 +286,13 @@ FLOAT_INT = 2**1024 - 2**970 - 1
 """The largest int that converts to a float (it rounds to the largest f64): a float scalar takes ints up to it in
 magnitude (larger ones convert to no float, so no launch could pack them); the launch plan (`_plan._passes`) uses
 the same bound."""
+
+
+def const_key(value: Any) -> tuple[Any, Any]:
+    """A Const or generic value as the launch caches key it: its class, and a float by its bits (``float.hex``):
+    ``-0.0 == 0.0`` would share the kernel compiled for the other zero, and a NaN equals no NaN (a plan per call)."""
+    cls = type(value)
+    return (cls, value.hex()) if cls is float else (cls, value)
 
 
 def int_range(dtype: DType) -> tuple[int, int]:
