@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -58,22 +58,6 @@ import tile.core as tc
 from tile import aio
 from tile.core import _reaper
 from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
-
-
-@pytest.fixture
-def sim() -> Iterator[SimDriver]:
-    with simulated(asynchronous=True) as driver:
-        driver.eagerness = 0.0  # nothing runs before something waits for it
-        yield driver
-        driver.drain_all()
-        _reaper.drain()
-    assert driver.bugs == [], driver.bugs
-    assert _reaper.pending() == 0, "a deferred release never ran"
-
-
-@pytest.fixture
-def vec_add(sim: SimDriver) -> tc.Function:
-    return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
 
 
 def _queued(sim: SimDriver, stream: tc.Stream) -> int:

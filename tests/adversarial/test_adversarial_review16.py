@@ -62,7 +62,6 @@ Tried and found solid (tests below where cheap, else reasoned):
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -72,23 +71,6 @@ from tile.core import _reaper
 from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
 
 U8 = np.dtype(np.uint8)
-
-
-@pytest.fixture
-def sim() -> Iterator[SimDriver]:
-    with simulated(asynchronous=True) as driver:
-        driver.eagerness = 0.0  # nothing runs before something waits for it
-        yield driver
-        gc.collect()
-        _reaper.drain()
-        driver.drain_all()
-    assert driver.bugs == [], driver.bugs
-    assert _reaper.pending() == 0, "a deferred release never ran"
-
-
-@pytest.fixture
-def vec_add(sim: SimDriver) -> tc.Function:
-    return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
 
 
 def _queued(sim: SimDriver, stream: tc.Stream) -> int:
@@ -301,7 +283,7 @@ def test_a_launch_packs_every_scalar_as_a_prepared_launch_does(kind: str) -> Non
     from tile.core._args import pack_launch, param_block
 
     for value in _edges():
-        outcomes = []
+        outcomes: list[bytes | str] = []
         for packer in ("prepared", "launch"):
             try:
                 if packer == "prepared":
@@ -310,7 +292,7 @@ def test_a_launch_packs_every_scalar_as_a_prepared_launch_does(kind: str) -> Non
                 else:
                     kinds, values, _, _ = pack_launch([value], (kind,), device=None, expected=None)
                 block, _ = param_block(kinds, values)
-                outcomes.append(bytes(memoryview(block).cast("B"))[:8])  # type: ignore[arg-type]
+                outcomes.append(bytes(memoryview(block).cast("B"))[:8])
             except tc.LaunchArgumentError as exc:
                 outcomes.append(type(exc).__name__)
         assert outcomes[0] == outcomes[1], (kind, value, outcomes)

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -25,8 +25,7 @@ from helpers_adversarial import load_source
 import tile.core as tc
 import tile.frontend as tile
 from tile import aio
-from tile.core import _reaper
-from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, simulated, sm90_cubin
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, sm90_cubin
 from tile.frontend import f32
 
 SOURCE = """
@@ -96,17 +95,6 @@ def test_a_launch_in_a_chain_dropped_unrun_hands_back_its_pending_counts(
     assert storage.pending == 0, "the un-run launch kept its pending count"
     keep.free()
     assert storage.dropped, "the free stayed deferred"
-
-
-@pytest.fixture
-def sim() -> Iterator[SimDriver]:
-    with simulated(asynchronous=True) as driver:
-        driver.eagerness = 0.0  # nothing runs before something waits for it
-        yield driver
-        gc.collect()
-        _reaper.drain()
-        driver.drain_all()
-    assert driver.bugs == [], driver.bugs
 
 
 def _driver_work(stream: tc.Stream) -> dict[str, Callable[[], object]]:
