@@ -292,7 +292,7 @@ def test_a_launch_packs_every_scalar_as_a_prepared_launch_does(kind: str) -> Non
                 else:
                     kinds, values, _, _ = pack_launch([value], (kind,), device=None, expected=None)
                 block, _ = param_block(kinds, values)
-                outcomes.append(bytes(memoryview(block).cast("B"))[:8])
+                outcomes.append(bytes(memoryview(block).cast("B"))[:8])  # type: ignore[arg-type]  # the ctypes block
             except tc.LaunchArgumentError as exc:
                 outcomes.append(type(exc).__name__)
         assert outcomes[0] == outcomes[1], (kind, value, outcomes)
