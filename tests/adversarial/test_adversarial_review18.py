@@ -12,6 +12,14 @@ Holes found and fixed:
   on the CPU the interpreter found its argument gone), and the handles it had lent in flight came back live. Now the
   inner op is handed back only once the first run's work is done (`tile.aio._shared`: a completion recorded right
   after the first run); the tree that ran it, or one that waited for it, releases it then.
+- driver calls inside a CUDA host function past review 17's guard: ``tile.core.Device``'s queries (the count, an
+  ordinal not seen before, a name, attribute, memory size or compute capability not yet cached) and tile.bindings'
+  device query helpers (``device_count()``, ``driver_version()``, ``device_name()``...) called the driver there (the
+  simulator records it; CUDA fails the call or deadlocks). tile.bindings runs a guard before its queries'
+  driver calls (``set_query_guard``), which tile.core sets to raise `HostFunctionError` inside a host function. (The
+  raw ``tile.bindings.driver()`` module is the caller's own, like ctypes.) Also tried there and refused or harmless:
+  DLPack export of a device tensor and ``__dlpack_device__`` (no driver call), ``tc.borrow``, ``to_numpy``,
+  ``from_numpy``/``zeros`` on the device, a view's ``free()`` (refused), ``DeviceBuffer.free()`` (deferred).
 
 Tried and found solid (tests below where cheap, else reasoned):
 
@@ -29,8 +37,9 @@ Tried and found solid (tests below where cheap, else reasoned):
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -38,8 +47,12 @@ import numpy as np
 import pytest
 from helpers_adversarial import load_source
 
+import tile.bindings as tb
+import tile.core as tc
 import tile.frontend as tile
 from tile import aio
+from tile.core import _reaper
+from tile.core.testing import SimDriver, simulated
 from tile.frontend import f32
 
 SOURCE = """
@@ -107,3 +120,52 @@ def test_a_tree_that_never_reached_a_shared_op_does_not_hand_it_back_while_its_f
     out = results[0][1]
     z = out if isinstance(out, tile.Partition) else out[0]
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(64, 2, np.float32))
+
+
+@pytest.fixture
+def sim() -> Iterator[SimDriver]:
+    with simulated(asynchronous=True) as driver:
+        driver.eagerness = 0.0  # nothing runs before something waits for it
+        yield driver
+        gc.collect()
+        _reaper.drain()
+        driver.drain_all()
+    assert driver.bugs == [], driver.bugs
+
+
+_QUERIES: dict[str, Callable[[tc.Device], object]] = {
+    "Device.count": lambda _: tc.Device.count(),
+    "Device(1)": lambda _: tc.Device(1),  # no such device: the ordinal check asks the driver for the count
+    "attribute": lambda device: device.attribute("multiprocessor_count"),
+    "name": lambda device: device.name,
+    "total_memory": lambda device: device.total_memory,
+    "compute_capability": lambda device: device.compute_capability,
+    "tile.bindings.device_count": lambda _: tb.device_count(),
+    "tile.bindings.driver_version": lambda _: tb.driver_version(),
+    "tile.bindings.device_name": lambda _: tb.device_name(0),
+}
+
+
+@pytest.mark.parametrize("query", list(_QUERIES))
+def test_device_queries_are_refused_inside_a_host_function(sim: SimDriver, query: str) -> None:
+    """tile.core refused its driver calls inside a host function, but a `Device`'s queries (an ordinal not seen
+    before, a name or attribute not yet cached, the count) and tile.bindings' query helpers called the driver there
+    (the simulator records it: CUDA fails the call or deadlocks)."""
+    stream = tc.Stream()
+    device = stream.device
+    ask = _QUERIES[query]
+    seen: list[BaseException] = []
+
+    def host_fn() -> None:
+        try:
+            ask(device)
+        except tc.TileError as exc:
+            seen.append(exc)
+            raise
+
+    with pytest.raises(tc.HostFunctionError, match=r"device query.*inside a CUDA host function"):
+        aio.host_call(host_fn).sync_on(aio.CudaContext(stream))
+    assert sim.bugs == [], "a driver call was made inside the host function"
+    assert [type(e) for e in seen] == [tc.HostFunctionError]
+    if query != "Device(1)":
+        ask(device)  # outside a host function the same query is fine
