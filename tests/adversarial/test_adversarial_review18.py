@@ -110,7 +110,8 @@ def test_a_tree_that_never_reached_a_shared_op_does_not_hand_it_back_while_its_f
             aio.zip(aio.value(None).map(_fail), t).sync_on(other)  # released here; it never ran the shared op
         assert storage.pending == 1, "the shared launch was handed back while its kernel was queued"
         keep.free()
-        assert not storage.dropped, "the memory was freed under the queued kernel"
+        freed_early = storage.dropped
+        assert not freed_early, "the memory was freed under the queued kernel"
     finally:
         gate.set()
         runner.join()
