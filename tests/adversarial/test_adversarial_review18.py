@@ -33,6 +33,17 @@ Tried and found solid (tests below where cheap, else reasoned):
   launch: the scalar's class is part of the plan's layout (test in packages/tile-frontend/tests/
   test_frontend_gpu_path.py); the ``_prepared`` cache hashes by value (equal hashes of different float64 values that
   a float16 would take for equal cannot be built: they differ by a multiple of 2**61 - 1 scaled by a power of two).
+- deferred releases of garbage-collected handles: a handle's finalizer runs once (PEP 442), so the queue holds at
+  most one entry per resurrected handle, which the program keeps alive itself; a resurrected buffer stays usable,
+  its explicit ``free()`` runs once and the queued release is dropped (simulator: no bugs).
+- the new kernels on the CPU interpreter (it checks bounds): the two-stage argmax at 1, 2, 255-257, 2049-2050
+  columns, 1 and 3 rows, NaN, all-NaN, all -inf and tied rows (numpy's nanargmax, 0 for all-NaN); decode attention
+  at caches of 1, 5, 16, 17, 48 positions (shorter than one key tile included), splits None/1/2/3/100 (one key
+  tile a split, slots past the keys), GQA 1/2/8, lengths 0..S; ``decode_attention_op`` given lengths past the
+  cache, negative or 2**31 - 1 (not read on the host) runs without an access outside; ``prep_qkv``'s ``group=``
+  (not a power of two, not dividing the heads) and ``occupancy=`` (outside 0..32) are refused on the host, and
+  ``occupancy`` makes a safe ``tile.entry`` of the same function. (Noted, not a safety hole: ``argmax``'s FLAT
+  indices are i32, ``r * N + col``, so a flat row set of more than 2**31 elements would give a wrapped index.)
 """
 
 from __future__ import annotations
