@@ -5,13 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
 from cuda.bindings import driver as cu
 
 import tile.bindings as tb
-from tile.bindings import _driver
+from tile.bindings import _device, _driver
 
 OK = cu.CUresult.CUDA_SUCCESS
 
@@ -171,3 +172,27 @@ def test_real_driver_answers() -> None:
         assert tb.device_name(ordinal)
         assert tb.device_total_memory(ordinal) > 2**30
     print(f"[tile.bindings] driver CUDA {tb.driver_version()}, {count} device(s), {tb.device_name(0)}")
+
+
+class _Refused(Exception):
+    pass
+
+
+def _refuse() -> None:
+    raise _Refused("refused by the query guard")
+
+
+def test_the_query_guard_runs_before_every_query(fake_driver: FakeDriver) -> None:
+    """`set_query_guard`: the guard's error stops each query before its driver call; without one they answer."""
+    previous = _device._GUARD[0]
+    tb.set_query_guard(_refuse)
+    try:
+        queries: list[Callable[[], object]] = [tb.device_count, tb.driver_version, lambda: tb.device_name(0)]
+        queries += [lambda: tb.device_total_memory(0), lambda: tb.compute_capability(0)]
+        queries += [lambda: tb.device_attribute(0, "multiprocessor_count")]
+        for query in queries:
+            with pytest.raises(_Refused, match="refused by the query guard"):
+                query()
+    finally:
+        tb.set_query_guard(previous)
+    assert tb.device_count() == 1

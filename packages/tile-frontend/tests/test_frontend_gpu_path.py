@@ -493,3 +493,35 @@ def test_nan_scalars_never_match_but_keep_the_prepared_launches_bounded(
     finally:
         _accel.use(previous)
     assert np.isnan(z.unpartition().to_numpy()).all()
+
+
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(np.float16(0.1), 0.1), (np.float32(0.1), 0.1), (np.float16(7e-8), 7e-8)],
+    ids=["f16", "f32", "f16-subnormal"],
+)
+def test_a_numpy_float_scalar_equal_to_a_float_is_not_taken_for_its_launch(
+    fake_gpu: None, k: ModuleType, path: str, first: Any, second: float
+) -> None:
+    """numpy compares a numpy float with a Python float in the numpy type (NEP 50): ``np.float16(0.1) == 0.1``, though
+    they are different numbers. Were launches matched by value alone, ``a = 0.1`` after ``a = np.float16(0.1)`` (or the
+    other way round) would relaunch the launch packed with the other number. They are not: the scalar's class is part
+    of the plan's layout, so each class has its own plan and prepared launch (review 18: tried, held)."""
+    if path == "compiled" and _accel.compiled() is None:
+        pytest.skip(_accel.reason())
+    assert first == second  # equal to numpy
+    assert float(first) != second  # different numbers
+    ctx = FakeCudaContext()
+    x, y = _gpu(tile.ones, f32, [256]), _gpu(tile.zeros, f32, [256])
+    z = _gpu(tile.zeros, f32, [256]).partition([128])
+    previous = _accel.use(path)
+    try:
+        for a in [first, second, first, second]:
+            z, _, x, y = k.axpy(z, a, x, y).sync_on(ctx)
+            out = z.unpartition()
+            got = out.to_numpy()
+            z = out.partition([128])
+            assert got.tolist() == [float(np.float32(float(a)))] * 256, f"a={a!r}: {got[:4]}"
+    finally:
+        _accel.use(previous)

@@ -3,18 +3,21 @@
 Invariants: the inner op runs once, on the context of the first execution (which may not be a graph
 capture: its output would never exist for the other uses); every later execution returns the same output
 and, on another context, first makes that context wait for the first run's work. The inner op is released
-once, by the first tree that ran it, after that tree's work completed. A failed first run makes every use
-raise the same error.
+once, by the first tree released after the first run's work completed: a tree that ran or waited for it (its
+own work done, so is the first run's), never one that failed before reaching it while the first run's work is
+still queued elsewhere. A failed first run makes every use raise the same error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any, Generic, TypeVar
 
 from tile.aio import _combinators
 from tile.aio._context import Completion, ExecutionContext
 from tile.aio._errors import CaptureError, OpTypeError
+from tile.aio._host import HostCompletion
 from tile.aio._op import DeviceOp, Site
 
 __all__ = ["Shared", "unzip_shared"]
@@ -26,7 +29,7 @@ U = TypeVar("U")
 class Shared(DeviceOp[T]):
     """Runs its inner op once; every execution gets the same output (see the module docstring)."""
 
-    __slots__ = ("_error", "_inner", "_mutex", "_output", "_ran_on", "_ready")
+    __slots__ = ("_error", "_inner", "_mutex", "_output", "_ran", "_ran_on", "_ready")
 
     def __init__(self, inner: DeviceOp[T]) -> None:
         super().__init__()
@@ -34,6 +37,7 @@ class Shared(DeviceOp[T]):
         self._mutex = threading.Lock()
         self._ran_on: ExecutionContext | None = None
         self._ready: Completion | None = None
+        self._ran: Completion | None = None  # recorded right after the first run: its work, for `_hand_off`
         self._output: T | None = None
         self._error: BaseException | None = None
 
@@ -55,6 +59,7 @@ class Shared(DeviceOp[T]):
     def _first_run(self, ctx: ExecutionContext) -> T:
         self._ran_on = ctx
         if ctx.capturing:
+            self._ran = HostCompletion.finished()  # nothing of the inner op was enqueued
             self._error = _first_run_in_capture()
             raise self._error
         assert self._inner is not None
@@ -63,6 +68,9 @@ class Shared(DeviceOp[T]):
         except BaseException as exc:  # every later use reports the same failure
             self._error = exc
             raise
+        finally:  # the point `_hand_off` tests: the inner op's work (what of it was enqueued) is done
+            with contextlib.suppress(Exception):  # not recorded: `_first_run_done` records a later point
+                self._ran = ctx.record()
         return self._output
 
     def _ready_completion(self) -> Completion:
@@ -83,8 +91,27 @@ class Shared(DeviceOp[T]):
         with self._mutex:
             if self._ran_on is None:
                 return ()  # released by a tree that never reached it: the inner op waits for the first run
+            if self._inner is None or not self._first_run_done():
+                # Released by a tree that never reached it (it failed first) while the first run's work is still
+                # queued on another context: the tree that ran it (or one that waited for it) releases it later.
+                return ()
             inner, self._inner = self._inner, None
-        return () if inner is None else (inner,)
+        return (inner,)
+
+    def _first_run_done(self) -> bool:
+        """Whether the first run's work is done (with ``_mutex`` held). A completion that reports a failure is done
+        (the work ended), as ``Completion.add_done_callback`` counts it."""
+        ready = self._ran
+        if ready is None:  # the first run's record failed: a later point of its context also tells
+            assert self._ran_on is not None
+            try:
+                ready = self._ran = self._ran_on.record()
+            except Exception:  # not known: kept (never handed back early), as a tree whose work failed keeps it
+                return False
+        try:
+            return ready.query()
+        except Exception:
+            return True
 
 
 def _first_run_in_capture() -> BaseException:

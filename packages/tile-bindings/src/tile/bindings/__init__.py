@@ -36,6 +36,7 @@ from tile.bindings._device import (
     device_name,
     device_total_memory,
     driver_version,
+    set_query_guard,
 )
 from tile.bindings._driver import check, driver, driver_available, driver_unavailable_reason, error_for
 from tile.bindings._errors import CudaError, DriverNotFoundError, TileError
@@ -64,5 +65,6 @@ __all__ = [
     "environment_report",
     "error_for",
     "find_tileiras",
+    "set_query_guard",
     "tileiras_candidates",
 ]

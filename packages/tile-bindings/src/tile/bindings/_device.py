@@ -8,6 +8,7 @@ attribute names are the ``CU_DEVICE_ATTRIBUTE_*`` suffixes, case-insensitive.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 from tile.bindings._driver import check, driver
@@ -22,7 +23,28 @@ __all__ = [
     "device_name",
     "device_total_memory",
     "driver_version",
+    "set_query_guard",
 ]
+
+_GUARD: list[Callable[[], None] | None] = [None]  # run before each query's driver calls (`set_query_guard`)
+
+
+def set_query_guard(guard: Callable[[], None] | None) -> None:
+    """Run ``guard()`` before the driver calls of every query of this module (None: no guard); it raises to refuse.
+
+    tile.core sets one that raises ``HostFunctionError`` inside a CUDA host function, where CUDA forbids driver calls
+    (it fails them or deadlocks): these queries are what ``tile.core.Device`` asks the driver for its ordinal, name,
+    attributes and memory. The raw ``driver()`` module is not guarded: its calls are the caller's own.
+    """
+    _GUARD[0] = guard
+
+
+def _driver() -> Any:
+    """`driver`, after the guard (`set_query_guard`)."""
+    guard = _GUARD[0]
+    if guard is not None:
+        guard()
+    return driver()
 
 
 class InvalidDeviceError(TileError, ValueError):
@@ -31,13 +53,13 @@ class InvalidDeviceError(TileError, ValueError):
 
 def driver_version() -> tuple[int, int]:
     """Return the CUDA version the driver supports, as ``(major, minor)`` (e.g. ``(13, 0)`` for driver 580)."""
-    version = int(check(driver().cuDriverGetVersion(), "cuDriverGetVersion"))
+    version = int(check(_driver().cuDriverGetVersion(), "cuDriverGetVersion"))
     return version // 1000, (version % 1000) // 10
 
 
 def device_count() -> int:
     """Return how many CUDA devices are visible."""
-    return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
+    return int(check(_driver().cuDeviceGetCount(), "cuDeviceGetCount"))
 
 
 def device_handle(ordinal: int) -> Any:
@@ -57,11 +79,11 @@ def device_handle(ordinal: int) -> Any:
             f"device {given!r} does not exist: this machine has {count} device(s), ordinals 0..{count - 1}; "
             "check CUDA_VISIBLE_DEVICES"
         )
-    return check(driver().cuDeviceGet(ordinal), "cuDeviceGet")
+    return check(_driver().cuDeviceGet(ordinal), "cuDeviceGet")
 
 
 def _attribute_enum(name: str) -> Any:
-    module = driver()
+    module = _driver()
     key = "CU_DEVICE_ATTRIBUTE_" + name.upper().removeprefix("CU_DEVICE_ATTRIBUTE_")
     try:
         return getattr(module.CUdevice_attribute, key)
@@ -82,12 +104,12 @@ def device_attribute(ordinal: int, name: str) -> int:
         A ``CU_DEVICE_ATTRIBUTE_*`` name or its suffix, any case: ``"multiprocessor_count"``, ``"L2_CACHE_SIZE"``.
     """
     handle = device_handle(ordinal)
-    return int(check(driver().cuDeviceGetAttribute(_attribute_enum(name), handle), "cuDeviceGetAttribute"))
+    return int(check(_driver().cuDeviceGetAttribute(_attribute_enum(name), handle), "cuDeviceGetAttribute"))
 
 
 def device_name(ordinal: int) -> str:
     """Return the device's marketing name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
-    raw = check(driver().cuDeviceGetName(256, device_handle(ordinal)), "cuDeviceGetName")
+    raw = check(_driver().cuDeviceGetName(256, device_handle(ordinal)), "cuDeviceGetName")
     return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
 
 
@@ -101,4 +123,4 @@ def compute_capability(ordinal: int) -> tuple[int, int]:
 
 def device_total_memory(ordinal: int) -> int:
     """Return the device's total memory in bytes."""
-    return int(check(driver().cuDeviceTotalMem(device_handle(ordinal)), "cuDeviceTotalMem"))
+    return int(check(_driver().cuDeviceTotalMem(device_handle(ordinal)), "cuDeviceTotalMem"))

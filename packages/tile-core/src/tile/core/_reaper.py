@@ -116,6 +116,14 @@ def refuse_in_host_function(what: str = "this tile.core call") -> None:
         )
 
 
+def _refuse_query() -> None:
+    if RUNNING[0]:
+        refuse_in_host_function("this device query (tile.core.Device, tile.bindings.device_count...)")
+
+
+tb.set_query_guard(_refuse_query)  # tile.bindings' device queries, which Device asks, refused the same way
+
+
 def driver() -> ModuleType:
     """``tile.bindings.driver()`` for tile.core's driver calls, refused inside a host function."""
     if RUNNING[0]:
