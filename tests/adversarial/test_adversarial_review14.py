@@ -85,6 +85,30 @@ def test_the_refused_interface_leaves_the_tensor_usable(sim: SimDriver) -> None:
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(8, dtype=np.float32))
 
 
+def test_a_core_buffer_and_its_views_refuse_an_untracked_cuda_array_interface(sim: SimDriver) -> None:
+    """tile.core had the same hole for its own users: ``cupy.asarray(buffer); buffer.free()`` freed the memory under
+    the consumer, which kept only the pointer and the exporting object. Buffers and every view (of a buffer, of
+    borrowed or of raw memory) now refuse the interface; the DLPack route is tracked (the free is refused while the
+    consumer lives)."""
+    buffer = tc.DeviceBuffer.from_host(np.arange(16, dtype=np.float32))
+    view = buffer.view(np.float32, (4, 4))
+    raw = tc.DeviceView(buffer.ptr, np.dtype(np.float32), (16,), (4,), device=buffer.device, owner=None, unchecked=True)
+    for exporter in (buffer, view, raw, buffer.view("bfloat16")):
+        with pytest.raises(tc.UntrackedExportError, match=r"cupy\.from_dlpack.*torch\.from_dlpack"):
+            UnownedMemory(exporter)
+        assert not hasattr(exporter, "__cuda_array_interface__")  # libraries that probe take the DLPack route
+        with pytest.raises(AttributeError, match="does not track"):
+            exporter.__cuda_array_interface__  # noqa: B018  # the property itself is the attack
+    assert issubclass(tc.UntrackedExportError, tc.TileError)
+    consumer = buffer.__dlpack__(max_version=(1, 0))  # the tracked route: the free waits for the consumer
+    with pytest.raises(tc.StateError, match="DLPack"):
+        buffer.free()
+    assert not buffer.closed
+    del consumer
+    buffer.free()
+    assert buffer.closed
+
+
 # -- hole: a tile.core view borrowed by tile.from_dlpack outlived its buffer ------------------------------------------
 
 
