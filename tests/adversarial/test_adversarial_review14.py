@@ -10,6 +10,9 @@ Holes found and closed here:
   the interface is not and cannot be (the consumer never says when it is done), so device tensors no longer offer it:
   reading it raises `UntrackedExportError` (an `AttributeError` too, so ``hasattr`` is False and libraries take the
   DLPack route), which says to use ``from_dlpack`` or ``lend()``.
+  tile.core had the same hole for its own users (``cupy.asarray(buffer); buffer.free()``): ``DeviceBuffer`` and
+  ``DeviceView`` now refuse the interface the same way (``tile.core.UntrackedExportError``, an `AttributeError`),
+  saying to use ``cupy.from_dlpack(buf)`` / ``torch.from_dlpack(buf)``, which tile.core tracks.
 - ``tile.from_dlpack(buffer.view(...))`` of a tile.core buffer: ``tile.core.borrow`` hands a DeviceView back as it
   is, with no export registered, so ``buffer.free()`` succeeded under the tensor, which read freed memory and, once
   the pool reused the block, wrote into another buffer. The frontend now imports such a view through DLPack, which

@@ -156,21 +156,18 @@ def test_strided_views_cannot_be_copied() -> None:
         strided.copy_to(np.zeros(4, np.float32))
 
 
-def test_views_export_the_cuda_array_interface() -> None:
+def test_buffers_and_views_refuse_the_untracked_cuda_array_interface() -> None:
+    """Its consumer (cupy, numba) keeps a raw pointer and never says when it is done, so a free could not wait for it:
+    refused with a typed error that is also an AttributeError (``hasattr`` False, libraries take DLPack)."""
     buffer = fake_buffer(64)
-    interface = buffer.view(np.float32, (4, 4)).__cuda_array_interface__
-    assert interface == {
-        "shape": (4, 4),
-        "typestr": "<f4",
-        "data": (buffer.ptr, False),
-        "strides": None,
-        "version": 3,
-        "stream": 0x5,
-    }
     strided = tc.DeviceView(buffer.ptr, np.dtype(np.int16), (2, 2), (8, 2), device=buffer.device, owner=buffer)
-    assert strided.__cuda_array_interface__["strides"] == (8, 2)
-    with pytest.raises(tc.LayoutMismatchError, match="use DLPack"):
-        _ = buffer.view("bfloat16").__cuda_array_interface__
+    for exporter in (buffer, buffer.view(np.float32, (4, 4)), strided, buffer.view("bfloat16")):
+        assert not hasattr(exporter, "__cuda_array_interface__")
+        with pytest.raises(tc.UntrackedExportError, match=r"does not track.*cupy\.from_dlpack\(buf\)") as refused:
+            _ = exporter.__cuda_array_interface__
+        assert isinstance(refused.value, AttributeError)
+        assert type(exporter).__name__ in str(refused.value)
+    assert not buffer.closed  # the refusal registered nothing and freed nothing
 
 
 @pytest.mark.parametrize(
@@ -187,11 +184,12 @@ def test_views_export_the_cuda_array_interface() -> None:
         tc.LaunchArgumentError("x"),
         tc.StateError("x"),
         tc.WrongTypeError("x"),
+        tc.UntrackedExportError("x"),
     ],
 )
 def test_errors_are_tile_errors_with_a_builtin_base_and_pickle(error: Exception) -> None:
     assert isinstance(error, tb.TileError)
-    assert isinstance(error, (RuntimeError, ValueError, TypeError, IndexError))
+    assert isinstance(error, (RuntimeError, ValueError, TypeError, IndexError, AttributeError))
     clone = pickle.loads(pickle.dumps(error))
     assert type(clone) is type(error)
     assert str(clone) == "x"

@@ -44,8 +44,8 @@ Memory
     it, over a borrowed view; over any other raw address only with ``DeviceView(..., unchecked=True)``): ``.ptr``,
     ``.dtype``, ``.shape``, ``.strides`` in bytes, ``.size``, ``.nbytes``, ``.is_contiguous``, ``.readonly``,
     ``.device``, ``.owner``, ``.buffer``; the same copy methods (contiguous views only), exported through
-    ``__cuda_array_interface__`` and
-    ``__dlpack__`` / ``__dlpack_device__`` so torch / cupy view it without a copy.
+    ``__dlpack__`` / ``__dlpack_device__`` so torch / cupy view it without a copy (``cupy.from_dlpack(buf)``,
+    ``torch.from_dlpack(buf)``); buffers and views offer no ``__cuda_array_interface__`` (``UntrackedExportError``).
     ``borrow(obj, stream=None)`` -> ``DeviceView`` of a foreign DLPack / ``__cuda_array_interface__`` producer
     (torch, cupy), zero-copy, never owning, keeping ``obj`` alive. ``PinnedBuffer.allocate(nbytes)`` /
     ``PinnedBuffer.empty(shape, dtype)``: page-locked host memory, ``.array`` (numpy view whose base keeps it
@@ -71,7 +71,9 @@ Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``
     factory: ``DeviceBuffer()``, ``Function(...)``, ``PreparedLaunch(...)``, ``MemoryPool(...)``; a ``WrongTypeError``
     naming the factory), ``StateError``
     (e.g. freeing memory a DLPack consumer still views, timing an event created without timing), ``ReadOnlyError``
-    (assigning a field the checks trust) and ``FinalClassError`` (subclassing a handle class); driver failures
+    (assigning a field the checks trust), ``FinalClassError`` (subclassing a handle class) and
+    ``UntrackedExportError`` (reading a buffer's or view's ``__cuda_array_interface__``; an ``AttributeError``,
+    as tile.frontend's); driver failures
     are ``CudaError``; no driver is ``DriverNotFoundError``; a device ordinal out of range is ``InvalidDeviceError``
     (these three are tile-bindings' classes, re-exported here because tile.core's own calls raise them).
 
@@ -107,8 +109,10 @@ Ownership across libraries
 --------------------------
 Exports through DLPack keep the buffer alive and block an explicit ``free()`` (``StateError``) until the consumer
 lets go; the consumer's stream is ordered after the buffer's stream at export and the free waits for it.
-``__cuda_array_interface__`` consumers hold a reference to the exporting object (so GC cannot free under them),
-but an explicit ``free()`` is then the caller's promise that they are done. Borrowed memory (``borrow``) orders
+Buffers and views offer no ``__cuda_array_interface__``: its consumer (cupy, numba) keeps a raw pointer and never
+says when it is done, so an explicit ``free()`` could not wait for it (reading the property raises
+``UntrackedExportError``, also an ``AttributeError``, so ``hasattr`` is False and libraries take the DLPack route:
+``cupy.from_dlpack(buf)``, ``torch.from_dlpack(buf)``). Borrowed memory (``borrow``) orders
 the producer's pending work before the given stream once, at borrow time; later work on the producer's own stream
 must be ordered by the caller (``Stream.wait``).
 
@@ -148,6 +152,7 @@ from tile.core._errors import (
     ReadOnlyError,
     StateError,
     StreamClosedError,
+    UntrackedExportError,
     UseAfterFreeError,
     WrongDeviceError,
     WrongTypeError,
@@ -194,6 +199,7 @@ __all__ = [
     "StreamClosedError",
     "TileError",
     "Uncopyable",
+    "UntrackedExportError",
     "UseAfterFreeError",
     "WrongDeviceError",
     "WrongTypeError",

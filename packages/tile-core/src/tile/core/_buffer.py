@@ -28,7 +28,14 @@ import tile.bindings as tb
 from tile.bindings import check
 from tile.core import _dlpack, _reaper
 from tile.core._context import Device
-from tile.core._errors import DoubleFreeError, LayoutMismatchError, StateError, UseAfterFreeError, factory_error
+from tile.core._errors import (
+    DoubleFreeError,
+    LayoutMismatchError,
+    StateError,
+    UseAfterFreeError,
+    factory_error,
+    untracked_export_error,
+)
 from tile.core._event import Event
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_shape, c_strides, check_span, view_nbytes
@@ -419,7 +426,9 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        return self.view().__cuda_array_interface__
+        """Not offered: its consumer keeps a raw pointer and never says when it is done, so ``free()`` could not wait
+        for it. Raises `UntrackedExportError` (an ``AttributeError``); export through DLPack, which is tracked."""
+        raise untracked_export_error(f"a tile.core DeviceBuffer ({self.nbytes} bytes)")
 
     def __dlpack__(self, **kwargs: Any) -> object:
         return self.view().__dlpack__(**kwargs)

@@ -24,6 +24,7 @@ __all__ = [
     "ReadOnlyError",
     "StateError",
     "StreamClosedError",
+    "UntrackedExportError",
     "UseAfterFreeError",
     "WrongDeviceError",
     "WrongTypeError",
@@ -32,6 +33,22 @@ __all__ = [
 
 class UseAfterFreeError(TileError, RuntimeError):
     """A buffer, stream, event or module was used after it was freed or closed."""
+
+
+class UntrackedExportError(TileError, AttributeError):
+    """An export tile.core could not track was asked for: a buffer's or view's ``__cuda_array_interface__`` hands out
+    a raw pointer and its consumer (cupy, numba) never says when it is done, so an explicit ``free()`` could release
+    the memory while it still reads. Also an ``AttributeError``, so ``hasattr`` is False and libraries take the DLPack
+    route, which tile.core tracks (a free waits for the consumer), as tile.frontend's ``UntrackedExportError``."""
+
+
+def untracked_export_error(what: str) -> UntrackedExportError:
+    """The refusal of ``what``'s ``__cuda_array_interface__``; the message says to export through DLPack."""
+    return UntrackedExportError(
+        f"{what} has no __cuda_array_interface__, an export tile.core does not track (an explicit free() could "
+        "release the memory while the consumer still reads it); export through DLPack instead, which tile.core "
+        "tracks: cupy.from_dlpack(buf) or torch.from_dlpack(buf)"
+    )
 
 
 class DoubleFreeError(TileError, RuntimeError):

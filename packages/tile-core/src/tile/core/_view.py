@@ -2,8 +2,9 @@
 
 Invariants: a view never owns memory; it references its owner (a :class:`DeviceBuffer` or the foreign object)
 so the memory outlives the view; every access through a view of a freed buffer raises
-:class:`UseAfterFreeError`; exports (``__cuda_array_interface__``, ``__dlpack__``) hand out the same pointer, so
-consumers see the same bytes (zero-copy) and, through DLPack, keep the owner alive until they let go.
+:class:`UseAfterFreeError`; the one export, ``__dlpack__``, hands out the same pointer, so consumers see the same
+bytes (zero-copy), and keeps the owner alive (a buffer's free refused) until they let go. ``__cuda_array_interface__``,
+an export whose consumer never says when it is done, is refused with :class:`UntrackedExportError`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tile.core._errors import (
     UseAfterFreeError,
     WrongDeviceError,
     WrongTypeError,
+    untracked_export_error,
 )
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_dtype, as_index, as_indices, as_shape, is_c_contiguous, span
@@ -169,18 +171,10 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        if self.dtype.name == "bfloat16":
-            raise LayoutMismatchError("bfloat16 has no __cuda_array_interface__ typestr: use DLPack (__dlpack__)")
-        interface: dict[str, Any] = {
-            "shape": self.shape,
-            "typestr": self.dtype.str,
-            "data": (self.ptr, self.readonly),
-            "strides": None if self.is_contiguous else self.strides,
-            "version": 3,
-        }
-        if self._buffer is not None:
-            interface["stream"] = self._buffer.stream.handle
-        return interface
+        """Not offered: a ``__cuda_array_interface__`` consumer keeps a raw pointer and never says when it is done, so
+        a free of the buffer could not wait for it. Raises `UntrackedExportError` (an ``AttributeError``: ``hasattr``
+        is False, and libraries take the DLPack route, which tile.core tracks)."""
+        raise untracked_export_error(f"a tile.core DeviceView ({self.dtype}, shape {self.shape})")
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (_dlpack.KDL_CUDA, self.device.ordinal)
