@@ -44,11 +44,9 @@ def test_tile_buffer_viewed_by_torch(device: tc.Device) -> None:
     del tensor
     gc.collect()
     buffer.free()
-    via_cai = torch.as_tensor(
-        tc.DeviceBuffer.from_host(np.ones(4, np.float32), device=device).view(np.float32),
-        device=f"cuda:{device.ordinal}",
-    )
-    assert float(via_cai.sum()) == 4.0
+    ones = tc.DeviceBuffer.from_host(np.ones(4, np.float32), device=device)
+    assert not hasattr(ones.view(np.float32), "__cuda_array_interface__")  # untracked: exports go through DLPack
+    assert float(torch.from_dlpack(ones.view(np.float32)).sum()) == 4.0
 
 
 def test_cupy_both_directions(device: tc.Device) -> None:
@@ -60,9 +58,10 @@ def test_cupy_both_directions(device: tc.Device) -> None:
     cp.cuda.runtime.deviceSynchronize()
     assert int(array.sum()) == 144
     buffer = tc.DeviceBuffer.from_host(np.zeros(16, np.int32), device=device)
-    through_cai = cp.asarray(buffer.view(np.int32))
-    assert through_cai.data.ptr == buffer.ptr
-    through_cai += 5
+    assert not hasattr(buffer.view(np.int32), "__cuda_array_interface__")  # cp.asarray's untracked route: refused
+    first = cp.from_dlpack(buffer.view(np.int32))
+    assert first.data.ptr == buffer.ptr
+    first += 5
     through_dlpack = cp.from_dlpack(buffer.view(np.int32))
     through_dlpack += 1
     cp.cuda.runtime.deviceSynchronize()
