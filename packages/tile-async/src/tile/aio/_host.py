@@ -72,6 +72,12 @@ class HostCompletion(Completion):
         call_back(fn, self._error)
 
 
+class _Observer(HostCompletion):
+    """A completion `HostStream._observe` queued: it leaves the stream's error in place."""
+
+    __slots__ = ()
+
+
 _DONE = HostCompletion.finished()
 _Item = Callable[[], object] | HostCompletion | None  # None stops the worker
 
@@ -125,6 +131,16 @@ class HostStream(ExecutionContext):
                 error, self._error = self._error, None
             return _DONE if error is None else HostCompletion.finished(error)
         completion = HostCompletion()
+        self._submit(completion)
+        return completion
+
+    def _observe(self) -> Completion:
+        """`record` without taking the error: the stream stays poisoned for its own run's next record."""
+        if not self._worker:
+            with self._mutex:
+                error = self._error
+            return _DONE if error is None else HostCompletion.finished(error)
+        completion = _Observer()
         self._submit(completion)
         return completion
 
@@ -183,7 +199,9 @@ class HostStream(ExecutionContext):
         while (item := self._queue.get()) is not None:
             if isinstance(item, HostCompletion):
                 with self._mutex:
-                    error, self._error = self._error, None
+                    error = self._error
+                    if type(item) is not _Observer:
+                        self._error = None
                 item.complete(error)
             else:
                 try:
