@@ -8,7 +8,9 @@ be tested without a GPU.
 
 Errors: a function that raises poisons its stream like a CUDA fault poisons a context, but only up to the
 next recorded completion: later work is skipped, and the error is handed to that completion (so the op
-whose work failed reports it from its own ``.sync()``/``await``) and cleared. Host work runs with the
+whose work failed reports it from its own ``.sync()``/``await``) and cleared. A completion recorded for
+another tree (`ExecutionContext._observe`: a shared op's first run, a stream ordering itself after this one) reports
+the error without clearing it, so it never takes the error from the run it belongs to. Host work runs with the
 execution lock held, so it cannot start a nested blocking execution.
 """
 
