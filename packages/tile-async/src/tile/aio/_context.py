@@ -95,6 +95,12 @@ class ExecutionContext(Uncopyable, ABC):
     def record(self) -> Completion:
         """Return a completion for all work enqueued so far."""
 
+    def _observe(self) -> Completion:
+        """A completion for all work enqueued so far, recorded by someone other than the work's own run (a shared op,
+        another stream ordering after this one): it reports the work's error without taking it from this context, so
+        the run whose work failed still reports it. ``record()`` for contexts whose errors are sticky (CUDA)."""
+        return self.record()
+
     @abstractmethod
     def wait(self, completion: Completion) -> None:
         """Make work enqueued from now on start only after ``completion`` is done (the caller does not block)."""

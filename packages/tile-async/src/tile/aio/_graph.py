@@ -218,7 +218,7 @@ class Graph(Uncopyable, Generic[T]):
             last, self._last = self._last, None
         try:
             if last is not None:
-                last.record().wait()
+                last._observe().wait()
         finally:
             self._finalizer.detach()
             op, self._op = self._op, None
@@ -243,7 +243,7 @@ class Graph(Uncopyable, Generic[T]):
                 raise ClosedError("this graph", "capture the op again")
             last, self._last = self._last, ctx
             if last is not None and last != ctx:
-                ctx.wait(last.record())
+                ctx.wait(last._observe())
             return work()
 
     def _replay_on(self, ctx: ExecutionContext) -> T:

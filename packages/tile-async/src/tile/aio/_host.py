@@ -8,7 +8,9 @@ be tested without a GPU.
 
 Errors: a function that raises poisons its stream like a CUDA fault poisons a context, but only up to the
 next recorded completion: later work is skipped, and the error is handed to that completion (so the op
-whose work failed reports it from its own ``.sync()``/``await``) and cleared. Host work runs with the
+whose work failed reports it from its own ``.sync()``/``await``) and cleared. A completion recorded for
+another tree (`ExecutionContext._observe`: a shared op's first run, a stream ordering itself after this one) reports
+the error without clearing it, so it never takes the error from the run it belongs to. Host work runs with the
 execution lock held, so it cannot start a nested blocking execution.
 """
 
@@ -72,6 +74,12 @@ class HostCompletion(Completion):
         call_back(fn, self._error)
 
 
+class _Observer(HostCompletion):
+    """A completion `HostStream._observe` queued: it leaves the stream's error in place."""
+
+    __slots__ = ()
+
+
 _DONE = HostCompletion.finished()
 _Item = Callable[[], object] | HostCompletion | None  # None stops the worker
 
@@ -125,6 +133,16 @@ class HostStream(ExecutionContext):
                 error, self._error = self._error, None
             return _DONE if error is None else HostCompletion.finished(error)
         completion = HostCompletion()
+        self._submit(completion)
+        return completion
+
+    def _observe(self) -> Completion:
+        """`record` without taking the error: the stream stays poisoned for its own run's next record."""
+        if not self._worker:
+            with self._mutex:
+                error = self._error
+            return _DONE if error is None else HostCompletion.finished(error)
+        completion = _Observer()
         self._submit(completion)
         return completion
 
@@ -183,7 +201,9 @@ class HostStream(ExecutionContext):
         while (item := self._queue.get()) is not None:
             if isinstance(item, HostCompletion):
                 with self._mutex:
-                    error, self._error = self._error, None
+                    error = self._error
+                    if type(item) is not _Observer:
+                        self._error = None
                 item.complete(error)
             else:
                 try:

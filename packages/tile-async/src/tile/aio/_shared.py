@@ -70,7 +70,7 @@ class Shared(DeviceOp[T]):
             raise
         finally:  # the point `_hand_off` tests: the inner op's work (what of it was enqueued) is done
             with contextlib.suppress(Exception):  # not recorded: `_first_run_done` records a later point
-                self._ran = ctx.record()
+                self._ran = ctx._observe()  # not `record`: the tree's own run reports an error
         return self._output
 
     def _ready_completion(self) -> Completion:
@@ -78,7 +78,7 @@ class Shared(DeviceOp[T]):
         with self._mutex:
             if self._ready is None:
                 assert self._ran_on is not None
-                self._ready = self._ran_on.record()
+                self._ready = self._ran_on._observe()
             return self._ready
 
     def _children(self) -> tuple[DeviceOp[Any], ...]:
@@ -105,7 +105,7 @@ class Shared(DeviceOp[T]):
         if ready is None:  # the first run's record failed: a later point of its context also tells
             assert self._ran_on is not None
             try:
-                ready = self._ran = self._ran_on.record()
+                ready = self._ran = self._ran_on._observe()
             except Exception:  # not known: kept (never handed back early), as a tree whose work failed keeps it
                 return False
         try:

@@ -235,7 +235,7 @@ class Launch(DeviceOp[tuple[Any, ...]]):
                 raise InFlightError(f"{what} (arguments of {self._describe()})", fate[1], _FIX["captured"])
             if producer == ctx or producer in waited:
                 continue
-            ctx.wait(producer.record())
+            ctx.wait(producer._observe())
             waited.append(producer)
 
     def _drop(self) -> None:

@@ -131,7 +131,7 @@ class Collective(DeviceOp[Any]):
                 continue
             if fate[0] is not IN_FLIGHT:
                 raise InFlightError(f"the tensors of {self._describe()}", fate[1], _FIX["captured"])
-            ctx.wait(fate.ctx.record())
+            ctx.wait(fate.ctx._observe())
 
     def _drop(self) -> None:
         with OWNED:
