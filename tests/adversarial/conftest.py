@@ -2,12 +2,14 @@
 compiled one where the extension is built), switched in-process and restored after; ``gpu`` runs a test on the GPU
 backend and restores the CPU one; ``sim`` is tile.core's simulated driver in its strict form (asynchronous, nothing
 run before something waits for it, and at the end no driver bug seen and no deferred release left), ``vec_add`` its
-built-in kernel. A review that needs another simulator defines its own ``sim``."""
+built-in kernel; ``kernels`` is a module holding ``scale_by_const`` (``z = x * c`` for a ``Const[float]`` ``c``). A
+review that needs another simulator or other kernels defines its own ``sim`` or ``kernels``."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 
@@ -52,3 +54,23 @@ def sim() -> Iterator[SimDriver]:
 @pytest.fixture
 def vec_add(sim: SimDriver) -> tc.Function:
     return tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+
+
+SCALE_BY_CONST = """
+import tile.frontend as tile
+from tile.frontend import Const, Mut, Tensor, f32
+
+
+@tile.entry
+def scale_by_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], c: Const[float]):
+    z.store(tile.load_tile_like(x, z) * c)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """``scale_by_const`` compiled from a file of its own per test module."""
+    from helpers_adversarial import load_source  # beside the tests: importable once a test module is collected
+
+    name = f"{request.module.__name__.rsplit('.', 1)[-1]}_kernels"
+    return load_source(name, SCALE_BY_CONST, tmp_path_factory.mktemp(name))

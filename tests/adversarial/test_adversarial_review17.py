@@ -20,29 +20,12 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from helpers_adversarial import load_source
 
 import tile.core as tc
 import tile.frontend as tile
 from tile import aio
 from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, sm90_cubin
 from tile.frontend import f32
-
-SOURCE = """
-import tile.core as tc
-import tile.frontend as tile
-from tile.frontend import Const, Mut, Tensor, f32
-
-
-@tile.entry
-def scale_by_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], c: Const[float]):
-    z.store(tile.load_tile_like(x, z) * c)
-"""
-
-
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    return load_source("adversarial_review17_kernels", SOURCE, tmp_path_factory.mktemp("review17"))
 
 
 @pytest.mark.parametrize("keyword", [False, True], ids=["positional", "keyword"])

@@ -48,38 +48,20 @@ Tried and found solid (tests below where cheap, else reasoned):
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers_adversarial import load_source
 
 import tile.bindings as tb
 import tile.core as tc
 import tile.frontend as tile
 from tile import aio
-from tile.core import _reaper
-from tile.core.testing import SimDriver, simulated
+from tile.core.testing import SimDriver
 from tile.frontend import f32
-
-SOURCE = """
-import tile.frontend as tile
-from tile.frontend import Const, Mut, Tensor, f32
-
-
-@tile.entry
-def scale_by_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], c: Const[float]):
-    z.store(tile.load_tile_like(x, z) * c)
-"""
-
-
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    return load_source("adversarial_review18_kernels", SOURCE, tmp_path_factory.mktemp("review18"))
 
 
 def _fail(_: object) -> object:
@@ -132,17 +114,6 @@ def test_a_tree_that_never_reached_a_shared_op_does_not_hand_it_back_while_its_f
     out = results[0][1]
     z = out if isinstance(out, tile.Partition) else out[0]
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(64, 2, np.float32))
-
-
-@pytest.fixture
-def sim() -> Iterator[SimDriver]:
-    with simulated(asynchronous=True) as driver:
-        driver.eagerness = 0.0  # nothing runs before something waits for it
-        yield driver
-        gc.collect()
-        _reaper.drain()
-        driver.drain_all()
-    assert driver.bugs == [], driver.bugs
 
 
 _QUERIES: dict[str, Callable[[tc.Device], object]] = {

@@ -32,26 +32,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from helpers_adversarial import load_source
 
 import tile.frontend as tile
 from tile import aio
 from tile.frontend import f32
-
-SOURCE = """
-import tile.frontend as tile
-from tile.frontend import Const, Mut, Tensor, f32
-
-
-@tile.entry
-def scale_by_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], c: Const[float]):
-    z.store(tile.load_tile_like(x, z) * c)
-"""
-
-
-@pytest.fixture(scope="module")
-def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    return load_source("adversarial_review19_kernels", SOURCE, tmp_path_factory.mktemp("review19"))
 
 
 def _fail(*_: object) -> None:
