@@ -6,7 +6,10 @@ kernel at odd, non-divisible shapes and check the numbers, so this runs them aga
 kernel runs its first config; racing every candidate under a sanitizer, tens of times slower, does not fit a run) and
 so are the tests that exist to exercise the tuner itself.
 
-    python benchmarks/sanitize_kernels.py --tools memcheck,racecheck --out benchmarks/results/sanitizer.json
+    python benchmarks/sanitize_kernels.py --tools memcheck,racecheck --jobs 10 --out benchmarks/results/sanitizer.json
+
+``--jobs N`` runs one sanitizer process per (tool, test file), N at once on the one GPU (each process compiles its
+own kernels: give it CPU cores), so the whole sweep takes as long as its slowest file instead of the sum.
 
 A tool passes when it reports 0 errors and the tests it ran passed; the JSON keeps the tool's own summary lines and,
 on errors, the first reports, so a failure can be read without a rerun. Exit status 1 when any tool failed or none
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +110,51 @@ def verdict(output: str, returncode: int) -> dict[str, Any]:
     }
 
 
+def run_one(sanitizer: str, tool: str, files: list[str], select: str, timeout: float) -> dict[str, Any]:
+    """One sanitizer process over ``files`` with ``tool``: its verdict, seconds and command line."""
+    start, line = time.perf_counter(), command(sanitizer, tool, files, select)
+    env = {**os.environ, "TILE_AUTOTUNE": "0", "TILE_REQUIRE_GPU": "1"}
+    try:
+        run = subprocess.run(line, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        output, code = run.stdout + run.stderr, run.returncode
+    except subprocess.TimeoutExpired as e:
+        output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        output, code = output + f"\ntimed out after {timeout:.0f} s", -1
+    return {**verdict(output, code), "seconds": round(time.perf_counter() - start, 1), "command": line}
+
+
+def combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tool's verdict over several processes (one per test file): errors and test counts summed, passed only
+    when every process passed. A single process's verdict is returned as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    counts: dict[str, int] = {}
+    for part in parts:
+        for what, number in part["tests"].items():
+            counts[what] = counts.get(what, 0) + number
+    errors = [part["errors"] for part in parts]
+    return {
+        "errors": None if None in errors else sum(errors),
+        "tests": counts,
+        "returncode": next((part["returncode"] for part in parts if part["returncode"] != 0), 0),
+        "passed": all(part["passed"] for part in parts),
+        "first_reports": [line for part in parts for line in part["first_reports"]][:40],
+        "seconds": max(part["seconds"] for part in parts),
+        "runs": [
+            {k: part[k] for k in ("errors", "tests", "returncode", "passed", "seconds", "command")} for part in parts
+        ],
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tools", default="memcheck,racecheck", help=f"comma-separated, of {', '.join(TOOLS)}")
     p.add_argument("--files", default=",".join(FILES), help="test files under packages/tile-kernels/tests")
     p.add_argument("-k", dest="select", default=DESELECT, help="pytest -k expression")
-    p.add_argument("--timeout", type=float, default=240.0, help="seconds per tool")
+    p.add_argument("--timeout", type=float, default=240.0, help="seconds per sanitizer process")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="sanitizer processes at once; above 1, one process per (tool, test file)"
+    )
     p.add_argument("--out", default="", help="write the JSON here")
     args = p.parse_args()
     sanitizer = find_sanitizer()
@@ -119,26 +162,19 @@ def main() -> int:
         print("compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)", file=sys.stderr)
         return 1
     files = [str(TESTS / f) for f in args.files.split(",") if f]
-    env = {**os.environ, "TILE_AUTOTUNE": "0", "TILE_REQUIRE_GPU": "1"}
+    tools = [t for t in args.tools.split(",") if t]
+    for tool in tools:
+        command(sanitizer, tool, files, args.select)  # refuses an unknown tool before anything runs
+    groups = [[f] for f in files] if args.jobs > 1 else [files]
+    jobs = [(tool, group) for tool in tools for group in groups]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        done = list(pool.map(lambda job: run_one(sanitizer, job[0], job[1], args.select, args.timeout), jobs))
     results: dict[str, Any] = {"sanitizer": sanitizer, "files": args.files.split(","), "select": args.select}
-    for tool in [t for t in args.tools.split(",") if t]:
-        start, line = time.perf_counter(), command(sanitizer, tool, files, args.select)
-        try:
-            run = subprocess.run(
-                line,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-                check=False,
-            )
-            output, code = run.stdout + run.stderr, run.returncode
-        except subprocess.TimeoutExpired as e:
-            output = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            output, code = output + f"\ntimed out after {args.timeout:.0f} s", -1
-        results[tool] = {**verdict(output, code), "seconds": round(time.perf_counter() - start, 1), "command": line}
+    for tool in tools:
+        results[tool] = combine([part for (t, _), part in zip(jobs, done, strict=True) if t == tool])
         r = results[tool]
-        print(f"{tool}: errors={r['errors']} tests={r['tests']} rc={code} passed={r['passed']} ({r['seconds']} s)")
+        verdict_line = f"errors={r['errors']} tests={r['tests']} rc={r['returncode']} passed={r['passed']}"
+        print(f"{tool}: {verdict_line} ({r['seconds']} s)")
         for line in r["first_reports"][:10]:
             print("   ", line)
     if args.out:

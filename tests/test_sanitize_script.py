@@ -70,3 +70,35 @@ def test_errors_failures_missing_summaries_and_empty_runs_fail(
     assert memcheck["passed"] is False
     if errors:
         assert memcheck["first_reports"] == ["========= Invalid __global__ read of size 4 bytes"]
+
+
+def test_jobs_run_one_process_per_tool_and_file_and_sum_their_verdicts(tmp_path: Path) -> None:
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    shim = shims / "compute-sanitizer"
+    # Errors only in the rows file's process: the combined verdict must fail and say so.
+    shim.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *test_rows_gpu.py*) n=2 ;; *) n=0 ;; esac\n'
+        "echo '4 passed in 1.0s'\n"
+        'echo "========= ERROR SUMMARY: $n errors"\n'
+        '[ "$n" = 0 ] || exit 86\n'
+    )
+    shim.chmod(0o755)
+    out = tmp_path / "s.json"
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    files = "test_kernels_gpu.py,test_rows_gpu.py,test_gemv_gpu.py"
+    args = ["--tools", "memcheck,racecheck", "--files", files, "--jobs", "4", "--out", str(out)]
+    run = subprocess.run([sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True, check=False)
+    assert run.returncode == 1, run.stdout
+    result = json.loads(out.read_text())
+    for tool in ("memcheck", "racecheck"):
+        verdict = result[tool]
+        assert verdict["errors"] == 2
+        assert verdict["tests"] == {"passed": 12}
+        assert verdict["passed"] is False
+        assert verdict["returncode"] == 86
+        runs = verdict["runs"]
+        assert [r["passed"] for r in runs] == [True, False, True]
+        assert all(r["command"][1:3] == ["--tool", tool] for r in runs)
+        assert [sum(f in " ".join(r["command"]) for f in files.split(",")) for r in runs] == [1, 1, 1]
