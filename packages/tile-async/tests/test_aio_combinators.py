@@ -95,6 +95,26 @@ def test_unzip_checks_the_arity_when_it_runs() -> None:
         a.sync()
 
 
+@pytest.mark.parametrize("n", [0, -3, 2.5])
+def test_unzip_refuses_a_length_that_is_no_int_of_at_least_one_and_keeps_the_op(n: Any) -> None:
+    op = aio.value((1, 2))
+    with pytest.raises(aio.OpTypeError, match=r"\.unzip\(n\) gave .*expected an int n >= 1"):
+        op.unzip(n)
+    assert op.sync() == (1, 2)
+
+
+def test_zip_and_collect_claim_all_their_ops_or_none() -> None:
+    good, used = aio.value(1), aio.value(2)
+    used.sync()
+    with pytest.raises(aio.OpConsumedError, match=r"executed by \.sync"):
+        aio.zip(good, used)
+    with pytest.raises(aio.OpConsumedError, match=r"moved into collect"):
+        aio.collect([good, good])
+    with pytest.raises(aio.OpTypeError, match=r"argument 1 of zip"):
+        aio.zip(good, 3)  # type: ignore[call-overload]
+    assert aio.zip(good).sync() == (1,)
+
+
 def test_shared_runs_once_and_gives_every_use_the_same_output() -> None:
     calls: list[int] = []
     shared = aio.host_call(lambda: calls.append(1)).map(lambda _: object()).shared()

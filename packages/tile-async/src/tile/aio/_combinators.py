@@ -68,6 +68,24 @@ def use_compiled(
     _op._then_link = then
 
 
+def _claim_all(ops: list[DeviceOp[Any]], verb: str, site: Site) -> None:
+    """Claim every op (``verb`` at ``site``) or none: the ops are all checked first (`_as_op`), and when one claim is
+    refused (an op consumed before, or passed twice) the claims already made are given back, so the error leaves the
+    caller's other ops usable instead of moved into an op that was never made."""
+    done: list[DeviceOp[Any]] = []
+    try:
+        for op in ops:
+            before = op._fate
+            op._claim(verb, site)
+            if before is None:
+                done.append(op)
+    except BaseException:
+        with _op._CLAIMING:
+            for op in done:
+                op._fate = None  # claimed here just now (its fate was None): nothing else took it since
+        raise
+
+
 def _as_op(obj: object, where: str) -> DeviceOp[Any]:
     if not isinstance(obj, DeviceOp):
         raise OpTypeError(where, "a DeviceOp", type(obj).__name__)
@@ -361,9 +379,7 @@ def zip(*ops: DeviceOp[Any]) -> DeviceOp[tuple[Any, ...]]:
     DeviceOp
         The op producing ``(out_0, out_1, ...)``.
     """
-    site = caller_site()
-    for i, op in enumerate(ops):
-        _as_op(op, f"argument {i} of zip()")._claim("moved into zip()", site)
+    _claim_all([_as_op(op, f"argument {i} of zip()") for i, op in enumerate(ops)], "moved into zip()", caller_site())
     return Zip(ops)
 
 
@@ -384,6 +400,5 @@ def collect(ops: Iterable[DeviceOp[T]]) -> DeviceOp[list[T]]:
     """
     site = caller_site()
     taken = tuple(ops)
-    for i, op in enumerate(taken):
-        _as_op(op, f"item {i} given to collect()")._claim("moved into collect()", site)
+    _claim_all([_as_op(op, f"item {i} given to collect()") for i, op in enumerate(taken)], "moved into collect()", site)
     return Collect(taken)

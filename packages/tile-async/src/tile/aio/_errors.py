@@ -152,16 +152,21 @@ class OpTypeError(TileError, TypeError):
         What was expected.
     got : str
         The type received.
+    fix : str
+        What to do instead (default: wrap plain values with ``tile.aio.value``).
     """
 
-    def __init__(self, where: str, expected: str, got: str) -> None:
+    def __init__(
+        self, where: str, expected: str, got: str, fix: str = "wrap plain values with tile.aio.value(...)"
+    ) -> None:
         self.where = where
         self.expected = expected
         self.got = got
-        super().__init__(f"{where} gave {got}, expected {expected}; wrap plain values with tile.aio.value(...)")
+        self.fix = fix
+        super().__init__(f"{where} gave {got}, expected {expected}; {fix}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.where, self.expected, self.got))
+        return (type(self), (self.where, self.expected, self.got, self.fix))
 
 
 class ClosedError(TileError, RuntimeError):

@@ -286,8 +286,9 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         tuple of DeviceOp
             One op per element; the work runs once, when the first of them executes.
         """
+        count = _shared.arity(n)  # checked before the claim: a refused call leaves this op unconsumed
         self._claim("moved into .unzip()", caller_site())
-        return _shared.unzip_shared(_shared.Shared(self), n)
+        return _shared.unzip_shared(_shared.Shared(self), count)
 
     # -- execution ----------------------------------------------------------------------------------------
 

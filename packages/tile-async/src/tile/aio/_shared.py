@@ -11,6 +11,7 @@ still queued elsewhere. A failed first run makes every use raise the same error.
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from typing import Any, Generic, TypeVar
 
@@ -118,6 +119,19 @@ def _first_run_in_capture() -> BaseException:
     return CaptureError(
         "a shared op", "its first execution would only be recorded, so its output would not exist for other uses"
     )
+
+
+def arity(n: object) -> int:
+    """``n`` as the length ``.unzip(n)`` splits into: an int (``operator.index``, once) of at least 1, else
+    `OpTypeError` (``n`` < 1 made no element op: the op was moved into nothing and its work could never run)."""
+    try:
+        count = operator.index(n)  # type: ignore[arg-type]  # checked here: anything with __index__
+    except TypeError:
+        count = None
+    if count is None or count < 1:
+        got = repr(n) if count is not None else type(n).__name__
+        raise OpTypeError(".unzip(n)", "an int n >= 1 (the length of the op's output tuple)", got, "pass that length")
+    return count
 
 
 def unzip_shared(shared: Shared[tuple[Any, ...]], n: int) -> tuple[DeviceOp[Any], ...]:
