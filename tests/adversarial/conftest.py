@@ -8,7 +8,9 @@ review that needs another simulator or other kernels defines its own ``sim`` or 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -18,6 +20,9 @@ import tile.frontend as tile
 from tile.core import _reaper
 from tile.core.testing import SimDriver, simulated, sm90_cubin
 from tile.frontend import _accel
+
+if str(Path(__file__).parent) not in sys.path:  # the sibling helpers, also when one test file runs alone
+    sys.path.insert(0, str(Path(__file__).parent))
 
 PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason()))]
 
@@ -70,7 +75,7 @@ def scale_by_const(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], c: Const[float]
 @pytest.fixture(scope="module")
 def kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     """``scale_by_const`` compiled from a file of its own per test module."""
-    from helpers_adversarial import load_source  # beside the tests: importable once a test module is collected
+    from helpers_adversarial import load_source  # beside the tests (on sys.path above)
 
     name = f"{request.module.__name__.rsplit('.', 1)[-1]}_kernels"
     return load_source(name, SCALE_BY_CONST, tmp_path_factory.mktemp(name))

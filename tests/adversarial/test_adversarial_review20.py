@@ -160,3 +160,19 @@ def test_then_function_that_raises_after_moving_the_output_elsewhere(kernels: Mo
     out = stash.pop().sync_on(aio.HostStream())
     assert storage.pending == 0
     np.testing.assert_array_equal(_result(out), np.full(64, 5.0, np.float32))
+
+
+@pytest.mark.parametrize("method", ["then", "map"])
+def test_then_and_map_refuse_a_non_callable_before_moving_the_op(method: str) -> None:
+    # `.then(5)` used to be accepted and fail with a bare TypeError only when the chain ran, after the op's work.
+    op = aio.value(3)
+    with pytest.raises(aio.OpTypeError, match=rf"passed to \.{method}\(\) gave int, expected a callable"):
+        getattr(op, method)(5)
+    assert op.sync_on(aio.HostStream()) == 3  # still the caller's, and it runs
+
+
+@pytest.mark.parametrize("make", ["host_call", "with_context"])
+def test_host_call_and_with_context_refuse_a_non_callable_when_made(make: str) -> None:
+    # Both failed only when executed, with an untyped TypeError.
+    with pytest.raises(aio.OpTypeError, match=rf"passed to {make}\(\) gave str, expected a callable"):
+        getattr(aio, make)("print")

@@ -332,6 +332,8 @@ def with_context(fn: Callable[[ExecutionContext], T], *, capturable: bool = Fals
     capturable : bool
         Whether ``fn`` only enqueues work that a graph can record (no allocation, no synchronization).
     """
+    if not callable(fn):
+        raise _op._not_callable("with_context()", fn)
     return WithContext(fn, capturable)
 
 
@@ -353,6 +355,8 @@ def host_call(fn: Callable[..., object], *args: Any) -> DeviceOp[tuple[Any, ...]
     DeviceOp
         The op producing ``args``.
     """
+    if not callable(fn):
+        raise _op._not_callable("host_call()", fn)
     return HostCall(fn, args)
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from tile.aio import _lock, _run
 from tile.aio._context import ExecutionContext
-from tile.aio._errors import CaptureError, OpConsumedError
+from tile.aio._errors import CaptureError, OpConsumedError, OpTypeError
 from tile.aio._uncopyable import Uncopyable
 
 if TYPE_CHECKING:
@@ -84,6 +84,13 @@ def _interned(value: T) -> T:
 
 _then_link: Callable[[Any, Any], Any] | None = None  # `DeviceOp.then` compiled (set by `_combinators.use_compiled`)
 _THEN_FATES: dict[Site, tuple[str, Site]] = {}  # (file, line) -> the interned fate of an op moved into .then() there
+
+
+def _not_callable(method: str, fn: object) -> OpTypeError:
+    """The refusal of a non-callable ``fn`` given to ``method``, raised before the op is moved."""
+    return OpTypeError(
+        f"the function passed to {method}", "a callable", type(fn).__name__, "pass a function or a lambda"
+    )
 
 
 def _then_fate(where: Site) -> tuple[str, Site]:
@@ -216,6 +223,8 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         """
         # `caller_site` and `_claim`, inlined with the fate cached per call site: a pipeline makes one link per step,
         # built before any of its work is enqueued (time the device waits for in a chain of large kernels).
+        if not callable(fn):  # refused while the op is still the caller's (it would fail only when run, after its work)
+            raise _not_callable(".then()", fn)
         fast = _then_link  # compiled: the same steps for a launch or a link (NotImplemented: not handled, nothing done)
         if fast is not None and (link := fast(self, fn)) is not NotImplemented:
             made: DeviceOp[U] = link
@@ -248,6 +257,8 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         DeviceOp
             The mapped op; this op is moved into it.
         """
+        if not callable(fn):
+            raise _not_callable(".map()", fn)
         self._claim("moved into .map()", caller_site())
         return _combinators.Map(self, fn)
 
