@@ -133,3 +133,20 @@ def test_a_fused_matmul_op_over_max_m_refuses_out_equal_to_a_when_made() -> None
     with pytest.raises(tile.BorrowError, match=r"that needs exclusive memory"):
         tk.matmul_op(a, b, norm=g, out=a)
     assert a.to_numpy().sum() == 32 * 32
+
+
+def test_a_refused_fused_matmul_op_over_max_m_gives_out_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The out= held from the op's making comes back to the caller when the chain's first launch (the rmsnorm) is
+    refused (simulated: no argument that `matmul_op` takes gets past its own checks and is refused there)."""
+    from tile.kernels import _addnorm
+
+    def refused(*_: object, **__: object) -> None:
+        raise tile.ArgumentError("rmsnorm_op: refused")
+
+    monkeypatch.setattr(_addnorm, "rmsnorm_op", refused)
+    o = tile.zeros(tile.f32, [32, 32])
+    a, b = tile.from_numpy(np.ones((32, 32), np.float32)), tile.from_numpy(np.ones((32, 32), np.float32))
+    with pytest.raises(tile.ArgumentError, match=r"rmsnorm_op: refused"):
+        tk.matmul_op(a, b, norm=tile.ones(tile.f32, [32]), out=o)
+    assert not o.moved
+    assert o.to_numpy().sum() == 0
