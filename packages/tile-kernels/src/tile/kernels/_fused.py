@@ -236,18 +236,19 @@ def launch_split(config: autotune.Config, z: Tensor, *, x: Tensor, y: Tensor, fu
         return made.then(combine)
 
 
-def composed(fused: Fusion, x: Tensor, z: Tensor, matmul: Callable[[Tensor, Tensor], _Op]) -> _Op:
+def composed(fused: Fusion, x: Tensor, matmul: Callable[[Tensor], _Op]) -> _Op:
     """A fused call above `MAX_M` rows: `tk.rmsnorm_op` of ``x`` first (with ``norm``), chained, then
-    ``matmul(activation, z)``, the big-M GEMM (with ``swiglu``: its SwiGLU epilogue, writing ``z`` directly). The
-    op's output is ``(z's partition, x)``, as a fused launch's starts."""
+    ``matmul(activation)``, the big-M GEMM (with ``swiglu``: its SwiGLU epilogue) writing the call's output, which
+    the caller holds (partitioned) from the op's making on. The op's output is ``(z's partition, x)``, as a fused
+    launch's starts."""
     from tile.kernels._addnorm import rmsnorm_op
 
     if fused.norm is None:
-        return matmul(x, z).map(lambda out: (out[0], out[1]))
+        return matmul(x).map(lambda out: (out[0], out[1]))
     first: _Op = rmsnorm_op(x, fused.norm, eps=fused.eps)
 
     def normed(out: tuple[Any, ...]) -> _Op:
         x_back = out[1]
-        return matmul(out[0].unpartition(), z).map(lambda done: (done[0], x_back))
+        return matmul(out[0].unpartition()).map(lambda done: (done[0], x_back))
 
     return first.then(normed)

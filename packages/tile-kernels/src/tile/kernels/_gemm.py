@@ -233,11 +233,18 @@ class _MatmulCall:
             configs.check_config(big, self.op)
             _fused.check_big(big, glu, self.op)
             k_y = self.y
+            # ``z`` (maybe the caller's out=) is the op's from now on, as the other forms' partition: held in a
+            # partition until the GEMM runs (it launched after the norm had run, so the caller could still read,
+            # write or lend ``out`` meanwhile); a refused norm launch gives it back.
+            with tile.partitioned(z, [1] * z.ndim) as held:
 
-            def project(h: Tensor, out: Tensor) -> _Op:
-                return _launch_matmul(big, out, x=h, y=k_y[()], bias=_no_bias(), res=_no_res(), epi=self.epi, fused=glu)
+                def project(h: Tensor) -> _Op:
+                    out = held.unpartition()
+                    return _launch_matmul(
+                        big, out, x=h, y=k_y[()], bias=_no_bias(), res=_no_res(), epi=self.epi, fused=glu
+                    )
 
-            return _fused.composed(fused, self.x, z, project)
+                return _fused.composed(fused, self.x, project)
         if config is None:
             config = self._choose(fused)
         configs.check_config(config, self.op)

@@ -83,6 +83,11 @@ def prep_qkv(
     (a power of two dividing ``heads``; default `PREP_GROUP`), compiled for ``occupancy`` blocks per SM (0 to 32, 0
     for no hint; default `PREP_OCCUPANCY`). ``cos``/``sin`` are f32 or bf16 tables (math is f32 either way). The
     caches are moved in: the launch's outputs are ``(q, k_cache, v_cache, ...)``, the first three partitions."""
+    _check(k_cache, v_cache, qkv, cos, sin)
+    heads = _args.integer(heads, "heads", "prep_qkv")
+    if heads < 1:
+        raise ArgumentError(f"prep_qkv: heads={heads}; pass the model's number of query heads (>= 1)")
+    eps = _args.real(eps, "eps", "prep_qkv")
     kv, s, hd = k_cache.shape
     n = qkv.shape[0]
     if qkv.shape[1] != (heads + 2 * kv) * hd:
@@ -135,6 +140,28 @@ def prep_qkv(
     args = (x, wq[()], wk[()], *rows, pos[()], first, float(eps))
     rows_made: Op = launch(z, zk, zv, *args, HALF=hd // 2, G=g, OFF=heads, KV=kv, ALIGNED=first % bt == 0)
     return rows_made
+
+
+def _check(k_cache: object, v_cache: object, qkv: object, cos: object, sin: object) -> None:
+    """`ArgumentError` unless the caches are two Tile tensors ``(kv_heads, S, HD)`` of one shape and dtype (the
+    kernels bound the cache position by the key cache alone: a shorter value cache faulted after the keys were
+    written, or, in a multi-token pass, silently dropped the values past its end), ``qkv`` is 2-D rows and the RoPE
+    tables are two 2-D tables of one shape (a shorter ``sin`` was read past its end)."""
+    for t, name, rank in ((k_cache, "k_cache", 3), (v_cache, "v_cache", 3), (qkv, "qkv", 2), (cos, "cos", 2)):
+        if not isinstance(t, Tensor) or t.ndim != rank:
+            what = list(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ArgumentError(f"prep_qkv: {name} must be a {rank}-D Tile tensor, got {what}")
+    assert isinstance(k_cache, Tensor)
+    assert isinstance(v_cache, Tensor)
+    assert isinstance(cos, Tensor)
+    if k_cache.shape != v_cache.shape or k_cache.dtype != v_cache.dtype:
+        raise ArgumentError(
+            f"prep_qkv: k_cache is {k_cache!r} but v_cache is {v_cache!r}; pass two caches of one shape and dtype, "
+            "(kv_heads, S, HD)"
+        )
+    if not isinstance(sin, Tensor) or sin.shape != cos.shape:
+        what = list(sin.shape) if isinstance(sin, Tensor) else type(sin).__name__
+        raise ArgumentError(f"prep_qkv: sin is {what} but cos is {list(cos.shape)}; pass two tables of one shape")
 
 
 def _same_tables(cos: Tensor, sin: Tensor) -> None:
