@@ -150,3 +150,15 @@ def test_a_refused_fused_matmul_op_over_max_m_gives_out_back(monkeypatch: pytest
         tk.matmul_op(a, b, norm=tile.ones(tile.f32, [32]), out=o)
     assert not o.moved
     assert o.to_numpy().sum() == 0
+
+
+@pytest.mark.parametrize("src", [True, 0.0, "0", None])
+def test_broadcast_refuses_a_src_that_is_not_an_int(src: Any) -> None:
+    """``src=True`` or ``0.0`` passed the rank range check and went to torch; ``"0"`` raised a bare TypeError. The
+    refusal comes first (no torch needed) and the tensor stays the caller's."""
+    import tile.frontend.distributed as dist
+
+    t = tile.zeros(tile.f32, [4])
+    with pytest.raises(tile.ArgumentError, match=r"broadcast: src must be a rank \(an int\)"):
+        dist.broadcast(t, src=src)
+    assert not t.moved

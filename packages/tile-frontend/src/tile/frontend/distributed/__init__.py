@@ -196,6 +196,9 @@ def all_reduce(tensor: Any, op: str = "sum") -> Collective:
 
 def broadcast(tensor: Any, src: int = 0) -> Collective:
     """Copy rank ``src``'s ``tensor`` into every other process's, in place; moves ``tensor`` (on every rank)."""
+    if isinstance(src, bool) or not isinstance(src, int):  # True or 0.0 would pass the range check below
+        raise ArgumentError(f"broadcast: src must be a rank (an int), got {type(src).__name__} {src!r}")
+    src = int(src)  # an int subclass's value, read once
     torch, g, site = _torch(), group(), user_site()
     if not 0 <= src < g.world_size:
         raise ArgumentError(f"broadcast: src={src} is not a rank of this group (0 to {g.world_size - 1})")
