@@ -11,8 +11,9 @@ Why a subpackage of tile.frontend and not its own package: a collective is a lau
 needs the frontend's handle internals (moves, in-flight fates, pending counts, the exclusivity check) that are not
 public API; torch is imported only here, on first use, so nothing else in Tile needs it.
 
-``init`` sets ``NCCL_NVLS_ENABLE=0`` in this process's environment unless it is already set (NVLink multicast
-needs fabric setup the lent machines do not have; set it for processes you start yourself too).
+``init`` sets ``NCCL_NVLS_ENABLE=0`` and ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` in this process's environment unless
+they are already set (NVLink multicast needs fabric setup the lent machines do not have, and the one-shot path of
+`enable_one_shot` does not use it; set them for processes you start yourself too).
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def init(
     if chosen not in ("nccl", "gloo"):
         raise BackendError(f"tile.distributed runs on 'nccl' (GPU tensors) or 'gloo' (host tensors), not {chosen!r}")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # (read when symmetric memory is first mapped)
     where = (
         HOST if chosen == "gloo" else resolve(device if device is not None else int(os.environ.get("LOCAL_RANK", "0")))
     )
