@@ -47,6 +47,7 @@ comparison. Results go to ``benchmarks/results/qwen3_tp.json``::
 ``--tp-split`` then times the same graph decode twice more on the same model, to split the step's time: with the
 small all-reduces on torch's one-shot path (``tile_tp_graph_one_shot``: `tile.distributed.enable_one_shot`), and
 with NO collectives at all (``tile_tp_graph_no_comm``: timing only, its tokens are wrong; the compute of a step).
+``--skip-tp1`` leaves out the one-GPU comparison.
 
 With ``--smoke`` it runs the tiny config on the CPU interpreter over gloo (no roofline, no results file).
 
@@ -201,7 +202,7 @@ def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) 
     del model  # freed before the one-GPU comparison
     dist.barrier()
     room = torch.cuda.get_device_properties(0).total_memory if args.tp_gpu else float("inf")
-    if 2 * c.num_parameters() < 0.7 * room:
+    if 2 * c.num_parameters() < 0.7 * room and not args.skip_tp1:
         if g.rank == 0:  # tp=1 on GPU 0 alone, the others wait
             row |= bench_one_gpu(c, args, bandwidth)
         dist.barrier()
@@ -331,15 +332,21 @@ def save_rows(rows: list[dict[str, Any]], info: dict[str, Any], path: Path) -> N
     path.write_text(json.dumps(merged, indent=2) + "\n")
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp; 4B with --prefill)")
+def tp_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``--tp`` options."""
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (run under torchrun)")
     p.add_argument(
         "--tp-split",
         action="store_true",
         help="--tp: also time the graph with one-shot all-reduces and with no collectives (timing only, wrong tokens)",
     )
+    p.add_argument("--skip-tp1", action="store_true", help="--tp: skip the one-GPU comparison (tp1_tile_graph)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp; 4B with --prefill)")
+    tp_arguments(p)
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s; default: measured D2D copy")
