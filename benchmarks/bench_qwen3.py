@@ -44,6 +44,11 @@ comparison. Results go to ``benchmarks/results/qwen3_tp.json``::
 
     NCCL_NVLS_ENABLE=0 python -m torch.distributed.run --nproc-per-node 2 benchmarks/bench_qwen3.py --tp 2
 
+``--tp-split`` then times the same graph decode twice more on the same model, to split the step's time: with the
+small all-reduces on torch's one-shot path (``tile_tp_graph_one_shot``: `tile.distributed.enable_one_shot`), and
+with NO collectives at all (``tile_tp_graph_no_comm``: timing only, its tokens are wrong; the compute of a step).
+``--skip-tp1`` leaves out the one-GPU comparison.
+
 With ``--smoke`` it runs the tiny config on the CPU interpreter over gloo (no roofline, no results file).
 
 ``--contexts 128,512,1024,2048,4096,8192`` (default model 4B) times the graph decode at each context length instead,
@@ -193,11 +198,11 @@ def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) 
     row["device_bytes_per_rank"] = sum(2 * int(np.prod(s)) for s in _rank_shapes(c, g.rank, g.world_size)) + kv_cache
     floor = (row["weight_bytes_per_rank"] + kv_bytes) / bandwidth if bandwidth else 0.0
     row["roofline_s_per_token"] = floor
-    row |= _tp_rates(model, prompt, args.tokens, floor)
+    row |= _tp_rates(model, prompt, args.tokens, floor, split=args.tp_split)
     del model  # freed before the one-GPU comparison
     dist.barrier()
     room = torch.cuda.get_device_properties(0).total_memory if args.tp_gpu else float("inf")
-    if 2 * c.num_parameters() < 0.7 * room:
+    if 2 * c.num_parameters() < 0.7 * room and not args.skip_tp1:
         if g.rank == 0:  # tp=1 on GPU 0 alone, the others wait
             row |= bench_one_gpu(c, args, bandwidth)
         dist.barrier()
@@ -206,7 +211,7 @@ def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) 
     return row
 
 
-def _tp_rates(model: TPQwen3, prompt: list[int], tokens: int, floor: float) -> dict[str, Any]:
+def _tp_rates(model: TPQwen3, prompt: list[int], tokens: int, floor: float, *, split: bool) -> dict[str, Any]:
     row: dict[str, Any] = {}
     start = time.perf_counter()
     first = int(np.argmax(model.forward(prompt)))
@@ -220,7 +225,47 @@ def _tp_rates(model: TPQwen3, prompt: list[int], tokens: int, floor: float) -> d
         row["tile_tp_graph_capture_s"] = time.perf_counter() - start
         sec = decode_rate(graph.greedy, first, tokens, lambda: None)
         row["tile_tp_graph"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    if split:
+        row |= _tp_split(model, after_prompt, first, tokens, floor)
     return row
+
+
+def _tp_split(model: TPQwen3, after_prompt: int, first: int, tokens: int, floor: float) -> dict[str, Any]:
+    """``--tp-split``: the graph decode again with small all-reduces on the one-shot path, then with NO collectives
+    (timing only: its tokens are wrong), to split the step into compute and communication."""
+    import tile.frontend.distributed as dist
+
+    row: dict[str, Any] = {}
+    try:
+        dist.enable_one_shot()  # (every rank, in step: a collective call)
+    except tile.TileError as exc:
+        row["tile_tp_graph_one_shot"] = {"error": f"{type(exc).__name__}: {exc}"}
+    else:
+        model.length = after_prompt
+        with DecodeGraph(model) as graph:
+            sec = decode_rate(graph.greedy, first, tokens, lambda: None)
+        dist.disable_one_shot()
+        row["tile_tp_graph_one_shot"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    dist.barrier()
+    model.length = after_prompt
+    without_collectives(model)
+    with DecodeGraph(model) as graph:
+        sec = decode_rate(graph.greedy, first, tokens, lambda: None)
+    row["tile_tp_graph_no_comm"] = {
+        "tokens_per_s": 1 / sec,
+        "roofline_fraction": floor / sec,
+        "note": "TIMING ONLY: the all-reduces and the logits all-gather removed, the tokens are wrong",
+    }
+    dist.barrier()
+    return row
+
+
+def without_collectives(model: TPQwen3) -> None:
+    """Make ``model`` build its steps without the all-reduces and the logits all-gather (each is the last step of
+    `TPQwen3.residual_steps` / `logits_steps`): WRONG numbers, for timing the compute of a tensor-parallel step alone.
+    Every rank then runs on its own; nothing pairs up."""
+    setattr(model, "residual_steps", lambda name, w: TPQwen3.residual_steps(model, name, w)[:-1])  # noqa: B010
+    setattr(model, "logits_steps", lambda n: TPQwen3.logits_steps(model, n)[:-1])  # noqa: B010
 
 
 def _rank_shapes(c: Qwen3Config, rank: int, world: int) -> list[tuple[int, ...]]:
@@ -287,10 +332,21 @@ def save_rows(rows: list[dict[str, Any]], info: dict[str, Any], path: Path) -> N
     path.write_text(json.dumps(merged, indent=2) + "\n")
 
 
+def tp_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``--tp`` options."""
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (run under torchrun)")
+    p.add_argument(
+        "--tp-split",
+        action="store_true",
+        help="--tp: also time the graph with one-shot all-reduces and with no collectives (timing only, wrong tokens)",
+    )
+    p.add_argument("--skip-tp1", action="store_true", help="--tp: skip the one-GPU comparison (tp1_tile_graph)")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp; 4B with --prefill)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (run under torchrun)")
+    tp_arguments(p)
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--bandwidth", type=float, default=0.0, help="bytes/s; default: measured D2D copy")

@@ -9,11 +9,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import tile.frontend as tile
 import tile.frontend.distributed as d
+from tile import aio
 from tile.frontend import bf16, f32
 
 
@@ -61,6 +63,47 @@ def _checks(backend: str) -> None:
     print(f"rank {r} ok", flush=True)
 
 
+def _one_shot_checks() -> None:
+    """The one-shot path (``tile.distributed.enable_one_shot``) on NCCL's group: the calls it serves give numpy's
+    sums, NCCL's results for the same bf16 inputs, and the same again captured in a graph of a 128-call chain."""
+    g = d.init("nccl")
+    r, w, dev = g.rank, g.world_size, g.device
+    d.enable_one_shot(1 << 16)
+    rng = np.random.default_rng(r)
+    x = rng.standard_normal(5120).astype(np.float32)
+    want = sum(np.random.default_rng(q).standard_normal(5120).astype(np.float32) for q in range(w))
+
+    t = tile.from_numpy(x, device=dev)
+    assert d.one_shot_reason(t) is None
+    np.testing.assert_allclose(d.all_reduce(t).sync().to_numpy(), want, rtol=1e-6, atol=1e-5)
+
+    fast = d.all_reduce(tile.from_numpy(x, dtype=bf16, device=dev)).sync().to_numpy().astype(np.float32)
+    assert d.one_shot_reason(tile.ones(f32, [1 << 15], device=dev)) is not None  # 128 KiB: NCCL's
+    d.disable_one_shot()
+    slow = d.all_reduce(tile.from_numpy(x, dtype=bf16, device=dev)).sync().to_numpy().astype(np.float32)
+    np.testing.assert_array_equal(fast, slow)  # two ranks: one bf16 rounding of the same sum either way
+    d.enable_one_shot(1 << 16)
+
+    # Larger than the buffer and not a sum: NCCL's path, right results.
+    big = d.all_reduce(tile.full(f32, [1 << 15], float(r + 1), device=dev)).sync()
+    np.testing.assert_array_equal(big.to_numpy(), np.full(1 << 15, w * (w + 1) / 2, np.float32))
+    top = d.all_reduce(tile.full(f32, [64], float(r), device=dev), op="max").sync()
+    np.testing.assert_array_equal(top.to_numpy(), np.full(64, w - 1, np.float32))
+
+    # A graph of a 64-call chain (a decode step has 128), replayed twice: 2**-64 times w ** 128 (exact in f32).
+    op: aio.DeviceOp[Any] = d.all_reduce(tile.full(f32, [5120], 2.0**-64, device=dev))
+    for _ in range(63):
+        op = op.then(d.all_reduce)
+    graph = op.graph()
+    for _ in range(2):
+        graph.launch().sync_on(graph.context)
+    graph.close()
+    np.testing.assert_array_equal(graph.output.to_numpy(), np.full(5120, 2.0**-64 * float(w) ** 128, np.float32))
+    d.barrier()
+    d.destroy()
+    print(f"rank {r} ok", flush=True)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -99,4 +142,7 @@ def run_ranks(script: Path, args: list[str], world: int = 2, timeout: float = 24
 if __name__ == "__main__":
     if sys.argv[1] == "gloo":
         tile.set_backend("cpu")
-    _checks(sys.argv[1])
+    if sys.argv[1] == "nccl-one-shot":
+        _one_shot_checks()
+    else:
+        _checks(sys.argv[1])

@@ -91,3 +91,10 @@ def test_nccl_collectives_on_two_gpus() -> None:
     pytest.importorskip("torch")
     outputs = run_ranks(Path(__file__).resolve().parent / "helpers_distributed.py", ["nccl"])
     assert [o.strip().splitlines()[-1] for o in outputs] == ["rank 0 ok", "rank 1 ok"]
+
+
+def test_one_shot_all_reduce_on_two_gpus() -> None:
+    """torch's symmetric-memory one-shot path of small sums: against numpy, against NCCL, captured in a graph."""
+    pytest.importorskip("torch")
+    outputs = run_ranks(Path(__file__).resolve().parent / "helpers_distributed.py", ["nccl-one-shot"])
+    assert [o.strip().splitlines()[-1] for o in outputs] == ["rank 0 ok", "rank 1 ok"]

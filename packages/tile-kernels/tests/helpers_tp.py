@@ -42,9 +42,11 @@ def _greedy(model: Qwen3, first: int) -> tuple[list[int], list[np.ndarray[Any, A
     return tokens, rows
 
 
-def _checks(c: Qwen3Config) -> None:
+def _checks(c: Qwen3Config, *, one_shot: bool = False) -> None:
     g = dist.init()
     r, n = g.rank, g.world_size
+    if one_shot:  # the decode step's all-reduces (a few KB) on torch's one-shot path, the larger prompt ones on NCCL
+        dist.enable_one_shot(1 << 16)
     assert os.environ["NCCL_NVLS_ENABLE"] == "0"
     full = random_weights(c, seed=11)
     mine = random_weights(c, seed=11, select=shard_slices(c, r, n))
@@ -166,4 +168,4 @@ WORKER = Path(__file__).resolve()
 
 if __name__ == "__main__":
     tile.set_backend(sys.argv[1])
-    _checks(config(sys.argv[2]))
+    _checks(config(sys.argv[2]), one_shot=sys.argv[3:] == ["one-shot"])

@@ -129,9 +129,9 @@ def test_tp_model_takes_only_its_shard() -> None:
         TPQwen3(TINY, full, rank=0, world=2)
 
 
-def _ranks(backend: str, name: str, world: int) -> list[str]:
+def _ranks(backend: str, name: str, world: int, *extra: str) -> list[str]:
     pytest.importorskip("torch")
-    outputs = run_ranks([str(WORKER), backend, name], world, env={"TILE_AUTOTUNE": "0"})
+    outputs = run_ranks([str(WORKER), backend, name, *extra], world, env={"TILE_AUTOTUNE": "0"})
     for r, out in enumerate(outputs):
         assert f"rank {r} ok" in out, out
     return outputs
@@ -159,3 +159,11 @@ def test_runner_under_two_ranks_on_the_cpu() -> None:
 def test_tp2_matches_one_gpu(name: str) -> None:
     """As the CPU test, on two GPUs with NCCL (the decode step's all-reduces captured into the CUDA graph)."""
     _ranks("gpu", name, 2)
+
+
+@pytest.mark.multi_gpu
+@pytest.mark.requires_tileiras
+def test_tp2_with_one_shot_all_reduces_matches_one_gpu() -> None:
+    """The same checks with `tile.distributed.enable_one_shot`: the decode step's all-reduces on torch's one-shot path
+    (eager and captured), within the same budget of the one-GPU model."""
+    _ranks("gpu", "0.6B-2", 2, "one-shot")

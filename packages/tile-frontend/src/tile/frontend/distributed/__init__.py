@@ -11,8 +11,9 @@ Why a subpackage of tile.frontend and not its own package: a collective is a lau
 needs the frontend's handle internals (moves, in-flight fates, pending counts, the exclusivity check) that are not
 public API; torch is imported only here, on first use, so nothing else in Tile needs it.
 
-``init`` sets ``NCCL_NVLS_ENABLE=0`` in this process's environment unless it is already set (NVLink multicast
-needs fabric setup the lent machines do not have; set it for processes you start yourself too).
+``init`` sets ``NCCL_NVLS_ENABLE=0`` and ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` in this process's environment unless
+they are already set (NVLink multicast needs fabric setup the lent machines do not have, and the one-shot path of
+`enable_one_shot` does not use it; set them for processes you start yourself too).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tile.frontend._shared import Shared, tensor_of
 from tile.frontend._site import user_site
 from tile.frontend._storage import HOST
 from tile.frontend._tensor import Tensor
+from tile.frontend.distributed import _oneshot
 from tile.frontend.distributed._collective import Collective, collective, torch_dtype
 
 __all__ = [
@@ -38,8 +40,11 @@ __all__ = [
     "barrier",
     "broadcast",
     "destroy",
+    "disable_one_shot",
+    "enable_one_shot",
     "group",
     "init",
+    "one_shot_reason",
     "reduce_scatter",
 ]
 
@@ -59,6 +64,7 @@ class Group:
 class _State:
     group: Group | None = None
     torch: Any = None  # the torch module, once imported (every collective asks for it)
+    one_shot: _oneshot.OneShot | None = None  # the small all-reduces' symmetric buffer, once enabled
 
 
 def _torch() -> Any:
@@ -112,6 +118,7 @@ def init(
     if chosen not in ("nccl", "gloo"):
         raise BackendError(f"tile.distributed runs on 'nccl' (GPU tensors) or 'gloo' (host tensors), not {chosen!r}")
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # (read when symmetric memory is first mapped)
     where = (
         HOST if chosen == "gloo" else resolve(device if device is not None else int(os.environ.get("LOCAL_RANK", "0")))
     )
@@ -137,6 +144,7 @@ def group() -> Group:
 def destroy() -> None:
     """Leave the process group (``torch.distributed.destroy_process_group``)."""
     if _State.group is not None:
+        _State.one_shot = None  # (torch frees the buffer with the group)
         _torch().distributed.destroy_process_group()
         if _State.group.backend == "nccl":
             tile.aio.set_default_device("cuda", process=True)  # back to the GPU backend's default, GPU 0
@@ -147,6 +155,51 @@ def barrier() -> None:
     """Block until every process reaches this call."""
     group()
     _torch().distributed.barrier()
+
+
+def enable_one_shot(max_bytes: int = 1 << 16) -> None:
+    """Send sums of up to ``max_bytes`` through torch's symmetric-memory one-shot all-reduce instead of NCCL.
+
+    A collective call: every rank calls it, after `init`, in the same order as its other collectives (it allocates
+    one buffer of ``max_bytes`` per GPU that every rank maps). Afterwards `all_reduce` takes the one-shot path for a
+    ``"sum"`` of a bf16 or f32 tensor of at most ``max_bytes``, 16-byte aligned in address and size, on 2, 4 or 8
+    ranks (`one_shot_reason` says why a call does not), and NCCL for the rest; results and ownership are the same.
+    For the small all-reduces of a tensor-parallel decode step (a few KB each) the one-shot kernel, one launch that
+    reads every rank's copy over NVLink, costs less than NCCL's collective. It needs peer access between the GPUs,
+    not NVLink multicast. Calling it again replaces the buffer (collectively too).
+
+    Raises
+    ------
+    BackendError
+        Before `init`, on gloo, for another rank count, or when torch's symmetric memory is unusable here (nothing
+        changes then: all-reduces stay on NCCL).
+    ArgumentError
+        For a ``max_bytes`` under 16.
+    """
+    g, torch = group(), _torch()
+    _State.one_shot = _oneshot.enable(torch, g.backend, g.world_size, max_bytes)
+
+
+def disable_one_shot() -> None:
+    """All-reduces go through NCCL again (every rank must call it at the same point of its collectives)."""
+    _State.one_shot = None
+
+
+def one_shot_reason(tensor: Any, op: str = "sum") -> str | None:
+    """Why `all_reduce(tensor, op)` would run on NCCL rather than the one-shot path; ``None`` when it takes it."""
+    g = group()
+    t = _tensor("one_shot_reason", tensor, _torch())
+    lo, hi = t._byte_range()
+    return _oneshot.reason_not(
+        _State.one_shot,
+        backend=g.backend,
+        world=g.world_size,
+        op=op,
+        dtype=t.dtype.name,
+        address=lo,
+        offset=lo - t._storage.address,
+        nbytes=hi - lo,
+    )
 
 
 def _reduce_op(torch: Any, op: str, g: Group) -> Any:
@@ -182,11 +235,19 @@ def all_reduce(tensor: Any, op: str = "sum") -> Collective:
     """Reduce ``tensor`` across all processes, in place (every process gets the result); moves ``tensor``.
 
     The op's output is the tensor, handed back once the reduction is done. ``op``: ``"sum"``, ``"prod"``,
-    ``"min"``, ``"max"`` (and ``"avg"`` with NCCL).
+    ``"min"``, ``"max"`` (and ``"avg"`` with NCCL). Small sums take torch's one-shot all-reduce once
+    `enable_one_shot` was called (`one_shot_reason`), the rest NCCL (or gloo).
     """
     torch, g, site = _torch(), group(), user_site()
     dist, reduce = torch.distributed, _reduce_op(torch, op, g)
     _tensor("all_reduce", tensor, torch)
+    fast = _State.one_shot
+    if fast is not None and one_shot_reason(tensor, op) is None:
+
+        def one_shot(views: list[Any]) -> None:
+            fast.body(torch, views[0])
+
+        return collective("all_reduce", [tensor], [], one_shot, torch=torch, device=g.device, site=site)
 
     def body(views: list[Any]) -> None:
         dist.all_reduce(views[0], op=reduce)
