@@ -110,18 +110,27 @@ def test_calls_the_one_shot_path_does_not_serve_keep_the_nccl_body(fake_two_rank
 
 def test_enable_refuses_gloo_and_bad_sizes(tmp_path: Any) -> None:
     with pytest.raises(tile.BackendError, match="not initialised"):
-        d.enable_one_shot()
+        d.enable_one_shot(unchecked=True)
     d.init("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         with pytest.raises(tile.BackendError, match="needs GPUs and NCCL"):
-            d.enable_one_shot()
+            d.enable_one_shot(unchecked=True)
         for bad in (0, 8, 1.5, True):
             with pytest.raises(tile.ArgumentError, match="max_bytes"):
-                d.enable_one_shot(bad)  # type: ignore[arg-type]  # (what the check is for)
+                d.enable_one_shot(bad, unchecked=True)  # type: ignore[arg-type]  # (what the check is for)
         assert d._State.one_shot is None
         assert "not enabled" in (d.one_shot_reason(tile.ones(f32, [4])) or "")
     finally:
         d.destroy()
+
+
+@pytest.mark.parametrize("flag", [False, 1, "yes"])
+def test_enable_needs_unchecked_true_because_overlapping_sums_would_share_the_buffer(flag: Any) -> None:
+    """Two one-shot sums at once (two streams, a replayed graph beside another stream) race on the one staging
+    buffer, which Tile cannot see: only ``unchecked=True`` (the caller's promise) turns the path on; before `init`."""
+    with pytest.raises(tile.ArgumentError, match=r"pass unchecked=True to promise the collectives run one at a time"):
+        d.enable_one_shot(unchecked=flag)
+    assert d._State.one_shot is None
 
 
 def test_enable_refuses_rank_counts_without_kernels() -> None:

@@ -157,7 +157,7 @@ def barrier() -> None:
     _torch().distributed.barrier()
 
 
-def enable_one_shot(max_bytes: int = 1 << 16) -> None:
+def enable_one_shot(max_bytes: int = 1 << 16, *, unchecked: bool = False) -> None:
     """Send sums of up to ``max_bytes`` through torch's symmetric-memory one-shot all-reduce instead of NCCL.
 
     A collective call: every rank calls it, after `init`, in the same order as its other collectives (it allocates
@@ -168,14 +168,25 @@ def enable_one_shot(max_bytes: int = 1 << 16) -> None:
     reads every rank's copy over NVLink, costs less than NCCL's collective. It needs peer access between the GPUs,
     not NVLink multicast. Calling it again replaces the buffer (collectively too).
 
+    **Unchecked** (``unchecked=True`` is required): every one-shot all-reduce of the process stages through the one
+    buffer, so two of them running at once (on two streams, or a replayed graph holding them beside another stream's)
+    would race on it and sum the wrong data. Tile cannot see every such overlap (a graph's replays run outside its
+    ops), so the caller promises it: this process's collectives run one at a time, in the same order on every rank,
+    the rule NCCL's collectives of one group have too (a tensor-parallel decode step on one stream keeps it).
+
     Raises
     ------
+    ArgumentError
+        Without ``unchecked=True`` (nothing changes: all-reduces stay on NCCL), or for a ``max_bytes`` under 16.
     BackendError
         Before `init`, on gloo, for another rank count, or when torch's symmetric memory is unusable here (nothing
         changes then: all-reduces stay on NCCL).
-    ArgumentError
-        For a ``max_bytes`` under 16.
     """
+    if unchecked is not True:
+        raise ArgumentError(
+            "enable_one_shot: the one-shot buffer is shared by every all-reduce of this process and Tile cannot check "
+            "that they never overlap; pass unchecked=True to promise the collectives run one at a time (one stream)"
+        )
     g, torch = group(), _torch()
     _State.one_shot = _oneshot.enable(torch, g.backend, g.world_size, max_bytes)
 
