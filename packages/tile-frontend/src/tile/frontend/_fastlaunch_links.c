@@ -102,7 +102,8 @@ PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
 
 /* The fate `DeviceOp.then` gives the op it moves at the user's line: the innermost frame whose module is not Tile's
  * (`caller_site`: its globals' __name__ not under "tile."), its (file, line) looked up by tile.aio's `_then_fate`, the
- * last one kept for its (code, line) (a chain is built at one line). A new reference, or NULL with an error. */
+ * last one kept for its (code, lasti) (a chain is built at one line; see `frame_lasti`). A new reference, or NULL with
+ * an error. */
 static PyObject *then_fate_here(void) {
     PyObject *frame = (PyObject *)PyEval_GetFrame();
     if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: .then() without a Python frame");
@@ -121,10 +122,13 @@ static PyObject *then_fate_here(void) {
         Py_DECREF(frame);
         frame = back;
     }
+    long lasti;
+    if (frame_lasti(frame, &lasti) < 0) return Py_DECREF(frame), NULL;
     PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
-    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    if (code == then_code && lasti == then_lasti && then_fate)
+        return Py_DECREF(code), Py_DECREF(frame), Py_NewRef(then_fate);
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame); /* decodes the line table: only for a new position */
     Py_DECREF(frame);
-    if (code == then_code && line == then_line && then_fate) return Py_DECREF(code), Py_NewRef(then_fate);
     PyObject *file = PyObject_GetAttr(code, s_co_filename), *number = PyLong_FromLong(line);
     PyObject *where = file && number ? PyTuple_Pack(2, file, number) : NULL;
     PyObject *fate = where ? PyObject_CallFunctionObjArgs(then_fate_of, where, NULL) : NULL;
@@ -134,7 +138,7 @@ static PyObject *then_fate_here(void) {
         return Py_DECREF(code), Py_XDECREF(fate), NULL;
     }
     PyObject *old[] = {then_code, then_fate};
-    then_code = code, then_line = line, then_fate = Py_NewRef(fate);
+    then_code = code, then_lasti = lasti, then_fate = Py_NewRef(fate);
     Py_XDECREF(old[0]), Py_XDECREF(old[1]);
     return fate;
 }
