@@ -74,6 +74,9 @@ PyObject *release_impl(PyObject *plan, PyObject *values, PyObject *lent);
 PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n);
 
 /* _fastlaunch_call.c */
+int enter(void);
+void leave(int paused);
+PyObject *drop_held(PyObject *op, PyObject **values, PyObject **lent);
 PyObject *drop_impl(PyObject *op);
 PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n);
 PyObject *user_frame(void);

@@ -5,14 +5,14 @@
 /* One step under OWNERSHIP with the cyclic collector paused, as `_storage.owning` and `OWNED` make it: `enter` takes
  * the lock (it may wait, the GIL released, like `with OWNERSHIP`) and returns whether it paused the collector (-1: an
  * error); `leave` restores the collector and gives the lock back, keeping a pending exception. */
-static int enter(void) {
+int enter(void) {
     PyObject *r = PyObject_CallNoArgs(lock_acquire);
     if (!r) return -1;
     Py_DECREF(r);
     return PyGC_Disable();
 }
 
-static void leave(int paused) {
+void leave(int paused) {
     if (paused) PyGC_Enable();
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace);
@@ -22,19 +22,23 @@ static void leave(int paused) {
     PyErr_Restore(type, value, trace);
 }
 
+/* `Launch._drop`'s step, OWNERSHIP held: the launch's values and lent fate go to *values and *lent (new references, or
+ * NULL: the caller releases them after leaving the step, so no handle dies inside it) and the hand-back is done. */
+PyObject *drop_held(PyObject *op, PyObject **values, PyObject **lent) {
+    *values = *lent = NULL;
+    PyObject *now = GET(op, L_VALUES), *plan = GET(op, L_PLAN);
+    if (!now || now == Py_None || !plan) return Py_NewRef(Py_None);
+    put(op, L_VALUES, Py_None, values); /* values, self._values = self._values, None */
+    put(op, L_LENT, Py_None, lent);
+    return release_impl(plan, *values, *lent ? *lent : Py_None);
+}
+
 /* drop(launch): `Launch._drop` (the hand-back once the work is done), the step holding OWNERSHIP. */
 PyObject *drop_impl(PyObject *op) {
-    PyObject *values = NULL, *lent = NULL, *result = NULL;
+    PyObject *values, *lent;
     int paused = enter();
     if (paused < 0) return NULL;
-    PyObject *now = GET(op, L_VALUES), *plan = GET(op, L_PLAN);
-    if (!now || now == Py_None || !plan) {
-        result = Py_NewRef(Py_None);
-    } else {
-        put(op, L_VALUES, Py_None, &values); /* values, self._values = self._values, None */
-        put(op, L_LENT, Py_None, &lent);
-        result = release_impl(plan, values, lent ? lent : Py_None);
-    }
+    PyObject *result = drop_held(op, &values, &lent);
     leave(paused);
     Py_XDECREF(values); /* the handles may die here, after the step, as the pure path's locals do */
     Py_XDECREF(lent);

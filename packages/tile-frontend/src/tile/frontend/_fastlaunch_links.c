@@ -64,8 +64,34 @@ static PyObject *take(PyObject *o, int k) {
     return value;
 }
 
+/* What a release step drops while it holds OWNERSHIP (a link's function, a launch's handles, the ops taken off the
+ * stack), released once the step is left: nothing the release frees runs code (a `__del__`, a deferred free) inside
+ * it. DEAD_MAX bounds the step: a full buffer leaves it, releases them and takes it again. */
+#define DEAD_MAX 240
+struct step {
+    int paused; /* `enter`'s result while OWNERSHIP is held, -1 while it is not */
+    int n;
+    PyObject *dead[DEAD_MAX];
+};
+
+static void step_leave(struct step *st) {
+    if (st->paused >= 0) leave(st->paused);
+    st->paused = -1;
+    for (int k = 0; k < st->n; k++) Py_XDECREF(st->dead[k]); /* may run code: outside the step */
+    st->n = 0;
+}
+
+/* Keep o (a reference the caller gives up, or NULL) to release after the step; released now when no step is held. */
+static void step_drop(struct step *st, PyObject *o) {
+    if (st->paused < 0) Py_XDECREF(o);
+    else st->dead[st->n++] = o;
+}
+
 /* release_links(op): `DeviceOp._release` of a chain: each op's `_hand_off` (a Then's and a plain Launch's compiled: its
- * slots emptied, `Launch._drop`'s hand-back), its children released next, in the same order as the pure loop. */
+ * slots emptied, `Launch._drop`'s hand-back), its children released next, in the same order as the pure loop. The
+ * launches' hand-backs share one hold of OWNERSHIP (each `drop` would take it and give it back: a chain of a hundred
+ * launches took it a hundred times, with the device idle after the chain's last kernel); any other op's Python
+ * `_hand_off` runs outside it. */
 PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
     if (n != 1) return PyErr_Format(PyExc_TypeError, "release_links(op)");
@@ -73,29 +99,40 @@ PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     PyObject *stack = PyList_New(1);
     if (!stack) return NULL;
     PyList_SetItem(stack, 0, Py_NewRef(argv[0]));
+    struct step st;
+    st.paused = -1, st.n = 0;
     Py_ssize_t size;
     int rc = 0;
     while (!rc && (size = PyList_Size(stack)) > 0) {
+        if (st.n > DEAD_MAX - 4) step_leave(&st); /* a Then keeps 2, a Launch 3, each op 1 */
         PyObject *op = Py_NewRef(PyList_GetItem(stack, size - 1));
         rc = PyList_SetSlice(stack, size - 1, size, NULL);
         if (rc) {
         } else if ((PyObject *)Py_TYPE(op) == Then_t && GET(op, K_SRC) && GET(op, K_FN) && GET(op, K_NEXT)) {
             PyObject *src = take(op, K_SRC), *fn = take(op, K_FN), *next = take(op, K_NEXT);
-            Py_DECREF(fn); /* `del self._src, self._fn, self._next`, the source and the next op kept to release */
+            step_drop(&st, fn); /* `del self._src, self._fn, self._next`, the source and the next op kept to release */
             rc = PyList_Append(stack, src);
             if (!rc && next != Py_None) rc = PyList_Append(stack, next);
-            Py_DECREF(src), Py_DECREF(next);
-        } else if ((PyObject *)Py_TYPE(op) == Launch_t) {
-            PyObject *r = drop_impl(op); /* `Launch._hand_off`: no children */
-            rc = r ? 0 : -1;
-            Py_XDECREF(r);
+            step_drop(&st, src), step_drop(&st, next);
+        } else if ((PyObject *)Py_TYPE(op) == Launch_t) { /* `Launch._hand_off`: no children */
+            if (st.paused < 0 && (st.paused = enter()) < 0) {
+                st.paused = -1;
+                rc = -1;
+            } else {
+                PyObject *values, *lent, *r = drop_held(op, &values, &lent);
+                rc = r ? 0 : -1;
+                Py_XDECREF(r); /* None */
+                step_drop(&st, values), step_drop(&st, lent);
+            }
         } else {
+            step_leave(&st); /* a Python `_hand_off`: outside the step */
             PyObject *children = PyObject_CallMethodObjArgs(op, s_hand_off, NULL);
             rc = !children || PyList_SetSlice(stack, PyList_Size(stack), PyList_Size(stack), children);
             Py_XDECREF(children);
         }
-        Py_DECREF(op);
+        step_drop(&st, op);
     }
+    step_leave(&st);
     Py_DECREF(stack);
     return rc ? NULL : Py_NewRef(Py_None);
 }

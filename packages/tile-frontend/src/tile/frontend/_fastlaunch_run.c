@@ -81,7 +81,13 @@ PyObject *claim_run_impl(PyObject *op, PyObject *verb, PyObject *site, PyObject 
     int took = claim(op, fate);
     Py_DECREF(fate);
     if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
-    if (PyObject_SetAttr(link, s_next, op) < 0) return NULL; /* the link owns it now (released with the tree) */
+    if ((PyObject *)Py_TYPE(link) == Then_t) { /* the link owns it now (released with the tree): its slot, set */
+        PyObject *old;
+        put(link, K_NEXT, op, &old);
+        Py_XDECREF(old); /* None: a link runs once (its run claimed it) */
+    } else if (PyObject_SetAttr(link, s_next, op) < 0) {
+        return NULL;
+    }
     PyObject *output = execute_impl(op, ctx, 1, builtin, host);
     if (output == Py_None) {
         Py_DECREF(output);
