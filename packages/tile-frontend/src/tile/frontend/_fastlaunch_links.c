@@ -145,14 +145,17 @@ static PyObject *then_fate_here(void) {
     PyObject *frame = (PyObject *)PyEval_GetFrame();
     if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: .then() without a Python frame");
     Py_INCREF(frame);
-    for (;;) {
-        PyObject *back = PyObject_GetAttr(frame, s_f_back), *globals = back ? PyObject_GetAttr(frame, s_f_globals) : NULL;
-        if (!globals) return Py_XDECREF(back), Py_DECREF(frame), NULL;
+    for (;;) { /* f_back only of Tile's frames: reading it makes the caller's frame object */
+        PyObject *globals = PyObject_GetAttr(frame, s_f_globals);
+        if (!globals) return Py_DECREF(frame), NULL;
         PyObject *name = PyDict_Check(globals) ? PyDict_GetItemWithError(globals, s_name) : NULL;
         int tile = name && PyUnicode_Check(name) && PyUnicode_Tailmatch(name, s_tile_prefix, 0, PY_SSIZE_T_MAX, -1) == 1;
         Py_DECREF(globals);
-        if (PyErr_Occurred()) return Py_DECREF(back), Py_DECREF(frame), NULL;
-        if (back == Py_None || !tile) {
+        if (PyErr_Occurred()) return Py_DECREF(frame), NULL;
+        if (!tile) break;
+        PyObject *back = PyObject_GetAttr(frame, s_f_back);
+        if (!back) return Py_DECREF(frame), NULL;
+        if (back == Py_None) {
             Py_DECREF(back);
             break;
         }
