@@ -84,6 +84,7 @@ def _interned(value: T) -> T:
 
 _then_link: Callable[[Any, Any], Any] | None = None  # `DeviceOp.then` compiled (set by `_combinators.use_compiled`)
 _THEN_FATES: dict[Site, tuple[str, Site]] = {}  # (file, line) -> the interned fate of an op moved into .then() there
+_then_last: tuple[Any, int, tuple[str, Site]] = (None, -1, ("", ("", 0)))  # (code, f_lasti, fate) of the last .then()
 
 
 def _not_callable(method: str, fn: object) -> OpTypeError:
@@ -232,10 +233,14 @@ class DeviceOp(Uncopyable, Generic[T_co]):
         frame = sys._getframe(1)
         while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("tile."):
             frame = frame.f_back
-        where = (frame.f_code.co_filename, frame.f_lineno)
-        fate = _THEN_FATES.get(where)
-        if fate is None:
-            fate = _then_fate(where)
+        global _then_last  # noqa: PLW0603  # the last position's fate (a chain is built at one line)
+        code, lasti, last = frame.f_code, frame.f_lasti, _then_last
+        if last[0] is code and last[1] == lasti:  # f_lineno decodes the line table: read only at a new position
+            fate = last[2]
+        else:
+            where = (code.co_filename, frame.f_lineno)
+            fate = _THEN_FATES.get(where) or _then_fate(where)
+            _then_last = (code, lasti, fate)
         with _CLAIMING:
             if self._fate is None:
                 self._fate = fate

@@ -17,8 +17,8 @@ extern PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
     *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
-    *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lineno, *s_tile_prefix;
-extern int then_line;
+    *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lasti, *s_tile_prefix;
+extern long then_lasti;
 extern allocfunc then_alloc;
 extern allocfunc tensor_alloc, partition_alloc, launch_alloc;
 
@@ -74,9 +74,13 @@ PyObject *release_impl(PyObject *plan, PyObject *values, PyObject *lent);
 PyObject *release(PyObject *self, PyObject *const *argv, Py_ssize_t n);
 
 /* _fastlaunch_call.c */
+int enter(void);
+void leave(int paused);
+PyObject *drop_held(PyObject *op, PyObject **values, PyObject **lent);
 PyObject *drop_impl(PyObject *op);
 PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n);
 PyObject *user_frame(void);
+int frame_lasti(PyObject *frame, long *lasti);
 PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t n);
 
 /* _fastlaunch.c */

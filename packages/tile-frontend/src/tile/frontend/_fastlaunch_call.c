@@ -5,14 +5,14 @@
 /* One step under OWNERSHIP with the cyclic collector paused, as `_storage.owning` and `OWNED` make it: `enter` takes
  * the lock (it may wait, the GIL released, like `with OWNERSHIP`) and returns whether it paused the collector (-1: an
  * error); `leave` restores the collector and gives the lock back, keeping a pending exception. */
-static int enter(void) {
+int enter(void) {
     PyObject *r = PyObject_CallNoArgs(lock_acquire);
     if (!r) return -1;
     Py_DECREF(r);
     return PyGC_Disable();
 }
 
-static void leave(int paused) {
+void leave(int paused) {
     if (paused) PyGC_Enable();
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace);
@@ -22,19 +22,23 @@ static void leave(int paused) {
     PyErr_Restore(type, value, trace);
 }
 
+/* `Launch._drop`'s step, OWNERSHIP held: the launch's values and lent fate go to *values and *lent (new references, or
+ * NULL: the caller releases them after leaving the step, so no handle dies inside it) and the hand-back is done. */
+PyObject *drop_held(PyObject *op, PyObject **values, PyObject **lent) {
+    *values = *lent = NULL;
+    PyObject *now = GET(op, L_VALUES), *plan = GET(op, L_PLAN);
+    if (!now || now == Py_None || !plan) return Py_NewRef(Py_None);
+    put(op, L_VALUES, Py_None, values); /* values, self._values = self._values, None */
+    put(op, L_LENT, Py_None, lent);
+    return release_impl(plan, *values, *lent ? *lent : Py_None);
+}
+
 /* drop(launch): `Launch._drop` (the hand-back once the work is done), the step holding OWNERSHIP. */
 PyObject *drop_impl(PyObject *op) {
-    PyObject *values = NULL, *lent = NULL, *result = NULL;
+    PyObject *values, *lent;
     int paused = enter();
     if (paused < 0) return NULL;
-    PyObject *now = GET(op, L_VALUES), *plan = GET(op, L_PLAN);
-    if (!now || now == Py_None || !plan) {
-        result = Py_NewRef(Py_None);
-    } else {
-        put(op, L_VALUES, Py_None, &values); /* values, self._values = self._values, None */
-        put(op, L_LENT, Py_None, &lent);
-        result = release_impl(plan, values, lent ? lent : Py_None);
-    }
+    PyObject *result = drop_held(op, &values, &lent);
     leave(paused);
     Py_XDECREF(values); /* the handles may die here, after the step, as the pure path's locals do */
     Py_XDECREF(lent);
@@ -47,32 +51,51 @@ PyObject *drop(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     return drop_impl(argv[0]);
 }
 
-/* The innermost frame outside tile.frontend and tile.aio (`_site.user_site`), as a new reference. */
+/* Whether a code object's file lies under OURS (`_site._ours`), remembered for the last CODES code objects seen: a pure
+ * function of the file name (OURS is fixed), so an entry never goes stale, and each entry holds its code object (its
+ * address is not reused while cached). A walk thus tests a frame of a known function by identity, not by the prefix
+ * tests of its file name against each of OURS. 1 ours, 0 not, -1 an error. */
+#define CODES 8
+static PyObject *codes[CODES];
+static char codes_ours[CODES];
+static int codes_next;
+
+static int code_is_ours(PyObject *code) {
+    for (int k = 0; k < CODES; k++)
+        if (codes[k] == code) return codes_ours[k];
+    PyObject *file = PyObject_GetAttr(code, s_co_filename);
+    if (!file) return -1;
+    int ours = 0;
+    for (Py_ssize_t k = 0, m = PyTuple_Size(OURS); k < m && !ours && ours >= 0; k++)
+        ours = (int)PyUnicode_Tailmatch(file, PyTuple_GetItem(OURS, k), 0, PY_SSIZE_T_MAX, -1);
+    Py_DECREF(file);
+    if (ours < 0) return -1;
+    PyObject *old = codes[codes_next];
+    codes[codes_next] = Py_NewRef(code);
+    codes_ours[codes_next] = (char)ours;
+    codes_next = (codes_next + 1) % CODES;
+    Py_XDECREF(old);
+    return ours;
+}
+
+/* The innermost frame outside tile.frontend and tile.aio (`_site.user_site`: the outermost frame if all are), as a new
+ * reference. */
 PyObject *user_frame(void) {
     PyObject *frame = (PyObject *)PyEval_GetFrame();
     if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: a kernel call without a Python frame");
     Py_INCREF(frame);
     for (;;) {
+        PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
+        int ours = code_is_ours(code);
+        Py_DECREF(code);
+        if (ours <= 0) {
+            if (ours == 0) return frame;
+            break;
+        }
         PyObject *back = PyObject_GetAttr(frame, s_f_back);
         if (!back) break;
         if (back == Py_None) {
             Py_DECREF(back);
-            return frame;
-        }
-        PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
-        PyObject *file = code ? PyObject_GetAttr(code, s_co_filename) : NULL;
-        Py_XDECREF(code);
-        if (!file) {
-            Py_DECREF(back);
-            break;
-        }
-        int ours = 0;
-        for (Py_ssize_t k = 0, m = PyTuple_Size(OURS); k < m && !ours && ours >= 0; k++)
-            ours = (int)PyUnicode_Tailmatch(file, PyTuple_GetItem(OURS, k), 0, PY_SSIZE_T_MAX, -1);
-        Py_DECREF(file);
-        if (ours <= 0) {
-            Py_DECREF(back);
-            if (ours < 0) break;
             return frame;
         }
         Py_DECREF(frame);
@@ -82,27 +105,42 @@ PyObject *user_frame(void) {
     return NULL;
 }
 
-/* The plan's call site for the user's frame (`launch_again`'s site): (code, line, "file:line", the moved-fate),
- * made once per call site; a new reference. */
+/* The frame's f_lasti, its last instruction's offset in its code object: with the code object, a position that names
+ * one line. The sites are cached by it, not by line: `PyFrame_GetLineNumber` decodes the line table from the start of
+ * the code object (microseconds at the end of a long function, per call). 0, or -1 with an error. */
+int frame_lasti(PyObject *frame, long *lasti) {
+    PyObject *v = PyObject_GetAttr(frame, s_f_lasti);
+    if (!v) return -1;
+    *lasti = PyLong_AsLong(v);
+    Py_DECREF(v);
+    return *lasti == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* The plan's call site for the user's frame (`launch_again`'s site): (code, line, "file:line", the moved-fate, lasti),
+ * made once per call site (code and lasti); a new reference. */
 static PyObject *site_of(PyObject *plan, PyObject *name) {
     PyObject *frame = user_frame();
     if (!frame) return NULL;
+    long lasti;
+    if (frame_lasti(frame, &lasti) < 0) return Py_DECREF(frame), NULL;
     PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
-    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
-    Py_DECREF(frame);
     PyObject *site = GET(plan, PL_SITE), *result = NULL;
-    if (site && PyTuple_Check(site) && PyTuple_Size(site) == 4 && PyTuple_GetItem(site, 0) == code &&
-        PyLong_AsLong(PyTuple_GetItem(site, 1)) == line) {
+    if (site && PyTuple_Check(site) && PyTuple_Size(site) == 5 && PyTuple_GetItem(site, 0) == code &&
+        PyLong_AsLong(PyTuple_GetItem(site, 4)) == lasti) {
         Py_DECREF(code);
+        Py_DECREF(frame);
         return Py_NewRef(site);
     }
     PyErr_Clear(); /* an int that is no C long (not from here): make the site */
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    Py_DECREF(frame);
     PyObject *file = PyObject_GetAttr(code, s_co_filename);
     PyObject *where = file ? PyUnicode_FromFormat("%S:%d", file, line) : NULL;
     PyObject *what = where ? PyUnicode_FromFormat("moved into the launch of %S at %U", name, where) : NULL;
     PyObject *fate = what ? PyTuple_Pack(2, s_launch, what) : NULL;
     PyObject *number = fate ? PyLong_FromLong(line) : NULL;
-    if (number) result = PyTuple_Pack(4, code, number, where, fate);
+    PyObject *at = number ? PyLong_FromLong(lasti) : NULL;
+    if (at) result = PyTuple_Pack(5, code, number, where, fate, at);
     if (result) put(plan, PL_SITE, result, NULL);
     Py_DECREF(code);
     Py_XDECREF(file);
@@ -110,6 +148,7 @@ static PyObject *site_of(PyObject *plan, PyObject *name) {
     Py_XDECREF(what);
     Py_XDECREF(fate);
     Py_XDECREF(number);
+    Py_XDECREF(at);
     return result;
 }
 

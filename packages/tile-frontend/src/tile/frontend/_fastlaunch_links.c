@@ -64,8 +64,34 @@ static PyObject *take(PyObject *o, int k) {
     return value;
 }
 
+/* What a release step drops while it holds OWNERSHIP (a link's function, a launch's handles, the ops taken off the
+ * stack), released once the step is left: nothing the release frees runs code (a `__del__`, a deferred free) inside
+ * it. DEAD_MAX bounds the step: a full buffer leaves it, releases them and takes it again. */
+#define DEAD_MAX 240
+struct step {
+    int paused; /* `enter`'s result while OWNERSHIP is held, -1 while it is not */
+    int n;
+    PyObject *dead[DEAD_MAX];
+};
+
+static void step_leave(struct step *st) {
+    if (st->paused >= 0) leave(st->paused);
+    st->paused = -1;
+    for (int k = 0; k < st->n; k++) Py_XDECREF(st->dead[k]); /* may run code: outside the step */
+    st->n = 0;
+}
+
+/* Keep o (a reference the caller gives up, or NULL) to release after the step; released now when no step is held. */
+static void step_drop(struct step *st, PyObject *o) {
+    if (st->paused < 0) Py_XDECREF(o);
+    else st->dead[st->n++] = o;
+}
+
 /* release_links(op): `DeviceOp._release` of a chain: each op's `_hand_off` (a Then's and a plain Launch's compiled: its
- * slots emptied, `Launch._drop`'s hand-back), its children released next, in the same order as the pure loop. */
+ * slots emptied, `Launch._drop`'s hand-back), its children released next, in the same order as the pure loop. The
+ * launches' hand-backs share one hold of OWNERSHIP (each `drop` would take it and give it back: a chain of a hundred
+ * launches took it a hundred times, with the device idle after the chain's last kernel); any other op's Python
+ * `_hand_off` runs outside it. */
 PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
     if (n != 1) return PyErr_Format(PyExc_TypeError, "release_links(op)");
@@ -73,58 +99,76 @@ PyObject *release_links(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     PyObject *stack = PyList_New(1);
     if (!stack) return NULL;
     PyList_SetItem(stack, 0, Py_NewRef(argv[0]));
+    struct step st;
+    st.paused = -1, st.n = 0;
     Py_ssize_t size;
     int rc = 0;
     while (!rc && (size = PyList_Size(stack)) > 0) {
+        if (st.n > DEAD_MAX - 4) step_leave(&st); /* a Then keeps 2, a Launch 3, each op 1 */
         PyObject *op = Py_NewRef(PyList_GetItem(stack, size - 1));
         rc = PyList_SetSlice(stack, size - 1, size, NULL);
         if (rc) {
         } else if ((PyObject *)Py_TYPE(op) == Then_t && GET(op, K_SRC) && GET(op, K_FN) && GET(op, K_NEXT)) {
             PyObject *src = take(op, K_SRC), *fn = take(op, K_FN), *next = take(op, K_NEXT);
-            Py_DECREF(fn); /* `del self._src, self._fn, self._next`, the source and the next op kept to release */
+            step_drop(&st, fn); /* `del self._src, self._fn, self._next`, the source and the next op kept to release */
             rc = PyList_Append(stack, src);
             if (!rc && next != Py_None) rc = PyList_Append(stack, next);
-            Py_DECREF(src), Py_DECREF(next);
-        } else if ((PyObject *)Py_TYPE(op) == Launch_t) {
-            PyObject *r = drop_impl(op); /* `Launch._hand_off`: no children */
-            rc = r ? 0 : -1;
-            Py_XDECREF(r);
+            step_drop(&st, src), step_drop(&st, next);
+        } else if ((PyObject *)Py_TYPE(op) == Launch_t) { /* `Launch._hand_off`: no children */
+            if (st.paused < 0 && (st.paused = enter()) < 0) {
+                st.paused = -1;
+                rc = -1;
+            } else {
+                PyObject *values, *lent, *r = drop_held(op, &values, &lent);
+                rc = r ? 0 : -1;
+                Py_XDECREF(r); /* None */
+                step_drop(&st, values), step_drop(&st, lent);
+            }
         } else {
+            step_leave(&st); /* a Python `_hand_off`: outside the step */
             PyObject *children = PyObject_CallMethodObjArgs(op, s_hand_off, NULL);
             rc = !children || PyList_SetSlice(stack, PyList_Size(stack), PyList_Size(stack), children);
             Py_XDECREF(children);
         }
-        Py_DECREF(op);
+        step_drop(&st, op);
     }
+    step_leave(&st);
     Py_DECREF(stack);
     return rc ? NULL : Py_NewRef(Py_None);
 }
 
 /* The fate `DeviceOp.then` gives the op it moves at the user's line: the innermost frame whose module is not Tile's
  * (`caller_site`: its globals' __name__ not under "tile."), its (file, line) looked up by tile.aio's `_then_fate`, the
- * last one kept for its (code, line) (a chain is built at one line). A new reference, or NULL with an error. */
+ * last one kept for its (code, lasti) (a chain is built at one line; see `frame_lasti`). A new reference, or NULL with
+ * an error. */
 static PyObject *then_fate_here(void) {
     PyObject *frame = (PyObject *)PyEval_GetFrame();
     if (!frame) return PyErr_Format(PyExc_RuntimeError, "tile: .then() without a Python frame");
     Py_INCREF(frame);
-    for (;;) {
-        PyObject *back = PyObject_GetAttr(frame, s_f_back), *globals = back ? PyObject_GetAttr(frame, s_f_globals) : NULL;
-        if (!globals) return Py_XDECREF(back), Py_DECREF(frame), NULL;
+    for (;;) { /* f_back only of Tile's frames: reading it makes the caller's frame object */
+        PyObject *globals = PyObject_GetAttr(frame, s_f_globals);
+        if (!globals) return Py_DECREF(frame), NULL;
         PyObject *name = PyDict_Check(globals) ? PyDict_GetItemWithError(globals, s_name) : NULL;
         int tile = name && PyUnicode_Check(name) && PyUnicode_Tailmatch(name, s_tile_prefix, 0, PY_SSIZE_T_MAX, -1) == 1;
         Py_DECREF(globals);
-        if (PyErr_Occurred()) return Py_DECREF(back), Py_DECREF(frame), NULL;
-        if (back == Py_None || !tile) {
+        if (PyErr_Occurred()) return Py_DECREF(frame), NULL;
+        if (!tile) break;
+        PyObject *back = PyObject_GetAttr(frame, s_f_back);
+        if (!back) return Py_DECREF(frame), NULL;
+        if (back == Py_None) {
             Py_DECREF(back);
             break;
         }
         Py_DECREF(frame);
         frame = back;
     }
+    long lasti;
+    if (frame_lasti(frame, &lasti) < 0) return Py_DECREF(frame), NULL;
     PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
-    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    if (code == then_code && lasti == then_lasti && then_fate)
+        return Py_DECREF(code), Py_DECREF(frame), Py_NewRef(then_fate);
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame); /* decodes the line table: only for a new position */
     Py_DECREF(frame);
-    if (code == then_code && line == then_line && then_fate) return Py_DECREF(code), Py_NewRef(then_fate);
     PyObject *file = PyObject_GetAttr(code, s_co_filename), *number = PyLong_FromLong(line);
     PyObject *where = file && number ? PyTuple_Pack(2, file, number) : NULL;
     PyObject *fate = where ? PyObject_CallFunctionObjArgs(then_fate_of, where, NULL) : NULL;
@@ -134,7 +178,7 @@ static PyObject *then_fate_here(void) {
         return Py_DECREF(code), Py_XDECREF(fate), NULL;
     }
     PyObject *old[] = {then_code, then_fate};
-    then_code = code, then_line = line, then_fate = Py_NewRef(fate);
+    then_code = code, then_lasti = lasti, then_fate = Py_NewRef(fate);
     Py_XDECREF(old[0]), Py_XDECREF(old[1]);
     return fate;
 }

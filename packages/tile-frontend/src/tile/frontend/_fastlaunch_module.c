@@ -8,8 +8,8 @@ PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *In
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
     *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
-    *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lineno, *s_tile_prefix;
-int then_line;
+    *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lasti, *s_tile_prefix;
+long then_lasti;
 allocfunc then_alloc;
 allocfunc tensor_alloc, partition_alloc, launch_alloc;
 static int probe(PyObject *cls, const int *ks, int count);
@@ -237,7 +237,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
                  {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"},
                  {&s_cuLaunchKernel, "cuLaunchKernel"}, {&s_run_in, "_run_in"},
                  {&s_step, "_step"}, {&s_take, "_take"}, {&s_claim_run, "_claim_run"}, {&s_hand_off, "_hand_off"},
-                 {&s_f_globals, "f_globals"}, {&s_f_lineno, "f_lineno"}, {&s_tile_prefix, "tile."}};
+                 {&s_f_globals, "f_globals"}, {&s_f_lasti, "f_lasti"}, {&s_tile_prefix, "tile."}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     if (!(zero = PyLong_FromLong(0))) return NULL;

@@ -3,25 +3,30 @@
 #include "_fastlaunch.h"
 
 /* The fate a launch synced at the user's current line gets, ("executed by .sync_on()", (file, line)) as
- * `DeviceOp._claim` makes it, kept on the plan for the next sync at that line (a new reference). */
+ * `DeviceOp._claim` makes it, kept on the plan as (code, lasti, verb, fate) for the next sync at that position (a new
+ * reference). */
 static PyObject *sync_fate(PyObject *plan, PyObject *verb) {
     PyObject *frame = user_frame();
     if (!frame) return NULL;
+    long lasti;
+    if (frame_lasti(frame, &lasti) < 0) return Py_DECREF(frame), NULL;
     PyObject *code = (PyObject *)PyFrame_GetCode((PyFrameObject *)frame);
-    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
-    Py_DECREF(frame);
     PyObject *last = GET(plan, PL_SYNCED), *result = NULL;
     if (last && PyTuple_Check(last) && PyTuple_Size(last) == 4 && PyTuple_GetItem(last, 0) == code &&
-        PyTuple_GetItem(last, 2) == verb && PyLong_AsLong(PyTuple_GetItem(last, 1)) == line) {
+        PyTuple_GetItem(last, 2) == verb && PyLong_AsLong(PyTuple_GetItem(last, 1)) == lasti) {
         Py_DECREF(code);
+        Py_DECREF(frame);
         return Py_NewRef(PyTuple_GetItem(last, 3));
     }
     PyErr_Clear();
+    int line = PyFrame_GetLineNumber((PyFrameObject *)frame);
+    Py_DECREF(frame);
     PyObject *file = PyObject_GetAttr(code, s_co_filename);
     PyObject *number = file ? PyLong_FromLong(line) : NULL;
-    PyObject *site = number ? PyTuple_Pack(2, file, number) : NULL;
+    PyObject *at = number ? PyLong_FromLong(lasti) : NULL;
+    PyObject *site = at ? PyTuple_Pack(2, file, number) : NULL;
     PyObject *fate = site ? PyTuple_Pack(2, verb, site) : NULL;
-    PyObject *entry = fate ? PyTuple_Pack(4, code, number, verb, fate) : NULL;
+    PyObject *entry = fate ? PyTuple_Pack(4, code, at, verb, fate) : NULL;
     if (entry) {
         put(plan, PL_SYNCED, entry, NULL);
         result = Py_NewRef(fate);
@@ -29,8 +34,10 @@ static PyObject *sync_fate(PyObject *plan, PyObject *verb) {
     Py_DECREF(code);
     Py_XDECREF(file);
     Py_XDECREF(number);
+    Py_XDECREF(at);
     Py_XDECREF(site);
     Py_XDECREF(fate);
+    Py_XDECREF(entry);
     return result;
 }
 
@@ -74,7 +81,13 @@ PyObject *claim_run_impl(PyObject *op, PyObject *verb, PyObject *site, PyObject 
     int took = claim(op, fate);
     Py_DECREF(fate);
     if (took <= 0) return took < 0 ? NULL : Py_NewRef(Py_NotImplemented);
-    if (PyObject_SetAttr(link, s_next, op) < 0) return NULL; /* the link owns it now (released with the tree) */
+    if ((PyObject *)Py_TYPE(link) == Then_t) { /* the link owns it now (released with the tree): its slot, set */
+        PyObject *old;
+        put(link, K_NEXT, op, &old);
+        Py_XDECREF(old); /* None: a link runs once (its run claimed it) */
+    } else if (PyObject_SetAttr(link, s_next, op) < 0) {
+        return NULL;
+    }
     PyObject *output = execute_impl(op, ctx, 1, builtin, host);
     if (output == Py_None) {
         Py_DECREF(output);

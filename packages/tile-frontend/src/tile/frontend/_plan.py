@@ -115,11 +115,12 @@ def launch_again(plan: Plan, kernel: Caller, args: tuple[Any, ...], generics: di
     frame = sys._getframe(2)  # `user_frame`, inlined (hot path): Kernel.__call__'s caller is two up
     while frame.f_back is not None and frame.f_code.co_filename.startswith(OURS):
         frame = frame.f_back
-    code, line = frame.f_code, frame.f_lineno
+    code, lasti = frame.f_code, frame.f_lasti  # f_lineno decodes the line table (us at the end of a long function)
     site = plan.site
-    if site[0] is not code or site[1] != line:  # a new call site: format its messages once, not per launch
-        where = f"{code.co_filename}:{line}"
-        site = plan.site = (code, line, where, ("launch", f"moved into the launch of {kernel.__name__} at {where}"))
+    if site[0] is not code or site[4] != lasti:  # a new call site: format its messages once, not per launch
+        where = f"{code.co_filename}:{frame.f_lineno}"
+        fate = ("launch", f"moved into the launch of {kernel.__name__} at {where}")
+        site = plan.site = (code, frame.f_lineno, where, fate, lasti)
     values = plan.admit(args, generics, kernel._grid, kernel._check_scalar, kernel.unchecked)
     if values is None:
         return None
@@ -214,9 +215,11 @@ class Plan:
         self.scalars = tuple((i, p, *_passes(p)) for i, p in enumerate(params) if p.kind in ("scalar", "ptr"))
         self.packing = _packing(compiled, params, args)
         self.prepared: tuple[Any, ...] | None = None  # (stream, grid, packed arguments, the prepared launch)
-        self.site: tuple[Any, ...] = (None, 0, "", ("", ""))  # (code, line, "file:line", fate) of the last call site
+        # (code, line, "file:line", fate, lasti) of the last call site: the code object and its instruction offset
+        # (f_lasti) name one line, and are read per call where the line is not
+        self.site: tuple[Any, ...] = (None, 0, "", ("", ""), -1)
         self.chained: tuple[str, Any] | None = None  # the fate `_fastlaunch.claim_run` gave the last chained launch
-        self.synced: tuple[Any, ...] | None = None  # (code, line, verb, fate) of the last `_fastlaunch.sync` site
+        self.synced: tuple[Any, ...] | None = None  # (code, lasti, verb, fate) of the last `_fastlaunch.sync` site
         self.lent: InFlight | None = None  # the fate of the last launch's handles handed on early (`Launch._execute`)
         self._layout(params, args, given, explicit, generics or {})
 

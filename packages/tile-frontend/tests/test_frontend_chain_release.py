@@ -1,0 +1,81 @@
+"""The release of a ``.then()`` chain of launches, on both launch paths: every launch hands its handles back, whatever
+the chain's length and the ops between its launches, and nothing the release frees (a link's function, a launch's
+handles) dies while the release holds OWNERSHIP: the compiled ``release_links`` hands all the chain's launches back in
+one hold of the lock and releases what they dropped after leaving it, a bounded batch at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import tile.frontend as tile
+from tile.aio import DeviceOp
+from tile.frontend import _accel, f32
+from tile.frontend._storage import OWNERSHIP
+
+N = 512
+PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason()))]
+
+
+@pytest.fixture(params=PATHS)
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test runs once per launch path, switched in-process and restored after."""
+    previous = _accel.use(request.param)
+    yield request.param
+    _accel.use(previous)
+
+
+class Witness:
+    """Records, when it dies, whether this thread held OWNERSHIP then."""
+
+    def __init__(self, seen: list[bool]) -> None:
+        self.seen = seen
+
+    def __del__(self) -> None:
+        self.seen.append(OWNERSHIP._is_owned())  # type: ignore[attr-defined]  # RLock's own test
+
+
+def _link(k: ModuleType, seen: list[bool]) -> Callable[[Any], DeviceOp[Any]]:
+    """A link's function that alone holds a Witness: it dies when the release drops the link's function."""
+    witness = Witness(seen)
+
+    def launch(out: Any) -> DeviceOp[Any]:
+        assert witness.seen is seen
+        made: DeviceOp[Any] = k.add(*out)
+        return made
+
+    return launch
+
+
+@pytest.mark.parametrize("length", [1, 2, 300])
+def test_a_chain_hands_back_every_launch_and_frees_nothing_in_the_lock(k: ModuleType, path: str, length: int) -> None:
+    seen: list[bool] = []
+    z, x, y = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
+    op = k.add(z, x, y)
+    for _ in range(length - 1):  # 300 links: the compiled release's batch fills and is released several times
+        op = op.then(_link(k, seen))
+    z, x, y = op.sync()
+    assert seen == [False] * (length - 1)  # every link's function died, none with OWNERSHIP held
+    assert x._storage.pending == y._storage.pending == z._tensor._storage.pending == 0
+    assert (z.unpartition().to_numpy() == 2).all()
+
+
+def test_ops_between_the_launches_release_outside_the_launches_hold(k: ModuleType, path: str) -> None:
+    seen: list[bool] = []
+    z, x, y = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
+    op: DeviceOp[Any] = k.add(z, x, y)
+    for n in range(40):
+        op = op.then(_link(k, seen))
+        if n % 3 == 0:  # a Map between the launches: its Python `_hand_off` runs between launch hand-backs
+            witness = Witness(seen)
+            op = op.map(lambda out, w=witness: out if w.seen is seen else None)  # type: ignore[misc]
+            del witness
+    z, x, y = op.sync()
+    assert len(seen) == 40 + 14
+    assert not any(seen)
+    assert x._storage.pending == y._storage.pending == z._tensor._storage.pending == 0
+    assert (z.unpartition().to_numpy() == 2).all()
