@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tile.bindings import check
-from tile.core import _reaper
+from tile.core import _plan, _reaper
 from tile.core._args import kernel_params, pack_args, pack_launch, param_block
 from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
@@ -215,28 +215,73 @@ def launch(
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"launch({function!r})")
-    (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")  # before any stream ordering
-    shared_mem = _shared_mem(shared_mem)
+    if type(grid) is int and 1 <= grid < _UINT:  # a 1-D grid and block: `_dim3`'s common case, inline
+        gx, gy, gz = grid, 1, 1
+    else:
+        gx, gy, gz = _dim3(grid, "grid")  # before any stream ordering
+    if type(block) is int and 1 <= block < _UINT:
+        bx, by, bz = block, 1, 1
+    else:
+        bx, by, bz = _dim3(block, "block")
+    if type(shared_mem) is not int or not 0 <= shared_mem < _UINT:
+        shared_mem = _shared_mem(shared_mem)
     device = function.module.device
-    chosen = as_stream(stream, device)
+    # A Stream (final) of the device is what `as_stream` would return; it is checked open under the lock below.
+    chosen = stream if type(stream) is Stream and stream.device is device else as_stream(stream, device)
     with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
         if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
             chosen._check_open()
-        kinds, values, buffers, _views = pack_launch(
-            args, signature, device=device, expected=function.param_layout, unchecked=unchecked
-        )
-        shared = []
-        for buffer in buffers:
-            buffer._before_use(chosen)
-            if buffer.stream is not chosen:
-                shared.append(buffer)
-        kernel = function.cu_function  # raises once the module was unloaded
-        _block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
-        result = _reaper.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+        plan = _plan.plan_for(function, signature)
+        d = _reaper.driver()
+        if plan is not None and plan.pack(args, chosen):  # the same pointers, nothing freed or closed: see _plan
+            shared: Sequence[Any] = plan.shared
+            result = plan.launch(d, chosen._raw, shared_mem, gx, gy, gz, bx, by, bz)
+        else:
+            kernel = function.cu_function  # raises once the module was unloaded
+            shared, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
+            result = d.cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+            del cells  # kept alive until the driver has copied the arguments
         if result[0] != 0:
             check(result, "cuLaunchKernel")
         if shared:
             _track(chosen, shared)
+
+
+def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
+    function: Function,
+    args: Sequence[Any],
+    signature: Sequence[str] | None,
+    chosen: Stream,
+    device: Any,
+    unchecked: bool,
+    kernel: Any,
+) -> tuple[Sequence[Any], object, int]:
+    """A checked launch's full path (the caller holds ``use_lock``): every argument checked and packed, the buffers
+    ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them. Returns the
+    buffers of other streams (to record the launch for), and the parameter block and its ``kernelParams`` address."""
+    epoch = invalidation[0]
+    kinds, values, buffers, _views = pack_launch(
+        args, signature, device=device, expected=function.param_layout, unchecked=unchecked
+    )
+    if invalidation[0] != epoch:  # a value's own method (a converter's __float__) freed or closed something
+        _recheck(chosen, buffers)
+    shared = []
+    for buffer in buffers:
+        buffer._before_use(chosen)
+        if buffer.stream is not chosen:
+            shared.append(buffer)
+    block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
+    plan = _plan.plan_for(function, signature) or _plan.new_plan(function, signature, kinds)
+    if plan is not None:
+        plan.remember(args, values, buffers, chosen, kernel)
+    return shared, block, address
+
+
+def _recheck(stream: Stream, buffers: Sequence[Any]) -> None:
+    stream._check_open()
+    for buffer in buffers:
+        if buffer.closed:
+            raise UseAfterFreeError(f"argument {buffer!r} was freed while the launch's arguments were packed")
 
 
 def _track(stream: Stream, shared: Sequence[Any]) -> None:
