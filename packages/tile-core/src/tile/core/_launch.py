@@ -234,7 +234,7 @@ def launch(
         plan = _plan.plan_for(function, signature)
         d = _reaper.driver()
         if plan is not None and plan.pack(args, chosen):  # the same pointers, nothing freed or closed: see _plan
-            shared: Sequence[Any] = plan.shared
+            shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # alive: args hold them
             result = plan.launch(d, chosen._raw, shared_mem, gx, gy, gz, bx, by, bz)
         else:
             kernel = function.cu_function  # raises once the module was unloaded

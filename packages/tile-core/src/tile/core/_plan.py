@@ -70,10 +70,10 @@ class LaunchPlan:
         "_refs",
         "_scalar_cells",
         "_scalars",
+        "_type_ids",
         "_types",
         "address",
         "block",
-        "buffers",
         "busy",
         "converted",
         "driver",
@@ -110,10 +110,11 @@ class LaunchPlan:
         self._types: list[type | None] = [
             None if kind == "ptr" else _EXACT.get(kind) or type(KINDS[kind].convert(0.0)) for kind in signature
         ]
+        self._type_ids = [id(t) for t in self._types]  # (the types are held in ``_types``: their ids stay theirs)
         self._refs: tuple[weakref.ref[Any], ...] = ()
-        self.buffers: tuple[DeviceBuffer, ...] = ()
-        self.shared: tuple[DeviceBuffer, ...] = ()
-        self.stream: Stream | None = None
+        # Weak, as the pointers: a plan keeps no buffer or stream alive (the arguments of a hit hold them).
+        self.shared: tuple[weakref.ref[DeviceBuffer], ...] = ()  # the buffers of other streams: records the launch
+        self.stream: weakref.ref[Stream] | None = None
         self.epoch, self.busy, self.kernel = -1, False, None
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
@@ -132,11 +133,11 @@ class LaunchPlan:
         for i, kind in enumerate(self.signature):
             if kind == "ptr":
                 self._types[i] = type(args[i])
+        self._type_ids = [id(t) for t in self._types]
         self._refs = tuple(weakref.ref(obj) for obj in objects)
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
-        self.buffers = tuple(buffers)
-        self.shared = tuple(b for b in buffers if b.stream is not stream)
-        self.stream, self.kernel, self.epoch = stream, kernel, invalidation[0]
+        self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
+        self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
 
     def pack(self, args: Sequence[Any], stream: Stream) -> bool:
         """Write ``args`` into the block for ``stream`` (the caller holds ``use_lock``); False, with the block left
@@ -149,12 +150,14 @@ class LaunchPlan:
             except (LaunchArgumentError, IndexError):  # the full path raises it, or an earlier argument's error
                 return False
             args = values
-        # Exact types (and count): pointers of the final classes, which compare by identity only, so the tuple
-        # comparison below is an identity test; ints and floats that ``struct`` packs exactly.
+        # Exact types (and count), compared by id (a metaclass's ``__eq__`` could lie): pointers of the final classes,
+        # which compare by identity only, so the tuple comparison below is an identity test; ints and floats that
+        # ``struct`` packs exactly.
         if (
-            list(map(type, args)) != self._types
+            list(map(id, map(type, args))) != self._type_ids
             or self.epoch != invalidation[0]
-            or self.stream is not stream
+            or self.stream is None
+            or self.stream() is not stream
             or self.busy
             or self._pointers(args) != tuple([ref() for ref in self._refs])
         ):
