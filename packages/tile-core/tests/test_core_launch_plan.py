@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,21 +27,25 @@ SIG = ("ptr", "i32", "f32")
 class Probe:
     """A simulated kernel taking ``SIG`` that records the values each launch passed."""
 
-    def __init__(self, sim: SimDriver) -> None:
+    def __init__(self, sim: SimDriver, name: str = "probe", signature: tuple[str, ...] = SIG) -> None:
         self.seen: list[tuple[Any, ...]] = []
-        sim.add_kernel(SimKernel("probe", list(SIG), self.body))
-        self.function = tc.Module.from_cubin(sm90_cubin()).function("probe")
+        self.at_launch: list[Callable[[], object]] = []  # asked at each launch, answers in `answers`
+        self.answers: list[list[object]] = []
+        self.signature = signature
+        sim.add_kernel(SimKernel(name, list(signature), self.body))
+        self.function = tc.Module.from_cubin(sm90_cubin()).function(name)
 
     def body(self, values: tuple[Any, ...], grid: tuple[int, int, int]) -> tuple[list[tuple[int, int]], Any]:
         self.seen.append(values)
+        self.answers.append([ask() for ask in self.at_launch])
         return [], lambda: None
 
     def launch(self, *args: object, stream: object = None, unchecked: bool = False) -> None:
-        tc.launch(self.function, 1, 1, list(args), stream=stream, signature=SIG, unchecked=unchecked)
+        tc.launch(self.function, 1, 1, list(args), stream=stream, signature=self.signature, unchecked=unchecked)
 
     @property
     def plan(self) -> _plan.LaunchPlan:
-        plan = _plan.plan_for(self.function, SIG)
+        plan = _plan.plan_for(self.function, self.signature)
         assert plan is not None
         return plan
 
@@ -280,6 +284,42 @@ def test_a_value_freeing_memory_on_the_full_path_is_caught(probe: Probe) -> None
     with pytest.raises(tc.UseAfterFreeError, match="freed while the launch's arguments were packed"):
         tc.launch(probe.function, 1, 1, [y, 1, Freeing(1)], signature=list(SIG))
     assert not probe.seen
+
+
+@pytest.mark.parametrize("signature", [SIG, ("ptr", "i32")])
+@pytest.mark.parametrize("frees_at", [1, 2])
+def test_a_sequence_whose_items_free_memory_is_read_once(
+    sim: SimDriver, signature: tuple[str, ...], frees_at: int
+) -> None:
+    """Arguments in a sequence of the user's own, whose item access frees the buffer on its first (or second) read
+    of the pointer: the launch is refused (or launches the buffer read live), never launches a freed buffer. Bugs
+    caught: the plan's path taken for any sequence (it read the items after its epoch guard), and the full path
+    reading the arguments again to remember them (after its checks)."""
+    probe = Probe(sim, "probe_" + "_".join(signature), signature)
+    items = [1, 1.0][: len(signature) - 1]
+    x = _buffer()
+    probe.launch(x, *items)
+    reads = [0]
+
+    class Sneaky(Sequence[object]):
+        def __len__(self) -> int:
+            return len(signature)
+
+        def __getitem__(self, index: Any) -> Any:
+            if index == 0:
+                reads[0] += 1
+                if reads[0] == frees_at and not x.closed:
+                    x.free()
+            return [x, *items][index]
+
+    probe.at_launch.append(lambda: x.closed)
+    if frees_at == 1:
+        with pytest.raises(tc.UseAfterFreeError, match="was freed"):
+            tc.launch(probe.function, 1, 1, Sneaky(), signature=signature)
+        assert probe.answers == [[]]
+    else:
+        tc.launch(probe.function, 1, 1, Sneaky(), signature=signature)
+        assert probe.answers == [[], [False]]
 
 
 def test_the_plan_keeps_no_buffer_or_stream_alive(probe: Probe) -> None:

@@ -233,9 +233,10 @@ def launch(
             chosen._check_open()
         plan = _plan.plan_for(function, signature)
         d = _reaper.driver()
-        if plan is not None and plan.pack(args, chosen):  # the same pointers, nothing freed or closed: see _plan
-            shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # alive: args hold them
-            result = plan.launch(d, chosen._raw, shared_mem, gx, gy, gz, bx, by, bz)
+        # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
+        result = plan.launch(args, chosen, d, shared_mem, gx, gy, gz, bx, by, bz) if plan is not None else None
+        if result is not None:
+            shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # type: ignore[union-attr]
         else:
             kernel = function.cu_function  # raises once the module was unloaded
             shared, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
@@ -259,6 +260,7 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     """A checked launch's full path (the caller holds ``use_lock``): every argument checked and packed, the buffers
     ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them. Returns the
     buffers of other streams (to record the launch for), and the parameter block and its ``kernelParams`` address."""
+    args = tuple(args)  # read once: a sequence of the user's own could hand out other items (or free) when read again
     epoch = invalidation[0]
     kinds, values, buffers, _views = pack_launch(
         args, signature, device=device, expected=function.param_layout, unchecked=unchecked

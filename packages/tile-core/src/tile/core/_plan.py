@@ -65,13 +65,13 @@ class LaunchPlan:
     """
 
     __slots__ = (
+        "_last",
         "_pointer_cells",
         "_pointers",
         "_refs",
         "_scalar_cells",
+        "_scalar_types",
         "_scalars",
-        "_type_ids",
-        "_types",
         "address",
         "block",
         "busy",
@@ -105,12 +105,9 @@ class LaunchPlan:
         self.converted: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
             (i, KINDS[kind].convert) for i, kind in enumerate(signature) if kind != "ptr" and kind not in _EXACT
         )
-        # The exact type of each argument a launch may take without the full path: a pointer's is set when it is
-        # remembered (None until then: nothing matches), a scalar's is its exact Python type or its converter's carrier.
-        self._types: list[type | None] = [
-            None if kind == "ptr" else _EXACT.get(kind) or type(KINDS[kind].convert(0.0)) for kind in signature
-        ]
-        self._type_ids = [id(t) for t in self._types]  # (the types are held in ``_types``: their ids stay theirs)
+        # The exact type each scalar may have on the plan's path: an exact int or float, or its converter's carrier.
+        self._scalar_types = tuple(_EXACT.get(signature[i]) or type(KINDS[signature[i]].convert(0.0)) for i in scalars)
+        self._last: tuple[Any, ...] | None = None  # the scalar objects whose values the block's cells hold
         self._refs: tuple[weakref.ref[Any], ...] = ()
         # Weak, as the pointers: a plan keeps no buffer or stream alive (the arguments of a hit hold them).
         self.shared: tuple[weakref.ref[DeviceBuffer], ...] = ()  # the buffers of other streams: records the launch
@@ -130,54 +127,60 @@ class LaunchPlan:
         objects = self._pointers(args)
         if self.busy or not all(type(obj) is DeviceBuffer or type(obj) is DeviceView for obj in objects):
             return
-        for i, kind in enumerate(self.signature):
-            if kind == "ptr":
-                self._types[i] = type(args[i])
-        self._type_ids = [id(t) for t in self._types]
         self._refs = tuple(weakref.ref(obj) for obj in objects)
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
         self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
 
-    def pack(self, args: Sequence[Any], stream: Stream) -> bool:
-        """Write ``args`` into the block for ``stream`` (the caller holds ``use_lock``); False, with the block left
-        unused, when the launch must take the full path (other pointers, a close or free since, odd values)."""
+    def launch(self, args: Sequence[Any], stream: Stream, driver: Any, shared_mem: int, *extents: int) -> Any:
+        """Pack ``args`` into the block and launch it on ``stream`` (the caller holds ``use_lock`` and checked the
+        extents); the driver's result, or None, with nothing launched, when the launch must take the full path
+        (other pointers, a free, close or unload since, odd values)."""
+        if type(args) is not list and type(args) is not tuple:  # an exact list or tuple: indexing runs no user code
+            return None
         if self.converted:
             values = list(args)
             try:  # first: a converter may run a value's own methods (which may free memory or close a stream)
                 for i, convert in self.converted:
                     values[i] = convert(values[i])
             except (LaunchArgumentError, IndexError):  # the full path raises it, or an earlier argument's error
-                return False
+                return None
             args = values
-        # Exact types (and count), compared by id (a metaclass's ``__eq__`` could lie): pointers of the final classes,
-        # which compare by identity only, so the tuple comparison below is an identity test; ints and floats that
-        # ``struct`` packs exactly.
+        # From here on no user code runs. Pointers: the remembered objects themselves (``is``: no ``__eq__`` asked).
         if (
-            list(map(id, map(type, args))) != self._type_ids
+            len(args) != len(self.signature)
             or self.epoch != invalidation[0]
             or self.stream is None
             or self.stream() is not stream
             or self.busy
-            or self._pointers(args) != tuple([ref() for ref in self._refs])
+            or not all(map(operator.is_, self._pointers(args), [ref() for ref in self._refs]))
+            or not self._pack(self._scalars(args))
         ):
-            return False
-        try:
-            self._scalar_cells.pack_into(self.block, 0, *self._scalars(args))
-        except struct.error:  # an int out of its kind's range: the full path says which
-            return False
-        return True
-
-    def launch(self, driver: Any, raw_stream: Any, shared_mem: int, *extents: int) -> Any:
-        """``cuLaunchKernel`` of the packed block (the caller holds ``use_lock``); the driver's result."""
+            return None
         if self.driver is not driver:  # (read once per driver: a simulator's attribute reads are slow)
             self.driver, self.driver_launch = driver, driver.cuLaunchKernel
         launch = self.driver_launch
         self.busy = True  # a launch made before the driver has read the block (a finalizer's) packs its own
         try:
-            return launch(self.kernel, *extents, shared_mem, raw_stream, self.address, 0)
+            return launch(self.kernel, *extents, shared_mem, stream._raw, self.address, 0)
         finally:
             self.busy = False
+
+    def _pack(self, scalars: tuple[Any, ...]) -> bool:
+        last = self._last
+        if last is not None and all(map(operator.is_, scalars, last)):
+            return True  # the very objects packed last (immutable, exact types): the cells hold them
+        # Exact types (``is``: a metaclass's ``__eq__`` could lie): ints, which ``struct`` range-checks and packs as
+        # the value checked, floats for f64, and the converters' carriers.
+        if not all(map(operator.is_, map(type, scalars), self._scalar_types)):
+            return False
+        self._last = None
+        try:
+            self._scalar_cells.pack_into(self.block, 0, *scalars)
+        except struct.error:  # an int out of its kind's range: the full path says which
+            return False
+        self._last = scalars
+        return True
 
 
 def plan_for(function: Any, signature: object) -> LaunchPlan | None:
