@@ -77,6 +77,22 @@ def test_a_repeated_launch_takes_the_plan_and_packs_the_new_scalars(probe: Probe
     assert probe.seen == [(x.ptr, 3, 1.5), (x.ptr, 7, -2.25), (x.ptr, -(2**31), 0.0)]
 
 
+def test_fresh_scalars_each_launch_are_packed_with_their_values(sim: SimDriver) -> None:
+    """Ints made anew for each launch (freed after it, so the next may be made at the same address): each launch
+    packs its own values. Bug caught: the plan not holding the last packed scalars, whose ids then matched new ints
+    of other values, so the cells kept the old values."""
+    probe = Probe(sim, "probe_ints", ("ptr", "i32", "i64"))
+    x = _buffer()
+    for value in range(1000, 1050):
+        probe.launch(x, int(str(value)), int(str(-value)))
+    assert [seen[1:] for seen in probe.seen] == [(v, -v) for v in range(1000, 1050)]
+    # The ids the plan compares are those of objects it holds, so no other object can have them meanwhile.
+    plan = probe.plan
+    assert plan._ids is not None
+    assert plan._last is not None
+    assert plan._ids[1:] == [id(v) for v in plan._last]
+
+
 def test_another_buffer_is_packed_with_its_own_address(probe: Probe) -> None:
     """Bug caught: the remembered address packed for a different buffer (pointers compared by anything but identity)."""
     x, y = _buffer(), _buffer()
@@ -84,6 +100,26 @@ def test_another_buffer_is_packed_with_its_own_address(probe: Probe) -> None:
     probe.launch(y, 1, 1.0)
     probe.launch(x.view(np.float32, (8,), offset=16), 1, 1.0)
     assert [seen[0] for seen in probe.seen] == [x.ptr, y.ptr, x.ptr + 16]
+
+
+def test_a_collected_views_id_is_forgotten(probe: Probe) -> None:
+    """The plan's fastest test compares the ids of the last launch's arguments; a view collected since (no free, so
+    no epoch bump) clears them, so another object later made at its address cannot be taken for it. Bug caught: the
+    weak references' callback missing (a new view at the old address packed with the old view's address)."""
+    x = _buffer()
+    view = x.view(np.float32, (8,))
+    probe.launch(view, 1, 1.0)
+    probe.launch(view, 1, 1.0)  # a planned launch: the ids of its arguments are remembered
+    plan = probe.plan
+    assert plan._ids is not None
+    assert id(view) in plan._ids
+    del view
+    gc.collect()
+    assert plan._ids is None
+    other = x.view(np.float32, (8,), offset=32)
+    probe.launch(other, 1, 1.0)
+    probe.launch(other, 1, 1.0)
+    assert [seen[0] for seen in probe.seen] == [x.ptr, x.ptr, x.ptr + 32, x.ptr + 32]
 
 
 def test_a_buffer_freed_after_a_planned_launch_is_refused(probe: Probe) -> None:

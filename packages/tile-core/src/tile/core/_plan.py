@@ -65,6 +65,7 @@ class LaunchPlan:
     """
 
     __slots__ = (
+        "_ids",
         "_last",
         "_pointer_cells",
         "_pointers",
@@ -108,6 +109,10 @@ class LaunchPlan:
         # The exact type each scalar may have on the plan's path: an exact int or float, or its converter's carrier.
         self._scalar_types = tuple(_EXACT.get(signature[i]) or type(KINDS[signature[i]].convert(0.0)) for i in scalars)
         self._last: tuple[Any, ...] | None = None  # the scalar objects whose values the block's cells hold
+        # The ids of the last planned launch's arguments: equal ids are the same objects, as long as each still lives
+        # (the scalars are held in ``_last``; a remembered pointer's collection clears this, from its weak reference's
+        # callback, which runs before its memory can hold another object).
+        self._ids: list[int] | None = None
         self._refs: tuple[weakref.ref[Any], ...] = ()
         # Weak, as the pointers: a plan keeps no buffer or stream alive (the arguments of a hit hold them).
         self.shared: tuple[weakref.ref[DeviceBuffer], ...] = ()  # the buffers of other streams: records the launch
@@ -123,11 +128,11 @@ class LaunchPlan:
         arguments, their checked addresses in ``values``, the ``buffers`` ordered for ``stream``, the function's
         ``kernel`` handle (valid until its module is unloaded, which bumps the epoch). Raw addresses and
         the arguments of a launch made while the block is in use are not kept."""
-        self.epoch = -1
+        self.epoch, self._ids = -1, None
         objects = self._pointers(args)
         if self.busy or not all(type(obj) is DeviceBuffer or type(obj) is DeviceView for obj in objects):
             return
-        self._refs = tuple(weakref.ref(obj) for obj in objects)
+        self._refs = tuple(weakref.ref(obj, self._died) for obj in objects)
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
         self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
@@ -146,17 +151,23 @@ class LaunchPlan:
             except (LaunchArgumentError, IndexError):  # the full path raises it, or an earlier argument's error
                 return None
             args = values
-        # From here on no user code runs. Pointers: the remembered objects themselves (``is``: no ``__eq__`` asked).
+        # From here on no user code runs.
         if (
             len(args) != len(self.signature)
             or self.epoch != invalidation[0]
             or self.stream is None
             or self.stream() is not stream
             or self.busy
-            or not all(map(operator.is_, self._pointers(args), [ref() for ref in self._refs]))
-            or not self._pack(self._scalars(args))
         ):
             return None
+        ids = list(map(id, args))
+        if ids != self._ids:  # else the very objects of the last launch: the cells hold them (see `_ids`)
+            # Pointers: the remembered objects themselves (``is``: no ``__eq__`` asked); scalars checked and packed.
+            if not all(map(operator.is_, self._pointers(args), [ref() for ref in self._refs])) or not self._pack(
+                self._scalars(args)
+            ):
+                return None
+            self._ids = ids
         if self.driver is not driver:  # (read once per driver: a simulator's attribute reads are slow)
             self.driver, self.driver_launch = driver, driver.cuLaunchKernel
         launch = self.driver_launch
@@ -166,10 +177,11 @@ class LaunchPlan:
         finally:
             self.busy = False
 
+    def _died(self, _: object) -> None:
+        """A remembered pointer object is being collected: its id may name another object from now on."""
+        self._ids = None
+
     def _pack(self, scalars: tuple[Any, ...]) -> bool:
-        last = self._last
-        if last is not None and all(map(operator.is_, scalars, last)):
-            return True  # the very objects packed last (immutable, exact types): the cells hold them
         # Exact types (``is``: a metaclass's ``__eq__`` could lie): ints, which ``struct`` range-checks and packs as
         # the value checked, floats for f64, and the converters' carriers.
         if not all(map(operator.is_, map(type, scalars), self._scalar_types)):
