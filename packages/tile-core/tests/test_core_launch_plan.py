@@ -110,12 +110,12 @@ def test_a_collected_views_id_is_forgotten(probe: Probe) -> None:
     view = x.view(np.float32, (8,))
     probe.launch(view, 1, 1.0)
     probe.launch(view, 1, 1.0)  # a planned launch: the ids of its arguments are remembered
-    plan = probe.plan
-    assert plan._ids is not None
-    assert id(view) in plan._ids
+    remembered = probe.plan._ids
+    assert remembered is not None
+    assert id(view) in remembered
     del view
     gc.collect()
-    assert plan._ids is None
+    assert probe.plan._ids is None
     other = x.view(np.float32, (8,), offset=32)
     probe.launch(other, 1, 1.0)
     probe.launch(other, 1, 1.0)
