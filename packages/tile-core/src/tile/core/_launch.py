@@ -211,7 +211,9 @@ def launch(
 
     The same checks and stream ordering as ``prepare(...)()``, without making the `PreparedLaunch` (its driver
     argument list and invalidation guard serve relaunches only): a checked launch costs its checks and one
-    ``cuLaunchKernel``.
+    ``cuLaunchKernel``. With a ``signature`` tuple, the function keeps a launch plan (``tile.core._plan``): a launch
+    repeating the last one's buffers and views on its stream, with nothing freed, closed or unloaded since, reuses
+    their checks and ordering and packs only its scalars (each still checked) into a reusable parameter block.
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"launch({function!r})")
@@ -226,15 +228,18 @@ def launch(
     if type(shared_mem) is not int or not 0 <= shared_mem < _UINT:
         shared_mem = _shared_mem(shared_mem)
     device = function.module.device
-    # A Stream (final) of the device is what `as_stream` would return; it is checked open under the lock below.
-    chosen = stream if type(stream) is Stream and stream.device is device else as_stream(stream, device)
+    chosen = as_stream(stream, device)
     with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
         if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
             chosen._check_open()
-        plan = _plan.plan_for(function, signature)
+        plan = function.__dict__.get("_launch_plan")  # `_plan.plan_for`, inline
         d = _reaper.driver()
         # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
-        result = plan.launch(args, chosen, d, shared_mem, gx, gy, gz, bx, by, bz) if plan is not None else None
+        result = (
+            plan.launch(args, chosen, d, shared_mem, gx, gy, gz, bx, by, bz)
+            if plan is not None and plan.signature is signature
+            else None
+        )
         if result is not None:
             shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # type: ignore[union-attr]
         else:
