@@ -6,6 +6,9 @@ tile.core's own host work per launch, with no driver work to subtract (on a GPU 
 about 5 us on an H200 with cuda.bindings). Paths, each LAUNCHES back to back on the buffers' stream, in interleaved
 rounds (the fastest of ROUNDS: on a shared machine the minimum is the steadiest statistic):
 
+- ``driver lookup (sim)``: ``_reaper.driver().cuLaunchKernel``, a read the simulator makes slow (its
+  ``__getattribute__``, about 1 us; the real ``cuda.bindings`` module's is tens of ns): a checked launch that reads
+  it per call (tile.core before its launch plans) carries this simulator cost, to subtract when comparing;
 - ``bare driver call``: the stub called with a pre-built argument list (the floor: one Python call);
 - ``prepared``: ``PreparedLaunch.__call__`` of ``tile.core.prepare(...)``;
 - ``checked``: ``tile.core.launch(...)`` (every check, the ``bench_launch.py`` row that issue 17's bar is about);
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import tile.core as tc
+from tile.core import _reaper
 from tile.core.testing import VEC_ADD_SIGNATURE, simulated, sm90_cubin
 
 N, LAUNCHES, ROUNDS = 1024, 500, 40
@@ -70,6 +74,10 @@ def paths(sim: object) -> dict[str, Callable[[], None]]:
     call = prepared._call
     launch = tc.launch
 
+    def lookup() -> None:
+        for _ in range(LAUNCHES):
+            _reaper.driver().cuLaunchKernel  # noqa: B018  # the read is what is timed
+
     def bare() -> None:
         stub = sim.cuLaunchKernel  # type: ignore[attr-defined]
         for _ in range(LAUNCHES):
@@ -88,6 +96,7 @@ def paths(sim: object) -> dict[str, Callable[[], None]]:
             launch(function, 8, 1, args, stream=other, signature=sig)
 
     return {
+        "driver lookup (sim)": lookup,
         "bare driver call": bare,
         "prepared": prepared_loop,
         "checked": checked,
