@@ -11,14 +11,16 @@ names the same kinds; the function's parameter layout is read-only). It holds:
   buffers they point into, the stream and the process-wide invalidation epoch (bumped by every buffer free, stream
   close and module unload) of that launch.
 
-A launch hits the plan only when its stream is the remembered one, the epoch is unchanged and each pointer argument
-is the very object remembered (identity, not equality: a lying ``__eq__`` cannot match). Then every pointer check
-the full path made still holds: the objects are final and their fields read-only (same device, address, buffer),
-none was freed and no stream was closed since (the epoch), and each buffer's ordering after its home stream was
-made for this stream (`DeviceBuffer._before_use` does it once per stream until a close). Scalars are rechecked at
-every launch: an exact ``int`` (or an exact ``float`` for ``f64``) is packed as is, ``struct`` refusing one out of
-its kind's range; anything else goes through its kind's converter (the same checks as the full path), and any value
-the plan cannot pack sends the launch down the full path, which raises the full path's errors.
+A launch hits the plan only when its arguments are an exact list or tuple (reading them runs no user code after the
+guards), its stream is the remembered one, the epoch is unchanged and each pointer argument is the very object
+remembered (identity, not equality: a lying ``__eq__`` cannot match). Then every pointer check the full path made
+still holds: the objects are final and their fields read-only (same device, address, buffer), none was freed and no
+stream was closed since (the epoch), and each buffer's ordering after its home stream was made for this stream
+(`DeviceBuffer._before_use` does it once per stream until a close). Scalars are rechecked at every launch: an int
+kind takes an exact ``int`` (``struct`` refusing one out of its range), f64 an exact ``float``, and f16, bf16 and f32
+run their kind's converter first (the full path's checks; it may run a value's own methods, so before the guards);
+any other value sends the launch down the full path, which raises the full path's errors. A launch of the very
+objects of the last planned launch is found by comparing their ids (see ``_ids``) and packs nothing.
 """
 
 from __future__ import annotations
