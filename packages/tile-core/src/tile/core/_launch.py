@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tile.bindings import check
-from tile.core import _reaper
+from tile.core import _plan, _reaper
 from tile.core._args import kernel_params, pack_args, pack_launch, param_block
 from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
@@ -211,32 +211,84 @@ def launch(
 
     The same checks and stream ordering as ``prepare(...)()``, without making the `PreparedLaunch` (its driver
     argument list and invalidation guard serve relaunches only): a checked launch costs its checks and one
-    ``cuLaunchKernel``.
+    ``cuLaunchKernel``. With a ``signature`` tuple, the function keeps a launch plan (``tile.core._plan``): a launch
+    repeating the last one's buffers and views on its stream, with nothing freed, closed or unloaded since, reuses
+    their checks and ordering and packs only its scalars (each still checked) into a reusable parameter block.
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"launch({function!r})")
-    (gx, gy, gz), (bx, by, bz) = _dim3(grid, "grid"), _dim3(block, "block")  # before any stream ordering
-    shared_mem = _shared_mem(shared_mem)
+    if type(grid) is int and 1 <= grid < _UINT:  # a 1-D grid and block: `_dim3`'s common case, inline
+        gx, gy, gz = grid, 1, 1
+    else:
+        gx, gy, gz = _dim3(grid, "grid")  # before any stream ordering
+    if type(block) is int and 1 <= block < _UINT:
+        bx, by, bz = block, 1, 1
+    else:
+        bx, by, bz = _dim3(block, "block")
+    if type(shared_mem) is not int or not 0 <= shared_mem < _UINT:
+        shared_mem = _shared_mem(shared_mem)
     device = function.module.device
     chosen = as_stream(stream, device)
     with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
         if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
             chosen._check_open()
-        kinds, values, buffers, _views = pack_launch(
-            args, signature, device=device, expected=function.param_layout, unchecked=unchecked
+        plan = function.__dict__.get("_launch_plan")  # `_plan.plan_for`, inline
+        d = _reaper.driver()
+        # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
+        result = (
+            plan.launch(args, chosen, d, shared_mem, gx, gy, gz, bx, by, bz)
+            if plan is not None and plan.signature is signature
+            else None
         )
-        shared = []
-        for buffer in buffers:
-            buffer._before_use(chosen)
-            if buffer.stream is not chosen:
-                shared.append(buffer)
-        kernel = function.cu_function  # raises once the module was unloaded
-        _block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
-        result = _reaper.driver().cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+        if result is not None:
+            shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # type: ignore[union-attr]
+        else:
+            kernel = function.cu_function  # raises once the module was unloaded
+            shared, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
+            result = d.cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
+            del cells  # kept alive until the driver has copied the arguments
         if result[0] != 0:
             check(result, "cuLaunchKernel")
         if shared:
             _track(chosen, shared)
+
+
+def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
+    function: Function,
+    args: Sequence[Any],
+    signature: Sequence[str] | None,
+    chosen: Stream,
+    device: Any,
+    unchecked: bool,
+    kernel: Any,
+) -> tuple[Sequence[Any], object, int]:
+    """A checked launch's full path (the caller holds ``use_lock``): every argument checked and packed, the buffers
+    ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them. Returns the
+    buffers of other streams (to record the launch for), and the parameter block and its ``kernelParams`` address."""
+    args = tuple(args)  # read once: a sequence of the user's own could hand out other items (or free) when read again
+    epoch = invalidation[0]
+    kinds, values, buffers, _views = pack_launch(
+        args, signature, device=device, expected=function.param_layout, unchecked=unchecked
+    )
+    if invalidation[0] != epoch:  # a value's own method (a converter's __float__) freed or closed something
+        _recheck(chosen, buffers)
+    shared = []
+    for buffer in buffers:
+        buffer._before_use(chosen)
+        if buffer.stream is not chosen:
+            shared.append(buffer)
+    block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
+    plan = _plan.plan_for(function, signature) or _plan.new_plan(function, signature, kinds)
+    if plan is not None:
+        plan.remember(args, values, buffers, chosen, kernel)
+    return shared, block, address
+
+
+def _recheck(stream: Stream, buffers: Sequence[Any]) -> None:
+    stream._check_open()
+    for buffer in buffers:
+        if buffer.closed:
+            raise UseAfterFreeError(f"argument {buffer!r} was freed while the launch's arguments were packed")
 
 
 def _track(stream: Stream, shared: Sequence[Any]) -> None:

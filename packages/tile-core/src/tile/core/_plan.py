@@ -1,0 +1,214 @@
+"""Launch plans: what a checked `tile.core.launch` of one kernel with one signature works out once and reuses.
+
+A plan belongs to one `Function` and one signature object (an exact tuple of exact strs, so the same object always
+names the same kinds; the function's parameter layout is read-only). It holds:
+
+- the packing: one ``struct.Struct`` for the argument cells and a reusable parameter block whose ``void*`` array,
+  pointing at the cells, is written once; a launch packs its values into the cells and passes the same address (the
+  driver copies the arguments when ``cuLaunchKernel`` is called, and the block is only written and launched under
+  ``use_lock``, by one launch at a time: a launch made while the block is being filled takes the full path);
+- the pointer arguments of the last launch that took the full path, as weak references, with their addresses, the
+  buffers they point into, the stream and the process-wide invalidation epoch (bumped by every buffer free, stream
+  close and module unload) of that launch.
+
+A launch hits the plan only when its arguments are an exact list or tuple (reading them runs no user code after the
+guards), its stream is the remembered one, the epoch is unchanged and each pointer argument is the very object
+remembered (identity, not equality: a lying ``__eq__`` cannot match). Then every pointer check the full path made
+still holds: the objects are final and their fields read-only (same device, address, buffer), none was freed and no
+stream was closed since (the epoch), and each buffer's ordering after its home stream was made for this stream
+(`DeviceBuffer._before_use` does it once per stream until a close). Scalars are rechecked at every launch: an int
+kind takes an exact ``int`` (``struct`` refusing one out of its range), f64 an exact ``float``, and f16, bf16 and f32
+run their kind's converter first (the full path's checks; it may run a value's own methods, so before the guards);
+any other value sends the launch down the full path, which raises the full path's errors. A launch of the very
+objects of the last planned launch is found by comparing their ids (see ``_ids``) and packs nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+import struct
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tile.core._args import _CELL, KINDS
+from tile.core._buffer import DeviceBuffer
+from tile.core._errors import LaunchArgumentError
+from tile.core._stream import Stream, invalidation
+from tile.core._view import DeviceView
+
+__all__ = ["LaunchPlan", "new_plan", "plan_for"]
+
+# Kinds whose exact Python type packs through ``struct`` to the same bytes as the kind's converter would give (ints
+# range-checked by ``struct``; a float is a C double as is). Other kinds are always converted, to their carrier type.
+_EXACT = dict.fromkeys(("i8", "i16", "u8", "u16", "i32", "i64", "u32", "u64"), int) | {"f64": float}
+
+
+def _getter(indices: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``operator.itemgetter`` that always returns a tuple (also of one item or none)."""
+    if len(indices) > 1:
+        return operator.itemgetter(*indices)
+    if indices:
+        (index,) = indices
+        return lambda values: (values[index],)
+    return lambda values: ()
+
+
+def _unset(*args: object) -> Any:
+    raise AssertionError("LaunchPlan.launch reads the driver's cuLaunchKernel first")
+
+
+class LaunchPlan:
+    """The reusable packing of one (function, signature) and the pointer checks of its latest full-path launch.
+
+    The parameter block holds the scalar cells (packed per launch), then the pointer cells (written when pointers
+    are remembered), then the ``void*`` array, whose entry ``i`` points at parameter ``i``'s cell (written once).
+    """
+
+    __slots__ = (
+        "_ids",
+        "_last",
+        "_pointer_cells",
+        "_pointers",
+        "_refs",
+        "_scalar_cells",
+        "_scalar_types",
+        "_scalars",
+        "address",
+        "block",
+        "busy",
+        "converted",
+        "driver",
+        "driver_launch",
+        "epoch",
+        "kernel",
+        "shared",
+        "signature",
+        "stream",
+    )
+
+    busy: bool  # while the block is being launched: a launch made meanwhile (a finalizer's) takes the full path
+    kernel: Any  # the function's CUkernel, read when the pointers were remembered
+
+    def __init__(self, signature: tuple[str, ...]) -> None:
+        """A plan for ``signature``, whose kinds were checked against the kernel's layout."""
+        n = len(signature)
+        self.signature = signature
+        pointers = tuple(i for i, kind in enumerate(signature) if kind == "ptr")
+        scalars = tuple(i for i, kind in enumerate(signature) if kind != "ptr")
+        self._pointers, self._scalars = _getter(pointers), _getter(scalars)
+        self._scalar_cells = struct.Struct("<" + "".join(_CELL[signature[i]] for i in scalars))
+        self._pointer_cells = struct.Struct(f"<{len(pointers)}Q")
+        self.block = (ctypes.c_uint64 * (2 * n or 1))()
+        base = ctypes.addressof(self.block)
+        cell = {index: base + 8 * k for k, index in enumerate(scalars + pointers)}
+        struct.pack_into(f"<{n}Q", self.block, 8 * n, *(cell[i] for i in range(n)))
+        self.address = base + 8 * n
+        self.converted: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+            (i, KINDS[kind].convert) for i, kind in enumerate(signature) if kind != "ptr" and kind not in _EXACT
+        )
+        # The exact type each scalar may have on the plan's path: an exact int or float, or its converter's carrier.
+        self._scalar_types = tuple(_EXACT.get(signature[i]) or type(KINDS[signature[i]].convert(0.0)) for i in scalars)
+        self._last: tuple[Any, ...] | None = None  # the scalar objects whose values the block's cells hold
+        # The ids of the last planned launch's arguments: equal ids are the same objects, as long as each still lives
+        # (the scalars are held in ``_last``; a remembered pointer's collection clears this, from its weak reference's
+        # callback, which runs before its memory can hold another object).
+        self._ids: list[int] | None = None
+        self._refs: tuple[weakref.ref[Any], ...] = ()
+        # Weak, as the pointers: a plan keeps no buffer or stream alive (the arguments of a hit hold them).
+        self.shared: tuple[weakref.ref[DeviceBuffer], ...] = ()  # the buffers of other streams: records the launch
+        self.stream: weakref.ref[Stream] | None = None
+        self.epoch, self.busy, self.kernel = -1, False, None
+        self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
+        self.driver_launch: Callable[..., Any] = _unset
+
+    def remember(
+        self, args: Sequence[Any], values: Sequence[Any], buffers: Sequence[DeviceBuffer], stream: Stream, kernel: Any
+    ) -> None:
+        """Keep the pointer checks of a launch that took the full path (the caller holds ``use_lock``): its pointer
+        arguments, their checked addresses in ``values``, the ``buffers`` ordered for ``stream``, the function's
+        ``kernel`` handle (valid until its module is unloaded, which bumps the epoch). Raw addresses and
+        the arguments of a launch made while the block is in use are not kept."""
+        self.epoch, self._ids = -1, None
+        objects = self._pointers(args)
+        if self.busy or not all(type(obj) is DeviceBuffer or type(obj) is DeviceView for obj in objects):
+            return
+        self._refs = tuple(weakref.ref(obj, self._died) for obj in objects)
+        self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
+        self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
+        self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
+
+    def launch(self, args: Sequence[Any], stream: Stream, driver: Any, shared_mem: int, *extents: int) -> Any:
+        """Pack ``args`` into the block and launch it on ``stream`` (the caller holds ``use_lock`` and checked the
+        extents); the driver's result, or None, with nothing launched, when the launch must take the full path
+        (other pointers, a free, close or unload since, odd values)."""
+        if type(args) is not list and type(args) is not tuple:  # an exact list or tuple: indexing runs no user code
+            return None
+        if self.converted:
+            values = list(args)
+            try:  # first: a converter may run a value's own methods (which may free memory or close a stream)
+                for i, convert in self.converted:
+                    values[i] = convert(values[i])
+            except (LaunchArgumentError, IndexError):  # the full path raises it, or an earlier argument's error
+                return None
+            args = values
+        # From here on no user code runs.
+        if (
+            len(args) != len(self.signature)
+            or self.epoch != invalidation[0]
+            or self.stream is None
+            or self.stream() is not stream
+            or self.busy
+        ):
+            return None
+        ids = list(map(id, args))
+        if ids != self._ids:  # else the very objects of the last launch: the cells hold them (see `_ids`)
+            # Pointers: the remembered objects themselves (``is``: no ``__eq__`` asked); scalars checked and packed.
+            if not all(map(operator.is_, self._pointers(args), [ref() for ref in self._refs])) or not self._pack(
+                self._scalars(args)
+            ):
+                return None
+            self._ids = ids
+        if self.driver is not driver:  # (read once per driver: a simulator's attribute reads are slow)
+            self.driver, self.driver_launch = driver, driver.cuLaunchKernel
+        launch = self.driver_launch
+        self.busy = True  # a launch made before the driver has read the block (a finalizer's) packs its own
+        try:
+            return launch(self.kernel, *extents, shared_mem, stream._raw, self.address, 0)
+        finally:
+            self.busy = False
+
+    def _died(self, _: object) -> None:
+        """A remembered pointer object is being collected: its id may name another object from now on."""
+        self._ids = None
+
+    def _pack(self, scalars: tuple[Any, ...]) -> bool:
+        # Exact types (``is``: a metaclass's ``__eq__`` could lie): ints, which ``struct`` range-checks and packs as
+        # the value checked, floats for f64, and the converters' carriers.
+        if not all(map(operator.is_, map(type, scalars), self._scalar_types)):
+            return False
+        self._last = None
+        try:
+            self._scalar_cells.pack_into(self.block, 0, *scalars)
+        except struct.error:  # an int out of its kind's range: the full path says which
+            return False
+        self._last = scalars
+        return True
+
+
+def plan_for(function: Any, signature: object) -> LaunchPlan | None:
+    """The plan of ``function`` for ``signature`` when it has one (the latest signature it was launched with)."""
+    plan: LaunchPlan | None = function.__dict__.get("_launch_plan")
+    if plan is not None and plan.signature is signature:
+        return plan
+    return None
+
+
+def new_plan(function: Any, signature: object, kinds: tuple[str, ...]) -> LaunchPlan | None:
+    """A plan for ``function`` and ``signature`` (whose checked kinds are ``kinds``), kept as the function's latest;
+    None for a signature that is not an exact tuple of exact strs (the same object might name other kinds later)."""
+    if type(signature) is not tuple or signature != kinds or not all(type(kind) is str for kind in signature):
+        return None
+    plan = function.__dict__["_launch_plan"] = LaunchPlan(signature)
+    return plan
