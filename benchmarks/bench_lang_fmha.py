@@ -15,11 +15,29 @@ Tile's best (at least 1: Tile is as fast or faster; the issue's target is ``tile
 ``same_config_cutile_over_tile`` gives cuTile's time over Tile's (``tile`` form) per configuration.
 
 Each measurement is the median of ROUNDS rounds of REPS back-to-back launches waited for once, the contenders'
-rounds interleaved (GPU clock drift hits all alike). Every output is checked against float64 numpy on two heads first.
+rounds interleaved (GPU clock drift hits all alike), each round in a fresh shuffled order (``--order=shuffled``, the
+default; ``--order=fixed`` or ``--order=reversed`` visit the contenders as listed, or backwards, every round, and
+write ``lang_fmha[_d<D>]_<order>.json``). Every output is checked against float64 numpy on two heads first.
 Results go to ``benchmarks/results/lang_fmha.json``. Run on the GPU machine from the repository root:
 ``python benchmarks/bench_lang_fmha.py`` (``--dim=64`` or ``--dim=128`` for one head dim; the results file then
 holds only that one); ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
 interpreter here) to check the script itself.
+
+Order bias (measured on one H200, 2026-11-26). With the contenders visited in a fixed order, every round, Tile's best
+(64/64/4, d64, not causal) came out 0.937x cuTile Python's: 443.5 against 475.0 TFLOP/s. The same run with the order
+reversed gave 466.0 against 468.3 (0.995x; causal 0.996x forwards, 1.005x reversed). The kernels are the same (the
+SASS, ``fmha_sass.py``) and so is their launch: ``fmha_sass.py --time``, the three cubins launched alike and timed
+with CUDA events, gave 1.314 (``tile``), 1.307 (``tile_qmajor``), 1.303 (cuTile's cubin) and 1.300 ms
+(``ct.launch``) at 64/64/4, and 1.293 ms for ``tile_qmajor`` against 1.355 ms for ``ct.launch`` at 128/128/2.
+tileiras gets the same flags from both (``--gpu-name sm_90 -O3 --lineinfo``); both launch blocks of (1, 1, 1) with no
+dynamic shared memory and no launch attributes (cuTile raises ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` only for a kernel
+whose compile result gives a dynamic shared memory size, and its tile kernels give none); Tile's ``.then`` chain
+costs 7 us to build and 5 us to release per launch against a 1.16 ms kernel. What the fixed order did: a
+contender's speed followed what ran just before it. The 256/128/1 contenders (about 60 TFLOP/s, spilling) leave the
+GPU's clocks headroom: forwards cuTile's 64/64/4 ran 4th after Tile's three (475.0) and Tile's 64/64/4 7th after
+cuTile's one (443.5); reversed, cuTile's ran right after its one (468.3) and Tile's 3rd after Tile's three (466.0).
+At the end of a run of saturating contenders Tile's 128/128/2 fell from 424 (forwards, first) to 383 TFLOP/s
+(reversed, last). Shuffled rounds give each contender varied predecessors, and the median carries no place's bias.
 """
 
 from __future__ import annotations
@@ -41,7 +59,7 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
 import attention as example  # noqa: E402 - examples/attention.py, found through the path above
 from attention import LOG2E, attend  # noqa: E402 - the same module
-from bench_frontend import TileLoop, device_name, interleaved, tile_stream, versions  # noqa: E402 - same directory
+from bench_frontend import ORDERS, TileLoop, device_name, interleaved, tile_stream, versions  # noqa: E402 - same directory
 
 RESULTS = ROOT / "benchmarks" / "results" / "lang_fmha.json"
 SMOKE = "--smoke" in sys.argv
@@ -49,7 +67,8 @@ BATCH, HEADS, SEQ = (1, 2, 64) if SMOKE else (4, 32, 4096)
 _DIM_ARG = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dim=")]  # e.g. --dim=64: one head dim only
 DIMS = (32,) if SMOKE else tuple(_DIM_ARG) or (64, 128)
 CONFIGS = ((32, 16, 1),) if SMOKE else ((128, 128, 2), (128, 64, 2), (64, 64, 4), (256, 128, 1))
-ROUNDS, REPS = (2, 1) if SMOKE else (7, 5)
+ROUNDS, REPS = (2, 1) if SMOKE else (15, 5)
+ORDER = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--order=")), "shuffled")  # see "Order bias"
 CHECK_HEADS = (0, BATCH * HEADS - 1)
 
 
@@ -160,7 +179,8 @@ def bench_case(stream: Any, peers: dict[str, Any], dim: int, causal: bool) -> di
             check(f"{family} {config}", fmha.output(), want)
             contenders[f"{family} {config}"] = fmha.run
     contenders |= peer_runs(peers, host, want, dim, causal)
-    seconds = interleaved({name: (run, REPS, 1) for name, run in contenders.items()}, warmup=2)
+    paths = {name: (run, REPS, 1) for name, run in contenders.items()}
+    seconds = interleaved(paths, warmup=2, rounds=ROUNDS, order=ORDER, seed=dim + causal)
     return summarize(seconds, flops(dim, causal))
 
 
@@ -248,11 +268,13 @@ def load_peers(errors: dict[str, str]) -> dict[str, Any]:
 
 
 def main() -> None:
+    if ORDER not in ORDERS:
+        raise SystemExit(f"--order={ORDER}: use one of {', '.join(ORDERS)}")
     errors: dict[str, str] = {}
     peers = load_peers(errors)
     stream = tile_stream()
     report: dict[str, Any] = {"benchmark": "lang_fmha", "device": device_name(), "backend": tile.backend()}
-    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS}
+    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS, "order": ORDER}
     report |= {"shape": {"batch": BATCH, "heads": HEADS, "seq": SEQ}, "configs": [list(c) for c in CONFIGS]}
     for dim in DIMS:
         for causal in (False, True):
@@ -270,7 +292,8 @@ def main() -> None:
     for name, error in errors.items():
         print(f"  {name}: {error}")
     if not SMOKE:
-        path = RESULTS.with_name(f"lang_fmha_d{DIMS[0]}.json") if _DIM_ARG else RESULTS
+        stem = RESULTS.stem + (f"_d{DIMS[0]}" if _DIM_ARG else "") + ("" if ORDER == "shuffled" else f"_{ORDER}")
+        path = RESULTS.with_name(stem + ".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {path}")
