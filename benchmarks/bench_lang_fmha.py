@@ -23,21 +23,22 @@ Results go to ``benchmarks/results/lang_fmha.json``. Run on the GPU machine from
 holds only that one); ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
 interpreter here) to check the script itself.
 
-Order bias (measured on one H200, 2026-11-26). With the contenders visited in a fixed order, every round, Tile's best
-(64/64/4, d64, not causal) came out 0.937x cuTile Python's: 443.5 against 475.0 TFLOP/s. The same run with the order
-reversed gave 466.0 against 468.3 (0.995x; causal 0.996x forwards, 1.005x reversed). The kernels are the same (the
-SASS, ``fmha_sass.py``) and so is their launch: ``fmha_sass.py --time``, the three cubins launched alike and timed
-with CUDA events, gave 1.314 (``tile``), 1.307 (``tile_qmajor``), 1.303 (cuTile's cubin) and 1.300 ms
+Order bias (measured on one H200, 2026-11-26). With the contenders visited in a fixed order, every round, Tile's
+best (64/64/4, d64, not causal) came out 0.937x cuTile Python's: 443.5 against 475.0 TFLOP/s. The same run with the
+order reversed gave 466.0 against 468.3 (0.995x; causal 0.996x forwards, 1.005x reversed). The kernels are the same
+(the SASS, ``fmha_sass.py``) and so is their launch: ``fmha_sass.py --time``, the three cubins launched alike and
+timed with CUDA events, gave 1.314 (``tile``), 1.307 (``tile_qmajor``), 1.303 (cuTile's cubin) and 1.300 ms
 (``ct.launch``) at 64/64/4, and 1.293 ms for ``tile_qmajor`` against 1.355 ms for ``ct.launch`` at 128/128/2.
-tileiras gets the same flags from both (``--gpu-name sm_90 -O3 --lineinfo``); both launch blocks of (1, 1, 1) with no
-dynamic shared memory and no launch attributes (cuTile raises ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` only for a kernel
+tileiras gets the same flags from both (``--gpu-name sm_90 -O3 --lineinfo``); both launch blocks of (1, 1, 1) with
+no dynamic shared memory and no launch attributes (cuTile raises ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` only for a kernel
 whose compile result gives a dynamic shared memory size, and its tile kernels give none); Tile's ``.then`` chain
-costs 7 us to build and 5 us to release per launch against a 1.16 ms kernel. What the fixed order did: a
-contender's speed followed what ran just before it. The 256/128/1 contenders (about 60 TFLOP/s, spilling) leave the
-GPU's clocks headroom: forwards cuTile's 64/64/4 ran 4th after Tile's three (475.0) and Tile's 64/64/4 7th after
-cuTile's one (443.5); reversed, cuTile's ran right after its one (468.3) and Tile's 3rd after Tile's three (466.0).
-At the end of a run of saturating contenders Tile's 128/128/2 fell from 424 (forwards, first) to 383 TFLOP/s
-(reversed, last). Shuffled rounds give each contender varied predecessors, and the median carries no place's bias.
+costs 7 us to build and 5 us to release per launch against a 1.16 ms kernel. What the fixed order did: a contender's
+speed followed what ran just before it. The 256/128/1 contenders (about 60 TFLOP/s, spilling) leave the GPU's clocks
+headroom (inferred: the clocks were not read): forwards cuTile's 64/64/4 ran 4th after Tile's three (475.0) and
+Tile's 64/64/4 7th after cuTile's one (443.5); reversed, cuTile's ran right after its one (468.3) and Tile's 3rd
+after Tile's three (466.0). At the end of a run of saturating contenders Tile's 128/128/2 fell from 424 (forwards,
+first) to 383 TFLOP/s (reversed, last). Shuffled rounds give each contender varied predecessors, and the median
+carries no place's bias.
 """
 
 from __future__ import annotations
