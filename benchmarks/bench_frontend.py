@@ -443,11 +443,14 @@ def interleaved(
     rounds: int | None = None,
     order: str = "fixed",
     seed: int = 0,
+    settle: int = 0,
 ) -> dict[str, float]:
     """Median seconds per unit of each path ``(run, units one run does, runs per sample)`` over ``rounds`` (default
     ROUNDS) samples, after ``warmup`` runs (compilation, plans, prepared launches, allocator pools); the paths'
     samples interleave, so drift of the GPU or the host during the benchmark (cuBLAS moved 15% within one run) hits
-    all alike. Each round visits the paths in ``round_orders(len(paths), rounds, order, seed)``'s order."""
+    all alike. Each round visits the paths in ``round_orders(len(paths), rounds, order, seed)``'s order, and runs each
+    path ``settle`` times untimed just before its timed sample (the GPU then times the path from its own steady
+    state, not from what the previous path left: clocks, caches)."""
     for run, _, _ in paths.values():
         for _ in range(warmup):
             run()
@@ -456,6 +459,8 @@ def interleaved(
     for visit in round_orders(len(names), ROUNDS if rounds is None else rounds, order, seed):
         for name in (names[i] for i in visit):
             run, units, calls = paths[name]
+            for _ in range(settle):
+                run()
             start = time.perf_counter()
             for _ in range(calls):
                 run()

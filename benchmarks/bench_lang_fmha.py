@@ -17,7 +17,9 @@ Tile's best (at least 1: Tile is as fast or faster; the issue's target is ``tile
 Each measurement is the median of ROUNDS rounds of REPS back-to-back launches waited for once, the contenders'
 rounds interleaved (GPU clock drift hits all alike), each round in a fresh shuffled order (``--order=shuffled``, the
 default; ``--order=fixed`` or ``--order=reversed`` visit the contenders as listed, or backwards, every round, and
-write ``lang_fmha[_d<D>]_<order>.json``). Every output is checked against float64 numpy on two heads first.
+write ``lang_fmha[_d<D>]_<order>.json``), each timed sample just after SETTLE untimed ones of the same contender
+(``--settle=N``, default 1), so that it starts from its own steady state, not its predecessor's. Every output is
+checked against float64 numpy on two heads first.
 Results go to ``benchmarks/results/lang_fmha.json``. Run on the GPU machine from the repository root:
 ``python benchmarks/bench_lang_fmha.py`` (``--dim=64`` or ``--dim=128`` for one head dim; the results file then
 holds only that one); ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
@@ -70,6 +72,7 @@ DIMS = (32,) if SMOKE else tuple(_DIM_ARG) or (64, 128)
 CONFIGS = ((32, 16, 1),) if SMOKE else ((128, 128, 2), (128, 64, 2), (64, 64, 4), (256, 128, 1))
 ROUNDS, REPS = (2, 1) if SMOKE else (15, 5)
 ORDER = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--order=")), "shuffled")  # see "Order bias"
+SETTLE = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--settle=")), "0" if SMOKE else "1"))
 CHECK_HEADS = (0, BATCH * HEADS - 1)
 
 
@@ -181,7 +184,7 @@ def bench_case(stream: Any, peers: dict[str, Any], dim: int, causal: bool) -> di
             contenders[f"{family} {config}"] = fmha.run
     contenders |= peer_runs(peers, host, want, dim, causal)
     paths = {name: (run, REPS, 1) for name, run in contenders.items()}
-    seconds = interleaved(paths, warmup=2, rounds=ROUNDS, order=ORDER, seed=dim + causal)
+    seconds = interleaved(paths, warmup=2, rounds=ROUNDS, order=ORDER, seed=dim + causal, settle=SETTLE)
     return summarize(seconds, flops(dim, causal))
 
 
@@ -276,6 +279,7 @@ def main() -> None:
     stream = tile_stream()
     report: dict[str, Any] = {"benchmark": "lang_fmha", "device": device_name(), "backend": tile.backend()}
     report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS, "order": ORDER}
+    report |= {"settle": SETTLE}
     report |= {"shape": {"batch": BATCH, "heads": HEADS, "seq": SEQ}, "configs": [list(c) for c in CONFIGS]}
     for dim in DIMS:
         for causal in (False, True):

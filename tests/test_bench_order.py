@@ -59,3 +59,15 @@ def test_interleaved_times_in_the_rounds_order_and_keys_every_path() -> None:
     want = [name for order in bench.round_orders(4, 6, "shuffled", seed=3) for name in ("abcd"[i] for i in order)]
     assert visits[4:] == want
     assert len({tuple(visits[4 + 4 * r : 8 + 4 * r]) for r in range(6)}) > 1  # not one order every round
+
+
+def test_settle_runs_each_path_untimed_just_before_its_timed_sample() -> None:
+    visits: list[str] = []
+
+    def path(name: str) -> tuple[Callable[[], None], int, int]:
+        return (lambda: visits.append(name), 1, 1)
+
+    paths: dict[str, Any] = {name: path(name) for name in "ab"}
+    found = bench.interleaved(paths, warmup=0, rounds=2, order="reversed", settle=2)
+    assert visits == ["b"] * 3 + ["a"] * 3 + ["b"] * 3 + ["a"] * 3  # 2 untimed then 1 timed, per path and round
+    assert set(found) == {"a", "b"}
