@@ -17,30 +17,28 @@ Tile's best (at least 1: Tile is as fast or faster; the issue's target is ``tile
 Each measurement is the median of ROUNDS rounds of REPS back-to-back launches waited for once, the contenders'
 rounds interleaved (GPU clock drift hits all alike), each round in a fresh shuffled order (``--order=shuffled``, the
 default; ``--order=fixed`` or ``--order=reversed`` visit the contenders as listed, or backwards, every round, and
-write ``lang_fmha[_d<D>]_<order>.json``), each timed sample just after SETTLE untimed ones of the same contender
-(``--settle=N``, default 1), so that it starts from its own steady state, not its predecessor's. Every output is
-checked against float64 numpy on two heads first.
+write ``lang_fmha[_d<D>]_<order>.json``); ``--settle=N`` (default 0) runs each contender N times untimed just before
+its timed sample; ``--configs=BM,BN,OCC:...`` runs only those configurations. Every output is checked against
+float64 numpy on two heads first.
 Results go to ``benchmarks/results/lang_fmha.json``. Run on the GPU machine from the repository root:
 ``python benchmarks/bench_lang_fmha.py`` (``--dim=64`` or ``--dim=128`` for one head dim; the results file then
 holds only that one); ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
 interpreter here) to check the script itself.
 
-Order bias (measured on one H200, 2026-11-26). With the contenders visited in a fixed order, every round, Tile's
-best (64/64/4, d64, not causal) came out 0.937x cuTile Python's: 443.5 against 475.0 TFLOP/s. The same run with the
-order reversed gave 466.0 against 468.3 (0.995x; causal 0.996x forwards, 1.005x reversed). The kernels are the same
-(the SASS, ``fmha_sass.py``) and so is their launch: ``fmha_sass.py --time``, the three cubins launched alike and
-timed with CUDA events, gave 1.314 (``tile``), 1.307 (``tile_qmajor``), 1.303 (cuTile's cubin) and 1.300 ms
-(``ct.launch``) at 64/64/4, and 1.293 ms for ``tile_qmajor`` against 1.355 ms for ``ct.launch`` at 128/128/2.
-tileiras gets the same flags from both (``--gpu-name sm_90 -O3 --lineinfo``); both launch blocks of (1, 1, 1) with
-no dynamic shared memory and no launch attributes (cuTile raises ``MAX_DYNAMIC_SHARED_SIZE_BYTES`` only for a kernel
-whose compile result gives a dynamic shared memory size, and its tile kernels give none); Tile's ``.then`` chain
-costs 7 us to build and 5 us to release per launch against a 1.16 ms kernel. What the fixed order did: a contender's
-speed followed what ran just before it. The 256/128/1 contenders (about 60 TFLOP/s, spilling) leave the GPU's clocks
-headroom (inferred: the clocks were not read): forwards cuTile's 64/64/4 ran 4th after Tile's three (475.0) and
-Tile's 64/64/4 7th after cuTile's one (443.5); reversed, cuTile's ran right after its one (468.3) and Tile's 3rd
-after Tile's three (466.0). At the end of a run of saturating contenders Tile's 128/128/2 fell from 424 (forwards,
-first) to 383 TFLOP/s (reversed, last). Shuffled rounds give each contender varied predecessors, and the median
-carries no place's bias.
+Order bias (measured on H200s, 2026-11-26; see docs/compiler/performance.md). The kernels are the same (the SASS,
+``fmha_sass.py``) and so is their launch: tileiras gets the same flags from both (``--gpu-name sm_90 -O3
+--lineinfo``); both launch blocks of (1, 1, 1) with no dynamic shared memory and no launch attributes (cuTile raises
+``MAX_DYNAMIC_SHARED_SIZE_BYTES`` only for a kernel whose compile result gives a dynamic shared memory size, and its
+tile kernels give none). Head to head (``fmha_sass.py --time``: two contenders' rounds alternating, CUDA events,
+64/64/4, d64) Tile's full launch path (``frontend:tile_qmajor``) took 1.306 and 1.273 ms against ``ct.launch``'s
+1.302 and 1.266 ms in two runs (0.3-0.6% apart), and Tile's ``.then`` chain costs 7 us to build and 5 us to release
+per launch against a 1.16 ms kernel. This benchmark's 17 contenders, in contrast, move by their place in the order:
+d64 not causal, Tile's best over cuTile's came out 0.937x with the order fixed and 0.995x reversed in one run
+(causal 0.996x and 1.005x), 1.005x shuffled over 15 rounds (causal 0.973x) in another, and with one settle sample
+0.923x fixed and 0.968x reversed in a third. The slow, spilling 256/128/1 contenders (about 60 TFLOP/s) are the
+likely cause (what runs before a contender sets the GPU's clocks; inferred, the clocks were not read), and one
+settle sample (about 6 ms) did not remove it. Shuffling removes the fixed order's systematic bias but leaves a few
+percent of noise: a 1-2% difference needs the head-to-head measurement.
 """
 
 from __future__ import annotations
@@ -70,9 +68,11 @@ BATCH, HEADS, SEQ = (1, 2, 64) if SMOKE else (4, 32, 4096)
 _DIM_ARG = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dim=")]  # e.g. --dim=64: one head dim only
 DIMS = (32,) if SMOKE else tuple(_DIM_ARG) or (64, 128)
 CONFIGS = ((32, 16, 1),) if SMOKE else ((128, 128, 2), (128, 64, 2), (64, 64, 4), (256, 128, 1))
+_CONFIG_ARG = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--configs=")), "")  # e.g. 64,64,4:128,64,2
+CONFIGS = tuple(tuple(int(v) for v in c.split(",")) for c in _CONFIG_ARG.split(":")) if _CONFIG_ARG else CONFIGS
 ROUNDS, REPS = (2, 1) if SMOKE else (15, 5)
 ORDER = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--order=")), "shuffled")  # see "Order bias"
-SETTLE = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--settle=")), "0" if SMOKE else "1"))
+SETTLE = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--settle=")), "0"))
 CHECK_HEADS = (0, BATCH * HEADS - 1)
 
 
