@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -413,16 +414,53 @@ def replayed_chain(stream: Any) -> Any:
     return op.graph(stream)
 
 
-def interleaved(paths: dict[str, tuple[Callable[[], None], int, int]], warmup: int) -> dict[str, float]:
-    """Median seconds per unit of each path ``(run, units one run does, runs per sample)`` over ROUNDS samples, after
-    ``warmup`` runs (compilation, plans, prepared launches, allocator pools); the paths' samples interleave, so drift
-    of the GPU or the host during the benchmark (cuBLAS moved 15% within one run) hits all alike."""
+ORDERS = ("fixed", "reversed", "shuffled")
+"""How ``interleaved``'s rounds visit the paths (``round_orders``)."""
+
+
+def round_orders(count: int, rounds: int, order: str = "fixed", seed: int = 0) -> list[list[int]]:
+    """The order in which each of ``rounds`` rounds visits ``count`` paths: ``fixed`` (as given, every round),
+    ``reversed`` (backwards, every round) or ``shuffled`` (a fresh permutation each round, drawn from ``seed``).
+
+    A fixed order gives each path the same predecessors every round, and what a GPU ran just before matters: after
+    low-power work (a slow, spilling kernel; the host's gaps) its clocks have headroom for the next few milliseconds,
+    after a run of saturating kernels they have less. ``bench_lang_fmha.py`` measured the same kernel 4-6% apart by
+    its place in the order (its docstring, "Order bias"); shuffled rounds give every path varied predecessors, so
+    the median carries no place's bias."""
+    if order not in ORDERS:
+        raise ValueError(f"order={order!r}: use one of {', '.join(ORDERS)}")
+    if order != "shuffled":
+        one = list(range(count))[:: -1 if order == "reversed" else 1]
+        return [list(one) for _ in range(rounds)]
+    rng = random.Random(seed)
+    return [rng.sample(range(count), count) for _ in range(rounds)]
+
+
+def interleaved(
+    paths: dict[str, tuple[Callable[[], None], int, int]],
+    warmup: int,
+    *,
+    rounds: int | None = None,
+    order: str = "fixed",
+    seed: int = 0,
+    settle: int = 0,
+) -> dict[str, float]:
+    """Median seconds per unit of each path ``(run, units one run does, runs per sample)`` over ``rounds`` (default
+    ROUNDS) samples, after ``warmup`` runs (compilation, plans, prepared launches, allocator pools); the paths'
+    samples interleave, so drift of the GPU or the host during the benchmark (cuBLAS moved 15% within one run) hits
+    all alike. Each round visits the paths in ``round_orders(len(paths), rounds, order, seed)``'s order, and runs each
+    path ``settle`` times untimed just before its timed sample (the GPU then times the path from its own steady
+    state, not from what the previous path left: clocks, caches)."""
     for run, _, _ in paths.values():
         for _ in range(warmup):
             run()
+    names = list(paths)
     samples: dict[str, list[float]] = {name: [] for name in paths}
-    for _ in range(ROUNDS):
-        for name, (run, units, calls) in paths.items():
+    for visit in round_orders(len(names), ROUNDS if rounds is None else rounds, order, seed):
+        for name in (names[i] for i in visit):
+            run, units, calls = paths[name]
+            for _ in range(settle):
+                run()
             start = time.perf_counter()
             for _ in range(calls):
                 run()

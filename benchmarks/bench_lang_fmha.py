@@ -15,11 +15,30 @@ Tile's best (at least 1: Tile is as fast or faster; the issue's target is ``tile
 ``same_config_cutile_over_tile`` gives cuTile's time over Tile's (``tile`` form) per configuration.
 
 Each measurement is the median of ROUNDS rounds of REPS back-to-back launches waited for once, the contenders'
-rounds interleaved (GPU clock drift hits all alike). Every output is checked against float64 numpy on two heads first.
+rounds interleaved (GPU clock drift hits all alike), each round in a fresh shuffled order (``--order=shuffled``, the
+default; ``--order=fixed`` or ``--order=reversed`` visit the contenders as listed, or backwards, every round, and
+write ``lang_fmha[_d<D>]_<order>.json``); ``--settle=N`` (default 0) runs each contender N times untimed just before
+its timed sample; ``--configs=BM,BN,OCC:...`` runs only those configurations. Every output is checked against
+float64 numpy on two heads first.
 Results go to ``benchmarks/results/lang_fmha.json``. Run on the GPU machine from the repository root:
 ``python benchmarks/bench_lang_fmha.py`` (``--dim=64`` or ``--dim=128`` for one head dim; the results file then
 holds only that one); ``--smoke`` runs a tiny shape on whatever backend is there (the CPU
 interpreter here) to check the script itself.
+
+Order bias (measured on H200s, 2026-11-26; see docs/compiler/performance.md). The kernels are the same (the SASS,
+``fmha_sass.py``) and so is their launch: tileiras gets the same flags from both (``--gpu-name sm_90 -O3
+--lineinfo``); both launch blocks of (1, 1, 1) with no dynamic shared memory and no launch attributes (cuTile raises
+``MAX_DYNAMIC_SHARED_SIZE_BYTES`` only for a kernel whose compile result gives a dynamic shared memory size, and its
+tile kernels give none). Head to head (``fmha_sass.py --time``: two contenders' rounds alternating, CUDA events,
+64/64/4, d64) Tile's full launch path (``frontend:tile_qmajor``) took 1.306 and 1.273 ms against ``ct.launch``'s
+1.302 and 1.266 ms in two runs (0.3-0.6% apart), and Tile's ``.then`` chain costs 7 us to build and 5 us to release
+per launch against a 1.16 ms kernel. This benchmark's 17 contenders, in contrast, move by their place in the order:
+d64 not causal, Tile's best over cuTile's came out 0.937x with the order fixed and 0.995x reversed in one run
+(causal 0.996x and 1.005x), 1.005x shuffled over 15 rounds (causal 0.973x) in another, and with one settle sample
+0.923x fixed and 0.968x reversed in a third. The slow, spilling 256/128/1 contenders (about 60 TFLOP/s) are the
+likely cause (what runs before a contender sets the GPU's clocks; inferred, the clocks were not read), and one
+settle sample (about 6 ms) did not remove it. Shuffling removes the fixed order's systematic bias but leaves a few
+percent of noise: a 1-2% difference needs the head-to-head measurement.
 """
 
 from __future__ import annotations
@@ -41,7 +60,7 @@ sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
 import attention as example  # noqa: E402 - examples/attention.py, found through the path above
 from attention import LOG2E, attend  # noqa: E402 - the same module
-from bench_frontend import TileLoop, device_name, interleaved, tile_stream, versions  # noqa: E402 - same directory
+from bench_frontend import ORDERS, TileLoop, device_name, interleaved, tile_stream, versions  # noqa: E402 - same directory
 
 RESULTS = ROOT / "benchmarks" / "results" / "lang_fmha.json"
 SMOKE = "--smoke" in sys.argv
@@ -49,7 +68,11 @@ BATCH, HEADS, SEQ = (1, 2, 64) if SMOKE else (4, 32, 4096)
 _DIM_ARG = [int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--dim=")]  # e.g. --dim=64: one head dim only
 DIMS = (32,) if SMOKE else tuple(_DIM_ARG) or (64, 128)
 CONFIGS = ((32, 16, 1),) if SMOKE else ((128, 128, 2), (128, 64, 2), (64, 64, 4), (256, 128, 1))
-ROUNDS, REPS = (2, 1) if SMOKE else (7, 5)
+_CONFIG_ARG = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--configs=")), "")  # e.g. 64,64,4:128,64,2
+CONFIGS = tuple(tuple(int(v) for v in c.split(",")) for c in _CONFIG_ARG.split(":")) if _CONFIG_ARG else CONFIGS
+ROUNDS, REPS = (2, 1) if SMOKE else (15, 5)
+ORDER = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--order=")), "shuffled")  # see "Order bias"
+SETTLE = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--settle=")), "0"))
 CHECK_HEADS = (0, BATCH * HEADS - 1)
 
 
@@ -160,7 +183,8 @@ def bench_case(stream: Any, peers: dict[str, Any], dim: int, causal: bool) -> di
             check(f"{family} {config}", fmha.output(), want)
             contenders[f"{family} {config}"] = fmha.run
     contenders |= peer_runs(peers, host, want, dim, causal)
-    seconds = interleaved({name: (run, REPS, 1) for name, run in contenders.items()}, warmup=2)
+    paths = {name: (run, REPS, 1) for name, run in contenders.items()}
+    seconds = interleaved(paths, warmup=2, rounds=ROUNDS, order=ORDER, seed=dim + causal, settle=SETTLE)
     return summarize(seconds, flops(dim, causal))
 
 
@@ -248,11 +272,14 @@ def load_peers(errors: dict[str, str]) -> dict[str, Any]:
 
 
 def main() -> None:
+    if ORDER not in ORDERS:
+        raise SystemExit(f"--order={ORDER}: use one of {', '.join(ORDERS)}")
     errors: dict[str, str] = {}
     peers = load_peers(errors)
     stream = tile_stream()
     report: dict[str, Any] = {"benchmark": "lang_fmha", "device": device_name(), "backend": tile.backend()}
-    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS}
+    report |= {"smoke": SMOKE, "versions": versions(), "rounds": ROUNDS, "reps": REPS, "order": ORDER}
+    report |= {"settle": SETTLE}
     report |= {"shape": {"batch": BATCH, "heads": HEADS, "seq": SEQ}, "configs": [list(c) for c in CONFIGS]}
     for dim in DIMS:
         for causal in (False, True):
@@ -270,7 +297,8 @@ def main() -> None:
     for name, error in errors.items():
         print(f"  {name}: {error}")
     if not SMOKE:
-        path = RESULTS.with_name(f"lang_fmha_d{DIMS[0]}.json") if _DIM_ARG else RESULTS
+        stem = RESULTS.stem + (f"_d{DIMS[0]}" if _DIM_ARG else "") + ("" if ORDER == "shuffled" else f"_{ORDER}")
+        path = RESULTS.with_name(stem + ".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {path}")

@@ -302,8 +302,8 @@ def time_on_gpu(
         function = tc.Module.from_cubin(compiled.cubin, device=tc.Device(0)).function(compiled.abi.entry)
         args: list[Any] = [scale]
         kinds = ["f32"]
-        for t in reversed(tensors):  # (base, shape..., strides...) per array, then the scale: the ABI of both
-            args[:0] = [t.data_ptr(), *t.shape, *t.stride()]
+        for t in reversed(tensors):  # (view, shape..., strides...) per array, then the scale: the ABI of both
+            args[:0] = [tc.borrow(t, stream=core), *t.shape, *t.stride()]  # tile.core vouches for a view
             kinds[:0] = ["ptr"] + ["i32"] * (2 * t.dim())
 
         def launch(function: Any = function, grid: Any = grid, args: Any = args, kinds: Any = kinds) -> None:
