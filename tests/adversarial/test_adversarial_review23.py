@@ -1,0 +1,112 @@
+"""Review 23: an adversarial look, from safe kernels only, at the compiler's bounds proofs (proven / host-checked /
+guarded indices) and the ownership of output tiles, on the CPU interpreter in its strict form. Each hole's test names
+it and failed before its fix.
+
+Holes found and fixed:
+
+- A ``range`` bound that is a Python constant outside i32 was materialized as an i32 and wrapped: ``for i in
+  range(2**31, n)`` started at ``-2**31``, while the prover had trusted the constant start ``2**31 >= 0``, so the loop
+  variable indexed a partition with no check at all (only "``n`` <= tile count" was checked); the interpreter's own
+  bounds check was all that stopped it. Constants that i32 cannot hold now make the loop variable 64-bit, and ones
+  that i64 cannot hold are a compile error. Constant tile indices likewise: ``p.load((-2**32 + 3,))`` loaded tile 3.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+import pytest
+from helpers_adversarial import load_source
+
+import tile.frontend as tile
+from tile.compiler import CompileError
+from tile.frontend import f32
+from tile.ir.interp import KernelAssertionError
+
+SOURCE = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32, i32, i64
+
+
+@tile.entry
+def start_past_i32(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], n: i32):
+    px = x.partition((16,))
+    acc = tile.zeros((16,), f32)
+    for i in range(2147483648, n):
+        acc = acc + px.load((i,))  # START-PAST-I32
+    z.store(acc)
+
+
+@tile.entry
+def start_past_i64(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], n: i32):
+    px = x.partition((16,))
+    acc = tile.zeros((16,), f32)
+    for i in range(18446744073709551616, n):  # START-PAST-I64
+        acc = acc + px.load((i,))
+    z.store(acc)
+
+
+@tile.entry
+def index_wraps_in_i32(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
+    z.store(x.partition((16,)).load((-4294967293,)))  # WRAPPED-CONST
+
+
+@tile.entry
+def index_past_i64(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
+    z.store(x.partition((16,)).load((2**64,)))  # CONST-PAST-I64
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    return load_source("adversarial_review23_kernels", SOURCE, tmp_path_factory.mktemp("adversarial_review23"))
+
+
+@pytest.fixture(autouse=True)
+def _cpu_backend() -> None:
+    tile.set_backend("cpu")
+
+
+def line_of(marker: str) -> str:
+    """``file:line`` of the kernel source line tagged ``# marker``."""
+    (number,) = [i for i, text in enumerate(SOURCE.splitlines(), 1) if text.endswith(f"# {marker}")]
+    return f"adversarial_review23_kernels.py:{number}"
+
+
+def _vec(n: int = 64) -> tile.Tensor:
+    return tile.from_numpy(np.arange(n, dtype=np.float32))
+
+
+def _out() -> tile.Partition:
+    return tile.zeros(f32, [16]).partition([16])
+
+
+# -- hole: a range bound outside i32 wrapped, and the wrapped start passed as proven ---------------------------------
+
+
+def test_a_range_starting_past_i32_does_not_wrap_to_a_negative_unchecked_index(kernels: ModuleType) -> None:
+    """Hole: ``range(2**31, n)`` ran from ``-2**31`` with no in-kernel check (the start was trusted ``>= 0``); the
+    interpreter's own bounds check raised MemoryAccessError, a GPU read tile ``-2**31``. The loop is 64-bit now and,
+    as Python says, runs no iteration."""
+    (z, *_) = kernels.start_past_i32(_out(), _vec(), 4).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 0.0)
+
+
+def test_a_range_bound_past_i64_is_a_compile_error(kernels: ModuleType) -> None:
+    with pytest.raises(CompileError, match=r"the range bound 18446744073709551616 does not fit a 64-bit index") as e:
+        kernels.start_past_i64(_out(), _vec(), 4)
+    assert line_of("START-PAST-I64") in str(e.value)
+
+
+def test_a_constant_index_outside_i32_is_not_wrapped_into_the_partition(kernels: ModuleType) -> None:
+    """Hole: ``-2**32 + 3`` became the i32 ``3``, which passed the in-kernel check and loaded tile 3."""
+    with pytest.raises(KernelAssertionError, match=r"tile index out of range for x\.partition\(\(16,\)\)") as e:
+        kernels.index_wraps_in_i32(_out(), _vec()).sync()
+    assert line_of("WRAPPED-CONST") in str(e.value)
+
+
+def test_a_constant_index_past_i64_is_a_compile_error(kernels: ModuleType) -> None:
+    with pytest.raises(CompileError, match=r"tile index 18446744073709551616 does not fit a 64-bit index") as e:
+        kernels.index_past_i64(_out(), _vec())
+    assert line_of("CONST-PAST-I64") in str(e.value)
