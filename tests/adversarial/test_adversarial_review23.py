@@ -9,6 +9,10 @@ Holes found and fixed:
   variable indexed a partition with no check at all (only "``n`` <= tile count" was checked); the interpreter's own
   bounds check was all that stopped it. Constants that i32 cannot hold now make the loop variable 64-bit, and ones
   that i64 cannot hold are a compile error. Constant tile indices likewise: ``p.load((-2**32 + 3,))`` loaded tile 3.
+- One output walked in two orders (``z.tiles(group=2)`` then ``z.tiles()``, or two groups): each walk is a bijection
+  from tiles to blocks, but the two give a tile to two different blocks, which both wrote it (an inter-block race the
+  interpreter's race detector caught at run time, with or without an explicit grid). A second order is a compile
+  error at the walk now.
 """
 
 from __future__ import annotations
@@ -50,6 +54,32 @@ def start_past_i64(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], n: i32):
 @tile.entry
 def index_wraps_in_i32(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
     z.store(x.partition((16,)).load((-4294967293,)))  # WRAPPED-CONST
+
+
+@tile.entry
+def two_walk_orders(z: Mut[Tensor[f32, (4, 4)]]):
+    for idx in z.tiles(group=2):
+        z.store(tile.full((4, 4), 1.0, f32), at=idx)
+    for idx in z.tiles():  # SECOND-ORDER
+        z.store(z.load(at=idx) + 1.0, at=idx)
+
+
+@tile.entry
+def walk_order_by_block(z: Mut[Tensor[f32, (4, 4)]]):
+    if tile.block_id()[0] == 0:
+        for idx in z.tiles(group=4):
+            z.store(tile.full((4, 4), 1.0, f32), at=idx)
+    else:
+        for idx in z.tiles(group=2):  # ORDER-BY-BLOCK
+            z.store(tile.full((4, 4), 2.0, f32), at=idx)
+
+
+@tile.entry
+def one_walk_order_twice(z: Mut[Tensor[f32, (4, 4)]]):
+    for idx in z.tiles(group=2):
+        z.store(tile.full((4, 4), 1.0, f32), at=idx)
+    for idx in z.tiles(group=2):
+        z.store(z.load(at=idx) + 1.0, at=idx)
 
 
 @tile.entry
@@ -110,3 +140,34 @@ def test_a_constant_index_past_i64_is_a_compile_error(kernels: ModuleType) -> No
     with pytest.raises(CompileError, match=r"tile index 18446744073709551616 does not fit a 64-bit index") as e:
         kernels.index_past_i64(_out(), _vec())
     assert line_of("CONST-PAST-I64") in str(e.value)
+
+
+# -- hole: one output walked in two tile orders ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "orders"),
+    [
+        ("two_walk_orders", "SECOND-ORDER", "group=2.*group=None"),
+        ("walk_order_by_block", "ORDER-BY-BLOCK", "group=4.*group=2"),
+    ],
+)
+@pytest.mark.parametrize("grid", [None, (3,)])
+def test_an_output_walked_in_two_tile_orders_is_a_compile_error(
+    kernels: ModuleType, kernel: str, marker: str, orders: str, grid: tuple[int, ...] | None
+) -> None:
+    """Hole: block 2 wrote tile 1 in the grouped order while block 1 wrote it in the row-major one (DataRaceError)."""
+    z = tile.zeros(f32, [16, 16]).partition([4, 4])
+    fn = getattr(kernels, kernel)
+    with pytest.raises(CompileError, match=rf"'z' is walked in two tile orders \(z\.tiles\({orders}") as e:
+        (fn if grid is None else fn.grid(grid))(z)
+    assert line_of(marker) in str(e.value)
+    assert not z.moved
+
+
+@pytest.mark.parametrize("grid", [None, (3,)])
+def test_one_walk_order_twice_stays_allowed(kernels: ModuleType, grid: tuple[int, ...] | None) -> None:
+    z = tile.zeros(f32, [16, 16]).partition([4, 4])
+    fn = kernels.one_walk_order_twice
+    (z,) = (fn if grid is None else fn.grid(grid))(z).sync()  # the race detector watches the launch
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 2.0)

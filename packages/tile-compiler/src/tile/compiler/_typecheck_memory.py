@@ -237,6 +237,14 @@ class MemoryMixin(GuardMixin):
         if group is not None and (type(group) is not int or group <= 0 or recv.rank != 2):
             self.fail("group= takes a positive compile-time int, for rank-2 outputs (grouped tile order)")
         self._set_mode(recv, "tiles")  # a walk, even an idle one, frees the grid: no own-tile access too
+        if recv.walk is not None and recv.walk != (group,):
+            # Each order is a bijection from tiles to blocks, but two orders give one tile to two blocks.
+            self.fail(
+                f"'{recv.name}' is walked in two tile orders ({recv.name}.tiles(group={recv.walk[0]}) and "
+                f"{recv.name}.tiles(group={group})): each order hands a tile to another block, so two blocks would "
+                f"write one tile; walk it in one order per kernel"
+            )
+        recv.walk = (group,)
         return TileIter(recv, group)
 
     def tile_schedule(self, it: TileIter) -> tuple[tuple[object, object, object], Callable[[Value], object]]:
