@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 from helpers_adversarial import load_source
 
+import tile.compiler as tc
 import tile.frontend as tile
+from tile import ir
 from tile.compiler import CompileError
 from tile.frontend import f32
 from tile.ir.interp import KernelAssertionError
@@ -121,6 +123,21 @@ def test_a_range_starting_past_i32_does_not_wrap_to_a_negative_unchecked_index(k
     as Python says, runs no iteration."""
     (z, *_) = kernels.start_past_i32(_out(), _vec(), 4).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 0.0)
+
+
+@pytest.mark.parametrize("cubin", [False, pytest.param(True, marks=pytest.mark.requires_tileiras)])
+def test_the_gpu_loop_over_a_start_past_i32_is_64_bit(kernels: ModuleType, cubin: bool) -> None:
+    """The GPU lowering (and tileiras where installed) gets a 64-bit loop from ``2**31``, not i32 from ``-2**31``."""
+    fn = kernels.start_past_i32
+    compiled = tc.compile_kernel(fn, tc.specialize(fn, {"z": (16,), "x": (64,)}), "sm_90", cache=False, cubin=cubin)
+    text = ir.print_module(ir.read_bytecode(compiled.bytecode))
+    assert "-2147483648" not in text
+    (loop,) = [line for line in text.splitlines() if " for %" in line]
+    assert loop.strip().startswith("%for = for %loopIdx in (%cst_2147483648_i64 to "), loop
+    assert ": tile<i64>" in loop
+    if cubin:
+        assert compiled.cubin is not None
+        assert compiled.cubin[:4] == b"\x7fELF"
 
 
 def test_a_range_bound_past_i64_is_a_compile_error(kernels: ModuleType) -> None:
