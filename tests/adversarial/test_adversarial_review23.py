@@ -13,6 +13,22 @@ Holes found and fixed:
   from tiles to blocks, but the two give a tile to two different blocks, which both wrote it (an inter-block race the
   interpreter's race detector caught at run time, with or without an explicit grid). A second order is a compile
   error at the walk now.
+
+Tried and found solid (probed on the interpreter, not kept as tests unless cheap): loop variables read after their
+loop, returned from a helper's loop or carried out of a ``break`` loop (compile errors, or a new value that gets a
+guard); a partition or tensor chosen between branches (compile error); an index chosen between ``i`` and ``i + 100``
+(guarded); ``range(2**31 - 1, n)`` with a ``break`` and ``range(0, count, 2**30)`` (64-bit, trusted); ``tile.maximum``
+/ ``tile.minimum`` bounds of narrow, unsigned and i64 operands; a TileIndex kept after its walk (compile error);
+tuple outputs of two tile grids, with and without ``.grid()`` (GridError); a rank-4 walked output (refused at
+``partition``); a 2**31-element stride-0 input (ArgumentError: extents over 2**31 - 1); stride-0 and overlapping-row
+outputs (AliasError); const generics that disagree with the partition or an input (ArgumentError / host guard);
+graphs: a captured share cannot be unshared while the graph is open, a captured borrow freed while open is released
+only at ``graph.close()`` (its pending count held), and partitioning or writing (DLPack is read-only) a captured input
+is refused.
+
+Left, not verified here: Tile IR's meaning of ``shli`` by 32 or more bits and of ``divi`` by zero. If tileiras treats
+them as poison (as LLVM does), an in-kernel guard on an index computed with them could be folded away; that needs a
+GPU run or the Tile IR spec's word, not the interpreter.
 """
 
 from __future__ import annotations
