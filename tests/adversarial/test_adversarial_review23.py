@@ -13,6 +13,9 @@ Holes found and fixed:
   from tiles to blocks, but the two give a tile to two different blocks, which both wrote it (an inter-block race the
   interpreter's race detector caught at run time, with or without an explicit grid). A second order is a compile
   error at the walk now.
+- ``z.tiles(group=G)`` took any positive ``G``: with ``G >= 2**62`` the schedule's ``G * (tile count of dim 1)``
+  wrapped its 64 bits and blocks 0 and 1 both got tile 0 (DataRaceError; one block got one tile twice, unordered).
+  ``G`` is limited to ``1..2**31 - 1`` now (a group past dim 0's tile count already walks whole columns).
 
 Tried and found solid (probed on the interpreter, not kept as tests unless cheap): loop variables read after their
 loop, returned from a helper's loop or carried out of a ``break`` loop (compile errors, or a new value that gets a
@@ -98,6 +101,18 @@ def one_walk_order_twice(z: Mut[Tensor[f32, (4, 4)]]):
         z.store(tile.full((4, 4), 1.0, f32), at=idx)
     for idx in z.tiles(group=2):
         z.store(z.load(at=idx) + 1.0, at=idx)
+
+
+@tile.entry
+def group_wraps_i64(z: Mut[Tensor[f32, (4, 4)]]):
+    for idx in z.tiles(group=4611686018427387904):  # HUGE-GROUP
+        z.store(tile.full((4, 4), 1.0, f32), at=idx)
+
+
+@tile.entry
+def largest_group(z: Mut[Tensor[f32, (4, 4)]]):
+    for idx in z.tiles(group=2147483647):
+        z.store(tile.full((4, 4), 1.0, f32), at=idx)
 
 
 @tile.entry
@@ -204,3 +219,24 @@ def test_one_walk_order_twice_stays_allowed(kernels: ModuleType, grid: tuple[int
     fn = kernels.one_walk_order_twice
     (z,) = (fn if grid is None else fn.grid(grid))(z).sync()  # the race detector watches the launch
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 2.0)
+
+
+# -- hole: a group= so large that the grouped schedule wrapped ------------------------------------------------------
+
+
+@pytest.mark.parametrize("grid", [None, (3,)])
+def test_a_group_that_wraps_the_schedule_is_a_compile_error(kernels: ModuleType, grid: tuple[int, ...] | None) -> None:
+    """Hole: ``group=2**62`` made ``group * 4`` wrap to 0 in 64 bits; blocks 0 and 1 both wrote tile 0."""
+    z = tile.zeros(f32, [16, 16]).partition([4, 4])
+    fn = kernels.group_wraps_i64
+    with pytest.raises(CompileError, match=r"group= takes a compile-time int in 1\.\.2\*\*31 - 1") as e:
+        (fn if grid is None else fn.grid(grid))(z)
+    assert line_of("HUGE-GROUP") in str(e.value)
+    assert not z.moved
+
+
+@pytest.mark.parametrize("grid", [None, (3,)])
+def test_the_largest_group_walks_every_tile_once(kernels: ModuleType, grid: tuple[int, ...] | None) -> None:
+    fn = kernels.largest_group
+    (z,) = (fn if grid is None else fn.grid(grid))(tile.zeros(f32, [16, 16]).partition([4, 4])).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), 1.0)  # the race detector watches the launch
