@@ -114,8 +114,8 @@ CASES: list[tuple[Callable[..., object], str]] = [
     (bad.mixed_store_schemes, "'z' is accessed both at this block's own tile (z.store(t)) and at tiles from z.tiles()"),
     (bad.forged_tile_index, "the index of 'z.store(..., at=idx)' must be the variable of a 'for idx in z.tiles()'"),
     (bad.other_outputs_index, "must be the variable of a 'for idx in z.tiles()' loop over this same output"),
-    (bad.group_on_rank1, "group= takes a positive compile-time int, for rank-2 outputs"),  # kills `or` -> `and`
-    (bad.group_of_zero, "group= takes a positive compile-time int"),  # kills `group <= 0` -> `< 0` (mutation.py)
+    (bad.group_on_rank1, "group= takes a compile-time int in 1..2**31 - 1, for rank-2 outputs"),  # kills `or` -> `and`
+    (bad.group_of_zero, "group= takes a compile-time int in 1..2**31 - 1"),  # kills `group <= 0` -> `< 0` (mutation.py)
     (bad.tile_index_escapes, "variable 'keep' changes type"),
     (bad.division_of_ints, "operator '/' is not defined for integer tiles; use // for integer division"),
 ]

@@ -200,6 +200,19 @@ class LoopMixin(CarryMixin):
                 return True, dt
         return False, ivdt
 
+    def _index_dtype(self, bounds: tuple[object, object, object], node: ast.For) -> DType:
+        """The loop variable's dtype before `_trusted` widens it: i64 when a bound is i64 or a constant that i32 cannot
+        hold (``range(2**31, n)`` must not start at the i32 wrap of ``2**31``, -2**31, which passes ``lo >= 0``)."""
+        ivdt = I32
+        for b in bounds:
+            if isinstance(b, Value) and isinstance(b.type, TileType) and b.type.elem == _I64:
+                ivdt = _I64
+            if type(b) is int and not -(2**31) <= b < 2**31:
+                if not -(2**63) <= b < 2**63:
+                    self.fail(f"the range bound {b} does not fit a 64-bit index", node.iter)
+                ivdt = _I64
+        return ivdt
+
     def stmt_for(self, node: ast.For) -> Exit:
         if (values := unroll_values(self, node)) is None:  # type: ignore[arg-type]  # self is the Checker
             return self._for_loop(node)
@@ -214,10 +227,7 @@ class LoopMixin(CarryMixin):
             self.fail("the loop variable must be a single name", node.target)
         bounds, bind = self._iteration(node)
         self.at(node)
-        ivdt = I32
-        for b in bounds:
-            if isinstance(b, Value) and isinstance(b.type, TileType) and b.type.elem == _I64:
-                ivdt = _I64
+        ivdt = self._index_dtype(bounds, node)
         trusted, ivdt = self._trusted(bounds, ivdt) if bind is None else (False, ivdt)
         lb, ub, step = (
             self.scalar_index(b, "range bound") if not is_const(b) else self.materialize(b, ivdt) for b in bounds

@@ -234,9 +234,19 @@ class MemoryMixin(GuardMixin):
     def method_mut_tiles(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("tiles", ("group",), (None,), args, kw)
         group = a["group"]
-        if group is not None and (type(group) is not int or group <= 0 or recv.rank != 2):
-            self.fail("group= takes a positive compile-time int, for rank-2 outputs (grouped tile order)")
+        # At most 2**31 - 1: the schedule's group * (tile count of dim 1) must not wrap its 64 bits (a wrapped one
+        # hands a tile to two blocks); a group past dim 0's tile count already walks whole columns.
+        if group is not None and (type(group) is not int or not 0 < group < 2**31 or recv.rank != 2):
+            self.fail("group= takes a compile-time int in 1..2**31 - 1, for rank-2 outputs (grouped tile order)")
         self._set_mode(recv, "tiles")  # a walk, even an idle one, frees the grid: no own-tile access too
+        if recv.walk is not None and recv.walk != (group,):
+            # Each order is a bijection from tiles to blocks, but two orders give one tile to two blocks.
+            self.fail(
+                f"'{recv.name}' is walked in two tile orders ({recv.name}.tiles(group={recv.walk[0]}) and "
+                f"{recv.name}.tiles(group={group})): each order hands a tile to another block, so two blocks would "
+                f"write one tile; walk it in one order per kernel"
+            )
+        recv.walk = (group,)
         return TileIter(recv, group)
 
     def tile_schedule(self, it: TileIter) -> tuple[tuple[object, object, object], Callable[[Value], object]]:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Block, Value
-from tile.compiler._typecheck_arith import F32, I1, I32, ArithMixin, is_const, signedness
+from tile.compiler._typecheck_arith import F32, I1, I32, I64, ArithMixin, is_const, signedness
 from tile.compiler._types import DTYPES, MAX_TILE_EXTENT, DType, TileType, broadcast_shapes, is_pow2
 from tile.compiler.lang._ops import LangOp
 
@@ -131,8 +131,11 @@ class ShapeMixin(ArithMixin):
         if isinstance(v, (bool, float)):
             self.fail(f"{what} must be an integer, got {v!r}")
         if isinstance(v, int):
+            if not -(2**63) <= v < 2**63:
+                self.fail(f"{what} {v} does not fit a 64-bit index")
             if v not in self.index_constants:  # one definition at the entry, so guards using it can be hoisted
-                c = self.index_constants[v] = self.at_entry(lambda: self.materialize(v, I32))
+                dt = I32 if -(2**31) <= v < 2**31 else I64  # 2**32 as an i32 would be tile 0
+                c = self.index_constants[v] = self.at_entry(lambda: self.materialize(v, dt))
                 self.host_values[c.id] = Bound("const", value=v)
                 if v >= 0:
                     self.index_bounds[c.id] = Bound("const", value=v + 1)

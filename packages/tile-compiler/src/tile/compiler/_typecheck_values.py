@@ -32,6 +32,7 @@ class TensorV:
     tile: tuple[int, ...] = ()
     base: Value | None = None
     mode: str = ""  # how stores address tiles: "own" (z.store(t)) or "tiles" (z.store(t, at=idx)); one per kernel
+    walk: tuple[int | None] | None = None  # the group= of its z.tiles() walks, once walked: one order per kernel
 
     @property
     def rank(self) -> int:
