@@ -3,7 +3,10 @@ ratios, JSON round trips and the SVG plot; the GPU path (CUDA events, the L2 flu
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -19,6 +22,7 @@ from tile.frontend import ArgumentError, TileError
 from tile.kernels import bench
 
 SVG = "{http://www.w3.org/2000/svg}"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "packages" / "kernels.md"
 
 
 def sleeper(ms: float) -> Callable[[], None]:
@@ -51,6 +55,7 @@ def test_sample_statistics_and_rates() -> None:
     assert s.iqr_ms == 2.0
     assert s.tflops(3e12) == pytest.approx(1000.0)  # 3e12 flops in 3 ms
     assert s.gbps(3e6) == pytest.approx(1.0)
+    assert bench.Sample((5.0,)).quartiles_ms == (5.0, 5.0)  # one call: its time is every quantile
     assert bench.Sample((5.0,)).iqr_ms == 0.0
     with pytest.raises(ArgumentError, match="at least one time"):
         bench.Sample(())
@@ -224,6 +229,19 @@ def test_a_tile_kernel_on_the_interpreter() -> None:
     result = bench.compare({"softmax": lambda: tk.softmax(x), "numpy": lambda: np.exp(np.ones((4, 64)))}, rounds=2)
     assert result.failures == {}
     assert result.samples["softmax"].median_ms > 0
+
+
+def test_the_docs_example_runs_and_writes_its_json_and_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    section = DOCS.read_text().split("## Benchmarking your own kernels", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(DOCS), "exec"), {"__name__": "docs"})
+    assert out.getvalue().splitlines() == [f"{n} ['numpy', 'tile'] {{}}" for n in (64, 256, 1024)]
+    sweep = bench.Sweep.from_json(tmp_path / "softmax.json")
+    assert [size for size, _ in sweep.points] == [64, 256, 1024]
+    assert len(list(ET.parse(tmp_path / "softmax.svg").getroot().iter(f"{SVG}polyline"))) == 2
 
 
 @pytest.mark.gpu
