@@ -16,7 +16,9 @@ kernels over the last dim, any row length (short rows whole in registers, severa
 `softmax`, `log_softmax`, `rmsnorm`, `layernorm`, `add_rmsnorm` (fused residual add), `rmsnorm_heads` (per head,
 Qwen3's q/k norm). Attention: `attention` (FMHA prefill, GQA, causal or not), `decode_attention` (flash-decoding over
 a KV cache), `append_kv`. Elementwise and selection: `rope`, `swiglu`, `swiglu_fused`, `embedding`, `argmax`,
-`top_k`, `sample`. Most have ``*_op`` forms for chains. `autotune`: the config tuner and its on-disk records. Errors
+`top_k`, `sample`. Most have ``*_op`` forms for chains. `autotune`: the config tuner and its on-disk records.
+``from tile.kernels import bench``: the benchmark harness (CUDA-event timing with the L2 flushed, interleaved shuffled
+rounds against peers, JSON, SVG plots); a subpackage, not imported by ``import tile.kernels``. Errors
 are `tile.frontend`'s (`ArgumentError`, `BackendError`; this package defines none of its own): ``except
 tk.TileError`` (the one root, `tile.errors.TileError`, re-exported here) catches them all.
 """

@@ -1,0 +1,114 @@
+"""A comparison per size: `Sweep`, its JSON, and `plot` (one line per contender over a log2 size axis)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tile.frontend import ArgumentError
+from tile.kernels.bench._compare import METRICS, Comparison
+from tile.kernels.bench._provenance import provenance
+from tile.kernels.bench._svg import PALETTE, Line, line_chart
+
+__all__ = ["Sweep", "plot"]
+
+
+@dataclass
+class Sweep:
+    """`Comparison` results over sizes, in the order added.
+
+    Parameters
+    ----------
+    name : str
+        What is swept (the plot's title), e.g. ``"softmax f16, 4096 rows"``.
+    x_label : str
+        What a size is, e.g. ``"row length"``.
+    info : dict
+        Provenance (device, versions, time); taken when the sweep is made unless given.
+    """
+
+    name: str
+    x_label: str = "size"
+    points: list[tuple[int | float, Comparison]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=provenance)
+
+    def add(self, size: float, comparison: Comparison) -> None:
+        """Record ``comparison`` at ``size`` (> 0: sizes are drawn on a log2 axis)."""
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or not size > 0:
+            raise ArgumentError(f"Sweep.add: size must be a positive number, got {size!r}")
+        if not isinstance(comparison, Comparison):
+            raise ArgumentError(f"Sweep.add: pass the Comparison that bench.compare returned, not {comparison!r}")
+        self.points.append((size, comparison))
+
+    @property
+    def contenders(self) -> list[str]:
+        """Every contender's name, in the order first seen (measured or failed)."""
+        seen: dict[str, None] = {}
+        for _, c in self.points:
+            seen.update(dict.fromkeys([*c.samples, *c.failures]))
+        return list(seen)
+
+    def series(self, metric: str = "ms") -> dict[str, list[tuple[int | float, float | None]]]:
+        """``{contender: [(size, metric value or None), ...]}`` sorted by size (None where it failed or is absent)."""
+        if metric not in METRICS:
+            raise ArgumentError(f"bench: metric={metric!r} is not one of {', '.join(METRICS)}")
+        ordered = sorted(self.points, key=lambda p: p[0])
+        return {name: [(size, c.value(name, metric)) for size, c in ordered] for name in self.contenders}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: name, x label, info and each point's size and comparison."""
+        points = [{"size": size, "comparison": c.to_dict()} for size, c in self.points]
+        return {"name": self.name, "x_label": self.x_label, "info": self.info, "points": points}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sweep:
+        """The sweep `to_dict` described."""
+        points = [(p["size"], Comparison.from_dict(p["comparison"])) for p in data["points"]]
+        return cls(data["name"], data["x_label"], points, dict(data["info"]))
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write `to_dict` as JSON to ``path``; returns the path."""
+        out = Path(path)
+        out.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return out
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> Sweep:
+        """Read a sweep written by `to_json`."""
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def _subtitle(sweep: Sweep) -> str:
+    device = sweep.info.get("device", "unknown device")
+    if not sweep.points:
+        return str(device)
+    first = sweep.points[0][1]
+    return f"{device}; median of {first.rounds} {first.order} rounds x {first.reps} calls, seed {first.seed}"
+
+
+def plot(sweep: Sweep, metric: str = "GB/s", *, title: str | None = None) -> str:
+    """The SVG text of ``sweep``: ``metric`` (``"GB/s"``, ``"TFLOP/s"`` or ``"ms"``) of each contender's median
+    against size on a log2 axis, one line per contender (a failed point breaks its line), with a legend, the device
+    and the settings under the title.
+
+    Raises
+    ------
+    ArgumentError
+        For an unknown metric, a rate the comparisons were not given the work for (``flops=`` / ``nbytes=``), or a
+        sweep with no measured point.
+    """
+    series = sweep.series(metric)
+    lines = [Line(name, pts, PALETTE[i % len(PALETTE)]) for i, (name, pts) in enumerate(series.items())]
+    try:
+        return line_chart(
+            lines,
+            title=title or sweep.name,
+            subtitle=_subtitle(sweep),
+            x_label=f"{sweep.x_label} (log2 scale)",
+            y_label=metric,
+        )
+    except ValueError as exc:
+        raise ArgumentError(f"bench.plot: {exc}; add a comparison with a measured contender first") from exc
