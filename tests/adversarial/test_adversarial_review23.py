@@ -29,9 +29,11 @@ graphs: a captured share cannot be unshared while the graph is open, a captured 
 only at ``graph.close()`` (its pending count held), and partitioning or writing (DLPack is read-only) a captured input
 is refused.
 
-Left, not verified here: Tile IR's meaning of ``shli`` by 32 or more bits and of ``divi`` by zero. If tileiras treats
-them as poison (as LLVM does), an in-kernel guard on an index computed with them could be folded away; that needs a
-GPU run or the Tile IR spec's word, not the interpreter.
+- (The lead's, after the review) Tile IR's meaning of ``shli``/``shri`` by the bit width or more and of ``divi``/
+  ``remi`` by zero is not the interpreter's (0, the sign, division by 1): if tileiras treats them as poison (as LLVM
+  does), an in-kernel guard on an index computed with them could be folded away. Run-time amounts and divisors are
+  now made defined in the kernel (a select around the op, the interpreter's meaning), constant ones outside the
+  defined range are compile errors.
 """
 
 from __future__ import annotations
@@ -118,6 +120,26 @@ def largest_group(z: Mut[Tensor[f32, (4, 4)]]):
 @tile.entry
 def index_past_i64(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
     z.store(x.partition((16,)).load((2**64,)))  # CONST-PAST-I64
+
+
+@tile.entry
+def shifted_index(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], k: i32):
+    z.store(x.partition((16,)).load((1 << k,)))  # SHIFTED-INDEX
+
+
+@tile.entry
+def divided_index(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], d: i32):
+    z.store(x.partition((16,)).load((7 // d + 7 % d,)))  # DIVIDED-INDEX
+
+
+@tile.entry
+def shift_by_const(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], k: i32):
+    z.store(x.partition((16,)).load((k << 40,)))  # SHIFT-BY-40
+
+
+@tile.entry
+def divide_by_const_zero(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], k: i32):
+    z.store(x.partition((16,)).load((k // 0,)))  # DIVIDE-BY-0
 """
 
 
@@ -240,3 +262,52 @@ def test_the_largest_group_walks_every_tile_once(kernels: ModuleType, grid: tupl
     fn = kernels.largest_group
     (z,) = (fn if grid is None else fn.grid(grid))(tile.zeros(f32, [16, 16]).partition([4, 4])).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), 1.0)  # the race detector watches the launch
+
+
+# -- hole (lead): shifts by the bit width or more and divisions by zero, undefined in Tile IR --------------------------
+
+
+def _ops_of(fn: object) -> str:
+    compiled = tc.compile_kernel(fn, tc.specialize(fn, {"z": (16,), "x": (64,)}), "sm_90", cache=False, cubin=False)
+    return ir.print_module(ir.read_bytecode(compiled.bytecode))
+
+
+@pytest.mark.parametrize(("k", "tile_index"), [(2, 4), (32, 0), (40, 0), (-1, 0)])
+def test_a_run_time_shift_amount_is_defined_in_the_kernel(kernels: ModuleType, k: int, tile_index: int) -> None:
+    """``1 << k`` for k of 32 or more (or negative: huge unsigned) is 0, on the interpreter and, through the select
+    the lowering emits around the shift, on the GPU (where a bare ``shli`` by 32 may be undefined)."""
+    (z, *_) = kernels.shifted_index(_out(), _vec(128), k).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(16) + 16 * tile_index)
+    text = _ops_of(kernels.shifted_index)
+    shift = next(line for line in text.splitlines() if " shli " in line)
+    guard = [line for line in text.splitlines() if "cmpi less_than" in line and "unsigned" in line]
+    assert guard, f"no unsigned range check of the shift amount in:\n{text}"
+    assert any(" select " in line for line in text.splitlines()[text.splitlines().index(shift) :]), text
+
+
+@pytest.mark.parametrize(("d", "tile_index"), [(2, 4), (7, 1), (0, 7)])
+def test_a_run_time_divisor_of_zero_is_defined_in_the_kernel(kernels: ModuleType, d: int, tile_index: int) -> None:
+    """``7 // d + 7 % d`` divides by 1 where ``d`` is 0 (tile 7, the interpreter's meaning), and the lowering never
+    hands ``divi``/``remi`` a divisor it has not replaced where zero."""
+    (z, *_) = kernels.divided_index(_out(), _vec(128), d).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(16) + 16 * tile_index)
+    text = _ops_of(kernels.divided_index)
+    lines = text.splitlines()
+    for op in (" divi ", " remi "):
+        at = next(i for i, line in enumerate(lines) if op in line)
+        assert any(" select " in line for line in lines[:at]), f"{op.strip()} without a guarded divisor:\n{text}"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "marker", "message"),
+    [
+        ("shift_by_const", "SHIFT-BY-40", r"a shift by 40 is outside 0\.\.31 for i32 tiles"),
+        ("divide_by_const_zero", "DIVIDE-BY-0", r"integer division or remainder by the constant 0"),
+    ],
+)
+def test_constant_shift_amounts_and_divisors_outside_the_defined_range_are_compile_errors(
+    kernels: ModuleType, kernel: str, marker: str, message: str
+) -> None:
+    with pytest.raises(CompileError, match=message) as e:
+        getattr(kernels, kernel)(_out(), _vec(), 3)
+    assert line_of(marker) in str(e.value)

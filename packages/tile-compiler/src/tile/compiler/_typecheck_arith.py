@@ -82,6 +82,7 @@ _PREDICATE = {
     ast.Gt: "greater_than",
     ast.GtE: "greater_than_or_equal",
 }
+_DEFINED = {"shli", "shri", "divi", "remi"}  # integer ops with inputs Tile IR may leave undefined (`_defined`)
 _SIGNED_ATTR = {"divi", "remi", "maxi", "mini", "shri", "cmpi", "exti", "itof", "ftoi"}
 _ROUNDED = {"addf", "subf", "mulf", "divf", "fma"}
 I1 = DTYPES["i1"]
@@ -250,10 +251,11 @@ class ArithMixin:
         if isinstance(op, ast.Add) and isinstance(a, Value) and isinstance(self.tile_of(a).elem, DType) is False:
             return self.pointer_offset(a, b)
         va, vb = self.coerce(a, b, f"'{sym}'")
-        return self.elementwise(type(op), va, vb, sym)
+        return self.elementwise(type(op), va, vb, sym, known=b if is_const(b) else None)
 
-    def elementwise(self, op: type, va: Value, vb: Value, sym: str) -> Value:
-        """Emit the Tile IR op for binary operator ``op`` on two tiles of one type."""
+    def elementwise(self, op: type, va: Value, vb: Value, sym: str, known: object = None) -> Value:
+        """Emit the Tile IR op for binary operator ``op`` on two tiles of one type (``known``: the right operand's
+        Python constant, when it was one)."""
         t = self.tile_of(va)
         dt = t.dtype
         fop, iop = _BINARY[op]
@@ -271,12 +273,45 @@ class ArithMixin:
             attrs["overflow"] = "none"
         if name in _ROUNDED:
             attrs["rounding_mode"] = "nearest_even"
+        if name in _DEFINED:
+            return self._defined(name, va, vb, known, attrs)
         out = self.em.one(name, [va, vb], t, **attrs)
         if op is ast.FloorDiv and dt.is_float:
             out = self.em.one("floor", [out], t)
         if op is ast.Mod and dt.kind != "u":
             out = self._floor_mod(out, vb)
         return out
+
+    def _defined(self, name: str, va: Value, vb: Value, known: object, attrs: dict[str, Any]) -> Value:
+        """An integer shift or division whose every input is defined, as the interpreter defines it: Tile IR (and the
+        LLVM under tileiras) may treat a shift by the bit width or more, or a division by zero, as undefined, and a
+        compiler may then fold away a bounds check that reads the result. A constant amount or divisor outside the
+        defined range is a compile error; a run-time one is made defined in the kernel: a shift by ``bits`` or more
+        gives 0 (a signed right shift, the sign), a division or remainder by zero divides by 1 instead."""
+        t = self.tile_of(va)
+        dt = t.dtype
+        if isinstance(known, (bool, int)):
+            if name in ("shli", "shri") and not 0 <= int(known) < dt.bits:
+                self.fail(f"a shift by {int(known)} is outside 0..{dt.bits - 1} for {dt.name} tiles")
+            if name in ("divi", "remi") and int(known) == 0:
+                self.fail("integer division or remainder by the constant 0")
+            out = self.em.one(name, [va, vb], t, **attrs)
+        elif name in ("divi", "remi"):
+            zero = self.compare_tiles(ast.Eq, vb, self.materialize(0, dt, t.shape))
+            safe = self.em.one("select", [zero, self.materialize(1, dt, t.shape), vb], t)
+            out = self.em.one(name, [va, safe], t, **attrs)
+        else:
+            bits = self.materialize(dt.bits, dt, t.shape)
+            ok = self.em.one(
+                "cmpi", [vb, bits], t.with_elem(I1), comparison_predicate="less_than", signedness="unsigned"
+            )
+            if name == "shri" and dt.kind == "i":  # all sign bits: the shift by bits - 1
+                amount = self.em.one("select", [ok, vb, self.materialize(dt.bits - 1, dt, t.shape)], t)
+                out = self.em.one(name, [va, amount], t, **attrs)
+            else:
+                shifted = self.em.one(name, [va, vb], t, **attrs)
+                out = self.em.one("select", [ok, shifted, self.materialize(0, dt, t.shape)], t)
+        return self._floor_mod(out, vb) if name == "remi" and dt.kind != "u" else out
 
     def _floor_mod(self, rem: Value, divisor: Value) -> Value:
         """Python's ``%`` from a truncating remainder: add the divisor when the signs differ (so ``a == (a // b) * b
