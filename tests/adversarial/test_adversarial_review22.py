@@ -10,16 +10,25 @@ Holes found and fixed:
   ids of the last planned launch's arguments remembered: relaunching those very objects matched the ids and sent the
   half-overwritten cells, values the user never passed for this launch (a length of the refused call: the simulated
   kernel wrote past its buffer). A refused pack now forgets the ids.
+- A buffer freed explicitly (``free()`` or ``with``: safe code) by a finalizer the garbage collector ran at one of a
+  launch's allocations after its checks (the plan's ``ids`` list, the full path's parameter block, event records)
+  released the memory at once: the launch, its checks passed, then ran on freed memory, and its use, recorded after
+  the free, ordered nothing (planned and full paths alike; the sim saw the free overtake the kernel). A free asked
+  for while this thread already holds ``use_lock`` (inside another use's window) now marks the buffer freed and bumps
+  the epoch at once, and releases the memory once the lock is let go, after that use is enqueued and recorded.
 """
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 import tile.core as tc
+from tile.core import _reaper
 from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver
 
 
@@ -62,3 +71,78 @@ def test_a_pack_refused_midway_does_not_leave_its_cells_for_the_last_launchs_obj
     assert (out == 3.0).all()
     for buffer in (x, y, z):
         buffer.free()
+
+
+# -- hole: a free from a finalizer the collector ran between a launch's checks and its enqueue -----------------------
+
+
+class _Bomb:
+    """Cyclic garbage whose finalizer, on the ``countdown``-th collection that finds it, runs ``fire`` (each earlier
+    one leaves a new bomb for the next collection): with the collector run at every allocation, ``fire`` runs at a
+    chosen allocation of the code that follows."""
+
+    countdown = -1
+    fire: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        if _Bomb.countdown <= 0:
+            return
+        _Bomb.countdown -= 1
+        if _Bomb.countdown == 0:
+            _Bomb.fire()
+        else:
+            _Bomb()
+
+
+def _launch_at_allocation(n: int, launch: Callable[[], None], fire: Callable[[], None]) -> bool:
+    """Run ``launch`` with ``fire`` run by a finalizer at its ``n``-th collection; whether ``launch`` was refused."""
+    gc.collect()
+    threshold = gc.get_threshold()
+    _Bomb.countdown, _Bomb.fire = n, fire
+    _Bomb()
+    gc.set_threshold(1)
+    try:
+        launch()
+    except tc.UseAfterFreeError:
+        return True
+    finally:
+        gc.set_threshold(*threshold)
+        _Bomb.countdown = -1
+    return False
+
+
+@pytest.mark.parametrize("planned", [True, False])
+def test_a_free_by_a_finalizer_run_inside_a_launch_waits_for_the_launch(
+    sim: SimDriver, vec_add: tc.Function, planned: bool
+) -> None:
+    """Hole: ``x.free()`` from a finalizer the collector ran after the launch's checks freed the memory before the
+    kernel (enqueued next, on a stream the free did not wait for) ran on it. Each collection point of the launch is
+    tried in turn; those after the checks must launch and free after the kernel."""
+    other = tc.Stream()
+    launched = 0
+    for n in range(1, 60):
+        x, y, z = _floats(32, 1.0), _floats(32, 2.0), _floats(32)
+        args: list[Any] = [x, 32, 1, y, 32, 1, z, 32, 1]
+        if planned:  # the plan remembers these pointers, then takes the launch
+            for _ in range(2):
+                tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=other)
+
+        def launch(args: list[Any] = args) -> None:
+            tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=other)
+
+        refused = _launch_at_allocation(n, launch, x.free)
+        if not x.closed:  # the launch made fewer collections: every point was tried
+            x.free()
+            break
+        launched += not refused
+        x.stream.synchronize()  # the free first where it was not ordered after the kernel
+        other.synchronize()
+        _reaper.drain()
+        assert sim.bugs == [], f"collection {n}: {sim.bugs}"
+        for buffer in (y, z):
+            buffer.free()
+    assert n > 5, "the finalizer never ran inside the launch"
+    assert launched > 0, "no collection came after the launch's checks"
