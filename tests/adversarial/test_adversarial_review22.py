@@ -16,6 +16,9 @@ Holes found and fixed:
   the free, ordered nothing (planned and full paths alike; the sim saw the free overtake the kernel). A free asked
   for while this thread already holds ``use_lock`` (inside another use's window) now marks the buffer freed and bumps
   the epoch at once, and releases the memory once the lock is let go, after that use is enqueued and recorded.
+- Likewise a ``Stream.close()`` from such a finalizer destroyed the stream the launch then enqueued on (a destroyed
+  handle, which the driver may give to a new stream). Refused now with `StateError` (the stream left open); a close
+  before the launch's checks still makes them refuse the launch.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ def _launch_at_allocation(n: int, launch: Callable[[], None], fire: Callable[[],
     gc.set_threshold(1)
     try:
         launch()
-    except tc.UseAfterFreeError:
+    except (tc.UseAfterFreeError, tc.StreamClosedError):
         return True
     finally:
         gc.set_threshold(*threshold)
@@ -146,3 +149,48 @@ def test_a_free_by_a_finalizer_run_inside_a_launch_waits_for_the_launch(
             buffer.free()
     assert n > 5, "the finalizer never ran inside the launch"
     assert launched > 0, "no collection came after the launch's checks"
+
+
+def test_a_close_by_a_finalizer_run_inside_a_launch_is_refused(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Hole: ``stream.close()`` from a finalizer the collector ran after a launch's checks destroyed the stream the
+    launch then enqueued on (a destroyed handle, which the driver may already have given to another stream). Such a
+    close is refused now (`StateError`, the stream left open), or comes before the checks, which refuse the launch."""
+    enqueue = sim.cuLaunchKernel
+    on_destroyed: list[int] = []
+
+    def checked_launch(*call: Any) -> Any:  # the driver's view: a launch onto a stream already destroyed
+        if ("stream_destroy", int(call[8])) in sim.log:
+            on_destroyed.append(int(call[8]))
+        return enqueue(*call)
+
+    sim.cuLaunchKernel = checked_launch  # type: ignore[method-assign]  # before the plan reads it
+    launched, fired, refusals = 0, [0], []
+    for n in range(1, 60):
+        x, y, z = _floats(32, 1.0), _floats(32, 2.0), _floats(32)
+        args: list[Any] = [x, 32, 1, y, 32, 1, z, 32, 1]
+        stream = tc.Stream()
+        for _ in range(2):
+            tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=stream)
+
+        def launch(args: list[Any] = args, stream: tc.Stream = stream) -> None:
+            tc.launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=stream)
+
+        def close(stream: tc.Stream = stream) -> None:
+            fired[0] += 1
+            try:
+                stream.close()
+            except tc.StateError as error:
+                refusals.append(str(error))
+
+        before = fired[0]
+        refused = _launch_at_allocation(n, launch, close)
+        if fired[0] == before:  # the launch made fewer collections than n: every point was tried
+            break
+        assert on_destroyed == [], f"collection {n}: launched on a destroyed stream"
+        launched += not refused
+        stream.close()
+        for buffer in (x, y, z):
+            buffer.free()
+    assert launched > 0, "no collection came after the launch's checks"
+    assert refusals, "no close was made inside the launch"
+    assert all("inside another use" in refusal for refusal in refusals), refusals
