@@ -163,7 +163,7 @@ def test_a_close_by_a_finalizer_run_inside_a_launch_is_refused(sim: SimDriver, v
             on_destroyed.append(int(call[8]))
         return enqueue(*call)
 
-    sim.cuLaunchKernel = checked_launch  # type: ignore[method-assign]  # before the plan reads it
+    sim.cuLaunchKernel = checked_launch  # type: ignore[method-assign,assignment]  # before the plan reads it
     launched, fired, refusals = 0, [0], []
     for n in range(1, 60):
         x, y, z = _floats(32, 1.0), _floats(32, 2.0), _floats(32)
