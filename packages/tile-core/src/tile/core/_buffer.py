@@ -327,6 +327,10 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
     def free(self) -> None:
         """Release the memory, stream-ordered after every recorded use (exactly once).
 
+        Asked for inside another use of device memory on this thread (a finalizer the garbage collector ran in the
+        middle of a launch or copy), the buffer is refused by every use from then on, and its memory released once
+        that use is enqueued and recorded (at the next safe point: see ``tile.core._reaper``).
+
         Raises
         ------
         DoubleFreeError
