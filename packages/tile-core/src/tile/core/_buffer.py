@@ -327,6 +327,10 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
     def free(self) -> None:
         """Release the memory, stream-ordered after every recorded use (exactly once).
 
+        Asked for inside another use of device memory on this thread (a finalizer the garbage collector ran in the
+        middle of a launch or copy), the buffer is refused by every use from then on, and its memory released once
+        that use is enqueued and recorded (at the next safe point: see ``tile.core._reaper``).
+
         Raises
         ------
         DoubleFreeError
@@ -334,11 +338,12 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         StateError
             While a DLPack consumer (torch, cupy, ...) still views the memory; nothing is freed.
         """
+        inside = _reaper.inside_use()  # before taking the lock: whether this thread held it already
         with use_lock:
             if self._freed:
                 raise DoubleFreeError(f"{self!r} was already freed: free each buffer once (or use `with`)")
             self._take()
-            self._release()
+            self._release(later=inside)
 
     def _take(self) -> None:
         """Mark the buffer freed, unless another library still views it (the caller holds ``use_lock``)."""
@@ -348,10 +353,24 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
             )
         self._freed = True
 
-    def _release(self) -> None:
+    def _release(self, *, later: bool = False) -> None:
         """Free the memory of a buffer this thread just marked freed (at the next safe point inside a host function,
-        where no driver call may be made: see ``tile.core._reaper``)."""
+        where no driver call may be made: see ``tile.core._reaper``). ``later``: the free was asked for inside
+        another use's window on this thread (`_reaper.inside_use`: a finalizer the collector ran between a launch's
+        checks and its enqueue, which may use this very memory); every later check refuses the buffer at once, and
+        the memory is released once this thread has let ``use_lock`` go, after that use's recorded uses."""
         invalidation[0] += 1
+        if later:
+            _reaper.defer(self._release_later, blocks=True)
+            return
+        self._release_now()
+
+    def _release_later(self) -> bool:
+        with use_lock:
+            self._release_now()
+        return True
+
+    def _release_now(self) -> None:
         uses, self._uses.events = tuple(self._uses.events), []
         pending = _PendingFree(self._ptr, self.device, self.stream, uses, tuple(self._foreign_streams), self._ready)
         if _reaper.deferring():
@@ -364,11 +383,12 @@ class DeviceBuffer(Frozen, Uncopyable, metaclass=Exact):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        inside = _reaper.inside_use()  # see `free`
         with use_lock:
             if self._freed:
                 return
             self._take()
-            self._release()
+            self._release(later=inside)
 
     def __del__(self) -> None:
         if not getattr(self, "_freed", True):

@@ -188,7 +188,9 @@ class LaunchPlan:
         # the value checked, floats for f64, and the converters' carriers.
         if not all(map(operator.is_, map(type, scalars), self._scalar_types)):
             return False
-        self._last = None
+        # A refused pack may have written the cells before the bad value: nothing may take them for the last launch's
+        # (the ids of its objects, which the cells no longer hold) until a pack succeeds.
+        self._last = self._ids = None
         try:
             self._scalar_cells.pack_into(self.block, 0, *scalars)
         except struct.error:  # an int out of its kind's range: the full path says which

@@ -42,6 +42,7 @@ __all__ = [
     "driver",
     "held_elsewhere",
     "host_callback",
+    "inside_use",
     "pending",
     "refuse_in_host_function",
 ]
@@ -142,6 +143,13 @@ def _holds_use_lock() -> bool:
     from tile.core._stream import use_lock
 
     return bool(use_lock._is_owned())  # type: ignore[attr-defined]  # RLock's own test (both implementations)
+
+
+def inside_use() -> bool:
+    """Whether this thread holds ``use_lock`` already: a free asked for now is made inside another use's window (its
+    checks passed, its enqueue still to come: a finalizer the garbage collector ran at one of its allocations), so
+    the memory must not be released before that use is enqueued and recorded."""
+    return _holds_use_lock()
 
 
 def pending() -> int:

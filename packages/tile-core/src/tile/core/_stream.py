@@ -239,12 +239,26 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         return bool(status != d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
 
     def close(self) -> None:
-        """Destroy an owned stream (queued work still completes) or release a borrowed one; idempotent."""
+        """Destroy an owned stream (queued work still completes) or release a borrowed one; idempotent.
+
+        Raises
+        ------
+        StateError
+            For the device's default stream, or when asked for inside another use of device memory on this thread
+            (a finalizer the garbage collector ran mid-launch): nothing is closed.
+        """
         if self._protected:
             raise StateError(f"{self!r} is the device's default stream and lives as long as the process")
         # Under use_lock: a launch or copy on another thread that saw the stream open is enqueued and recorded before
         # the final record and the destroy, and one that comes after sees it closed (and prepared launches' guards
-        # see the invalidation) before enqueueing anything.
+        # see the invalidation) before enqueueing anything. On this thread, a use's window may hold it already: a
+        # close asked for there (a finalizer the collector ran between a launch's checks and its enqueue) could
+        # destroy the stream the launch is about to enqueue on, so it is refused, the stream left open.
+        if _reaper.inside_use() and not self._closed:
+            raise StateError(
+                f"{self!r} cannot be closed inside another use of device memory on this thread (a finalizer run "
+                "mid-launch or mid-copy, or an argument's own method): that use may enqueue on it; close it after"
+            )
         with use_lock, _closing:
             if self._closed:
                 return
