@@ -133,6 +133,11 @@ def divided_index(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], d: i32):
 
 
 @tile.entry
+def float_index(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], f: f32):
+    z.store(x.partition((16,)).load((f.astype(i32),)))  # FLOAT-INDEX
+
+
+@tile.entry
 def shift_by_const(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], k: i32):
     z.store(x.partition((16,)).load((k << 40,)))  # SHIFT-BY-40
 
@@ -311,3 +316,26 @@ def test_constant_shift_amounts_and_divisors_outside_the_defined_range_are_compi
     with pytest.raises(CompileError, match=message) as e:
         getattr(kernels, kernel)(_out(), _vec(), 3)
     assert line_of(marker) in str(e.value)
+
+
+@pytest.mark.parametrize(("f", "tile_index"), [(2.9, 2), (-0.5, 0), (float("nan"), 0)])
+def test_a_float_converted_to_an_index_is_defined_for_every_input(
+    kernels: ModuleType, f: float, tile_index: int
+) -> None:
+    """``f.astype(i32)`` truncates, NaN gives 0, and an out-of-range or infinite ``f`` is clamped (no wrap): Tile IR
+    leaves ``ftoi`` of those undefined, so the lowering clamps before converting."""
+    (z, *_) = kernels.float_index(_out(), _vec(128), f).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(16) + 16 * tile_index)
+
+
+@pytest.mark.parametrize("f", [float("inf"), 1e30, 4294967296.0])
+def test_a_float_past_i32_converts_to_the_i32_maximum_and_fails_the_index_check(kernels: ModuleType, f: float) -> None:
+    """Before: the interpreter wrapped ``2**32`` to tile 0 (in range: it loaded) and the device was undefined; now
+    both clamp to ``2**31 - 1`` (or its nearest f32 below), which the guard refuses."""
+    with pytest.raises(KernelAssertionError, match=r"tile index out of range") as e:
+        kernels.float_index(_out(), _vec(128), f).sync()
+    assert line_of("FLOAT-INDEX") in str(e.value)
+    text = _ops_of(kernels.float_index)
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if " ftoi " in line)
+    assert sum(" select " in line for line in lines[:at]) >= 3, f"ftoi without its clamp:\n{text}"

@@ -12,6 +12,8 @@ import operator
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
+import numpy as np
+
 from tile.compiler._kir import Value
 from tile.compiler._typecheck_values import Emitter
 from tile.compiler._types import DTYPES, DType, TileType, broadcast_shapes, promote
@@ -204,7 +206,7 @@ class ArithMixin:
         if s.is_float and dt.is_float:
             return self.em.one("ftof", [v], out, rounding_mode="nearest_even")
         if s.is_float:
-            return self.em.one("ftoi", [v], out, signedness=signedness(dt), rounding_mode="nearest_int_to_zero")
+            return self._float_to_int(v, dt)
         if dt.is_float:
             return self.em.one("itof", [v], out, signedness=signedness(s), rounding_mode="nearest_even")
         if dt.bits > s.bits:
@@ -312,6 +314,27 @@ class ArithMixin:
                 shifted = self.em.one(name, [va, vb], t, **attrs)
                 out = self.em.one("select", [ok, shifted, self.materialize(0, dt, t.shape)], t)
         return self._floor_mod(out, vb) if name == "remi" and dt.kind != "u" else out
+
+    def _float_to_int(self, v: Value, dt: DType) -> Value:
+        """``ftoi`` of a value clamped into ``dt``'s range first, NaN to 0 (truncating toward zero): Tile IR leaves an
+        out-of-range or infinite input undefined (without the 13.4 ``saturating`` flag, which older bytecode lacks),
+        and a compiler may then fold away a bounds check that reads the result. Narrow floats are widened to f32
+        first (exactly); the bounds are the representable values nearest the integer range's ends, inside it."""
+        if self.tile_of(v).dtype.name not in ("f32", "f64"):
+            v = self.em.one("ftof", [v], self.tile_of(v).with_elem(F32), rounding_mode="nearest_even")
+        t = self.tile_of(v)
+        real = np.float32 if t.dtype.name == "f32" else np.float64
+        low, high = (0, 2**dt.bits - 1) if dt.kind == "u" else (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1)
+        top = real(high)
+        if int(top) > high:  # rounded up past the range: the next float toward zero
+            top = np.nextafter(top, real(0))
+        lo, hi = self.materialize(float(low), t.dtype, t.shape), self.materialize(float(top), t.dtype, t.shape)
+        c = self.em.one("select", [self.compare_tiles(ast.Lt, v, lo), lo, v], t)
+        c = self.em.one("select", [self.compare_tiles(ast.Gt, c, hi), hi, c], t)
+        nan = self.compare_tiles(ast.NotEq, v, v)  # unordered: true only for NaN
+        c = self.em.one("select", [nan, self.materialize(0.0, t.dtype, t.shape), c], t)
+        out = t.with_elem(dt)
+        return self.em.one("ftoi", [c], out, signedness=signedness(dt), rounding_mode="nearest_int_to_zero")
 
     def _floor_mod(self, rem: Value, divisor: Value) -> Value:
         """Python's ``%`` from a truncating remainder: add the divisor when the signs differ (so ``a == (a // b) * b
