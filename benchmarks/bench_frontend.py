@@ -29,10 +29,7 @@ repository root: ``python benchmarks/bench_frontend.py``; ``--smoke`` runs tiny 
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import platform
-import random
 import statistics
 import sys
 import time
@@ -44,6 +41,7 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, bf16, f16, f32
+from tile.kernels.bench import device_name, round_orders, versions  # shared with library users
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "frontend.json"
@@ -414,28 +412,6 @@ def replayed_chain(stream: Any) -> Any:
     return op.graph(stream)
 
 
-ORDERS = ("fixed", "reversed", "shuffled")
-"""How ``interleaved``'s rounds visit the paths (``round_orders``)."""
-
-
-def round_orders(count: int, rounds: int, order: str = "fixed", seed: int = 0) -> list[list[int]]:
-    """The order in which each of ``rounds`` rounds visits ``count`` paths: ``fixed`` (as given, every round),
-    ``reversed`` (backwards, every round) or ``shuffled`` (a fresh permutation each round, drawn from ``seed``).
-
-    A fixed order gives each path the same predecessors every round, and what a GPU ran just before matters: after
-    low-power work (a slow, spilling kernel; the host's gaps) its clocks have headroom for the next few milliseconds,
-    after a run of saturating kernels they have less. ``bench_lang_fmha.py`` measured the same kernel 4-6% apart by
-    its place in the order (its docstring, "Order bias"); shuffled rounds give every path varied predecessors, so
-    the median carries no place's bias."""
-    if order not in ORDERS:
-        raise ValueError(f"order={order!r}: use one of {', '.join(ORDERS)}")
-    if order != "shuffled":
-        one = list(range(count))[:: -1 if order == "reversed" else 1]
-        return [list(one) for _ in range(rounds)]
-    rng = random.Random(seed)
-    return [rng.sample(range(count), count) for _ in range(rounds)]
-
-
 def interleaved(
     paths: dict[str, tuple[Callable[[], None], int, int]],
     warmup: int,
@@ -488,24 +464,6 @@ def load_peers(errors: dict[str, str]) -> dict[str, Any]:
 
     peers |= {"ct": ct, "ct_add": ct_add, "ct_gemm": ct_gemm}
     return peers
-
-
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("cuda-bindings", "cuda-core", "cuda-tile", "nvidia-cuda-tileiras", "torch", "numpy"):
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
-def device_name() -> str:
-    if tile.backend() == "cpu":
-        return "CPU interpreter"
-    import tile.bindings as tb
-
-    return tb.device_name(0)
 
 
 def main() -> None:

@@ -38,9 +38,7 @@ config the autotuner chose. ``--match=TEXT,...`` runs only the measurements whos
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import platform
 import statistics
 import sys
 import time
@@ -54,6 +52,7 @@ import numpy as np
 import tile.frontend as tile
 import tile.kernels as tk
 from tile.kernels import _gemm_configs
+from tile.kernels.bench import device_name, versions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_rows  # the row kernels' measurements (and triton_rows, their Triton peer)
@@ -262,24 +261,6 @@ def bench_rows_timer(paths: dict[str, tuple[Run, int, int]], warmup: int = 2) ->
     """Seconds per launch of each ``(run, launches per run, runs per sample)`` path, interleaved (see `interleaved`)."""
     per_run = interleaved({name: run for name, (run, _, _) in paths.items()}, warmup)
     return {name: per_run[name] / paths[name][1] for name in paths}
-
-
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("cuda-bindings", "nvidia-cuda-tileiras", "torch", "numpy"):
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
-def device_name() -> str:
-    if tile.backend() == "cpu":
-        return "CPU interpreter"
-    import tile.bindings as tb
-
-    return str(tb.device_name(0))
 
 
 def main() -> None:

@@ -54,13 +54,14 @@ import numpy as np
 
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Tensor, f16
+from tile.kernels.bench import ORDERS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "examples"), str(ROOT / "benchmarks")]
 
 import attention as example  # noqa: E402 - examples/attention.py, found through the path above
 from attention import LOG2E, attend  # noqa: E402 - the same module
-from bench_frontend import ORDERS, TileLoop, device_name, interleaved, tile_stream, versions  # noqa: E402 - same directory
+from bench_frontend import TileLoop, device_name, interleaved, tile_stream, versions  # noqa: E402 - same directory
 
 RESULTS = ROOT / "benchmarks" / "results" / "lang_fmha.json"
 SMOKE = "--smoke" in sys.argv

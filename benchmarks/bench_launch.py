@@ -15,10 +15,8 @@ tile.core launch within 1.1x of cuda.core).
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -29,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tile.kernels.bench import versions  # the same provenance every benchmark records
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "packages" / "tile-core" / "tests" / "fixtures" / "vec_add.tileirbc"
@@ -187,16 +187,6 @@ def check_result(prepared: Callable[[], None], keep: list[Any]) -> None:
     z.copy_to(got, stream=stream)
     if not (got == 3.5).all():
         raise RuntimeError("tile.core vec_add gave a wrong result")
-
-
-def versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("cuda-bindings", "cuda-core", "cuda-tile", "nvidia-cuda-tileiras", "torch", "numpy"):
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Fixtures of the tile-frontend tests: the CPU backend, and the kernel modules of ``tests/kernels`` by path.
+"""Fixtures of the tile-frontend tests: the CPU backend, the kernel modules of ``tests/kernels`` by path, and
+``path``, which runs a test once per launch path (pure Python, and compiled where the extension is built).
 
 Kernel modules are kernel-language source (shape strings are const generics, not Python names), so they live in
 ``tests/kernels`` and are loaded here by path instead of being imported by the typed test modules.
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import tile.frontend as tile
+from tile.frontend import _accel
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
@@ -54,3 +57,14 @@ def sk() -> ModuleType:
 def gk() -> ModuleType:
     """The tuple-parameter test kernels (``tests/kernels/group_kernels.py``)."""
     return load_kernels("group_kernels")
+
+
+_BUILT = pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason())
+
+
+@pytest.fixture(params=["pure", pytest.param("compiled", marks=_BUILT)])
+def path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test runs once per launch path, switched in-process and restored after."""
+    previous = _accel.use(request.param)
+    yield request.param
+    _accel.use(previous)

@@ -6,7 +6,7 @@ one hold of the lock and releases what they dropped after leaving it, a bounded 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -14,19 +14,10 @@ import pytest
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import _accel, f32
+from tile.frontend import f32
 from tile.frontend._storage import OWNERSHIP
 
 N = 512
-PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason()))]
-
-
-@pytest.fixture(params=PATHS)
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each test runs once per launch path, switched in-process and restored after."""
-    previous = _accel.use(request.param)
-    yield request.param
-    _accel.use(previous)
 
 
 class Witness:

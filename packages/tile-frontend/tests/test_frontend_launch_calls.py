@@ -33,7 +33,6 @@ from tile.frontend._execute import GPU_KIND
 
 N, B = 1024, 128
 BUILT = _accel.compiled() is not None
-PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(not BUILT, reason=_accel.reason()))]
 
 
 def _floats(ptr: int, n: int) -> np.ndarray[Any, Any]:
@@ -60,13 +59,6 @@ def _accumulate_body(values: tuple[int, ...], grid: tuple[int, int, int]) -> tup
         _floats(z, n)[:] += _floats(x, n)
 
     return [(z, 4 * n), (x, 4 * n)], run
-
-
-@pytest.fixture(params=PATHS)
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    previous = _accel.use(request.param)
-    yield request.param
-    _accel.use(previous)
 
 
 def _simulated_gpu(monkeypatch: pytest.MonkeyPatch, k: ModuleType, seed: int, eagerness: float) -> Iterator[SimDriver]:

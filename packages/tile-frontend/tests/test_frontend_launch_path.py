@@ -13,7 +13,7 @@ import os
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -26,15 +26,6 @@ from tile.frontend._errors import TileError
 
 N = 512
 BUILT = _accel.compiled() is not None
-PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(not BUILT, reason=_accel.reason()))]
-
-
-@pytest.fixture(params=PATHS)
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each test runs once per launch path, switched in-process and restored after."""
-    previous = _accel.use(request.param)
-    yield request.param
-    _accel.use(previous)
 
 
 @pytest.fixture

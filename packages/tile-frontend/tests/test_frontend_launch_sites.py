@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -17,18 +16,9 @@ import pytest
 
 import tile.frontend as tile
 from tile.aio import OpConsumedError
-from tile.frontend import _accel, f32
+from tile.frontend import f32
 
 N = 512
-PATHS = ["pure", pytest.param("compiled", marks=pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason()))]
-
-
-@pytest.fixture(params=PATHS)
-def path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each test runs once per launch path, switched in-process and restored after."""
-    previous = _accel.use(request.param)
-    yield request.param
-    _accel.use(previous)
 
 
 def _handles(k: ModuleType) -> tuple[Any, Any, Any]:
