@@ -213,6 +213,18 @@ class LoopMixin(CarryMixin):
                 ivdt = _I64
         return ivdt
 
+    def _positive_step(self, lb: Value, ub: Value, step: Value) -> tuple[Value, Value]:
+        """A run-time ``range`` step checked positive in the kernel (the interpreter refuses a ``for`` step below 1,
+        Tile IR leaves it undefined, and a compiler may then assume the variable stays in ``[lb, ub)`` and fold away
+        the bounds checks on it): a step below 1 stops the kernel (unchecked kernels: no check) and, so the ``for``
+        never sees it, becomes 1 over the empty range ``[lb, lb)``."""
+        t = self.tile_of(step)
+        ok = self.compare_tiles(ast.Gt, step, self.materialize(0, t.dtype))
+        if not self.unchecked:
+            self._trap_unless(ok, "range() step must be positive (it is a run-time value below 1)")
+        one = self.materialize(1, t.dtype)
+        return self.em.one("select", [ok, ub, lb], t), self.em.one("select", [ok, step, one], t)
+
     def stmt_for(self, node: ast.For) -> Exit:
         if (values := unroll_values(self, node)) is None:  # type: ignore[arg-type]  # self is the Checker
             return self._for_loop(node)
@@ -233,6 +245,8 @@ class LoopMixin(CarryMixin):
             self.scalar_index(b, "range bound") if not is_const(b) else self.materialize(b, ivdt) for b in bounds
         )
         lb, ub, step = (self.convert(v, ivdt) for v in (lb, ub, step))
+        if bind is None and not is_const(bounds[2]):  # a tiles() walk steps by the block count, at least 1
+            ub, step = self._positive_step(lb, ub, step)
         counted = self._counts_tiles(bounds) if trusted else None
         # The variable of range(lo >= 0, ub, step > 0) stays in [0, ub) (when it cannot wrap, see _trusted): checking
         # "ub <= tile count" once before the loop covers every partition access it indexes.
