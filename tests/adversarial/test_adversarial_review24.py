@@ -15,6 +15,10 @@ Holes found and fixed:
 - A run-time ``range`` step: Tile IR's ``for`` requires a positive step (the interpreter refused a step below 1 with
   an internal error; the GPU was undefined, and a compiler may assume the variable stays in ``[lb, ub)``). A step
   below 1 now stops the kernel (an assertion naming the line), and the ``for`` gets step 1 over an empty range.
+- An i32 ``range`` loop not proven in range, with a step that may pass 1: its last value plus the step could pass
+  ``2**31 - 1`` (``range(2**31 - 2, 2**31 - 1, 2**30)``). The interpreter stops at ``ub``; Tile IR's ``for`` says its
+  variable stays in ``[lb, ub)``, so a GPU loop that wraps to ``-2**31`` (or a compiler that assumes it cannot) would
+  disagree. Such a loop now counts in i64 (no wrap for i32 bounds) and truncates its variable to i32 (exact).
 
 Checked and found defined or unreachable (see the report): shifts, division by zero and ``ftoi`` (review 23);
 ``addi``/``subi``/``muli``/``shli``/``trunci`` are all emitted with ``overflow=none`` (wrapping, defined);
@@ -74,6 +78,15 @@ def stepped(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], a: i32, d: i32):
     acc = tile.zeros((16,), f32)
     for i in range(0, a, d):  # STEPPED
         acc = acc + px.load((i,))
+    z.store(acc)
+
+
+@tile.entry
+def stepped_near_the_top(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], a: i32, d: i32):
+    px = x.partition((16,))
+    acc = tile.zeros((16,), f32)
+    for i in range(a, 2147483647, d):
+        acc = acc + px.load((i - a,))  # NEAR-THE-TOP
     z.store(acc)
 """
 
@@ -201,6 +214,30 @@ def test_a_run_time_range_step_below_one_stops_the_kernel(kernels: ModuleType, s
     loop = next(line for line in lines if " for %" in line)
     step_value = loop.split("step ")[1].split(")")[0]
     select = _defined_by(lines, step_value)
+    if " exti " in select:  # counted in i64 (see the next test): the step widened
+        select = _defined_by(lines, select.split(" exti ")[1].split()[0])
     assert " select " in select, f"the for steps by an unchecked value:\n{text}"
     check = _defined_by(lines, select.split(" select ")[1].split(",")[0])
     assert "cmpi greater_than" in check, text
+
+
+# -- hole: an i32 loop variable that the step could carry past 2**31 - 1 -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "step", "tiles"), [(2**31 - 2, 2**30, [0]), (2**31 - 5, 2, [0, 2]), (2**31 - 4, 1, [0, 1, 2])]
+)
+def test_a_run_time_step_near_the_top_of_i32_counts_in_i64(
+    kernels: ModuleType, a: int, step: int, tiles: list[int]
+) -> None:
+    """``range(2**31 - 2, 2**31 - 1, 2**30)`` runs once (Python, the interpreter); in i32 the ``for``'s next value
+    would wrap to ``-2**31 + ...``. The ``for`` counts in i64 and the kernel's variable is its truncation to i32."""
+    (z, *_) = kernels.stepped_near_the_top(_out(), _vec(), a, step).sync()
+    want = sum((np.arange(16) + 16 * t for t in tiles), np.zeros(16))
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), want)
+    lines = _lines(kernels.stepped_near_the_top)
+    text = "\n".join(lines)
+    loop = next(line for line in lines if " for %" in line)
+    assert ": tile<i64> iter_values" in loop, f"an i32 for whose step could wrap it:\n{text}"
+    variable = loop.split(" for ")[1].split()[0]
+    assert any(f"trunci {variable} :" in line and "-> tile<i32>" in line for line in lines), text
