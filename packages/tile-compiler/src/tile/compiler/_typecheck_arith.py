@@ -289,19 +289,16 @@ class ArithMixin:
         LLVM under tileiras) may treat a shift by the bit width or more, or a division by zero, as undefined, and a
         compiler may then fold away a bounds check that reads the result. A constant amount or divisor outside the
         defined range is a compile error; a run-time one is made defined in the kernel: a shift by ``bits`` or more
-        gives 0 (a signed right shift, the sign), a division or remainder by zero divides by 1 instead."""
+        gives 0 (a signed right shift, the sign), a division or remainder by zero divides by 1 instead, and a signed
+        one by -1 negates, wrapping (see `defined_divide`)."""
         t = self.tile_of(va)
         dt = t.dtype
-        if isinstance(known, (bool, int)):
-            if name in ("shli", "shri") and not 0 <= int(known) < dt.bits:
+        if name in ("divi", "remi"):
+            out = self.defined_divide(name, va, vb, known, attrs)
+        elif isinstance(known, (bool, int)):
+            if not 0 <= int(known) < dt.bits:
                 self.fail(f"a shift by {int(known)} is outside 0..{dt.bits - 1} for {dt.name} tiles")
-            if name in ("divi", "remi") and int(known) == 0:
-                self.fail("integer division or remainder by the constant 0")
             out = self.em.one(name, [va, vb], t, **attrs)
-        elif name in ("divi", "remi"):
-            zero = self.compare_tiles(ast.Eq, vb, self.materialize(0, dt, t.shape))
-            safe = self.em.one("select", [zero, self.materialize(1, dt, t.shape), vb], t)
-            out = self.em.one(name, [va, safe], t, **attrs)
         else:
             bits = self.materialize(dt.bits, dt, t.shape)
             ok = self.em.one(
@@ -314,6 +311,35 @@ class ArithMixin:
                 shifted = self.em.one(name, [va, vb], t, **attrs)
                 out = self.em.one("select", [ok, shifted, self.materialize(0, dt, t.shape)], t)
         return self._floor_mod(out, vb) if name == "remi" and dt.kind != "u" else out
+
+    def defined_divide(self, name: str, va: Value, vb: Value, known: object, attrs: dict[str, Any]) -> Value:
+        """``divi`` or ``remi`` of ``va`` by ``vb`` (``known``: its Python constant, if it was one), defined for every
+        input as the interpreter defines it. Tile IR leaves a division by zero undefined, and a signed division of the
+        minimum by -1 (it overflows; LLVM's ``sdiv``/``srem`` of it are undefined too), and a compiler may fold away a
+        bounds check that reads an undefined quotient. A constant 0 is a compile error; a constant -1 (signed) is a
+        negation (0 - x, wrapping: the minimum stays the minimum) or a remainder of 0, without the op; a run-time
+        divisor of 0 (or, signed, -1) is replaced by 1 before the op, and a quotient by -1 is the negation."""
+        t = self.tile_of(va)
+        dt = t.dtype
+        signed = dt.kind == "i"
+        if isinstance(known, (bool, int)):
+            if int(known) == 0:
+                self.fail("integer division or remainder by the constant 0")
+            if not (signed and int(known) == -1):
+                return self.em.one(name, [va, vb], t, **attrs)
+            if name == "remi":
+                return self.materialize(0, dt, t.shape)
+            return self.em.one("subi", [self.materialize(0, dt, t.shape), va], t, overflow="none")
+        bad = self.compare_tiles(ast.Eq, vb, self.materialize(0, dt, t.shape))
+        if signed:
+            minus_one = self.compare_tiles(ast.Eq, vb, self.materialize(-1, dt, t.shape))
+            bad = self.em.one("ori", [bad, minus_one], t.with_elem(I1))
+        safe = self.em.one("select", [bad, self.materialize(1, dt, t.shape), vb], t)
+        out = self.em.one(name, [va, safe], t, **attrs)
+        if signed and name == "divi":  # the remainder by 1 is already the remainder by -1 (0)
+            negated = self.em.one("subi", [self.materialize(0, dt, t.shape), va], t, overflow="none")
+            out = self.em.one("select", [minus_one, negated, out], t)
+        return out
 
     def _float_to_int(self, v: Value, dt: DType) -> Value:
         """``ftoi`` of a value clamped into ``dt``'s range first, NaN to 0 (truncating toward zero): Tile IR leaves an

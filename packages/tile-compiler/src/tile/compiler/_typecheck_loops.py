@@ -213,6 +213,38 @@ class LoopMixin(CarryMixin):
                 ivdt = _I64
         return ivdt
 
+    def _defined_range(
+        self, node: ast.For, bounds: tuple[object, object, object], untrusted: bool, values: tuple[Value, Value, Value]
+    ) -> tuple[Value, Value, Value, DType | None]:
+        """The ``for`` bounds of a ``range`` loop (``untrusted``: not proven in range, not a tiles() walk) that Tile IR
+        defines: a run-time step checked positive (`_positive_step`; a tiles() walk steps by the block count, at
+        least 1), and an i32 loop whose step may pass 1 counted in i64, with the dtype to truncate its variable to.
+
+        The last value below ``ub`` plus such a step can pass ``2**31 - 1``, and Tile IR's ``for`` never leaves
+        ``[lb, ub)`` (the interpreter stops there; a GPU loop that wrapped would go on from ``-2**31``, and a
+        compiler may assume it does not). In i64 it cannot wrap, and the variable, in ``[lb, ub)``, truncates exactly.
+        A loop with ``break`` is a ``loop`` whose ``iv + step`` wraps as the interpreter's does.
+        """
+        lb, ub, step = values
+        if untrusted and not is_const(bounds[2]):
+            ub, step = self._positive_step(lb, ub, step)
+        if not untrusted or self.tile_of(lb).dtype != I32 or bounds[2] == 1 or self._uses_break(node.body):
+            return lb, ub, step, None
+        lb, ub, step = (self.convert(v, _I64) for v in (lb, ub, step))
+        return lb, ub, step, I32
+
+    def _positive_step(self, lb: Value, ub: Value, step: Value) -> tuple[Value, Value]:
+        """A run-time ``range`` step checked positive in the kernel (the interpreter refuses a ``for`` step below 1,
+        Tile IR leaves it undefined, and a compiler may then assume the variable stays in ``[lb, ub)`` and fold away
+        the bounds checks on it): a step below 1 stops the kernel (unchecked kernels: no check) and, so the ``for``
+        never sees it, becomes 1 over the empty range ``[lb, lb)``."""
+        t = self.tile_of(step)
+        ok = self.compare_tiles(ast.Gt, step, self.materialize(0, t.dtype))
+        if not self.unchecked:
+            self._trap_unless(ok, "range() step must be positive (it is a run-time value below 1)")
+        one = self.materialize(1, t.dtype)
+        return self.em.one("select", [ok, ub, lb], t), self.em.one("select", [ok, step, one], t)
+
     def stmt_for(self, node: ast.For) -> Exit:
         if (values := unroll_values(self, node)) is None:  # type: ignore[arg-type]  # self is the Checker
             return self._for_loop(node)
@@ -233,6 +265,8 @@ class LoopMixin(CarryMixin):
             self.scalar_index(b, "range bound") if not is_const(b) else self.materialize(b, ivdt) for b in bounds
         )
         lb, ub, step = (self.convert(v, ivdt) for v in (lb, ub, step))
+        lb, ub, step, narrow = self._defined_range(node, bounds, bind is None and not trusted, (lb, ub, step))
+        ivdt = self.tile_of(lb).dtype
         counted = self._counts_tiles(bounds) if trusted else None
         # The variable of range(lo >= 0, ub, step > 0) stays in [0, ub) (when it cannot wrap, see _trusted): checking
         # "ub <= tile count" once before the loop covers every partition access it indexes.
@@ -263,7 +297,7 @@ class LoopMixin(CarryMixin):
         self.loops.append(frame)
         scope = None
         with self.in_loop_body(block):
-            self.env[node.target.id] = target = bind(iv) if bind else iv
+            self.env[node.target.id] = target = bind(iv) if bind else self.convert(iv, narrow) if narrow else iv
             if distinct:
                 frame.stores = scope = StoreScope(block, target, *self._output_chains(outer, carried))
             if self.stmts(node.body) is None:

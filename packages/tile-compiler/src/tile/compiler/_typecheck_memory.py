@@ -55,13 +55,16 @@ class MemoryMixin(GuardMixin):
 
     def op_cdiv(self, op: LangOp, a: dict[str, Any]) -> object:
         x, y = a["a"], a["b"]
+        if type(y) is int and y == 0:
+            self.fail("tile.cdiv by the constant 0")
         if type(x) is int and type(y) is int:
             return -(-x // y)
         vx, vy = self.coerce(x, y, "tile.cdiv")
         if not self.tile_of(vx).dtype.is_int:
             self.fail("tile.cdiv needs integers")
         t = self.tile_of(vx)
-        return self.em.one("divi", [vx, vy], t, signedness=signedness(t.dtype), rounding="positive_inf")
+        attrs = {"signedness": signedness(t.dtype), "rounding": "positive_inf"}
+        return self.defined_divide("divi", vx, vy, y if is_const(y) else None, attrs)
 
     # -- grid -------------------------------------------------------------------------------------------------
     def op_grid(self, op: LangOp, a: dict[str, Any]) -> object:
