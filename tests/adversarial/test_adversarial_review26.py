@@ -4,12 +4,13 @@ typed error; the rest pin attempts that held. The torch tests are skipped withou
 
 Attempts that held (read, or tried below):
 
-- bench's GPU side (read; tile.core's simulated driver has no L2 size): `Timer` borrows a stream with
+- bench's GPU side (on tile.core's simulated driver, below, and read): `Timer` borrows a stream with
   ``tile.core.Stream.borrow``, which keeps the torch/cupy stream object alive while the wrapper lives, and never closes
   it; ``close()`` twice is idempotent (``Event.close`` is); a callable that closes the timer mid-call gets
-  ``UseAfterFreeError`` from ``Event.record``, not a record on a destroyed event; the flush buffer's free is
-  stream-ordered after its last fill. A callable that raises or re-enters `measure` leaves nothing queued (the end
-  event is recorded and waited for in ``finally``; a nested `measure` has its own timer).
+  ``UseAfterFreeError`` from ``Event.record``, not a record on a destroyed event, and one that closes the stream it is
+  timed on gets ``StreamClosedError``; the flush buffer's free is stream-ordered after its last fill (the simulator
+  sees no driver bug). A callable that raises or re-enters `measure` leaves nothing queued (the end event is recorded
+  and waited for in ``finally``; a nested `measure` has its own timer).
 - SVG: labels, titles and colours were already XML-escaped (``<script>`` and quotes stay text); what broke the file
   was characters XML cannot hold at all (below).
 - tile.distributed: using, partitioning or re-borrowing what a collective owns (MovedError / BorrowError); the same
@@ -181,6 +182,23 @@ def test_a_sample_refuses_times_that_are_not_finite() -> None:
     """Hole: ``Sample((nan,))`` was accepted; its median, quartiles and rates were NaN."""
     with pytest.raises(ArgumentError, match="times must be finite numbers >= 0"):
         bench.Sample((float("nan"), 1.0))
+
+
+def test_timer_misuse_on_the_simulated_gpu_is_typed(sim: Any, gpu: None) -> None:
+    """Held: closing the timer, or the stream it times on, from inside the timed call raises tile.core's typed errors
+    (nothing is recorded on a destroyed event or stream; the simulated driver, checked by ``sim``, sees no bug)."""
+    import tile.core as tc
+
+    timer = bench.Timer()
+    assert timer.time_ms(lambda: None) >= 0
+    with pytest.raises(tc.UseAfterFreeError, match="was closed: create a new Event"):
+        timer.time_ms(timer.close)
+    timer.close()  # twice: idempotent
+    stream = tc.Stream(tc.Device(0))
+    with pytest.raises(tc.StreamClosedError, match="was closed: create a new Stream"):
+        bench.measure(stream.close, reps=1, warmup=0, stream=stream)
+    with pytest.raises(tc.StreamClosedError, match="was closed: create a new Stream"):
+        bench.measure(lambda: None, reps=1, stream=stream)
 
 
 # -- 2. tile.distributed on gloo -------------------------------------------------------------------------------------
