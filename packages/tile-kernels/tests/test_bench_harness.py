@@ -210,7 +210,7 @@ def test_plot_refuses_what_it_cannot_draw() -> None:
         bench.plot(_sweep(), "TFLOP/s")
     with pytest.raises(ArgumentError, match="no line has a measured point"):
         bench.plot(bench.Sweep("empty"), "ms")
-    with pytest.raises(ArgumentError, match="size must be a positive number"):
+    with pytest.raises(ArgumentError, match="size must be a positive number, finite"):
         bench.Sweep("s").add(0, bench.compare({"a": sleeper(0)}, rounds=1, reps=1))
 
 

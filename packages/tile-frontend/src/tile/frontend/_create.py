@@ -236,8 +236,12 @@ def from_dlpack(obj: Any) -> Tensor:
     if device_type == 1 or (device_type is None and hasattr(obj, "__array_interface__")):
         try:
             array = np.from_dlpack(obj) if device_type == 1 else np.asarray(obj)
-        except (BufferError, TypeError, ValueError) as exc:
-            raise ArgumentError(f"cannot borrow {type(obj).__name__}: {exc}; pass a numeric array") from None
+        except (BufferError, TypeError, ValueError, RuntimeError) as exc:  # (numpy: RuntimeError for bf16, f8)
+            raise ArgumentError(
+                f"cannot borrow {type(obj).__name__}: {exc}; pass a numeric array of a dtype numpy can view (a host "
+                "bfloat16 or float8 array cannot be borrowed: convert it, e.g. torch's t.float(), or copy it in "
+                "with tile.from_numpy(..., dtype=...))"
+            ) from None
         return _borrow_host(array, obj)
     storage, np_dtype, shape, strides, offset = _device.borrow(obj)
     return Tensor._make(storage, dtype_of(np_dtype), shape, strides=strides, offset=offset, site=user_site())

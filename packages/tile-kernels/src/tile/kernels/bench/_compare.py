@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tile.frontend import ArgumentError
+from tile.kernels.bench._load import entry, mapping, number, read_json, strings, text
 from tile.kernels.bench._provenance import provenance
 from tile.kernels.bench._timer import Sample, Timer, check_count
 
@@ -70,9 +71,11 @@ class Comparison:
     @property
     def ratios(self) -> dict[str, float | None]:
         """Each measured contender's median time over the baseline's (below 1: faster than the baseline); None for
-        all when the baseline failed."""
+        all when the baseline failed or its median is 0."""
         base = self.samples.get(self.baseline)
-        return {name: None if base is None else s.median_ms / base.median_ms for name, s in self.samples.items()}
+        if base is None or base.median_ms <= 0:  # (a median of 0: the baseline ran below the clock's resolution)
+            return dict.fromkeys(self.samples)
+        return {name: s.median_ms / base.median_ms for name, s in self.samples.items()}
 
     def value(self, name: str, metric: str = "ms") -> float | None:
         """``name``'s median as ``metric`` (one of `METRICS`); None when it failed."""
@@ -103,10 +106,42 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Comparison:
-        """The comparison `to_dict` described (the statistics are recomputed from the stored times)."""
-        samples = {name: Sample(tuple(float(t) for t in c["times_ms"])) for name, c in data["contenders"].items()}
-        simple = ("baseline", "order", "seed", "rounds", "reps", "schedule", "flops", "nbytes", "failures", "info")
-        return cls(samples=samples, **{k: data[k] for k in simple})
+        """The comparison `to_dict` described (the statistics are recomputed from the stored times).
+
+        Raises
+        ------
+        ArgumentError
+            For a field that is missing or of the wrong type or range (a time that is not a finite number >= 0, a
+            count below 1, an unknown order, ...); nothing is made from a bad file.
+        """
+        where = "the comparison"
+        data = mapping(data, where)
+        samples: dict[str, Sample] = {}
+        for name, c in mapping(entry(data, "contenders", where), f"{where}'s contenders").items():
+            times = entry(mapping(c, f"contender {name!r}"), "times_ms", f"contender {name!r}")
+            if not isinstance(times, list):
+                raise ArgumentError(f"bench: contender {name!r}'s times_ms must be a list of times, got {times!r:.60}")
+            samples[name] = Sample(tuple(number(t, f"a time of contender {name!r}") for t in times))
+        order = entry(data, "order", where)
+        if order not in ORDERS:
+            raise ArgumentError(f"bench: the comparison's order must be one of {', '.join(ORDERS)}, got {order!r:.60}")
+        schedule = entry(data, "schedule", where)
+        if not isinstance(schedule, list):
+            raise ArgumentError(f"bench: the comparison's schedule must be a list of rounds, got {schedule!r:.60}")
+        work = {k: entry(data, k, where) for k in ("flops", "nbytes")}
+        failures = mapping(entry(data, "failures", where), f"{where}'s failures")
+        return cls(
+            samples=samples,
+            failures={name: text(why, f"the failure of {name!r}") for name, why in failures.items()},
+            baseline=text(entry(data, "baseline", where), "the comparison's baseline"),
+            order=order,
+            seed=number(entry(data, "seed", where), "the comparison's seed", integer=True),
+            rounds=number(entry(data, "rounds", where), "the comparison's rounds", integer=True, positive=True),
+            reps=number(entry(data, "reps", where), "the comparison's reps", integer=True, positive=True),
+            schedule=[strings(visit, "a round of the comparison's schedule") for visit in schedule],
+            **{k: None if v is None else number(v, f"the comparison's {k}", positive=True) for k, v in work.items()},
+            info=dict(mapping(entry(data, "info", where), f"{where}'s info")),
+        )
 
     def to_json(self, path: str | Path) -> Path:
         """Write `to_dict` as JSON to ``path``; returns the path."""
@@ -116,8 +151,9 @@ class Comparison:
 
     @classmethod
     def from_json(cls, path: str | Path) -> Comparison:
-        """Read a comparison written by `to_json`."""
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Read a comparison written by `to_json` (`ArgumentError` for a file that is not valid JSON or not one; see
+        `from_dict`)."""
+        return cls.from_dict(read_json(path, "comparison"))
 
 
 def _check(contenders: Mapping[str, Callable[[], object]], baseline: str | None) -> str:
@@ -187,6 +223,7 @@ def compare(
         checked before anything runs. A contender's own exception is recorded in ``failures``, not raised.
     """
     chosen = _check(contenders, baseline)
+    contenders = dict(contenders)  # what was checked is what runs, whatever a contender does to the caller's mapping
     check_count(warmup, "warmup", 0)
     check_count(reps, "reps", 1)
     names = list(contenders)

@@ -3,20 +3,33 @@
 One `Line` per contender: its points ``(x, y or None)`` are drawn as polylines (a point without a value breaks the
 line, `runs`) with a dot per point and one legend entry. The y axis starts at 0 and ends on a round tick
 (`nice_ticks`); the x axis is log2, with a tick at every x that has a value. Text is XML-escaped, so any label is
-safe to put in the chart.
+safe to put in the chart (characters XML cannot hold, such as control
+characters, become U+FFFD).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from xml.sax.saxutils import escape
+from xml.sax.saxutils import escape as _xml_escape
 
 __all__ = ["PALETTE", "Line", "line_chart", "nice_ticks", "runs"]
 
 PALETTE = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#888888")
 """Line colours given in order to lines without their own."""
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 forbids anywhere, even escaped (controls, lone surrogates, U+FFFE/U+FFFF): one of them makes the
+whole file unreadable to a browser or an XML parser."""
+
+
+def escape(text: str, entities: dict[str, str] | None = None) -> str:
+    """``text`` safe inside an SVG element or a double-quoted attribute: ``&``, ``<``, ``>`` (and ``entities``)
+    escaped, and characters XML cannot hold at all replaced by U+FFFD."""
+    return _xml_escape(_NOT_XML.sub("\ufffd", str(text)), entities or {})
+
 
 W, H = 840, 460
 LEFT, RIGHT, TOP, BOTTOM = 70, 250, 64, 56

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from tile.frontend import ArgumentError
 from tile.kernels.bench._compare import METRICS, Comparison
+from tile.kernels.bench._load import entry, mapping, number, read_json, text
 from tile.kernels.bench._provenance import provenance
 from tile.kernels.bench._svg import PALETTE, Line, line_chart
 
@@ -37,8 +39,8 @@ class Sweep:
 
     def add(self, size: float, comparison: Comparison) -> None:
         """Record ``comparison`` at ``size`` (> 0: sizes are drawn on a log2 axis)."""
-        if isinstance(size, bool) or not isinstance(size, (int, float)) or not size > 0:
-            raise ArgumentError(f"Sweep.add: size must be a positive number, got {size!r}")
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or not 0 < size < math.inf:
+            raise ArgumentError(f"Sweep.add: size must be a positive number, finite (a log2 axis), got {size!r}")
         if not isinstance(comparison, Comparison):
             raise ArgumentError(f"Sweep.add: pass the Comparison that bench.compare returned, not {comparison!r}")
         self.points.append((size, comparison))
@@ -65,9 +67,25 @@ class Sweep:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Sweep:
-        """The sweep `to_dict` described."""
-        points = [(p["size"], Comparison.from_dict(p["comparison"])) for p in data["points"]]
-        return cls(data["name"], data["x_label"], points, dict(data["info"]))
+        """The sweep `to_dict` described.
+
+        Raises
+        ------
+        ArgumentError
+            For a field that is missing or of the wrong type or range (a size that is not a positive finite number,
+            a bad comparison, ...); nothing is made from a bad file.
+        """
+        data = mapping(data, "the sweep")
+        raw = entry(data, "points", "the sweep")
+        if not isinstance(raw, list):
+            raise ArgumentError(f"bench: the sweep's points must be a list, got {raw!r:.60}")
+        points: list[tuple[int | float, Comparison]] = []
+        for item in raw:
+            p = mapping(item, "a point of the sweep")
+            size = number(entry(p, "size", "a point of the sweep"), "a point's size", positive=True)
+            points.append((size, Comparison.from_dict(mapping(entry(p, "comparison", "a point"), "a comparison"))))
+        name, x_label = (text(entry(data, k, "the sweep"), f"the sweep's {k}") for k in ("name", "x_label"))
+        return cls(name, x_label, points, dict(mapping(entry(data, "info", "the sweep"), "the sweep's info")))
 
     def to_json(self, path: str | Path) -> Path:
         """Write `to_dict` as JSON to ``path``; returns the path."""
@@ -77,8 +95,9 @@ class Sweep:
 
     @classmethod
     def from_json(cls, path: str | Path) -> Sweep:
-        """Read a sweep written by `to_json`."""
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Read a sweep written by `to_json` (`ArgumentError` for a file that is not valid JSON or not one; see
+        `from_dict`)."""
+        return cls.from_dict(read_json(path, "sweep"))
 
 
 def _subtitle(sweep: Sweep) -> str:

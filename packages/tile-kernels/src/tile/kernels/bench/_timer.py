@@ -13,6 +13,7 @@ or be timed on that stream (``stream=``): an event only times the work of its ow
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -46,8 +47,14 @@ class Sample:
     times_ms: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        if not self.times_ms:
-            raise ArgumentError("bench: a Sample needs at least one time")
+        if not isinstance(self.times_ms, tuple) or not self.times_ms:
+            raise ArgumentError("bench: a Sample needs a tuple of at least one time")
+        for t in self.times_ms:
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t >= 0):
+                raise ArgumentError(
+                    f"bench: a Sample's times must be finite numbers >= 0 (milliseconds), got {t!r}; a file "
+                    "edited by hand or written by something else than to_json can hold one: measure again"
+                )
 
     @property
     def median_ms(self) -> float:
@@ -79,12 +86,14 @@ class Sample:
         return q3 - q1
 
     def tflops(self, flops: float) -> float:
-        """TFLOP/s of a call doing ``flops`` floating-point operations, at the median time."""
-        return flops / (self.median_ms * 1e-3) / 1e12
+        """TFLOP/s of a call doing ``flops`` floating-point operations, at the median time (``inf`` when the median
+        is 0, below the clock's resolution)."""
+        return _rate(flops, self.median_ms) / 1e12
 
     def gbps(self, nbytes: float) -> float:
-        """GB/s (10^9 bytes per second) of a call moving ``nbytes``, at the median time."""
-        return nbytes / (self.median_ms * 1e-3) / 1e9
+        """GB/s (10^9 bytes per second) of a call moving ``nbytes``, at the median time (``inf`` when the median is
+        0, below the clock's resolution)."""
+        return _rate(nbytes, self.median_ms) / 1e9
 
     def summary(self) -> dict[str, float]:
         """The statistics as a dict (for JSON): median, q1, q3, iqr, min, max in ms, and the count."""
@@ -98,6 +107,12 @@ class Sample:
             "max_ms": self.max_ms,
             "count": len(self.times_ms),
         }
+
+
+def _rate(work: float, ms: float) -> float:
+    """``work`` per second over ``ms`` milliseconds; ``inf`` for a time of 0 (a call below the clock's resolution),
+    never a ZeroDivisionError that would lose the whole comparison."""
+    return work / (ms * 1e-3) if ms > 0 else math.inf
 
 
 class Timer:
