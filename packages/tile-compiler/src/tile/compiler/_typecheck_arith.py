@@ -8,11 +8,11 @@ and become splat constants of the other operand's type only when they meet a run
 from __future__ import annotations
 
 import ast
+import math
 import operator
+import struct
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
-
-import numpy as np
 
 from tile.compiler._kir import Value
 from tile.compiler._typecheck_values import Emitter
@@ -91,6 +91,18 @@ I1 = DTYPES["i1"]
 I32 = DTYPES["i32"]
 I64 = DTYPES["i64"]
 F32 = DTYPES["f32"]
+
+
+def _float_at_most(n: int, single: bool) -> float:
+    """The largest f32 (``single``) or f64 value that is at most the integer ``n`` (``n`` well inside their range)."""
+    if not single:
+        top = float(n)
+        return math.nextafter(top, 0.0) if int(top) > n else top
+    (top,) = struct.unpack("<f", struct.pack("<f", float(n)))  # rounded to the nearest f32
+    if int(top) > n:  # rounded up past n: the next f32 toward zero (positive n: one step down in its bits)
+        (bits,) = struct.unpack("<I", struct.pack("<f", top))
+        (top,) = struct.unpack("<f", struct.pack("<I", bits - 1))
+    return float(top)
 
 
 def is_const(v: object) -> bool:
@@ -349,12 +361,9 @@ class ArithMixin:
         if self.tile_of(v).dtype.name not in ("f32", "f64"):
             v = self.em.one("ftof", [v], self.tile_of(v).with_elem(F32), rounding_mode="nearest_even")
         t = self.tile_of(v)
-        real = np.float32 if t.dtype.name == "f32" else np.float64
         low, high = (0, 2**dt.bits - 1) if dt.kind == "u" else (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1)
-        top = real(high)
-        if int(top) > high:  # rounded up past the range: the next float toward zero
-            top = np.nextafter(top, real(0))
-        lo, hi = self.materialize(float(low), t.dtype, t.shape), self.materialize(float(top), t.dtype, t.shape)
+        lo = self.materialize(float(low), t.dtype, t.shape)  # 0 or a power of two: exact in f32 and f64
+        hi = self.materialize(_float_at_most(high, t.dtype.name == "f32"), t.dtype, t.shape)
         c = self.em.one("select", [self.compare_tiles(ast.Lt, v, lo), lo, v], t)
         c = self.em.one("select", [self.compare_tiles(ast.Gt, c, hi), hi, c], t)
         nan = self.compare_tiles(ast.NotEq, v, v)  # unordered: true only for NaN
