@@ -5,14 +5,17 @@ time; the others wait and share the result (or the error, which is not cached, s
 
 On disk (`DiskCache`, rooted at ``TILE_CACHE_DIR``): one file per entry under ``v<schema>/<namespace>/<k[:2]>/``.
 A file is ``header | metadata JSON | blobs``; the header holds the lengths and a SHA-256 over everything after
-it, so a torn, truncated or tampered entry is detected, deleted and treated as a miss. Entries are written to a
-temporary file in the same folder and renamed into place, so readers in other processes see the old entry, the
-new one, or none, never a partial one; two processes writing the same key both succeed. `DiskCache.building`
-is an advisory cross-process lock (``flock`` on one of 256 stripe files) that lets one process build a key while
-the others wait for its entry. A hit refreshes the
-entry's mtime; when a write takes the store above its cap, the least recently used entries are removed down to
-80 % of it. The disk cache never fails a compile: every I/O error is logged and turns into a miss.
-The checksum gives integrity, not authenticity: whoever can write the folder can plant a cubin, so keep it private.
+it, so a torn, truncated or tampered entry is detected, deleted and treated as a miss. The metadata also names the
+entry's own namespace and key, checked against the path it is read from: a file copied, renamed or restored over
+another key's entry (a valid checksum, another kernel's ABI and code) is evicted as foreign, never launched. Only a
+regular file no larger than the cap is read (a FIFO, device or runaway file planted in the folder is refused).
+Entries are written to a temporary file in the same folder and renamed into place, so readers in other processes
+see the old entry, the new one, or none, never a partial one; two processes writing the same key both succeed.
+`DiskCache.building` is an advisory cross-process lock (``flock`` on one of 256 stripe files) that lets one process
+build a key while the others wait for its entry. A hit refreshes the entry's mtime; when a write takes the store
+above its cap, the least recently used entries are removed down to 80 % of it. The disk cache never fails a compile:
+every I/O error is logged and turns into a miss. The checksum and the key check give integrity, not authenticity:
+whoever can write the folder can plant a cubin, or an ABI without the host guards, so keep it private.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import struct
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +36,7 @@ from typing import Any, Generic, TypeVar
 
 __all__ = ["KEY_SCHEMA", "CacheEntry", "CacheStats", "DiskCache", "MemoryCache", "cache_stats", "count"]
 
-KEY_SCHEMA = 1
+KEY_SCHEMA = 2
 """Version of the key derivation and entry layout; bump it whenever either changes."""
 _MAGIC = b"TILEC\x00\x01\n"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata length, blob length, sha256(metadata + blobs)
@@ -171,7 +175,8 @@ class DiskCache:
     def put(self, namespace: str, key: str, meta: Mapping[str, Any], blobs: Mapping[str, bytes]) -> bool:
         """Store an entry atomically; return False (after logging why) if it could not be written."""
         path = self.path(namespace, key)
-        meta_bytes = json.dumps({**meta, "blobs": [[n, len(b)] for n, b in blobs.items()]}, sort_keys=True).encode()
+        own = {"blobs": [[n, len(b)] for n, b in blobs.items()], "entry": [namespace, key]}
+        meta_bytes = json.dumps({**meta, **own}, sort_keys=True).encode()
         body = b"".join(blobs.values())
         digest = hashlib.sha256(meta_bytes + body).digest()
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -231,10 +236,10 @@ class DiskCache:
     def load(self, path: Path) -> CacheEntry | None:
         """Read the entry file ``path`` (as `entries` lists them); None if gone or corrupt (then evicted)."""
         try:
-            data = path.read_bytes()
+            data = _read_regular(path, self.max_bytes)
         except OSError:
             return None
-        entry = _decode(data)
+        entry = _decode(data, [path.parent.parent.name, path.name.removesuffix(".entry")])
         if entry is None:
             _log.warning("tile: cache entry %s is corrupt; evicting it and recompiling", path)
             count("corrupt_evicted", _unlink(path))
@@ -256,8 +261,22 @@ class DiskCache:
                 count("lru_evicted")
 
 
-def _decode(data: bytes) -> CacheEntry | None:
-    if len(data) < _HEADER.size:
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else None (never blocks on a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
+def _decode(data: bytes | None, identity: list[str]) -> CacheEntry | None:
+    """The entry in ``data`` if it is whole, intact and is the entry ``identity`` (namespace, key), else None."""
+    if data is None or len(data) < _HEADER.size:
         return None
     magic, meta_len, body_len, digest = _HEADER.unpack_from(data)
     payload = data[_HEADER.size :]
@@ -265,11 +284,15 @@ def _decode(data: bytes) -> CacheEntry | None:
         return None
     try:
         meta = json.loads(payload[:meta_len])
+        if not isinstance(meta, dict) or meta.pop("entry", None) != identity:
+            return None  # not an object, or another key's entry (copied or renamed here): foreign, never used
         blobs, offset = {}, meta_len
         for name, length in meta.pop("blobs"):
-            blobs[str(name)] = payload[offset : offset + int(length)]
-            offset += int(length)
-    except (ValueError, KeyError, TypeError):
+            if type(length) is not int or length < 0 or offset + length > len(payload):
+                return None
+            blobs[str(name)] = payload[offset : offset + length]
+            offset += length
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return CacheEntry(meta, blobs) if offset == len(payload) else None
 

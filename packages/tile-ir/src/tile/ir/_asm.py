@@ -22,7 +22,7 @@ from tile.ir._attrs import OptimizationHints
 from tile.ir._builder_core import BuilderBase
 from tile.ir._enums import SymbolVisibility
 from tile.ir._errors import TileError
-from tile.ir._ir import Block, Function, Global, Module, Operation, Value
+from tile.ir._ir import MAX_NESTING, Block, Function, Global, Module, Operation, Value
 from tile.ir._lexer import AsmSyntaxError, Lexer
 from tile.ir._types import FunctionType, Type
 from tile.ir.ops import CATALOG
@@ -39,9 +39,13 @@ _ALIASES = {"fpowf": "pow"}
 
 def parse_module(text: str, filename: str = "<input>") -> Module:
     """Parse Tile IR assembly `text` into a `Module` (raises `AsmSyntaxError` with line:col and a caret)."""
-    end = alias_section_start(text)
-    parser = _Parser(Lexer(text[:end], filename), Locations(text, filename))
-    return parser.module()
+    lex = Lexer(text, filename)
+    try:
+        end = alias_section_start(text)
+        lex = Lexer(text[:end], filename)
+        return _Parser(lex, Locations(text, filename)).module()
+    except RecursionError:  # nested attributes or locations; regions are capped at MAX_NESTING before this
+        raise lex.error("nested too deeply to parse (arrays, locations or types)", lex.pos) from None
 
 
 class _Parser:
@@ -119,6 +123,8 @@ class _Parser:
 
     def region(self, block: Block, arg_names: list[tuple[str, int]], implicit: str | None) -> None:
         """Parse ``{ ops }`` into `block`, whose arguments get `arg_names`; add a bare `implicit` terminator."""
+        if len(self.block_stack) > MAX_NESTING:  # the entry's body is not an op's region
+            raise self.lex.error(f"regions nested more than {MAX_NESTING} deep")
         self.lex.expect("{")
         scope: dict[str, list[Value]] = {}
         if len(arg_names) != len(block.args):

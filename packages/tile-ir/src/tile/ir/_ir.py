@@ -22,7 +22,12 @@ from tile.ir._layout import Layout
 from tile.ir._location import Location
 from tile.ir._types import FunctionType, TileType, Type
 
-__all__ = ["Block", "Function", "Global", "Module", "Operation", "Region", "Value"]
+__all__ = ["MAX_NESTING", "Block", "Function", "Global", "Module", "Operation", "Region", "Value"]
+
+MAX_NESTING = 64
+"""The deepest region nesting Tile IR accepts (an op's regions inside 63 enclosing ops'). The reader, the assembler
+and the verifier refuse more with their typed errors, so the recursive printer, writer and interpreter never run out
+of Python stack on input read from outside (a kernel's Python source cannot nest blocks even 21 deep)."""
 
 
 class Value:

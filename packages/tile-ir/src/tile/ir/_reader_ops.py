@@ -7,7 +7,7 @@ from collections.abc import Callable
 from tile.ir._attrs import ArrayAttr, DenseElementsAttr
 from tile.ir._decoding import ByteReader
 from tile.ir._errors import BytecodeError
-from tile.ir._ir import Block, Operation, Value
+from tile.ir._ir import MAX_NESTING, Block, Operation, Value
 from tile.ir._location import Location
 from tile.ir._reader_debug import DebugInfo
 from tile.ir._reader_tables import ReadTables
@@ -16,8 +16,6 @@ from tile.ir._verify_types import dense_size_problems
 from tile.ir.ops import BY_OPCODE, AttrKind, AttrSpec, OpDef, OperandKind, OperandLayout
 
 __all__ = ["BodyReader"]
-
-_MAX_NESTING = 256
 
 
 class BodyReader:
@@ -168,8 +166,8 @@ class BodyReader:
         if n != opdef.regions:
             raise r.fail(f"'{opdef.name}' must have {opdef.regions} regions, got {n}", start)
         self.depth += 1
-        if self.depth > _MAX_NESTING:
-            raise r.fail("regions nested too deeply", start)
+        if self.depth > MAX_NESTING:
+            raise r.fail(f"regions nested more than {MAX_NESTING} deep", start)
         for index, region in enumerate(op.regions):
             at = r.pos
             blocks = r.count("block count")

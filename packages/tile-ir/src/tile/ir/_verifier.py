@@ -15,7 +15,7 @@ from __future__ import annotations
 from tile.ir._attrs import ArrayAttr, DenseElementsAttr, FloatAttr, IntegerAttr, OptimizationHints
 from tile.ir._enums import MemoryOrdering
 from tile.ir._errors import VerifyError
-from tile.ir._ir import Block, Function, Module, Operation, Value
+from tile.ir._ir import MAX_NESTING, Block, Function, Module, Operation, Value
 from tile.ir._location import CallSite, DILoc, FileLoc, Location
 from tile.ir._types import FunctionType, PointerType, ScalarType, TileType, Type, scalar, type_since
 from tile.ir._verify_attrs import attr_kind_problem
@@ -91,6 +91,7 @@ class _Checker:
         self.defined: set[Value] = set()
         self.unencoded: dict[Value, str] = {}  # results this version's bytecode leaves out -> why they can't be used
         self.where = ""
+        self.depth = 0  # regions entered
 
     def report(self, message: str) -> None:
         self.problems.append(f"{self.where}: {message}")
@@ -263,12 +264,17 @@ class _Checker:
         if len(op.regions) != opdef.regions:
             self.report(f"must have {opdef.regions} regions, has {len(op.regions)}")
             return
+        if op.regions and self.depth >= MAX_NESTING:
+            self.report(f"regions nested more than {MAX_NESTING} deep; flatten the control flow")
+            return
+        self.depth += 1
         for r_index, region in enumerate(op.regions):
             optional_else = op.name == "if" and r_index == 1 and not op.results
             if len(region.blocks) != 1 and not (optional_else and not region.blocks):
                 self.report(f"region {r_index} must have exactly one block, has {len(region.blocks)}")
             for block in region.blocks:
                 self.block(block, _terminators(op), f"{path}/region {r_index}")
+        self.depth -= 1
         self.where = path
 
 

@@ -98,6 +98,8 @@ def _fpowi(op: Operation) -> list[str]:
     base, exp = (v.type for v in op.operands)
     if base != op.results[0].type or not isinstance(exp, TileType) or not isinstance(base, TileType):
         return ["fpowi: result must have the base's type and the exponent must be a tile"]
+    if kinds := _kind_problem(base, "float") + _kind_problem(exp, "int"):  # a pointer tile is neither
+        return [f"fpowi: {problem}" for problem in kinds]
     return [] if exp.shape == base.shape else [f"fpowi: exponent shape {exp.shape} differs from {base.shape}"]
 
 

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import json
 import os
+import stat
 import statistics
 import sys
 import tempfile
@@ -53,6 +54,7 @@ __all__ = [
 
 FORMAT = 1
 VERSION = "0.1.0"
+_MAX_RECORDS_BYTES = 16 << 20  # a records file past this is not read (a real one holds a few KiB per family)
 _RECALL_CAP = 4096  # stand-in keys an Autotuner keeps for `recall` (the keys' buckets bound its remembered choices)
 
 Timer = Callable[[Callable[[], object]], float]
@@ -295,8 +297,8 @@ class Autotuner:
         if path is None:
             return {}
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = json.loads(_read_small(path, _MAX_RECORDS_BYTES))
+        except (OSError, ValueError, RecursionError):  # absent, unreadable, too big, not JSON, nested too deep
             return {}
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
             return {}
@@ -332,6 +334,19 @@ class Autotuner:
             finally:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
+
+
+def _read_small(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (OSError if it is not one, ValueError if over ``limit`` bytes)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} is over {limit} bytes")
+    return data
 
 
 _TUNERS: dict[tuple[str, str], Autotuner] = {}
