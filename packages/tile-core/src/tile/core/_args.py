@@ -95,7 +95,8 @@ class ArgKind:
 KINDS: dict[str, ArgKind] = {
     kind.name: kind
     for kind in (
-        ArgKind("ptr", 8, lambda value: value),  # resolved against the device in _pointer()
+        ArgKind("ptr", 8, lambda value: value),  # resolved against the device in _pointer(); never read-only memory
+        ArgKind("cptr", 8, lambda value: value),  # a pointer the kernel only reads (C's ``const T*``): any view
         ArgKind("i8", 1, _integer(8, np.int8)),  # narrow integers are as narrow in the kernel's parameter block
         ArgKind("i16", 2, _integer(16, np.int16)),
         ArgKind("u8", 1, _unsigned(8, np.uint8)),
@@ -110,6 +111,8 @@ KINDS: dict[str, ArgKind] = {
         ArgKind("f64", 8, _floating(np.float64, "f64")),
     )
 }
+# The pointer kinds: "ptr" (the kernel may write through it: refused for a read-only view) and "cptr" (read only).
+POINTER_KINDS = frozenset({"ptr", "cptr"})
 _SCALAR_KINDS = {
     np.dtype(np.int8): "i8",
     np.dtype(np.int16): "i16",
@@ -126,9 +129,24 @@ _SCALAR_KINDS = {
 }
 
 
+def _readonly(what: str, how: str) -> LaunchArgumentError:
+    return LaunchArgumentError(
+        f'{what} is read-only (its producer lent it for reading) but a "ptr" parameter may be written through: '
+        f"{how}declare the parameter \"cptr\" (e.g. signature=('cptr', 'ptr', 'i32')) if the kernel only reads it, "
+        "or pass a writable view"
+    )
+
+
 def infer_kind(value: Any) -> str:
-    """The kind of an argument given without a signature: Tile memory is ``ptr``, numpy scalars keep their type."""
-    if isinstance(value, (DeviceBuffer, DeviceView)):
+    """The kind of an argument given without a signature: Tile memory is ``ptr``, numpy scalars keep their type.
+
+    A read-only view is refused: nothing tells whether the kernel writes through the parameter, so only a signature
+    declaring it ``"cptr"`` may pass it."""
+    if isinstance(value, DeviceBuffer):
+        return "ptr"
+    if isinstance(value, DeviceView):
+        if value.readonly:
+            raise _readonly(f"{value!r}", 'a kind inferred from a view is "ptr": pass a signature and ')
         return "ptr"
     if isinstance(value, np.generic) and value.dtype in _SCALAR_KINDS:
         return _SCALAR_KINDS[value.dtype]
@@ -170,7 +188,7 @@ class PackedArgs(Uncopyable):
 
 
 def _pointer(
-    value: Any, device: Device | None, index: int, unchecked: bool
+    value: Any, device: Device | None, index: int, unchecked: bool, kind: str
 ) -> tuple[int, DeviceBuffer | DeviceView | None]:
     if isinstance(value, (DeviceBuffer, DeviceView)):
         if device is not None and value.device is not device:
@@ -178,6 +196,8 @@ def _pointer(
                 f"argument {index} lives on device {value.device.ordinal} but the launch is on device "
                 f"{device.ordinal}: copy it over or launch on its device"
             )
+        if kind != "cptr" and isinstance(value, DeviceView) and value.readonly:  # (a view's readonly is immutable)
+            raise _readonly(f"argument {index} ({value!r})", "")
         owner = value if isinstance(value, DeviceBuffer) else (value.buffer if value.buffer is not None else value)
         return value.ptr, owner
     address = as_index(value)
@@ -215,13 +235,17 @@ def pack_args(
     expected : sequence of (offset, size), optional
         The kernel's parameter layout; count and sizes must match.
     unchecked : bool
-        Let ``"ptr"`` arguments be int addresses (trusted as given); without it they are `LaunchArgumentError`.
+        Let ``"ptr"`` and ``"cptr"`` arguments be int addresses (trusted as given, read-only or not); without it they
+        are `LaunchArgumentError`.
+
+    A read-only `DeviceView` (``view.readonly``) is accepted only for a ``"cptr"`` parameter (`LaunchArgumentError`
+    for a ``"ptr"`` one, and when the kinds are inferred).
     """
     args, kinds = _checked_kinds(args, signature, expected)
     values, buffers, views = [], [], []
     for index, (kind, value) in enumerate(zip(kinds, args, strict=True)):
-        if kind == "ptr":
-            address, owner = _pointer(value, device, index, unchecked)
+        if kind in POINTER_KINDS:
+            address, owner = _pointer(value, device, index, unchecked, kind)
             values.append(address)
             if isinstance(owner, DeviceView):
                 views.append(owner)
@@ -264,7 +288,7 @@ def _fast_ranges(kinds: tuple[str, ...]) -> tuple[tuple[int, int] | None, ...]:
     ranges: list[tuple[int, int] | None] = []
     for kind in kinds:
         bits = int(kind[1:]) if kind[0] in "iu" else 0
-        if kind == "ptr":
+        if kind in POINTER_KINDS:
             ranges.append(None)
         elif kind[0] == "i":
             ranges.append((-(2 ** (bits - 1)), 2 ** (bits - 1)))
@@ -302,7 +326,7 @@ def pack_launch(
                 if value not in buffers:
                     buffers.append(value)
                 continue
-            address, owner = _pointer(value, device, index, unchecked)
+            address, owner = _pointer(value, device, index, unchecked, kinds[index])
             values.append(address)
             if isinstance(owner, DeviceView):
                 views.append(owner)
@@ -354,6 +378,7 @@ def _check_layout(kinds: tuple[str, ...], expected: tuple[tuple[int, int], ...])
 # cell's address): the struct code per kind, padded to 8 bytes; 16-bit floats as IEEE half ('e') or as their bits.
 _CELL = {
     "ptr": "Q",
+    "cptr": "Q",
     "i8": "b7x",
     "i16": "h6x",
     "u8": "B7x",

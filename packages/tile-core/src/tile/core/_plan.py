@@ -14,8 +14,9 @@ names the same kinds; the function's parameter layout is read-only). It holds:
 A launch hits the plan only when its arguments are an exact list or tuple (reading them runs no user code after the
 guards), its stream is the remembered one, the epoch is unchanged and each pointer argument is the very object
 remembered (identity, not equality: a lying ``__eq__`` cannot match). Then every pointer check the full path made
-still holds: the objects are final and their fields read-only (same device, address, buffer), none was freed and no
-stream was closed since (the epoch), and each buffer's ordering after its home stream was made for this stream
+still holds: the objects are final and their fields read-only (same device, address, buffer; a view's ``readonly``
+too, so one refused for a ``"ptr"`` parameter stays refused), none was freed and no stream was closed since (the
+epoch), and each buffer's ordering after its home stream was made for this stream
 (`DeviceBuffer._before_use` does it once per stream until a close). Scalars are rechecked at every launch: an int
 kind takes an exact ``int`` (``struct`` refusing one out of its range), f64 an exact ``float``, and f16, bf16 and f32
 run their kind's converter first (the full path's checks; it may run a value's own methods, so before the guards);
@@ -32,7 +33,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tile.core._args import _CELL, KINDS
+from tile.core._args import _CELL, KINDS, POINTER_KINDS
 from tile.core._buffer import DeviceBuffer
 from tile.core._errors import LaunchArgumentError
 from tile.core._stream import Stream, invalidation
@@ -95,8 +96,8 @@ class LaunchPlan:
         """A plan for ``signature``, whose kinds were checked against the kernel's layout."""
         n = len(signature)
         self.signature = signature
-        pointers = tuple(i for i, kind in enumerate(signature) if kind == "ptr")
-        scalars = tuple(i for i, kind in enumerate(signature) if kind != "ptr")
+        pointers = tuple(i for i, kind in enumerate(signature) if kind in POINTER_KINDS)
+        scalars = tuple(i for i, kind in enumerate(signature) if kind not in POINTER_KINDS)
         self._pointers, self._scalars = _getter(pointers), _getter(scalars)
         self._scalar_cells = struct.Struct("<" + "".join(_CELL[signature[i]] for i in scalars))
         self._pointer_cells = struct.Struct(f"<{len(pointers)}Q")
@@ -106,7 +107,7 @@ class LaunchPlan:
         struct.pack_into(f"<{n}Q", self.block, 8 * n, *(cell[i] for i in range(n)))
         self.address = base + 8 * n
         self.converted: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
-            (i, KINDS[kind].convert) for i, kind in enumerate(signature) if kind != "ptr" and kind not in _EXACT
+            (i, KINDS[signature[i]].convert) for i in scalars if signature[i] not in _EXACT
         )
         # The exact type each scalar may have on the plan's path: an exact int or float, or its converter's carrier.
         self._scalar_types = tuple(_EXACT.get(signature[i]) or type(KINDS[signature[i]].convert(0.0)) for i in scalars)
