@@ -101,7 +101,7 @@ def test_the_launch_plan_of_a_writable_launch_does_not_take_a_read_only_view(
     np.testing.assert_array_equal(_contents(z), np.full(32, 7.0, np.float32))
     lent = _read_only(z)
     with pytest.raises(tc.ReadOnlyError, match=r"DeviceView.readonly is read-only"):
-        lent.readonly = False  # type: ignore[misc]
+        lent.readonly = False
 
 
 def test_kinds_inferred_from_a_read_only_view_are_refused(sim: SimDriver, vec_add: tc.Function) -> None:

@@ -59,10 +59,12 @@ Modules and launches
     ``.param_layout``, ``.attributes``). ``launch(function, grid, block, args, *, stream=None, shared_mem=0,
     signature=None)``; ``prepare(...same...) -> PreparedLaunch`` packs
     and checks the arguments once, and ``prepared()`` relaunches with no per-call checks. Argument kinds
-    (``signature``): ``"ptr"`` (DeviceBuffer, DeviceView, or an int address with ``unchecked=True``), ``"i8"``,
-    ``"i16"``, ``"i32"``, ``"i64"``, ``"u8"``, ``"u16"``, ``"u32"``, ``"u64"`` (each as wide as its bits), ``"f16"``,
-    ``"bf16"``,
-    ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and buffers are pointers.
+    (``signature``): ``"ptr"`` (DeviceBuffer, writable DeviceView, or an int address with ``unchecked=True``: the
+    kernel may write through it), ``"cptr"`` (the same, read-only views too: the kernel only reads through it, C's
+    ``const T*``), ``"i8"``, ``"i16"``, ``"i32"``, ``"i64"``, ``"u8"``, ``"u16"``, ``"u32"``, ``"u64"`` (each as wide
+    as its bits), ``"f16"``, ``"bf16"``, ``"f32"``, ``"f64"``; without a signature numpy scalars keep their type and
+    buffers and writable views are ``"ptr"``. A read-only view (``view.readonly``) for a ``"ptr"`` parameter or without
+    a signature is a `LaunchArgumentError`.
     Building blocks: ``KINDS``, ``pack_args``, ``param_layout`` (CUDA parameter-block offsets), ``cubin_arch``.
 Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     ``UseAfterFreeError``, ``DoubleFreeError``, ``OutOfBoundsError``, ``LayoutMismatchError``, ``WrongDeviceError``,

@@ -175,11 +175,12 @@ def prepare(
     shared_mem : int
         Dynamic shared memory in bytes.
     signature : sequence of str, optional
-        Argument kinds (``"ptr"``, ``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f16"``, ``"bf16"``, ``"f32"``,
-        ``"f64"``).
+        Argument kinds (``"ptr"``, ``"cptr"``, ``"i8"`` ... ``"u64"``, ``"f16"``, ``"bf16"``, ``"f32"``, ``"f64"``:
+        see ``KINDS``). A read-only `DeviceView` is taken only for a ``"cptr"`` parameter (one the kernel only reads);
+        for ``"ptr"``, or without a signature, it is a `LaunchArgumentError`.
     unchecked : bool
-        Let ``"ptr"`` parameters take int device addresses, which no check can vouch for (the launch trusts them to
-        name live memory of the device, large enough for the kernel): the greppable opt-out, like
+        Let ``"ptr"`` and ``"cptr"`` parameters take int device addresses, which no check can vouch for (the launch
+        trusts them to name live memory of the device, large enough for the kernel): the greppable opt-out, like
         ``@tile.entry(unchecked=True)``. Without it an int address is a `LaunchArgumentError`.
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
