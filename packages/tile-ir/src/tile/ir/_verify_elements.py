@@ -10,6 +10,12 @@ whose sets differ, each measured with tileirdisasm 13.5 over every element type:
   takes no tf32 (tileiras counts it 19 bits wide); ``fpowi`` raises f16/bf16/f32/f64 to an i1..i32 power;
 - ``reduce``/``scan`` over i4, tf32 or 8-bit floats pass tileirdisasm but tileiras cannot compile them.
 
+Pointer elements are refused everywhere except where the spec takes any tile or a pointer tile: `POINTERS` names,
+per op, the sides (operand groups or ``"results"``) that may hold ``tile<ptr<...>>`` values, and `pointer_problems`
+applies it to every op of the catalog, so an op added without an entry takes numbers only. tileiras' own verifier
+refuses the rest (arithmetic, math, comparisons, conversions other than the pointer casts, bitcast, pack/unpack,
+reductions, mma, iota, constants), and the interpreter has no semantics for them.
+
 `F32_ROUNDINGS` lists the rounding modes that are f32-only modifiers per op (``approx``, and ``full`` for
 ``divf``); ``flush_to_zero`` is f32-only on every op that has it.
 """
@@ -20,10 +26,10 @@ from collections.abc import Callable
 
 from tile.ir._enums import RoundingMode
 from tile.ir._ir import Operation, Value
-from tile.ir._types import SCALARS, ScalarType, TileType
+from tile.ir._types import SCALARS, PointerType, ScalarType, TileType
 from tile.ir.ops import CATALOG
 
-__all__ = ["ELEMENTS", "ELEMENT_RULES", "FLOATS", "INTS"]
+__all__ = ["ELEMENTS", "ELEMENT_RULES", "FLOATS", "INTS", "POINTERS", "pointer_problems"]
 
 INTS = ("i1", "i8", "i16", "i32", "i64")
 FLOATS = ("f16", "bf16", "f32", "f64")
@@ -53,6 +59,54 @@ ELEMENTS: dict[str, dict[str, tuple[frozenset[str], str]]] = {
     "reduce": {"operands": (_COMBINABLE, _NO_COMBINE)},
     "scan": {"operands": (_COMBINABLE, _NO_COMBINE)},
 }
+
+_SHUFFLE = frozenset({"source", "results"})  # data movement: the element type passes through unchanged
+_CARRIED = frozenset({"operands", "initValues", "results"})  # control flow carries values of any type
+POINTERS: dict[str, frozenset[str]] = {
+    # op: the sides that may hold pointer tiles (every other side of every op takes numbers only)
+    "offset": frozenset({"ptr", "results"}),
+    "load_ptr_tko": frozenset({"source"}),
+    "store_ptr_tko": frozenset({"destination"}),
+    "atomic_rmw_tko": frozenset({"pointers"}),
+    "atomic_cas_tko": frozenset({"pointers"}),
+    "int_to_ptr": frozenset({"results"}),
+    "ptr_to_int": frozenset({"source"}),
+    "ptr_to_ptr": _SHUFFLE,
+    "get_global": frozenset({"results"}),
+    "alloca": frozenset({"results"}),
+    "make_tensor_view": frozenset({"base"}),
+    "assume": frozenset({"value", "results"}),  # div_by on pointers is how alignment is stated
+    "select": frozenset({"val_if_true", "val_if_false", "results"}),
+    "broadcast": _SHUFFLE,
+    "reshape": _SHUFFLE,
+    "permute": _SHUFFLE,
+    "extract": _SHUFFLE,
+    "cat": frozenset({"lhs", "rhs", "results"}),
+    "insert": frozenset({"source", "destination", "results"}),
+    "print_tko": frozenset({"args"}),  # the spec's print takes any tile
+    **dict.fromkeys(("if", "for", "loop", "yield", "continue", "break"), _CARRIED),
+}
+
+
+def pointer_problems(op: Operation) -> list[str]:
+    """Pointer tiles on a side of `op` that `POINTERS` does not open to them (any op of the catalog)."""
+    allowed = POINTERS.get(op.name, frozenset())
+    opdef = CATALOG[op.name]
+    sides = [(spec.name, op.operand_group(i)) for i, spec in enumerate(opdef.operands)]
+    problems = []
+    for side, values in [*sides, ("results", list(op.results))]:
+        if side in allowed or (side != "results" and "operands" in allowed):
+            continue
+        for value in values:
+            elem = value.type.element if isinstance(value.type, TileType) else None
+            if isinstance(elem, PointerType):
+                what = "result" if side == "results" else f"operand '{side}'"
+                problems.append(
+                    f"{op.name} does not take pointer tiles ({what} is {value.type}); "
+                    "convert with ptr_to_int first, or use offset for pointer arithmetic"
+                )
+                break
+    return problems
 
 
 _R = RoundingMode

@@ -21,7 +21,7 @@ from tile.ir._types import (
     i1,
 )
 from tile.ir._verify_atomics import ATOMIC_RULES
-from tile.ir._verify_elements import ELEMENT_RULES, FLOATS, INTS
+from tile.ir._verify_elements import ELEMENT_RULES, FLOATS, INTS, pointer_problems
 from tile.ir._verify_memory import MEMORY_RULES, token_problems
 from tile.ir._verify_misc import DIVI_RULE, MISC_RULES, PRINT_RULE
 from tile.ir._verify_mma import MMA_RULES
@@ -208,7 +208,8 @@ for _name, _rule in [
 def type_problems(op: Operation) -> list[str]:
     """Return the typing problems of `op` (empty when it is well typed or has no rule)."""
     rule = _RULES.get(op.name)
-    return _token_results(op) + _view_operands(op) + (rule(op) if rule is not None else [])
+    own = rule(op) if rule is not None else []
+    return _token_results(op) + _view_operands(op) + pointer_problems(op) + own
 
 
 def _token_results(op: Operation) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TextIO
 
+from tile.ir._errors import TileError
 from tile.ir._format_text import render_format_text
 from tile.ir._ir import Block, Function, Module, Operation, Value
 from tile.ir._location import CallSite, DILoc, FileLoc, Location
@@ -74,7 +75,7 @@ class BlockProgram:
             if not err.location and step is not None:
                 raise type(err)(err.message, err.block, self.where[step]) from err
             raise
-        except (ArithmeticError, ValueError, TypeError, IndexError) as err:
+        except (ArithmeticError, ValueError, TypeError, LookupError, AttributeError) as err:
             where = self.where[step] if step is not None else ""
             raise InterpError(f"the interpreter failed on this op: {err}", None, where) from err
         return None
@@ -127,7 +128,7 @@ class Compiler:
                 raise UnsupportedOpError(
                     f"the interpreter has no semantics for op '{op.name}'; it cannot run this kernel", None, loc
                 )
-            step = factory(op, self)
+            step = self._prepare(factory, op, loc)
             if op.name in hoistable and all(id(v) in invariant for v in op.operands):
                 invariant.update(id(r) for r in op.results)
                 self.prologue.steps.append(step)
@@ -136,6 +137,24 @@ class Compiler:
             steps.append(step)
             where[step] = loc
         return BlockProgram(arg_slots, steps, where)
+
+    def _prepare(self, factory: StepFactory, op: Operation, loc: str) -> Step:
+        """Run `op`'s step factory; an unverified op it cannot read is an `InterpError` naming the op and `loc`."""
+        try:
+            return factory(op, self)
+        except InterpError as err:
+            if err.location:
+                raise
+            raise type(err)(err.message, err.block, loc) from err
+        except TileError:
+            raise
+        except Exception as err:  # a malformed op (wrong operand count, types, attributes) the verifier would refuse
+            raise InterpError(
+                f"the interpreter cannot prepare op '{op.name}' ({type(err).__name__}: {err}); "
+                "the module is not valid Tile IR: run tile.ir.verify on it to see why",
+                None,
+                loc,
+            ) from err
 
     def location(self, op: Operation) -> str:
         """Text of `op`'s location: the source position when known, else its position in the function."""
