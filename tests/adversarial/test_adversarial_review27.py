@@ -158,3 +158,23 @@ def test_a_cptr_parameter_takes_a_read_only_view(sim: SimDriver, vec_add: tc.Fun
     assert tc.param_layout(READ_XY) == tc.param_layout(VEC_ADD_SIGNATURE)  # the same 8-byte pointer
     with pytest.raises(tc.LaunchArgumentError, match=r"raw address .* unchecked=True"):
         tc.pack_args([x.ptr], ("cptr",))  # "cptr" is no way around the raw-address check
+
+
+# -- hole (found by this review, fixed by the lead): a view naming its buffer only as its owner was not tied to it ---
+
+
+def test_a_view_with_its_buffer_as_owner_dies_with_the_buffer(sim: SimDriver, vec_add: tc.Function) -> None:
+    """``DeviceView(ptr, ..., owner=buffer)`` without ``buffer=`` was checked to lie inside the buffer but not tied
+    to it: after ``buffer.free()`` its ptr still packed, launched and copied into the freed memory (and its launches
+    were no uses of the buffer, so the free did not wait for them)."""
+    x, y, z = _floats(32, 1.0), _floats(32, 2.0), _floats(32)
+    view = tc.DeviceView(z.ptr, np.dtype(np.float32), (32,), (4,), device=z.device, owner=z)
+    assert view.buffer is z
+    tc.launch(vec_add, (1,), (32,), _args_with_z(x, y, view), signature=VEC_ADD_SIGNATURE)
+    z.free()
+    with pytest.raises(tc.UseAfterFreeError, match=r"which was freed: keep the buffer alive"):
+        _ = view.ptr
+    with pytest.raises(tc.UseAfterFreeError, match=r"freed"):
+        tc.launch(vec_add, (1,), (32,), _args_with_z(x, y, view), signature=VEC_ADD_SIGNATURE)
+    with pytest.raises(tc.UseAfterFreeError, match=r"freed"):
+        view.copy_from(np.zeros(32, np.float32))

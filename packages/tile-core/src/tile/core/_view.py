@@ -95,6 +95,10 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
         home = _home_buffer(owner, buffer)
         if home is not None:
             _check_inside(home, address, dt, dims, steps, device=device)
+            # A view of a Tile buffer belongs to it, also when named only as its owner: its ptr dies with the buffer,
+            # and its launches, copies and exports are uses of the buffer (before, owner=buffer alone kept the
+            # address usable after buffer.free()).
+            buffer = home
         elif type(owner) is DeviceView:
             _check_inside_view(owner, address, dt, dims, steps, device=device, readonly=bool(readonly))
             # A view derived from a Tile buffer's view is a view of that buffer: its ptr dies with the buffer, and

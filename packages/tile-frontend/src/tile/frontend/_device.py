@@ -139,17 +139,33 @@ def view(tensor: Tensor, *, export: bool = False, writable: bool = False) -> Any
 
     storage = tensor._check()
     item = tensor.dtype.itemsize
-    owner = storage.buffer if storage.owned else storage.keepalive
+    tied = storage.owned and not export
     return core.DeviceView(
         tensor.data_ptr(),
         numpy_dtype(tensor.dtype),
         tensor.shape,
         tuple(s * item for s in tensor.strides),
         device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
-        owner=owner,
-        buffer=storage.buffer if storage.owned and not export else None,
+        owner=storage.buffer if tied else untied_owner(storage),
+        buffer=storage.buffer if tied else None,
         readonly=not writable,
+        unchecked=not tied,  # the handle check above vouches for the address; the frontend tracks the export
     )
+
+
+class Held:
+    """Keeps a Tile buffer (or a borrowed producer) referenced as a view's owner without tying the view to the
+    buffer: the frontend's exports and cached torch views, whose lifetime the frontend tracks itself."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+
+def untied_owner(storage: Any) -> Held:
+    """The owner of a view the frontend tracks itself (see `Held`)."""
+    return Held(storage.buffer if storage.owned else storage.keepalive)
 
 
 def read(tensor: Tensor) -> np.ndarray[Any, Any]:

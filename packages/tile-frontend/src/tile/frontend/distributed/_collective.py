@@ -264,10 +264,13 @@ def _torch_view(torch: Any, t: Tensor) -> Any:
             raw = torch.from_numpy(storage.host)
         else:
             from tile import core
+            from tile.frontend._device import untied_owner
 
-            owner = storage.buffer if storage.owned else storage.keepalive
-            whole = (storage.nbytes,)
-            view = core.DeviceView(storage.address, np.dtype(np.uint8), whole, (1,), device=storage.device, owner=owner)  # type: ignore[arg-type]  # a tile.core.Device
+            whole, owner = (storage.nbytes,), untied_owner(storage)  # the cache's lifetime is the storage's
+            device: Any = storage.device  # a tile.core.Device for device storage
+            view = core.DeviceView(
+                storage.address, np.dtype(np.uint8), whole, (1,), device=device, owner=owner, unchecked=True
+            )
             raw = torch.from_dlpack(view)
         views[None] = raw
     elif len(views) > _VIEWS_CAP:  # many ranges of one storage: keep the bytes, forget the typed views
