@@ -157,7 +157,8 @@ def test_every_int_scalar_the_check_accepts_packs_for_the_gpu(scalars: ModuleTyp
     kind that takes its whole range, as the same bits, in a cell as wide as the parameter tileiras makes of the IR
     dtype (the GPU test below found i8/i16/u8/u16 widened to 4 bytes refused by the cubin's 1- and 2-byte
     parameters)."""
-    from tile.core._args import KINDS, kernel_params, pack_args
+    from tile.core._args import KINDS, pack_args
+    from tile.core._params import kernel_params
     from tile.frontend._signature import int_range
 
     kind = _abi_kind(getattr(scalars, f"put_{name}"), name)

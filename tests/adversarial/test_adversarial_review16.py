@@ -280,7 +280,8 @@ def test_a_launch_packs_every_scalar_as_a_prepared_launch_does(kind: str) -> Non
     """Tried: ``pack_launch`` keeps an exact int in its kind's range as is (no numpy carrier); at the range ends,
     past them, for bools, int subclasses that lie, numpy ints and non-numbers, it packs the same bytes as
     ``pack_args`` (what ``prepare`` keeps) or raises the same error. Held."""
-    from tile.core._args import pack_launch, param_block
+    from tile.core._args import pack_launch
+    from tile.core._params import param_block
 
     for value in _edges():
         outcomes: list[bytes | str] = []

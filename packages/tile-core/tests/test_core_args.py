@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tile.core as tc
-from tile.core._args import KINDS, infer_kind, kernel_params
+from tile.core._args import KINDS, infer_kind
+from tile.core._params import kernel_params
 
 # The nine parameters of the vec_add fixture: (ptr, i32 extent, i32 stride) per 1-D array.
 VEC_ADD = ("ptr", "i32", "i32") * 3
@@ -221,7 +222,8 @@ _CASES: list[tuple[list[Any], tuple[str, ...]]] = [
 def test_pack_launch_packs_and_refuses_exactly_as_pack_args(values: list[Any], kinds: tuple[str, ...]) -> None:
     """`tile.core.launch`'s packer (no PackedArgs, in-range ints kept as ints) puts the same bytes in the parameter
     block as `pack_args` + `kernel_params`, and refuses the same values with the same typed error and message."""
-    from tile.core._args import pack_launch, param_block
+    from tile.core._args import pack_launch
+    from tile.core._params import param_block
 
     expected: tc.TileError | None = None
     try:

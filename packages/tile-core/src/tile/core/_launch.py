@@ -12,7 +12,7 @@ capture runs no work; whoever replays the graph keeps its buffers alive until th
 
 A prepared launch keeps the driver's whole argument list: the kernel (a ``CUkernel``, which the driver resolves in
 the stream's context), grid, block, the raw stream and a ``kernelParams`` array built once from the packed values
-(:func:`~tile.core._args.kernel_params`), so a relaunch converts nothing.
+(:func:`~tile.core._params.kernel_params`), so a relaunch converts nothing.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from typing import Any
 
 from tile.bindings import check
 from tile.core import _plan, _reaper
-from tile.core._args import kernel_params, pack_args, pack_launch, param_block
+from tile.core._args import pack_args, pack_launch
 from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_index
 from tile.core._module import Function
 from tile.core._nocopy import Uncopyable
+from tile.core._params import kernel_params, param_block
 from tile.core._stream import Stream, as_stream, invalidation
 
 __all__ = ["PreparedLaunch", "launch", "prepare"]

@@ -33,9 +33,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tile.core._args import _CELL, KINDS, POINTER_KINDS
+from tile.core._args import KINDS, POINTER_KINDS
 from tile.core._buffer import DeviceBuffer
 from tile.core._errors import LaunchArgumentError
+from tile.core._params import CELL
 from tile.core._stream import Stream, invalidation
 from tile.core._view import DeviceView
 
@@ -99,7 +100,7 @@ class LaunchPlan:
         pointers = tuple(i for i, kind in enumerate(signature) if kind in POINTER_KINDS)
         scalars = tuple(i for i, kind in enumerate(signature) if kind not in POINTER_KINDS)
         self._pointers, self._scalars = _getter(pointers), _getter(scalars)
-        self._scalar_cells = struct.Struct("<" + "".join(_CELL[signature[i]] for i in scalars))
+        self._scalar_cells = struct.Struct("<" + "".join(CELL[signature[i]] for i in scalars))
         self._pointer_cells = struct.Struct(f"<{len(pointers)}Q")
         self.block = (ctypes.c_uint64 * (2 * n or 1))()
         base = ctypes.addressof(self.block)
