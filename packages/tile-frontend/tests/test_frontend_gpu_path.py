@@ -112,9 +112,11 @@ class FakeView:
         owner: object,
         buffer: Any = None,
         readonly: bool = False,
+        unchecked: bool = False,
     ) -> None:
         self.ptr, self.dtype, self.shape, self.strides = ptr, np.dtype(dtype), shape, strides
         self.device, self.owner, self.buffer, self.readonly = device, owner, buffer, readonly
+        self.unchecked = unchecked
 
     def _array(self) -> np.ndarray[Any, Any]:
         span = sum((n - 1) * s for n, s in zip(self.shape, self.strides, strict=True)) + self.dtype.itemsize
