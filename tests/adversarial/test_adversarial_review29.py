@@ -1,0 +1,106 @@
+"""Adversarial review 29 of tile.core: addresses that outlive the memory they name.
+
+Every way safe code gets an address of Tile memory (``buffer.view``, views of views, ``DeviceView`` with each
+owner/buffer combination, ``borrow`` of DLPack and ``__cuda_array_interface__`` producers, exports, pinned memory,
+copies and fills with offsets, prepared launches, events and streams) is held past the free, close or collection of
+what it names, then used; every use must be a typed error, or the free refused or ordered after the use. The strict
+simulator (``sim``) reports any driver-level use of freed memory at teardown.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.core as tc
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver
+
+N = 32
+
+
+def _args(x: object, y: object, z: object) -> list[Any]:
+    return [x, N, 1, y, N, 1, z, N, 1]
+
+
+class _Forwarder:
+    """A DLPack producer of another library that re-exports memory it got from tile.core (as torch.from_dlpack(buffer)
+    does, then offers itself to tile.core.borrow)."""
+
+    def __init__(self, exporter: Any) -> None:
+        self._exporter = exporter
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._exporter.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        device: tuple[int, int] = self._exporter.__dlpack_device__()
+        return device
+
+
+PRODUCERS: dict[str, Callable[[tc.DeviceBuffer], object]] = {
+    "buffer": lambda b: b,
+    "another library's re-export": _Forwarder,
+    "a re-export of a view at an offset": lambda b: _Forwarder(b.view(np.float32, N, 64)),
+}
+
+
+# -- hole: Tile memory borrowed back through DLPack was not the buffer's: its uses on other streams went unrecorded ----
+
+
+@pytest.mark.parametrize("producer", list(PRODUCERS))
+def test_tile_memory_borrowed_back_is_tied_to_its_buffer(sim: SimDriver, vec_add: tc.Function, producer: str) -> None:
+    """``tc.borrow`` of Tile memory (the buffer, a view, another library's re-export) gave an untied view: a launch
+    through it on a stream the export never saw was no use of the buffer, so once the view was dropped the buffer's
+    free was not ordered after the kernel, which then read freed memory (the simulator saw the free overtake it). The
+    borrowed view is now the buffer's: its uses are recorded and the free waits for them."""
+    home, other = tc.Stream(), tc.Stream()
+    x = tc.DeviceBuffer.from_host(np.full(2 * N + 16, 1.0, np.float32), stream=home)
+    z = tc.DeviceBuffer.allocate(4 * N, stream=other)
+    view = tc.borrow(PRODUCERS[producer](x), stream=home)
+    assert view.buffer is x
+    tc.launch(vec_add, 1, N, _args(view, view, z), signature=VEC_ADD_SIGNATURE, stream=other)
+    with pytest.raises(tc.StateError, match="still viewed through DLPack"):
+        x.free()  # the borrow holds the export: refused while the view lives
+    del view
+    gc.collect()
+    x.free()  # now ordered after the launch on `other`
+    home.synchronize()
+    other.synchronize()
+    assert sim.bugs == []
+    np.testing.assert_array_equal(z.to_numpy(np.float32), np.full(N, 2.0, np.float32))
+    z.free()
+
+
+def test_an_asynchronous_copy_through_a_borrowed_view_holds_the_free(sim: SimDriver) -> None:
+    """The same hole through a copy: ``copy_to(..., sync=False)`` on another stream read the buffer after its free."""
+    home, other = tc.Stream(), tc.Stream()
+    x = tc.DeviceBuffer.from_host(np.arange(N, dtype=np.float32), stream=home)
+    z = tc.DeviceBuffer.allocate(4 * N, stream=other)
+    view = tc.borrow(_Forwarder(x.view(np.float32, N)), stream=home)
+    view.copy_to(z.view(np.float32, N), stream=other, sync=False)
+    del view
+    gc.collect()
+    x.free()
+    home.synchronize()
+    other.synchronize()
+    assert sim.bugs == []
+    np.testing.assert_array_equal(z.to_numpy(np.float32), np.arange(N, dtype=np.float32))
+    z.free()
+
+
+def test_a_borrowed_view_of_tile_memory_dies_with_its_buffer(sim: SimDriver, vec_add: tc.Function) -> None:
+    """Tied to the buffer, the borrowed view is refused once the buffer is gone (a prepared launch holding it too)."""
+    x, z = tc.DeviceBuffer.allocate(4 * N), tc.DeviceBuffer.allocate(4 * N)
+    view = tc.borrow(x)
+    prepared = tc.prepare(vec_add, 1, N, _args(view, view, z), signature=VEC_ADD_SIGNATURE)
+    assert prepared.buffers == (x, z)
+    del view
+    gc.collect()  # the export went with the view: the buffer frees
+    x.free()
+    with pytest.raises(tc.UseAfterFreeError, match=r"was freed; prepare with live buffers"):
+        prepared()
+    z.free()
