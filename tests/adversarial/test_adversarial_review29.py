@@ -104,3 +104,75 @@ def test_a_borrowed_view_of_tile_memory_dies_with_its_buffer(sim: SimDriver, vec
     with pytest.raises(tc.UseAfterFreeError, match=r"was freed; prepare with live buffers"):
         prepared()
     z.free()
+
+
+# -- hole: a Tile stream borrowed back through another object outlived the stream's close ----------------------------
+
+
+class _StreamForwarder:
+    """Another library's stream object over a Tile stream (``__cuda_stream__``, as cuda.core offers)."""
+
+    def __init__(self, stream: tc.Stream) -> None:
+        self._stream = stream
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return self._stream.__cuda_stream__()
+
+
+def _enqueued_after_destroy(sim: SimDriver, handle: int) -> list[Any]:
+    """Driver calls naming ``handle`` logged after its ``cuStreamDestroy``."""
+    log = list(sim.log)
+    destroyed = log.index(("stream_destroy", handle))
+    return [entry for entry in log[destroyed + 1 :] if handle in entry[1:]]
+
+
+@pytest.mark.parametrize("use", ["launch", "prepared", "copy", "fill"])
+def test_a_borrow_of_a_tile_stream_closes_with_it(sim: SimDriver, vec_add: tc.Function, use: str) -> None:
+    """``Stream.borrow(obj)`` of an object handing back a Tile stream's handle made a second wrapper of the handle,
+    which stayed open after the Tile stream's ``close()``: launches, copies and fills on it were enqueued on the
+    destroyed handle (one the driver may give to another stream). The wrapper now closes with the stream."""
+    stream = tc.Stream()
+    borrowed = tc.Stream.borrow(_StreamForwarder(stream))
+    x = tc.DeviceBuffer.allocate(4 * N, ready=True)
+    prepared = tc.prepare(vec_add, 1, N, _args(x, x, x), signature=VEC_ADD_SIGNATURE, stream=borrowed)
+    prepared()
+    stream.close()
+    assert borrowed.closed
+    calls: dict[str, Callable[[], object]] = {
+        "launch": lambda: tc.launch(vec_add, 1, N, _args(x, x, x), signature=VEC_ADD_SIGNATURE, stream=borrowed),
+        "prepared": prepared,
+        "copy": lambda: x.copy_from(np.zeros(N, np.float32), stream=borrowed),
+        "fill": lambda: x.view(np.float32).fill(1.0, stream=borrowed),
+    }
+    with pytest.raises(tc.StreamClosedError, match="closed"):
+        calls[use]()
+    assert _enqueued_after_destroy(sim, stream.handle) == []
+    x.free()
+
+
+class _CachedStream:
+    """A foreign stream object that kept only the ``__cuda_stream__`` it was made from (not the Tile stream)."""
+
+    def __init__(self, stream: tc.Stream) -> None:
+        self._protocol = stream.__cuda_stream__()
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return self._protocol
+
+
+def test_a_borrow_of_a_collected_tile_stream_is_closed(sim: SimDriver, vec_add: tc.Function) -> None:
+    """The same when the Tile stream is collected (destroyed by its finalizer) while the borrow lives."""
+    stream = tc.Stream()
+    handle = stream.handle
+    borrowed = tc.Stream.borrow(_CachedStream(stream))
+    x = tc.DeviceBuffer.allocate(4 * N, ready=True)
+    prepared = tc.prepare(vec_add, 1, N, _args(x, x, x), signature=VEC_ADD_SIGNATURE, stream=borrowed)
+    del stream
+    gc.collect()
+    assert borrowed.closed
+    with pytest.raises(tc.StreamClosedError, match="closed"):
+        tc.launch(vec_add, 1, N, _args(x, x, x), signature=VEC_ADD_SIGNATURE, stream=borrowed)
+    with pytest.raises(tc.StreamClosedError, match="closed"):
+        prepared()
+    assert _enqueued_after_destroy(sim, handle) == []
+    x.free()
