@@ -176,3 +176,51 @@ def test_a_borrow_of_a_collected_tile_stream_is_closed(sim: SimDriver, vec_add: 
         prepared()
     assert _enqueued_after_destroy(sim, handle) == []
     x.free()
+
+
+# -- what held: every address of a freed buffer, however derived, is refused before the driver ---------------------
+
+
+def _derived(buffer: tc.DeviceBuffer) -> dict[str, tc.DeviceView]:
+    f32 = np.dtype(np.float32)
+    view = buffer.view(np.float32, N // 2, 16)
+    return {
+        "view": view,
+        "view of a view": tc.DeviceView(view.ptr + 4, f32, (4,), (4,), device=buffer.device, owner=view),
+        "owner=buffer": tc.DeviceView(buffer.ptr, f32, (4,), (4,), device=buffer.device, owner=buffer),
+        "buffer=": tc.DeviceView(buffer.ptr, f32, (4,), (4,), device=buffer.device, owner=object(), buffer=buffer),
+        "borrowed back": tc.borrow(_Forwarder(buffer.view(np.float32, N))),
+    }
+
+
+USES: dict[str, Callable[[tc.DeviceView, tc.Function], object]] = {
+    "ptr": lambda v, _: v.ptr,
+    "pack_args": lambda v, _: tc.pack_args(_args(v, v, v), VEC_ADD_SIGNATURE),
+    "launch": lambda v, f: tc.launch(f, 1, N, _args(v, v, v), signature=VEC_ADD_SIGNATURE),
+    "prepare": lambda v, f: tc.prepare(f, 1, N, _args(v, v, v), signature=VEC_ADD_SIGNATURE),
+    "copy_from": lambda v, _: v.copy_from(np.zeros(v.shape, v.dtype)),
+    "to_numpy": lambda v, _: v.to_numpy(),
+    "fill": lambda v, _: v.fill(0),
+    "__dlpack__": lambda v, _: v.__dlpack__(max_version=(1, 0)),
+    "borrow": lambda v, _: tc.borrow(v).ptr,  # a view comes back as it is: still dead
+    # (the address as it was before the free: a view of the dead view at it)
+    "view of it": lambda v, _: tc.DeviceView(v._ptr, v.dtype, (1,), (4,), device=v.device, owner=v),
+}
+
+
+@pytest.mark.parametrize("use", list(USES))
+def test_every_address_of_a_freed_buffer_is_refused(sim: SimDriver, vec_add: tc.Function, use: str) -> None:
+    buffer = tc.DeviceBuffer.allocate(4 * N)
+    views = _derived(buffer)
+    borrowed = views.pop("borrowed back")
+    with pytest.raises(tc.StateError, match="still viewed through DLPack"):
+        buffer.free()  # the borrow holds its export
+    del borrowed
+    gc.collect()
+    buffer.free()
+    before = len(sim.log)
+    for name, view in views.items():
+        assert view.buffer is buffer, name
+        with pytest.raises(tc.UseAfterFreeError, match="freed"):
+            USES[use](view, vec_add)
+    assert [e for e in sim.log[before:] if e[0] not in {"record", "event_create", "query"}] == []
