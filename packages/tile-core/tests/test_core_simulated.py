@@ -468,7 +468,7 @@ def test_dlpack_export_round_trips_through_cuda_core(sim: SimDriver) -> None:
     assert (borrowed.ptr, borrowed.shape, borrowed.strides) == (buffer.ptr, (3, 4), (32, 4))
     assert borrowed.dtype == np.dtype(np.float32)
     assert borrowed.device is buffer.device
-    assert borrowed.buffer is None  # borrowed memory is never owned
+    assert borrowed.buffer is buffer  # Tile memory coming back is its buffer's: uses recorded, dies with it
     assert not borrowed.is_contiguous
     consumer = tc.Device(0).default_stream.handle
     recorded_on_home = {r[1] for r in sim.kinds("record") if r[2] == buffer.stream.handle}

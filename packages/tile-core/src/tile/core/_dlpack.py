@@ -29,6 +29,7 @@ __all__ = [
     "dlpack_dtype",
     "export_capsule",
     "live_exports",
+    "live_owners",
     "wants_versioned",
 ]
 
@@ -204,3 +205,11 @@ def live_exports(owner: object) -> int:
     """Return how many exports of ``owner`` a consumer may still be using."""
     with _lock:
         return sum(1 for entry in _live.values() if entry[3] is owner)
+
+
+def live_owners() -> list[object]:
+    """Return the owner of each export a consumer may still be using (once per owner): how an import recognizes
+    memory this process exported itself and a consumer (the importer among them) still holds."""
+    with _lock:
+        owners = {id(entry[3]): entry[3] for entry in _live.values()}
+    return list(owners.values())

@@ -11,9 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from tile.core import _dlpack
+from tile.core._buffer import DeviceBuffer
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, WrongDeviceError, WrongTypeError
-from tile.core._layout import as_dtype, c_strides
+from tile.core._layout import as_dtype, c_strides, span
 from tile.core._stream import Stream
 from tile.core._view import DeviceView
 
@@ -51,7 +55,9 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
     Returns
     -------
     DeviceView
-        Its ``owner`` keeps ``obj`` alive.
+        Its ``owner`` keeps ``obj`` alive. Tile memory coming back (a DLPack export of a `DeviceBuffer` or of a view of
+        one, through any object that offers it) is that buffer's view (``view.buffer``): launches and copies through it
+        are uses its free waits for, and the export it holds refuses the free while it lives.
     """
     if isinstance(obj, DeviceView):
         return obj
@@ -91,8 +97,33 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
         if smv.strides is not None
         else c_strides(shape, dtype.itemsize)
     )
+    # Tile memory coming back (a DLPack export of a DeviceBuffer, through whatever object offered it): the view is the
+    # buffer's, checked to lie inside it and tied to it, so launches and copies through it are uses of the buffer
+    # that its free waits for (untied, a launch on a stream the export never saw was no use of the buffer: dropped
+    # view, freed buffer, the free not ordered after the kernel). The consumed export, held by ``smv``, keeps the
+    # buffer's free refused while the view lives.
+    home = _exporting_buffer(int(smv.ptr), dtype, shape, strides, device)
+    if home is not None:
+        return DeviceView(
+            int(smv.ptr), dtype, shape, strides, device=device, owner=smv, buffer=home, readonly=bool(smv.readonly)
+        )
     # The address is the producer's export (its DLPack capsule or __cuda_array_interface__): the one place tile.core
     # trusts a foreign address, as every consumer of those protocols must. Views made from this one are checked.
     return DeviceView(
         int(smv.ptr), dtype, shape, strides, device=device, owner=smv, readonly=bool(smv.readonly), unchecked=True
     )
+
+
+def _exporting_buffer(
+    ptr: int, dtype: np.dtype[Any], shape: tuple[int, ...], strides: tuple[int, ...], device: Device
+) -> DeviceBuffer | None:
+    """The live Tile buffer of ``device`` with a DLPack export still held (by the importer, or by the library that
+    re-exports it) whose memory holds all of the array; None for other memory. Live buffers never overlap, so the
+    address alone says whose memory it is."""
+    lo, hi = span(shape, strides, dtype.itemsize)
+    for owner in _dlpack.live_owners():
+        if type(owner) is DeviceBuffer and owner.device is device and not owner.closed:
+            base = owner._ptr
+            if base <= ptr + lo and ptr + hi <= base + owner.nbytes:
+                return owner
+    return None

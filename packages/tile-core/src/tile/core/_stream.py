@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,9 @@ _closing = threading.Lock()  # held while a stream is closed: two threads closin
 use_lock = threading.RLock()
 # Bumped whenever a stream is closed or a buffer freed: prepared launches recheck their inputs only when it moved.
 invalidation = [0]
+# The open streams Tile created, by handle (unique among streams not yet destroyed): a foreign object that hands one
+# back (``__cuda_stream__`` of a wrapper) is borrowed as that very Stream, so its close reaches every user of it.
+_owned_streams: weakref.WeakValueDictionary[int, Stream] = weakref.WeakValueDictionary()
 
 
 class _ThreadCaptures(threading.local):
@@ -107,12 +111,14 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         flags = int(d.CUstream_flags.CU_STREAM_NON_BLOCKING)
         raw = check(d.cuStreamCreateWithPriority(flags, priority), "cuStreamCreateWithPriority")
         self._setup(raw, device, owned=True, owner=None, protected=protected)
+        _owned_streams[self.handle] = self
 
     def _setup(self, raw: Any, device: Device, *, owned: bool, owner: object, protected: bool) -> None:
         self._raw, self.handle, self.device, self.owned = raw, int(raw), device, owned
         self._owner, self._protected, self._closed, self._cc = owner, protected, False, None
         self._final: Event | None = None
         self._mark: Event | None = None
+        self._aliases: weakref.WeakSet[Stream] = weakref.WeakSet()  # borrows of this owned stream: closed with it
 
     @classmethod
     def borrow(
@@ -149,6 +155,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             device = Device(int(check(d.cuStreamGetDevice(raw), "cuStreamGetDevice")))
         self = cls.__new__(cls)
         self._setup(raw, device, owned=False, owner=obj, protected=False)
+        mine = _owned_streams.get(handle)
+        if mine is not None and not mine.closed:
+            # A stream of Tile's own coming back through another object (a ``__cuda_stream__`` wrapper): the wrapper
+            # closes with it (it stayed open after the Stream's close, and enqueued on the destroyed handle).
+            mine._aliases.add(self)
         return self
 
     def __repr__(self) -> str:
@@ -267,6 +278,10 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             self._closed = True
             invalidation[0] += 1
             self._cc, self._owner = None, None
+            if _owned_streams.get(self.handle) is self:
+                del _owned_streams[self.handle]
+            for alias in list(self._aliases):  # the same CUDA stream: closed too (its final event is this one's)
+                alias._closed, alias._final, alias._cc, alias._owner = True, self._final, None, None
             if self.owned:
                 check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
@@ -276,6 +291,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             # At interpreter shutdown module globals (contextlib, tb) may already be None, so no helper
             # from them can be trusted here; a failed destroy then only leaks what the process exit frees.
             try:
+                aliases = list(self._aliases)
+                for alias in aliases:  # borrows of this stream (whose owner no longer held it): closed too
+                    alias._closed, alias._cc, alias._owner = True, None, None
+                if aliases:
+                    invalidation[0] += 1  # prepared launches on them recheck their stream
                 raw = self._raw
                 if _reaper.deferring():  # inside a host function: no driver call (see tile.core._reaper)
                     _reaper.defer(lambda: _reaper.driver().cuStreamDestroy(raw) is not None)

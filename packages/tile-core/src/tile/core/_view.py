@@ -143,7 +143,8 @@ class DeviceView(Frozen, Uncopyable, metaclass=Exact):
 
     @property
     def buffer(self) -> DeviceBuffer | None:
-        """The Tile buffer this view belongs to (None for borrowed memory)."""
+        """The Tile buffer this view belongs to (None for foreign memory; a ``borrow`` of Tile memory exported through
+        DLPack belongs to its buffer)."""
         return self._buffer
 
     def _default_stream(self) -> Any:
