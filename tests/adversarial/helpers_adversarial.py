@@ -3,10 +3,13 @@ undefined for Python and mypy), so they live in a file and are imported by path;
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
@@ -31,3 +34,19 @@ def load_source(name: str, source: str, folder: Path) -> ModuleType:
     path.write_text(source)
     sys.modules.pop(name, None)
     return load_path(name, path)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Turn a hang into a TimeoutError (SIGALRM; the tests run on the main thread)."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise TimeoutError(f"took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)

@@ -22,17 +22,14 @@ verify -> interpret whether or not they verify, raise only TileErrors and do not
 
 from __future__ import annotations
 
-import contextlib
 import io
 import random
-import signal
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import ModuleType
 
 import numpy as np
 import pytest
-from helpers_adversarial import load_source
+from helpers_adversarial import load_source, time_limit
 
 import tile.compiler as tc
 from tile import ir
@@ -69,22 +66,6 @@ def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path / "cache"))
     tc.clear_memory_cache()
     return load_source("review28_kernels", SOURCE, tmp_path)
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Turn a hang into a TimeoutError (SIGALRM; the tests run on the main thread)."""
-
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"took more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _pointer_kernel(result: ir.Type) -> ir.Module:
