@@ -50,3 +50,33 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+FUZZ_SOURCE = """
+import tile.compiler.lang as tl
+from tile.compiler.lang import Mut, Tensor, f16, f32
+
+
+def copy32(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(tl.load_tile_like(x, z))
+
+
+def add16(z: Mut[Tensor[f16, "B"]], x: Tensor[f16, -1], y: Tensor[f16, -1]):
+    z.store(tl.load_tile_like(x, z) + tl.load_tile_like(y, z))
+
+
+def looped(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int):
+    acc = tl.load_tile_like(x, z)
+    for i in range(n):
+        if i < 3:
+            acc = acc + acc
+    z.store(acc)
+"""
+"""Three small kernels (f32 copy, f16 add, a loop with a branch) whose compiled bytecode the fuzz reviews mutate;
+compile them with ``Specialization.make(consts={"B": 16})``."""
+
+
+def fuzz_kernels(name: str, folder: Path) -> ModuleType:
+    """`FUZZ_SOURCE` loaded as module ``name`` from ``folder`` (set TILE_CACHE_DIR and clear the compiler's memory
+    cache first: each test compiles them afresh)."""
+    return load_source(name, FUZZ_SOURCE, folder)

@@ -29,7 +29,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from helpers_adversarial import load_source, time_limit
+from helpers_adversarial import fuzz_kernels, time_limit
 
 import tile.compiler as tc
 from tile import ir
@@ -38,26 +38,6 @@ from tile.errors import TileError
 from tile.ir import interp
 from tile.ir.interp import InterpError
 
-SOURCE = """
-import tile.compiler.lang as tl
-from tile.compiler.lang import Mut, Tensor, f16, f32
-
-
-def copy32(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(tl.load_tile_like(x, z))
-
-
-def add16(z: Mut[Tensor[f16, "B"]], x: Tensor[f16, -1], y: Tensor[f16, -1]):
-    z.store(tl.load_tile_like(x, z) + tl.load_tile_like(y, z))
-
-
-def looped(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], n: int):
-    acc = tl.load_tile_like(x, z)
-    for i in range(n):
-        if i < 3:
-            acc = acc * acc
-    z.store(acc)
-"""
 SPEC = Specialization.make(consts={"B": 16})
 
 
@@ -65,7 +45,7 @@ SPEC = Specialization.make(consts={"B": 16})
 def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setenv("TILE_CACHE_DIR", str(tmp_path / "cache"))
     tc.clear_memory_cache()
-    return load_source("review28_kernels", SOURCE, tmp_path)
+    return fuzz_kernels("review28_kernels", tmp_path)
 
 
 def _pointer_kernel(result: ir.Type) -> ir.Module:
