@@ -138,8 +138,10 @@ def sim() -> Iterator[SimDriver]:
 
 
 def _exports_of(buffer: object) -> int:
-    """Live DLPack exports of ``buffer``'s memory made through views of it (tile.distributed's exports)."""
-    return sum(1 for entry in list(tc._dlpack._live.values()) if getattr(entry[3], "owner", None) is buffer)
+    """Live DLPack exports of ``buffer``'s memory made through views of it (tile.distributed's exports: views owned
+    by the buffer, or untied ones holding it, `_device.Held`)."""
+    owners = [getattr(entry[3], "owner", None) for entry in list(tc._dlpack._live.values())]
+    return sum(1 for owner in owners if owner is buffer or getattr(owner, "obj", None) is buffer)
 
 
 def test_a_cached_device_view_does_not_outlive_the_free(sim: SimDriver) -> None:

@@ -139,23 +139,20 @@ def view(tensor: Tensor, *, export: bool = False, writable: bool = False) -> Any
 
     storage = tensor._check()
     item = tensor.dtype.itemsize
-    tied = storage.owned and not export
+    layout = (tensor.data_ptr(), numpy_dtype(tensor.dtype), tensor.shape, tuple(s * item for s in tensor.strides))
+    if export and storage.owned:
+        return untied_view(storage, *layout, readonly=not writable)
     return core.DeviceView(
-        tensor.data_ptr(),
-        numpy_dtype(tensor.dtype),
-        tensor.shape,
-        tuple(s * item for s in tensor.strides),
+        *layout,
         device=storage.device,  # type: ignore[arg-type]  # device storage always holds a tile.core.Device
-        owner=storage.buffer if tied else untied_owner(storage),
-        buffer=storage.buffer if tied else None,
+        owner=storage.buffer if storage.owned else storage.keepalive,
+        buffer=storage.buffer if storage.owned else None,
         readonly=not writable,
-        unchecked=not tied,  # the handle check above vouches for the address; the frontend tracks the export
     )
 
 
 class Held:
-    """Keeps a Tile buffer (or a borrowed producer) referenced as a view's owner without tying the view to the
-    buffer: the frontend's exports and cached torch views, whose lifetime the frontend tracks itself."""
+    """Keeps a Tile buffer referenced as a view's owner without tying the view to it (see `untied_view`)."""
 
     __slots__ = ("obj",)
 
@@ -163,9 +160,19 @@ class Held:
         self.obj = obj
 
 
-def untied_owner(storage: Any) -> Held:
-    """The owner of a view the frontend tracks itself (see `Held`)."""
-    return Held(storage.buffer if storage.owned else storage.keepalive)
+def untied_view(
+    storage: Any, ptr: int, dtype: Any, shape: tuple[int, ...], strides: tuple[int, ...], *, readonly: bool
+) -> Any:
+    """A view of owned storage that is not tied to its buffer (it keeps it referenced): the frontend's exports and
+    cached torch views, whose lifetime the frontend tracks itself (a buffer-tied view hands a DLPack capsule the
+    buffer). tile.core bounds-checks the layout first, on a tied view that is dropped at once."""
+    from tile import core
+
+    device: Any = storage.device  # a tile.core.Device for device storage
+    core.DeviceView(ptr, dtype, shape, strides, device=device, owner=storage.buffer)  # raises if outside the buffer
+    return core.DeviceView(
+        ptr, dtype, shape, strides, device=device, owner=Held(storage.buffer), readonly=readonly, unchecked=True
+    )
 
 
 def read(tensor: Tensor) -> np.ndarray[Any, Any]:

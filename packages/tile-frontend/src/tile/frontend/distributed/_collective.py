@@ -264,13 +264,14 @@ def _torch_view(torch: Any, t: Tensor) -> Any:
             raw = torch.from_numpy(storage.host)
         else:
             from tile import core
-            from tile.frontend._device import untied_owner
+            from tile.frontend._device import untied_view
 
-            whole, owner = (storage.nbytes,), untied_owner(storage)  # the cache's lifetime is the storage's
-            device: Any = storage.device  # a tile.core.Device for device storage
-            view = core.DeviceView(
-                storage.address, np.dtype(np.uint8), whole, (1,), device=device, owner=owner, unchecked=True
-            )
+            whole, byte = (storage.nbytes,), np.dtype(np.uint8)
+            if storage.owned:  # the cache's lifetime is the storage's: not tied to the buffer (see untied_view)
+                view = untied_view(storage, storage.address, byte, whole, (1,), readonly=False)
+            else:
+                device: Any = storage.device  # a tile.core.Device for device storage
+                view = core.DeviceView(storage.address, byte, whole, (1,), device=device, owner=storage.keepalive)
             raw = torch.from_dlpack(view)
         views[None] = raw
     elif len(views) > _VIEWS_CAP:  # many ranges of one storage: keep the bytes, forget the typed views
