@@ -1,5 +1,5 @@
 """Repository-wide pytest configuration: the `gpu`, `multi_gpu`, `requires_tileiras` and `requires_cutile` markers,
-the `missing` fixture and the `race` fixture.
+the `missing` fixture and the `race` fixture; tests marked `gpu`/`multi_gpu` run on tile.frontend's GPU backend.
 
 The resources are probed once per session, and only when a collected test asks for them. A test whose
 resource is missing is skipped, unless the matching "require" variable is set, in which case it fails:
@@ -34,7 +34,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
@@ -152,6 +152,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         reason = probe()
         if reason is not None:
             _skip_or_fail(marker, reason)
+
+
+@pytest.fixture(autouse=True)
+def _gpu_tests_run_on_the_gpu(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``gpu`` or ``multi_gpu`` runs on tile.frontend's GPU backend, whatever an earlier test in this
+    process chose (the packages' fixtures switch to the CPU interpreter, and a GPU test that found it kept would time
+    the interpreter or pass without touching the GPU); the previous backend is restored after."""
+    marked = request.node.get_closest_marker("gpu") or request.node.get_closest_marker("multi_gpu")
+    if marked is None or importlib.util.find_spec("tile.frontend") is None:
+        yield
+        return
+    import tile.frontend as tile
+
+    previous = tile.backend()
+    tile.set_backend("gpu")
+    try:
+        yield
+    finally:
+        tile.set_backend(previous)
 
 
 @pytest.fixture

@@ -85,17 +85,24 @@ def test_empty_launch_free_cycles_stay_flat_and_correct(k: ModuleType) -> None:
     used, reserved = pool.used_bytes, pool.reserved_bytes
     n = 1 << 12
     x, y = tile.full(f32, [n], 1.5, device=device), tile.ones(f32, [n], device=device)
+    settled = None
     for i in range(10_000):
         z, x, y = k.add(tile.empty(f32, [n], device=device).partition([1024]), x, y).sync()
         out = z.unpartition()
         if i % 1000 == 0:
             np.testing.assert_array_equal(out.to_numpy(), np.full(n, 2.5, np.float32))
         out.free()
+        if i == 1000:  # earlier tests' garbage in this process (handles reaped late) is released by now
+            settled = pool.used_bytes
     x.free()
     y.free()
     gc.collect()
     device.synchronize()
     grown = pool.reserved_bytes - reserved
     print(f"10k tile.empty/launch/free cycles: pool reserve grew {grown >> 20} MiB")  # shown with -s
-    assert pool.used_bytes == used
+    # Flat: nothing the cycles allocated is still held. The baseline may fall (not rise) while other tests' late
+    # releases run, so the end is compared with the start and with the count after the first 1000 cycles (which
+    # still held x and y, freed since).
+    assert pool.used_bytes <= used, (pool.used_bytes, used)
+    assert settled is not None and pool.used_bytes < settled, (pool.used_bytes, settled)  # x and y are freed
     assert grown < 64 << 20, f"the pool grew {grown >> 20} MiB over 16 KiB cycles: freed memory is not reused"
