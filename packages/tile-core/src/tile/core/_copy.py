@@ -158,6 +158,12 @@ def _record(stream: Stream, sync: bool, *users: object, held: tuple[object, ...]
     return stream
 
 
+def _unpinned(host: HostRegion) -> object:
+    """The host array to hold while a copy from/to it runs; None for a PinnedBuffer's (its release waits for the
+    copy's recorded use)."""
+    return host.keepalive if host.pinned is None else None
+
+
 def _untied(side: _DeviceSide) -> DeviceView | None:
     """The side's view when no Tile buffer owns its memory (a borrowed foreign view), else None."""
     return side.view if side.buffer is None else None
@@ -207,12 +213,12 @@ def _enqueue_copy(dst: Any, src: Any, stream: object, sync: bool) -> Stream:
         _check_match(out, host)
         s = _stream_for(stream, dst)
         check(_reaper.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
-        return _record(s, sync, out.buffer, host.pinned, held=(_untied(out), host.keepalive))
+        return _record(s, sync, out.buffer, host.pinned, held=(_untied(out), _unpinned(host)))
     inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
     _check_match(host, inp)
     s = _stream_for(stream, src)
     check(_reaper.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
-    return _record(s, sync, inp.buffer, host.pinned, held=(_untied(inp), host.keepalive))
+    return _record(s, sync, inp.buffer, host.pinned, held=(_untied(inp), _unpinned(host)))
 
 
 def _device_to_device(dst_dev: Any, dst: int, src_dev: Any, src: int, nbytes: int, *, stream: Stream) -> None:
@@ -267,7 +273,7 @@ def _enqueue_bytes(
         check(d.cuMemcpyHtoDAsync(base + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
     elif host.nbytes:
         check(d.cuMemcpyDtoHAsync(host.ptr, base + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
-    return _record(s, sync, buffer, host.pinned, held=(host.keepalive,))
+    return _record(s, sync, buffer, host.pinned, held=(_unpinned(host),))
 
 
 # Which scalar kinds may fill which element kinds: integers anywhere (range-checked), floats only into floats.

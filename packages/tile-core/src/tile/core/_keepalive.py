@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-
 from typing import TYPE_CHECKING
 
 from tile.core import _reaper
@@ -66,11 +65,10 @@ class Holder:
                 held.extend(self.objects)
                 self.objects = held
                 return False
-            if self.objects:  # held since the swap: a later record covers them, but they were not asked about
-                return False
-            self.queued = False
-        del held  # the producers' finalizers run here, at a safe point, after the work completed
-        return True
+            more = bool(self.objects)  # held since the swap: a later record covers them; asked about next time
+            self.queued = more
+        del held  # the producers' finalizers run here (outside the lock), at a safe point, after the work completed
+        return not more
 
 
 def prune(stream: Stream) -> None:
