@@ -102,14 +102,17 @@ LAUNCHES: dict[str, Callable[[tc.Function, tc.DeviceView, tc.DeviceBuffer, tc.St
 # -- hole: a launch through a borrowed view let the producer free the memory under the kernel -------------------------
 
 
+@pytest.mark.parametrize("derived", [False, True], ids=["borrowed view", "view of it"])
 @pytest.mark.parametrize("how", list(LAUNCHES))
 def test_a_launch_holds_a_borrowed_view_until_the_kernel_completes(
-    sim: SimDriver, vec_add: tc.Function, how: str
+    sim: SimDriver, vec_add: tc.Function, how: str, derived: bool
 ) -> None:
     lib, other = tc.Stream(), tc.Stream()
     foreign = _Foreign(sim, lib, 1.0)
     gone = weakref.ref(foreign)
     view = tc.borrow(foreign)
+    if derived:  # a view made over the borrowed one (checked against it, holding it as its owner)
+        view = tc.DeviceView(view.ptr, F32, (N,), (4,), device=view.device, owner=view)
     z = tc.DeviceBuffer.allocate(4 * N, stream=other)
     LAUNCHES[how](vec_add, view, z, other)
     del view, foreign
