@@ -116,7 +116,10 @@ says when it is done, so an explicit ``free()`` could not wait for it (reading t
 ``UntrackedExportError``, also an ``AttributeError``, so ``hasattr`` is False and libraries take the DLPack route:
 ``cupy.from_dlpack(buf)``, ``torch.from_dlpack(buf)``). Borrowed memory (``borrow``) orders
 the producer's pending work before the given stream once, at borrow time; later work on the producer's own stream
-must be ordered by the caller (``Stream.wait``).
+must be ordered by the caller (``Stream.wait``). A launch, and an asynchronous copy or fill, holds the borrowed views
+and host arrays it uses (not Tile buffers or ``PinnedBuffer``s, whose releases wait for their recorded uses) until
+it completes, so the caller may drop them at once; they are let go at the next safe point after (see
+``tile.core._keepalive``). A graph capture holds nothing: whoever replays the graph keeps its memory alive.
 
 Raw memory is an explicit opt-out
 ---------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tile.bindings import check
-from tile.core import _reaper
+from tile.core import _keepalive, _reaper
 from tile.core._buffer import DeviceBuffer, use_lock
 from tile.core._errors import LayoutMismatchError, StreamClosedError, WrongDeviceError, WrongTypeError
 from tile.core._layout import as_dtype, check_span
@@ -139,16 +139,34 @@ def _stream_for(stream: object, side: DeviceBuffer | DeviceView, other: object =
     return chosen
 
 
-def _record(stream: Stream, sync: bool, *users: object) -> Stream:
+def _record(stream: Stream, sync: bool, *users: object, held: tuple[object, ...] = ()) -> Stream:
     """Record the copy just enqueued on ``stream`` for the buffers it touches (the caller holds ``use_lock``).
 
     Device buffers record it even for a copy that will be waited for: a free on another thread may come before the
     wait returns. Pinned memory cannot be freed under a caller that holds it, so only an asynchronous copy records it.
+    An asynchronous copy also holds ``held`` (the host array and borrowed views it reads or writes: memory whose
+    owner frees it with its last reference, or hands it to its next allocation) until it completes (see
+    ``tile.core._keepalive``); a copy that will be waited for is held by its caller until then.
     """
     for user in users:
         if isinstance(user, DeviceBuffer) or (isinstance(user, PinnedBuffer) and not sync):
             user.record_use(stream)
+    kept = [item for item in held if item is not None] if not sync else []
+    if kept and not stream.is_capturing():
+        _keepalive.prune(stream)
+        _keepalive.hold(stream, stream._record_mark(), kept)
     return stream
+
+
+def _unpinned(host: HostRegion) -> object:
+    """The host array to hold while a copy from/to it runs; None for a PinnedBuffer's (its release waits for the
+    copy's recorded use)."""
+    return host.keepalive if host.pinned is None else None
+
+
+def _untied(side: _DeviceSide) -> DeviceView | None:
+    """The side's view when no Tile buffer owns its memory (a borrowed foreign view), else None."""
+    return side.view if side.buffer is None else None
 
 
 def _finish(stream: Stream | None, sync: bool) -> None:
@@ -189,18 +207,18 @@ def _enqueue_copy(dst: Any, src: Any, stream: object, sync: bool) -> Stream:
         s = _stream_for(stream, dst, src)
         _order_other_side(s, src)
         _device_to_device(dst.device, out.ptr, src.device, inp.ptr, out.nbytes, stream=s)
-        return _record(s, sync, out.buffer, inp.buffer)
+        return _record(s, sync, out.buffer, inp.buffer, held=(_untied(out), _untied(inp)))
     if dst_dev:
         out, host = _device_side(dst, writable=True), host_region(src, writable=False)
         _check_match(out, host)
         s = _stream_for(stream, dst)
         check(_reaper.driver().cuMemcpyHtoDAsync(out.ptr, host.ptr, out.nbytes, s._raw), "cuMemcpyHtoDAsync")
-        return _record(s, sync, out.buffer, host.pinned)
+        return _record(s, sync, out.buffer, host.pinned, held=(_untied(out), _unpinned(host)))
     inp, host = _device_side(src, writable=False), host_region(dst, writable=True)
     _check_match(host, inp)
     s = _stream_for(stream, src)
     check(_reaper.driver().cuMemcpyDtoHAsync(host.ptr, inp.ptr, inp.nbytes, s._raw), "cuMemcpyDtoHAsync")
-    return _record(s, sync, inp.buffer, host.pinned)
+    return _record(s, sync, inp.buffer, host.pinned, held=(_untied(inp), _unpinned(host)))
 
 
 def _device_to_device(dst_dev: Any, dst: int, src_dev: Any, src: int, nbytes: int, *, stream: Stream) -> None:
@@ -246,7 +264,7 @@ def _enqueue_bytes(
             there = other.device
             a, b = (buffer.device, there) if into_buffer else (there, buffer.device)
             _device_to_device(a, dst, b, src, side.nbytes, stream=s)
-        return _record(s, sync, buffer, side.buffer)
+        return _record(s, sync, buffer, side.buffer, held=(_untied(side),))
     host = host_region(other, writable=not into_buffer)
     offset = check_span(offset, host.nbytes, buffer.nbytes, what=f"{verb} {buffer!r}")
     s = _stream_for(stream, buffer)
@@ -255,7 +273,7 @@ def _enqueue_bytes(
         check(d.cuMemcpyHtoDAsync(base + offset, host.ptr, host.nbytes, s._raw), "cuMemcpyHtoDAsync")
     elif host.nbytes:
         check(d.cuMemcpyDtoHAsync(host.ptr, base + offset, host.nbytes, s._raw), "cuMemcpyDtoHAsync")
-    return _record(s, sync, buffer, host.pinned)
+    return _record(s, sync, buffer, host.pinned, held=(_unpinned(host),))
 
 
 # Which scalar kinds may fill which element kinds: integers anywhere (range-checked), floats only into floats.
@@ -289,4 +307,4 @@ def _enqueue_fill(view: DeviceView, value: Any, stream: object, sync: bool) -> S
     name, bits = entry
     word = int(pattern.reshape(1).view(bits)[0])
     check(getattr(_reaper.driver(), name)(side.ptr, word, view.size, s._raw), name)
-    return _record(s, sync, side.buffer)
+    return _record(s, sync, side.buffer, held=(_untied(side),))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tile.bindings import check
-from tile.core import _plan, _reaper
+from tile.core import _keepalive, _plan, _reaper
 from tile.core._args import pack_args, pack_launch
 from tile.core._buffer import use_lock
 from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
@@ -135,8 +135,8 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
             result = self._launch(*self._call)
             if result[0] != 0:
                 check(result, "cuLaunchKernel")
-            if self._shared:
-                _track(self.stream, self._shared)
+            if self._shared or self._keep:
+                _track(self.stream, self._shared, self._keep)
 
     def _revalidate(self) -> None:
         if self.stream.closed:
@@ -242,17 +242,22 @@ def launch(
             if plan is not None and plan.signature is signature
             else None
         )
+        views: Sequence[Any] = ()
         if result is not None:
             shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # type: ignore[union-attr]
+            if plan.views:  # type: ignore[union-attr]  # the very objects of `args` (the plan matched them)
+                views = [ref() for ref in plan.views]  # type: ignore[union-attr]
         else:
             kernel = function.cu_function  # raises once the module was unloaded
-            shared, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
+            shared, views, cells, address = _checked_params(
+                function, args, signature, chosen, device, unchecked, kernel
+            )
             result = d.cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
             del cells  # kept alive until the driver has copied the arguments
         if result[0] != 0:
             check(result, "cuLaunchKernel")
-        if shared:
-            _track(chosen, shared)
+        if shared or views:
+            _track(chosen, shared, views)
 
 
 def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
@@ -263,13 +268,14 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     device: Any,
     unchecked: bool,
     kernel: Any,
-) -> tuple[Sequence[Any], object, int]:
+) -> tuple[Sequence[Any], Sequence[Any], object, int]:
     """A checked launch's full path (the caller holds ``use_lock``): every argument checked and packed, the buffers
     ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them. Returns the
-    buffers of other streams (to record the launch for), and the parameter block and its ``kernelParams`` address."""
+    buffers of other streams (to record the launch for), the borrowed views (held until the kernel completes), and
+    the parameter block and its ``kernelParams`` address."""
     args = tuple(args)  # read once: a sequence of the user's own could hand out other items (or free) when read again
     epoch = invalidation[0]
-    kinds, values, buffers, _views = pack_launch(
+    kinds, values, buffers, views = pack_launch(
         args, signature, device=device, expected=function.param_layout, unchecked=unchecked
     )
     if invalidation[0] != epoch:  # a value's own method (a converter's __float__) freed or closed something
@@ -282,8 +288,8 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
     plan = _plan.plan_for(function, signature) or _plan.new_plan(function, signature, kinds)
     if plan is not None:
-        plan.remember(args, values, buffers, chosen, kernel)
-    return shared, block, address
+        plan.remember(args, values, buffers, chosen, kernel, views)
+    return shared, views, block, address
 
 
 def _recheck(stream: Stream, buffers: Sequence[Any]) -> None:
@@ -293,10 +299,15 @@ def _recheck(stream: Stream, buffers: Sequence[Any]) -> None:
             raise UseAfterFreeError(f"argument {buffer!r} was freed while the launch's arguments were packed")
 
 
-def _track(stream: Stream, shared: Sequence[Any]) -> None:
-    """Record the launch just enqueued on ``stream`` for buffers of other streams, so their frees wait for it (not
-    during a capture, whose events guard nothing: see the module docstring)."""
+def _track(stream: Stream, shared: Sequence[Any], views: Sequence[Any] = ()) -> None:
+    """Record the launch just enqueued on ``stream`` for buffers of other streams, so their frees wait for it, and
+    hold the borrowed views it uses (their producers) until it completes (``tile.core._keepalive``: the caller may
+    drop them at once). Not during a capture, whose events guard nothing: see the module docstring."""
     if not stream.is_capturing():
+        if views:
+            _keepalive.prune(stream)  # before the new record: what completed since may go
         event = stream._record_mark()  # one event per stream, re-recorded: no create, destroy or pruning queries
         for buffer in shared:
             buffer._uses.add_event(event)
+        if views:
+            _keepalive.hold(stream, event, views)

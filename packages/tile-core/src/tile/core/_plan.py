@@ -88,6 +88,7 @@ class LaunchPlan:
         "shared",
         "signature",
         "stream",
+        "views",
     )
 
     busy: bool  # while the block is being launched: a launch made meanwhile (a finalizer's) takes the full path
@@ -120,17 +121,25 @@ class LaunchPlan:
         self._refs: tuple[weakref.ref[Any], ...] = ()
         # Weak, as the pointers: a plan keeps no buffer or stream alive (the arguments of a hit hold them).
         self.shared: tuple[weakref.ref[DeviceBuffer], ...] = ()  # the buffers of other streams: records the launch
+        self.views: tuple[weakref.ref[DeviceView], ...] = ()  # borrowed views: held until the launch completes
         self.stream: weakref.ref[Stream] | None = None
         self.epoch, self.busy, self.kernel = -1, False, None
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
 
-    def remember(
-        self, args: Sequence[Any], values: Sequence[Any], buffers: Sequence[DeviceBuffer], stream: Stream, kernel: Any
+    def remember(  # noqa: PLR0917  # the full path's results, passed on
+        self,
+        args: Sequence[Any],
+        values: Sequence[Any],
+        buffers: Sequence[DeviceBuffer],
+        stream: Stream,
+        kernel: Any,
+        views: Sequence[DeviceView] = (),
     ) -> None:
         """Keep the pointer checks of a launch that took the full path (the caller holds ``use_lock``): its pointer
         arguments, their checked addresses in ``values``, the ``buffers`` ordered for ``stream``, the function's
-        ``kernel`` handle (valid until its module is unloaded, which bumps the epoch). Raw addresses and
+        ``kernel`` handle (valid until its module is unloaded, which bumps the epoch), the borrowed ``views`` (which
+        a launch holds until it completes: among the arguments a hit matches by identity). Raw addresses and
         the arguments of a launch made while the block is in use are not kept."""
         self.epoch, self._ids = -1, None
         objects = self._pointers(args)
@@ -139,6 +148,7 @@ class LaunchPlan:
         self._refs = tuple(weakref.ref(obj, self._died) for obj in objects)
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
+        self.views = tuple(weakref.ref(v) for v in views)
         self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
 
     def launch(self, args: Sequence[Any], stream: Stream, driver: Any, shared_mem: int, *extents: int) -> Any:

@@ -162,20 +162,23 @@ def drain() -> None:
     if not _queue or deferring():
         return
     may_block = not _holds_use_lock()
-    with _queue_lock:
-        batch = list(_queue)
-        _queue.clear()
     retry: list[tuple[Callable[[], bool], bool]] = []
-    for release, blocks in batch:
-        if blocks and not may_block:
-            retry.append((release, blocks))
-            continue
-        try:
-            done = release()
-        except Exception:  # a release that fails (a driver torn down) is dropped unrun: a leak, never an early free
-            done = True
-        if not done:
-            retry.append((release, blocks))
+    while True:  # releases queued by these releases run too (a held producer dropped, its buffer's free deferred)
+        with _queue_lock:
+            batch = list(_queue)
+            _queue.clear()
+        if not batch:
+            break
+        for release, blocks in batch:
+            if blocks and not may_block:
+                retry.append((release, blocks))
+                continue
+            try:
+                done = release()
+            except Exception:  # a release that fails (a driver torn down) is dropped unrun: a leak, not an early free
+                done = True
+            if not done:
+                retry.append((release, blocks))
     if retry:
         with _queue_lock:
             _queue.extend(retry)

@@ -21,6 +21,7 @@ from tile.core._context import Device
 from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError, WrongTypeError
 from tile.core._event import NOT_READY, Event
 from tile.core._final import Exact, Frozen
+from tile.core._keepalive import Holder
 from tile.core._nocopy import Uncopyable
 
 __all__ = ["Stream", "as_stream", "invalidation", "open_successor", "use_lock"]
@@ -118,6 +119,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         self._owner, self._protected, self._closed, self._cc = owner, protected, False, None
         self._final: Event | None = None
         self._mark: Event | None = None
+        self._holder: Holder | None = None  # foreign memory its queued work uses (tile.core._keepalive)
         self._aliases: weakref.WeakSet[Stream] = weakref.WeakSet()  # borrows of this owned stream: closed with it
 
     @classmethod
