@@ -235,7 +235,8 @@ class LoopMixin(CarryMixin):
 
     @staticmethod
     def _may_wrap(bounds: tuple[object, object, object], trusted: bool, ranged: bool, ivdt: DType) -> bool:
-        """A 64-bit ``range`` loop (not a tiles() walk) not proven in range whose step may pass 1: the ``for``'s
+        """A 64-bit ``range`` loop (``ranged``: not a tiles() walk, not an i32 loop `_defined_range` counts in i64)
+        not proven in range whose step may pass 1: the ``for``'s
         ``iv + step`` after its last value could pass ``2**63 - 1`` (``range(a, 2**63 - 1, 2**62)``), and there is no
         wider type to count in as `_defined_range` does for i32. Tile IR's ``for`` never leaves ``[lb, ub)`` (a GPU
         loop that wrapped would go on from below ``lb``, and a compiler may assume it does not and fold the guards on
@@ -282,7 +283,7 @@ class LoopMixin(CarryMixin):
         bounded = trusted
         names = self._loop_vars(node.body, node.target.id)
         inits, types, structs = self.carried_inits(names)
-        if self._uses_break(node.body) or self._may_wrap(bounds, trusted, bind is None, ivdt):
+        if self._uses_break(node.body) or self._may_wrap(bounds, trusted, bind is None and narrow is None, ivdt):
             frame = LoopFrame("loop", names, types, structs)
             return self._for_as_loop(node, (lb, ub, step), frame, inits, bind=bind, counted=counted)
         iv = self.em.value(TileType(ivdt))
