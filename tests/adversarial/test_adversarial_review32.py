@@ -46,6 +46,17 @@ def stepped_near_the_top_64(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], a
 
 
 @tile.entry
+def skips_near_the_top_64(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], a: i64, d: i64):
+    px = x.partition((16,))
+    acc = tile.zeros((16,), f32)
+    for i in range(a, 9223372036854775807, d):
+        if i == a:
+            continue
+        acc = acc + px.load((i - a,))
+    z.store(acc)
+
+
+@tile.entry
 def breaks_near_the_top(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], a: i32, d: i32):
     px = x.partition((16,))
     acc = tile.zeros((16,), f32)
@@ -140,3 +151,18 @@ def test_a_loop_with_break_stops_at_its_bound_near_the_top(
     with time_limit(60):
         (z, *_) = getattr(kernels, name)(_out(), _vec(), top - below_top, step).sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), _tiles_sum(tiles))
+
+
+@pytest.mark.parametrize(("below_top", "step", "tiles"), [(1, 2**62, []), (4, 2, [2]), (3, 1, [1, 2])])
+def test_a_64_bit_loop_with_continue_stops_at_its_bound(
+    kernels: ModuleType, below_top: int, step: int, tiles: list[int]
+) -> None:
+    """A ``continue`` in such a loop (now a ``loop``) goes on with the same clamped next value: the first iteration
+    is skipped and nothing runs past ``ub``."""
+    (z, *_) = kernels.skips_near_the_top_64(_out(), _vec(), I64_TOP - below_top, step).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), _tiles_sum(tiles))
+    lines = _lines(kernels.skips_near_the_top_64)
+    assert not [line for line in lines if " for %" in line], "\n".join(lines)
+    continues = [line for line in lines if line.strip().startswith("continue ") and "tile<i64>" in line]
+    assert len(continues) == 2, "\n".join(lines)  # the skip's and the body's end, both with the clamped next value
+    assert len({c.split("continue ")[1].split(",")[0] for c in continues}) == 1, "\n".join(lines)
