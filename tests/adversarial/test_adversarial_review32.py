@@ -16,6 +16,18 @@ Holes found and fixed:
   type the variable went negative, still below ``ub``, and the loop went on (the interpreter, and a GPU, ran
   iterations Python's ``range`` does not have: ``range(2**31 - 2, 2**31 - 1, 2**30)`` cycled through four values
   until the interpreter's iteration cap). Its next value stops at ``ub`` the same way now.
+
+Tried and found solid (probed on the interpreter and in the emitted IR, not kept as tests): sub-tiles of a shape
+that is not a power of two or larger than the owned tile, also when picked by a ``Const`` or a dtype comparison
+(compile errors); a sub-tile view escaping a ``tiles()`` walk or chosen between branches (compile errors); an
+``order=(1, 0)`` partition's ``num_tiles`` bounding a loop that indexes another tensor, and the reverse (counts
+follow the order; a mismatch is the launcher's ArgumentError); tuples of outputs walked in two orders, or at the own
+tile and walked, through ``Cs[0]`` and through ``for c in Cs`` (compile errors: one TensorV per element), indexed
+by ``len(Cs)``, negatively, by a loop result (compile errors or the right element); globals changed between calls
+(annotations are read once at decoration, the body's shape mismatch is a compile error; a changed tuple global reuses
+the kernel compiled before, which is self-consistent: its launch checks come from its own ABI); ``tile.abs`` of the
+minimum (Tile IR's ``absi`` reads its result unsigned: defined); loop-parallel sub-tile stores with read-back or a
+second store in the same iteration (re-chained by StoreScope). gather/scatter and atomics need ``unchecked=True``.
 """
 
 from __future__ import annotations
