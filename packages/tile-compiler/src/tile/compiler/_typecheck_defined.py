@@ -122,6 +122,20 @@ class DefinedMixin:
             out = self.em.one("select", [minus_one, negated, out], t)
         return out
 
+    def next_index(self, iv: Value, ub: Value, step: Value) -> Value:
+        """The value a ``range`` loop's variable ``iv`` (below ``ub``) takes next, ``iv + step`` (``step`` positive),
+        without wrapping: ``ub`` itself once it would reach or pass ``ub``. Python's ``range`` stops there; a wrapping
+        ``iv + step`` near the top of the type (``range(a, 2**63 - 1, 2**62)``) would be negative and still below
+        ``ub``, and the loop would go on with a variable it never had. ``ub - iv`` is positive and below ``2**bits``,
+        so its wrapping difference read unsigned is exact, and ``iv + step < ub`` exactly when it exceeds ``step``."""
+        t = self.tile_of(iv)
+        left = self.em.one("subi", [ub, iv], t, overflow="none")
+        more = self.em.one(
+            "cmpi", [left, step], t.with_elem(I1), comparison_predicate="greater_than", signedness="unsigned"
+        )
+        added = self.em.one("addi", [iv, step], t, overflow="none")
+        return self.em.one("select", [more, added, ub], t)
+
     def _float_to_int(self, v: Value, dt: DType) -> Value:
         """``ftoi`` of a value clamped into ``dt``'s range first, NaN to 0 (truncating toward zero): Tile IR leaves an
         out-of-range or infinite input undefined (without the 13.4 ``saturating`` flag, which older bytecode lacks),

@@ -233,6 +233,16 @@ class LoopMixin(CarryMixin):
         lb, ub, step = (self.convert(v, _I64) for v in (lb, ub, step))
         return lb, ub, step, I32
 
+    @staticmethod
+    def _may_wrap(bounds: tuple[object, object, object], trusted: bool, ranged: bool, ivdt: DType) -> bool:
+        """A 64-bit ``range`` loop (``ranged``: not a tiles() walk, not an i32 loop `_defined_range` counts in i64)
+        not proven in range whose step may pass 1: the ``for``'s
+        ``iv + step`` after its last value could pass ``2**63 - 1`` (``range(a, 2**63 - 1, 2**62)``), and there is no
+        wider type to count in as `_defined_range` does for i32. Tile IR's ``for`` never leaves ``[lb, ub)`` (a GPU
+        loop that wrapped would go on from below ``lb``, and a compiler may assume it does not and fold the guards on
+        the variable), so such a loop is a ``loop`` whose next value stops at ``ub`` (`next_index`)."""
+        return ranged and not trusted and ivdt == _I64 and bounds[2] != 1
+
     def _positive_step(self, lb: Value, ub: Value, step: Value) -> tuple[Value, Value]:
         """A run-time ``range`` step checked positive in the kernel (the interpreter refuses a ``for`` step below 1,
         Tile IR leaves it undefined, and a compiler may then assume the variable stays in ``[lb, ub)`` and fold away
@@ -273,7 +283,7 @@ class LoopMixin(CarryMixin):
         bounded = trusted
         names = self._loop_vars(node.body, node.target.id)
         inits, types, structs = self.carried_inits(names)
-        if self._uses_break(node.body):
+        if self._uses_break(node.body) or self._may_wrap(bounds, trusted, bind is None and narrow is None, ivdt):
             frame = LoopFrame("loop", names, types, structs)
             return self._for_as_loop(node, (lb, ub, step), frame, inits, bind=bind, counted=counted)
         iv = self.em.value(TileType(ivdt))
@@ -349,7 +359,7 @@ class LoopMixin(CarryMixin):
         with self.in_loop_body(block):
             self._exit_unless(self.compare_tiles(ast.Lt, iv, ub), list(block.args))
             self.env[node.target.id] = bind(iv) if bind else iv
-            loop = LoopFrame("loop", names, types, structs, self.elementwise(ast.Add, iv, step, "+"))
+            loop = LoopFrame("loop", names, types, structs, self.next_index(iv, ub, step))
             self.loops.append(loop)
             if self.stmts(node.body) is None:
                 self.em.emit("continue", [[loop.next_iv, *self._carried(loop)]], [])  # type: ignore[list-item]  # set above
