@@ -128,7 +128,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         kernel = function.cu_function  # a CUkernel: launched in the stream's context
         if pdl and stream.device.compute_capability >= (9, 0):  # older GPUs have no PDL: launched as usual
             self._launch = d.cuLaunchKernelEx
-            self._call = (_pdl_config(d, grid, block, shared_mem, stream), kernel, address, 0)
+            self._call: tuple[Any, ...] = (_pdl_config(d, grid, block, shared_mem, stream), kernel, address, 0)
         else:
             self._launch = d.cuLaunchKernel
             self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
