@@ -39,7 +39,7 @@ def build_entry(ch: Checker, spec: Specialization) -> tuple[list[Value], list[Ab
     slots: list[AbiSlot] = []
     if spec.options.pdl:
         ch.at(ch.kernel.tree)
-        ch.require_version((13, 4), "@tile.entry(pdl=True) (its entry wait, gdc_wait_tko)")
+        ch.require_version((13, 4), "@tile.entry(pdl=True) or TILE_PDL=1 (its entry wait, gdc_wait_tko)")
         ch.env[ENTRY_TOKEN] = ch.em.one("gdc_wait_tko", [None], TokenType())
     else:
         ch.env[ENTRY_TOKEN] = ch.em.one("make_token", [], TokenType())

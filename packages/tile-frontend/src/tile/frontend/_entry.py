@@ -320,6 +320,8 @@ class Kernel:
         options = self.options
         if _knobs.debug_guards() and not options.debug_guards:
             options = dataclasses.replace(options, debug_guards=True)
+        if _knobs.pdl() and not options.pdl:
+            options = dataclasses.replace(options, pdl=True)
         # Without an explicit grid the launch grid is the outputs' own tile grid: a tiles() walk runs once per block.
         own_grid = self._grid is None
         consts = {**bound.consts, **self._lengths}  # a tuple's length is a compile-time len() in the kernel
