@@ -25,7 +25,7 @@ from tile.compiler._typecheck import typecheck
 CORPUS = Path(__file__).parent / "corpus"
 if str(CORPUS) not in sys.path:
     sys.path.insert(0, str(CORPUS))
-kernels: Any = importlib.import_module("tc_pdl_kernels")
+kernels: Any = importlib.import_module("tc_corpus_pdl")
 
 _MEMORY = ("load_view_tko", "store_view_tko", "load_ptr_tko", "store_ptr_tko", "atomic_rmw_tko", "atomic_cas_tko")
 _CONSTS: dict[str, dict[str, int]] = {"scale_then_release": {"B": 16}, "rowsum_loop": {"BM": 8, "BN": 16}}
