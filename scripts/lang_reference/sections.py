@@ -144,6 +144,24 @@ SECTIONS: tuple[Section, ...] = (
         "message is plain text: it prints as written, `%` included (tileiras makes it and the file name part of a "
         "`vprintf` format, so the compiler writes every `%` of both as `%%`).",
     ),
+    Section(
+        "launch-control",
+        "Launch control: programmatic dependent launch",
+        ("launch_dependents",),
+        "A kernel marked `@tile.entry(pdl=True)` may *start* while the kernel before it on the stream (or before it "
+        "in a CUDA graph) is still running, so its launch and prologue overlap that kernel's tail: worth it for "
+        "chains of short kernels such as a batch-1 decode step (sm_90+; elsewhere the launch is an ordinary one). "
+        "It stays safe by construction: the compiler makes the kernel's first op the grid-dependency wait "
+        "(`gdc_wait_tko`, PTX `griddepcontrol.wait`: all grids before it have completed and their writes are "
+        "visible) and orders every load, store and atomic of the kernel after it, and the launcher asks the driver "
+        "for the overlap (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`) only for kernels compiled that "
+        "way. There is no user-placed wait: the compiler could not prove that what a kernel touched before it was "
+        "not written by its predecessor. `tile.launch_dependents()` is only a scheduling hint, allowed in any kernel: "
+        "once every block of this kernel has called it (or ended), the next PDL kernel may be scheduled; it still "
+        "waits at its entry for this whole kernel to complete, so where the call sits changes speed, never results. "
+        "Call it early in a kernel whose successor's prologue should overlap its work. Both need Tile IR bytecode "
+        "13.4 or newer (older versions are refused at compile time); on the CPU interpreter both are no-ops.",
+    ),
 )
 
 # What dtypes each family takes (the second line of every op entry).
@@ -186,6 +204,7 @@ FAMILY_DTYPES: dict[str, str] = {
     "printf": "any scalars and tiles",
     "assert": "bool tile or scalar",
     "static_assert": "compile-time bool",
+    "launch_dependents": "none (takes no arguments)",
 }
 
 
@@ -297,6 +316,12 @@ ENTRY_OPTIONS: dict[str, tuple[str, str]] = {
     "fp_contract": (
         "`bool` (True)",
         "fuse `a * b + c` / `a * b - c` into one `fma` where the product has no other use; False rounds every product",
+    ),
+    "pdl": (
+        "`bool` (False)",
+        "programmatic dependent launch: the kernel may start before the previous kernel ends; the compiler puts the "
+        "grid-dependency wait before every memory access (see [Launch control](#launch-control-programmatic-"
+        "dependent-launch)); bytecode 13.4+; part of the cache key",
     ),
 }
 

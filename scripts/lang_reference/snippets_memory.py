@@ -301,6 +301,22 @@ def halves(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 z, _ = halves(tile.zeros(f32, [8]).partition([4]), tile.ones(f32, [8])).sync()
 np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(8, 0.5))
 """,
+    "launch_dependents": """\
+@tile.entry(pdl=True)
+def scaled(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    tile.launch_dependents()  # the next PDL kernel may start now; it still waits for this one to complete
+    z.store(tile.load_tile_like(x, z) * 2.0)
+
+
+@tile.entry(pdl=True)
+def shifted(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):  # reads what `scaled` wrote: safe, it waits at entry
+    z.store(tile.load_tile_like(x, z) + 1.0)
+
+
+y, _ = scaled(tile.zeros(f32, [8]).partition([4]), tile.from_numpy(np.arange(8, dtype=np.float32))).sync()
+z, _ = shifted(tile.zeros(f32, [8]).partition([4]), y.unpartition()).sync()
+np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(8) * 2.0 + 1.0)
+""",
     "tile methods": """\
 @tile.entry
 def methods(z: Mut[Tensor[f32, (4, 1)]], x: Tensor[f32, (4, 8)]):

@@ -65,7 +65,7 @@ def test_corpus_lowers_and_verifies(case: Case) -> None:
     assert fn.name == case.name
     assert fn.body.ops[-1].name == "return"
     tile.ir.verify(module)
-    data = tile.ir.write_bytecode(module, tile.ir.V13_3)
+    data = tile.ir.write_bytecode(module, tile.ir.Version(*case.bytecode))
     assert bytes(data[:8]) == b"\x7fTileIR\x00"
 
 
@@ -92,7 +92,7 @@ def _tileiras_bin(name: str) -> Path:
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_corpus_disassembles(case: Case, tmp_path: Path) -> None:
     path = tmp_path / f"{case.name}.tilebc"
-    path.write_bytes(bytes(tile.ir.write_bytecode(lowered(case), tile.ir.V13_3)))
+    path.write_bytes(bytes(tile.ir.write_bytecode(lowered(case), tile.ir.Version(*case.bytecode))))
     out = subprocess.run([str(_tileiras_bin("tileirdisasm")), str(path)], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert f"entry @{case.name}(" in out.stdout

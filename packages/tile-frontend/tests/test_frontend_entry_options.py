@@ -102,3 +102,32 @@ def test_fp_contract_rounds_a_product_plus_a_value_once(k: ModuleType, contract:
     z, *_ = kernel(tile.empty(f32, [16]).partition([16]), a, x, y).sync()
     want = 2.0**-11 + 2.0**-24 if contract else 2.0**-11
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(16, want, np.float32))
+
+
+def test_a_pdl_kernel_runs_on_the_interpreter_and_its_abi_waits(k: ModuleType) -> None:
+    # The grid-dependency ops (the entry wait, tile.launch_dependents) are no-ops on the CPU interpreter.
+    x, y = np.arange(256, dtype=np.float32), np.full(256, 3, np.float32)
+    args = (tile.zeros(f32, [256]).partition([128]), tile.from_numpy(x), tile.from_numpy(y))
+    assert k.add_pdl.compile(*args).abi.waits_prior_grid is True
+    assert k.add.compile(*args).abi.waits_prior_grid is False
+    z, _, _ = k.add_pdl(*args).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), x + y)
+
+
+def test_pdl_must_be_a_bool() -> None:
+    with pytest.raises(SpecError, match=r"pdl = 'yes' must be True or False"):
+        tile.entry(pdl="yes")  # type: ignore[call-overload]
+
+
+def test_tile_pdl_compiles_every_kernel_with_the_entry_wait(k: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    def args(n: int = 96) -> tuple[tile.Partition, tile.Tensor, tile.Tensor]:
+        # Layouts no other test compiles: the knob applies from a kernel's next compile for a new layout.
+        return tile.zeros(f32, [n]).partition([32]), tile.ones(f32, [n]), tile.ones(f32, [n])
+
+    monkeypatch.setenv("TILE_PDL", "1")
+    assert k.add.compile(*args()).abi.waits_prior_grid is True
+    z, _, _ = k.add(*args()).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(96, 2, np.float32))
+    monkeypatch.setenv("TILE_PDL", "maybe")
+    with pytest.raises(tile.BackendError, match="TILE_PDL='maybe' is not a boolean"):
+        k.add.compile(*args(160))

@@ -183,6 +183,9 @@ def fake_launch(
     interp.launch(function.program, tuple(grid), mapped, memory, check_races=False)
 
 
+PREPARED_PDL: list[tuple[str, bool]] = []
+
+
 def fake_prepare(
     function: Any,
     grid: Any,
@@ -193,8 +196,11 @@ def fake_prepare(
     shared_mem: int = 0,
     signature: Any = None,
     unchecked: bool = False,
+    pdl: bool = False,
 ) -> Callable[[], None]:
-    """tile.core.prepare: check once, return the relaunchable call (here: interpret the kernel each time)."""
+    """tile.core.prepare: check once, return the relaunchable call (here: interpret the kernel each time, in stream
+    order, as a PDL kernel's entry wait makes it run). ``PREPARED_PDL`` records each prepare's ``pdl``."""
+    PREPARED_PDL.append((function.program.functions[0].name, pdl))
     assert unchecked is True  # the frontend passes addresses of handles it checked: its own, explicit opt-out
     assert signature is not None
     assert len(signature) == len(args)
@@ -527,3 +533,14 @@ def test_a_numpy_float_scalar_equal_to_a_float_is_not_taken_for_its_launch(
             assert got.tolist() == [float(np.float32(float(a)))] * 256, f"a={a!r}: {got[:4]}"
     finally:
         _accel.use(previous)
+
+
+def test_only_a_kernel_that_waits_for_its_predecessors_is_prepared_with_pdl(fake_gpu: None, k: ModuleType) -> None:
+    # @tile.entry(pdl=True) compiles the entry wait (the ABI's waits_prior_grid); only then may tile.core launch the
+    # kernel with programmatic stream serialization.
+    PREPARED_PDL.clear()
+    for kernel in (k.add_pdl, k.add):
+        args = (_gpu(tile.zeros, f32, [256]).partition([128]), _gpu(tile.ones, f32, [256]), _gpu(tile.ones, f32, [256]))
+        z, _, _ = kernel(*args).sync_on(FakeCudaContext())
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(256, 2, np.float32))
+    assert PREPARED_PDL == [("add_pdl", True), ("add", False)]

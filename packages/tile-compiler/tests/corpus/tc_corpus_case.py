@@ -38,6 +38,7 @@ class Case:
     contiguous: bool = True
     grid: Callable[[Args], tuple[int, ...]] | None = None
     hints: Mapping[str, Any] = field(default_factory=dict)  # more CompileOptions fields (math modes, entry hints)
+    bytecode: tuple[int, int] = (13, 3)  # the version the corpus writes it at: 13.4 for ops 13.4 added (PDL)
 
     @property
     def name(self) -> str:

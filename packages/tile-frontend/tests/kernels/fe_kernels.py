@@ -20,6 +20,12 @@ def add_unchecked(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -
     z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
 
 
+@tile.entry(pdl=True)
+def add_pdl(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    tile.launch_dependents()  # the next PDL kernel may start; it still waits for this one to complete
+    z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
+
+
 @tile.entry
 def axpy(z: Mut[Tensor[f32, "B"]], a: f32, x: Tensor[f32, -1], y: Tensor[f32, -1]):
     z.store(a * tile.load_tile_like(x, z) + tile.load_tile_like(y, z))

@@ -131,7 +131,12 @@ def _front_stages() -> tuple[Stage, ...]:
     return (
         Stage("parse", lambda fn, job: parse(fn), "ast", lambda tree: tree.dump()),
         Stage("resolve", lambda tree, job: resolve(tree), "resolved", lambda resolved: resolved.dump()),
-        Stage("typecheck", lambda r, job: typecheck(r, job.spec, job.target), "typed", lambda typed: typed.dump()),
+        Stage(
+            "typecheck",
+            lambda r, job: typecheck(r, job.spec, job.target, (job.version.major, job.version.minor)),
+            "typed",
+            lambda typed: typed.dump(),
+        ),
         Stage("lower", lambda typed, job: lower(typed, job.target), "ir", lambda built: ir_text(built.module)),
         Stage("verify", verify),
         Stage("bytecode", lambda built, job: bytes(tile.ir.write_bytecode(built.module, job.version)), "bytecode"),

@@ -233,6 +233,11 @@ class CompileOptions:
     an option of one compilation (part of the specialization, so of every cache key), never a mark on the function:
     a checked and an unchecked kernel of one Python function get separate code.
 
+    ``pdl`` compiles the kernel for programmatic dependent launch: its first op is Tile IR's ``gdc_wait_tko`` (PTX
+    ``griddepcontrol.wait``: wait until the grids before it in the stream have completed and their writes are
+    visible), and every memory access of the kernel is token-ordered after it, so the launcher may let the kernel
+    *start* before its predecessor ends (``KernelABI.waits_prior_grid`` tells it so). Needs bytecode 13.4+.
+
     ``debug_guards`` makes the in-kernel tile-index guards device-side asserts on the GPU too: a failed guard then
     prints which access failed (the partition and the source line) before the launch ends, instead of a silent memory
     fault. Slower (an assert changes how ptxas compiles the whole kernel); for finding a fault, not for production.
@@ -249,9 +254,10 @@ class CompileOptions:
     flush_to_zero: bool = False
     approx: bool = False
     fp_contract: bool = True
+    pdl: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("unchecked", "debug_guards", "flush_to_zero", "approx", "fp_contract"):
+        for name in ("unchecked", "debug_guards", "flush_to_zero", "approx", "fp_contract", "pdl"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"CompileOptions.{name} = {getattr(self, name)!r} must be True or False")
         if self.opt_level not in range(4):
@@ -423,6 +429,10 @@ class KernelABI:
     # they walk ``z.tiles()`` (every tile goes to one block whatever the grid). An output neither stored nor loaded
     # is ``"own"``: the strict default, also for ABIs written before this field existed.
     outputs: tuple[tuple[str, str], ...] = ()
+    # True when the kernel's first op waits for the grids before it (``CompileOptions.pdl``) and every memory access
+    # is ordered after that wait: only then may a launcher launch it with programmatic stream serialization (PDL),
+    # which lets it start while its predecessor still runs. False for ABIs written before this field existed.
+    waits_prior_grid: bool = False
 
     def walks_tiles(self, param: str) -> bool:
         """True when output ``param`` is addressed only through ``param.tiles()``: any launch grid is race-free."""
@@ -435,6 +445,7 @@ class KernelABI:
             "slots": [[getattr(s, f.name) for f in fields(AbiSlot)] for s in self.slots],
             "guards": [g.to_json() for g in self.guards],
             "outputs": [list(o) for o in self.outputs],
+            "waits_prior_grid": self.waits_prior_grid,
         }
 
     @classmethod
@@ -443,4 +454,4 @@ class KernelABI:
         slots = tuple(AbiSlot(str(p), str(r), int(a), str(d)) for p, r, a, d in data["slots"])
         guards = tuple(HostGuard.from_json(g) for g in data.get("guards", ()))
         outputs = tuple((str(name), str(mode)) for name, mode in data.get("outputs", ()))
-        return cls(str(data["entry"]), slots, guards, outputs)
+        return cls(str(data["entry"]), slots, guards, outputs, data.get("waits_prior_grid", False) is True)

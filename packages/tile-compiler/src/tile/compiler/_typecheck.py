@@ -313,8 +313,11 @@ class Checker(LoopMixin):
 _MISSING = object()
 
 
-def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) -> TypedKernel:
-    """Type-check and inline ``resolved`` for ``spec`` and ``target``.
+def typecheck(
+    resolved: ResolvedKernel, spec: Specialization, target: Target, version: tuple[int, int] | None = None
+) -> TypedKernel:
+    """Type-check and inline ``resolved`` for ``spec`` and ``target``; ``version`` is the bytecode version the kernel
+    will be written at (None: the newest; ops it cannot encode are refused at the user's line).
 
     Raises
     ------
@@ -323,6 +326,7 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     """
     o = spec.options
     ch = Checker(resolved, target, unchecked=o.unchecked, debug_guards=o.debug_guards, own_grid=spec.own_grid)
+    ch.bytecode_version = version
     try:
         params, slots = build_entry(ch, spec)
         outputs = [v for v in ch.env.values() if isinstance(v, TensorV) and v.mut]
@@ -345,7 +349,8 @@ def typecheck(resolved: ResolvedKernel, spec: Specialization, target: Target) ->
     if spec.options.fp_contract:
         contract_fma(ir)
     schemes = tuple((t.name, t.mode or "own") for t in outputs)
-    return TypedKernel(name, ir, KernelABI(name, tuple(slots), tuple(ch.host_guards), schemes), spec, target)
+    abi = KernelABI(name, tuple(slots), tuple(ch.host_guards), schemes, waits_prior_grid=o.pdl)
+    return TypedKernel(name, ir, abi, spec, target)
 
 
 def _entry_hints(spec: Specialization, arch: str) -> dict[str, dict[str, int]]:

@@ -1,5 +1,6 @@
 """Kernel-language rules for the debugging ops: ``tile.print`` and ``tile.printf`` (the device's vprintf, every
-literal ``%`` escaped), ``tile.assert_`` (checked at run time) and ``tile.static_assert`` (at compile time).
+literal ``%`` escaped), ``tile.assert_`` (checked at run time) and ``tile.static_assert`` (at compile time); and the
+launch-control hint ``tile.launch_dependents`` (Tile IR ``gdc_launch_dependents_tko``, bytecode 13.4+).
 """
 
 from __future__ import annotations
@@ -19,7 +20,19 @@ _PRINTF = {"b": "%d", "i": "%d", "u": "%u", "f": "%f"}
 
 
 class DebugMixin(RawMixin):
-    """``tile.print``, ``tile.printf``, ``tile.assert_`` and ``tile.static_assert``."""
+    """``tile.print``, ``tile.printf``, ``tile.assert_``, ``tile.static_assert`` and ``tile.launch_dependents``."""
+
+    bytecode_version: tuple[int, int] | None = None  # the version the kernel is written at (None: the newest)
+
+    def require_version(self, needed: tuple[int, int], what: str) -> None:
+        """Fail at the current node when the kernel is written at a bytecode version older than ``needed``."""
+        have = self.bytecode_version
+        if have is not None and have < needed:
+            self.fail(
+                f"{what} needs Tile IR bytecode {needed[0]}.{needed[1]} or newer, but this kernel is written at "
+                f"{have[0]}.{have[1]}; unset TILE_BYTECODE_VERSION (or --bytecode-version) or set it to "
+                f"{needed[0]}.{needed[1]}+, with an nvidia-cuda-tileiras that reads it"
+            )
 
     def _print(self, fmt: str, values: list[Value]) -> None:
         self.em.emit("print_tko", [values, None], [TokenType()], {"str": fmt})
@@ -65,6 +78,13 @@ class DebugMixin(RawMixin):
         if self.tile_of(cond).elem != I1:
             self.fail("the condition of tile.assert_ must be a bool (a comparison)")
         self.em.emit("assert", [cond], [], {"message": a["msg"]})
+        return None
+
+    def op_launch_dependents(self, op: LangOp, a: dict[str, Any]) -> object:
+        # A hint only: it lets a successor launched with programmatic stream serialization start (its own entry wait
+        # still waits for this whole grid to complete), so it needs no ordering and no pdl option of its own.
+        self.require_version((13, 4), "tile.launch_dependents (gdc_launch_dependents_tko)")
+        self.em.emit("gdc_launch_dependents_tko", [None], [TokenType()])
         return None
 
     def op_static_assert(self, op: LangOp, a: dict[str, Any]) -> object:

@@ -7,6 +7,10 @@ body; scalars take one slot (``bool`` as i32); ``Const`` parameters and
 const generics take none and become compile-time ints in the body. Facts from the specialization become
 ``assume`` ops: extents and strides are non-negative, and power-of-two divisibility (capped by
 ``CompileOptions.max_divisibility``) for extents, strides and the base address.
+
+The first token, from which every memory access's token chain starts, is ``make_token``; with
+``CompileOptions.pdl`` it is the result of ``gdc_wait_tko`` instead, so no load, store or atomic can move above the
+wait for the grids before the kernel (see `tile.compiler.CompileOptions`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,12 @@ def build_entry(ch: Checker, spec: Specialization) -> tuple[list[Value], list[Ab
     _bind_generics(ch, spec)
     params: list[Value] = []
     slots: list[AbiSlot] = []
-    ch.env[ENTRY_TOKEN] = ch.em.one("make_token", [], TokenType())
+    if spec.options.pdl:
+        ch.at(ch.kernel.tree)
+        ch.require_version((13, 4), "@tile.entry(pdl=True) or TILE_PDL=1 (its entry wait, gdc_wait_tko)")
+        ch.env[ENTRY_TOKEN] = ch.em.one("gdc_wait_tko", [None], TokenType())
+    else:
+        ch.env[ENTRY_TOKEN] = ch.em.one("make_token", [], TokenType())
     ch.env[RAW_TOKEN] = ch.env[ENTRY_TOKEN]
     for p in ch.resolved.params:
         ch.at(p.node or ch.kernel.tree)

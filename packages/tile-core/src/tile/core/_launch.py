@@ -13,6 +13,13 @@ capture runs no work; whoever replays the graph keeps its buffers alive until th
 A prepared launch keeps the driver's whole argument list: the kernel (a ``CUkernel``, which the driver resolves in
 the stream's context), grid, block, the raw stream and a ``kernelParams`` array built once from the packed values
 (:func:`~tile.core._params.kernel_params`), so a relaunch converts nothing.
+
+A launch prepared with ``pdl=True`` (programmatic dependent launch, sm_90+) calls ``cuLaunchKernelEx`` instead, with
+one launch attribute, ``CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION``: the kernel may then *start* before
+the kernel before it on the stream has finished (under stream capture the graph edge becomes programmatic). That is
+only correct for a kernel that waits for its predecessors (``griddepcontrol.wait``) before it touches memory they
+write, which tile.core cannot see in a cubin: ``pdl`` therefore needs ``unchecked=True``, the caller's promise
+(tile.frontend gives it only for kernels its compiler built with that wait). Launches without ``pdl`` are unchanged.
 """
 
 from __future__ import annotations
@@ -95,10 +102,11 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         *,
         stream: Stream,
         shared_mem: int,
+        pdl: bool = False,
     ) -> PreparedLaunch:
         """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments."""
         self = cls.__new__(cls)
-        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem)
+        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem, pdl=pdl)
         return self
 
     def _setup(
@@ -110,6 +118,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         *,
         stream: Stream,
         shared_mem: int,
+        pdl: bool = False,
     ) -> None:
         self.function, self.stream, self.buffers = function, stream, packed.buffers
         self.grid, self.block = grid, block
@@ -117,8 +126,12 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         self._params, address = kernel_params(packed)
         d = _reaper.driver()
         kernel = function.cu_function  # a CUkernel: launched in the stream's context
-        self._launch = d.cuLaunchKernel
-        self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
+        if pdl and stream.device.compute_capability >= (9, 0):  # older GPUs have no PDL: launched as usual
+            self._launch = d.cuLaunchKernelEx
+            self._call: tuple[Any, ...] = (_pdl_config(d, grid, block, shared_mem, stream), kernel, address, 0)
+        else:
+            self._launch = d.cuLaunchKernel
+            self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
         self._shared = tuple(b for b in self.buffers if b.stream is not stream)
         self._epoch = invalidation[0]
 
@@ -149,7 +162,24 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         self._epoch = invalidation[0]
 
 
-def prepare(
+def _pdl_config(
+    d: Any, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int, stream: Stream
+) -> Any:
+    """``cuLaunchKernelEx``'s ``CUlaunchConfig`` for a launch with programmatic stream serialization allowed."""
+    attribute = d.CUlaunchAttribute()
+    attribute.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attribute.value.programmaticStreamSerializationAllowed = 1
+    config = d.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared_mem
+    config.hStream = d.CUstream(stream.handle)
+    config.attrs = [attribute]
+    config.numAttrs = 1
+    return config
+
+
+def prepare(  # the launch's own options, all keyword-only
     function: Function,
     grid: int | Sequence[int],
     block: int | Sequence[int],
@@ -159,6 +189,7 @@ def prepare(
     shared_mem: int = 0,
     signature: Sequence[str] | None = None,
     unchecked: bool = False,
+    pdl: bool = False,
 ) -> PreparedLaunch:
     """Check and pack a launch once; the result relaunches cheaply.
 
@@ -183,9 +214,22 @@ def prepare(
         Let ``"ptr"`` and ``"cptr"`` parameters take int device addresses, which no check can vouch for (the launch
         trusts them to name live memory of the device, large enough for the kernel): the greppable opt-out, like
         ``@tile.entry(unchecked=True)``. Without it an int address is a `LaunchArgumentError`.
+    pdl : bool
+        Launch with programmatic stream serialization (``cuLaunchKernelEx``; sm_90+, elsewhere a plain launch): the
+        kernel may start before the previous kernel on the stream ends. Only for kernels that execute
+        ``griddepcontrol.wait`` before touching any memory a predecessor writes, which no check here can see: it
+        needs ``unchecked=True`` (`LaunchArgumentError` otherwise). tile.frontend sets it for ``@tile.entry(pdl=True)``.
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"prepare({function!r})")
+    if type(pdl) is not bool:
+        raise LaunchArgumentError(f"pdl={pdl!r} must be True or False")
+    if pdl and not unchecked:
+        raise LaunchArgumentError(
+            f"pdl=True lets {function.name} start before the kernel before it ends, which is only safe when the kernel "
+            "waits for it (griddepcontrol.wait) before touching memory; tile.core cannot check a cubin for that, so "
+            "pass unchecked=True to vouch for it (or compile with @tile.entry(pdl=True), whose launches do)"
+        )
     dims = _dim3(grid, "grid"), _dim3(block, "block")  # bad extents fail before any stream ordering is enqueued
     shared_mem = _shared_mem(shared_mem)
     device = function.module.device
@@ -195,7 +239,7 @@ def prepare(
         packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
-        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem)
+        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem, pdl=pdl)
 
 
 def launch(

@@ -320,6 +320,8 @@ class Kernel:
         options = self.options
         if _knobs.debug_guards() and not options.debug_guards:
             options = dataclasses.replace(options, debug_guards=True)
+        if _knobs.pdl() and not options.pdl:
+            options = dataclasses.replace(options, pdl=True)
         # Without an explicit grid the launch grid is the outputs' own tile grid: a tiles() walk runs once per block.
         own_grid = self._grid is None
         consts = {**bound.consts, **self._lengths}  # a tuple's length is a compile-time len() in the kernel
@@ -353,6 +355,7 @@ def entry(
     flush_to_zero: bool = False,
     approx: bool = False,
     fp_contract: bool = True,
+    pdl: bool = False,
 ) -> Callable[[Callable[..., Any]], Kernel]: ...
 def entry(
     fn: Callable[..., Any] | None = None,
@@ -367,6 +370,7 @@ def entry(
     flush_to_zero: bool = False,
     approx: bool = False,
     fp_contract: bool = True,
+    pdl: bool = False,
 ) -> Kernel | Callable[[Callable[..., Any]], Kernel]:
     """Make ``fn`` a tile kernel: ``@tile.entry`` or ``@tile.entry(unchecked=True, occupancy=2)``.
 
@@ -389,6 +393,13 @@ def entry(
     fp_contract
         Fuse ``a * b + c`` and ``a * b - c`` into one fused multiply-add where the product has no other use (on by
         default, as in nvcc and cuTile Python; the fused result is rounded once). ``False`` rounds every product.
+    pdl
+        Programmatic dependent launch (sm_90+; bytecode 13.4+): the kernel may start while the kernel before it on
+        the stream is still finishing, so its launch and prologue overlap that kernel's tail (in a CUDA graph the
+        edge becomes programmatic). Safe by construction: the compiler makes the kernel's first op a wait for the
+        grids before it (``griddepcontrol.wait``) and orders every memory access after it; only such a kernel is
+        launched with the attribute. Pair it with ``tile.launch_dependents()`` in the kernel before it to let this
+        one start early.
 
     Returns
     -------
@@ -411,6 +422,7 @@ def entry(
         flush_to_zero=flush_to_zero,
         approx=approx,
         fp_contract=fp_contract,
+        pdl=pdl,
     )
 
     def wrap(f: Callable[..., Any]) -> Kernel:

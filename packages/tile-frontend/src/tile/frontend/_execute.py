@@ -142,7 +142,9 @@ def prepared_launch(
 
         # The addresses come from handles the launch has checked (liveness, bounds, ownership): the frontend's own
         # opt-out of tile.core's address check, never the user's.
-        prepared = core.prepare(fn, grid, (1, 1, 1), args, stream=stream, signature=kinds, unchecked=True)
+        # A kernel whose ABI says it waits for the grids before it (compiled with pdl) may start before they end.
+        pdl = compiled.abi.waits_prior_grid
+        prepared = core.prepare(fn, grid, (1, 1, 1), args, stream=stream, signature=kinds, unchecked=True, pdl=pdl)
         if len(_prepared) >= _PREPARED_CAP:  # launches with ever-new addresses must not grow it without bound
             _prepared.clear()
         _prepared[key] = prepared

@@ -6,6 +6,9 @@
 Values are read when the backend is first resolved.
 ``TILE_DEBUG_GUARDS``: ``1`` compiles kernels (at their next compile for a new argument layout) with
 ``CompileOptions(debug_guards=True)``: a failed tile-index guard on the GPU prints which access failed.
+``TILE_PDL``: ``1`` compiles every kernel (at its next compile for a new argument layout) as
+``@tile.entry(pdl=True)``: programmatic dependent launch, each kernel waiting for its predecessors at entry (safe for
+every kernel; for timing the overlap on a whole program, e.g. a decode step, without editing its kernels).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 
 from tile.frontend._errors import BackendError
 
-__all__ = ["backend_choice", "debug_guards", "quiet"]
+__all__ = ["backend_choice", "debug_guards", "pdl", "quiet"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -46,3 +49,8 @@ def quiet() -> bool:
 def debug_guards() -> bool:
     """Return ``TILE_DEBUG_GUARDS``."""
     return _flag("TILE_DEBUG_GUARDS")
+
+
+def pdl() -> bool:
+    """Return ``TILE_PDL``."""
+    return _flag("TILE_PDL")

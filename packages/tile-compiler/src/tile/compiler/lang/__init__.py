@@ -109,6 +109,7 @@ print: LangOp = OPS["print"]
 printf: LangOp = OPS["printf"]
 assert_: LangOp = OPS["assert_"]
 static_assert: LangOp = OPS["static_assert"]
+launch_dependents: LangOp = OPS["launch_dependents"]
 
 __all__ = [
     "METHODS",
@@ -174,6 +175,7 @@ __all__ = [
     "i64",
     "is_function",
     "isnan",
+    "launch_dependents",
     "load_tile_like",
     "log",
     "log2",

@@ -160,6 +160,13 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("printf", "printf", "fmt, *args", ("print_tko",), "printf from the device with a C format string"),
     ("assert_", "assert", "cond, msg=''", ("assert",), "trap when any element of cond is false"),
     ("static_assert", "static_assert", "cond, msg=''", (), "fail compilation when the constant cond is false"),
+    (
+        "launch_dependents",
+        "launch_dependents",
+        "",
+        ("gdc_launch_dependents_tko",),
+        "let a kernel launched after this one with PDL start now (a scheduling hint; no ordering)",
+    ),
 ]
 
 OPS: Mapping[str, LangOp] = MappingProxyType({n: LangOp(n, fam, _p(ps), ir, doc) for n, fam, ps, ir, doc in _ROWS})

@@ -343,3 +343,11 @@ class SimDriver(SimStreams):
 
         self.enqueue(Work(st, run, ranges))
         return (OK,)
+
+    def cuLaunchKernelEx(self, config: Any, f: Any, params: int, extra: Any) -> tuple[Any]:
+        """``cuLaunchKernel`` with a ``CUlaunchConfig``; its attributes' ids are logged (``("launch_attrs", ids)``).
+        The simulator runs a programmatic (PDL) launch in stream order, as a kernel that waits at entry behaves."""
+        c = config
+        self.log.append(("launch_attrs", tuple(int(a.id) for a in c.attrs[: c.numAttrs])))
+        grid, block = (c.gridDimX, c.gridDimY, c.gridDimZ), (c.blockDimX, c.blockDimY, c.blockDimZ)
+        return self.cuLaunchKernel(f, *grid, *block, c.sharedMemBytes, c.hStream, params, extra)
