@@ -41,16 +41,19 @@
  *   _fastlaunch_module.c   the shared state, the `bind*` calls that fill it, the function table, `PyInit__fastlaunch` */
 #include "_fastlaunch.h"
 
-/* `PreparedLaunch.__call__` of tile.core (bound by `bind_core`) when its guard holds and it tracks no buffer of another
- * stream: under tile.core's `use_lock`, the invalidation epoch compared, then its `cuLaunchKernel(*_call)` and the
- * result checked by tile.bindings' `check` (which raises the typed error). Any other case (another class, a changed
- * epoch: a free or close since, buffers of other streams to track) calls the method itself, which does the same under
- * the same lock and raises its errors. Returns a new reference to None, or NULL with the error set. */
+/* `PreparedLaunch.__call__` of tile.core (bound by `bind_core`) when its guard holds, it tracks no buffer of another
+ * stream and holds no borrowed view (`_keep`): under tile.core's `use_lock`, the invalidation epoch compared, then its
+ * `cuLaunchKernel(*_call)` and the result checked by tile.bindings' `check` (which raises the typed error). Any other
+ * case (another class, a changed epoch: a free or close since, buffers of other streams to track, views to hold)
+ * calls the method itself, which does the same under the same lock and raises its errors. Returns a new reference to
+ * None, or NULL with the error set. */
 static PyObject *relaunch(PyObject *call) {
     if (!Prepared_t || (PyObject *)Py_TYPE(call) != Prepared_t) return PyObject_CallNoArgs(call);
-    PyObject *shared = GET(call, PR_SHARED), *fn = GET(call, PR_LAUNCH), *args = GET(call, PR_CALL);
-    if (!shared || !fn || !args || !PyTuple_Check(shared) || PyTuple_Size(shared) != 0 || !PyTuple_Check(args))
-        return PyObject_CallNoArgs(call);
+    PyObject *shared = GET(call, PR_SHARED), *keep = GET(call, PR_KEEP), *fn = GET(call, PR_LAUNCH),
+             *args = GET(call, PR_CALL);
+    if (!shared || !keep || !fn || !args || !PyTuple_Check(shared) || PyTuple_Size(shared) != 0 ||
+        !PyTuple_Check(keep) || PyTuple_Size(keep) != 0 || !PyTuple_Check(args))
+        return PyObject_CallNoArgs(call); /* buffers of other streams or borrowed views to hold: the method tracks them */
     PyObject *running = host_running ? PyList_GetItem(host_running, 0) : NULL;
     if (!running || !PyLong_Check(running) || PyLong_AsLong(running) != 0) /* a host function runs: it may be ours */
         return PyErr_Occurred() ? NULL : PyObject_CallNoArgs(call);

@@ -32,7 +32,7 @@ enum {
     PL_CHAINED, /* Plan */
     L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT,                     /* Launch */
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
-    PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED,                                      /* tile.core's PreparedLaunch */
+    PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED, PR_KEEP,                             /* tile.core's PreparedLaunch */
     K_SRC, K_FN, K_NEXT, K_SITE, M_SRC, K_FATE,                                     /* tile.aio's Then, Map (a _Link's _src) */
     N_SLOTS
 };

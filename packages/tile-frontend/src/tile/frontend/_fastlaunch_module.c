@@ -22,7 +22,7 @@ const char *slot_names[N_SLOTS] = {
     "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced", "chained",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
     "_stream", "_device",
-    "_epoch", "_launch", "_call", "_shared",
+    "_epoch", "_launch", "_call", "_shared", "_keep",
     "_src", "_fn", "_next", "_site", "_src", "_fate",
 };
 Py_ssize_t off[N_SLOTS];
@@ -86,8 +86,8 @@ static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) 
     if (n != 5 || !PyType_Check(argv[0]) || !PyList_Check(argv[2]) || !PyCallable_Check(argv[3]) ||
         !PyList_Check(argv[4]))
         return PyErr_Format(PyExc_TypeError, "bind_core(PreparedLaunch, use_lock, invalidation, check, RUNNING)");
-    static const int prepared[] = {PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED};
-    if (probe(argv[0], prepared, 4)) return NULL;
+    static const int prepared[] = {PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED, PR_KEEP};
+    if (probe(argv[0], prepared, 5)) return NULL;
     PyObject *acquire = PyObject_GetAttrString(argv[1], "acquire");
     PyObject *release_ = acquire ? PyObject_GetAttrString(argv[1], "release") : NULL;
     if (!release_) {
