@@ -6,6 +6,15 @@ without it.
 
 Holes found and fixed:
 
+- A run rooted on a graph capture's recording context: ``tile.aio.with_context(fn, capturable=True)`` hands ``fn`` the
+  recorder (a context like any other), and nothing stopped ``launch.sync_on(recorder)`` (or a policy, ``schedule``,
+  ``await``, a capture on it). From another thread while the capture records, the launch's kernel went into the
+  graph, the recorder's ``synchronize()`` refused, and the failed run handed the launch's arguments back at once:
+  a share it read could be unshared and freed while every replay still read it (the CPU interpreter's replay found
+  the freed pointer; on a GPU, a use after free by the graph). After the capture, a CUDA recorder is its stream: the
+  kernel ran there while its arguments were handed back. ``tile.aio`` now refuses any run, capture or frontend fast
+  ``sync`` on a recorder (`ContextMismatchError`, before the op is claimed): only the capture that made a recorder
+  runs ops on it (``tile.aio._context.RECORDING_CONTEXTS``, ``refuse_recorder``).
 - A collective (``tile.distributed``) moved into another op (``.then()``, ``zip()``, ``.shared()``, ``.map()``) that
   was dropped without running kept what it held for good: the users of a `Shared` it read (``unshare()`` refused
   forever, "launch(es) holding it are not done") and the pending counts of its memory (a ``free()`` through another
@@ -38,6 +47,7 @@ Tried and found solid (probed, kept as tests where cheap):
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import gc
 import sys
@@ -264,3 +274,102 @@ def test_a_collective_that_ran_in_a_chain_still_holds_until_done(group: Any, pat
     run.join(timeout=30)
     stream.close()
     assert w.unshare().to_numpy().tolist() == [1.0] * 8
+
+
+# -- 4. a capture's recording context is not a context to run on -------------------------------------------------------
+
+
+def _recorder_of_a_capture(stream: aio.HostStream, during: Any = None) -> tuple[Any, aio.Graph[Any]]:
+    """The recorder a capturable ``with_context`` function is handed (``during(recorder)`` runs while it records)."""
+    seen: list[Any] = []
+
+    def fn(ctx: Any) -> None:
+        seen.append(ctx)
+        if during is not None:
+            during(ctx)
+
+    graph = aio.with_context(fn, capturable=True).graph(stream)
+    return seen[0], graph
+
+
+def test_a_launch_run_on_a_recorder_from_another_thread_is_refused(k: ModuleType, path: str) -> None:
+    """Hole: from another thread while a capture records, ``launch.sync_on(recorder)`` put the kernel into the graph
+    and handed the launch's arguments back when the recorder refused to synchronize: the share it read was unshared
+    and freed while every replay still read it."""
+    stream = aio.HostStream()
+    w = tile.ones(f32, [N]).share()
+    ops = [k.add(tile.zeros(f32, [N]).partition([128]), w, tile.ones(f32, [N]))]
+    errors: list[BaseException] = []
+
+    def other_thread(recorder: Any) -> None:
+        try:
+            ops[0].sync_on(recorder)
+        except Exception as exc:
+            errors.append(exc)
+
+    def during(recorder: Any) -> None:
+        thread = threading.Thread(target=other_thread, args=(recorder,))
+        thread.start()
+        thread.join(timeout=60)
+
+    _, graph = _recorder_of_a_capture(stream, during)
+    assert len(errors) == 1
+    with pytest.raises(aio.ContextMismatchError, match="recording context of a graph capture"):
+        raise errors.pop()
+    assert not ops[0].consumed  # refused before the claim: the launch is still the caller's
+    graph.launch().sync_on(stream)  # the graph holds nothing of the launch
+    graph.close()
+    z, _, _ = ops.pop().sync_on(stream)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
+    t = w.unshare()
+    np.testing.assert_array_equal(t.to_numpy(), np.ones(N, np.float32))
+
+
+class _Handing(aio.SchedulingPolicy):
+    """A policy handing out one context (here a capture's recorder)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    @property
+    def device(self) -> Any:
+        return self._ctx.device
+
+    def next_context(self) -> Any:
+        return self._ctx
+
+
+def _sync_on(op: Any, recorder: Any) -> Any:
+    return op.sync_on(recorder)
+
+
+def _schedule(op: Any, recorder: Any) -> Any:
+    return op.schedule(_Handing(recorder)).sync()
+
+
+def _await(op: Any, recorder: Any) -> Any:
+    async def main() -> Any:
+        return await op.schedule(_Handing(recorder))
+
+    return asyncio.run(main())
+
+
+def _capture(op: Any, recorder: Any) -> Any:
+    return aio.capture(op, on=recorder)
+
+
+@pytest.mark.parametrize(
+    "run", [_sync_on, _schedule, _await, _capture], ids=["sync_on", "schedule", "await", "capture"]
+)
+def test_a_recorder_kept_after_its_capture_runs_nothing(k: ModuleType, path: str, run: Any) -> None:
+    """Hole (after the capture): a CUDA recorder is its stream, so a launch run on it ran there while the failed run
+    (the recorder refuses to synchronize) handed its arguments back; every way to run on one is refused now."""
+    stream = aio.HostStream()
+    recorder, graph = _recorder_of_a_capture(stream)
+    graph.close()
+    op = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    with pytest.raises(aio.ContextMismatchError, match="recording context of a graph capture"):
+        run(op, recorder)
+    assert not op.consumed
+    z, _, _ = op.sync_on(stream)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
