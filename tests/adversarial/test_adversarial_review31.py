@@ -373,3 +373,24 @@ def test_a_recorder_kept_after_its_capture_runs_nothing(k: ModuleType, path: str
     assert not op.consumed
     z, _, _ = op.sync_on(stream)
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_a_cuda_recorder_kept_after_its_capture_runs_nothing(k: ModuleType, gpu: None, path: str) -> None:
+    """The CUDA side of the hole: after the capture the recorder is its stream, so ``sync_on(recorder)`` enqueued
+    the kernel there and the failed run (the recorder refuses to synchronize) handed the arguments back while it ran."""
+    import tile.core as tc
+
+    stream = tc.Stream()
+    warm = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    warm.sync_on(stream)  # compiled and prepared before the capture
+    seen: list[Any] = []
+    graph = aio.with_context(seen.append, capturable=True).graph(stream)
+    graph.close()
+    op = k.add(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
+    with pytest.raises(aio.ContextMismatchError, match="recording context of a graph capture"):
+        op.sync_on(seen[0])
+    assert not op.consumed
+    z, _, _ = op.sync_on(stream)
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 2, np.float32))
