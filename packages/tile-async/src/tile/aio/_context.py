@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable
 from typing import cast, final
 
+from tile.aio._errors import ContextMismatchError
 from tile.aio._uncopyable import Uncopyable
 
 __all__ = ["HOST", "Completion", "DoneCallback", "ExecutionContext", "HostDevice", "call_back"]
@@ -69,6 +70,24 @@ BUILTIN_CONTEXTS: set[type[ExecutionContext]] = set()
 """The exact classes of tile.aio's own contexts (CUDA streams, host streams, graph recorders), whose completions and
 ``synchronize()`` are real. Ops that hand memory back on completion (tile.frontend's launches) run only on these: a
 context written elsewhere, a subclass of one of these included, could report work done while the GPU still writes."""
+
+RECORDING_CONTEXTS: set[type[ExecutionContext]] = set()
+"""The exact classes of the contexts a graph capture records on (its recorders). Only the capture that made one runs
+ops on it: a run rooted on a recorder (``op.sync_on(recorder)``, a policy handing one out, a capture on one) would put
+its work into that graph, or onto its stream after the capture, and hand its arguments back at once (a recorder's
+``synchronize()`` refuses), while every replay (or the stream) still reads and writes them. See `refuse_recorder`."""
+
+
+def refuse_recorder(ctx: object, action: str) -> None:
+    """Raise `ContextMismatchError` when ``ctx`` is a graph's recording context (`RECORDING_CONTEXTS`), before
+    ``action`` (``".sync_on()"``, ``"await"``, ``"capture"``...) claims anything."""
+    if type(ctx) in RECORDING_CONTEXTS:
+        raise ContextMismatchError(
+            action,
+            "a CUDA stream or a host stream, not the recording context of a graph capture (work run on it would be "
+            "recorded into that graph and replayed after this run had handed its arguments back)",
+            repr(ctx),
+        )
 
 
 class ExecutionContext(Uncopyable, ABC):

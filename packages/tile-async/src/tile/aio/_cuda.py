@@ -20,7 +20,14 @@ from types import ModuleType
 from typing import Any
 
 from tile.aio import _lock, _waiter
-from tile.aio._context import BUILTIN_CONTEXTS, Completion, DoneCallback, ExecutionContext, call_back
+from tile.aio._context import (
+    BUILTIN_CONTEXTS,
+    RECORDING_CONTEXTS,
+    Completion,
+    DoneCallback,
+    ExecutionContext,
+    call_back,
+)
 from tile.aio._errors import CaptureError, ContextMismatchError, OpTypeError
 from tile.aio._uncopyable import Uncopyable
 from tile.bindings import check, driver
@@ -348,6 +355,7 @@ def _refuse_memory_nodes(graph: Any) -> None:
 
 
 BUILTIN_CONTEXTS.update((CudaContext, CudaRecorder))  # their completions are CUDA events: real
+RECORDING_CONTEXTS.add(CudaRecorder)
 
 
 class CudaGraphExec(Uncopyable):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
 from tile.aio import _cuda, _lock
-from tile.aio._context import BUILTIN_CONTEXTS, HOST, Completion, ExecutionContext
+from tile.aio._context import BUILTIN_CONTEXTS, HOST, RECORDING_CONTEXTS, Completion, ExecutionContext, refuse_recorder
 from tile.aio._errors import CaptureError, ClosedError, ContextMismatchError
 from tile.aio._host import HostStream
 from tile.aio._op import DeviceOp, Site, caller_site
@@ -107,6 +107,7 @@ class _HostRecorder(ExecutionContext):
 
 
 BUILTIN_CONTEXTS.add(_HostRecorder)
+RECORDING_CONTEXTS.add(_HostRecorder)
 
 
 class Graph(Uncopyable, Generic[T]):
@@ -319,6 +320,7 @@ def capture(op: DeviceOp[T], on: object = None) -> Graph[T]:
 
 def capture_on(op: DeviceOp[T], ctx: ExecutionContext, site: Site) -> Graph[T]:
     """Capture ``op`` on ``ctx`` (``site``: where the user asked, for error messages)."""
+    refuse_recorder(ctx, "graph capture")  # (a CUDA recorder is a CudaContext: a capture inside a capture)
     if not isinstance(ctx, (HostStream, _cuda.CudaContext)):
         raise ContextMismatchError("graph capture", "a host stream or a CUDA stream", repr(ctx))
     if (found := op._first_refusal(ctx)) is not None:

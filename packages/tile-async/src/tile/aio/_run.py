@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tile.aio import _knobs, _lock
-from tile.aio._context import ExecutionContext
+from tile.aio._context import ExecutionContext, refuse_recorder
 from tile.aio._errors import KnobError
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ class Run(Generic[T]):
     __slots__ = ("ctx", "error", "op", "output")
 
     def __init__(self, op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> None:
+        refuse_recorder(ctx, verb)
         _lock.acquire(verb)
         try:
             op._claim(_executed_by(verb), site)
@@ -78,6 +79,7 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     `Run`'s steps without the record (the run ends here, so nothing needs to hold it): per launch this is the hot
     path of ``.sync()`` and ``.sync_on()``.
     """
+    refuse_recorder(ctx, verb)
     _lock.acquire(verb)
     try:
         op._claim(_VERBS.get(verb) or _executed_by(verb), site)  # the cache hit inlined (per launch)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import tile.aio
 from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
-from tile.aio._context import BUILTIN_CONTEXTS
+from tile.aio._context import BUILTIN_CONTEXTS, RECORDING_CONTEXTS, refuse_recorder
 from tile.aio._lock import _state as _lock_state
 from tile.aio._policy import as_context
 from tile.aio._run import _executed_by
@@ -136,6 +136,8 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         fast = _accel.sync
         if fast is not None and not _lock_state.held:  # compiled: the whole run in one step (`_fastlaunch.sync`)
             ctx = stream if type(stream) in BUILTIN_CONTEXTS else as_context(stream)
+            if type(ctx) in RECORDING_CONTEXTS:  # refused before the claim, as `run_sync` does
+                refuse_recorder(ctx, ".sync_on()")
             done: Any = fast(self, ctx, _SYNCED_ON, BUILTIN_CONTEXTS, tile.aio.HOST)
             if done is not NotImplemented:
                 return done  # type: ignore[no-any-return]
@@ -145,7 +147,10 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         """Execute on this launch's device's policy, block until the work is done, and return the arguments."""
         fast = _accel.sync
         if fast is not None and not _lock_state.held:
-            done: Any = fast(self, self._home_context(), _SYNCED, BUILTIN_CONTEXTS, tile.aio.HOST)
+            ctx = self._home_context()
+            if type(ctx) in RECORDING_CONTEXTS:  # (a policy handing out a capture's recorder)
+                refuse_recorder(ctx, ".sync()")
+            done: Any = fast(self, ctx, _SYNCED, BUILTIN_CONTEXTS, tile.aio.HOST)
             if done is not NotImplemented:
                 return done  # type: ignore[no-any-return]
         return DeviceOp.sync(self)

@@ -153,7 +153,13 @@ class Collective(DeviceOp[Any]):
                     storage.release()  # may perform the deferred free
 
     def __del__(self) -> None:
-        if self._values is not None and self._fate is None:  # dropped without ever running: nothing is queued
+        # Dropped without ever running, nothing is queued: hand its memory back (pending counts, holds, the users of
+        # its shares). That is one never claimed, or one moved into another op (.then(), zip(), .shared()...) that
+        # was dropped unrun, as `Launch.__del__` does: every execution but a run's root lends (`_lent`), and a root
+        # is claimed by its run, not moved.
+        if self._values is not None and (
+            (fate := self._fate) is None or (self._lent is None and fate[0].startswith("moved into"))
+        ):
             self._drop()
 
     def _home(self) -> SchedulingPolicy:
