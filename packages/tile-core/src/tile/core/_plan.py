@@ -99,7 +99,10 @@ class LaunchPlan:
         "driver_launch",
         "epoch",
         "kernel",
+        "plain",
+        "pointer_at",
         "run",
+        "scalar_at",
         "shared",
         "signature",
         "size",
@@ -117,6 +120,10 @@ class LaunchPlan:
         pointers = tuple(i for i, kind in enumerate(signature) if kind in POINTER_KINDS)
         scalars = tuple(i for i, kind in enumerate(signature) if kind not in POINTER_KINDS)
         self._pointers = _getter(pointers)
+        # What the compiled launch (tile.core._fastcore) reads: the positions of the pointers and the scalars (whose
+        # objects ``_refs`` and ``_last`` hold in that order), and whether every scalar packs as itself (no converter).
+        self.pointer_at, self.scalar_at = pointers, scalars
+        self.plain = all(signature[i] in _EXACT for i in scalars)
         self._scalar_cells = struct.Struct("<" + "".join(CELL[signature[i]] for i in scalars))
         self._pointer_cells = struct.Struct(f"<{len(pointers)}Q")
         self.block = (ctypes.c_uint64 * (2 * n or 1))()
