@@ -32,15 +32,18 @@ def sim() -> Iterator[SimDriver]:
         yield driver
 
 
-@pytest.fixture(params=["pure", "compiled"])
-def launch(request: pytest.FixtureRequest) -> Launch:
-    if request.param == "pure":
-        return _launch.launch
+def _compiled_launch() -> Launch:
+    """The compiled launch, or a skip (a failure under ``TILE_REQUIRE_EXTENSION=1`` unless the pure one is forced)."""
     if _compiled.compiled_launch is None:
         if os.environ.get("TILE_REQUIRE_EXTENSION") == "1" and not os.environ.get(_compiled.PURE_ENV):
             pytest.fail(f"the compiled launch is required: {_compiled.reason}")
         pytest.skip(_compiled.reason)
     return _compiled.compiled_launch
+
+
+@pytest.fixture(params=["pure", "compiled"])
+def launch(request: pytest.FixtureRequest) -> Launch:
+    return _launch.launch if request.param == "pure" else _compiled_launch()
 
 
 class Probe:
@@ -93,8 +96,7 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     """A repeat of the very same objects on the plan's stream is launched by the compiled code itself; anything else
     goes to the pure launch. Bug caught: the compiled path never taking its case (no speed-up, every test still
     passing through the fallback)."""
-    if _compiled.compiled_launch is None:
-        pytest.skip(_compiled.reason)
+    compiled = _compiled_launch()
     from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
@@ -103,7 +105,7 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
         calls.append(args)
         _launch.launch(*args, **kwargs)
 
-    probe = Probe(sim, _compiled.compiled_launch)
+    probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
     _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)

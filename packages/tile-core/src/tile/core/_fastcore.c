@@ -19,9 +19,8 @@
 #define UINT_END 4294967296LL      /* the driver takes extents and the shared memory size as C unsigned ints */
 
 static PyObject *fallback, *lock_acquire, *lock_release, *invalidation, *running, *get_driver, *check_result;
-static PyObject *s_launch_plan, *s_signature, *s_stream, *s_epoch, *s_busy, *s_refs, *s_last, *s_driver,
-    *s_driver_launch, *s_kernel, *s_address, *s_shared, *s_plain, *s_pointer_at, *s_scalar_at, *s__raw, *s_size,
-    *s_call_name, *k_stream, *k_shared_mem, *k_signature, *k_unchecked, *one, *zero;
+static PyObject *s_launch_plan, *s_fixed, *s_stream, *s_epoch, *s_busy, *s_refs, *s_last, *s_driver,
+    *s_driver_launch, *s_kernel, *s_shared, *s__raw, *s_call_name, *k_stream, *k_shared_mem, *k_signature, *k_unchecked, *one, *zero;
 
 /* An exact int in [low, 2**32), or -1. */
 static long long extent(PyObject *o, long long low) {
@@ -50,33 +49,34 @@ static int referent_is(PyObject *ref, PyObject *expected) {
     return same;
 }
 
-/* The launch, under use_lock: 1 launched, 0 not this case (nothing done), -1 an error of the driver call. */
-static int planned_locked(PyObject *plan, PyObject *args, PyObject *stream, PyObject *const *extents) {
-    PyObject *items[MAX_ARGS], *refs = NULL, *at = NULL, *last = NULL, *sat = NULL, *driver = NULL, *call = NULL;
-    PyObject *kernel = NULL, *address = NULL, *raw = NULL, *packed = NULL, *result = NULL, *v = NULL;
+/* The launch, under use_lock: 1 launched, 0 not this case (nothing done), -1 an error of the driver call. `fixed` is
+ * the plan's (signature, size, plain, pointer positions, scalar positions, kernelParams address). */
+static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObject *stream, PyObject *const *extents) {
+    PyObject *items[MAX_ARGS], *refs = NULL, *last = NULL, *driver = NULL, *call = NULL;
+    PyObject *kernel = NULL, *raw = NULL, *packed = NULL, *result = NULL, *v = NULL;
     int list = PyList_CheckExact(args), outcome = 0;
     Py_ssize_t n = list ? PyList_Size(args) : PyTuple_Size(args), count = 0;
     if (n < 0 || n > MAX_ARGS) goto done;
     /* Read once, before anything that allocates (a finalizer the collector runs then may change a list). */
     for (; count < n; count++) items[count] = Py_NewRef(list ? PyList_GetItem(args, count) : PyTuple_GetItem(args, count));
-    v = PyObject_GetAttr(plan, s_size);
-    if (!v || PyLong_AsSsize_t(v) != n) goto done;
-    Py_CLEAR(v);
+    PyObject *at = PyTuple_GetItem(fixed, 3), *sat = PyTuple_GetItem(fixed, 4), *address = PyTuple_GetItem(fixed, 5);
+    if (PyLong_AsSsize_t(PyTuple_GetItem(fixed, 1)) != n || PyTuple_GetItem(fixed, 2) != Py_True) goto done;
+    if (!PyTuple_CheckExact(at) || !PyTuple_CheckExact(sat) || !address) goto done;
     v = PyObject_GetAttr(plan, s_epoch);
     if (!v || PyObject_RichCompareBool(v, PyList_GetItem(invalidation, 0), Py_EQ) != 1) goto done; /* ints */
     Py_CLEAR(v);
-    if (!field_is(plan, s_busy, Py_False) || !field_is(plan, s_plain, Py_True)) goto done;
+    if (!field_is(plan, s_busy, Py_False)) goto done;
     if (!(v = PyObject_GetAttr(plan, s_stream)) || !referent_is(v, stream)) goto done;
     Py_CLEAR(v);
     if (!(v = PyObject_GetAttr(plan, s_shared)) || !PyTuple_CheckExact(v) || PyTuple_Size(v) != 0) goto done;
-    if (!(refs = PyObject_GetAttr(plan, s_refs)) || !(at = PyObject_GetAttr(plan, s_pointer_at))) goto done;
-    if (!PyTuple_CheckExact(refs) || !PyTuple_CheckExact(at) || PyTuple_Size(refs) != PyTuple_Size(at)) goto done;
+    if (!(refs = PyObject_GetAttr(plan, s_refs))) goto done;
+    if (!PyTuple_CheckExact(refs) || PyTuple_Size(refs) != PyTuple_Size(at)) goto done;
     for (Py_ssize_t k = 0; k < PyTuple_Size(at); k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(at, k));
         if (i < 0 || i >= n || !referent_is(PyTuple_GetItem(refs, k), items[i])) goto done;
     }
-    if (!(last = PyObject_GetAttr(plan, s_last)) || !(sat = PyObject_GetAttr(plan, s_scalar_at))) goto done;
-    if (!PyTuple_CheckExact(last) || !PyTuple_CheckExact(sat) || PyTuple_Size(last) != PyTuple_Size(sat)) goto done;
+    if (!(last = PyObject_GetAttr(plan, s_last))) goto done;
+    if (!PyTuple_CheckExact(last) || PyTuple_Size(last) != PyTuple_Size(sat)) goto done;
     for (Py_ssize_t k = 0; k < PyTuple_Size(sat); k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(sat, k));
         if (i < 0 || i >= n || PyTuple_GetItem(last, k) != items[i]) goto done;
@@ -85,7 +85,7 @@ static int planned_locked(PyObject *plan, PyObject *args, PyObject *stream, PyOb
     if (!(driver = PyObject_CallNoArgs(get_driver))) { PyErr_Clear(); goto done; } /* the pure path raises it */
     if (!field_is(plan, s_driver, driver)) goto done;
     if (!(call = PyObject_GetAttr(plan, s_driver_launch)) || !(kernel = PyObject_GetAttr(plan, s_kernel)) ||
-        !(address = PyObject_GetAttr(plan, s_address)) || !(raw = PyObject_GetAttr(stream, s__raw)))
+        !(raw = PyObject_GetAttr(stream, s__raw)))
         goto done;
     packed = PyTuple_Pack(11, kernel, extents[0], one, one, extents[1], one, one, extents[2], raw, address, zero);
     if (!packed || PyObject_SetAttr(plan, s_busy, Py_True) < 0) goto done;
@@ -106,8 +106,8 @@ static int planned_locked(PyObject *plan, PyObject *args, PyObject *stream, PyOb
 done:
     if (outcome == 0) PyErr_Clear();
     for (Py_ssize_t k = 0; k < count; k++) Py_DECREF(items[k]);
-    Py_XDECREF(v), Py_XDECREF(refs), Py_XDECREF(at), Py_XDECREF(last), Py_XDECREF(sat), Py_XDECREF(driver);
-    Py_XDECREF(call), Py_XDECREF(kernel), Py_XDECREF(address), Py_XDECREF(raw), Py_XDECREF(packed);
+    Py_XDECREF(v), Py_XDECREF(refs), Py_XDECREF(last), Py_XDECREF(driver);
+    Py_XDECREF(call), Py_XDECREF(kernel), Py_XDECREF(raw), Py_XDECREF(packed);
     Py_XDECREF(result);
     return outcome;
 }
@@ -127,17 +127,18 @@ static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     long running_now = PyLong_AsLong(PyList_GetItem(running, 0));
     if (running_now != 0 || PyErr_Occurred()) return PyErr_Clear(), 0;
     if (extent(argv[1], 1) < 0 || extent(argv[2], 1) < 0 || extent(shared, 0) < 0 || stream == Py_None) return 0;
-    PyObject *plan = PyObject_GetAttr(argv[0], s_launch_plan);
+    PyObject *plan = PyObject_GetAttr(argv[0], s_launch_plan), *fixed = NULL;
     if (!plan) return PyErr_Clear(), 0;
     int outcome = 0;
-    if (plan != Py_None && field_is(plan, s_signature, signature) &&
+    if (plan != Py_None && (fixed = PyObject_GetAttr(plan, s_fixed)) && PyTuple_CheckExact(fixed) &&
+        PyTuple_Size(fixed) == 6 && PyTuple_GetItem(fixed, 0) == signature &&
         (PyList_CheckExact(argv[3]) || PyTuple_CheckExact(argv[3]))) {
         PyObject *held = PyObject_CallNoArgs(lock_acquire);
         if (!held) outcome = -1;
         else {
             Py_DECREF(held);
             PyObject *extents[3] = {argv[1], argv[2], shared};
-            outcome = planned_locked(plan, argv[3], stream, extents);
+            outcome = planned_locked(plan, fixed, argv[3], stream, extents);
             PyObject *type, *value, *trace;
             PyErr_Fetch(&type, &value, &trace);
             PyObject *released = PyObject_CallNoArgs(lock_release);
@@ -145,6 +146,8 @@ static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
             else Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(trace), outcome = -1;
         }
     }
+    if (!fixed) PyErr_Clear();
+    Py_XDECREF(fixed);
     Py_DECREF(plan);
     return outcome;
 }
@@ -206,12 +209,10 @@ PyMODINIT_FUNC PyInit__fastcore(void) {
     struct {
         PyObject **name;
         const char *text;
-    } names[] = {{&s_launch_plan, "_launch_plan"}, {&s_signature, "signature"}, {&s_stream, "stream"},
+    } names[] = {{&s_launch_plan, "_launch_plan"}, {&s_fixed, "fixed"}, {&s_stream, "stream"},
                  {&s_epoch, "epoch"}, {&s_busy, "busy"}, {&s_refs, "_refs"}, {&s_last, "_last"},
                  {&s_driver, "driver"}, {&s_driver_launch, "driver_launch"}, {&s_kernel, "kernel"},
-                 {&s_address, "address"}, {&s_shared, "shared"}, {&s_plain, "plain"},
-                 {&s_pointer_at, "pointer_at"}, {&s_scalar_at, "scalar_at"}, {&s__raw, "_raw"}, {&s_size, "size"},
-                 {&s_call_name, "cuLaunchKernel"}, {&k_stream, "stream"}, {&k_shared_mem, "shared_mem"},
+                 {&s_shared, "shared"}, {&s__raw, "_raw"}, {&s_call_name, "cuLaunchKernel"}, {&k_stream, "stream"}, {&k_shared_mem, "shared_mem"},
                  {&k_signature, "signature"}, {&k_unchecked, "unchecked"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;

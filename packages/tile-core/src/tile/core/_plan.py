@@ -98,14 +98,11 @@ class LaunchPlan:
         "driver",
         "driver_launch",
         "epoch",
+        "fixed",
         "kernel",
-        "plain",
-        "pointer_at",
         "run",
-        "scalar_at",
         "shared",
         "signature",
-        "size",
         "stream",
     )
 
@@ -115,15 +112,11 @@ class LaunchPlan:
 
     def __init__(self, signature: tuple[str, ...]) -> None:
         """A plan for ``signature``, whose kinds were checked against the kernel's layout."""
-        n = self.size = len(signature)
+        n = len(signature)
         self.signature = signature
         pointers = tuple(i for i, kind in enumerate(signature) if kind in POINTER_KINDS)
         scalars = tuple(i for i, kind in enumerate(signature) if kind not in POINTER_KINDS)
         self._pointers = _getter(pointers)
-        # What the compiled launch (tile.core._fastcore) reads: the positions of the pointers and the scalars (whose
-        # objects ``_refs`` and ``_last`` hold in that order), and whether every scalar packs as itself (no converter).
-        self.pointer_at, self.scalar_at = pointers, scalars
-        self.plain = all(signature[i] in _EXACT for i in scalars)
         self._scalar_cells = struct.Struct("<" + "".join(CELL[signature[i]] for i in scalars))
         self._pointer_cells = struct.Struct(f"<{len(pointers)}Q")
         self.block = (ctypes.c_uint64 * (2 * n or 1))()
@@ -131,6 +124,11 @@ class LaunchPlan:
         cell = {index: base + 8 * k for k, index in enumerate(scalars + pointers)}
         struct.pack_into(f"<{n}Q", self.block, 8 * n, *(cell[i] for i in range(n)))
         self.address = base + 8 * n
+        # What the compiled launch (tile.core._fastcore) reads, in one field: the signature, its length, whether every
+        # scalar packs as itself (no converter), the positions of the pointers and of the scalars (whose objects
+        # ``_refs`` and ``_last`` hold, in that order) and the ``kernelParams`` address.
+        plain = all(signature[i] in _EXACT for i in scalars)
+        self.fixed = (signature, n, plain, pointers, scalars, self.address)
         # ``run(plan, args, stream, driver, shared_mem, *grid, *block)``: the hit test and launch (see _plancode).
         self.run = _LAUNCHERS.get(signature) or _launcher(signature, pointers, scalars)
         self._last: tuple[Any, ...] | None = None  # the scalar objects whose values the block's cells hold
