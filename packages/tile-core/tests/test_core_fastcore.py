@@ -121,6 +121,34 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2, 3]
 
 
+def test_the_compiled_launch_relaunches_on_the_default_stream(sim: SimDriver) -> None:
+    """No stream given: the device's default stream, which the compiled launch reads as ``as_stream`` would."""
+    compiled = _compiled_launch()
+    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
+
+    calls: list[object] = []
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(args)
+        _launch.launch(*args, **kwargs)
+
+    probe = Probe(sim, compiled)
+    x = _buffer()
+    args = [x, 1, 2]
+    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    try:
+        for _ in range(4):
+            probe(args)
+    finally:
+        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    assert len(calls) == 2
+    assert probe.seen == [(x.ptr, 1, 2)] * 4
+    other = tc.Stream()
+    probe(args, stream=other)  # the plan now remembers another stream: the default one takes the full path again
+    probe(args)
+    assert len(probe.seen) == 6
+
+
 def test_a_buffer_freed_after_a_planned_launch_is_refused(probe: Probe) -> None:
     x = _buffer()
     args = [x, 1, 2]

@@ -20,7 +20,7 @@
 
 static PyObject *fallback, *lock_acquire, *lock_release, *invalidation, *running, *get_driver, *check_result;
 static PyObject *s_launch_plan, *s_fixed, *s_stream, *s_epoch, *s_busy, *s_refs, *s_last, *s_driver,
-    *s_driver_launch, *s_kernel, *s_shared, *s__raw, *s_call_name, *k_stream, *k_shared_mem, *k_signature, *k_unchecked, *one, *zero;
+    *s_driver_launch, *s_kernel, *s_shared, *s__raw, *s_call_name, *s_module, *s_device, *s__default_stream, *k_stream, *k_shared_mem, *k_signature, *k_unchecked, *one, *zero;
 
 /* An exact int in [low, 2**32), or -1. */
 static long long extent(PyObject *o, long long low) {
@@ -112,6 +112,15 @@ done:
     return outcome;
 }
 
+/* `function.module.device`'s default stream once made (as_stream(None, device) returns it), else NULL; a new reference. */
+static PyObject *default_stream(PyObject *function) {
+    PyObject *module = PyObject_GetAttr(function, s_module), *device = NULL, *stream = NULL;
+    if (module && (device = PyObject_GetAttr(module, s_device))) stream = PyObject_GetAttr(device, s__default_stream);
+    Py_XDECREF(module), Py_XDECREF(device);
+    if (!stream || stream == Py_None) PyErr_Clear(), Py_XDECREF(stream), stream = NULL;
+    return stream;
+}
+
 /* 1 launched, 0 not this case, -1 an error (of the lock or the driver call). */
 static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *stream = Py_None, *signature = Py_None, *shared = zero;
@@ -126,9 +135,11 @@ static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     }
     long running_now = PyLong_AsLong(PyList_GetItem(running, 0));
     if (running_now != 0 || PyErr_Occurred()) return PyErr_Clear(), 0;
-    if (extent(argv[1], 1) < 0 || extent(argv[2], 1) < 0 || extent(shared, 0) < 0 || stream == Py_None) return 0;
+    if (extent(argv[1], 1) < 0 || extent(argv[2], 1) < 0 || extent(shared, 0) < 0) return 0;
     PyObject *plan = PyObject_GetAttr(argv[0], s_launch_plan), *fixed = NULL;
     if (!plan) return PyErr_Clear(), 0;
+    stream = stream == Py_None ? default_stream(argv[0]) : Py_NewRef(stream);
+    if (!stream) return Py_DECREF(plan), 0;
     int outcome = 0;
     if (plan != Py_None && (fixed = PyObject_GetAttr(plan, s_fixed)) && PyTuple_CheckExact(fixed) &&
         PyTuple_Size(fixed) == 6 && PyTuple_GetItem(fixed, 0) == signature &&
@@ -149,6 +160,7 @@ static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     if (!fixed) PyErr_Clear();
     Py_XDECREF(fixed);
     Py_DECREF(plan);
+    Py_DECREF(stream);
     return outcome;
 }
 
@@ -212,7 +224,8 @@ PyMODINIT_FUNC PyInit__fastcore(void) {
     } names[] = {{&s_launch_plan, "_launch_plan"}, {&s_fixed, "fixed"}, {&s_stream, "stream"},
                  {&s_epoch, "epoch"}, {&s_busy, "busy"}, {&s_refs, "_refs"}, {&s_last, "_last"},
                  {&s_driver, "driver"}, {&s_driver_launch, "driver_launch"}, {&s_kernel, "kernel"},
-                 {&s_shared, "shared"}, {&s__raw, "_raw"}, {&s_call_name, "cuLaunchKernel"}, {&k_stream, "stream"}, {&k_shared_mem, "shared_mem"},
+                 {&s_shared, "shared"}, {&s__raw, "_raw"}, {&s_module, "module"}, {&s_device, "device"},
+                 {&s__default_stream, "_default_stream"}, {&s_call_name, "cuLaunchKernel"}, {&k_stream, "stream"}, {&k_shared_mem, "shared_mem"},
                  {&k_signature, "signature"}, {&k_unchecked, "unchecked"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
