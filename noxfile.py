@@ -17,7 +17,7 @@ PACKAGES = ["errors", "bindings", "core", "async", "ir", "compiler", "frontend",
 ROOT_PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 # The suites that exercise tile.frontend's launch path, run again on its pure-Python fallback (`tests-pure`, .ci/run).
-PURE_SUITES = ["packages/tile-frontend/tests", "packages/tile-async/tests", "tests"]
+PURE_SUITES = ["packages/tile-core/tests", "packages/tile-frontend/tests", "packages/tile-async/tests", "tests"]
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", *(f"typecheck-{p}" for p in PACKAGES), *(f"tests-{p}" for p in PACKAGES)]
@@ -56,9 +56,9 @@ def _register(package: str) -> None:
     @nox.session(name=f"tests-{package}")
     def tests(session: nox.Session) -> None:
         """Run one package's tests with only that package (and the layers below) installed."""
-        if "frontend" in _tile_requirements(package):
-            # tile-frontend's C launch path is built at install (hatch_build.py): a failed build must fail here,
-            # not fall back to pure Python and skip the compiled-path tests
+        if "frontend" in _tile_requirements(package) or package == "core":
+            # tile-frontend's and tile-core's C launch paths are built at install (hatch_build.py): a failed build
+            # must fail here, not fall back to pure Python and skip the compiled-path tests
             session.env["TILE_REQUIRE_EXTENSION"] = "1"
         _install(session, package, "test")
         if any(str(r).startswith("cuda-tile") for r in nox.project.dependency_groups(_pyproject(package), "test")):
@@ -109,8 +109,8 @@ for _package in PACKAGES:
 
 @nox.session(name="tests-pure")
 def tests_pure(session: nox.Session) -> None:
-    """The launch-path suites on the pure-Python launch path (``TILE_PURE_PYTHON=1``); ``tests-frontend`` runs them on
-    the compiled one, which the editable install builds."""
+    """The launch-path suites on the pure-Python launch path (``TILE_PURE_PYTHON=1``); ``tests-core`` and
+    ``tests-frontend`` run them on the compiled ones, which the editable installs build."""
     _install(session, "frontend", "test")
     session.install(*nox.project.dependency_groups(ROOT_PYPROJECT, "test"))
     session.env["TILE_PURE_PYTHON"] = "1"

@@ -8,8 +8,9 @@ the same kernel. Each round times ``LAUNCHES`` back-to-back launches (host time 
 rounds, outside the timed region); rounds alternate between paths and the median round is reported, as
 microseconds per launch and as a ratio to cuda.core. Results go to ``benchmarks/results/launch.json``.
 
-Run on a GPU machine from the repository root: ``python benchmarks/bench_launch.py`` (target: the prepared
-tile.core launch within 1.1x of cuda.core).
+Run on a GPU machine from the repository root: ``python benchmarks/bench_launch.py`` (targets: the prepared and the
+checked tile.core launch within 1.1x of cuda.core). ``tile.core.launch`` is the compiled one where tile-core's
+extension is built (``python packages/tile-core/hatch_build.py``), and then the pure-Python one is timed beside it.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def time_rounds(
 
 def tile_paths(device: Any, cubin: bytes) -> tuple[dict[str, Any], Any, list[Any]]:
     import tile.core as tc
+    from tile.core import _launch
 
     function = tc.Module.from_cubin(cubin, device=device).function("vec_add")
     stream = device.create_stream()
@@ -92,6 +94,11 @@ def tile_paths(device: Any, cubin: bytes) -> tuple[dict[str, Any], Any, list[Any
             stream.synchronize,
         ),
     }
+    if tc.launch is not _launch.launch:  # the compiled launch is in use: time the pure-Python one beside it
+        paths["tile.core launch (checked, pure)"] = (
+            lambda: _launch.launch(function, grid, 1, args, stream=stream, signature=SIGNATURE),
+            stream.synchronize,
+        )
     return paths, function, [x, y, z, stream]
 
 
@@ -192,6 +199,7 @@ def check_result(prepared: Callable[[], None], keep: list[Any]) -> None:
 def main() -> None:
     import tile.bindings as tb
     import tile.core as tc
+    from tile.core import _compiled
 
     device = tc.Device(0)
     cubin = assemble(device.arch)
@@ -213,6 +221,11 @@ def main() -> None:
         print(f"  {name:32s} failed: {error}")
     ratio = results["tile.core prepared"] / baseline
     print(f"target tile.core prepared <= 1.10x cuda.core: {'met' if ratio <= 1.10 else 'NOT met'} ({ratio:.2f}x)")
+    checked = results["tile.core launch (checked)"] / baseline
+    print(
+        f"target tile.core launch (checked) <= 1.10x cuda.core: {'met' if checked <= 1.10 else 'NOT met'} "
+        f"({checked:.2f}x; tile.core.launch: {_compiled.reason})"
+    )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": "launch",
@@ -226,6 +239,8 @@ def main() -> None:
         "us_per_launch": results,
         "ratio_to_cuda_core": {name: micros / baseline for name, micros in results.items()},
         "target_met": ratio <= 1.10,
+        "checked_target_met": checked <= 1.10,
+        "checked_launch_path": _compiled.reason,
         "errors": errors,
     }
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")

@@ -11,7 +11,9 @@ rounds (the fastest of ROUNDS: on a shared machine the minimum is the steadiest 
   it per call (tile.core before its launch plans) carries this simulator cost, to subtract when comparing;
 - ``bare driver call``: the stub called with a pre-built argument list (the floor: one Python call);
 - ``prepared``: ``PreparedLaunch.__call__`` of ``tile.core.prepare(...)``;
-- ``checked``: ``tile.core.launch(...)`` (every check, the ``bench_launch.py`` row that issue 17's bar is about);
+- ``checked``: ``tile.core.launch(...)`` (every check, the ``bench_launch.py`` row that issue 17's bar is about): the
+  compiled launch where tile-core's extension is built (``python packages/tile-core/hatch_build.py``), and then
+  ``checked, pure`` beside it, the pure-Python launch (``TILE_PURE_PYTHON=1`` makes ``checked`` that one);
 - ``checked, other stream``: ``tile.core.launch`` on a stream other than the buffers' (adds the use mark's record;
   the simulator's ``cuStreamIsCapturing`` and ``cuEventRecord`` are timed apart and subtracted).
 
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import tile.core as tc
-from tile.core import _reaper
+from tile.core import _launch, _reaper
 from tile.core.testing import VEC_ADD_SIGNATURE, simulated, sm90_cubin
 
 N, LAUNCHES, ROUNDS = 1024, 500, 40
@@ -91,17 +93,25 @@ def paths(sim: object) -> dict[str, Callable[[], None]]:
         for _ in range(LAUNCHES):
             launch(function, 8, 1, args, stream=stream, signature=sig)
 
+    def checked_pure() -> None:
+        for _ in range(LAUNCHES):
+            _launch.launch(function, 8, 1, args, stream=stream, signature=sig)
+
     def checked_other() -> None:
         for _ in range(LAUNCHES):
             launch(function, 8, 1, args, stream=other, signature=sig)
 
-    return {
+    loops = {
         "driver lookup (sim)": lookup,
         "bare driver call": bare,
         "prepared": prepared_loop,
         "checked": checked,
+        "checked, pure": checked_pure,
         "checked, other stream": checked_other,
     }
+    if launch is _launch.launch:  # the pure-Python launch is tile.core.launch: timed once
+        del loops["checked, pure"]
+    return loops
 
 
 def main() -> None:

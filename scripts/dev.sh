@@ -2,7 +2,7 @@
 # The README's two commands for a fresh Linux machine (only python3 and a package index needed):
 #   bash scripts/dev.sh demo   set up .venv and run the main demo (GPU if present, else the CPU interpreter)
 #   bash scripts/dev.sh test   set up .venv and run the full CPU test suite (tiers 1-2 of docs/development.md), on
-#                              tile.frontend's compiled launch path (built by the editable install; TILE_PURE_PYTHON=1
+#                              tile.core's and tile.frontend's compiled launch paths (built by the editable installs; TILE_PURE_PYTHON=1
 #                              runs the pure one)
 # Extra arguments after `test` go to pytest, after `demo` to the demo. PYTHON picks the interpreter (default python3, >= 3.10).
 set -euo pipefail
@@ -50,7 +50,7 @@ case "${1:-}" in
     ;;
   test)
     shift
-    # tile-frontend's build hook must compile its launch fast path (a C compiler is required here, not optional).
+    # tile-core's and tile-frontend's build hooks must compile their launch fast paths (a C compiler is required here).
     export TILE_REQUIRE_EXTENSION=${TILE_REQUIRE_EXTENSION:-1}
     setup
     # The test groups bring tileiras (tier 2 runs it for real) and, in the root group, pytest-xdist and hatchling.

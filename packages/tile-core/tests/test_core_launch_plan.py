@@ -86,11 +86,10 @@ def test_fresh_scalars_each_launch_are_packed_with_their_values(sim: SimDriver) 
     for value in range(1000, 1050):
         probe.launch(x, int(str(value)), int(str(-value)))
     assert [seen[1:] for seen in probe.seen] == [(v, -v) for v in range(1000, 1050)]
-    # The ids the plan compares are those of objects it holds, so no other object can have them meanwhile.
-    plan = probe.plan
-    assert plan._ids is not None
-    assert plan._last is not None
-    assert plan._ids[1:] == [id(v) for v in plan._last]
+    # The scalars the plan compares by identity are objects it holds, so no other object can be at their address.
+    last = probe.plan._last
+    assert last is not None
+    assert last == (1049, -1049)
 
 
 def test_another_buffer_is_packed_with_its_own_address(probe: Probe) -> None:
@@ -103,19 +102,18 @@ def test_another_buffer_is_packed_with_its_own_address(probe: Probe) -> None:
 
 
 def test_a_collected_views_id_is_forgotten(probe: Probe) -> None:
-    """The plan's fastest test compares the ids of the last launch's arguments; a view collected since (no free, so
-    no epoch bump) clears them, so another object later made at its address cannot be taken for it. Bug caught: the
-    weak references' callback missing (a new view at the old address packed with the old view's address)."""
+    """The plan compares a pointer argument with the remembered object itself, through a weak reference: a view
+    collected since (no free, so no epoch bump) is None there, so another object later made at its address cannot be
+    taken for it. Bug caught: a test by id (a new view at the old address packed with the old view's address)."""
     x = _buffer()
     view = x.view(np.float32, (8,))
     probe.launch(view, 1, 1.0)
-    probe.launch(view, 1, 1.0)  # a planned launch: the ids of its arguments are remembered
-    remembered = probe.plan._ids
-    assert remembered is not None
-    assert id(view) in remembered
+    probe.launch(view, 1, 1.0)  # a planned launch: its pointer is remembered
+    (ref,) = probe.plan._refs
+    assert ref() is view
     del view
     gc.collect()
-    assert probe.plan._ids is None
+    assert ref() is None
     other = x.view(np.float32, (8,), offset=32)
     probe.launch(other, 1, 1.0)
     probe.launch(other, 1, 1.0)

@@ -137,6 +137,8 @@ synchronize) and for the uses it must follow. A buffer whose finalizer the garba
 too, once nothing refers to it (a finalizer of the same garbage may have kept it: it then stays allocated).
 """
 
+from typing import TYPE_CHECKING
+
 from tile.bindings import CudaError, DriverNotFoundError, InvalidDeviceError, TileError
 from tile.core._args import KINDS, ArgKind, PackedArgs, pack_args, param_layout
 from tile.core._buffer import DeviceBuffer
@@ -164,7 +166,12 @@ from tile.core._errors import (
 )
 from tile.core._event import Event
 from tile.core._foreign import borrow
-from tile.core._launch import PreparedLaunch, launch, prepare
+from tile.core._launch import PreparedLaunch, prepare
+
+if TYPE_CHECKING:
+    from tile.core._launch import launch
+else:  # the compiled launch when built (the same checks and errors), else the pure-Python one: see _compiled
+    from tile.core._compiled import launch
 from tile.core._module import Function, Module
 from tile.core._nocopy import Uncopyable
 from tile.core._pinned import PinnedBuffer

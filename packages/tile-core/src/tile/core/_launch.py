@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tile.bindings import check
+from tile.bindings import driver as _driver
 from tile.core import _keepalive, _plan, _reaper
 from tile.core._args import pack_args, pack_launch
 from tile.core._buffer import use_lock
@@ -37,6 +38,7 @@ from tile.core._layout import as_index
 from tile.core._module import Function
 from tile.core._nocopy import Uncopyable
 from tile.core._params import kernel_params, param_block
+from tile.core._reaper import RUNNING as _RUNNING
 from tile.core._stream import Stream, as_stream, invalidation
 
 __all__ = ["PreparedLaunch", "launch", "prepare"]
@@ -261,47 +263,83 @@ def launch(
     repeating the last one's buffers and views on its stream, with nothing freed, closed or unloaded since, reuses
     their checks and ordering and packs only its scalars (each still checked) into a reusable parameter block.
     """
-    if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
+    if _RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"launch({function!r})")
-    if type(grid) is int and 1 <= grid < _UINT:  # a 1-D grid and block: `_dim3`'s common case, inline
-        gx, gy, gz = grid, 1, 1
+    if (
+        type(grid) is int
+        and 1 <= grid < _UINT
+        and type(block) is int
+        and 1 <= block < _UINT
+        and type(shared_mem) is int
+        and 0 <= shared_mem < _UINT
+    ):  # a 1-D grid and block: `_extents`'s common case, inline
+        gx, gy, gz, bx, by, bz = grid, 1, 1, block, 1, 1
     else:
-        gx, gy, gz = _dim3(grid, "grid")  # before any stream ordering
-    if type(block) is int and 1 <= block < _UINT:
-        bx, by, bz = block, 1, 1
-    else:
-        bx, by, bz = _dim3(block, "block")
-    if type(shared_mem) is not int or not 0 <= shared_mem < _UINT:
-        shared_mem = _shared_mem(shared_mem)
+        gx, gy, gz, bx, by, bz, shared_mem = _extents(grid, block, shared_mem)  # before any stream ordering
+    plan = function._launch_plan  # `_plan.plan_for`, inline
+    if plan is not None and plan.signature is signature and stream is not None and plan.stream() is stream:
+        # The stream of the plan's last launch, which `as_stream` passed then for this function's device: it still
+        # would while the epoch is unchanged (a close bumps it, under the lock), which the plan tests under the lock;
+        # else the full path rechecks that it is open, as `as_stream` would (the same error).
+        planned: Stream = stream  # type: ignore[assignment]  # a Stream: the plan's weak reference names one
+        with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
+            # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
+            result = plan.run(plan, args, planned, _driver(), shared_mem, gx, gy, gz, bx, by, bz)
+            if result is not None:
+                if result[0] != 0:
+                    check(result, "cuLaunchKernel")
+                if plan.shared or plan.views:
+                    _track_planned(plan, planned)
+                return
+            _launch_full(function, (gx, gy, gz, bx, by, bz, shared_mem), args, planned, signature, unchecked)
+        return
+    chosen = as_stream(stream, function.module.device)
+    with use_lock:
+        if plan is not None and plan.signature is signature:
+            result = plan.run(plan, args, chosen, _driver(), shared_mem, gx, gy, gz, bx, by, bz)
+            if result is not None:
+                if result[0] != 0:
+                    check(result, "cuLaunchKernel")
+                if plan.shared or plan.views:
+                    _track_planned(plan, chosen)
+                return
+        _launch_full(function, (gx, gy, gz, bx, by, bz, shared_mem), args, chosen, signature, unchecked)
+
+
+def _track_planned(plan: _plan.LaunchPlan, stream: Stream) -> None:
+    """`_track` for a launch the plan made: its buffers of other streams and its borrowed views, the very objects of
+    the launch's arguments (the plan matched them by identity, so its weak references name live objects)."""
+    _track(stream, [ref() for ref in plan.shared], [ref() for ref in plan.views])
+
+
+def _extents(grid: object, block: object, shared_mem: object) -> tuple[int, int, int, int, int, int, int]:
+    """`launch`'s grid, block and shared memory size, checked (`LaunchArgumentError`) in that order."""
+    gx, gy, gz = _dim3(grid, "grid")  # type: ignore[arg-type]  # _dim3 refuses what is no int or sequence of ints
+    bx, by, bz = _dim3(block, "block")  # type: ignore[arg-type]  # (the same)
+    return gx, gy, gz, bx, by, bz, _shared_mem(shared_mem)
+
+
+def _launch_full(  # noqa: PLR0917  # launch's own arguments, passed on
+    function: Function,
+    extents: tuple[int, int, int, int, int, int, int],
+    args: Sequence[Any],
+    chosen: Stream,
+    signature: Sequence[str] | None,
+    unchecked: bool,
+) -> None:
+    """A checked launch's full path (the caller holds ``use_lock``): the stream open, every argument checked and
+    packed, the launch enqueued and recorded for the buffers of other streams."""
+    if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
+        chosen._check_open()
+    kernel = function.cu_function  # raises once the module was unloaded
     device = function.module.device
-    chosen = as_stream(stream, device)
-    with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
-        if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
-            chosen._check_open()
-        plan = function.__dict__.get("_launch_plan")  # `_plan.plan_for`, inline
-        d = _reaper.driver()
-        # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
-        result = (
-            plan.launch(args, chosen, d, shared_mem, gx, gy, gz, bx, by, bz)
-            if plan is not None and plan.signature is signature
-            else None
-        )
-        views: Sequence[Any] = ()
-        if result is not None:
-            shared: Sequence[Any] = [ref() for ref in plan.shared] if plan.shared else ()  # type: ignore[union-attr]
-            if plan.views:  # type: ignore[union-attr]  # the very objects of `args` (the plan matched them)
-                views = [ref() for ref in plan.views]  # type: ignore[union-attr]
-        else:
-            kernel = function.cu_function  # raises once the module was unloaded
-            shared, views, cells, address = _checked_params(
-                function, args, signature, chosen, device, unchecked, kernel
-            )
-            result = d.cuLaunchKernel(kernel, gx, gy, gz, bx, by, bz, shared_mem, chosen._raw, address, 0)
-            del cells  # kept alive until the driver has copied the arguments
-        if result[0] != 0:
-            check(result, "cuLaunchKernel")
-        if shared or views:
-            _track(chosen, shared, views)
+    shared, views, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
+    result = _reaper.driver().cuLaunchKernel(kernel, *extents, chosen._raw, address, 0)
+    del cells  # kept alive until the driver has copied the arguments
+    if result[0] != 0:
+        check(result, "cuLaunchKernel")
+    if shared or views:
+        _track(chosen, shared, views)
 
 
 def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on

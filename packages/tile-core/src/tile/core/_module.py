@@ -154,6 +154,9 @@ class Function(Frozen, Uncopyable, metaclass=Exact):
     name: str
     _kernel: Any
     _closed: bool
+    # The plan of its latest signature's checked launches (`tile.core._plan`), read by every checked launch: a class
+    # default, so the read is a plain attribute one (no lookup that can miss).
+    _launch_plan: Any = None
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise factory_error("Function", "module.function(name)")

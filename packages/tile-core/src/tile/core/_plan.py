@@ -21,7 +21,10 @@ epoch), and each buffer's ordering after its home stream was made for this strea
 kind takes an exact ``int`` (``struct`` refusing one out of its range), f64 an exact ``float``, and f16, bf16 and f32
 run their kind's converter first (the full path's checks; it may run a value's own methods, so before the guards);
 any other value sends the launch down the full path, which raises the full path's errors. A launch of the very
-objects of the last planned launch is found by comparing their ids (see ``_ids``) and packs nothing.
+scalar objects of the last planned launch (held by the plan, so ``is`` cannot meet another object at their address)
+packs nothing. The test of the arguments and the launch are straight-line code generated per signature
+(`tile.core._plancode`); tile.core._fastcore, where built, makes the same test of a repeat of the very same objects
+in C.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from typing import Any
 
 from tile.core._args import KINDS, POINTER_KINDS
 from tile.core._buffer import DeviceBuffer
-from tile.core._errors import LaunchArgumentError
 from tile.core._params import CELL
+from tile.core._plancode import Launcher, launcher
 from tile.core._stream import Stream, invalidation
 from tile.core._view import DeviceView
 
@@ -57,8 +60,25 @@ def _getter(indices: tuple[int, ...]) -> Callable[[Sequence[Any]], tuple[Any, ..
     return lambda values: ()
 
 
+# The generated launch code per signature (an exact tuple of exact strs): made once, as a function whose plan is an
+# argument, so a function launched with alternating signatures (a new plan each time) compiles no code per plan.
+_LAUNCHERS: dict[tuple[str, ...], Launcher] = {}
+
+
+def _launcher(signature: tuple[str, ...], pointers: tuple[int, ...], scalars: tuple[int, ...]) -> Launcher:
+    converters = {i: KINDS[signature[i]].convert for i in scalars if signature[i] not in _EXACT}
+    # The exact type each scalar may have on the plan's path: an exact int or float, or its converter's carrier.
+    types = {i: _EXACT.get(signature[i]) or type(KINDS[signature[i]].convert(0.0)) for i in scalars}
+    run = _LAUNCHERS[signature] = launcher(pointers, scalars, converters, types)
+    return run
+
+
+def _no_stream() -> None:
+    return None
+
+
 def _unset(*args: object) -> Any:
-    raise AssertionError("LaunchPlan.launch reads the driver's cuLaunchKernel first")
+    raise AssertionError("a plan launch reads the driver's cuLaunchKernel first")
 
 
 class LaunchPlan:
@@ -69,28 +89,27 @@ class LaunchPlan:
     """
 
     __slots__ = (
-        "_ids",
         "_last",
         "_pointer_cells",
         "_pointers",
         "_refs",
         "_scalar_cells",
-        "_scalar_types",
-        "_scalars",
         "address",
         "block",
         "busy",
-        "converted",
         "driver",
         "driver_launch",
         "epoch",
+        "fixed",
         "kernel",
+        "run",
         "shared",
         "signature",
         "stream",
         "views",
     )
 
+    run: Launcher
     busy: bool  # while the block is being launched: a launch made meanwhile (a finalizer's) takes the full path
     kernel: Any  # the function's CUkernel, read when the pointers were remembered
 
@@ -100,7 +119,7 @@ class LaunchPlan:
         self.signature = signature
         pointers = tuple(i for i, kind in enumerate(signature) if kind in POINTER_KINDS)
         scalars = tuple(i for i, kind in enumerate(signature) if kind not in POINTER_KINDS)
-        self._pointers, self._scalars = _getter(pointers), _getter(scalars)
+        self._pointers = _getter(pointers)
         self._scalar_cells = struct.Struct("<" + "".join(CELL[signature[i]] for i in scalars))
         self._pointer_cells = struct.Struct(f"<{len(pointers)}Q")
         self.block = (ctypes.c_uint64 * (2 * n or 1))()
@@ -108,21 +127,19 @@ class LaunchPlan:
         cell = {index: base + 8 * k for k, index in enumerate(scalars + pointers)}
         struct.pack_into(f"<{n}Q", self.block, 8 * n, *(cell[i] for i in range(n)))
         self.address = base + 8 * n
-        self.converted: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
-            (i, KINDS[signature[i]].convert) for i in scalars if signature[i] not in _EXACT
-        )
-        # The exact type each scalar may have on the plan's path: an exact int or float, or its converter's carrier.
-        self._scalar_types = tuple(_EXACT.get(signature[i]) or type(KINDS[signature[i]].convert(0.0)) for i in scalars)
+        # What the compiled launch (tile.core._fastcore) reads, in one field: the signature, its length, whether every
+        # scalar packs as itself (no converter), the positions of the pointers and of the scalars (whose objects
+        # ``_refs`` and ``_last`` hold, in that order) and the ``kernelParams`` address.
+        plain = all(signature[i] in _EXACT for i in scalars)
+        self.fixed = (signature, n, plain, pointers, scalars, self.address)
+        # ``run(plan, args, stream, driver, shared_mem, *grid, *block)``: the hit test and launch (see _plancode).
+        self.run = _LAUNCHERS.get(signature) or _launcher(signature, pointers, scalars)
         self._last: tuple[Any, ...] | None = None  # the scalar objects whose values the block's cells hold
-        # The ids of the last planned launch's arguments: equal ids are the same objects, as long as each still lives
-        # (the scalars are held in ``_last``; a remembered pointer's collection clears this, from its weak reference's
-        # callback, which runs before its memory can hold another object).
-        self._ids: list[int] | None = None
-        self._refs: tuple[weakref.ref[Any], ...] = ()
+        self._refs: tuple[weakref.ref[Any], ...] = ()  # the remembered pointer arguments
         # Weak, as the pointers: a plan keeps no buffer or stream alive (the arguments of a hit hold them).
         self.shared: tuple[weakref.ref[DeviceBuffer], ...] = ()  # the buffers of other streams: records the launch
         self.views: tuple[weakref.ref[DeviceView], ...] = ()  # borrowed views: held until the launch completes
-        self.stream: weakref.ref[Stream] | None = None
+        self.stream: Callable[[], Stream | None] = _no_stream  # a weak reference once remembered
         self.epoch, self.busy, self.kernel = -1, False, None
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
@@ -141,74 +158,15 @@ class LaunchPlan:
         ``kernel`` handle (valid until its module is unloaded, which bumps the epoch), the borrowed ``views`` (which
         a launch holds until it completes: among the arguments a hit matches by identity). Raw addresses and
         the arguments of a launch made while the block is in use are not kept."""
-        self.epoch, self._ids = -1, None
+        self.epoch = -1
         objects = self._pointers(args)
         if self.busy or not all(type(obj) is DeviceBuffer or type(obj) is DeviceView for obj in objects):
             return
-        self._refs = tuple(weakref.ref(obj, self._died) for obj in objects)
+        self._refs = tuple(weakref.ref(obj) for obj in objects)
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
         self.views = tuple(weakref.ref(v) for v in views)
         self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
-
-    def launch(self, args: Sequence[Any], stream: Stream, driver: Any, shared_mem: int, *extents: int) -> Any:
-        """Pack ``args`` into the block and launch it on ``stream`` (the caller holds ``use_lock`` and checked the
-        extents); the driver's result, or None, with nothing launched, when the launch must take the full path
-        (other pointers, a free, close or unload since, odd values)."""
-        if type(args) is not list and type(args) is not tuple:  # an exact list or tuple: indexing runs no user code
-            return None
-        if self.converted:
-            values = list(args)
-            try:  # first: a converter may run a value's own methods (which may free memory or close a stream)
-                for i, convert in self.converted:
-                    values[i] = convert(values[i])
-            except (LaunchArgumentError, IndexError):  # the full path raises it, or an earlier argument's error
-                return None
-            args = values
-        # From here on no user code runs.
-        if (
-            len(args) != len(self.signature)
-            or self.epoch != invalidation[0]
-            or self.stream is None
-            or self.stream() is not stream
-            or self.busy
-        ):
-            return None
-        ids = list(map(id, args))
-        if ids != self._ids:  # else the very objects of the last launch: the cells hold them (see `_ids`)
-            # Pointers: the remembered objects themselves (``is``: no ``__eq__`` asked); scalars checked and packed.
-            if not all(map(operator.is_, self._pointers(args), [ref() for ref in self._refs])) or not self._pack(
-                self._scalars(args)
-            ):
-                return None
-            self._ids = ids
-        if self.driver is not driver:  # (read once per driver: a simulator's attribute reads are slow)
-            self.driver, self.driver_launch = driver, driver.cuLaunchKernel
-        launch = self.driver_launch
-        self.busy = True  # a launch made before the driver has read the block (a finalizer's) packs its own
-        try:
-            return launch(self.kernel, *extents, shared_mem, stream._raw, self.address, 0)
-        finally:
-            self.busy = False
-
-    def _died(self, _: object) -> None:
-        """A remembered pointer object is being collected: its id may name another object from now on."""
-        self._ids = None
-
-    def _pack(self, scalars: tuple[Any, ...]) -> bool:
-        # Exact types (``is``: a metaclass's ``__eq__`` could lie): ints, which ``struct`` range-checks and packs as
-        # the value checked, floats for f64, and the converters' carriers.
-        if not all(map(operator.is_, map(type, scalars), self._scalar_types)):
-            return False
-        # A refused pack may have written the cells before the bad value: nothing may take them for the last launch's
-        # (the ids of its objects, which the cells no longer hold) until a pack succeeds.
-        self._last = self._ids = None
-        try:
-            self._scalar_cells.pack_into(self.block, 0, *scalars)
-        except struct.error:  # an int out of its kind's range: the full path says which
-            return False
-        self._last = scalars
-        return True
 
 
 def plan_for(function: Any, signature: object) -> LaunchPlan | None:
