@@ -166,7 +166,7 @@ def test_a_closed_stream_is_refused(probe: Probe) -> None:
     probe(args, stream=s)
     probe(args, stream=s)
     s.close()
-    with pytest.raises(tc.StreamClosedError):
+    with pytest.raises(tc.StreamClosedError, match="was closed"):
         probe(args, stream=s)
     assert len(probe.seen) == 2
 
@@ -203,7 +203,7 @@ def test_wrong_calls_raise_the_pure_launchs_errors(probe: Probe) -> None:
     probe(args, stream=x.stream)
     with pytest.raises(TypeError, match="colour"):
         probe(args, stream=x.stream, colour=1)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="positional"):
         probe.launch(probe.function, 1, 1, args, x.stream)
     with pytest.raises(tc.LaunchArgumentError, match="does not fit"):
         probe([x, 2**31, 2], stream=x.stream)
@@ -220,7 +220,7 @@ def test_a_planned_launch_inside_a_host_function_is_refused(probe: Probe) -> Non
     _reaper.RUNNING[0] += 1
     _reaper._THREAD.depth = 1
     try:
-        with pytest.raises(tc.HostFunctionError):
+        with pytest.raises(tc.HostFunctionError, match="host function"):
             probe(args, stream=x.stream)
     finally:
         _reaper.RUNNING[0] -= 1
