@@ -22,7 +22,10 @@ time per token over the bandwidth a device-to-device copy reaches in the same ru
 combine, or ``auto``, the default: one kernel up to 1024 cache positions); the row records it. ``--fuse`` picks
 `Qwen3`'s ``fuse`` (the RMSNorms and SwiGLU fused into the decode projections, SwiGLU into the prefill's gate/up
 GEMM: ``on``, the default, or ``off``); ``both`` also times the unfused graph decode on the same model and
-weights right after the fused one (``tile_graph_unfused``), an A/B in one run.
+weights right after the fused one (``tile_graph_unfused``), an A/B in one run. ``--pdl`` picks `Qwen3`'s ``pdl``
+(programmatic dependent launch: ``off``, the default, or ``on``); ``both`` also times the graph decode of the same
+model with and without it in ``--pdl-rounds`` interleaved rounds (``tile_graph_pdl_off``, ``tile_graph_pdl_on``,
+``pdl_speedup``, ``pdl_same_tokens``: `qwen3_pdl`).
 
 The peers are skipped (``peers_skipped`` says why) with ``--peers none`` or where two more copies of the weights do
 not fit the GPU beside Tile's (32B on one H200).
@@ -72,6 +75,7 @@ from typing import Any
 import numpy as np
 from qwen3_context import bench_contexts, hf_points, kv_bytes_per_token, parse_contexts, roofline_s, torch_series
 from qwen3_hf import decode_rate, hf_rates
+from qwen3_pdl import pdl_ab
 from qwen3_prefill import bench_prefill
 from qwen3_torch import TorchQwen3, torch_rate
 from qwen3_weights import SeededWeights
@@ -116,8 +120,9 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
     row["kv_bytes_per_token"] = kv_bytes
     floor = roofline_s(row["weight_bytes"], kv_bytes, bandwidth)
     start = time.perf_counter()
-    model = Qwen3(c, w, max_seq=max_seq, decode_attention=args.decode_attention, fuse=args.fuse != "off")
-    row["decode_attention"], row["fuse"] = args.decode_attention, args.fuse
+    options = {"decode_attention": args.decode_attention, "fuse": args.fuse != "off", "pdl": args.pdl == "on"}
+    model = Qwen3(c, w, max_seq=max_seq, **options)
+    row["decode_attention"], row["fuse"], row["pdl"] = args.decode_attention, args.fuse, args.pdl
     row["build_s"] = time.perf_counter() - start  # the seeded weights made on the host and uploaded, tensor by tensor
     print(f"{name}: built in {row['build_s']:.1f} s", flush=True)
     start = time.perf_counter()
@@ -135,6 +140,14 @@ def bench(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) -> 
         model.length = after_prompt
         sec = decode_rate(lambda tok: int(np.argmax(graph.step(tok))), first, args.tokens, lambda: None)
         row["tile_graph_logits"] = {"tokens_per_s": 1 / sec, "roofline_fraction": floor / sec}
+    if args.pdl == "both":  # the A/B: the same model and positions, graphs with and without PDL, interleaved
+        row |= pdl_ab(model, first, after_prompt=after_prompt, tokens=args.tokens, floor=floor, rounds=args.pdl_rounds)
+        on, off = row["tile_graph_pdl_on"], row["tile_graph_pdl_off"]
+        print(
+            f"{name}: pdl on {on['tokens_per_s']:.1f} tok/s ({on['roofline_fraction']:.3f} of the roofline), off "
+            f"{off['tokens_per_s']:.1f} ({off['roofline_fraction']:.3f}); same tokens: {row['pdl_same_tokens']}",
+            flush=True,
+        )
     if args.fuse == "both":  # the A/B: the same model and positions, the unfused decode steps
         model.fuse, model.length = False, after_prompt
         with DecodeGraph(model) as graph:
@@ -343,6 +356,29 @@ def tp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-tp1", action="store_true", help="--tp: skip the one-GPU comparison (tp1_tile_graph)")
 
 
+def decode_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of the decode model (`Qwen3`'s ``decode_attention``, ``fuse`` and ``pdl``)."""
+    p.add_argument(
+        "--decode-attention",
+        choices=("auto", "one", "split"),
+        default="auto",
+        help="Qwen3(decode_attention=...): one kernel, split + combine, or auto (one up to 128 cache positions)",
+    )
+    p.add_argument(
+        "--fuse",
+        choices=("on", "off", "both"),
+        default="on",
+        help="Qwen3(fuse=...): norms and SwiGLU fused into the decode projections; both: also time the unfused graph",
+    )
+    p.add_argument(
+        "--pdl",
+        choices=("off", "on", "both"),
+        default="off",
+        help="Qwen3(pdl=...): programmatic dependent launch; both: also time the graph with and without it, A/B",
+    )
+    p.add_argument("--pdl-rounds", type=int, default=5, help="--pdl both: interleaved rounds per mode (median)")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=None, help="default 0.6B,1.7B,4B (4B,32B with --tp; 4B with --prefill)")
@@ -363,18 +399,7 @@ def main(argv: list[str] | None = None) -> None:
         help="decode peers: torch and transformers eager (default), also transformers compiled (all), or none",
     )
     p.add_argument("--hf-limit", type=int, default=240, help="seconds transformers_compiled may take")
-    p.add_argument(
-        "--decode-attention",
-        choices=("auto", "one", "split"),
-        default="auto",
-        help="Qwen3(decode_attention=...): one kernel, split + combine, or auto (one up to 128 cache positions)",
-    )
-    p.add_argument(
-        "--fuse",
-        choices=("on", "off", "both"),
-        default="on",
-        help="Qwen3(fuse=...): norms and SwiGLU fused into the decode projections; both: also time the unfused graph",
-    )
+    decode_arguments(p)
     args = p.parse_args(argv)
     if args.tp > 1:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # NVLink multicast needs fabric setup most hosts lack

@@ -131,7 +131,7 @@ def test_the_time_limit_interrupts_and_is_off_after() -> None:
     time.sleep(1.2)  # no alarm left armed
 
 
-@pytest.mark.parametrize("mode", [[], ["--prefill"]])
+@pytest.mark.parametrize("mode", [[], ["--prefill"], ["--pdl", "both", "--pdl-rounds", "2"]])
 def test_smoke_runs_print_their_rows(mode: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     backend = tile.backend()
     try:
@@ -142,7 +142,7 @@ def test_smoke_runs_print_their_rows(mode: list[str], capsys: pytest.CaptureFixt
     row: dict[str, Any] = rows[0]
     assert rows[-1]["device"] == "cpu interpreter"
     assert row["model"] == "tiny"
-    if mode:
+    if mode == ["--prefill"]:
         assert row["mode"] == "prefill"
         assert row["tokens"] == 16
         assert row["tile_prefill"]["s"] > 0
@@ -151,6 +151,14 @@ def test_smoke_runs_print_their_rows(mode: list[str], capsys: pytest.CaptureFixt
     else:
         assert row["mode"] == "decode"
         assert row["tile_graph"]["tokens_per_s"] > 0
+        assert ("tile_graph_pdl_on" in row) == bool(mode)  # --pdl both: the A/B rows, two rounds each
+        if mode:
+            assert row["pdl"] == "both"
+            for name in ("tile_graph_pdl_on", "tile_graph_pdl_off"):
+                assert len(row[name]["rounds_s"]) == 2
+                assert row[name]["tokens_per_s"] > 0
+            assert row["pdl_same_tokens"] is True
+            assert row["pdl_speedup"] > 0
 
 
 @pytest.mark.gpu

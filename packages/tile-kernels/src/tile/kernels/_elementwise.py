@@ -261,13 +261,14 @@ def _argmax(t: Tensor, *, flat: bool = False) -> Op:
     chunks = -(-n // bn)
     vals = tile.empty(f32, [rows, chunks]).partition([1, 1])
     idxs = tile.empty(i32, [rows, chunks]).partition([1, 1])
-    first: Op = kernels(_STEM).argmax_parts(vals, idxs, t, BN=bn, FLAT=int(flat))
+    k = kernels(_STEM)  # read now: the pick below is made later, maybe outside this call's launch_pdl block
+    first: Op = k.argmax_parts(vals, idxs, t, BN=bn, FLAT=int(flat))
     bc = min(_args.next_pow2(chunks), 1024 if tile.backend() == "gpu" else 8)
 
     def pick(out: tuple[Any, ...]) -> Any:
         # The partials are handed on in flight: the pick runs after the first stage, with no wait between.
         z = tile.empty(i32, [1 if flat else rows]).partition([1])
-        made = kernels(_STEM).argmax_pick(z, out[0].unpartition(), out[1].unpartition(), BC=bc, FLAT=int(flat))
+        made = k.argmax_pick(z, out[0].unpartition(), out[1].unpartition(), BC=bc, FLAT=int(flat))
         return made.map(lambda res: (res[0], out[2]))
 
     return first.then(pick)

@@ -33,7 +33,7 @@ import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Kernel, Tensor
 from tile.kernels import _args, _fused, autotune
-from tile.kernels._source import kernels
+from tile.kernels._source import kernels, pdl_requested
 
 __all__ = ["DOT_BUDGET", "FORMS", "candidates", "check", "default", "launch", "launch_split"]
 
@@ -150,11 +150,16 @@ def check(config: autotune.Config, op: str) -> None:
         raise ArgumentError(f"{op}: config {config}: give LAT in 1..10, TMA 0 or 1 and OCC in 0..32 (0: no hint)")
 
 
-@functools.cache
 def _kernel(form: int, occupancy: int) -> Kernel:
-    """The form's kernel, with an occupancy hint when ``occupancy`` > 0 (a kernel object of its own, compiled apart)."""
-    base: Kernel = getattr(kernels(_STEM), FORMS[form])
-    return base if occupancy == 0 else tile.entry(occupancy=occupancy)(base.fn)
+    """The form's kernel, with an occupancy hint when ``occupancy`` > 0 (a kernel object of its own, compiled apart);
+    the PDL one inside ``launch_pdl(True)`` (see `tile.kernels._source`)."""
+    return _kernel_of(form, occupancy, pdl_requested())
+
+
+@functools.cache
+def _kernel_of(form: int, occupancy: int, pdl: bool) -> Kernel:
+    base: Kernel = getattr(kernels(_STEM), FORMS[form])  # (kernels() reads the same request as `pdl`)
+    return base if occupancy == 0 else tile.entry(occupancy=occupancy, pdl=base.options.pdl)(base.fn)
 
 
 def launch(

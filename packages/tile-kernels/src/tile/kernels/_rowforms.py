@@ -27,7 +27,7 @@ from typing import Any
 import tile.frontend as tile
 from tile.frontend import ArgumentError, Kernel
 from tile.kernels import autotune
-from tile.kernels._source import kernels, source_digest
+from tile.kernels._source import kernels, pdl_requested, source_digest
 
 __all__ = ["WHOLE_MAX", "Plan", "configs", "default", "plan", "source"]
 
@@ -35,7 +35,7 @@ WHOLE_MAX = 32768
 """The most elements a whole-row block holds (``BM * NP``): longer rows, or more rows per block, are chunked."""
 WHOLE, CHUNKED = "_row_kernels", "_row_chunked"
 _TUNED_BN = (1024, 2048, 4096)
-_VARIANTS: dict[tuple[str, str, int, int], Kernel] = {}
+_VARIANTS: dict[tuple[str, str, int, int, bool], Kernel] = {}
 _LOCK = threading.Lock()
 
 
@@ -79,7 +79,7 @@ class Plan:
 
 
 def _variant(stem: str, entry: str, occ: int, warps: int) -> Kernel:
-    key = (stem, entry, occ, warps)
+    key = (stem, entry, occ, warps, pdl_requested())  # the PDL kernels inside launch_pdl(True): tile.kernels._source
     with _LOCK:
         found = _VARIANTS.get(key)
         if found is None:
@@ -87,7 +87,8 @@ def _variant(stem: str, entry: str, occ: int, warps: int) -> Kernel:
             if occ == 0 and warps == 0:
                 found = base
             else:
-                found = tile.entry(occupancy=occ or None, num_worker_warps=warps or None)(base.fn)
+                hint = tile.entry(occupancy=occ or None, num_worker_warps=warps or None, pdl=base.options.pdl)
+                found = hint(base.fn)
             _VARIANTS[key] = found
         return found
 

@@ -6,6 +6,10 @@ that output and the chain files the named handles (in flight) before making the 
 the previous ones wrote with no host wait in between. A handle taken as a partition is unpartitioned in flight (only
 the launch the step returns can take it, ordered after the writer: ownership rule 11). Nothing runs until the chain's
 op is synced, awaited or captured; `Chain.finish` files the last op's handles from what ``.sync()`` returned.
+
+A chain made with ``pdl=True`` makes every step inside ``tile.kernels._source.launch_pdl(True)``: its library
+launches are the programmatic-dependent-launch kernels (each waits at entry for the kernel before it, so it may
+start early; results are the same). The flag is set around each step's own call, on whichever thread runs it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 from tile.aio import DeviceOp
 from tile.frontend import Partition
+from tile.kernels._source import launch_pdl
 
 __all__ = ["Chain", "Step"]
 
@@ -24,11 +29,12 @@ Step = Callable[["Chain"], tuple[Op, dict[str, int]]]
 
 
 class Chain:
-    """The handles of one chain by name (`take`), and its op (`build`)."""
+    """The handles of one chain by name (`take`), and its op (`build`); ``pdl``: its steps launch the PDL kernels."""
 
-    def __init__(self, **handles: Any) -> None:
+    def __init__(self, *, pdl: bool = False, **handles: Any) -> None:
         self.handles: dict[str, Any] = dict(handles)
         self._names: dict[str, int] = {}
+        self.pdl = pdl
 
     def take(self, name: str) -> Any:
         """The handle named ``name`` for the op being made; a partition is unpartitioned (in flight in the chain)."""
@@ -44,7 +50,7 @@ class Chain:
 
     def build(self, steps: Sequence[Step]) -> Op:
         """One op running ``steps`` in order, each enqueued after the previous with no wait."""
-        first, self._names = steps[0](self)
+        first, self._names = self._make(steps[0])
         op = first
         for step in steps[1:]:
             op = op.then(self._then(step))
@@ -53,10 +59,14 @@ class Chain:
     def _then(self, step: Step) -> Callable[[tuple[Any, ...]], Op]:
         def fn(out: tuple[Any, ...]) -> Op:
             self.file(out)
-            made, self._names = step(self)
+            made, self._names = self._make(step)
             return made
 
         return fn
+
+    def _make(self, step: Step) -> tuple[Op, dict[str, int]]:
+        with launch_pdl(self.pdl):
+            return step(self)
 
     def finish(self, out: Sequence[Any]) -> None:
         """File the last op's handles from what the chain's ``.sync()`` (or a graph's ``close()``) handed back."""

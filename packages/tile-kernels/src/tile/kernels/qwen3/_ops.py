@@ -17,7 +17,7 @@ import tile.frontend as tile
 from tile.aio import DeviceOp
 from tile.frontend import ArgumentError, Kernel, Tensor
 from tile.kernels import _args
-from tile.kernels._source import kernels
+from tile.kernels._source import kernels, pdl_requested
 
 __all__ = ["APPEND_TOKENS", "PREP_GROUP", "PREP_OCCUPANCY", "prep_qkv"]
 
@@ -42,11 +42,16 @@ block: two blocks fit an SM. With 4: 117 registers, 51 KB, four blocks (sm_90, S
 (default), 8."""
 
 
-@functools.cache
 def _rows_kernel(occupancy: int) -> Kernel:
-    """``qkv_prep_rows`` with an occupancy hint when ``occupancy`` > 0 (a kernel object of its own, compiled apart)."""
-    base: Kernel = kernels(_STEM).qkv_prep_rows
-    return base if occupancy == 0 else tile.entry(occupancy=occupancy)(base.fn)
+    """``qkv_prep_rows`` with an occupancy hint when ``occupancy`` > 0 (a kernel object of its own, compiled apart);
+    the PDL one inside ``launch_pdl(True)`` (see `tile.kernels._source`)."""
+    return _rows_kernel_of(occupancy, pdl_requested())
+
+
+@functools.cache
+def _rows_kernel_of(occupancy: int, pdl: bool) -> Kernel:
+    base: Kernel = kernels(_STEM).qkv_prep_rows  # (kernels() reads the same request as `pdl`)
+    return base if occupancy == 0 else tile.entry(occupancy=occupancy, pdl=base.options.pdl)(base.fn)
 
 
 def prep_qkv(

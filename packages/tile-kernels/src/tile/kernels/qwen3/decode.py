@@ -2,10 +2,12 @@
 
 The step is the model's forward chain for one token (embedding, every layer, final norm, LM head: 9 or 10 launches
 a layer, no host wait between them), captured with ``.graph()`` (a CUDA graph on the GPU, a recorded host schedule on
-the CPU interpreter), ending with a one-block argmax of the logits. Its launches read the token id and the position
-from one i32 device tensor ``[id, position]``; each token runs one chain of three ops with one host wait:
-`tile.graph_write` of the new ``[id, position]`` (ordered after the previous replay), the replay, and `tile.graph_read`
-of the f32 logits row (`step`, for host sampling) or of the greedy id alone (`greedy`).
+the CPU interpreter), ending with a one-block argmax of the logits. With ``Qwen3(..., pdl=True)`` its kernels are the
+library's PDL ones, launched with programmatic stream serialization while the stream captures, which the driver
+records as programmatic edges: in a replay each kernel may start while the one before it finishes. Its launches read
+the token id and the position from one i32 device tensor ``[id, position]``; each token runs one chain of three ops
+with one host wait: `tile.graph_write` of the new ``[id, position]`` (ordered after the previous replay), the replay,
+and `tile.graph_read` of the f32 logits row (`step`, for host sampling) or of the greedy id alone (`greedy`).
 
 While the graph is open it holds the model's KV cache (`Qwen3.forward` refuses to run); `close` hands it back.
 """
@@ -50,7 +52,7 @@ class DecodeGraph:
         device = model.embed.device
         ctx = aio.default_policy("host" if device == "cpu" else device).next_context() if on is None else on
         self._inputs: Tensor = tile.from_numpy(np.zeros(2, dtype=np.int32))
-        self._chain = Chain()
+        self._chain = Chain(pdl=model.pdl)  # PDL kernels: captured with programmatic edges between them
         op = self._chain.build(model.steps(self._inputs, 1, head=True, argmax=True))
         model.graphed = True
         try:

@@ -90,6 +90,12 @@ class Qwen3:
         the unfused kernels, for A/B timings (the fused normed
         activation and gate/up product round to bf16 differently, within bf16 tolerance of each other). It may be
         set later (``model.fuse = False``; a `DecodeGraph` captured before keeps the form it captured).
+    pdl
+        Programmatic dependent launch (sm_90+; default False until measured faster): every pass's launches (and a
+        `DecodeGraph`'s, captured as programmatic graph edges) are the library's PDL kernels, which wait at entry
+        for the kernel before them, so each may be launched, and run its prologue, while that one finishes; the
+        decode kernels also let their successor start early (``tile.launch_dependents()``). Same results either
+        way; needs Tile IR bytecode 13.4+. It may be set later, as ``fuse``.
 
     ``config`` and ``max_seq`` are read-only (`FrozenError`): the caches, the RoPE tables and the kernels'
     tiles were made for them, and the checks that refuse a bad call before the caches move read them. ``length`` is
@@ -113,6 +119,7 @@ class Qwen3:
         *,
         decode_attention: str = "auto",
         fuse: bool = True,
+        pdl: bool = False,
     ) -> None:
         if decode_attention not in ("auto", "one", "split"):
             raise ArgumentError(
@@ -127,6 +134,7 @@ class Qwen3:
         one = decode_attention == "one" or (decode_attention == "auto" and self.max_seq <= self.ONE_KERNEL_SEQ)
         self._decode_splits = 1 if one else None  # None: the library sizes the split for the whole cache
         self.fuse = fuse
+        self.pdl = pdl
 
         def put(*names: str) -> Tensor:
             parts = [np.asarray(weights[n], dtype=ml_dtypes.bfloat16) for n in names]
@@ -168,6 +176,8 @@ class Qwen3:
             if not isinstance(value, bool):
                 raise ArgumentError(f"Qwen3: fuse={value!r}; pass True (fused decode projections) or False")
             object.__setattr__(self, "_tuned", set())  # the other form's matmuls: tuned by the next pass (or graph)
+        if name == "pdl" and not isinstance(value, bool):
+            raise ArgumentError(f"Qwen3: pdl={value!r}; pass True (programmatic dependent launch) or False")
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -216,7 +226,7 @@ class Qwen3:
             raise ArgumentError("Qwen3.forward: a decode graph holds the KV cache; close it first (graph.close())")
         self.tune(n)
         inputs = tile.from_numpy(np.array([*ids, self.length], dtype=np.int32))
-        chain = Chain()
+        chain = Chain(pdl=self.pdl)
         head = n == 1 or all_logits
         chain.finish(chain.build(self.steps(inputs, n, head=head, start=self.length)).sync())
         self.adopt_caches(chain)
@@ -225,7 +235,7 @@ class Qwen3:
             out = chain.take("logits")
         else:
             x = chain.take("x")
-            tail = Chain(h=tk.rmsnorm(x[n - 1 : n], self.norm, eps=c.rms_norm_eps))
+            tail = Chain(pdl=self.pdl, h=tk.rmsnorm(x[n - 1 : n], self.norm, eps=c.rms_norm_eps))
             tail.finish(tail.build(self.logits_steps(1)).sync())
             out = tail.take("logits")
         logits = self.logits_rows(out.to_numpy())
