@@ -1,7 +1,7 @@
-"""Review 33: tile.kernels.qwen3 from the outside: a hostile or broken Hugging Face checkpoint directory (the
-safetensors reader, the index, ``config.json``), the sampler's arguments and logits, torchrun's environment, and the
-model's KV caches as public state. Each hole's test names it in its docstring, failed before its fix, and asserts
-the typed error; they run on the CPU interpreter.
+"""Review 33: tile.kernels.qwen3 (and ``tk.sample``) from the outside: a hostile or broken Hugging Face checkpoint
+directory (the safetensors reader, the index, ``config.json``), the samplers' arguments and logits, torchrun's
+environment, and the model's KV caches as public state. Each hole's test names it in its docstring, failed before its
+fix, and asserts the typed error or the right answer; they run on the CPU interpreter.
 
 Holes found and fixed:
 
@@ -23,6 +23,10 @@ Holes found and fixed:
 - ``Qwen3Config``: ``"rope_theta": "abc"`` raised ``ValueError``; ``"tie_word_embeddings": "false"`` tied the
   embeddings (a non-empty string is true); a string eps was kept; ``true`` for a count was 1; a ``config.json`` that is
   not JSON or not an object raised ``JSONDecodeError``/``AttributeError``. Fields are checked by kind now.
+- ``tk.sample`` (the device sampler): a temperature below ~3e-39 made ``1 / temperature`` inf in f32 (and large
+  logits overflowed the product), so every positive logit tied at inf and the first won, not the largest; a row of
+  nothing but NaN returned 2147483647, an id past the vocabulary. The kernel adds ``temperature * noise`` to the
+  logits now (the same argmax) and answers 0 for a row of NaN, as ``tk.argmax`` does.
 - ``torchrun_world``: ``RANK=x`` raised ``ValueError``, ``RANK`` past ``WORLD_SIZE`` was returned. `BackendError` now.
 - The KV caches (``model.k_cache[i]``, public lists): a pass moves each layer's caches into its launches in turn, so a
   cache the kernels refuse at layer 1 (another shape, the same tensor as another layer's) failed the chain after
@@ -335,3 +339,34 @@ def test_a_float_token_id_is_refused(model: Qwen3) -> None:
         graph.greedy(2.9)  # type: ignore[arg-type]
     assert model.length == 2
     assert model.forward([np.int64(3)]).shape == (TINY.vocab_size,)
+
+
+# -- hole: the device sampler (tk.sample) past f32's range, and on rows of NaN ---------------------------------------
+
+
+@pytest.mark.parametrize("top_k", [0, 2])
+@pytest.mark.parametrize(
+    ("logits", "temperature"),
+    [([1.0, 2.0, 3.0, -1.0], 1e-39), ([1.0, 2.0, 3.0, -1.0], 1e-320), ([1e38, 2e38, 3e38], 0.5)],
+)
+def test_device_sampling_at_a_tiny_temperature_takes_the_largest_logit(
+    logits: list[float], temperature: float, top_k: int
+) -> None:
+    """Hole: the kernel scaled the logits by ``1 / temperature``, which overflowed f32 (1e39 is inf: every positive
+    logit became inf and the first of them won; 2 * 3e38 too): ``tk.sample`` answered 0 (or 1) where the softmax at
+    that temperature is all on index 2. It adds ``temperature * noise`` to the logits now (same argmax, no overflow)."""
+    import tile.kernels as tk
+
+    x = tile.from_numpy(np.array([logits], np.float32))
+    assert [int(tk.sample(x, temperature, top_k=top_k, seed=s).to_numpy()[0]) for s in range(4)] == [2] * 4
+
+
+@pytest.mark.parametrize("top_k", [0, 2])
+def test_device_sampling_a_row_of_nan_gives_an_id_inside_the_row(top_k: int) -> None:
+    """Hole: a row of nothing but NaN kept no candidate and ``tk.sample`` returned 2147483647, an id past any
+    vocabulary (the embedding lookup of the next step would trap on it). 0 now, as ``tk.argmax`` answers."""
+    import tile.kernels as tk
+
+    x = tile.from_numpy(np.full((2, 5), np.nan, np.float32))
+    assert tk.sample(x, 1.0, top_k=top_k, seed=3).to_numpy().tolist() == [0, 0]
+    assert tk.argmax(x).to_numpy().tolist() == [0, 0]
