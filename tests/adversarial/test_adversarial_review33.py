@@ -370,3 +370,18 @@ def test_device_sampling_a_row_of_nan_gives_an_id_inside_the_row(top_k: int) -> 
     x = tile.from_numpy(np.full((2, 5), np.nan, np.float32))
     assert tk.sample(x, 1.0, top_k=top_k, seed=3).to_numpy().tolist() == [0, 0]
     assert tk.argmax(x).to_numpy().tolist() == [0, 0]
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+@pytest.mark.parametrize("top_k", [0, 50])
+def test_gpu_sampling_at_a_tiny_temperature_and_on_nan_rows(gpu: None, top_k: int) -> None:
+    """The two device-sampler holes above on the GPU: a vocabulary-wide row at temperature 1e-39 gives its argmax,
+    rows of NaN give 0."""
+    import tile.kernels as tk
+
+    logits = np.random.default_rng(2).standard_normal((4, 151936)).astype(np.float32) * 3
+    logits[2:] = np.nan
+    picks = tk.sample(tile.from_numpy(logits), 1e-39, top_k=top_k, seed=9).to_numpy()
+    assert picks.tolist() == [*np.argmax(logits[:2], axis=1).tolist(), 0, 0]
+    assert tk.sample(tile.from_numpy(logits), 1.0, top_k=top_k, seed=9).to_numpy()[2:].tolist() == [0, 0]
