@@ -39,6 +39,8 @@ __all__ = [
 _STEM = "_elementwise_kernels"
 _IDS = ("i32", "i64")
 MAX_TOP_K = 1024
+MAX_TEMPERATURE = 1e30
+"""The temperature `sample` runs at for any larger one (both are uniform draws for logits below 1e28)."""
 Op = DeviceOp[tuple[Any, ...]]
 
 
@@ -296,7 +298,9 @@ def sample(x: object, temperature: float, top_k: int = 0, seed: int = 0) -> Tens
     row's ``top_k`` largest values (all for 0); i32 ``(R,)``.
 
     ``temperature == 0`` or ``top_k == 1`` is greedy (`argmax`). Sampling is the Gumbel-max trick with noise from a
-    hash of ``(seed, row, index)``: deterministic for a seed, different per seed; change the seed every step.
+    hash of ``(seed, row, index)``: deterministic for a seed, different per seed; change the seed every step. A tiny
+    temperature tends to greedy (no overflow: the noise is scaled by it, not the logits by its inverse); a row of
+    nothing but NaN gives 0, as `argmax` does.
     """
     return _args.first_output(_sample("sample", x, temperature, top_k, seed, borrow=True).sync())
 
@@ -321,5 +325,6 @@ def _sample(op: str, x: object, temperature: float, top_k: int, seed: int, *, bo
     k = min(top_k, n)
     z = tile.empty(i32, [t.shape[0]]).partition([1])
     seed32 = int(seed) % (1 << 31)
-    made: Op = kernels(_STEM).sample(z, t, 1.0 / temperature, seed32, K=k, BN=_chunk(n))
+    # Above MAX_TEMPERATURE every draw is uniform for any logits below 1e28; capped, the noise times it stays finite.
+    made: Op = kernels(_STEM).sample(z, t, min(temperature, MAX_TEMPERATURE), seed32, K=k, BN=_chunk(n))
     return made

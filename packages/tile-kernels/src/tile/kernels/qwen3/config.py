@@ -8,6 +8,7 @@ and output embeddings for 0.6B, 1.7B and 4B only.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,14 @@ class Qwen3Config:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(value, int) or value < 1):
+            if f.type == "int" and (type(value) is not int or value < 1):
                 raise ArgumentError(f"Qwen3Config {self.name}: {f.name} must be a positive int, got {value!r}")
+            if f.type == "float" and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf
+            ):
+                raise ArgumentError(f"Qwen3Config {self.name}: {f.name} must be a finite number > 0, got {value!r}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise ArgumentError(f"Qwen3Config {self.name}: {f.name} must be true or false, got {value!r}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ArgumentError(
                 f"Qwen3Config {self.name}: {self.num_attention_heads} attention heads do not split into groups of "
@@ -105,20 +112,27 @@ class Qwen3Config:
 
     @classmethod
     def from_hf(cls, data: dict[str, Any], name: str = "checkpoint") -> Qwen3Config:
-        """The config of a Hugging Face ``config.json`` dict; raises `ArgumentError` for another architecture."""
+        """The config of a Hugging Face ``config.json`` dict; raises `ArgumentError` for another architecture or a
+        field of the wrong kind (a count that is not a positive int, a string for a number or a flag)."""
+        if not isinstance(data, dict):
+            raise ArgumentError(f"{name}: config.json holds a {type(data).__name__}, not a JSON object")
         if data.get("model_type", "qwen3") != "qwen3":
             raise ArgumentError(
                 f"{name}: model_type is {data.get('model_type')!r}; only dense Qwen3 ('qwen3') runs here"
             )
-        theta = data.get("rope_theta", (data.get("rope_parameters") or {}).get("rope_theta", 1_000_000.0))
-        scaling = data.get("rope_scaling") or (data.get("rope_parameters") or {}).get("rope_type", "default")
+        rope = data.get("rope_parameters") or {}
+        if not isinstance(rope, dict):
+            raise ArgumentError(f"{name}: rope_parameters is {rope!r}, not a JSON object")
+        theta: Any = data.get("rope_theta", rope.get("rope_theta", 1_000_000.0))
+        scaling = data.get("rope_scaling") or rope.get("rope_type", "default")
         if scaling not in (None, "default"):
             raise ArgumentError(f"{name}: RoPE scaling {scaling!r} is not supported (plain RoPE only)")
         try:
             kwargs = {
                 f.name: data[f.name] for f in fields(cls) if f.name not in ("name", "rope_theta") and f.name in data
             }
-            return cls(name=name, rope_theta=float(theta), **kwargs)
+            theta = float(theta) if type(theta) is int else theta  # 1000000 in many config.json files
+            return cls(name=name, rope_theta=theta, **kwargs)
         except TypeError as exc:
             raise ArgumentError(f"{name}: config.json is not a Qwen3 config ({exc})") from None
 
@@ -128,7 +142,11 @@ class Qwen3Config:
         file = Path(path) / "config.json"
         if not file.is_file():
             raise ArgumentError(f"{path}: no config.json; pass --model with a size, or a full checkpoint directory")
-        return cls.from_hf(json.loads(file.read_text()), name=Path(path).name)
+        try:
+            data = json.loads(file.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise ArgumentError(f"{file}: cannot be read as JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+        return cls.from_hf(data, name=Path(path).name)
 
 
 CONFIGS: dict[str, Qwen3Config] = {

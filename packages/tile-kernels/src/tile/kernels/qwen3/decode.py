@@ -22,7 +22,7 @@ import tile.frontend as tile
 from tile import aio
 from tile.frontend import ArgumentError, Tensor
 from tile.kernels.qwen3._chain import Chain
-from tile.kernels.qwen3.model import Qwen3
+from tile.kernels.qwen3.model import Qwen3, _token
 
 __all__ = ["DecodeGraph"]
 
@@ -83,7 +83,7 @@ class DecodeGraph:
 
     def _run(self, token: int, result: Any) -> np.ndarray[Any, Any]:
         model, graph = self.model, self.graph
-        token = int(token)
+        token = _token(token)
         if not 0 <= token < model.config.vocab_size:
             raise ArgumentError(f"qwen3: token id {token} is outside the vocabulary [0, {model.config.vocab_size})")
         model._check_room(1)

@@ -34,6 +34,7 @@ import tile.kernels as tk
 from tile.frontend import ArgumentError, FrozenError, Tensor, bf16, f32
 from tile.kernels import _args, _fused
 from tile.kernels.qwen3 import _ops
+from tile.kernels.qwen3._cache import check_caches
 from tile.kernels.qwen3._chain import Chain, Step
 from tile.kernels.qwen3.config import Qwen3Config
 
@@ -214,7 +215,7 @@ class Qwen3:
         The layers run as one ``.then()`` chain (one host wait); one token's step includes the final norm and the
         LM head. Raises `ArgumentError` if the cache cannot hold the tokens or an id is outside the vocabulary.
         """
-        ids = [int(i) for i in ids]
+        ids = [_token(i) for i in ids]
         n, c = len(ids), self.config
         if n == 0:
             raise ArgumentError("Qwen3.forward: no tokens given")
@@ -269,9 +270,11 @@ class Qwen3:
 
         A multi-token pass (``n > 1``) also needs the position of ``id_0`` on the host, ``start`` (it must be the one
         ``inputs`` holds; default `length`): its attention's causal offset in the cache is a launch argument. It is
-        checked against the cache (`ArgumentError` if ``start + n`` passes ``max_seq``).
+        checked against the cache (`ArgumentError` if ``start + n`` passes ``max_seq``), and the caches are checked
+        before any moves (`ArgumentError` for one replaced by a tensor of another shape, moved, freed or shared).
         """
         c = self.config
+        check_caches(self.k_cache, self.v_cache, (c.num_key_value_heads, self.max_seq, c.head_dim), self.embed.device)
         first = self.length if start is None else _args.integer(start, "start", "Qwen3.steps")
         if n > 1 and not 0 <= first <= self.max_seq - n:
             raise ArgumentError(
@@ -409,6 +412,13 @@ class Qwen3:
             *mlp,
             *self.residual_steps("act", layer.wd),
         ]
+
+
+def _token(value: object) -> int:
+    """A token id as an int: an int or a numpy integer (`ArgumentError` for a float, which would be truncated)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ArgumentError(f"qwen3: token id {value!r} is not an int; pass the tokenizer's integer ids")
+    return int(value)
 
 
 _FUSED_ROWS = _fused.MAX_M

@@ -119,12 +119,17 @@ def sliced_shape(shape: tuple[int, ...], part: Slices) -> tuple[int, ...]:
 
 def torchrun_world(tp: int) -> tuple[int, int]:
     """``(rank, world)`` from torchrun's environment, checked against ``--tp tp``; `BackendError` saying how to launch
-    otherwise (a missing or different ``WORLD_SIZE``)."""
+    otherwise (a missing or different ``WORLD_SIZE``, a ``RANK`` that is not one of its ranks)."""
     world, rank = os.environ.get("WORLD_SIZE"), os.environ.get("RANK")
     if world is None or rank is None:
         raise BackendError(
             f"--tp {tp} runs one process per GPU: launch it with "
             f"`torchrun --nproc-per-node {tp} -m tile.kernels.qwen3 --tp {tp} ...` (WORLD_SIZE and RANK are not set)"
+        )
+    if not (world.isdecimal() and rank.isdecimal() and int(rank) < int(world)):
+        raise BackendError(
+            f"WORLD_SIZE={world!r} and RANK={rank!r} are not a rank of a world of processes (ints, 0 <= RANK < "
+            f"WORLD_SIZE); launch with `torchrun --nproc-per-node {tp} ...`, which sets them"
         )
     if int(world) != tp:
         raise BackendError(f"--tp {tp} but torchrun started {world} processes: use --nproc-per-node {tp}")

@@ -11,7 +11,9 @@ its torch API would make torch a dependency. Files are memory-mapped, so a tenso
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -51,50 +53,100 @@ class WeightsError(ArgumentError):
 def read_safetensors(path: str | Path) -> Iterator[tuple[str, np.ndarray[Any, Any]]]:
     """Yield ``(name, array)`` for every tensor of one ``.safetensors`` file (read-only, memory-mapped arrays).
 
-    Raises `WeightsError` for a malformed header, an unknown dtype, or a byte range that does not match the shape or
-    lies outside the file, before yielding anything.
+    Raises `WeightsError` naming the file and the tensor, before yielding anything, for a file that cannot be read, a
+    malformed header (not a JSON object, a name given twice, a dtype it does not know, a shape that is not a list of
+    non-negative ints), or byte ranges that do not match their shapes, lie outside the file or overlap.
     """
     path = Path(path)
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        raw = f.read(8)
-        if len(raw) < 8:
-            raise WeightsError(f"{path}: shorter than a safetensors header")
-        (n,) = struct.unpack("<Q", raw)
-        if n > min(_MAX_HEADER, size - 8):
-            raise WeightsError(f"{path}: header length {n} is larger than the file allows; not a safetensors file")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise WeightsError(f"{path}: the header is not JSON ({exc})") from None
-    if not isinstance(header, dict):
-        raise WeightsError(f"{path}: the header is not a JSON object")
-    start, entries = 8 + n, []
+    header, start, size = _header(path)
+    entries = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
         try:
             dtype = np.dtype(_DTYPES[info["dtype"]])
-            shape = tuple(int(d) for d in info["shape"])
-            begin, end = (int(x) for x in info["data_offsets"])
+            shape = _ints(info["shape"], None)
+            begin, end = _ints(info["data_offsets"], 2)
         except (KeyError, TypeError, ValueError):
             raise WeightsError(f"{path}: tensor {name!r} has a malformed entry {info!r}") from None
-        count = int(np.prod(shape, dtype=np.int64))
-        if min(shape, default=0) < 0 or not 0 <= begin <= end <= size - start or end - begin != count * dtype.itemsize:
+        count = math.prod(shape)  # a Python int: a hostile shape cannot wrap around to match its byte range
+        if not 0 <= begin <= end <= size - start or end - begin != count * dtype.itemsize:
             raise WeightsError(f"{path}: tensor {name!r} ({info['dtype']} {list(shape)}) has byte range {begin}..{end}")
-        entries.append((name, dtype, shape, start + begin, count))
-    for name, dtype, shape, offset, count in entries:
+        entries.append((name, dtype, shape, begin, end, count))
+    ranges = sorted((begin, end, name) for name, _, _, begin, end, count in entries if count)
+    for (_, end, first), (begin, _, second) in itertools.pairwise(ranges):
+        if begin < end:
+            raise WeightsError(f"{path}: tensors {first!r} and {second!r} have overlapping byte ranges")
+    for name, dtype, shape, begin, _, count in entries:
         if count == 0:
             yield name, np.zeros(shape, dtype)
         else:
-            yield name, np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=offset, shape=shape)
+            yield name, np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=start + begin, shape=shape)
+
+
+def _header(path: Path) -> tuple[Any, int, int]:
+    """The JSON header of a safetensors file, where its data starts, and the file's size."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            raw = f.read(8)
+            if len(raw) < 8:
+                raise WeightsError(f"{path}: shorter than a safetensors header")
+            (n,) = struct.unpack("<Q", raw)
+            if n > min(_MAX_HEADER, size - 8):
+                raise WeightsError(f"{path}: header length {n} is larger than the file allows; not a safetensors file")
+            text = f.read(n)
+    except OSError as exc:
+        raise WeightsError(f"{path}: cannot be read as a safetensors file ({exc})") from None
+    header = _json(text, f"{path}: the header")
+    if not isinstance(header, dict):
+        raise WeightsError(f"{path}: the header is not a JSON object")
+    return header, 8 + n, size
+
+
+def _json(text: bytes | str, what: str) -> Any:
+    """``json.loads(text)``, refusing a name given twice in an object (json keeps the last one silently)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise WeightsError(f"{what} names {key!r} twice")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise WeightsError(f"{what} is not JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _ints(value: Any, length: int | None) -> tuple[int, ...]:
+    """The JSON list ``value`` of ints in ``0 .. 2**63`` (``length`` of them if given, else at most numpy's 64
+    dimensions); ValueError otherwise."""
+    if not isinstance(value, list) or len(value) != (len(value) if length is None else length) or len(value) > 64:
+        raise ValueError(value)
+    if not all(type(v) is int and 0 <= v < 2**63 for v in value):
+        raise ValueError(value)
+    return tuple(value)
 
 
 def _files(directory: Path) -> list[Path]:
     index = directory / "model.safetensors.index.json"
     if index.is_file():
-        weight_map = json.loads(index.read_text()).get("weight_map", {})
-        return [directory / f for f in sorted(set(weight_map.values()))]
+        try:
+            text = index.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise WeightsError(f"{index}: cannot be read ({exc})") from None
+        data = _json(text, str(index))
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise WeightsError(f"{index}: 'weight_map' must map tensor names to file names")
+        files = sorted(set(weight_map.values()))
+        for f in files:  # a file of this directory, by name: an index cannot send the loader elsewhere
+            if Path(f).is_absolute() or Path(f).name != f or f in (".", ".."):
+                raise WeightsError(f"{index}: {f!r} is not a file name of this directory; the index names files in it")
+        return [directory / f for f in files]
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise WeightsError(f"{directory}: no *.safetensors files (and no model.safetensors.index.json)")
@@ -106,15 +158,17 @@ def load_checkpoint(
 ) -> Weights:
     """Read the Qwen3 tensors of a Hugging Face checkpoint directory as bf16 arrays.
 
-    Every tensor `Qwen3Config.weight_shapes` names must be there with its shape (f16/f32 tensors are converted to
-    bf16); ``lm_head.weight`` is ignored for a tied model. With ``select`` only that part of each tensor is read
-    (the files are memory-mapped). Raises `WeightsError` naming what is missing or wrong.
+    Every tensor `Qwen3Config.weight_shapes` names must be there, once, with its shape (f16/f32/f64 tensors are
+    converted to bf16, integer ones refused); ``lm_head.weight`` is ignored for a tied model. With ``select`` only
+    that part of each tensor is read (the files are memory-mapped). An index names files of the directory by name.
+    Raises `WeightsError` naming what is missing or wrong.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise WeightsError(f"{directory}: not a directory; pass a Hugging Face checkpoint directory")
     shapes = config.weight_shapes()
     out: Weights = {}
+    found: dict[str, Path] = {}
     for file in _files(directory):
         for name, array in read_safetensors(file):
             if name not in shapes:
@@ -123,6 +177,11 @@ def load_checkpoint(
                 raise WeightsError(
                     f"{file}: {name} has shape {list(array.shape)}, the config needs {list(shapes[name])}"
                 )
+            if array.dtype.kind != "f" and array.dtype != ml_dtypes.bfloat16:
+                raise WeightsError(f"{file}: {name} holds {array.dtype} values; weights are floating point")
+            if name in found:  # two files giving one tensor: which one is meant cannot be told
+                raise WeightsError(f"{file}: {name} is also in {found[name]}; a checkpoint holds each tensor once")
+            found[name] = file
             out[name] = np.ascontiguousarray(array[(select or {}).get(name, ())], dtype=ml_dtypes.bfloat16)
             if progress is not None:
                 progress(name, len(out), len(shapes))
