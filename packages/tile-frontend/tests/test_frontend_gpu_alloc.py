@@ -104,5 +104,6 @@ def test_empty_launch_free_cycles_stay_flat_and_correct(k: ModuleType) -> None:
     # releases run, so the end is compared with the start and with the count after the first 1000 cycles (which
     # still held x and y, freed since).
     assert pool.used_bytes <= used, (pool.used_bytes, used)
-    assert settled is not None and pool.used_bytes < settled, (pool.used_bytes, settled)  # x and y are freed
+    assert settled is not None
+    assert pool.used_bytes < settled, (pool.used_bytes, settled)  # x and y are freed
     assert grown < 64 << 20, f"the pool grew {grown >> 20} MiB over 16 KiB cycles: freed memory is not reused"
