@@ -77,7 +77,10 @@ Made = tuple[Callable[[], None], Callable[[], None]]
 def log(msg: str) -> None:
     """One progress line of this rank on stderr, flushed at once (the last one says where a crash happened)."""
     rank = os.environ.get("RANK", "?")
-    print(f"[rank {rank} +{time.perf_counter() - _START:.2f}s] {msg}", file=sys.stderr, flush=True)
+    sys.stderr.write(
+        f"[rank {rank} +{time.perf_counter() - _START:.2f}s] {msg}\n"
+    )  # one write: ranks' lines stay whole
+    sys.stderr.flush()
 
 
 def tile_graph(ops: int, numel: int) -> Made:
