@@ -142,10 +142,16 @@ def group() -> Group:
 
 
 def destroy() -> None:
-    """Leave the process group (``torch.distributed.destroy_process_group``)."""
+    """Leave the process group (``torch.distributed.destroy_process_group``).
+
+    With NCCL it first waits for this process's GPU: NCCL's communicators (and the one-shot buffer) must not go while
+    a collective still runs on them (a graph replayed and not waited for, a ``.then`` chain still queued)."""
     if _State.group is not None:
+        torch = _torch()
+        if _State.group.backend == "nccl":
+            torch.cuda.synchronize(_State.group.device.ordinal)  # type: ignore[attr-defined]  # a tile.core.Device
         _State.one_shot = None  # (torch frees the buffer with the group)
-        _torch().distributed.destroy_process_group()
+        torch.distributed.destroy_process_group()
         if _State.group.backend == "nccl":
             tile.aio.set_default_device("cuda", process=True)  # back to the GPU backend's default, GPU 0
         _State.group = None
