@@ -7,6 +7,7 @@ Invariant: evaluation order is Python's (left to right), and an expression eithe
 from __future__ import annotations
 
 import ast
+import enum
 import builtins
 import operator
 from collections.abc import Callable
@@ -182,7 +183,7 @@ class ExprMixin(SubtileMixin):
 
     def _membership(self, op: ast.cmpop, a: object, b: object) -> bool:
         """``a in (...)`` over compile-time values (``x.dtype in (tile.f16, tile.bf16)``): a compile-time bool."""
-        items = b.coords if isinstance(b, TileIndex) else b
+        items = b.coords if isinstance(b, TileIndex) else tuple(b) if type(b) is frozenset else b
         if not isinstance(items, tuple) or not all(_static(v) or is_const(v) for v in (a, *items)):
             self.fail(
                 "'in' works on compile-time values only, e.g. x.dtype in (tile.f16, tile.bf16); "
@@ -227,6 +228,10 @@ class ExprMixin(SubtileMixin):
             if not hasattr(base, name):
                 self.fail(f"module '{base.__name__}' has no attribute '{name}'")
             return getattr(base, name)
+        if isinstance(base, type) and issubclass(base, enum.Enum):  # Mode.FAST: a compile-time enum member
+            if name not in base.__members__:
+                self.fail(f"enum '{base.__name__}' has no member '{name}'")
+            return base.__members__[name]
         if isinstance(base, Value) and isinstance(base.type, TileType):
             return self._tile_attr(base, base.type, name)
         if isinstance(base, TensorV):
@@ -398,8 +403,8 @@ class ExprMixin(SubtileMixin):
 
 
 def _static(v: object) -> bool:
-    """A compile-time object that compares with ``==`` at compile time: a dtype, a string or None."""
-    return isinstance(v, (DType, str)) or v is None
+    """A compile-time object that compares with ``==`` at compile time: a dtype, a string, an enum member or None."""
+    return isinstance(v, (DType, str, enum.Enum)) or v is None
 
 
 def _param(name: str, params: tuple[str, ...], defaults: tuple[object, ...], i: int) -> Any:

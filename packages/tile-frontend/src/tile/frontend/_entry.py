@@ -23,6 +23,7 @@ from tile.compiler import (
     ArraySpec,
     ByArch,
     CompiledKernel,
+    CompileError,
     CompileOptions,
     ScalarSpec,
     SpecError,
@@ -30,6 +31,8 @@ from tile.compiler import (
     Target,
     compile_kernel,
 )
+from tile.compiler._captures import Captures, captures
+from tile.compiler._knobs import knobs as compiler_knobs
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _accel, _knobs, _ownership
@@ -78,6 +81,9 @@ class Kernel:
     # The plans of the latest calls of other layouts (at most _RECENT, newest first), tried next the same way: a model
     # calls one kernel with a few shapes in turn (a GEMV for each projection), which would miss a single latest plan.
     _recent: tuple[Plan, ...] = ()
+    # What the compiled code read from globals, closures and modules (None: not compiled since it last changed); each
+    # call tests it first (`Captures.fresh`: by identity, by value only where that misses) and recompiles if it moved.
+    _captures: Captures | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
@@ -161,6 +167,9 @@ class Kernel:
         if self._grouped:
             flat, args, generics = self._flatten(args, generics)
             return flat(*args, **generics)
+        captured = self._captures
+        if captured is not None and not captured.fresh():
+            self._forget()  # a global it read at compile time changed: recompile (every cached plan is of the old code)
         plan = self._last  # never set on a flat (grouped) kernel: the compiled path makes plain Launch objects
         if plan is not None:
             # The latest plan, then the recent ones (each accepts exactly the calls of its own layout); compiled, each
@@ -181,6 +190,13 @@ class Kernel:
                 if launch is not None:
                     return launch
         return self._call_checked(args, generics)
+
+    def _forget(self) -> None:
+        """Drop every compiled kernel and plan of this kernel object (new containers: a ``kernel.grid(g)`` clone that
+        shares the old ones checks its own captures and forgets them itself)."""
+        with self._lock:
+            self.__dict__.update(_cache={}, _by_layout={}, _plans={}, _captures=None)
+            self._last, self._recent = None, ()
 
     def _again(self, plan: Plan, kernel: Kernel, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
         """`_call_again` in the C call's argument order (the pure path's stand-in for ``_accel.call``)."""
@@ -296,6 +312,11 @@ class Kernel:
 
     def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
         name = self.__name__
+        captured = self._captures
+        if captured is None or not captured.fresh():
+            self._forget()
+            # Before the compile (a disk-cache hit compiles nothing): refuses a global that is not a value or code.
+            captured = self._captures = captures_of(self.fn)
         args, generics = const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
         device = device_of(_ownership.check(name, self.params, args, self.unchecked))
@@ -336,6 +357,16 @@ class Kernel:
                 if found is None:
                     found = self._cache[key] = compile_kernel(self.fn, spec, target)
         return found
+
+
+def captures_of(fn: Callable[..., Any]) -> Captures:
+    """`captures` of the kernel function, its CompileError shown at the user's line only (as `compile_kernel` does)."""
+    try:
+        return captures(fn)
+    except CompileError as exc:
+        if compiler_knobs().debug:
+            raise
+        raise exc.with_traceback(None) from None
 
 
 _Hint = int | ByArch | None

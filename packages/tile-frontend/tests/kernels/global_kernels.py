@@ -1,0 +1,68 @@
+# mypy: ignore-errors
+# ruff: noqa: F821, N803, UP037
+# Kernel-language source, not typed Python: shape strings such as "BM" are const generics that the compiler binds.
+"""Kernels of the compile-time globals tests (``test_frontend_globals.py``), loaded by path from the conftest: each
+reads module globals at compile time, which the tests rebind between calls."""
+
+from __future__ import annotations
+
+import enum
+
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f16, f32
+
+
+class Mode(enum.Enum):
+    """A compile-time switch of `by_mode`."""
+
+    DOUBLE = 1
+    NEGATE = 2
+
+
+SUB = (2,)  # the sub-tile shape of fill_sub
+TABLE = [2]  # a mutable global: reading it is refused
+NESTED = ((2, (3,)), f32)  # nested tuple with a dtype in it
+SIZES = frozenset({4, 8})
+MODE = Mode.DOUBLE
+
+
+@tile.entry
+def fill_sub(z: Mut[Tensor[f32, ("BM",)]]):
+    """Every element of z is SUB[0], stored one (SUB) sub-tile at a time."""
+    zs = z.subtiles(SUB)
+    for j in range(zs.num_tiles[0]):
+        zs.store(tile.full(SUB, SUB[0], f32), (j,))
+
+
+@tile.entry
+def fill_table(z: Mut[Tensor[f32, ("BM",)]]):
+    """Reads the list TABLE: refused."""
+    z.store(tile.full((BM,), TABLE[0], f32))  # reads TABLE
+
+
+@tile.entry
+def fill_nested(z: Mut[Tensor[f32, ("BM",)]]):
+    """z = (NESTED[0][0] + NESTED[0][1][0]) in NESTED[1], plus 100 when 4 is in SIZES."""
+    shape, dt = NESTED
+    v = shape[0] + shape[1][0] + (100 if 4 in SIZES else 0)
+    z.store(tile.full((BM,), v, dt).astype(f32))
+
+
+@tile.entry
+def by_mode(z: Mut[Tensor[f32, ("BM",)]], x: Tensor[f32, (-1,)]):
+    """z = 2x or -x, chosen at compile time by the enum global MODE."""
+    t = tile.load_tile_like(x, z)
+    if MODE == Mode.DOUBLE:
+        t = t * 2.0
+    else:
+        t = -t
+    z.store(t)
+
+
+HALF = f16
+
+
+@tile.entry
+def cast_through(z: Mut[Tensor[f32, ("BM",)]], x: Tensor[f32, (-1,)]):
+    """z = x rounded through the dtype global HALF."""
+    z.store(tile.load_tile_like(x, z).astype(HALF).astype(f32))
