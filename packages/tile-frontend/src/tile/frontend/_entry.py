@@ -167,29 +167,39 @@ class Kernel:
         if self._grouped:
             flat, args, generics = self._flatten(args, generics)
             return flat(*args, **generics)
-        captured = self._captures
-        if captured is not None and not captured.fresh():
-            self._forget()  # a global it read at compile time changed: recompile (every cached plan is of the old code)
         plan = self._last  # never set on a flat (grouped) kernel: the compiled path makes plain Launch objects
         if plan is not None:
             # The latest plan, then the recent ones (each accepts exactly the calls of its own layout); compiled, each
-            # is one C call (None: not handled) and the pure path's test of the latest plan comes after them all.
+            # is one C call (None: not handled) and the pure path's test of the latest plan comes after them all. The
+            # C call tests the compile-time reads by identity first; `_fresh` tests them on the pure path, and on the
+            # compiled one after a miss (by value where identity misses: a changed global recompiles).
             fast = _accel.call
-            again = fast if fast is not None else self._again
-            launch: Launch | None = again(plan, self, args, generics)
+            launch: Launch | None = fast(plan, self, args, generics) if fast is not None else None
             if launch is not None:
                 return launch
-            for other in self._recent:
-                if other is not plan:
-                    launch = again(other, self, args, generics)
-                    if launch is not None:
-                        self._last = other
-                        return launch
-            if fast is not None:
-                launch = self._call_again(plan, args, generics)
-                if launch is not None:
+            if self._fresh():
+                if fast is None and (launch := self._call_again(plan, args, generics)) is not None:
                     return launch
+                again = fast if fast is not None else self._again
+                for other in self._recent:
+                    if other is not plan:
+                        launch = again(other, self, args, generics)
+                        if launch is not None:
+                            self._last = other
+                            return launch
+                if fast is not None:
+                    launch = self._call_again(plan, args, generics)
+                    if launch is not None:
+                        return launch
         return self._call_checked(args, generics)
+
+    def _fresh(self) -> bool:
+        """Whether the compiled code's reads of globals still hold (`Captures.fresh`); if not, forget it all."""
+        captured = self._captures
+        if captured is not None and captured.fresh():
+            return True
+        self._forget()  # a global it read at compile time changed: recompile (every cached plan is of the old code)
+        return False
 
     def _forget(self) -> None:
         """Drop every compiled kernel and plan of this kernel object (new containers: a ``kernel.grid(g)`` clone that
@@ -250,6 +260,7 @@ class Kernel:
 
     def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
         """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""
+        self._fresh()  # before the keyed plans: they are of the code compiled with the reads as they were
         with OWNED:
             site = user_site()
             key = layout_key(self.params, args, generics, self._grid)
@@ -312,11 +323,9 @@ class Kernel:
 
     def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
         name = self.__name__
-        captured = self._captures
-        if captured is None or not captured.fresh():
-            self._forget()
+        if not self._fresh():
             # Before the compile (a disk-cache hit compiles nothing): refuses a global that is not a value or code.
-            captured = self._captures = captures_of(self.fn)
+            self._captures = captures_of(self.fn)
         args, generics = const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
         device = device_of(_ownership.check(name, self.params, args, self.unchecked))
