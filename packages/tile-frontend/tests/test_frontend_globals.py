@@ -43,9 +43,11 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def run(kernel: Any, *inputs: np.ndarray) -> np.ndarray:
-    """Launch ``kernel`` on a 16-element f32 output in tiles of 8 and return the output."""
-    host = np.zeros(16, np.float32)
-    kernel(tile.from_dlpack(host).partition([8]), *(tile.from_numpy(x) for x in inputs)).sync()
+    """Launch ``kernel`` on a 16-element f32 output in tiles of 8 and return the output (tensors made by tile, so a
+    repeated launch takes the compiled path's plan where the extension is active)."""
+    out = tile.zeros(f32, [16]).partition([8])
+    result = kernel(out, *(tile.from_numpy(x) for x in inputs)).sync()
+    host: np.ndarray = result[0].unpartition().to_numpy()
     return host
 
 
@@ -76,6 +78,23 @@ def test_a_global_rebound_to_an_equal_value_does_not_recompile(
     monkeypatch.setattr(g, "SUB", (8,))
     assert (run(g.fill_sub) == 8).all()
     assert compiles == ["fill_sub"]
+
+
+def test_a_module_attribute_and_a_closure_variable_are_reads_too(
+    g: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(g.cfg, "SUB", (2,))
+    assert (run(g.fill_cfg) == 2).all()
+    monkeypatch.setattr(g.cfg, "SUB", (4,))
+    assert (run(g.fill_cfg) == 4).all()
+    fill_box, rebind = g.closure_kernel((2,))
+    assert (run(fill_box) == 2).all()
+    assert (run(fill_box) == 2).all()
+    rebind((8,))
+    assert (run(fill_box) == 8).all()
+    rebind([8])
+    with pytest.raises(CompileError, match=re.escape("reads the mutable global 'box' (a list)")):
+        run(fill_box)
 
 
 def test_a_list_global_is_refused_at_the_line_that_reads_it(g: ModuleType, path: str) -> None:

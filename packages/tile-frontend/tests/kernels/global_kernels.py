@@ -7,6 +7,7 @@ reads module globals at compile time, which the tests rebind between calls."""
 from __future__ import annotations
 
 import enum
+import types
 
 import tile.frontend as tile
 from tile.frontend import Mut, Tensor, f16, f32
@@ -66,3 +67,32 @@ HALF = f16
 def cast_through(z: Mut[Tensor[f32, ("BM",)]], x: Tensor[f32, (-1,)]):
     """z = x rounded through the dtype global HALF."""
     z.store(tile.load_tile_like(x, z).astype(HALF).astype(f32))
+
+
+cfg = types.ModuleType("cfg")  # a namespace module: its attributes are read at compile time like globals
+cfg.SUB = (2,)
+
+
+@tile.entry
+def fill_cfg(z: Mut[Tensor[f32, ("BM",)]]):
+    """Every element of z is cfg.SUB[0], stored one (cfg.SUB) sub-tile at a time."""
+    zs = z.subtiles(cfg.SUB)
+    for j in range(zs.num_tiles[0]):
+        zs.store(tile.full(cfg.SUB, cfg.SUB[0], f32), (j,))
+
+
+def closure_kernel(sub):
+    """A kernel reading the closure variable ``box`` (first ``sub``), and the function that rebinds it."""
+    box = sub
+
+    @tile.entry
+    def fill_box(z: Mut[Tensor[f32, ("BM",)]]):
+        zs = z.subtiles(box)
+        for j in range(zs.num_tiles[0]):
+            zs.store(tile.full(box, box[0], f32), (j,))
+
+    def rebind(value):
+        nonlocal box
+        box = value
+
+    return fill_box, rebind

@@ -46,7 +46,7 @@ def value_key(value: object) -> str | None:
     is not a value of rule (a). A float is keyed by its bits (``-0.0`` is not ``0.0``)."""
     cls = type(value)
     if isinstance(value, enum.Enum):  # before int: an IntEnum member is its class's member, not a number
-        return f"e{cls.__module__}.{cls.__qualname__}.{value.name}"
+        return f"e{cls.__qualname__}.{value.name}"  # (no module name: see `Captures.key`)
     if cls in _SCALARS:
         return f"{_SCALARS[cls]}{value!r}"
     if cls is float:
@@ -63,10 +63,8 @@ def value_key(value: object) -> str | None:
 
 
 def _followed(value: object) -> bool:
-    """Rule (b): code or a namespace, resolved by the compiler as such."""
-    if isinstance(value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)):
-        return True
-    if isinstance(getattr(value, "__wrapped__", None), types.FunctionType):  # a helper or kernel wrapping a function
+    """Rule (b): code or a namespace, resolved by the compiler as such (which refuses what it cannot call)."""
+    if isinstance(value, types.ModuleType) or callable(value):  # a module, class, function, helper, kernel, op
         return True
     from tile.compiler.lang._ops import LangOp
 
@@ -151,17 +149,22 @@ class Captures:
         return True
 
     def key(self) -> bytes:
-        """What these reads add to the compile-cache key: each value by value, other objects by kind and name."""
+        """What these reads add to the compile-cache key, in the order they were made (the kernel's text fixes it):
+        each value by value, other objects by kind and qualified name. No module name enters it (the CLI imports a
+        file under another name than the application does); a user module's file is hashed by the fingerprint."""
         parts = []
         for holder, name, found in (*self._dicts, *self._cells):
-            where = holder.get("__name__", "") if isinstance(holder, dict) else "<closure>"
             text = value_key(found)
             if text is None:
-                cls = found if isinstance(found, type) else type(found)
-                label = getattr(found, "__qualname__", getattr(found, "__name__", ""))
-                text = "-" if found is MISSING else f"{cls.__module__}.{cls.__qualname__}:{label}"
-            parts.append(f"{where}.{name}={text}")
-        return "\0".join(sorted(parts)).encode()
+                if found is MISSING:
+                    text = "-"
+                elif isinstance(found, types.ModuleType):
+                    text = "module"
+                else:
+                    label = getattr(found, "__qualname__", None) or getattr(found, "__name__", None)
+                    text = f"{type(found).__qualname__}:{label if isinstance(label, str) else ''}"
+            parts.append(f"{'cell ' if not isinstance(holder, dict) else ''}{name}={text}")
+        return "\0".join(parts).encode()
 
 
 def reads_of(
