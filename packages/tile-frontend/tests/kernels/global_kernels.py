@@ -1,5 +1,5 @@
 # mypy: ignore-errors
-# ruff: noqa: F821, N803, UP037
+# ruff: noqa: F821, UP037
 # Kernel-language source, not typed Python: shape strings such as "BM" are const generics that the compiler binds.
 """Kernels of the compile-time globals tests (``test_frontend_globals.py``), loaded by path from the conftest: each
 reads module globals at compile time, which the tests rebind between calls."""
@@ -53,11 +53,7 @@ def fill_nested(z: Mut[Tensor[f32, ("BM",)]]):
 def by_mode(z: Mut[Tensor[f32, ("BM",)]], x: Tensor[f32, (-1,)]):
     """z = 2x or -x, chosen at compile time by the enum global MODE."""
     t = tile.load_tile_like(x, z)
-    if MODE == Mode.DOUBLE:
-        t = t * 2.0
-    else:
-        t = -t
-    z.store(t)
+    z.store(t * 2.0 if MODE == Mode.DOUBLE else -t)
 
 
 HALF = f16

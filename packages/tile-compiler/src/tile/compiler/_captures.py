@@ -38,7 +38,15 @@ MISSING: Any = object()
 Read = tuple[Any, str, Any]
 """One compile-time read: (holder, name, object found): the holder is a module's dict or a closure cell."""
 
-_SCALARS: Mapping[type, str] = {bool: "b", int: "i", str: "s", type(None): "N"}
+# Each value type (exactly that class: a subclass may compare or hash as it likes) and its key text.
+_SCALARS: Mapping[type, Callable[[Any], str]] = {
+    bool: lambda v: f"b{v}",
+    int: lambda v: f"i{v}",
+    float: lambda v: f"f{float.hex(v)}",
+    str: lambda v: f"s{v!r}",
+    type(None): lambda v: "N",
+    DType: lambda v: f"d{v.name}",
+}
 
 
 def value_key(value: object) -> str | None:
@@ -47,19 +55,14 @@ def value_key(value: object) -> str | None:
     cls = type(value)
     if isinstance(value, enum.Enum):  # before int: an IntEnum member is its class's member, not a number
         return f"e{cls.__qualname__}.{value.name}"  # (no module name: see `Captures.key`)
-    if cls in _SCALARS:
-        return f"{_SCALARS[cls]}{value!r}"
-    if cls is float:
-        return f"f{float.hex(value)}"  # type: ignore[arg-type]  # cls is float
-    if cls is DType:
-        return f"d{value.name}"  # type: ignore[attr-defined]  # cls is DType
     if cls is tuple or cls is frozenset:
         parts = [value_key(v) for v in value]  # type: ignore[attr-defined]  # a tuple or frozenset
-        if any(p is None for p in parts):
+        if None in parts:
             return None
         text = ",".join(sorted(parts) if cls is frozenset else parts)  # type: ignore[arg-type]  # no None left
         return f"({text})" if cls is tuple else f"{{{text}}}"
-    return None
+    scalar = _SCALARS.get(cls)
+    return scalar(value) if scalar is not None else None
 
 
 def _followed(value: object) -> bool:

@@ -7,8 +7,8 @@ Invariant: evaluation order is Python's (left to right), and an expression eithe
 from __future__ import annotations
 
 import ast
-import enum
 import builtins
+import enum
 import operator
 from collections.abc import Callable
 from types import ModuleType
@@ -224,14 +224,8 @@ class ExprMixin(SubtileMixin):
     def expr_attribute(self, node: ast.Attribute) -> object:  # noqa: PLR0911  # one return per receiver kind
         base = self.expr(node.value)
         name = node.attr
-        if isinstance(base, ModuleType):
-            if not hasattr(base, name):
-                self.fail(f"module '{base.__name__}' has no attribute '{name}'")
-            return getattr(base, name)
-        if isinstance(base, type) and issubclass(base, enum.Enum):  # Mode.FAST: a compile-time enum member
-            if name not in base.__members__:
-                self.fail(f"enum '{base.__name__}' has no member '{name}'")
-            return base.__members__[name]
+        if isinstance(base, ModuleType) or (isinstance(base, type) and issubclass(base, enum.Enum)):
+            return self._namespace_attr(base, name)
         if isinstance(base, Value) and isinstance(base.type, TileType):
             return self._tile_attr(base, base.type, name)
         if isinstance(base, TensorV):
@@ -261,6 +255,16 @@ class ExprMixin(SubtileMixin):
                 return base.tile
             return self._method(base, "subtiles", name)
         return self.fail(f"{type_name(base)} has no attribute '{name}' in kernel code")
+
+    def _namespace_attr(self, base: ModuleType | type[enum.Enum], name: str) -> object:
+        """``module.name`` (an op, a helper, a value), or ``Enum.MEMBER`` (a compile-time enum member)."""
+        if isinstance(base, ModuleType):
+            if not hasattr(base, name):
+                self.fail(f"module '{base.__name__}' has no attribute '{name}'")
+            return getattr(base, name)
+        if name not in base.__members__:
+            self.fail(f"enum '{base.__name__}' has no member '{name}'")
+        return base.__members__[name]
 
     def _tile_attr(self, v: Value, t: TileType, name: str) -> object:
         props = {"shape": t.shape, "ndim": t.rank, "dtype": t.elem}

@@ -23,7 +23,6 @@ from tile.compiler import (
     ArraySpec,
     ByArch,
     CompiledKernel,
-    CompileError,
     CompileOptions,
     ScalarSpec,
     SpecError,
@@ -31,13 +30,13 @@ from tile.compiler import (
     Target,
     compile_kernel,
 )
-from tile.compiler._captures import Captures, captures
-from tile.compiler._knobs import knobs as compiler_knobs
+from tile.compiler._captures import Captures
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _accel, _knobs, _ownership
 from tile.frontend._entry_spec import (
     array_spec,
+    captures_of,
     check_guards,
     compile_layout_key,
     const_keywords,
@@ -366,16 +365,6 @@ class Kernel:
                 if found is None:
                     found = self._cache[key] = compile_kernel(self.fn, spec, target)
         return found
-
-
-def captures_of(fn: Callable[..., Any]) -> Captures:
-    """`captures` of the kernel function, its CompileError shown at the user's line only (as `compile_kernel` does)."""
-    try:
-        return captures(fn)
-    except CompileError as exc:
-        if compiler_knobs().debug:
-            raise
-        raise exc.with_traceback(None) from None
 
 
 _Hint = int | ByArch | None
