@@ -40,8 +40,19 @@ import numpy as np
 import tile.frontend as tile
 from tile.frontend import Const, Mut, Ptr, Tensor, f16, f32, i32
 """
+GLOBALS_DOC = (
+    "A kernel (and every helper it calls) may read module globals, closure variables and module attributes; they are "
+    "read when it compiles. Each one is either a value, compiled in: an `int`, `float`, `bool`, `str`, `None`, a "
+    "dtype, an enum member (`Mode.FAST`, compared with `==`), or a `tuple`/`frozenset` of those, nested to any "
+    "depth; or code: a module, a class, a function, a `@tile.function` helper, a kernel-language op. Values are part "
+    "of the compile-cache key, and every call checks them again (by identity, then by type and value where the object "
+    "changed): rebinding one to another value compiles the kernel again, to an equal value does not. Anything else (a "
+    "list, a dict, a numpy array, an arbitrary object) is a compile error at the line that reads it, since it could "
+    "change without the compiled kernel knowing: pass it as a `Const[...]` parameter, or make it a tuple. A "
+    "decorator's arguments are not read at compile time and may be anything `@tile.entry` accepts."
+)
 ANNOTATIONS = ("Tensor", "Mut", "Const", "Ptr", "tuple")
-TOPICS = ("tile methods", "entry", "by_arch")
+TOPICS = ("tile methods", "entry", "by_arch", "globals")
 
 
 class GenError(Exception):
@@ -249,6 +260,7 @@ def _kernels() -> list[str]:
     lines += [f"| `{name}` | {takes} | {what} |" for name, (takes, what) in ENTRY_OPTIONS.items()]
     lines += ["", *_example("entry")]
     lines += ["### `tile.by_arch`", "", " ".join(inspect.getdoc(tile.by_arch).split()), "", *_example("by_arch")]  # type: ignore[union-attr]
+    lines += ["### Globals and closure variables", "", GLOBALS_DOC, "", *_example("globals")]
     return lines
 
 

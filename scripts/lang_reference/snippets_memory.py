@@ -427,6 +427,31 @@ x = np.arange(8, dtype=np.float32)
 z, _ = tuned_copy(tile.zeros(f32, [8]).partition([4]), tile.from_numpy(x)).sync()
 np.testing.assert_array_equal(z.unpartition().to_numpy(), x)
 """,
+    "globals": """\
+SUB = (2,)  # a value global: compiled in, checked on every call
+
+
+@tile.entry
+def fill_sub(z: Mut[Tensor[f32, "B"]]):
+    zs = z.subtiles(SUB)
+    for j in range(zs.num_tiles[0]):
+        zs.store(tile.full(SUB, SUB[0], f32), (j,))
+
+
+(z,) = fill_sub(tile.zeros(f32, [8]).partition([8])).sync()
+out = z.unpartition()
+assert (out.to_numpy() == 2).all()
+SUB = (4,)  # another value: the next call compiles the kernel again
+(z,) = fill_sub(out.partition([8])).sync()
+out = z.unpartition()
+assert (out.to_numpy() == 4).all()
+SUB = [4]  # a list could change under the compiled kernel: refused
+try:
+    fill_sub(out.partition([8]))
+    raise AssertionError("a list global was accepted")
+except tile.CompileError as error:
+    assert "reads the mutable global 'SUB' (a list)" in str(error)
+""",
 }
 
 

@@ -59,6 +59,12 @@ def gk() -> ModuleType:
     return load_kernels("group_kernels")
 
 
+@pytest.fixture(scope="session")
+def globk() -> ModuleType:
+    """The compile-time globals test kernels (``tests/kernels/global_kernels.py``)."""
+    return load_kernels("global_kernels")
+
+
 _BUILT = pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason())
 
 

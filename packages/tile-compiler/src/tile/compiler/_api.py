@@ -87,8 +87,8 @@ def compile_kernel(
     settings = settings or knobs()
     target = target if isinstance(target, Target) else Target(target)
     spec = _with_default_opt_level(spec or Specialization(), settings.opt_level)
-    key = frontend_key(fn, spec, target, settings.bytecode_version)
     try:
+        key = frontend_key(fn, spec, target, settings.bytecode_version)  # reads the kernel: may raise CompileError
         if not cubin and not target.is_cpu and _find_toolchain(settings) is None:
             # Bytecode needs no tileiras; a disk entry is keyed by the tileiras that made its cubin, so store none.
             job = _Job.start(settings, target, key, cache=False, stem=_stem(fn, key), need_cubin=False)

@@ -3,8 +3,9 @@
 The frontend key must be cheap (a disk-cache hit, key included, targets < 2 ms) and must change whenever the
 generated code could: it hashes the key schema, the content of the installed tile.compiler and tile.ir sources
 (so a development edit or an upgrade invalidates old entries), the kernel's qualified name, the content of every
-user source file reachable from the kernel's globals and closure, the values of referenced simple globals,
-``__tile_*`` attributes, the specialization, the target and the bytecode-version policy. Extents never enter it.
+user source file reachable from the kernel's globals and closure, what the kernel and its helpers read from globals,
+closures and modules at compile time (values by value, code by name: `Captures.key`), ``__tile_*`` attributes, the
+specialization, the target and the bytecode-version policy. Extents never enter it.
 
 Nothing machine-specific enters it: no paths, mtimes, module names (the CLI imports a file under another name
 than the application does) or Python version (the GPU machine runs another one). So a cache filled ahead of time
@@ -25,12 +26,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._cache import KEY_SCHEMA
+from ._captures import captures, value_key
 from ._spec import Specialization, Target
 
 __all__ = ["cubin_key", "frontend_key", "source_fingerprint", "toolkit_fingerprint"]
 
 _INSTALLED = re.compile(r"[/\\](site|dist)-packages[/\\]")
-_SIMPLE = (int, float, bool, str, bytes, type(None), complex)
+_SIMPLE = (int, float, bool, str, bytes, type(None), complex)  # __tile_* attributes hashed
 _LIBRARY_ROOTS = tuple(
     {str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
 )
@@ -43,6 +45,7 @@ def frontend_key(
     h = hashlib.sha256(b"tile-frontend\0%d\0" % KEY_SCHEMA)
     h.update(toolkit_fingerprint().encode())
     h.update(source_fingerprint(fn).encode())
+    h.update(captures(fn).key() + b"\0")
     for part in (spec.key(), target.key(), repr(version).encode()):
         h.update(b"%d\0" % len(part) + part)
     return h.hexdigest()
@@ -89,12 +92,13 @@ def source_fingerprint(fn: Callable[..., object]) -> str:
         h.update(_tile_attributes(func))
         _add_file(h, files, func.__code__)
         for name, value in _referenced(func):
-            if isinstance(value, _SIMPLE) or (isinstance(value, tuple) and all(isinstance(v, _SIMPLE) for v in value)):
-                h.update(f"{name}={value!r}\0".encode())
+            if (text := value_key(value)) is not None:
+                h.update(f"{name}={text}\0".encode())
             elif isinstance(value, types.ModuleType):
                 if (file := getattr(value, "__file__", None)) and _is_user_file(file):
                     h.update(f"module {name}\0".encode() + _file_digest(file))
             elif (target := _unwrap(value)) is not None and _is_user_file(target.__code__.co_filename):
+                h.update(f"function {name}={target.__qualname__}\0".encode())  # `f = g` in one file changes it
                 pending.append(target)
     return h.hexdigest()
 

@@ -13,7 +13,7 @@ import hashlib
 import inspect
 import textwrap
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, cast
@@ -21,7 +21,7 @@ from typing import Any, cast
 from tile.compiler._diagnostics import CompileError, SourceLoc
 from tile.compiler.lang._function import is_function
 
-__all__ = ["KernelAST", "parse"]
+__all__ = ["Closure", "KernelAST", "parse"]
 
 _CACHE: weakref.WeakKeyDictionary[Callable[..., object], KernelAST] = weakref.WeakKeyDictionary()
 
@@ -37,7 +37,7 @@ class KernelAST:
     source: str
     tree: ast.FunctionDef
     globals: Mapping[str, Any]
-    closure: Mapping[str, Any]
+    closure: Closure
     helpers: list[KernelAST] = field(default_factory=list)
 
     @property
@@ -70,16 +70,37 @@ class KernelAST:
         return f"# {self.name} from {self.filename}:{self.first_line}\n{ast.dump(self.tree, indent=2)}"
 
 
-def _closure_of(fn: Callable[..., object]) -> dict[str, Any]:
+class Closure(Mapping[str, Any]):
+    """A function's closure variables by name, read live from its cells (a ``nonlocal`` rebinding shows), skipping
+    an unbound cell; `cells` gives each name's cell (what `tile.compiler._captures` records a read from)."""
+
+    def __init__(self, cells: dict[str, Any]) -> None:
+        self.cells = cells
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self.cells[name].cell_contents
+        except ValueError:  # an unbound cell: the name is simply not available to the kernel
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name in self.cells if name in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[name]  # type: ignore[index]  # any object: a non-str is simply not there
+        except KeyError:
+            return False
+        return True
+
+
+def _closure_of(fn: Callable[..., object]) -> Closure:
     code = getattr(fn, "__code__", None)
     cells = getattr(fn, "__closure__", None) or ()
-    out: dict[str, Any] = {}
-    for name, cell in zip(code.co_freevars if code else (), cells, strict=False):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:  # an unbound cell: the name is simply not available to the kernel
-            continue
-    return out
+    return Closure(dict(zip(code.co_freevars if code else (), cells, strict=False)))
 
 
 def parse(fn: Callable[..., object]) -> KernelAST:

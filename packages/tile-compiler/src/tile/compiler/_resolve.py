@@ -3,8 +3,10 @@
 Invariants: after this stage every parameter has a kind (tensor, mut, const, scalar, ptr, or tuple: a tuple of
 tensors or of outputs, ``tuple[Tensor[...], ...]``); every name the body reads
 is either a local (assigned somewhere in the function, Python's rule) or bound in ``names`` to the object found in
-the closure, the module globals or the builtins at compile time; every statement and expression is in the supported
-subset, so later stages only meet node types they handle. Errors point at the offending node.
+the closure, the module globals or the builtins at compile time, each such read (and each read of a module's
+attribute) being a value or code, else refused (`tile.compiler._captures`); every statement and expression is in the
+supported subset, so later stages only meet node types they handle. Errors point at the offending node. A cached
+resolution is reused only while every read still finds the same object.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, get_args, get_origin
 
+from tile.compiler._captures import Read, check_read, held, reads_of
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._parse import KernelAST
 from tile.compiler._types import DTYPES, DType
@@ -120,6 +123,8 @@ class ResolvedKernel:
     params: tuple[ParamInfo, ...]
     locals: frozenset[str]
     names: Mapping[str, Any]
+    # Every compile-time read of a global, closure variable or module attribute (see `tile.compiler._captures`).
+    reads: tuple[Read, ...] = ()
 
     @property
     def name(self) -> str:
@@ -145,15 +150,19 @@ def resolve(tree: KernelAST) -> ResolvedKernel:
     CompileError
         For a construct outside the kernel subset, a missing or malformed annotation, or an undefined name.
     """
-    if (hit := _CACHE.get(tree)) is not None:
-        return hit
+    if (hit := _CACHE.get(tree)) is not None and all(held(h, n) is v for h, n, v in hit.reads):
+        return hit  # (a global or closure variable it read since rebound: resolve again, with the new object)
     _check_subset(tree)
     params = tuple(_param(tree, a, i) for i, a in enumerate(tree.tree.args.args))
     generics = {item for p in params for item in p.shape if isinstance(item, str)}
     generics |= {p.dtype_generic for p in params if p.dtype_generic}
     local_names = frozenset(_assigned(tree.tree)) | {p.name for p in params} | generics
     names = _bind_free(tree, local_names)
-    out = ResolvedKernel(tree, params, local_names, names)
+    reads = []
+    for node, name, read in reads_of(tree.tree, local_names, tree.closure, tree.globals):
+        check_read(name, read[2], tree.loc(node))
+        reads.append(read)
+    out = ResolvedKernel(tree, params, local_names, names, tuple(reads))
     _CACHE[tree] = out
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import enum
 import operator
 from collections.abc import Callable
 from types import ModuleType
@@ -182,7 +183,7 @@ class ExprMixin(SubtileMixin):
 
     def _membership(self, op: ast.cmpop, a: object, b: object) -> bool:
         """``a in (...)`` over compile-time values (``x.dtype in (tile.f16, tile.bf16)``): a compile-time bool."""
-        items = b.coords if isinstance(b, TileIndex) else b
+        items = b.coords if isinstance(b, TileIndex) else tuple(b) if type(b) is frozenset else b
         if not isinstance(items, tuple) or not all(_static(v) or is_const(v) for v in (a, *items)):
             self.fail(
                 "'in' works on compile-time values only, e.g. x.dtype in (tile.f16, tile.bf16); "
@@ -223,10 +224,8 @@ class ExprMixin(SubtileMixin):
     def expr_attribute(self, node: ast.Attribute) -> object:  # noqa: PLR0911  # one return per receiver kind
         base = self.expr(node.value)
         name = node.attr
-        if isinstance(base, ModuleType):
-            if not hasattr(base, name):
-                self.fail(f"module '{base.__name__}' has no attribute '{name}'")
-            return getattr(base, name)
+        if isinstance(base, ModuleType) or (isinstance(base, type) and issubclass(base, enum.Enum)):
+            return self._namespace_attr(base, name)
         if isinstance(base, Value) and isinstance(base.type, TileType):
             return self._tile_attr(base, base.type, name)
         if isinstance(base, TensorV):
@@ -256,6 +255,16 @@ class ExprMixin(SubtileMixin):
                 return base.tile
             return self._method(base, "subtiles", name)
         return self.fail(f"{type_name(base)} has no attribute '{name}' in kernel code")
+
+    def _namespace_attr(self, base: ModuleType | type[enum.Enum], name: str) -> object:
+        """``module.name`` (an op, a helper, a value), or ``Enum.MEMBER`` (a compile-time enum member)."""
+        if isinstance(base, ModuleType):
+            if not hasattr(base, name):
+                self.fail(f"module '{base.__name__}' has no attribute '{name}'")
+            return getattr(base, name)
+        if name not in base.__members__:
+            self.fail(f"enum '{base.__name__}' has no member '{name}'")
+        return base.__members__[name]
 
     def _tile_attr(self, v: Value, t: TileType, name: str) -> object:
         props = {"shape": t.shape, "ndim": t.rank, "dtype": t.elem}
@@ -398,8 +407,8 @@ class ExprMixin(SubtileMixin):
 
 
 def _static(v: object) -> bool:
-    """A compile-time object that compares with ``==`` at compile time: a dtype, a string or None."""
-    return isinstance(v, (DType, str)) or v is None
+    """A compile-time object that compares with ``==`` at compile time: a dtype, a string, an enum member or None."""
+    return isinstance(v, (DType, str, enum.Enum)) or v is None
 
 
 def _param(name: str, params: tuple[str, ...], defaults: tuple[object, ...], i: int) -> Any:

@@ -30,11 +30,13 @@ from tile.compiler import (
     Target,
     compile_kernel,
 )
+from tile.compiler._captures import Captures
 from tile.compiler._spec import canonical_dtype
 from tile.compiler.lang import DType
 from tile.frontend import _accel, _knobs, _ownership
 from tile.frontend._entry_spec import (
     array_spec,
+    captures_of,
     check_guards,
     compile_layout_key,
     const_keywords,
@@ -78,6 +80,9 @@ class Kernel:
     # The plans of the latest calls of other layouts (at most _RECENT, newest first), tried next the same way: a model
     # calls one kernel with a few shapes in turn (a GEMV for each projection), which would miss a single latest plan.
     _recent: tuple[Plan, ...] = ()
+    # What the compiled code read from globals, closures and modules (None: not compiled since it last changed); each
+    # call tests it first (`Captures.fresh`: by identity, by value only where that misses) and recompiles if it moved.
+    _captures: Captures | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         raise refuse_subclass(cls)  # launches trust this class's methods: see FinalClassError
@@ -164,23 +169,43 @@ class Kernel:
         plan = self._last  # never set on a flat (grouped) kernel: the compiled path makes plain Launch objects
         if plan is not None:
             # The latest plan, then the recent ones (each accepts exactly the calls of its own layout); compiled, each
-            # is one C call (None: not handled) and the pure path's test of the latest plan comes after them all.
+            # is one C call (None: not handled) and the pure path's test of the latest plan comes after them all. The
+            # C call tests the compile-time reads by identity first; `_fresh` tests them on the pure path, and on the
+            # compiled one after a miss (by value where identity misses: a changed global recompiles).
             fast = _accel.call
-            again = fast if fast is not None else self._again
-            launch: Launch | None = again(plan, self, args, generics)
+            launch: Launch | None = fast(plan, self, args, generics) if fast is not None else None
             if launch is not None:
                 return launch
-            for other in self._recent:
-                if other is not plan:
-                    launch = again(other, self, args, generics)
-                    if launch is not None:
-                        self._last = other
-                        return launch
-            if fast is not None:
-                launch = self._call_again(plan, args, generics)
-                if launch is not None:
+            if self._fresh():
+                if fast is None and (launch := self._call_again(plan, args, generics)) is not None:
                     return launch
+                again = fast if fast is not None else self._again
+                for other in self._recent:
+                    if other is not plan:
+                        launch = again(other, self, args, generics)
+                        if launch is not None:
+                            self._last = other
+                            return launch
+                if fast is not None:
+                    launch = self._call_again(plan, args, generics)
+                    if launch is not None:
+                        return launch
         return self._call_checked(args, generics)
+
+    def _fresh(self) -> bool:
+        """Whether the compiled code's reads of globals still hold (`Captures.fresh`); if not, forget it all."""
+        captured = self._captures
+        if captured is not None and captured.fresh():
+            return True
+        self._forget()  # a global it read at compile time changed: recompile (every cached plan is of the old code)
+        return False
+
+    def _forget(self) -> None:
+        """Drop every compiled kernel and plan of this kernel object (new containers: a ``kernel.grid(g)`` clone that
+        shares the old ones checks its own captures and forgets them itself)."""
+        with self._lock:
+            self.__dict__.update(_cache={}, _by_layout={}, _plans={}, _captures=None)
+            self._last, self._recent = None, ()
 
     def _again(self, plan: Plan, kernel: Kernel, args: tuple[Any, ...], generics: dict[str, int]) -> Launch | None:
         """`_call_again` in the C call's argument order (the pure path's stand-in for ``_accel.call``)."""
@@ -234,6 +259,7 @@ class Kernel:
 
     def _call_checked(self, args: tuple[Any, ...], generics: dict[str, int]) -> Launch:
         """`__call__` past the latest plan: the keyed plan's re-checks, else every check and the compile."""
+        self._fresh()  # before the keyed plans: they are of the code compiled with the reads as they were
         with OWNED:
             site = user_site()
             key = layout_key(self.params, args, generics, self._grid)
@@ -296,6 +322,9 @@ class Kernel:
 
     def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
         name = self.__name__
+        if not self._fresh():
+            # Before the compile (a disk-cache hit compiles nothing): refuses a global that is not a value or code.
+            self._captures = captures_of(self.fn)
         args, generics = const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
         device = device_of(_ownership.check(name, self.params, args, self.unchecked))

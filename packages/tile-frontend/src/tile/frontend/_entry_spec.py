@@ -1,14 +1,16 @@
 """What a kernel call's arguments make of its compile: ``Const`` parameters given by keyword, the layout key of the
 compile cache, each tensor argument's `ArraySpec`, the device and `Target`, and the index guards the compiler left
-to the launcher (see `tile.frontend._entry`).
+to the launcher (see `tile.frontend._entry`), and what the kernel reads from globals at compile time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from tile.compiler import ArraySpec, CompiledKernel, Target, failed_guard
+from tile.compiler import ArraySpec, CompiledKernel, CompileError, Target, failed_guard
+from tile.compiler._captures import Captures, captures
+from tile.compiler._knobs import knobs as compiler_knobs
 from tile.compiler._spec import canonical_dtype
 from tile.frontend import _backend
 from tile.frontend._errors import ArgumentError, GridError
@@ -17,7 +19,15 @@ from tile.frontend._signature import Bound, Param, const_key
 from tile.frontend._storage import HOST
 from tile.frontend._tensor import Tensor
 
-__all__ = ["array_spec", "check_guards", "compile_layout_key", "const_keywords", "device_of", "target_of"]
+__all__ = [
+    "array_spec",
+    "captures_of",
+    "check_guards",
+    "compile_layout_key",
+    "const_keywords",
+    "device_of",
+    "target_of",
+]
 
 _I32_MAX = 2**31 - 1
 
@@ -93,3 +103,13 @@ def array_spec(p: Param, t: Tensor, max_div: int) -> ArraySpec:
         index_dtype="i64" if wide else "i32",
         max_divisibility=max_div,
     )
+
+
+def captures_of(fn: Callable[..., Any]) -> Captures:
+    """`captures` of the kernel function, its CompileError shown at the user's line only (as `compile_kernel` does)."""
+    try:
+        return captures(fn)
+    except CompileError as exc:
+        if compiler_knobs().debug:
+            raise
+        raise exc.with_traceback(None) from None

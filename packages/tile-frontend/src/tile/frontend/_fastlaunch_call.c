@@ -152,9 +152,73 @@ static PyObject *site_of(PyObject *plan, PyObject *name) {
     return result;
 }
 
+/* The names and the sentinel `captures_hold` reads, made on its first use. */
+static PyObject *s_captures, *s_dicts, *s_cells, *s_cell_contents, *MISSING;
+
+static int captures_init(void) {
+    if (MISSING) return 0;
+    if (!(s_captures = PyUnicode_InternFromString("_captures")) || !(s_dicts = PyUnicode_InternFromString("_dicts")) ||
+        !(s_cells = PyUnicode_InternFromString("_cells")) ||
+        !(s_cell_contents = PyUnicode_InternFromString("cell_contents")))
+        return -1;
+    PyObject *module = PyImport_ImportModule("tile.compiler._captures");
+    if (!module) return -1;
+    MISSING = PyObject_GetAttrString(module, "MISSING");
+    Py_DECREF(module);
+    return MISSING ? 0 : -1;
+}
+
+/* What a read's holder holds for its name now (`_captures.held`): a dict's entry or a cell's contents, MISSING when
+ * absent; a new reference, NULL with an error. */
+static PyObject *held_now(PyObject *holder, PyObject *name) {
+    if (PyDict_Check(holder)) {
+        PyObject *now = PyDict_GetItemWithError(holder, name);
+        return now ? Py_NewRef(now) : PyErr_Occurred() ? NULL : Py_NewRef(MISSING);
+    }
+    PyObject *now = PyObject_GetAttr(holder, s_cell_contents);
+    if (!now && PyErr_ExceptionMatches(PyExc_ValueError)) { /* an emptied cell */
+        PyErr_Clear();
+        return Py_NewRef(MISSING);
+    }
+    return now;
+}
+
+/* `Captures.fresh`'s identity test of the kernel's compile-time reads (`Kernel._captures`: each (holder, name, found)
+ * of its `_dicts` and `_cells`): 1 every holder still holds the object found, 0 one moved (the pure path then tests
+ * by value, adopts an equal value or recompiles), -1 an error. */
+static int captures_hold(PyObject *kernel) {
+    if (captures_init() < 0) return -1;
+    PyObject *captures = PyObject_GetAttr(kernel, s_captures);
+    if (!captures) return -1;
+    int same = captures == Py_None ? 0 : 1; /* no captures yet: the pure path compiles */
+    for (int part = 0; part < 2 && same == 1; part++) {
+        PyObject *reads = PyObject_GetAttr(captures, part ? s_cells : s_dicts);
+        if (!reads) {
+            same = -1;
+            break;
+        }
+        if (!PyTuple_Check(reads)) same = 0;
+        for (Py_ssize_t k = 0, m = same == 1 ? PyTuple_Size(reads) : 0; k < m && same == 1; k++) {
+            PyObject *read = PyTuple_GetItem(reads, k);
+            if (!read || !PyTuple_Check(read) || PyTuple_Size(read) != 3) {
+                same = read ? 0 : -1;
+                break;
+            }
+            PyObject *now = held_now(PyTuple_GetItem(read, 0), PyTuple_GetItem(read, 1));
+            if (!now) same = -1;
+            else same = now == PyTuple_GetItem(read, 2);
+            Py_XDECREF(now);
+        }
+        Py_DECREF(reads);
+    }
+    Py_DECREF(captures);
+    return same;
+}
+
 /* call(plan, kernel, args, generics): `Kernel.__call__` for the kernel's latest plan, as `_call_again` and
  * `launch_again` do it: the user's call site, then OWNERSHIP with the collector paused around the checks and the
- * moves (`admit_impl`). The Launch, or None when the compiled path does not handle the call (nothing changed). */
+ * moves (`admit_impl`), after the identity test of the kernel's compile-time reads (`captures_hold`). The Launch, or
+ * None when the compiled path does not handle the call (nothing changed). */
 PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
     if (n != 4) return PyErr_Format(PyExc_TypeError, "call takes 4 arguments, got %zd", n);
@@ -167,6 +231,8 @@ PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     if (!given || PyTuple_Size(args) != as_index(given)) Py_RETURN_NONE;
     int layout = matches(plan, args);
     if (layout != OK) return layout == ERR ? NULL : Py_NewRef(Py_None);
+    int hold = captures_hold(kernel); /* a global the compiled code read moved: the pure path decides */
+    if (hold <= 0) return hold < 0 ? NULL : Py_NewRef(Py_None);
     PyObject *name = PyObject_GetAttr(kernel, s_name), *explicit = NULL, *flag = NULL, *site = NULL, *result = NULL;
     if (!name || !(explicit = PyObject_GetAttr(kernel, s_grid)) || !(flag = PyObject_GetAttr(kernel, s_unchecked)) ||
         !(site = site_of(plan, name)))
