@@ -373,7 +373,7 @@ def decode_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pdl",
         choices=("off", "on", "both"),
-        default="off",
+        default="on",
         help="Qwen3(pdl=...): programmatic dependent launch; both: also time the graph with and without it, A/B",
     )
     p.add_argument("--pdl-rounds", type=int, default=5, help="--pdl both: interleaved rounds per mode (median)")

@@ -165,6 +165,8 @@ class TPQwen3(Qwen3):
     fuse
         As `Qwen3`'s (the norms and SwiGLU fused into this rank's column-parallel projections; its gate/up shard is
         its gate rows then its up rows, as the fused form wants).
+    pdl
+        As `Qwen3`'s, but off by default here: PDL kernels next to NCCL's collective kernels are not measured yet.
 
     Every rank must run the same calls with the same tokens (the collectives pair up); each returns the full
     logits.
@@ -180,6 +182,7 @@ class TPQwen3(Qwen3):
         max_seq: int = 1024,
         decode_attention: str = "auto",
         fuse: bool = True,
+        pdl: bool = False,
     ) -> None:
         import tile.frontend.distributed as dist
 
@@ -196,7 +199,9 @@ class TPQwen3(Qwen3):
             raise ArgumentError(f"TPQwen3: rank {rank} of {world}, but this process is rank {g.rank} of {g.world_size}")
         self.full_config, self.rank, self.world = config, rank, world
         self._dist = dist
-        super().__init__(local_config(config, world), weights, max_seq, decode_attention=decode_attention, fuse=fuse)
+        super().__init__(
+            local_config(config, world), weights, max_seq, decode_attention=decode_attention, fuse=fuse, pdl=pdl
+        )
         if config.tie_word_embeddings:  # the LM head's vocabulary shard is a view of the replicated embedding
             v = config.vocab_size // world
             self.lm_head = self.embed[rank * v : (rank + 1) * v]
