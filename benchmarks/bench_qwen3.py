@@ -201,12 +201,13 @@ def bench_tp(name: str, args: argparse.Namespace, torch: Any, bandwidth: float) 
     w = random_weights(c, seed=0, select=shard_slices(c, g.rank, g.world_size))
     prompt = np.random.default_rng(0).integers(0, c.vocab_size, args.context).tolist()
     max_seq = args.context + args.tokens + 4
-    model = TPQwen3(c, w, rank=g.rank, world=g.world_size, max_seq=max_seq)
+    pdl = args.pdl != "off"  # (--pdl both: the TP rows run with it; the A/B is single-GPU only)
+    model = TPQwen3(c, w, rank=g.rank, world=g.world_size, max_seq=max_seq, pdl=pdl)
     del w
     loc = model.config
     kv_bytes = 2 * c.num_hidden_layers * loc.kv_size * 2 * (args.context + args.tokens // 2)
     kv_cache = 2 * c.num_hidden_layers * loc.kv_size * 2 * model.max_seq
-    row: dict[str, Any] = {"model": name, "tp": g.world_size, "context": args.context}
+    row: dict[str, Any] = {"model": name, "tp": g.world_size, "context": args.context, "pdl": pdl}
     row |= {"weight_bytes_per_rank": model.weight_bytes(), "kv_bytes_per_token_per_rank": kv_bytes}
     row["device_bytes_per_rank"] = sum(2 * int(np.prod(s)) for s in _rank_shapes(c, g.rank, g.world_size)) + kv_cache
     floor = (row["weight_bytes_per_rank"] + kv_bytes) / bandwidth if bandwidth else 0.0
