@@ -10,15 +10,20 @@ launch paths (pure Python and ``_fastlaunch``).
 
 Run from the repository root: ``python benchmarks/launch_calls.py`` counts on tile.core's simulated driver (no GPU,
 no tileiras; kernels compiled to bytecode only); ``--gpu`` counts the real driver's calls on the GPU, which must agree
-(the code path is the same; this checks it).
+(the code path is the same; this checks it). A second table splits the host time per launch of the chain and of the
+waited launch into the time inside driver calls (every ``cu*`` function timed) and the rest, Tile's own host work: on
+the GPU it says whether a gap to ``ct.launch`` is driver time or host work (on the simulator, "driver" is the
+simulator's Python; the timing wrappers' own cost, a fraction of a microsecond a call, counts as driver time).
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,7 @@ from tile.frontend import _accel, _entry, _execute, f32
 
 LINKS = 100
 BURST = 20  # tile.core launches counted back to back, none waited for (the GPU behind, as in a real burst)
+TIMED_ROUNDS = 30  # the fastest round is kept (a shared machine's steadiest statistic)
 
 
 def _per(calls: Counter[str], n: int) -> str:
@@ -103,6 +109,71 @@ def graph_rows(driver: Any, calls: Counter[str], stream: Any) -> Iterator[tuple[
     graph.close()
 
 
+@contextmanager
+def timing_calls(driver: Any) -> Iterator[list[int]]:
+    """Nanoseconds spent inside ``driver``'s ``cu*`` functions in the block (``[total]``), wrapped as
+    ``counting_calls`` wraps them (a prepared launch keeps the ``cuLaunchKernel`` it was made with)."""
+    spent = [0]
+    names = [name for name in dir(driver) if name.startswith("cu") and name[2:3].isupper()]
+    own = {name: vars(driver)[name] for name in names if name in vars(driver)}
+
+    def timed(call: Callable[..., Any]) -> Callable[..., Any]:
+        def call_timed(*args: Any) -> Any:
+            start = time.perf_counter_ns()
+            try:
+                return call(*args)
+            finally:
+                spent[0] += time.perf_counter_ns() - start
+
+        return call_timed
+
+    for name in names:
+        setattr(driver, name, timed(getattr(driver, name)))
+    try:
+        yield spent
+    finally:
+        for name in names:
+            if name in own:
+                setattr(driver, name, own[name])
+            else:
+                delattr(driver, name)
+
+
+def timed_rows(driver: Any) -> list[tuple[str, float, float]]:
+    """(loop, us per launch in all, us per launch inside driver calls) of the fastest of TIMED_ROUNDS rounds."""
+    out: list[tuple[str, float, float]] = []
+    with timing_calls(driver) as spent:
+        stream = tc.Device(0).create_stream()  # a new stream: its launches are prepared inside the block
+        loop = TileLoop(
+            add,
+            [tile.zeros(f32, [SMALL_N]).partition([SMALL_TILE]), tile.ones(f32, [SMALL_N]), tile.ones(f32, [SMALL_N])],
+            stream,
+        )
+
+        def waited() -> None:
+            for _ in range(LINKS):
+                loop.run()
+
+        loops: dict[str, Callable[[], None]] = {
+            "add(...).sync_on(s)": waited,
+            f".then chain of {LINKS}, waited for": lambda: loop.chain(LINKS),
+        }
+        for path in ["pure"] + (["compiled"] if _accel.compiled() is not None else []):
+            _accel.use(path)
+            for name, run in loops.items():
+                run()
+                best: tuple[float, float] | None = None
+                for _ in range(TIMED_ROUNDS):
+                    gc.collect()
+                    spent[0], start = 0, time.perf_counter_ns()
+                    run()
+                    total = time.perf_counter_ns() - start
+                    best = min(best or (total, spent[0]), (total, spent[0]))
+                assert best is not None
+                out.append((f"{path}: {name}", best[0] / LINKS / 1e3, best[1] / LINKS / 1e3))
+    return out
+
+
 def rows(driver: Any) -> list[tuple[str, str]]:
     """Everything runs under one counter: a prepared launch keeps the ``cuLaunchKernel`` it was made with."""
     with counting_calls(driver) as calls:
@@ -116,7 +187,7 @@ def rows(driver: Any) -> list[tuple[str, str]]:
 def main() -> None:
     if "--gpu" in sys.argv:
         tile.set_backend("gpu")
-        table = rows(tb.driver())
+        table, times = rows(tb.driver()), timed_rows(tb.driver())
     else:
         from bench_launch_sim import _bytecode_only
 
@@ -126,12 +197,15 @@ def main() -> None:
             _entry.compile_kernel = _bytecode_only(sim)  # type: ignore[assignment]
             tile.set_backend("gpu")
             try:
-                table = rows(sim)
+                table, times = rows(sim), timed_rows(sim)
             finally:
                 _entry.compile_kernel = saved
     print("| launch | driver calls per launch |\n| --- | --- |")
     for label, calls in table:
         print(f"| {label} | {calls} |")
+    print("\n| launch | us per launch | in driver calls | the rest (host work) |\n| --- | --- | --- | --- |")
+    for label, total, driver_us in times:
+        print(f"| {label} | {total:.2f} | {driver_us:.2f} | {total - driver_us:.2f} |")
 
 
 if __name__ == "__main__":
