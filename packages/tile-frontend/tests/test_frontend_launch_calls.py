@@ -150,6 +150,38 @@ def test_each_link_of_a_same_stream_chain_is_one_launch(sim: SimDriver, path: st
             assert dict(calls) == {"cuLaunchKernel": n, "cuStreamSynchronize": 1}, f"{n}, released"
 
 
+@pytest.mark.parametrize("eagerness", [0.0, 1.0])
+def test_the_benchmarks_chain_and_waited_launches_make_one_launch_each(
+    monkeypatch: pytest.MonkeyPatch, path: str, k: ModuleType, eagerness: float
+) -> None:
+    """``bench_frontend.py --launch-only``'s two Tile loops, counted whole: a 100-link ``.then`` chain is 100
+    ``cuLaunchKernel`` and one ``cuStreamSynchronize``, and 50 ``add(...).sync_on(s)`` are 50 of each, their hand-backs
+    and garbage included, with the operands made as the benchmark makes them (no device named). At eagerness 1.0
+    every driver call first runs the work queued before it, as a GPU that keeps up with the host: a call made only
+    once a kernel is seen done (an event query or a stream query to hand back early, a context check) shows there.
+    The same per-launch calls as ``ct.launch`` (one launch; a launch and a synchronize when waited for)."""
+    for sim in _simulated_gpu(monkeypatch, k, seed=4, eagerness=eagerness):
+        stream = tc.Device(0).create_stream()
+        x = np.arange(N, dtype=np.float32)
+        args: list[Any] = [tile.zeros(f32, [N]).partition([B]), tile.from_numpy(x), tile.ones(f32, [N])]
+        with counting_calls(sim) as calls:  # (a prepared launch keeps the cuLaunchKernel it was made with)
+            args = _chain(k.add, args, 2, stream)  # compiles, plans and prepares the launch
+            gc.collect()
+            calls.clear()
+            args = _chain(k.add, args, 100, stream)
+            gc.collect()
+            assert dict(calls) == {"cuLaunchKernel": 100, "cuStreamSynchronize": 1}
+            calls.clear()
+            for _ in range(50):
+                args = list(k.add(*args).sync_on(stream))
+            gc.collect()
+            assert dict(calls) == {"cuLaunchKernel": 50, "cuStreamSynchronize": 50}
+        np.testing.assert_array_equal(args[0].unpartition().to_numpy(), np.arange(N) + 1)
+        del args
+        gc.collect()
+        assert sim.bugs == [], sim.bugs
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("eagerness", [0.0, 0.3])
 def test_a_chain_runs_in_order_and_hands_back_after_its_work(
