@@ -12,7 +12,8 @@ compile time is one of
 
 `Captures` records, for each such read, where it came from (the module's dict, a closure cell) and the object found.
 `Captures.fresh` is the per-launch test: each holder still holds the same object (identity, the steady state), else
-an equal value of the same type (then it is adopted, so the next test hits by identity again). A name that came from
+an equal value of the same type, with the very same enum members in it (then it is adopted, so the next test hits by
+identity again; another enum class of the same name is another value). A name that came from
 the builtins is recorded as absent from the globals, so a global that later shadows it is noticed too. `Captures.key`
 is the part of the compile-cache key these reads make: values by value, code and namespaces by name.
 """
@@ -49,20 +50,42 @@ _SCALARS: Mapping[type, Callable[[Any], str]] = {
 }
 
 
-def value_key(value: object) -> str | None:
+def value_key(value: object, classes: dict[int, int] | None = None) -> str | None:
     """``value`` as text that equals another's exactly when both compile the same (type and value), or None when it
-    is not a value of rule (a). A float is keyed by its bits (``-0.0`` is not ``0.0``)."""
+    is not a value of rule (a). A float is keyed by its bits (``-0.0`` is not ``0.0``). An enum member is keyed by
+    its class's name, its name and its own value where that is a value; with ``classes`` (`enum_class_number`'s
+    numbering of one kernel's reads) also by which of the kernel's enum classes it belongs to."""
     cls = type(value)
     if isinstance(value, enum.Enum):  # before int: an IntEnum member is its class's member, not a number
-        return f"e{cls.__qualname__}.{value.name}"  # (no module name: see `Captures.key`)
+        # No module name (see `Captures.key`), but the member's own value: an edited enum class in another file
+        # changes the key; and the class's number among the reads: another class of the same name is another value.
+        inner = value_key(value.value)
+        number = f"#{enum_class_number(classes, cls)}" if classes is not None else ""
+        return f"e{cls.__qualname__}{number}.{value.name}" + (f"={inner}" if inner is not None else "")
     if cls is tuple or cls is frozenset:
-        parts = [value_key(v) for v in value]  # type: ignore[attr-defined]  # a tuple or frozenset
+        parts = [value_key(v, classes) for v in value]  # type: ignore[attr-defined]  # a tuple or frozenset
         if None in parts:
             return None
         text = ",".join(sorted(parts) if cls is frozenset else parts)  # type: ignore[arg-type]  # no None left
         return f"({text})" if cls is tuple else f"{{{text}}}"
     scalar = _SCALARS.get(cls)
     return scalar(value) if scalar is not None else None
+
+
+def enum_class_number(classes: dict[int, int], cls: type) -> int:
+    """``cls``'s number in ``classes`` (ids of the enum classes met so far, numbered in the order met; the caller
+    holds them), a new number when first met: two reads of one class share it, two classes of one name do not."""
+    return classes.setdefault(id(cls), len(classes))
+
+
+def _members(value: object) -> frozenset[int]:
+    """The ids of the enum members in a value (in tuples and frozensets too): its key names a member by its class's
+    name, which another class may share, so an equal key is the same value only with the very same members."""
+    if isinstance(value, enum.Enum):
+        return frozenset({id(value)})
+    if type(value) is tuple or type(value) is frozenset:
+        return frozenset().union(*(_members(v) for v in value))
+    return frozenset()
 
 
 def _followed(value: object) -> bool:
@@ -146,18 +169,21 @@ class Captures:
             if before is after:
                 continue
             key = value_key(before) if before is not MISSING else None
-            if key is None or after is MISSING or key != value_key(after):
-                return False
+            if key is None or after is MISSING or key != value_key(after) or _members(before) != _members(after):
+                return False  # (both hold their members: their ids name no other object while compared)
         self._set(now)  # adopt the equal values: the next test hits by identity
         return True
 
     def key(self) -> bytes:
         """What these reads add to the compile-cache key, in the order they were made (the kernel's text fixes it):
-        each value by value, other objects by kind and qualified name. No module name enters it (the CLI imports a
-        file under another name than the application does); a user module's file is hashed by the fingerprint."""
+        each value by value, other objects by kind and qualified name, the enum classes (read, or of a member read)
+        numbered in the order met, so a member of another class of the same name keys apart. No module name enters it
+        (the CLI imports a file under another name than the application does); a user module's file is hashed by the
+        fingerprint."""
         parts = []
+        classes: dict[int, int] = {}  # the enum classes read (as classes or by their members), numbered as met
         for holder, name, found in (*self._dicts, *self._cells):
-            text = value_key(found)
+            text = value_key(found, classes)
             if text is None:
                 if found is MISSING:
                     text = "-"
@@ -166,6 +192,8 @@ class Captures:
                 else:
                     label = getattr(found, "__qualname__", None) or getattr(found, "__name__", None)
                     text = f"{type(found).__qualname__}:{label if isinstance(label, str) else ''}"
+                    if isinstance(found, type) and issubclass(found, enum.Enum):
+                        text += f"#{enum_class_number(classes, found)}"
             parts.append(f"{'cell ' if not isinstance(holder, dict) else ''}{name}={text}")
         return "\0".join(parts).encode()
 

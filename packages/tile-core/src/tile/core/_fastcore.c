@@ -54,7 +54,7 @@ static int referent_is(PyObject *ref, PyObject *expected) {
 static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObject *stream, PyObject *const *extents) {
     PyObject *items[MAX_ARGS], *refs = NULL, *last = NULL, *driver = NULL, *call = NULL;
     PyObject *kernel = NULL, *raw = NULL, *packed = NULL, *result = NULL, *v = NULL;
-    int list = PyList_CheckExact(args), outcome = 0;
+    int list = PyList_CheckExact(args), outcome = 0, claimed = 0;
     Py_ssize_t n = list ? PyList_Size(args) : PyTuple_Size(args), count = 0;
     if (n < 0 || n > MAX_ARGS) goto done;
     /* Read once, before anything that allocates (a finalizer the collector runs then may change a list). */
@@ -66,6 +66,10 @@ static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObj
     if (!v || PyObject_RichCompareBool(v, PyList_GetItem(invalidation, 0), Py_EQ) != 1) goto done; /* ints */
     Py_CLEAR(v);
     if (!field_is(plan, s_busy, Py_False)) goto done;
+    /* Claimed from here until the driver has read the block: a launch made meanwhile (a finalizer the collector runs
+     * at an allocation below, or in get_driver's Python frame) takes the full path and leaves the block alone. */
+    if (PyObject_SetAttr(plan, s_busy, Py_True) < 0) goto done;
+    claimed = 1;
     if (!(v = PyObject_GetAttr(plan, s_stream)) || !referent_is(v, stream)) goto done;
     Py_CLEAR(v);
     if (!(v = PyObject_GetAttr(plan, s_shared)) || !PyTuple_CheckExact(v) || PyTuple_Size(v) != 0) goto done;
@@ -90,13 +94,9 @@ static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObj
         !(raw = PyObject_GetAttr(stream, s__raw)))
         goto done;
     packed = PyTuple_Pack(11, kernel, extents[0], one, one, extents[1], one, one, extents[2], raw, address, zero);
-    if (!packed || PyObject_SetAttr(plan, s_busy, Py_True) < 0) goto done;
+    if (!packed) goto done;
     outcome = 1; /* from here on: launched, or the driver call's error */
     result = PyObject_Call(call, packed, NULL);
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    if (PyObject_SetAttr(plan, s_busy, Py_False) < 0) PyErr_Clear();
-    PyErr_Restore(type, value, trace);
     if (!result) outcome = -1;
     else if (!PyTuple_Check(result) || PyTuple_Size(result) < 1 ||
              PyObject_RichCompareBool(PyTuple_GetItem(result, 0), zero, Py_EQ) != 1) {
@@ -107,6 +107,12 @@ static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObj
     }
 done:
     if (outcome == 0) PyErr_Clear();
+    if (claimed) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        if (PyObject_SetAttr(plan, s_busy, Py_False) < 0) PyErr_Clear();
+        PyErr_Restore(type, value, trace);
+    }
     for (Py_ssize_t k = 0; k < count; k++) Py_DECREF(items[k]);
     Py_XDECREF(v), Py_XDECREF(refs), Py_XDECREF(last), Py_XDECREF(driver);
     Py_XDECREF(call), Py_XDECREF(kernel), Py_XDECREF(raw), Py_XDECREF(packed);

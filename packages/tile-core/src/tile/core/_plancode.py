@@ -8,10 +8,12 @@ argument positions only, and every value it tests is read from the plan or bound
 Invariants (the ones `tile.core._plan` states, in this order): the arguments are an exact list or tuple of the
 signature's length (unpacking runs no user code); the float kinds' converters run first (they may run a value's own
 methods: ``__float__`` may free memory or close a stream), and a refusal sends the launch down the full path; then no
-user code runs: the epoch, stream and ``busy`` guards, each pointer argument the remembered object itself (``is`` on
+user code runs (but a finalizer may, at an allocation): the epoch, stream and ``busy`` guards, after which the plan is
+claimed (``busy``) until the driver call returns, so a finalizer's launch takes the full path and leaves the block
+alone; each pointer argument the remembered object itself (``is`` on
 its weak reference's referent: a collected one is None, never another object), each scalar the very object whose
 value the cells hold (``plan._last``, held by the plan) or, else, of its exact type and packed now (``struct``
-range-checks ints); then the driver call, with ``busy`` set while the driver reads the block.
+range-checks ints); then the driver call.
 """
 
 from __future__ import annotations
@@ -54,14 +56,19 @@ def launcher(
     lines += [
         "    if plan.epoch != invalidation[0] or plan.stream() is not stream or plan.busy:",
         "        return None",
+        # Claimed until the driver has read the block: a launch made meanwhile (a finalizer the collector runs at an
+        # allocation below) takes the full path, which neither packs nor remembers into a busy plan's block.
+        "    plan.busy = True",
+        "    try:",
     ]
+    body: list[str] = []
     if pointers:
-        lines.append(f"    {_names([f'r{i}' for i in pointers])} = plan._refs")
-        lines.append(f"    if {' or '.join(f'a{i} is not r{i}()' for i in pointers)}:")
-        lines.append("        return None")
+        body.append(f"    {_names([f'r{i}' for i in pointers])} = plan._refs")
+        body.append(f"    if {' or '.join(f'a{i} is not r{i}()' for i in pointers)}:")
+        body.append("        return None")
     if scalars:
         values = _names([f"a{i}" for i in scalars])
-        lines += [
+        body += [
             "    last = plan._last",
             "    if last is not None:",
             f"        {_names([f's{i}' for i in scalars])} = last",
@@ -76,17 +83,13 @@ def launcher(
             "            return None",
             f"        plan._last = ({values})",
         ]
-    lines += [
+    body += [
         "    if plan.driver is not driver:  # (read once per driver: a simulator's attribute reads are slow)",
         "        plan.driver, plan.driver_launch = driver, driver.cuLaunchKernel",
-        "    plan.busy = True  # a launch made before the driver has read the block (a finalizer's) packs its own",
-        "    try:",
-        "        return plan.driver_launch(",
-        "            plan.kernel, gx, gy, gz, bx, by, bz, shared_mem, stream._raw, plan.address, 0",
-        "        )",
-        "    finally:",
-        "        plan.busy = False",
+        "    return plan.driver_launch(plan.kernel, gx, gy, gz, bx, by, bz, shared_mem, stream._raw, plan.address, 0)",
     ]
+    lines += ["    " + line for line in body]
+    lines += ["    finally:", "        plan.busy = False"]
     namespace: dict[str, Any] = {
         "LaunchArgumentError": LaunchArgumentError,
         "invalidation": invalidation,
