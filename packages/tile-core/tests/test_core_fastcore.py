@@ -97,7 +97,6 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     goes to the pure launch. Bug caught: the compiled path never taking its case (no speed-up, every test still
     passing through the fallback)."""
     compiled = _compiled_launch()
-    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
 
@@ -108,7 +107,7 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
-    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    _compiled.bind(counting)
     try:
         probe(args, stream=x.stream)  # the full path: makes the plan, remembers the pointer
         probe(args, stream=x.stream)  # the pure plan path: packs the scalars, remembers their objects
@@ -116,7 +115,7 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
         probe(args, stream=x.stream)
         probe([x, 1, 3], stream=x.stream)  # a new scalar object: the pure path packs it
     finally:
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+        _compiled.bind(_launch.launch)
     assert len(calls) == 3
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2, 3]
 
@@ -124,7 +123,6 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
 def test_the_compiled_launch_relaunches_on_the_default_stream(sim: SimDriver) -> None:
     """No stream given: the device's default stream, which the compiled launch reads as ``as_stream`` would."""
     compiled = _compiled_launch()
-    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
 
@@ -135,12 +133,12 @@ def test_the_compiled_launch_relaunches_on_the_default_stream(sim: SimDriver) ->
     probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
-    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    _compiled.bind(counting)
     try:
         for _ in range(4):
             probe(args)
     finally:
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+        _compiled.bind(_launch.launch)
     assert len(calls) == 2
     assert probe.seen == [(x.ptr, 1, 2)] * 4
     other = tc.Stream()
@@ -260,7 +258,6 @@ def test_a_planned_launch_of_a_borrowed_view_goes_where_the_view_is_held(sim: Si
     compiled code relaunching a plan whose ``views`` it ignored (the producer could free the memory under the
     kernel)."""
     compiled = _compiled_launch()
-    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
 
@@ -272,11 +269,11 @@ def test_a_planned_launch_of_a_borrowed_view_goes_where_the_view_is_held(sim: Si
     x = _buffer()
     view = tc.borrow(_Producer(x.view(np.float32, (8,)).ptr))
     args = [view, 1, 2]
-    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    _compiled.bind(counting)
     try:
         for _ in range(4):
             probe(args, stream=x.stream)
     finally:
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+        _compiled.bind(_launch.launch)
     assert len(calls) == 4
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2]

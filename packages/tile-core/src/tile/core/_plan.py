@@ -102,6 +102,7 @@ class LaunchPlan:
         "epoch",
         "fixed",
         "kernel",
+        "raw",
         "run",
         "shared",
         "signature",
@@ -141,6 +142,7 @@ class LaunchPlan:
         self.views: tuple[weakref.ref[DeviceView], ...] = ()  # borrowed views: held until the launch completes
         self.stream: Callable[[], Stream | None] = _no_stream  # a weak reference once remembered
         self.epoch, self.busy, self.kernel = -1, False, None
+        self.raw: Any = None  # the remembered stream's driver handle (``stream._raw``), which the compiled launch passes
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
 
@@ -166,7 +168,7 @@ class LaunchPlan:
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
         self.views = tuple(weakref.ref(v) for v in views)
-        self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
+        self.stream, self.raw, self.kernel, self.epoch = weakref.ref(stream), stream._raw, kernel, invalidation[0]
 
 
 def plan_for(function: Any, signature: object) -> LaunchPlan | None:

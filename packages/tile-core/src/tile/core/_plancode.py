@@ -9,7 +9,7 @@ Invariants (the ones `tile.core._plan` states, in this order): the arguments are
 signature's length (unpacking runs no user code); the float kinds' converters run first (they may run a value's own
 methods: ``__float__`` may free memory or close a stream), and a refusal sends the launch down the full path; then no
 user code runs: the epoch, stream and ``busy`` guards, each pointer argument the remembered object itself (``is`` on
-its weak reference's referent: a collected one is None, never another object), each scalar the very object whose
+its weak reference's referent: a collected one is None, never another object, and a None argument never matches), each scalar the very object whose
 value the cells hold (``plan._last``, held by the plan) or, else, of its exact type and packed now (``struct``
 range-checks ints); then the driver call, with ``busy`` set while the driver reads the block.
 """
@@ -57,7 +57,8 @@ def launcher(
     ]
     if pointers:
         lines.append(f"    {_names([f'r{i}' for i in pointers])} = plan._refs")
-        lines.append(f"    if {' or '.join(f'a{i} is not r{i}()' for i in pointers)}:")
+        # (a collected referent reads None: None passed for it must not match)
+        lines.append(f"    if {' or '.join(f'a{i} is None or a{i} is not r{i}()' for i in pointers)}:")
         lines.append("        return None")
     if scalars:
         values = _names([f"a{i}" for i in scalars])
