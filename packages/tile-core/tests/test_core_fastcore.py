@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tile.core as tc
-from tile.bindings import check, driver
+from tile.bindings import _driver, check, driver
 from tile.core import _compiled, _dlpack, _launch, _reaper
 from tile.core._stream import invalidation, use_lock
 from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
@@ -277,3 +277,70 @@ def test_a_planned_launch_of_a_borrowed_view_goes_where_the_view_is_held(sim: Si
         _compiled.bind(_launch.launch)
     assert len(calls) == 4
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2]
+
+
+def test_none_for_a_collected_pointer_argument_is_refused(probe: Probe) -> None:
+    """A collected view's weak reference reads None: None passed in its place is no match, and the full path refuses
+    it. Bug caught: ``a is not ref()`` taking None for the remembered view (launching its stale address)."""
+    x = _buffer()
+    view = x.view(np.float32, (8,))
+    probe([view, 1, 2], stream=x.stream)
+    probe([view, 1, 2], stream=x.stream)
+    del view
+    gc.collect()
+    with pytest.raises(tc.LaunchArgumentError, match="got None"):
+        probe([None, 1, 2], stream=x.stream)
+    assert len(probe.seen) == 2
+
+
+class _OtherDriver:
+    """The simulator behind another driver object, whose launches are counted (as a driver swap makes it)."""
+
+    def __init__(self, sim: SimDriver) -> None:
+        self.sim, self.launches = sim, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sim, name)
+
+    def cuLaunchKernel(self, *args: Any) -> Any:  # noqa: N802  # the driver's name
+        self.launches += 1
+        return self.sim.cuLaunchKernel(*args)
+
+
+def test_a_swapped_driver_is_the_one_launched(probe: Probe, sim: SimDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planned launch reads the current driver (``tile.bindings.driver()``) at every launch. Bug caught: the
+    compiled launch calling the ``cuLaunchKernel`` of a driver that is no longer the current one."""
+    x = _buffer()
+    args = [x, 1, 2]
+    for _ in range(3):
+        probe(args, stream=x.stream)
+    other = _OtherDriver(sim)
+    monkeypatch.setattr(_driver._state, "module", other)
+    assert driver() is other
+    for _ in range(3):
+        probe(args, stream=x.stream)
+    assert other.launches == 3
+    monkeypatch.undo()
+    probe(args, stream=x.stream)
+    assert other.launches == 3
+    assert len(probe.seen) == 7
+
+
+class _NoSlots:
+    """A class without LaunchPlan's slots."""
+
+
+def test_bind_refuses_a_plan_class_without_the_slots_and_keeps_its_binding(probe: Probe) -> None:
+    """The compiled launch reads LaunchPlan's slots by offset, found at bind: a class without them is refused and the
+    bound offsets stay. Bug caught: a failed probe leaving offsets of nothing (reads of the object header)."""
+    compiled = _compiled_launch()
+    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
+
+    x = _buffer()
+    args = [x, 1, 2]
+    probe(args, stream=x.stream)
+    with pytest.raises(TypeError, match="is not a slot|no instance layout"):
+        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, _driver._state, check, _NoSlots)
+    for _ in range(3):
+        compiled(probe.function, 1, 1, args, stream=x.stream, signature=SIG)
+    assert [seen[2] for seen in probe.seen] == [2] * 4
