@@ -316,7 +316,8 @@ def test_a_swapped_driver_is_the_one_launched(probe: Probe, sim: SimDriver, monk
         probe(args, stream=x.stream)
     other = _OtherDriver(sim)
     monkeypatch.setattr(_driver._state, "module", other)
-    assert driver() is other
+    current: object = driver()  # a stand-in for the module
+    assert current is other
     for _ in range(3):
         probe(args, stream=x.stream)
     assert other.launches == 3
@@ -339,7 +340,7 @@ def test_bind_refuses_a_plan_class_without_the_slots_and_keeps_its_binding(probe
     x = _buffer()
     args = [x, 1, 2]
     probe(args, stream=x.stream)
-    with pytest.raises(TypeError, match="is not a slot|no instance layout"):
+    with pytest.raises(TypeError, match=r"is not a slot"):
         _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, _driver._state, check, _NoSlots)
     for _ in range(3):
         compiled(probe.function, 1, 1, args, stream=x.stream, signature=SIG)

@@ -142,7 +142,7 @@ class LaunchPlan:
         self.views: tuple[weakref.ref[DeviceView], ...] = ()  # borrowed views: held until the launch completes
         self.stream: Callable[[], Stream | None] = _no_stream  # a weak reference once remembered
         self.epoch, self.busy, self.kernel = -1, False, None
-        self.raw: Any = None  # the remembered stream's driver handle (``stream._raw``), which the compiled launch passes
+        self.raw: Any = None  # the remembered stream's ``_raw`` handle, which the compiled launch passes
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
 

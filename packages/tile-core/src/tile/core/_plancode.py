@@ -9,9 +9,9 @@ Invariants (the ones `tile.core._plan` states, in this order): the arguments are
 signature's length (unpacking runs no user code); the float kinds' converters run first (they may run a value's own
 methods: ``__float__`` may free memory or close a stream), and a refusal sends the launch down the full path; then no
 user code runs: the epoch, stream and ``busy`` guards, each pointer argument the remembered object itself (``is`` on
-its weak reference's referent: a collected one is None, never another object, and a None argument never matches), each scalar the very object whose
-value the cells hold (``plan._last``, held by the plan) or, else, of its exact type and packed now (``struct``
-range-checks ints); then the driver call, with ``busy`` set while the driver reads the block.
+its weak reference's referent: a collected one is None, never another object, and a None argument never matches),
+each scalar the very object whose value the cells hold (``plan._last``, held by the plan) or, else, of its exact type
+and packed now (``struct`` range-checks ints); then the driver call, with ``busy`` set while the driver reads the block.
 """
 
 from __future__ import annotations
