@@ -345,3 +345,24 @@ def test_bind_refuses_a_plan_class_without_the_slots_and_keeps_its_binding(probe
     for _ in range(3):
         compiled(probe.function, 1, 1, args, stream=x.stream, signature=SIG)
     assert [seen[2] for seen in probe.seen] == [2] * 4
+
+
+def test_a_planned_launch_of_other_extents_or_stream_launches_those(sim: SimDriver, launch: Launch) -> None:
+    """The compiled launch keeps its last driver arguments and reuses them only for the very same objects. Bug
+    caught: a kept argument tuple launched with the previous grid, block, shared memory size or stream."""
+    calls: list[tuple[Any, ...]] = []
+    real = sim.cuLaunchKernel
+
+    def recording(*args: Any) -> Any:
+        calls.append((args[1], args[4], args[7], int(args[8])))
+        return real(*args)
+
+    probe = Probe(sim, launch)
+    sim.cuLaunchKernel = recording  # type: ignore[method-assign]
+    x, other = _buffer(), tc.Stream()
+    args = [x, 1, 2]
+    given = [(1, 1, 0, x.stream)] * 4 + [(3, 1, 0, x.stream)] * 2 + [(2**20, 1, 0, x.stream), (1, 2, 0, x.stream)]
+    given += [(1, 2, 16, x.stream)] * 3 + [(1, 2, 16, other)] * 3 + [(1, 1, 0, x.stream)] * 3
+    for grid, block, shared_mem, stream in given:
+        probe.launch(probe.function, grid, block, args, stream=stream, signature=SIG, shared_mem=shared_mem)
+    assert calls == [(g, b, m, s.handle) for g, b, m, s in given]

@@ -10,13 +10,19 @@
  * converters may run a value's own methods) or with buffers of other streams (whose use is recorded after the launch)
  * is not taken here. Whatever is not this case, and every error before the driver call, goes to the pure-Python
  * launch (`fallback`, bound by `bind`) with the same arguments, after this call has released the lock and changed
- * nothing: so both accept and refuse exactly the same calls. No user code runs between the checks and the launch. */
+ * nothing: so both accept and refuse exactly the same calls. No user code runs between the checks and the launch.
+ *
+ * What keeps it cheap: the plan (an exact LaunchPlan) is read by slot offsets found at bind, weak references without
+ * a call (PyWeakref_GetObject, only compared), the epoch by identity first, the current driver as tile.bindings keeps
+ * it (its state's `module`: a driver swap, as the simulator makes, is seen at the next launch), and the driver's
+ * argument tuple is the plan's kept one while its objects are the very same. */
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #define MAX_ARGS 64               /* more parameters: the pure path */
 #define UINT_END 4294967296LL      /* the driver takes extents and the shared memory size as C unsigned ints */
+#define CALL_SIZE 11               /* cuLaunchKernel's arguments */
 
 static PyObject *fallback, *lock_acquire, *lock_release, *invalidation, *running, *driver_state, *check_result;
 static PyObject *plan_type, *ref_type; /* LaunchPlan, whose slots are read by offset; weakref.ref */
@@ -25,9 +31,12 @@ static PyObject *s_launch_plan, *s_module, *s_device, *s__default_stream, *s_cal
 
 /* The LaunchPlan slots read here, by offset (found by `probe` at bind: a slot's value is NULL while unset). Read
  * and written only under use_lock, as the pure path does, with no Python code run in between. */
-enum { P_FIXED, P_EPOCH, P_BUSY, P_STREAM, P_RAW, P_SHARED, P_VIEWS, P_REFS, P_LAST, P_DRIVER, P_LAUNCH, P_KERNEL, N_P };
+enum {
+    P_FIXED, P_EPOCH, P_BUSY, P_STREAM, P_RAW, P_SHARED, P_VIEWS, P_REFS, P_LAST, P_DRIVER, P_LAUNCH, P_KERNEL, P_CALL,
+    N_P
+};
 static const char *const slot_names[N_P] = {"fixed", "epoch", "busy", "stream", "raw", "shared", "views", "_refs",
-                                            "_last", "driver", "driver_launch", "kernel"};
+                                            "_last", "driver", "driver_launch", "kernel", "_call"};
 static Py_ssize_t off[N_P];
 #define GET(o, k) (*(PyObject **)((char *)(o) + off[k]))
 
@@ -70,7 +79,7 @@ static void set_busy(PyObject *plan, PyObject *value) {
 /* The launch, under use_lock: 1 launched, 0 not this case (nothing done), -1 an error of the driver call. `fixed` is
  * the plan's (signature, size, plain, pointer positions, scalar positions, kernelParams address). */
 static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObject *stream, PyObject *const *extents) {
-    PyObject *items[MAX_ARGS], *module = NULL, *call = NULL, *packed = NULL, *result = NULL;
+    PyObject *items[MAX_ARGS], *module = NULL, *call = NULL, *packed = NULL, *result = NULL, *replaced = NULL;
     int list = PyList_CheckExact(args), outcome = 0;
     Py_ssize_t n = list ? PyList_Size(args) : PyTuple_Size(args), count = 0;
     if (n < 0 || n > MAX_ARGS) goto done;
@@ -105,8 +114,20 @@ static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObj
     PyObject *kernel = GET(plan, P_KERNEL), *raw = GET(plan, P_RAW);
     if (!kernel || !raw || !(call = GET(plan, P_LAUNCH))) goto done;
     Py_INCREF(call);
-    packed = PyTuple_Pack(11, kernel, extents[0], one, one, extents[1], one, one, extents[2], raw, address, zero);
-    if (!packed) goto done;
+    /* The driver's arguments: the tuple of the plan's last compiled launch when it holds the very same objects (a
+     * tuple: nothing can change it), else a new one, kept for the next launch. */
+    PyObject *values[CALL_SIZE] = {kernel, extents[0], one, one, extents[1], one, one, extents[2], raw, address, zero};
+    PyObject *kept = GET(plan, P_CALL);
+    int same = kept && PyTuple_CheckExact(kept) && PyTuple_Size(kept) == CALL_SIZE;
+    for (int k = 0; same && k < CALL_SIZE; k++) same = PyTuple_GetItem(kept, k) == values[k];
+    if (same) packed = Py_NewRef(kept);
+    else {
+        if (!(packed = PyTuple_New(CALL_SIZE))) goto done;
+        for (int k = 0; k < CALL_SIZE; k++) PyTuple_SetItem(packed, k, Py_NewRef(values[k]));
+        PyObject **slot = (PyObject **)((char *)plan + off[P_CALL]);
+        replaced = *slot; /* released at the end: after the launch */
+        *slot = Py_NewRef(packed);
+    }
     set_busy(plan, Py_True);
     outcome = 1; /* from here on: launched, or the driver call's error */
     result = PyObject_Call(call, packed, NULL);
@@ -126,7 +147,7 @@ static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObj
 done:
     if (outcome == 0) PyErr_Clear();
     for (Py_ssize_t k = 0; k < count; k++) Py_DECREF(items[k]);
-    Py_XDECREF(module), Py_XDECREF(call), Py_XDECREF(packed), Py_XDECREF(result);
+    Py_XDECREF(module), Py_XDECREF(call), Py_XDECREF(packed), Py_XDECREF(result), Py_XDECREF(replaced);
     return outcome;
 }
 

@@ -89,6 +89,7 @@ class LaunchPlan:
     """
 
     __slots__ = (
+        "_call",
         "_last",
         "_pointer_cells",
         "_pointers",
@@ -145,6 +146,7 @@ class LaunchPlan:
         self.raw: Any = None  # the remembered stream's ``_raw`` handle, which the compiled launch passes
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
+        self._call: tuple[Any, ...] | None = None  # the driver arguments of the compiled launch's last launch
 
     def remember(  # noqa: PLR0917  # the full path's results, passed on
         self,
