@@ -358,7 +358,7 @@ def test_a_planned_launch_of_other_extents_or_stream_launches_those(sim: SimDriv
         return real(*args)
 
     probe = Probe(sim, launch)
-    sim.cuLaunchKernel = recording  # type: ignore[method-assign]
+    sim.cuLaunchKernel = recording  # type: ignore[method-assign, assignment]
     x, other = _buffer(), tc.Stream()
     args = [x, 1, 2]
     given = [(1, 1, 0, x.stream)] * 4 + [(3, 1, 0, x.stream)] * 2 + [(2**20, 1, 0, x.stream), (1, 2, 0, x.stream)]
