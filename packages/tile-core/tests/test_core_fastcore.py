@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tile.core as tc
-from tile.bindings import check, driver
+from tile.bindings import _driver, check, driver
 from tile.core import _compiled, _dlpack, _launch, _reaper
 from tile.core._stream import invalidation, use_lock
 from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
@@ -97,7 +97,6 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     goes to the pure launch. Bug caught: the compiled path never taking its case (no speed-up, every test still
     passing through the fallback)."""
     compiled = _compiled_launch()
-    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
 
@@ -108,7 +107,7 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
-    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    _compiled.bind(counting)
     try:
         probe(args, stream=x.stream)  # the full path: makes the plan, remembers the pointer
         probe(args, stream=x.stream)  # the pure plan path: packs the scalars, remembers their objects
@@ -116,7 +115,7 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
         probe(args, stream=x.stream)
         probe([x, 1, 3], stream=x.stream)  # a new scalar object: the pure path packs it
     finally:
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+        _compiled.bind(_launch.launch)
     assert len(calls) == 3
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2, 3]
 
@@ -124,7 +123,6 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
 def test_the_compiled_launch_relaunches_on_the_default_stream(sim: SimDriver) -> None:
     """No stream given: the device's default stream, which the compiled launch reads as ``as_stream`` would."""
     compiled = _compiled_launch()
-    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
 
@@ -135,12 +133,12 @@ def test_the_compiled_launch_relaunches_on_the_default_stream(sim: SimDriver) ->
     probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
-    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    _compiled.bind(counting)
     try:
         for _ in range(4):
             probe(args)
     finally:
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+        _compiled.bind(_launch.launch)
     assert len(calls) == 2
     assert probe.seen == [(x.ptr, 1, 2)] * 4
     other = tc.Stream()
@@ -260,7 +258,6 @@ def test_a_planned_launch_of_a_borrowed_view_goes_where_the_view_is_held(sim: Si
     compiled code relaunching a plan whose ``views`` it ignored (the producer could free the memory under the
     kernel)."""
     compiled = _compiled_launch()
-    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
 
     calls: list[object] = []
 
@@ -272,11 +269,100 @@ def test_a_planned_launch_of_a_borrowed_view_goes_where_the_view_is_held(sim: Si
     x = _buffer()
     view = tc.borrow(_Producer(x.view(np.float32, (8,)).ptr))
     args = [view, 1, 2]
-    _fastcore.bind(counting, use_lock, invalidation, _reaper.RUNNING, driver, check)
+    _compiled.bind(counting)
     try:
         for _ in range(4):
             probe(args, stream=x.stream)
     finally:
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, driver, check)
+        _compiled.bind(_launch.launch)
     assert len(calls) == 4
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2]
+
+
+def test_none_for_a_collected_pointer_argument_is_refused(probe: Probe) -> None:
+    """A collected view's weak reference reads None: None passed in its place is no match, and the full path refuses
+    it. Bug caught: ``a is not ref()`` taking None for the remembered view (launching its stale address)."""
+    x = _buffer()
+    view = x.view(np.float32, (8,))
+    probe([view, 1, 2], stream=x.stream)
+    probe([view, 1, 2], stream=x.stream)
+    del view
+    gc.collect()
+    with pytest.raises(tc.LaunchArgumentError, match="got None"):
+        probe([None, 1, 2], stream=x.stream)
+    assert len(probe.seen) == 2
+
+
+class _OtherDriver:
+    """The simulator behind another driver object, whose launches are counted (as a driver swap makes it)."""
+
+    def __init__(self, sim: SimDriver) -> None:
+        self.sim, self.launches = sim, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sim, name)
+
+    def cuLaunchKernel(self, *args: Any) -> Any:  # noqa: N802  # the driver's name
+        self.launches += 1
+        return self.sim.cuLaunchKernel(*args)
+
+
+def test_a_swapped_driver_is_the_one_launched(probe: Probe, sim: SimDriver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planned launch reads the current driver (``tile.bindings.driver()``) at every launch. Bug caught: the
+    compiled launch calling the ``cuLaunchKernel`` of a driver that is no longer the current one."""
+    x = _buffer()
+    args = [x, 1, 2]
+    for _ in range(3):
+        probe(args, stream=x.stream)
+    other = _OtherDriver(sim)
+    monkeypatch.setattr(_driver._state, "module", other)
+    current: object = driver()  # a stand-in for the module
+    assert current is other
+    for _ in range(3):
+        probe(args, stream=x.stream)
+    assert other.launches == 3
+    monkeypatch.undo()
+    probe(args, stream=x.stream)
+    assert other.launches == 3
+    assert len(probe.seen) == 7
+
+
+class _NoSlots:
+    """A class without LaunchPlan's slots."""
+
+
+def test_bind_refuses_a_plan_class_without_the_slots_and_keeps_its_binding(probe: Probe) -> None:
+    """The compiled launch reads LaunchPlan's slots by offset, found at bind: a class without them is refused and the
+    bound offsets stay. Bug caught: a failed probe leaving offsets of nothing (reads of the object header)."""
+    compiled = _compiled_launch()
+    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: checked above
+
+    x = _buffer()
+    args = [x, 1, 2]
+    probe(args, stream=x.stream)
+    with pytest.raises(TypeError, match=r"is not a slot"):
+        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, _driver._state, check, _NoSlots)
+    for _ in range(3):
+        compiled(probe.function, 1, 1, args, stream=x.stream, signature=SIG)
+    assert [seen[2] for seen in probe.seen] == [2] * 4
+
+
+def test_a_planned_launch_of_other_extents_or_stream_launches_those(sim: SimDriver, launch: Launch) -> None:
+    """The compiled launch keeps its last driver arguments and reuses them only for the very same objects. Bug
+    caught: a kept argument tuple launched with the previous grid, block, shared memory size or stream."""
+    calls: list[tuple[Any, ...]] = []
+    real = sim.cuLaunchKernel
+
+    def recording(*args: Any) -> Any:
+        calls.append((args[1], args[4], args[7], int(args[8])))
+        return real(*args)
+
+    probe = Probe(sim, launch)
+    sim.cuLaunchKernel = recording  # type: ignore[method-assign, assignment]
+    x, other = _buffer(), tc.Stream()
+    args = [x, 1, 2]
+    given = [(1, 1, 0, x.stream)] * 4 + [(3, 1, 0, x.stream)] * 2 + [(2**20, 1, 0, x.stream), (1, 2, 0, x.stream)]
+    given += [(1, 2, 16, x.stream)] * 3 + [(1, 2, 16, other)] * 3 + [(1, 1, 0, x.stream)] * 3
+    for grid, block, shared_mem, stream in given:
+        probe.launch(probe.function, grid, block, args, stream=stream, signature=SIG, shared_mem=shared_mem)
+    assert calls == [(g, b, m, s.handle) for g, b, m, s in given]

@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from tile.bindings import check, driver
+from tile.bindings import _driver, check
 from tile.core._launch import launch as pure_launch
+from tile.core._plan import LaunchPlan
 from tile.core._reaper import RUNNING
 from tile.core._stream import invalidation, use_lock
 
-__all__ = ["PURE_ENV", "compiled_launch", "launch", "reason"]
+__all__ = ["PURE_ENV", "bind", "compiled_launch", "launch", "reason"]
 
 PURE_ENV = "TILE_PURE_PYTHON"
 """Set to ``1`` to run the pure-Python launch."""
@@ -31,9 +32,18 @@ def _load() -> tuple[Callable[..., None] | None, str]:
         from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built or not
     except ImportError as error:
         return None, f"pure Python (the compiled extension is not built: {error})"
-    _fastcore.bind(pure_launch, use_lock, invalidation, RUNNING, driver, check)
+    bind(pure_launch)
     launch: Callable[..., None] = _fastcore.launch
     return launch, f"compiled ({_fastcore.__file__})"
+
+
+def bind(fallback: Callable[..., None]) -> None:
+    """Make ``fallback`` the launch the compiled one hands every other call to (tests count its calls with it)."""
+    from tile.core import _fastcore  # type: ignore[attr-defined, unused-ignore]  # built: only with compiled_launch
+
+    # ``_driver._state.module``: what ``tile.bindings.driver()`` returns once initialised (None before: the pure
+    # path initialises it or raises), read without a Python call; LaunchPlan's slots are read by offset.
+    _fastcore.bind(fallback, use_lock, invalidation, RUNNING, _driver._state, check, LaunchPlan)
 
 
 compiled_launch, reason = _load()

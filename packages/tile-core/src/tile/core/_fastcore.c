@@ -10,17 +10,35 @@
  * converters may run a value's own methods) or with buffers of other streams (whose use is recorded after the launch)
  * is not taken here. Whatever is not this case, and every error before the driver call, goes to the pure-Python
  * launch (`fallback`, bound by `bind`) with the same arguments, after this call has released the lock and changed
- * nothing: so both accept and refuse exactly the same calls. No user code runs between the checks and the launch. */
+ * nothing: so both accept and refuse exactly the same calls. No user code runs between the checks and the launch.
+ *
+ * What keeps it cheap: the plan (an exact LaunchPlan) is read by slot offsets found at bind, weak references without
+ * a call (PyWeakref_GetObject, only compared), the epoch by identity first, the current driver as tile.bindings keeps
+ * it (its state's `module`: a driver swap, as the simulator makes, is seen at the next launch), and the driver's
+ * argument tuple is the plan's kept one while its objects are the very same. */
 #define Py_LIMITED_API 0x030A0000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #define MAX_ARGS 64               /* more parameters: the pure path */
 #define UINT_END 4294967296LL      /* the driver takes extents and the shared memory size as C unsigned ints */
+#define CALL_SIZE 11               /* cuLaunchKernel's arguments */
 
-static PyObject *fallback, *lock_acquire, *lock_release, *invalidation, *running, *get_driver, *check_result;
-static PyObject *s_launch_plan, *s_fixed, *s_stream, *s_epoch, *s_busy, *s_refs, *s_last, *s_driver,
-    *s_driver_launch, *s_kernel, *s_shared, *s_views, *s__raw, *s_call_name, *s_module, *s_device, *s__default_stream, *k_stream, *k_shared_mem, *k_signature, *k_unchecked, *one, *zero;
+static PyObject *fallback, *lock_acquire, *lock_release, *invalidation, *running, *driver_state, *check_result;
+static PyObject *plan_type, *ref_type; /* LaunchPlan, whose slots are read by offset; weakref.ref */
+static PyObject *s_launch_plan, *s_module, *s_device, *s__default_stream, *s_call_name, *k_stream, *k_shared_mem,
+    *k_signature, *k_unchecked, *one, *zero;
+
+/* The LaunchPlan slots read here, by offset (found by `probe` at bind: a slot's value is NULL while unset). Read
+ * and written only under use_lock, as the pure path does, with no Python code run in between. */
+enum {
+    P_FIXED, P_EPOCH, P_BUSY, P_STREAM, P_RAW, P_SHARED, P_VIEWS, P_REFS, P_LAST, P_DRIVER, P_LAUNCH, P_KERNEL, P_CALL,
+    N_P
+};
+static const char *const slot_names[N_P] = {"fixed", "epoch", "busy", "stream", "raw", "shared", "views", "_refs",
+                                            "_last", "driver", "driver_launch", "kernel", "_call"};
+static Py_ssize_t off[N_P];
+#define GET(o, k) (*(PyObject **)((char *)(o) + off[k]))
 
 /* An exact int in [low, 2**32), or -1. */
 static long long extent(PyObject *o, long long low) {
@@ -31,29 +49,37 @@ static long long extent(PyObject *o, long long low) {
     return v >= low && v < UINT_END ? v : -1;
 }
 
-/* `getattr(o, name) is expected`, for fields that only the plan sets. */
-static int field_is(PyObject *o, PyObject *name, PyObject *expected) {
-    PyObject *v = PyObject_GetAttr(o, name);
-    if (!v) return PyErr_Clear(), 0;
-    int same = v == expected;
-    Py_DECREF(v);
-    return same;
+/* `ref() is expected` for a weak reference `ref` (the plan's only ones are exact `weakref.ref`s; anything else, the
+ * plan's stand-in callable included, is no match), never for a collected referent (which reads None). */
+static int referent_is(PyObject *ref, PyObject *expected) {
+    if (!ref || Py_TYPE(ref) != (PyTypeObject *)ref_type) return 0;
+    PyObject *v = PyWeakref_GetObject(ref); /* borrowed: only compared */
+    return v && v != Py_None && v == expected;
 }
 
-/* `ref() is expected` for a weak reference (or the plan's stand-in callable) `ref`. */
-static int referent_is(PyObject *ref, PyObject *expected) {
-    PyObject *v = PyObject_CallNoArgs(ref);
-    if (!v) return PyErr_Clear(), 0;
-    int same = v == expected;
-    Py_DECREF(v);
-    return same;
+/* Two ints equal: the same object (the plan keeps the epoch object it read), or exact ints of one value. */
+static int same_int(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (!a || !b || !PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
+    int oa = 0, ob = 0;
+    long long x = PyLong_AsLongLongAndOverflow(a, &oa), y = PyLong_AsLongLongAndOverflow(b, &ob);
+    if (PyErr_Occurred()) return PyErr_Clear(), 0;
+    return !oa && !ob && x == y;
+}
+
+/* An empty exact tuple (a slot's value). */
+static int empty(PyObject *o) { return o && PyTuple_CheckExact(o) && PyTuple_Size(o) == 0; }
+
+static void set_busy(PyObject *plan, PyObject *value) {
+    PyObject **slot = (PyObject **)((char *)plan + off[P_BUSY]), *old = *slot;
+    *slot = Py_NewRef(value);
+    Py_XDECREF(old); /* a bool: no code runs */
 }
 
 /* The launch, under use_lock: 1 launched, 0 not this case (nothing done), -1 an error of the driver call. `fixed` is
  * the plan's (signature, size, plain, pointer positions, scalar positions, kernelParams address). */
 static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObject *stream, PyObject *const *extents) {
-    PyObject *items[MAX_ARGS], *refs = NULL, *last = NULL, *driver = NULL, *call = NULL;
-    PyObject *kernel = NULL, *raw = NULL, *packed = NULL, *result = NULL, *v = NULL;
+    PyObject *items[MAX_ARGS], *module = NULL, *call = NULL, *packed = NULL, *result = NULL, *replaced = NULL;
     int list = PyList_CheckExact(args), outcome = 0, claimed = 0;
     Py_ssize_t n = list ? PyList_Size(args) : PyTuple_Size(args), count = 0;
     if (n < 0 || n > MAX_ARGS) goto done;
@@ -62,61 +88,70 @@ static int planned_locked(PyObject *plan, PyObject *fixed, PyObject *args, PyObj
     PyObject *at = PyTuple_GetItem(fixed, 3), *sat = PyTuple_GetItem(fixed, 4), *address = PyTuple_GetItem(fixed, 5);
     if (PyLong_AsSsize_t(PyTuple_GetItem(fixed, 1)) != n || PyTuple_GetItem(fixed, 2) != Py_True) goto done;
     if (!PyTuple_CheckExact(at) || !PyTuple_CheckExact(sat) || !address) goto done;
-    v = PyObject_GetAttr(plan, s_epoch);
-    if (!v || PyObject_RichCompareBool(v, PyList_GetItem(invalidation, 0), Py_EQ) != 1) goto done; /* ints */
-    Py_CLEAR(v);
-    if (!field_is(plan, s_busy, Py_False)) goto done;
+    /* Borrowed from the plan (held by the caller): no Python code runs until the driver call, whose arguments are
+     * held by `packed` and callable by `call`. */
+    if (!same_int(GET(plan, P_EPOCH), PyList_GetItem(invalidation, 0))) goto done;
+    if (GET(plan, P_BUSY) != Py_False || !referent_is(GET(plan, P_STREAM), stream)) goto done;
     /* Claimed from here until the driver has read the block: a launch made meanwhile (a finalizer the collector runs
-     * at an allocation below, or in get_driver's Python frame) takes the full path and leaves the block alone. */
-    if (PyObject_SetAttr(plan, s_busy, Py_True) < 0) goto done;
+     * at an allocation below) takes the full path, which neither packs nor remembers into a busy plan, so the block
+     * and the plan's slots borrowed below stay as they are (review 34). */
+    set_busy(plan, Py_True);
     claimed = 1;
-    if (!(v = PyObject_GetAttr(plan, s_stream)) || !referent_is(v, stream)) goto done;
-    Py_CLEAR(v);
-    if (!(v = PyObject_GetAttr(plan, s_shared)) || !PyTuple_CheckExact(v) || PyTuple_Size(v) != 0) goto done;
-    Py_CLEAR(v); /* and no borrowed view to hold until the kernel completes (the pure path's `_track` holds them) */
-    if (!(v = PyObject_GetAttr(plan, s_views)) || !PyTuple_CheckExact(v) || PyTuple_Size(v) != 0) goto done;
-    if (!(refs = PyObject_GetAttr(plan, s_refs))) goto done;
-    if (!PyTuple_CheckExact(refs) || PyTuple_Size(refs) != PyTuple_Size(at)) goto done;
+    /* No buffer of another stream to record a use mark for, no borrowed view to hold until the kernel completes (the
+     * pure path's `_track` does both). */
+    if (!empty(GET(plan, P_SHARED)) || !empty(GET(plan, P_VIEWS))) goto done;
+    PyObject *refs = GET(plan, P_REFS), *last = GET(plan, P_LAST);
+    if (!refs || !PyTuple_CheckExact(refs) || PyTuple_Size(refs) != PyTuple_Size(at)) goto done;
     for (Py_ssize_t k = 0; k < PyTuple_Size(at); k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(at, k));
         if (i < 0 || i >= n || !referent_is(PyTuple_GetItem(refs, k), items[i])) goto done;
     }
-    if (!(last = PyObject_GetAttr(plan, s_last))) goto done;
-    if (!PyTuple_CheckExact(last) || PyTuple_Size(last) != PyTuple_Size(sat)) goto done;
+    if (!last || !PyTuple_CheckExact(last) || PyTuple_Size(last) != PyTuple_Size(sat)) goto done;
     for (Py_ssize_t k = 0; k < PyTuple_Size(sat); k++) {
         Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GetItem(sat, k));
         if (i < 0 || i >= n || PyTuple_GetItem(last, k) != items[i]) goto done;
     }
     if (PyErr_Occurred()) goto done;
-    if (!(driver = PyObject_CallNoArgs(get_driver))) { PyErr_Clear(); goto done; } /* the pure path raises it */
-    if (!field_is(plan, s_driver, driver)) goto done;
-    if (!(call = PyObject_GetAttr(plan, s_driver_launch)) || !(kernel = PyObject_GetAttr(plan, s_kernel)) ||
-        !(raw = PyObject_GetAttr(stream, s__raw)))
+    /* The current driver (`tile.bindings.driver()` once initialised; else the pure path initialises it or raises)
+     * is the one the plan read `driver_launch` from. */
+    if (!(module = PyObject_GetAttr(driver_state, s_module)) || module == Py_None || GET(plan, P_DRIVER) != module)
         goto done;
-    packed = PyTuple_Pack(11, kernel, extents[0], one, one, extents[1], one, one, extents[2], raw, address, zero);
-    if (!packed) goto done;
+    PyObject *kernel = GET(plan, P_KERNEL), *raw = GET(plan, P_RAW);
+    if (!kernel || !raw || !(call = GET(plan, P_LAUNCH))) goto done;
+    Py_INCREF(call);
+    /* The driver's arguments: the tuple of the plan's last compiled launch when it holds the very same objects (a
+     * tuple: nothing can change it), else a new one, kept for the next launch. */
+    PyObject *values[CALL_SIZE] = {kernel, extents[0], one, one, extents[1], one, one, extents[2], raw, address, zero};
+    PyObject *kept = GET(plan, P_CALL);
+    int same = kept && PyTuple_CheckExact(kept) && PyTuple_Size(kept) == CALL_SIZE;
+    for (int k = 0; same && k < CALL_SIZE; k++) same = PyTuple_GetItem(kept, k) == values[k];
+    if (same) packed = Py_NewRef(kept);
+    else {
+        if (!(packed = PyTuple_New(CALL_SIZE))) goto done;
+        for (int k = 0; k < CALL_SIZE; k++) PyTuple_SetItem(packed, k, Py_NewRef(values[k]));
+        PyObject **slot = (PyObject **)((char *)plan + off[P_CALL]);
+        replaced = *slot; /* released at the end: after the launch */
+        *slot = Py_NewRef(packed);
+    }
     outcome = 1; /* from here on: launched, or the driver call's error */
     result = PyObject_Call(call, packed, NULL);
     if (!result) outcome = -1;
-    else if (!PyTuple_Check(result) || PyTuple_Size(result) < 1 ||
-             PyObject_RichCompareBool(PyTuple_GetItem(result, 0), zero, Py_EQ) != 1) {
+    else {
+        PyObject *code = PyTuple_Check(result) && PyTuple_Size(result) >= 1 ? PyTuple_GetItem(result, 0) : NULL;
+        /* an int (CUresult is an IntEnum) of value 0: success, as `result[0] != 0` is False for it */
+        int ok = code && PyLong_Check(code) && PyLong_AsLong(code) == 0 && !PyErr_Occurred();
         PyErr_Clear();
-        PyObject *checked = PyObject_CallFunctionObjArgs(check_result, result, s_call_name, NULL);
-        if (!checked) outcome = -1;
-        Py_XDECREF(checked);
+        if (!ok) {
+            PyObject *checked = PyObject_CallFunctionObjArgs(check_result, result, s_call_name, NULL);
+            if (!checked) outcome = -1;
+            Py_XDECREF(checked);
+        }
     }
 done:
     if (outcome == 0) PyErr_Clear();
-    if (claimed) {
-        PyObject *type, *value, *trace;
-        PyErr_Fetch(&type, &value, &trace);
-        if (PyObject_SetAttr(plan, s_busy, Py_False) < 0) PyErr_Clear();
-        PyErr_Restore(type, value, trace);
-    }
+    if (claimed) set_busy(plan, Py_False); /* a slot write: no code runs, the error (if any) stays set */
     for (Py_ssize_t k = 0; k < count; k++) Py_DECREF(items[k]);
-    Py_XDECREF(v), Py_XDECREF(refs), Py_XDECREF(last), Py_XDECREF(driver);
-    Py_XDECREF(call), Py_XDECREF(kernel), Py_XDECREF(raw), Py_XDECREF(packed);
-    Py_XDECREF(result);
+    Py_XDECREF(module), Py_XDECREF(call), Py_XDECREF(packed), Py_XDECREF(result), Py_XDECREF(replaced);
     return outcome;
 }
 
@@ -129,6 +164,11 @@ static PyObject *default_stream(PyObject *function) {
     return stream;
 }
 
+/* A keyword's name is `expected`: interned (a call site's names are) or equal. */
+static int named(PyObject *name, PyObject *expected) {
+    return name == expected || PyUnicode_Compare(name, expected) == 0;
+}
+
 /* 1 launched, 0 not this case, -1 an error (of the lock or the driver call). */
 static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *stream = Py_None, *signature = Py_None, *shared = zero;
@@ -136,22 +176,26 @@ static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     if (nargs != 4) return 0;
     for (Py_ssize_t j = 0; j < nkw; j++) {
         PyObject *name = PyTuple_GetItem(kwnames, j), *value = argv[nargs + j];
-        if (PyUnicode_Compare(name, k_stream) == 0) stream = value;
-        else if (PyUnicode_Compare(name, k_signature) == 0) signature = value;
-        else if (PyUnicode_Compare(name, k_shared_mem) == 0) shared = value;
-        else if (PyUnicode_Compare(name, k_unchecked) != 0) return PyErr_Clear(), 0; /* the pure path's TypeError */
+        if (named(name, k_stream)) stream = value;
+        else if (named(name, k_signature)) signature = value;
+        else if (named(name, k_shared_mem)) shared = value;
+        else if (!named(name, k_unchecked)) return PyErr_Clear(), 0; /* the pure path's TypeError */
     }
+    PyErr_Clear(); /* (a failed comparison reads as "not equal") */
     long running_now = PyLong_AsLong(PyList_GetItem(running, 0));
     if (running_now != 0 || PyErr_Occurred()) return PyErr_Clear(), 0;
     if (extent(argv[1], 1) < 0 || extent(argv[2], 1) < 0 || extent(shared, 0) < 0) return 0;
     PyObject *plan = PyObject_GetAttr(argv[0], s_launch_plan), *fixed = NULL;
     if (!plan) return PyErr_Clear(), 0;
+    if (Py_TYPE(plan) != (PyTypeObject *)plan_type || (!PyList_CheckExact(argv[3]) && !PyTuple_CheckExact(argv[3])))
+        return Py_DECREF(plan), 0;
+    /* Held: acquiring the lock may wait, letting other threads run (and replace the plan's fields). */
+    fixed = Py_XNewRef(GET(plan, P_FIXED));
+    if (!fixed || !PyTuple_CheckExact(fixed) || PyTuple_Size(fixed) != 6 || PyTuple_GetItem(fixed, 0) != signature)
+        return Py_XDECREF(fixed), Py_DECREF(plan), 0;
     stream = stream == Py_None ? default_stream(argv[0]) : Py_NewRef(stream);
-    if (!stream) return Py_DECREF(plan), 0;
     int outcome = 0;
-    if (plan != Py_None && (fixed = PyObject_GetAttr(plan, s_fixed)) && PyTuple_CheckExact(fixed) &&
-        PyTuple_Size(fixed) == 6 && PyTuple_GetItem(fixed, 0) == signature &&
-        (PyList_CheckExact(argv[3]) || PyTuple_CheckExact(argv[3]))) {
+    if (stream) {
         PyObject *held = PyObject_CallNoArgs(lock_acquire);
         if (!held) outcome = -1;
         else {
@@ -164,11 +208,10 @@ static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
             if (released) Py_DECREF(released), PyErr_Restore(type, value, trace);
             else Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(trace), outcome = -1;
         }
+        Py_DECREF(stream);
     }
-    if (!fixed) PyErr_Clear();
-    Py_XDECREF(fixed);
+    Py_DECREF(fixed);
     Py_DECREF(plan);
-    Py_DECREF(stream);
     return outcome;
 }
 
@@ -193,26 +236,63 @@ static PyObject *launch(PyObject *self, PyObject *const *argv, Py_ssize_t nargs,
     return call_fallback(argv, nargs, kwnames);
 }
 
-/* bind(launch, use_lock, invalidation, RUNNING, driver, check): the pure-Python launch and what the planned case reads. */
+/* The offsets of `slot_names` in instances of `cls`, into `found`: a unique object written through each attribute of
+ * a fresh instance is found in its layout (then the slot is emptied again). */
+static int probe(PyObject *cls, Py_ssize_t *found) {
+    PyObject *basic = PyObject_GetAttrString(cls, "__basicsize__");
+    Py_ssize_t size = basic ? PyLong_AsSsize_t(basic) : -1;
+    Py_XDECREF(basic);
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (size <= 0 || !alloc) return PyErr_Format(PyExc_TypeError, "bind: %R has no instance layout", cls), -1;
+    PyObject *o = alloc((PyTypeObject *)cls, 0);
+    if (!o) return -1;
+    int rc = 0;
+    for (int k = 0; k < N_P && !rc; k++) {
+        PyObject *mark = PyList_New(0);
+        rc = !mark || PyObject_SetAttrString(o, slot_names[k], mark);
+        found[k] = 0;
+        for (Py_ssize_t at = (Py_ssize_t)sizeof(PyObject); !rc && at + (Py_ssize_t)sizeof(PyObject *) <= size;
+             at += (Py_ssize_t)sizeof(PyObject *))
+            if (*(PyObject **)((char *)o + at) == mark) found[k] = at;
+        if (!rc && !found[k]) rc = 1, PyErr_Format(PyExc_TypeError, "bind: %R.%s is not a slot", cls, slot_names[k]);
+        if (!rc) rc = PyObject_DelAttrString(o, slot_names[k]);
+        Py_XDECREF(mark);
+    }
+    Py_DECREF(o);
+    return rc ? -1 : 0;
+}
+
+/* bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan): the pure-Python launch and what the
+ * planned case reads (`driver_state.module`: tile.bindings' initialised driver, or None). */
 static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 6 || !PyCallable_Check(argv[0]) || !PyList_CheckExact(argv[2]) || !PyList_CheckExact(argv[3]) ||
-        PyList_Size(argv[2]) != 1 || PyList_Size(argv[3]) != 1 || !PyCallable_Check(argv[4]) ||
-        !PyCallable_Check(argv[5]))
-        return PyErr_Format(PyExc_TypeError, "bind(launch, use_lock, invalidation, RUNNING, driver, check)");
+    if (n != 7 || !PyCallable_Check(argv[0]) || !PyList_CheckExact(argv[2]) || !PyList_CheckExact(argv[3]) ||
+        PyList_Size(argv[2]) != 1 || PyList_Size(argv[3]) != 1 || !PyCallable_Check(argv[5]) ||
+        !PyType_Check(argv[6]))
+        return PyErr_Format(PyExc_TypeError,
+                            "bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan)");
+    Py_ssize_t found[N_P];
+    if (probe(argv[6], found) < 0) return NULL; /* (`off` is only changed with `plan_type`, below) */
+    PyObject *ref = PyWeakref_NewRef(argv[6], NULL);
+    if (!ref) return NULL;
     PyObject *acquire = PyObject_GetAttrString(argv[1], "acquire"), *release = PyObject_GetAttrString(argv[1], "release");
-    if (!acquire || !release) return Py_XDECREF(acquire), Py_XDECREF(release), NULL;
-    PyObject *old[] = {fallback, lock_acquire, lock_release, invalidation, running, get_driver, check_result};
+    if (!acquire || !release) return Py_DECREF(ref), Py_XDECREF(acquire), Py_XDECREF(release), NULL;
+    PyObject *old[] = {fallback, lock_acquire, lock_release, invalidation, running, driver_state, check_result,
+                       plan_type, ref_type};
     fallback = Py_NewRef(argv[0]), lock_acquire = acquire, lock_release = release;
-    invalidation = Py_NewRef(argv[2]), running = Py_NewRef(argv[3]);
-    get_driver = Py_NewRef(argv[4]), check_result = Py_NewRef(argv[5]);
+    invalidation = Py_NewRef(argv[2]), running = Py_NewRef(argv[3]), driver_state = Py_NewRef(argv[4]);
+    check_result = Py_NewRef(argv[5]), plan_type = Py_NewRef(argv[6]);
+    ref_type = Py_NewRef((PyObject *)Py_TYPE(ref));
+    memcpy(off, found, sizeof off);
+    Py_DECREF(ref);
     for (size_t k = 0; k < sizeof old / sizeof *old; k++) Py_XDECREF(old[k]);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(launch, use_lock, invalidation, RUNNING, driver, check): what the compiled launch reads and falls back to."},
+     "bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan): what the compiled launch reads\n"
+     "and falls back to."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL | METH_KEYWORDS,
      "launch($module, /, function, grid, block, args, *, stream=None, shared_mem=0, signature=None, unchecked=False)\n"
      "--\n\n"
@@ -229,12 +309,9 @@ PyMODINIT_FUNC PyInit__fastcore(void) {
     struct {
         PyObject **name;
         const char *text;
-    } names[] = {{&s_launch_plan, "_launch_plan"}, {&s_fixed, "fixed"}, {&s_stream, "stream"},
-                 {&s_epoch, "epoch"}, {&s_busy, "busy"}, {&s_refs, "_refs"}, {&s_last, "_last"},
-                 {&s_driver, "driver"}, {&s_driver_launch, "driver_launch"}, {&s_kernel, "kernel"},
-                 {&s_shared, "shared"}, {&s_views, "views"}, {&s__raw, "_raw"}, {&s_module, "module"}, {&s_device, "device"},
-                 {&s__default_stream, "_default_stream"}, {&s_call_name, "cuLaunchKernel"}, {&k_stream, "stream"}, {&k_shared_mem, "shared_mem"},
-                 {&k_signature, "signature"}, {&k_unchecked, "unchecked"}};
+    } names[] = {{&s_launch_plan, "_launch_plan"}, {&s_module, "module"}, {&s_device, "device"},
+                 {&s__default_stream, "_default_stream"}, {&s_call_name, "cuLaunchKernel"}, {&k_stream, "stream"},
+                 {&k_shared_mem, "shared_mem"}, {&k_signature, "signature"}, {&k_unchecked, "unchecked"}};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++)
         if (!(*names[k].name = PyUnicode_InternFromString(names[k].text))) return NULL;
     if (!(one = PyLong_FromLong(1)) || !(zero = PyLong_FromLong(0))) return NULL;

@@ -89,6 +89,7 @@ class LaunchPlan:
     """
 
     __slots__ = (
+        "_call",
         "_last",
         "_pointer_cells",
         "_pointers",
@@ -102,6 +103,7 @@ class LaunchPlan:
         "epoch",
         "fixed",
         "kernel",
+        "raw",
         "run",
         "shared",
         "signature",
@@ -141,8 +143,10 @@ class LaunchPlan:
         self.views: tuple[weakref.ref[DeviceView], ...] = ()  # borrowed views: held until the launch completes
         self.stream: Callable[[], Stream | None] = _no_stream  # a weak reference once remembered
         self.epoch, self.busy, self.kernel = -1, False, None
+        self.raw: Any = None  # the remembered stream's ``_raw`` handle, which the compiled launch passes
         self.driver: object = None  # the driver module `driver_launch` (its ``cuLaunchKernel``) was read from
         self.driver_launch: Callable[..., Any] = _unset
+        self._call: tuple[Any, ...] | None = None  # the driver arguments of the compiled launch's last launch
 
     def remember(  # noqa: PLR0917  # the full path's results, passed on
         self,
@@ -166,7 +170,7 @@ class LaunchPlan:
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
         self.views = tuple(weakref.ref(v) for v in views)
-        self.stream, self.kernel, self.epoch = weakref.ref(stream), kernel, invalidation[0]
+        self.stream, self.raw, self.kernel, self.epoch = weakref.ref(stream), stream._raw, kernel, invalidation[0]
 
 
 def plan_for(function: Any, signature: object) -> LaunchPlan | None:

@@ -10,10 +10,10 @@ signature's length (unpacking runs no user code); the float kinds' converters ru
 methods: ``__float__`` may free memory or close a stream), and a refusal sends the launch down the full path; then no
 user code runs (but a finalizer may, at an allocation): the epoch, stream and ``busy`` guards, after which the plan is
 claimed (``busy``) until the driver call returns, so a finalizer's launch takes the full path and leaves the block
-alone; each pointer argument the remembered object itself (``is`` on
-its weak reference's referent: a collected one is None, never another object), each scalar the very object whose
-value the cells hold (``plan._last``, held by the plan) or, else, of its exact type and packed now (``struct``
-range-checks ints); then the driver call.
+alone; each pointer argument the remembered object itself (``is`` on its weak reference's referent: a collected one
+is None, never another object, and a None argument never matches), each scalar the very object whose value the cells
+hold (``plan._last``, held by the plan) or, else, of its exact type and packed now (``struct`` range-checks ints);
+then the driver call.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def launcher(
     body: list[str] = []
     if pointers:
         body.append(f"    {_names([f'r{i}' for i in pointers])} = plan._refs")
-        body.append(f"    if {' or '.join(f'a{i} is not r{i}()' for i in pointers)}:")
+        # (a collected referent reads None: None passed for it must not match)
+        body.append(f"    if {' or '.join(f'a{i} is None or a{i} is not r{i}()' for i in pointers)}:")
         body.append("        return None")
     if scalars:
         values = _names([f"a{i}" for i in scalars])
