@@ -8,6 +8,7 @@ values the driver read, so a launch packed from a stale plan shows as wrong valu
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterator
@@ -68,6 +69,22 @@ def probe(sim: SimDriver, launch: Launch) -> Probe:
     return Probe(sim, launch)
 
 
+@contextlib.contextmanager
+def pure_calls(calls: list[object]) -> Iterator[None]:
+    """Within: the compiled launch hands its other cases to a pure launch that appends each call's arguments to
+    ``calls`` (so a test sees which launches the compiled code made itself)."""
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(args)
+        _launch.launch(*args, **kwargs)
+
+    _compiled.bind(counting)
+    try:
+        yield
+    finally:
+        _compiled.bind(_launch.launch)
+
+
 def _buffer(**kwargs: Any) -> tc.DeviceBuffer:
     return tc.DeviceBuffer.from_host(np.zeros(64, np.float32), **kwargs)
 
@@ -97,25 +114,17 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
     goes to the pure launch. Bug caught: the compiled path never taking its case (no speed-up, every test still
     passing through the fallback)."""
     compiled = _compiled_launch()
-
     calls: list[object] = []
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        calls.append(args)
-        _launch.launch(*args, **kwargs)
 
     probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
-    _compiled.bind(counting)
-    try:
+    with pure_calls(calls):
         probe(args, stream=x.stream)  # the full path: makes the plan, remembers the pointer
         probe(args, stream=x.stream)  # the pure plan path: packs the scalars, remembers their objects
         probe(args, stream=x.stream)  # the compiled hit
         probe(args, stream=x.stream)
         probe([x, 1, 3], stream=x.stream)  # a new scalar object: the pure path packs it
-    finally:
-        _compiled.bind(_launch.launch)
     assert len(calls) == 3
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2, 3]
 
@@ -123,22 +132,14 @@ def test_the_compiled_launch_relaunches_without_the_pure_one(sim: SimDriver) -> 
 def test_the_compiled_launch_relaunches_on_the_default_stream(sim: SimDriver) -> None:
     """No stream given: the device's default stream, which the compiled launch reads as ``as_stream`` would."""
     compiled = _compiled_launch()
-
     calls: list[object] = []
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        calls.append(args)
-        _launch.launch(*args, **kwargs)
 
     probe = Probe(sim, compiled)
     x = _buffer()
     args = [x, 1, 2]
-    _compiled.bind(counting)
-    try:
+    with pure_calls(calls):
         for _ in range(4):
             probe(args)
-    finally:
-        _compiled.bind(_launch.launch)
     assert len(calls) == 2
     assert probe.seen == [(x.ptr, 1, 2)] * 4
     other = tc.Stream()
@@ -258,23 +259,15 @@ def test_a_planned_launch_of_a_borrowed_view_goes_where_the_view_is_held(sim: Si
     compiled code relaunching a plan whose ``views`` it ignored (the producer could free the memory under the
     kernel)."""
     compiled = _compiled_launch()
-
     calls: list[object] = []
-
-    def counting(*args: Any, **kwargs: Any) -> None:
-        calls.append(args)
-        _launch.launch(*args, **kwargs)
 
     probe = Probe(sim, compiled)
     x = _buffer()
     view = tc.borrow(_Producer(x.view(np.float32, (8,)).ptr))
     args = [view, 1, 2]
-    _compiled.bind(counting)
-    try:
+    with pure_calls(calls):
         for _ in range(4):
             probe(args, stream=x.stream)
-    finally:
-        _compiled.bind(_launch.launch)
     assert len(calls) == 4
     assert [seen[2] for seen in probe.seen] == [2, 2, 2, 2]
 

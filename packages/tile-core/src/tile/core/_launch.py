@@ -281,21 +281,12 @@ def launch(
         # The stream of the plan's last launch, which `as_stream` passed then for this function's device: it still
         # would while the epoch is unchanged (a close bumps it, under the lock), which the plan tests under the lock;
         # else the full path rechecks that it is open, as `as_stream` would (the same error).
-        planned: Stream = stream  # type: ignore[assignment]  # a Stream: the plan's weak reference names one
-        with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
-            # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
-            result = plan.run(plan, args, planned, _driver(), shared_mem, gx, gy, gz, bx, by, bz)
-            if result is not None:
-                if result[0] != 0:
-                    check(result, "cuLaunchKernel")
-                if plan.shared or plan.views:
-                    _track_planned(plan, planned)
-                return
-            _launch_full(function, (gx, gy, gz, bx, by, bz, shared_mem), args, planned, signature, unchecked)
-        return
-    chosen = as_stream(stream, function.module.device)
-    with use_lock:
+        chosen: Stream = stream  # type: ignore[assignment]  # a Stream: the plan's weak reference names one
+    else:
+        chosen = as_stream(stream, function.module.device)
+    with use_lock:  # from the pointers' liveness checks until the launch is enqueued and recorded: see use_lock
         if plan is not None and plan.signature is signature:
+            # The same pointers, nothing freed, closed or unloaded since: one packing and the driver call (see _plan).
             result = plan.run(plan, args, chosen, _driver(), shared_mem, gx, gy, gz, bx, by, bz)
             if result is not None:
                 if result[0] != 0:
