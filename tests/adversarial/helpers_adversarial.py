@@ -11,6 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
 
+import numpy as np
+
+import tile.compiler as tc
+import tile.frontend as tile
+from tile import ir
+
 KERNELS = Path(__file__).resolve().parent / "kernels"
 
 
@@ -50,6 +56,22 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def vec(n: int = 128) -> tile.Tensor:
+    """``arange(n)`` as an f32 input."""
+    return tile.from_numpy(np.arange(n, dtype=np.float32))
+
+
+def out16() -> tile.Partition:
+    """A 16-element f32 output, one tile."""
+    return tile.zeros(tile.f32, [16]).partition([16])
+
+
+def ir_lines(fn: object) -> list[str]:
+    """The printed Tile IR of ``fn`` specialized for ``z`` (16,) and ``x`` (128,) (no cache, no cubin)."""
+    compiled = tc.compile_kernel(fn, tc.specialize(fn, {"z": (16,), "x": (128,)}), "sm_90", cache=False, cubin=False)
+    return ir.print_module(ir.read_bytecode(compiled.bytecode)).splitlines()
 
 
 FUZZ_SOURCE = """

@@ -38,13 +38,13 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from helpers_adversarial import ir_lines as _lines
 from helpers_adversarial import load_source
+from helpers_adversarial import out16 as _out
+from helpers_adversarial import vec as _vec
 
-import tile.compiler as tc
 import tile.frontend as tile
-from tile import ir
 from tile.compiler import CompileError
-from tile.frontend import f32
 from tile.ir.interp import KernelAssertionError
 
 SOURCE = """
@@ -107,19 +107,6 @@ def line_of(marker: str) -> str:
     """``file:line`` of the kernel source line tagged ``# marker``."""
     (number,) = [i for i, text in enumerate(SOURCE.splitlines(), 1) if text.endswith(f"# {marker}")]
     return f"adversarial_review24_kernels.py:{number}"
-
-
-def _vec(n: int = 128) -> tile.Tensor:
-    return tile.from_numpy(np.arange(n, dtype=np.float32))
-
-
-def _out() -> tile.Partition:
-    return tile.zeros(f32, [16]).partition([16])
-
-
-def _lines(fn: object) -> list[str]:
-    compiled = tc.compile_kernel(fn, tc.specialize(fn, {"z": (16,), "x": (128,)}), "sm_90", cache=False, cubin=False)
-    return ir.print_module(ir.read_bytecode(compiled.bytecode)).splitlines()
 
 
 def _defined_by(lines: list[str], name: str) -> str:

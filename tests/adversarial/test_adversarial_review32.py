@@ -36,12 +36,12 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from helpers_adversarial import ir_lines as _lines
 from helpers_adversarial import load_source, time_limit
+from helpers_adversarial import out16 as _out
+from helpers_adversarial import vec as _vec
 
-import tile.compiler as tc
 import tile.frontend as tile
-from tile import ir
-from tile.frontend import f32
 
 SOURCE = """
 import tile.frontend as tile
@@ -99,19 +99,6 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
 @pytest.fixture(autouse=True)
 def _cpu_backend() -> None:
     tile.set_backend("cpu")
-
-
-def _vec(n: int = 128) -> tile.Tensor:
-    return tile.from_numpy(np.arange(n, dtype=np.float32))
-
-
-def _out() -> tile.Partition:
-    return tile.zeros(f32, [16]).partition([16])
-
-
-def _lines(fn: object) -> list[str]:
-    compiled = tc.compile_kernel(fn, tc.specialize(fn, {"z": (16,), "x": (128,)}), "sm_90", cache=False, cubin=False)
-    return ir.print_module(ir.read_bytecode(compiled.bytecode)).splitlines()
 
 
 def _defined_before(lines: list[str], name: str, at: int) -> str:
