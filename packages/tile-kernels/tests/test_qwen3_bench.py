@@ -168,8 +168,8 @@ def test_the_prefill_row_on_the_gpu_times_cublas_on_the_same_gemms(monkeypatch: 
     monkeypatch.setenv("TILE_AUTOTUNE", "0")
     two_layers = Qwen3Config(**{**CONFIGS["0.6B"].__dict__, "num_hidden_layers": 2})
     tile.set_backend("gpu")
-    try:
-        row = qwen3_prefill.bench_prefill(two_layers, qwen3_weights.SeededWeights(two_layers), 256, torch, reps=2)
+    try:  # medians of 7 (of 2, one run of the GPU tier's 8 processes on one GPU timed the GEMM graph 10x slow)
+        row = qwen3_prefill.bench_prefill(two_layers, qwen3_weights.SeededWeights(two_layers), 256, torch, reps=7)
     finally:
         tile.set_backend("cpu")
     assert row["cublas_weights"] == "each layer its own"
