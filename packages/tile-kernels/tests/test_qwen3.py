@@ -218,9 +218,9 @@ def test_steps_refuse_a_start_past_the_cache() -> None:
 def test_decode_attention_is_one_kernel_for_short_caches(
     monkeypatch: pytest.MonkeyPatch, mode: str, max_seq: int, launched: set[str]
 ) -> None:
-    from tile.kernels._source import kernels
+    from tile.kernels._source import kernels, launch_pdl
 
-    module, seen = kernels("_attention_kernels"), set[str]()
+    seen = set[str]()
 
     def spy(name: str, kernel: Any) -> Any:
         def launch(*args: Any, **kw: Any) -> Any:
@@ -229,8 +229,11 @@ def test_decode_attention_is_one_kernel_for_short_caches(
 
         return launch
 
-    for name in ("decode_one", "decode_split", "decode_combine"):
-        monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
+    for pdl in (False, True):  # the plain kernels and the PDL copies (`Qwen3`'s default)
+        with launch_pdl(pdl):
+            module = kernels("_attention_kernels")
+        for name in ("decode_one", "decode_split", "decode_combine"):
+            monkeypatch.setattr(module, name, spy(name, getattr(module, name)))
     model = Qwen3(TINY, random_weights(TINY, seed=2), max_seq=max_seq, decode_attention=mode)
     model.forward([4, 5])
     assert not seen  # a multi-token pass uses the library's flash attention
