@@ -122,17 +122,19 @@ class Interrupted(tuple[str, "Site"]):
 
     The run's context (``ctx``), ``output`` and first ``error`` stay here. The op's tree is released (inputs handed
     back) once the work is done: by a completion recorded on ``ctx`` (`park`), or by the next ``.sync()`` of the op,
-    which waits for ``ctx`` and then returns the output (`_resume`). ``released`` and ``taken`` change under
-    ``_PARKED``, so the tree is released once and the output handed out once."""
+    which waits for ``ctx`` and then returns the output (`_resume`). ``released`` changes under ``releasing``, held
+    through the release (a resume returns only once it is complete), and ``taken`` under ``_PARKED``: the tree is
+    released once and the output handed out once."""
 
     ctx: ExecutionContext
     output: Any
     error: BaseException | None
     released: bool
+    releasing: threading.Lock
     taken: bool
 
 
-_PARKED = threading.Lock()  # held while an `Interrupted` fate's ``released`` or ``taken`` is tested and set
+_PARKED = threading.Lock()  # held while an `Interrupted` fate's ``taken`` is tested and set
 
 
 def park(op: DeviceOp[Any], ctx: ExecutionContext, output: Any, error: BaseException | None) -> None:
@@ -143,6 +145,7 @@ def park(op: DeviceOp[Any], ctx: ExecutionContext, output: Any, error: BaseExcep
     assert fate is not None, "only a claimed op's run is parked"
     parked = Interrupted((fate[0], fate[1]))
     parked.ctx, parked.output, parked.error, parked.released, parked.taken = ctx, output, error, False, False
+    parked.releasing = threading.Lock()
     op._fate = parked
     try:
         completion = ctx.record()
@@ -152,12 +155,12 @@ def park(op: DeviceOp[Any], ctx: ExecutionContext, output: Any, error: BaseExcep
 
 
 def _release_parked(op: DeviceOp[Any], parked: Interrupted) -> None:
-    """Release the tree of a parked run (its work is done), once."""
-    with _PARKED:
+    """Release the tree of a parked run (its work is done), once; a second caller returns when the first is done."""
+    with parked.releasing:
         if parked.released:
             return
         parked.released = True
-    op._release()
+        op._release()
 
 
 def _resume(op: DeviceOp[Any], parked: Interrupted, verb: str, site: Site) -> Any:
