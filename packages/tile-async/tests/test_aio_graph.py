@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import threading
 from typing import Any
 
@@ -244,3 +246,28 @@ def test_an_update_may_launch_its_own_graph() -> None:
     graph = aio.host_call(log.append, "replay").graph(aio.HostStream())
     assert graph.update(graph.launch()).sync() == ("replay",)
     assert log == ["replay"]
+
+
+def test_a_dropped_graph_releases_its_op_once_its_last_launch_is_done(
+    worker: aio.HostStream, gate: threading.Event
+) -> None:
+    """The finalizer of a graph nobody closed releases the captured op as close() would, after the last launch's
+    context is done (a replay may still run), never while it may run."""
+    log: list[str] = []
+
+    class Held(aio.DeviceOp[None]):
+        def _execute(self, ctx: aio.ExecutionContext) -> None:
+            ctx.enqueue(lambda: log.append("replay"))
+
+        def _drop(self) -> None:
+            log.append("released")
+
+    graph = Held().graph(worker)
+    worker.enqueue(gate.wait)
+    graph._ordered(worker, functools.partial(graph._replay_on, worker))  # a replay whose run is gone
+    del graph
+    gc.collect()
+    assert log == []  # the replay is still queued behind the gate
+    gate.set()
+    worker.record().wait()  # the replay, then the release's completion callback
+    assert log == ["replay", "released"]

@@ -209,9 +209,13 @@ def test_alternating_layouts_take_their_recent_plans_and_keep_every_check(
 ) -> None:
     """A kernel called with a few layouts in turn (a model's GEMV per projection) takes each layout's recent plan, not
     the keyed path; a recent plan still refuses a moved handle and aliasing, and a new layout still runs the full
-    checks. Seen to catch: `_remember` not keeping the previous plans (every alternate call went to the keyed path)."""
+    checks. Seen to catch: `_remember` not keeping the previous plans (every alternate call went to the keyed path).
+
+    A kernel object of its own: the session's ``k.add`` keeps the plans of every layout an earlier test launched
+    (launch-path tests use ``N // 2``), and then the "new" layout below would take its kept plan."""
     from tile.frontend._entry import Kernel
 
+    add = tile.entry(k.add.fn)
     keyed: list[int] = []
     real = Kernel._call_checked
 
@@ -222,27 +226,28 @@ def test_alternating_layouts_take_their_recent_plans_and_keep_every_check(
     monkeypatch.setattr(Kernel, "_call_checked", counting)
     sizes = (N, 2 * N, 4 * N)
     handles = {
-        n: _warm(k.add, tile.zeros(f32, [n]).partition([128]), tile.ones(f32, [n]), tile.ones(f32, [n])) for n in sizes
+        n: _warm(add, tile.zeros(f32, [n]).partition([128]), tile.ones(f32, [n]), tile.ones(f32, [n])) for n in sizes
     }
     warm = len(keyed)
+    assert warm == len(sizes)  # a kernel of its own: each first layout took the full path
     for _ in range(3):
         for n in sizes:
-            handles[n] = tuple(k.add(*handles[n]).sync())
+            handles[n] = tuple(add(*handles[n]).sync())
     assert len(keyed) == warm  # every call took a recent plan
     for n in sizes:
         np.testing.assert_array_equal(handles[n][0].unpartition().to_numpy(), np.full(n, 2.0, np.float32))
     z, x, y = (tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N]))
-    op = k.add(z, x, y)
+    op = add(z, x, y)
     with pytest.raises(tile.MovedError, match="moved into the launch of add"):
-        k.add(z, x, y)
+        add(z, x, y)
     z, x, y = op.sync()
     big = tile.zeros(f32, [2 * N]).partition([128]), tile.ones(f32, [2 * N]), tile.ones(f32, [2 * N])
-    k.add(*big).sync()  # the latest plan is another layout's now: N's is a recent one
+    add(*big).sync()  # the latest plan is another layout's now: N's is a recent one
     x.free()
     with pytest.raises(tile.FreedError, match=r"freed at .*test_frontend_plan\.py:\d+"):
-        k.add(z, x, y)
+        add(z, x, y)
     half = tile.ones(f32, [N // 2])
     before = len(keyed)
-    z2, _, _ = k.add(tile.zeros(f32, [N // 2]).partition([128]), half, tile.ones(f32, [N // 2])).sync()
+    z2, _, _ = add(tile.zeros(f32, [N // 2]).partition([128]), half, tile.ones(f32, [N // 2])).sync()
     assert len(keyed) > before  # a new layout: the full path
     np.testing.assert_array_equal(z2.unpartition().to_numpy(), np.full(N // 2, 2.0, np.float32))

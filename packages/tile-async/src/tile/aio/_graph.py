@@ -114,7 +114,9 @@ class Graph(Uncopyable, Generic[T]):
     """A captured op: :meth:`launch` replays it; :meth:`update` runs an op ordered with the launches.
 
     Made by :func:`capture` or ``op.graph()``. Close it (or use ``with``) to free the graph and hand the
-    captured inputs back; a graph that is garbage-collected frees its driver objects.
+    captured inputs back. A graph that is garbage-collected unclosed frees its driver objects and, once its last
+    launch (or update) is done, releases the captured op as ``close()`` would (`_close_quietly`): nothing can launch
+    it any more, and its memory and shared values go back without blocking the collector.
     """
 
     __slots__ = (
@@ -122,9 +124,8 @@ class Graph(Uncopyable, Generic[T]):
         "_closed",
         "_context",
         "_finalizer",
-        "_last",
+        "_held",
         "_mutex",
-        "_op",
         "_output",
         "_recorder",
         "_replay",
@@ -134,15 +135,14 @@ class Graph(Uncopyable, Generic[T]):
     def __init__(
         self, op: DeviceOp[T], output: T, replay: _Replay, ctx: ExecutionContext, recorder: object = None
     ) -> None:
-        self._op: DeviceOp[T] | None = op
+        self._held = _Held(op)  # the captured op and the last launch's context, shared with the finalizer
         self._recorder = recorder
         self._output = output
         self._replay = replay
         self._context = ctx
-        self._last: ExecutionContext | None = None
         self._closed = False
         self._mutex = threading.RLock()  # re-entrant: an update may itself launch this graph
-        self._finalizer = weakref.finalize(self, _close_quietly, replay)
+        self._finalizer = weakref.finalize(self, _close_quietly, replay, self._held)
         self._finalizer.atexit = False  # at exit the driver tears everything down itself
 
     @property
@@ -216,13 +216,14 @@ class Graph(Uncopyable, Generic[T]):
             if self._closed:
                 return self._output
             self._closed = True
-            last, self._last = self._last, None
+            held = self._held
+            last, held.last = held.last, None
         try:
             if last is not None:
                 last._observe().wait()
         finally:
             self._finalizer.detach()
-            op, self._op = self._op, None
+            op, held.op = held.op, None
             try:
                 self._replay.close()
             finally:
@@ -242,7 +243,8 @@ class Graph(Uncopyable, Generic[T]):
         with self._mutex:
             if self._closed:
                 raise ClosedError("this graph", "capture the op again")
-            last, self._last = self._last, ctx
+            held = self._held
+            last, held.last = held.last, ctx
             if last is not None and last != ctx:
                 ctx.wait(last._observe())
             return work()
@@ -252,10 +254,39 @@ class Graph(Uncopyable, Generic[T]):
         return self._output
 
 
-def _close_quietly(replay: _Replay) -> None:
-    """Finalizer of a graph nobody closed: free it; a failure here has nobody to be reported to."""
+class _Held:
+    """What an open graph holds: the captured op, and the context of its last launch or update (whose completion
+    covers every replay: each waits for the one before it). Shared with the graph's finalizer, which must not hold
+    the graph itself."""
+
+    __slots__ = ("last", "op")
+
+    def __init__(self, op: DeviceOp[Any]) -> None:
+        self.op: DeviceOp[Any] | None = op
+        self.last: ExecutionContext | None = None
+
+
+def _close_quietly(replay: _Replay, held: _Held) -> None:
+    """Finalizer of a graph nobody closed: free it (a replay still running completes first: a CUDA graph is freed
+    once it is done), and release the captured op once the last launch is done, in the completion's callback (the
+    collector never blocks). If that completion cannot be recorded, the op stays held: never released early.
+    Failures here have nobody to be reported to."""
     with contextlib.suppress(Exception):
         replay.close()
+    op, held.op = held.op, None
+    last, held.last = held.last, None
+    if op is None:
+        return
+
+    def release(_error: object = None) -> None:
+        with contextlib.suppress(Exception):
+            op._release()
+
+    if last is None:  # never launched: nothing of it runs
+        release()
+        return
+    with contextlib.suppress(Exception):
+        last._observe().add_done_callback(release)
 
 
 class _GraphLaunch(DeviceOp[T]):

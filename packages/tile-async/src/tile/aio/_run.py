@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tile.aio import _knobs, _lock
 from tile.aio._context import ExecutionContext, refuse_recorder
-from tile.aio._errors import KnobError
+from tile.aio._errors import KnobError, OpConsumedError
 
 if TYPE_CHECKING:
     from tile.aio._op import DeviceOp, Site
 
-__all__ = ["Run", "run_async", "run_sync"]
+__all__ = ["Interrupted", "Run", "park", "run_async", "run_sync"]
 
 T = TypeVar("T")
 
@@ -83,6 +84,12 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     _lock.acquire(verb)
     try:
         op._claim(_VERBS.get(verb) or _executed_by(verb), site)  # the cache hit inlined (per launch)
+    except OpConsumedError:
+        _lock.release()
+        parked = op._fate
+        if type(parked) is Interrupted:  # a run whose wait was interrupted: finish it here
+            return _resume(op, parked, verb, site)  # type: ignore[no-any-return]  # its output is op's
+        raise
     except BaseException:
         _lock.release()
         raise
@@ -100,10 +107,82 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
         if error is None:
             error = exc
             _note_waited_for(exc, op)
+    except BaseException:  # KeyboardInterrupt while waiting: the work may still run, so nothing goes back now
+        park(op, ctx, output, error)
+        raise
     op._release()
     if error is not None:
         raise error
     return output  # type: ignore[return-value]  # None only when an error was raised above
+
+
+class Interrupted(tuple[str, "Site"]):
+    """The fate ``(verb, site)`` of an op whose run was interrupted while it waited for the work (a
+    ``KeyboardInterrupt`` in ``synchronize()``): the op keeps its inputs (moved into it) while the work may still run.
+
+    The run's context (``ctx``), ``output`` and first ``error`` stay here. The op's tree is released (inputs handed
+    back) once the work is done: by a completion recorded on ``ctx`` (`park`), or by the next ``.sync()`` of the op,
+    which waits for ``ctx`` and then returns the output (`_resume`). ``released`` changes under ``releasing``, held
+    through the release (a resume returns only once it is complete), and ``taken`` under ``_PARKED``: the tree is
+    released once and the output handed out once."""
+
+    ctx: ExecutionContext
+    output: Any
+    error: BaseException | None
+    released: bool
+    releasing: threading.Lock
+    taken: bool
+
+
+_PARKED = threading.Lock()  # held while an `Interrupted` fate's ``taken`` is tested and set
+
+
+def park(op: DeviceOp[Any], ctx: ExecutionContext, output: Any, error: BaseException | None) -> None:
+    """Keep the run of ``op`` (claimed, its work enqueued on ``ctx``) whose wait was interrupted: give it the
+    `Interrupted` fate and release its tree once a completion recorded on ``ctx`` says the work is done. If the
+    completion cannot be recorded, the tree stays held (never released early) until ``.sync()`` resumes the run."""
+    fate = op._fate
+    assert fate is not None, "only a claimed op's run is parked"
+    parked = Interrupted((fate[0], fate[1]))
+    parked.ctx, parked.output, parked.error, parked.released, parked.taken = ctx, output, error, False, False
+    parked.releasing = threading.Lock()
+    op._fate = parked
+    try:
+        completion = ctx.record()
+        completion.add_done_callback(lambda _failed: _release_parked(op, parked))
+    except Exception:  # held until `.sync()` resumes it: releasing now could be early
+        pass
+
+
+def _release_parked(op: DeviceOp[Any], parked: Interrupted) -> None:
+    """Release the tree of a parked run (its work is done), once; a second caller returns when the first is done."""
+    with parked.releasing:
+        if parked.released:
+            return
+        parked.released = True
+        op._release()
+
+
+def _resume(op: DeviceOp[Any], parked: Interrupted, verb: str, site: Site) -> Any:
+    """Finish a parked run at the op's next ``.sync()``: wait for its context, release the tree (if its completion
+    did not yet), then return the run's output or raise its first error; the output is handed out once."""
+    error = parked.error
+    try:
+        parked.ctx.synchronize()  # interrupted again: still parked
+    except Exception as exc:
+        if error is None:
+            error = exc
+            _note_waited_for(exc, op)
+    _release_parked(op, parked)
+    with _PARKED:
+        taken, parked.taken = parked.taken, True
+    if taken:  # another thread's .sync() resumed it first
+        raise OpConsumedError(op._describe(), f"{parked[0]} at {parked[1][0]}:{parked[1][1]}")
+    op._fate = (_executed_by(verb), site)
+    output, parked.output, parked.error = parked.output, None, None
+    if error is not None:
+        raise error
+    return output
 
 
 def _note_waited_for(error: BaseException, op: DeviceOp[Any]) -> None:

@@ -5,7 +5,7 @@
 PyObject *NEG_ZERO, *host_running;
 PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
-    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_execute, *s_next,
+    *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_park, *s_execute, *s_next,
     *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
     *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lasti, *s_tile_prefix;
@@ -234,7 +234,7 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
                  {&s_unchecked, "unchecked"}, {&s_name, "__name__"}, {&s_f_back, "f_back"},
                  {&s_co_filename, "co_filename"}, {&s_launch, "launch"}, {&s_ctx, "ctx"}, {&s_site, "site"},
                  {&s_device, "device"}, {&s_stream, "stream"}, {&s_held, "held"},
-                 {&s_synchronize, "synchronize"}, {&s_execute, "_execute"}, {&s_next, "_next"},
+                 {&s_synchronize, "synchronize"}, {&s_park, "_park"}, {&s_execute, "_execute"}, {&s_next, "_next"},
                  {&s_cuLaunchKernel, "cuLaunchKernel"}, {&s_run_in, "_run_in"},
                  {&s_step, "_step"}, {&s_take, "_take"}, {&s_claim_run, "_claim_run"}, {&s_hand_off, "_hand_off"},
                  {&s_f_globals, "f_globals"}, {&s_f_lasti, "f_lasti"}, {&s_tile_prefix, "tile."}};

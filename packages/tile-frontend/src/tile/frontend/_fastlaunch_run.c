@@ -140,8 +140,20 @@ PyObject *sync_launch(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     r = PyObject_CallMethodObjArgs(ctx, s_synchronize, NULL);
     if (r) {
         Py_DECREF(r);
-    } else if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* as `except Exception`: e.g. KeyboardInterrupt */
+    } else if (!PyErr_ExceptionMatches(PyExc_Exception)) { /* not `except Exception`: e.g. KeyboardInterrupt */
+        /* The work may still run: the launch keeps its handles and hands them back once it is done (`Launch._park`,
+         * `tile.aio._run.park`), then the interrupt goes on. */
+        PyObject *it, *iv, *itb;
+        PyErr_Fetch(&it, &iv, &itb);
+        if (type) {
+            PyErr_NormalizeException(&type, &value, &trace);
+            if (trace && value) PyException_SetTraceback(value, trace);
+        }
+        r = PyObject_CallMethodObjArgs(op, s_park, ctx, output ? output : Py_None, value ? value : Py_None, NULL);
+        if (r) Py_DECREF(r);
+        else PyErr_WriteUnraisable(op);
         Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(trace), Py_XDECREF(output);
+        PyErr_Restore(it, iv, itb);
         return NULL;
     } else if (type) {
         PyErr_Clear(); /* the first error wins */

@@ -26,7 +26,7 @@ from tile.aio import DeviceOp, ExecutionContext, SchedulingPolicy
 from tile.aio._context import BUILTIN_CONTEXTS, RECORDING_CONTEXTS, refuse_recorder
 from tile.aio._lock import _state as _lock_state
 from tile.aio._policy import as_context
-from tile.aio._run import _executed_by
+from tile.aio._run import _executed_by, park
 from tile.compiler import CompiledKernel
 from tile.frontend import _accel
 from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError, refuse_subclass
@@ -154,6 +154,11 @@ class Launch(DeviceOp[tuple[Any, ...]]):
             if done is not NotImplemented:
                 return done  # type: ignore[no-any-return]
         return DeviceOp.sync(self)
+
+    def _park(self, ctx: ExecutionContext, output: Any, error: BaseException | None) -> None:
+        """``tile.aio._run.park`` for the compiled ``sync`` (interrupted while it waited for the work): the launch
+        keeps its handles and hands them back once the work is done, or at the next ``.sync()``."""
+        park(self, ctx, output, error)
 
     def _run_root(self, ctx: ExecutionContext) -> tuple[Any, ...]:
         """Enqueue the kernel on ``ctx`` as the root of a run: its output goes to nobody before the work is done."""
