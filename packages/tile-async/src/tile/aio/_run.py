@@ -139,8 +139,9 @@ _PARKED = threading.Lock()  # held while an `Interrupted` fate's ``taken`` is te
 
 def park(op: DeviceOp[Any], ctx: ExecutionContext, output: Any, error: BaseException | None) -> None:
     """Keep the run of ``op`` (claimed, its work enqueued on ``ctx``) whose wait was interrupted: give it the
-    `Interrupted` fate and release its tree once a completion recorded on ``ctx`` says the work is done. If the
-    completion cannot be recorded, the tree stays held (never released early) until ``.sync()`` resumes the run."""
+    `Interrupted` fate and release its tree once a completion observed on ``ctx`` says the work is done (a failure
+    stays with ``ctx``, for the resume's wait). If the completion cannot be recorded, the tree stays held (never
+    released early) until ``.sync()`` resumes the run."""
     fate = op._fate
     assert fate is not None, "only a claimed op's run is parked"
     parked = Interrupted((fate[0], fate[1]))
@@ -148,7 +149,9 @@ def park(op: DeviceOp[Any], ctx: ExecutionContext, output: Any, error: BaseExcep
     parked.releasing = threading.Lock()
     op._fate = parked
     try:
-        completion = ctx.record()
+        # Observed, not recorded: `record` takes a host stream's error, so the resume's wait (or the stream's next
+        # one, if the op is dropped) would report a failed run's stale output as a success (review 35).
+        completion = ctx._observe()
         completion.add_done_callback(lambda _failed: _release_parked(op, parked))
     except Exception:  # held until `.sync()` resumes it: releasing now could be early
         pass

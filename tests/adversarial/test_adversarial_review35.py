@@ -1,0 +1,248 @@
+"""Adversarial review 35: a run parked by a ``KeyboardInterrupt`` in ``.sync()`` (`tile.aio._run.park`), and a
+graph dropped unclosed (`tile.aio._graph._close_quietly`). Both launch paths (``path``); the interrupt is a patched
+``HostStream.synchronize``, the device work a gated worker host stream, as in ``test_frontend_interrupt.py``.
+
+Tried, and held (pinned below):
+
+- two threads resuming one parked launch: the output is handed out once (the other gets ``OpConsumedError``), and
+  the handles went back before either returned;
+- ``.then()``, ``await``, ``.graph()`` and ``tile.aio.zip`` of a parked launch are refused (``OpConsumedError``):
+  nothing launches the kernel a second time, and the handles stay held until the work is done;
+- a second interrupt during the resume's wait keeps the run parked (nothing goes back, the output is not lost);
+- a resume on another stream (``.sync_on(other)``) waits for the parked run's own context, not the new one;
+- a graph replayed on two streams (the later replay from another thread) and then dropped hands its memory back only
+  once the later replay's stream is done: not at the collection, nor on the first (idle) stream's completion; and
+  a graph is collected only once the runs that replay it end (a `_GraphLaunch` holds it), so no replay is in flight
+  on a stream the finalizer does not know of.
+
+Hole (fixed): the parked run recorded its completion with ``ctx.record()``, which *takes* a host stream's error. A
+run whose work failed (the kernel skipped after an earlier failure on the stream, output never written) was then
+resumed by ``.sync()`` as a success: the stale output handed back as the kernel's result, and a dropped parked launch
+swallowed the stream's error so the stream's next wait reported nothing. ``park`` now observes (``_observe``, as
+every completion recorded for another purpose than the run's own wait does since review 19): the error stays with
+the stream for the resume's wait (or the stream's next one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile import aio
+from tile.aio import HostStream, OpConsumedError
+from tile.frontend import f32
+
+N = 256
+
+
+class BoomError(Exception):
+    """The failure of a host function queued before the launch."""
+
+
+def _boom() -> None:
+    raise BoomError("host function failed")
+
+
+@pytest.fixture
+def gated(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[HostStream, threading.Event, list[int]]]:
+    """A worker host stream whose queued work waits for the event; each entry of the list interrupts one
+    ``synchronize()`` (of any host stream) before it waits."""
+    stream = HostStream(worker=True)
+    gate = threading.Event()
+    stream.enqueue(gate.wait)
+    real = HostStream.synchronize
+    interrupts = [1]
+
+    def interrupted(self: HostStream) -> None:
+        if interrupts:
+            interrupts.pop()
+            raise KeyboardInterrupt("interrupted while waiting")
+        real(self)
+
+    monkeypatch.setattr(HostStream, "synchronize", interrupted)
+    yield stream, gate, interrupts
+    gate.set()
+    _drained(stream)
+    stream.close()
+
+
+def _drained(stream: HostStream) -> None:
+    """Everything queued so far ran, completion callbacks included; the stream's error stays with it."""
+    done = threading.Event()
+    stream._observe().add_done_callback(lambda _error: done.set())
+    done.wait()
+
+
+def _launch(kernels: ModuleType) -> tuple[Any, list[Any]]:
+    z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+    return kernels.scale_by_const(z, x, 3.0), [z._tensor._storage, x._storage]
+
+
+def _parked(kernels: ModuleType, stream: HostStream) -> tuple[Any, list[Any]]:
+    launch, stores = _launch(kernels)
+    with pytest.raises(KeyboardInterrupt, match="interrupted while waiting"):
+        launch.sync_on(stream)
+    assert [s.pending for s in stores] == [1, 1]
+    return launch, stores
+
+
+# --- the hole: a parked run's failure must not be taken by its completion ---------------------------------------
+
+
+def test_a_resumed_run_whose_work_failed_raises_the_failure(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, _ = gated
+    stream.enqueue(_boom)  # fails once the gate opens: the stream skips the launch queued after it
+    launch, stores = _parked(kernels, stream)
+    gate.set()
+    _drained(stream)  # the parked completion ran (and, before the fix, took the failure)
+    assert [s.pending for s in stores] == [0, 0]  # the work is over: the handles went back
+    with pytest.raises(BoomError, match="host function failed"):
+        launch.sync_on(stream)  # before the fix: returned the never-written output as the result
+    with pytest.raises(OpConsumedError, match=r"executed by \.sync_on\(\) at .*test_adversarial_review35\.py:\d+"):
+        launch.sync_on(stream)
+
+
+def test_a_dropped_parked_run_leaves_the_failure_to_the_streams_next_wait(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, _ = gated
+    stream.enqueue(_boom)
+    launch, stores = _parked(kernels, stream)
+    del launch
+    gate.set()
+    _drained(stream)
+    assert [s.pending for s in stores] == [0, 0]
+    with pytest.raises(BoomError, match="host function failed"):  # before the fix: taken and dropped by the park
+        stream.record().wait()
+
+
+# --- what held ------------------------------------------------------------------------------------------------
+
+
+def test_two_threads_resuming_one_parked_run_get_the_output_once(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, _ = gated
+    launch, stores = _parked(kernels, stream)
+    results: list[object] = []
+    barrier = threading.Barrier(2)
+
+    def resume() -> None:
+        barrier.wait()
+        try:
+            out = launch.sync_on(stream)
+            results.append([s.pending for s in stores])  # already back when the output is returned
+            results.append(out)
+        except OpConsumedError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=resume) for _ in range(2)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    errors = [r for r in results if isinstance(r, OpConsumedError)]
+    outputs = [r for r in results if isinstance(r, tuple)]
+    assert len(errors) == 1, results
+    assert len(outputs) == 1, results
+    assert [0, 0] in results
+    z = outputs[0][0]
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_a_parked_run_cannot_be_moved_awaited_or_captured(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, _ = gated
+    launch, stores = _parked(kernels, stream)
+    consumed = r"the launch of scale_by_const .* was already executed by \.sync_on\(\)"
+    with pytest.raises(OpConsumedError, match=consumed):
+        launch.then(lambda out: out)
+    with pytest.raises(OpConsumedError, match=consumed):
+        aio.zip(launch, launch)
+    with pytest.raises(OpConsumedError, match=consumed):
+        asyncio.run(_awaited(launch))
+    with pytest.raises(OpConsumedError, match=consumed):
+        launch.graph(stream)
+    assert [s.pending for s in stores] == [1, 1]  # none of them released anything: the work has not run
+    gate.set()
+    z = launch.sync_on(stream)[0]
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))  # ran once: 1 * 3
+
+
+async def _awaited(launch: Any) -> Any:
+    return await launch
+
+
+def test_an_interrupt_during_the_resume_keeps_the_run_parked(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, interrupts = gated
+    launch, stores = _parked(kernels, stream)
+    interrupts.append(1)
+    with pytest.raises(KeyboardInterrupt, match="interrupted while waiting"):
+        launch.sync_on(stream)
+    assert [s.pending for s in stores] == [1, 1]
+    gate.set()
+    z = launch.sync_on(stream)[0]  # the output was not lost by the second interrupt
+    assert [s.pending for s in stores] == [0, 0]
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_a_resume_on_another_stream_waits_for_the_parked_runs_own(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, _ = gated
+    launch, stores = _parked(kernels, stream)
+    other = HostStream(worker=True)
+    done: list[object] = []
+    t = threading.Thread(target=lambda: done.append(launch.sync_on(other)))
+    t.start()
+    t.join(0.2)
+    assert done == []  # still waiting for the gated stream
+    assert [s.pending for s in stores] == [1, 1]
+    gate.set()
+    t.join()
+    other.close()
+    assert [s.pending for s in stores] == [0, 0]
+    z = done[0][0]  # type: ignore[index]
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_a_graph_replayed_on_two_streams_and_dropped_waits_for_the_later_replays_stream(
+    kernels: ModuleType, path: str
+) -> None:
+    first, second = HostStream(worker=True), HostStream(worker=True)
+    gate = threading.Event()
+    try:
+        z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+        stores = [z._tensor._storage, x._storage]
+        graph = kernels.scale_by_const(z, x, 3.0).graph(first)
+        graph.launch().sync_on(first)
+        replay = graph.launch()
+        t = threading.Thread(target=replay.sync_on, args=(second,))  # the last replay: another thread's
+        t.start()
+        t.join()
+        del replay
+        second.enqueue(gate.wait)  # `first` is idle, `second` (the last replay's stream) is busy
+        del graph
+        gc.collect()
+        assert [s.pending for s in stores] == [1, 1]  # not released on `first`'s completion, nor at once
+        gate.set()
+        _drained(second)  # the release's completion callback ran
+        assert [s.pending for s in stores] == [0, 0]
+    finally:
+        gate.set()
+        first.close()
+        second.close()
