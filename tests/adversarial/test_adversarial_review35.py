@@ -21,6 +21,14 @@ resumed by ``.sync()`` as a success: the stale output handed back as the kernel'
 swallowed the stream's error so the stream's next wait reported nothing. ``park`` now observes (``_observe``, as
 every completion recorded for another purpose than the run's own wait does since review 19): the error stays with
 the stream for the resume's wait (or the stream's next one).
+
+Hole (fixed): a resume racing a ``close()`` of the parked run's worker host stream (another thread closing it while
+the queued work still runs: ``close()`` finishes it first) got ``ClosedError`` from its wait's ``record()`` at once,
+took it for a failure of the work, and handed the handles back while the kernel was still running on the stream
+(the same for any ``.sync()``/``await`` whose wait began after such a ``close()``). Class-level fix in
+``HostStream``: a completion recorded or observed on a closed stream is done once ``close()`` finished the queued
+work (at once after it), never refused; only new work is refused. A dropped graph whose last replay's stream was
+closed is now released too, instead of held forever.
 """
 
 from __future__ import annotations
@@ -246,3 +254,25 @@ def test_a_graph_replayed_on_two_streams_and_dropped_waits_for_the_later_replays
         gate.set()
         first.close()
         second.close()
+
+
+def test_a_resume_racing_a_close_of_the_stream_waits_for_the_work(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event, list[int]]
+) -> None:
+    stream, gate, _ = gated
+    launch, stores = _parked(kernels, stream)
+    closer = threading.Thread(target=stream.close)  # finishes the queued work: blocks on the gate
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()
+    done: list[object] = []
+    t = threading.Thread(target=lambda: done.append(launch.sync_on(stream)))
+    t.start()
+    t.join(0.2)
+    assert [s.pending for s in stores] == [1, 1]  # before the fix: released at once (record() raised ClosedError)
+    gate.set()
+    t.join()
+    closer.join()
+    assert [s.pending for s in stores] == [0, 0]
+    z = done[0][0]  # type: ignore[index]
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))

@@ -173,3 +173,21 @@ def test_work_that_exits_does_not_kill_the_worker(worker: aio.HostStream) -> Non
     worker.enqueue(functools.partial(log.append, 1))
     worker.synchronize()
     assert log == [1]
+
+
+def test_a_completion_recorded_while_close_finishes_the_work_is_done_after_it() -> None:
+    gate = threading.Event()
+    s = aio.HostStream(worker=True, name="closing")
+    s.enqueue(gate.wait)
+    closer = threading.Thread(target=s.close)
+    closer.start()
+    closer.join(0.1)
+    recorded, observed = s.record(), s._observe()  # a ClosedError here let a waiter release inputs early
+    assert not recorded.query()
+    assert not observed.query()
+    gate.set()
+    closer.join()
+    recorded.wait()
+    assert s.record().query()  # and once closed, at once
+    with pytest.raises(aio.ClosedError, match=r"HostStream\('closing', worker\) is closed; make a new HostStream"):
+        s.enqueue(lambda: None)

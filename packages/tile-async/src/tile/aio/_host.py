@@ -96,7 +96,18 @@ class HostStream(ExecutionContext):
         Shown in ``repr`` and as the worker thread's name.
     """
 
-    __slots__ = ("_closed", "_error", "_mutex", "_name", "_pending", "_queue", "_thread", "_worker")
+    __slots__ = (
+        "_closed",
+        "_error",
+        "_finished",
+        "_late",
+        "_mutex",
+        "_name",
+        "_pending",
+        "_queue",
+        "_thread",
+        "_worker",
+    )
 
     def __init__(self, *, worker: bool = False, name: str | None = None) -> None:
         self._worker = worker
@@ -105,6 +116,8 @@ class HostStream(ExecutionContext):
         self._error: BaseException | None = None
         self._pending = 0
         self._closed = False
+        self._finished = False  # close() finished the queued work (the worker thread ended)
+        self._late: list[HostCompletion] = []  # recorded while close() was finishing it: completed by close()
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
@@ -164,7 +177,8 @@ class HostStream(ExecutionContext):
         return True
 
     def close(self) -> None:
-        """Finish the queued work and stop the worker thread (a no-op for inline streams)."""
+        """Finish the queued work and stop the worker thread (a no-op for inline streams). Work enqueued after it is
+        refused (`ClosedError`); a completion recorded after it is done once the queued work is finished."""
         with self._mutex:
             if self._closed:
                 return
@@ -174,6 +188,11 @@ class HostStream(ExecutionContext):
                 self._queue.put(None)
         if thread is not None:
             thread.join()
+        with self._mutex:  # the queued work is finished: completions recorded meanwhile are done
+            self._finished = True
+            late, self._late = self._late, []
+        for item in late:
+            self._complete(item)
 
     def _run(self, fn: Callable[[], object]) -> None:
         """Run one piece of work (mutex held inline; on the worker thread otherwise)."""
@@ -190,21 +209,34 @@ class HostStream(ExecutionContext):
     def _submit(self, item: _Item) -> None:
         with self._mutex:  # put under the lock too, so close() cannot slip its stop marker in before this item
             if self._closed:
-                raise ClosedError(repr(self), "make a new HostStream")
-            self._pending += 1
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.put(item)
+                if not isinstance(item, HostCompletion):
+                    raise ClosedError(repr(self), "make a new HostStream")
+                # A completion on a closed stream: done once close() finished the queued work, never before (a
+                # ClosedError here let a waiter release the inputs of work still running: review 35).
+                if not self._finished:
+                    self._late.append(item)
+                    return
+            else:
+                self._pending += 1
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                    self._thread.start()
+                self._queue.put(item)
+                return
+        self._complete(item)
+
+    def _complete(self, item: HostCompletion) -> None:
+        """Complete ``item`` with the stream's error (taken, unless an observer), all work before it done."""
+        with self._mutex:
+            error = self._error
+            if type(item) is not _Observer:
+                self._error = None
+        item.complete(error)
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
             if isinstance(item, HostCompletion):
-                with self._mutex:
-                    error = self._error
-                    if type(item) is not _Observer:
-                        self._error = None
-                item.complete(error)
+                self._complete(item)
             else:
                 try:
                     self._run(item)
