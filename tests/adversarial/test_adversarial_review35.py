@@ -29,6 +29,11 @@ took it for a failure of the work, and handed the handles back while the kernel 
 ``HostStream``: a completion recorded or observed on a closed stream is done once ``close()`` finished the queued
 work (at once after it), never refused; only new work is refused. A dropped graph whose last replay's stream was
 closed is now released too, instead of held forever.
+
+Hole (fixed by the lead, from this review's report): the same on a CUDA stream. ``tile.core.Stream.close()`` does not
+wait for the stream's work, and a later ``synchronize()`` raised `StreamClosedError` at once; a run's wait took it for
+the end of the work and handed the arguments back while the kernel could still run. tile.core now waits for the
+closed stream's final event (the work queued before the close) before it raises.
 """
 
 from __future__ import annotations
@@ -276,3 +281,32 @@ def test_a_resume_racing_a_close_of_the_stream_waits_for_the_work(
     assert [s.pending for s in stores] == [0, 0]
     z = done[0][0]  # type: ignore[index]
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+# -- hole (the lead, from review 35's report): a wait on a closed CUDA stream answered before its work was done ------
+
+
+def test_a_synchronize_on_a_closed_stream_waits_for_the_work_queued_before_the_close() -> None:
+    """`tile.core.Stream.close()` does not wait for the stream's work (CUDA runs it after the destroy), and a later
+    ``synchronize()`` raised `StreamClosedError` at once. tile.aio's CUDA context and every run's wait take that
+    error for "the work is over" and hand the run's arguments back: a parked run resumed after a ``finally:
+    stream.close()``, or a run whose stream another thread closed between enqueue and wait, returned handles that a
+    launch on another stream could then write while the kernel still ran. Fixed in tile.core for the class: a
+    synchronize on a closed stream first waits for its final event (the work queued before the close), then
+    raises."""
+    import tile.core as tcore
+    from tile.core.testing import simulated
+
+    with simulated(asynchronous=True) as driver:
+        driver.eagerness = 0.0  # nothing runs before something waits for it
+        stream, home = tcore.Stream(), tcore.Stream()
+        buffer = tcore.DeviceBuffer.allocate(4096, stream=home)
+        buffer.fill(0, stream=home)
+        buffer.fill(7, stream=stream, sync=False)
+        stream.close()
+        assert driver.pending(), "the fill ran before anything waited: the test measures nothing"
+        with pytest.raises(tcore.StreamClosedError, match="was closed"):
+            stream.synchronize()
+        assert not driver.pending()  # the error came after the work queued before the close
+        np.testing.assert_array_equal(buffer.to_numpy(np.uint8), np.full(4096, 7, np.uint8))
+        buffer.free()

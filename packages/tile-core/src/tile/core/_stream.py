@@ -182,6 +182,18 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         """The foreign object a borrowed stream keeps alive (None for owned streams, or once closed)."""
         return self._owner
 
+    def _wait_final(self) -> None:
+        """Block until the work queued before this (closed) stream's close is done: its final event, or the whole
+        device when no final event could be recorded (a borrowed stream already gone)."""
+        final = self._final
+        try:
+            if final is not None and not final._closed:
+                final.synchronize()
+            else:
+                check(_reaper.driver().cuCtxSynchronize(), "cuCtxSynchronize")
+        except tb.CudaError:  # a sticky fault: the work is over (failed); the caller gets the closed stream's error
+            pass
+
     def _check_open(self) -> None:
         if self._closed:
             raise StreamClosedError(f"{self!r} was closed: create a new Stream (closed streams cannot be reused)")
@@ -193,8 +205,14 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         return int(check(_reaper.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
 
     def synchronize(self) -> None:
-        """Block the calling thread until all work queued on the stream is done."""
+        """Block the calling thread until all work queued on the stream is done.
+
+        On a closed stream: wait for the work queued before the close (its final event), then raise
+        `StreamClosedError`. A caller that takes the error for "the stream's work is over" (a run handing its
+        arguments back) must never be answered before that work is done: a close does not wait for it.
+        """
         if self._closed:
+            self._wait_final()
             self._check_open()
         if _THREAD.captures:  # this thread captures a graph: a wait for another stream's work is no part of it
             with _relaxed_capture():
