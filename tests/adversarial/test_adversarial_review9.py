@@ -286,9 +286,9 @@ def test_closing_a_graph_waits_for_a_queued_replay(k: ModuleType) -> None:
     replayer = threading.Thread(target=replay)
     replayer.start()
     deadline = time.monotonic() + 30
-    while graph._last is None and time.monotonic() < deadline:  # the replay is enqueued (behind the gate)
+    while graph._held.last is None and time.monotonic() < deadline:  # the replay is enqueued (behind the gate)
         time.sleep(0.01)
-    assert graph._last is not None
+    assert graph._held.last is not None
     closer = threading.Thread(target=close)
     closer.start()
     time.sleep(0.2)
