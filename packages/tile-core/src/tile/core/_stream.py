@@ -189,8 +189,8 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         try:
             if final is not None and not final._closed:
                 final.synchronize()
-            else:
-                check(_reaper.driver().cuCtxSynchronize(), "cuCtxSynchronize")
+            else:  # the stream's own device (the current context may be another device's)
+                self.device.synchronize()
         except tb.CudaError:  # a sticky fault: the work is over (failed); the caller gets the closed stream's error
             pass
 
