@@ -102,3 +102,52 @@ def test_jobs_run_one_process_per_tool_and_file_and_sum_their_verdicts(tmp_path:
         assert [r["passed"] for r in runs] == [True, False, True]
         assert all(r["command"][1:3] == ["--tool", tool] for r in runs)
         assert [sum(f in " ".join(r["command"]) for f in files.split(",")) for r in runs] == [1, 1, 1]
+
+
+def _verdict(output: str, status: int) -> dict[str, object]:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import sanitize_kernels
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    result: dict[str, object] = sanitize_kernels.verdict(output, status)
+    return result
+
+
+_RACE = (
+    "========= COMPUTE-SANITIZER\n"
+    "========= Error: Race reported between Read access at cudnn_sdpa_fprop_kernel0_0+0x2e0\n"
+    "=========     and Write access at {second} [528 hazards]\n"
+    "=========\n"
+    "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n"
+    "29 passed in 200.0s\n"
+)
+
+
+def test_racecheck_summaries_count_and_foreign_reference_kernels_do_not_fail_tile() -> None:
+    # Hazards only in the tests' cuDNN reference kernel: listed as foreign, Tile passes.
+    foreign = _verdict(_RACE.format(second="cudnn_sdpa_fprop_kernel0_0+0x4660"), 86)
+    assert foreign["errors"] == 1
+    assert foreign["kernels"] == {"tile": {}, "foreign": {"cudnn_sdpa_fprop_kernel0_0": 1}}
+    assert foreign["passed"] is True
+    # The same report naming a Tile kernel (a .tilepy source line) fails.
+    ours = _verdict(_RACE.format(second="attn_fwd+0x4660 in _attention_kernels.tilepy:12"), 86)
+    assert ours["kernels"] == {"tile": {"attn_fwd": 1}, "foreign": {"cudnn_sdpa_fprop_kernel0_0": 1}}
+    assert ours["passed"] is False
+    clean = _verdict("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n9 passed in 1.0s\n", 0)
+    assert clean["errors"] == 0
+    assert clean["passed"] is True
+
+
+def test_memcheck_reports_are_attributed_to_the_tile_kernel_named() -> None:
+    out = (
+        "========= Invalid __shared__ write of size 8 bytes\n"
+        "=========     at qkv_prep_rows+0x4540 in _qwen3_kernels.tilepy:136\n"
+        "=========     by thread (64,0,0) in block (12,1,0)\n"
+        "=========         Device Frame: qkv_prep_rows+0x3500 in _qwen3_kernels.tilepy:216\n"
+        "========= ERROR SUMMARY: 1 error\n"
+        "1 failed in 3.0s\n"
+    )
+    result = _verdict(out, 86)
+    assert result["kernels"] == {"tile": {"qkv_prep_rows": 1}, "foreign": {}}
+    assert result["passed"] is False
