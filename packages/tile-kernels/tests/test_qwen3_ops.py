@@ -132,3 +132,20 @@ def test_prep_qkv_refuses_rows_of_another_shape_and_faults_past_the_cache() -> N
     caches = (tile.zeros(tile.bf16, [2, 8, 16]), tile.zeros(tile.bf16, [2, 8, 16]))
     with pytest.raises(tile.KernelFaultError, match=r"qkv_prep_rows: the pos tensor does not hold the pass's start"):
         _ops.prep_qkv(*caches, rows, w, w, pos=bad, tokens=2, start=2, **common).sync()
+
+
+def test_prep_qkv_refuses_the_miscompiled_form() -> None:
+    # f32 tables, more than one query head a block and no occupancy hint: tileiras 13.5 compiles the multi-token
+    # kernel to write past its own shared memory (memcheck on an H200, 16 tokens and 4 heads a block). Refused on
+    # every backend, before the caches move; the same call with a hint, one head a block or bf16 tables runs.
+    kc, vc = tile.zeros(tile.bf16, [2, 32, 16]), tile.zeros(tile.bf16, [2, 32, 16])
+    w = tile.zeros(tile.bf16, [1, 16])
+    cos, sin = (tile.from_numpy(a) for a in _tables(32, 16))
+    rows, zero = tile.zeros(tile.bf16, [16, 128]), tile.from_numpy(np.zeros(1, np.int32))
+    form: dict[str, Any] = {"heads": 4, "pos": zero, "eps": EPS, "tokens": 16, "start": 0}
+    for group in (2, 4):
+        with pytest.raises(tile.ArgumentError, match=rf"group={group} with f32 RoPE tables and occupancy=0"):
+            _ops.prep_qkv(kc, vc, rows, w, w, cos=cos, sin=sin, group=group, occupancy=0, **form)
+    assert kc.to_numpy().shape == (2, 32, 16)  # not moved by the refusal
+    out = _ops.prep_qkv(kc, vc, rows, w, w, cos=cos, sin=sin, group=4, occupancy=2, **form).sync()
+    assert out[1].unpartition().to_numpy().shape == (2, 32, 16)

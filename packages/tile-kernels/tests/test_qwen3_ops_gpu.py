@@ -60,4 +60,6 @@ def test_prep_qkv_configs_match_float64_on_the_gpu(
     ``benchmarks/prep_sweep.py`` times), with the model's f32 RoPE tables and bf16 ones: whole aligned tiles, a
     chunk off tile edges, one from a tile edge with its last tile in part."""
     (t, pos), (tokens, group) = chunk, block  # tokens from pos; tokens and query heads a block
+    if tables == "f32" and group > 1 and occupancy == 0:
+        pytest.skip("refused: tileiras miscompiles this form (test_prep_qkv_refuses_the_miscompiled_form)")
     check_prep_qkv(t, 32, 8, hd=128, s=1024, pos=pos, tokens=tokens, group=group, occupancy=occupancy, tables=tables)

@@ -39,7 +39,8 @@ PREP_OCCUPANCY = 4
 """Blocks per SM that tileiras compiles a multi-token pass's `prep_qkv` for (``occupancy=`` overrides it; 0 gives no
 hint). Without a hint tileiras spends up to 255 registers and 84 KB of shared memory (32 tokens, f32 tables) on one
 block: two blocks fit an SM. With 4: 117 registers, 51 KB, four blocks (sm_90, SASS). Candidates: 0, 2, 4
-(default), 8."""
+(default), 8. With f32 tables and more than one head a block, 0 is refused: tileiras 13.5 compiles that form to write
+past its own shared memory (compute-sanitizer memcheck)."""
 
 
 def _rows_kernel(occupancy: int) -> Kernel:
@@ -137,6 +138,15 @@ def prep_qkv(
     if not 0 <= occ <= 32:
         raise ArgumentError(f"prep_qkv: occupancy={occ}; pass 1 to 32 blocks per SM, or 0 for no hint")
     _same_tables(cos, sin)
+    if cos.dtype.name == "f32" and g > 1 and occ == 0:
+        # tileiras 13.5 compiles this form (at least 16 tokens and 4 heads a block, aligned) to a kernel that writes
+        # past its own shared memory (compute-sanitizer memcheck on an H200: 8-byte writes 32 bytes beyond the
+        # 66624 bytes the cubin declares). Every form with an occupancy hint, or one head a block, or bf16 tables is
+        # clean under memcheck; the untested group sizes of this form are refused with the one seen broken.
+        raise ArgumentError(
+            f"prep_qkv: group={g} with f32 RoPE tables and occupancy=0 is refused: tileiras miscompiles this form "
+            "(its kernel writes past its shared memory); pass an occupancy hint (1 to 32), group=1, or bf16 tables"
+        )
     zk, zv = k_cache.partition([1, bt, hd]), v_cache.partition([1, bt, hd])
     z = tile.empty(qkv.dtype, [n, heads * hd]).partition([bt, g * hd])
     x = _args.operand(qkv, "qkv", "prep_qkv")
