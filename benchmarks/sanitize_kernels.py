@@ -201,7 +201,11 @@ def _merge(tables: Any) -> dict[str, int]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tools", default="memcheck,racecheck", help=f"comma-separated, of {', '.join(TOOLS)}")
-    p.add_argument("--files", default=",".join(FILES), help="test files under packages/tile-kernels/tests")
+    p.add_argument(
+        "--files",
+        default=",".join(FILES),
+        help="test files: names under packages/tile-kernels/tests, or paths from the repository root",
+    )
     p.add_argument("-k", dest="select", default=DESELECT, help="pytest -k expression")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per sanitizer process")
     p.add_argument(
@@ -213,7 +217,11 @@ def main() -> int:
     if sanitizer is None:
         print("compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda)", file=sys.stderr)
         return 1
-    files = [str(TESTS / f) for f in args.files.split(",") if f]
+    files = [str(ROOT / f if "/" in f else TESTS / f) for f in args.files.split(",") if f]
+    missing = [f for f in files if not Path(f).is_file()]
+    if missing:
+        print(f"no such test file: {', '.join(missing)}", file=sys.stderr)
+        return 1
     tools = [t for t in args.tools.split(",") if t]
     for tool in tools:
         command(sanitizer, tool, files, args.select)  # refuses an unknown tool before anything runs
