@@ -121,7 +121,7 @@ class LoopMixin(CarryMixin):
                 continue
             if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 owner = self.resolved.names.get(node.func.value.id)
-                if owner is not None and _helper_touches(getattr(owner, node.func.attr, None)):
+                if owner is not None and _helper_touches(self.resolved.attribute(owner, node.func.attr, None)):
                     return True
         return False
 
@@ -429,7 +429,7 @@ def _helper_touches(fn: object, seen: frozenset[int] = frozenset()) -> bool:
             return True
         inner = resolved.names.get(func.id) if isinstance(func, ast.Name) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            inner = getattr(resolved.names.get(func.value.id), func.attr, None)
+            inner = resolved.attribute(resolved.names.get(func.value.id), func.attr, None)
         if _helper_touches(inner, seen | {id(fn)}):
             return True
     return False

@@ -1,0 +1,160 @@
+"""Review 38: an adversarial look, from safe kernels only (no ``unchecked=True``), at the kernel language and its
+compiler, and at the compile cache's key against the code it names. Each hole's test names it and failed before its
+fix.
+
+Hole found and fixed (review 34 left it open): a compile read the kernel's compile-time globals more than once, at
+different times. `tile.frontend` recorded the reads (``captures_of``) for its per-call test, the compile key read
+them again (``frontend_key``), and the compile's stages read them a third time (``resolve`` re-resolved a kernel or
+helper whose global had changed since; a module attribute was read again by the type check). A global rebound by
+another thread inside that window gave:
+
+- a compiled kernel whose cache key names the old value and whose code is of the new one, stored so in the memory
+  and disk caches: every later compile of the old value, in this process or another sharing the disk cache, got the
+  new value's code;
+- a kernel object whose record says the old value and whose compiled code is of the new one: once the global was
+  rebound back to the old object, the per-call test held by identity and every launch ran the other value's code.
+
+Fixed at the class level: a compile works from one snapshot of the reads. `tile.compiler._captures.captures` takes
+it (every read of one holder's name agreeing, else taken again), keeps the resolutions it made, and `compile_kernel`
+(``captures=``, the frontend passes its own record) computes the key from that snapshot and runs its stages with
+those resolutions pinned (``resolve`` returns them; a resolution's bound names and module attributes are the very
+objects its reads recorded). Not memory safety (a stale kernel is self-consistent: its launch checks come from its
+own ABI), but the compile cache's promise that a key names its code.
+
+Tried and held (probed on the CPU interpreter and in the emitted Tile IR, not kept as tests unless cheap): see the
+end of this docstring, filled as the review went.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers_adversarial import load_source  # type: ignore[import-untyped, unused-ignore]  # a sibling module
+
+import tile.compiler as tc
+import tile.frontend as tile
+from tile.compiler import _api, _resolve
+from tile.compiler._captures import captures
+from tile.frontend import _entry, f32
+
+SOURCE = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32
+
+SCALE = 2.0
+
+
+@tile.function
+def scaled(t):
+    return t * SCALE
+
+
+@tile.entry
+def by_scale(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
+    t = tile.load_tile_like(x, z)
+    z.store(t * SCALE)
+
+
+@tile.entry
+def by_scale_twice(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
+    t = tile.load_tile_like(x, z)
+    z.store(t * SCALE + scaled(t))
+"""
+
+
+@pytest.fixture
+def mod(tmp_path: Path) -> Any:
+    tile.set_backend("cpu")
+    tc.clear_memory_cache()
+    module: Any = load_source("review38_globals", SOURCE, tmp_path)
+    return module
+
+
+def _rebind_once(mod: Any, value: float, inner: Callable[..., Any]) -> Callable[..., Any]:
+    """``inner`` behind a first call that rebinds ``mod.SCALE`` to ``value`` first (another thread's assignment)."""
+    done: list[bool] = []
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not done:
+            done.append(True)
+            mod.SCALE = value
+        return inner(*args, **kwargs)
+
+    return wrapper
+
+
+def _run(kernel: Any) -> np.ndarray[Any, Any]:
+    x = np.arange(16, dtype=np.float32) + 1.0
+    out = tile.zeros(f32, [16]).partition([16])
+    host: np.ndarray[Any, Any] = kernel(out, tile.from_numpy(x)).sync()[0].unpartition().to_numpy()
+    return host / x
+
+
+def test_a_compile_keys_the_values_its_code_was_compiled_with(mod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SCALE`` rebound between the key's read and the compile's: the kernel compiled for ``SCALE = 2.0``'s key had
+    the code of 3.0, and the memory cache handed it to every later compile of 2.0."""
+    fn = mod.by_scale.fn
+    spec = tc.specialize(fn, {"z": (16,), "x": (16,)})
+    target = tc.Target.cpu()
+    two = mod.SCALE
+    reference = tc.compile_kernel(fn, spec, target, cache=False).bytecode  # the code of 2.0
+    monkeypatch.setattr(_api, "run_frontend", _rebind_once(mod, 3.0, _api.run_frontend))
+    raced = tc.compile_kernel(fn, spec, target)
+    mod.SCALE = two
+    assert raced.bytecode == reference, "the kernel keyed for SCALE = 2.0 holds another value's code"
+    assert tc.compile_kernel(fn, spec, target).bytecode == reference
+
+
+def test_a_kernels_record_is_of_the_values_its_code_was_compiled_with(
+    mod: Any, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """``SCALE`` rebound to 3.0 for the length of the compile only (another thread's assignment, undone): the kernel
+    object's record said 2.0, its cached code was of 3.0, and the call's second check found 2.0 again by identity:
+    every launch multiplied by 3 while ``SCALE`` was 2.0."""
+    two = mod.SCALE
+    real = _entry.compile_kernel
+
+    def compile_kernel(*args: Any, **kwargs: Any) -> Any:
+        mod.SCALE = 3.0
+        try:
+            return real(*args, **kwargs)
+        finally:
+            mod.SCALE = two
+
+    monkeypatch.setattr(_entry, "compile_kernel", compile_kernel)
+    np.testing.assert_array_equal(_run(mod.by_scale), 2.0)
+    np.testing.assert_array_equal(_run(mod.by_scale), 2.0)  # the plan's path
+    monkeypatch.setattr(_entry, "compile_kernel", real)
+    mod.SCALE = 3.0
+    np.testing.assert_array_equal(_run(mod.by_scale), 3.0)  # a new value: recompiled
+
+
+def test_a_snapshot_reads_one_value_for_a_name_read_twice(mod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SCALE`` read by the kernel and by its helper, rebound between the two resolutions: a snapshot holding 2.0
+    for one and 3.0 for the other (kept as one read) would compile ``2t + 3t`` under a key that says 3.0. The
+    snapshot is taken again until its reads agree."""
+    fn = mod.by_scale_twice.fn
+    calls: list[object] = []
+    real = _resolve.resolve
+
+    def resolve(tree: Any) -> Any:
+        out = real(tree)
+        calls.append(tree)
+        if len(calls) == 1:
+            mod.SCALE = 3.0
+        return out
+
+    monkeypatch.setattr(_resolve, "resolve", resolve)
+    snapshot = captures(fn)
+    monkeypatch.setattr(_resolve, "resolve", real)
+    found = {id(r.reads) for r in snapshot.resolutions()}
+    assert found
+    values = {v for r in snapshot.resolutions() for _, n, v in r.reads if n == "SCALE"}
+    assert values == {3.0}
+    spec = tc.specialize(fn, {"z": (16,), "x": (16,)})
+    compiled = tc.compile_kernel(fn, spec, tc.Target.cpu(), captures=snapshot)
+    assert compiled.bytecode == tc.compile_kernel(fn, spec, tc.Target.cpu(), cache=False).bytecode
