@@ -37,13 +37,13 @@ from helpers_adversarial import load_source  # type: ignore[import-untyped, unus
 
 import tile.compiler as tc
 import tile.frontend as tile
-from tile.compiler import _api, _resolve
+from tile.compiler import CompileError, _api, _resolve
 from tile.compiler._captures import captures
 from tile.frontend import _entry, f32
 
 SOURCE = """
 import tile.frontend as tile
-from tile.frontend import Mut, Tensor, f32
+from tile.frontend import Mut, Tensor, f32, i32
 
 SCALE = 2.0
 
@@ -57,6 +57,26 @@ def scaled(t):
 def by_scale(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
     t = tile.load_tile_like(x, z)
     z.store(t * SCALE)
+
+
+@tile.entry
+def after_the_loop(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], n: i32):
+    px = x.partition((16,))
+    i = 0
+    for i in range(n, n + 2):  # REUSED-BEFORE
+        pass
+    z.store(px.load((i,)))
+
+
+@tile.entry
+def nested_same_name(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], n: i32):
+    px = x.partition((16,))
+    acc = tile.zeros((16,), f32)
+    for i in range(px.num_tiles[0]):
+        for i in range(n):  # REUSED-NESTED
+            acc = acc + 1.0
+        acc = acc + px.load((i,))
+    z.store(acc)
 
 
 @tile.entry
@@ -158,3 +178,16 @@ def test_a_snapshot_reads_one_value_for_a_name_read_twice(mod: Any, monkeypatch:
     spec = tc.specialize(fn, {"z": (16,), "x": (16,)})
     compiled = tc.compile_kernel(fn, spec, tc.Target.cpu(), captures=snapshot)
     assert compiled.bytecode == tc.compile_kernel(fn, spec, tc.Target.cpu(), cache=False).bytecode
+
+
+@pytest.mark.parametrize(("name", "mark"), [("after_the_loop", "REUSED-BEFORE"), ("nested_same_name", "REUSED-NESTED")])
+def test_a_loop_variable_may_not_reuse_a_live_name(mod: Any, name: str, mark: str) -> None:
+    """``i = 0; for i in range(n, n + 2): pass; px.load((i,))``: Python leaves ``n + 1`` in ``i`` (out of range), the
+    kernel loaded tile 0 (a kernel loop's variable is not visible after it, so ``i`` kept its value from before); the
+    same for an inner loop reusing the outer loop's name (the outer index read after it, Python's ``n - 1``). The
+    kernel silently indexed another tile than the program names. A loop variable that names a live variable is a
+    compile error at the loop now."""
+    with pytest.raises(CompileError, match="the loop variable 'i' is already a variable here") as info:
+        getattr(mod, name)(tile.zeros(f32, [16]).partition([16]), tile.from_numpy(np.zeros(64, np.float32)), 100)
+    line = next(n for n, text in enumerate(SOURCE.splitlines(), 1) if mark in text)
+    assert f"review38_globals.py:{line}:" in str(info.value)
