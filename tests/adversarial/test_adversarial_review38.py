@@ -111,7 +111,8 @@ def _run(kernel: Any) -> np.ndarray[Any, Any]:
     x = np.arange(16, dtype=np.float32) + 1.0
     out = tile.zeros(f32, [16]).partition([16])
     host: np.ndarray[Any, Any] = kernel(out, tile.from_numpy(x)).sync()[0].unpartition().to_numpy()
-    return host / x
+    ratio: np.ndarray[Any, Any] = host / x
+    return ratio
 
 
 def test_a_compile_keys_the_values_its_code_was_compiled_with(mod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,7 +123,7 @@ def test_a_compile_keys_the_values_its_code_was_compiled_with(mod: Any, monkeypa
     target = tc.Target.cpu()
     two = mod.SCALE
     reference = tc.compile_kernel(fn, spec, target, cache=False).bytecode  # the code of 2.0
-    monkeypatch.setattr(_api, "run_frontend", _rebind_once(mod, 3.0, _api.run_frontend))
+    monkeypatch.setattr(_api, "run_frontend", _rebind_once(mod, 3.0, _api.run_frontend))  # type: ignore[attr-defined]  # its import
     raced = tc.compile_kernel(fn, spec, target)
     mod.SCALE = two
     assert raced.bytecode == reference, "the kernel keyed for SCALE = 2.0 holds another value's code"
@@ -136,7 +137,7 @@ def test_a_kernels_record_is_of_the_values_its_code_was_compiled_with(
     object's record said 2.0, its cached code was of 3.0, and the call's second check found 2.0 again by identity:
     every launch multiplied by 3 while ``SCALE`` was 2.0."""
     two = mod.SCALE
-    real = _entry.compile_kernel
+    real = _entry.compile_kernel  # type: ignore[attr-defined]  # its import
 
     def compile_kernel(*args: Any, **kwargs: Any) -> Any:
         mod.SCALE = 3.0
