@@ -37,7 +37,7 @@ from helpers_adversarial import load_source  # type: ignore[import-untyped, unus
 
 import tile.compiler as tc
 import tile.frontend as tile
-from tile.compiler import CompileError, _api, _resolve
+from tile.compiler import CompileError, _api, _fingerprint, _resolve
 from tile.compiler._captures import captures
 from tile.frontend import _entry, f32
 
@@ -77,6 +77,14 @@ def nested_same_name(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)], n: i32):
             acc = acc + 1.0
         acc = acc + px.load((i,))
     z.store(acc)
+
+
+helper = scaled
+
+
+@tile.entry
+def by_helper(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
+    z.store(helper(tile.load_tile_like(x, z)))
 
 
 @tile.entry
@@ -192,3 +200,39 @@ def test_a_loop_variable_may_not_reuse_a_live_name(mod: Any, name: str, mark: st
         getattr(mod, name)(tile.zeros(f32, [16]).partition([16]), tile.from_numpy(np.zeros(64, np.float32)), 100)
     line = next(n for n, text in enumerate(SOURCE.splitlines(), 1) if mark in text)
     assert f"review38_globals.py:{line}:" in str(info.value)
+
+
+HELPER = """
+import tile.frontend as tile
+
+
+@tile.function
+def helper(t):
+    return t * {factor}
+"""
+
+
+def test_a_compile_key_names_the_helpers_text(mod: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two helpers of one name in two files (``t * 2.0`` and ``t * 3.0``, no globals read), the kernel's global
+    ``helper`` rebound from the first to the second between the snapshot and the source fingerprint (which reads the
+    globals again): the key was the snapshot's text (``helper=function:helper``) and the second file's hash, the code
+    the first helper's. A later compile of the second helper found that key in the memory cache and multiplied by 2.
+    A snapshot's key now holds the text of every function it resolved."""
+    first: Any = load_source("review38_helper_a", HELPER.format(factor="2.0"), tmp_path)
+    second: Any = load_source("review38_helper_b", HELPER.format(factor="3.0"), tmp_path)
+    fn = mod.by_helper.fn
+    spec = tc.specialize(fn, {"z": (16,), "x": (16,)})
+    target = tc.Target.cpu()
+    mod.helper = first.helper
+    real = _fingerprint.source_fingerprint
+
+    def source_fingerprint(f: Any) -> str:
+        mod.helper = second.helper  # another thread's assignment, after the snapshot
+        return real(f)
+
+    monkeypatch.setattr(_fingerprint, "source_fingerprint", source_fingerprint)
+    tc.compile_kernel(fn, spec, target)  # the first helper's code (the snapshot's)
+    monkeypatch.setattr(_fingerprint, "source_fingerprint", real)
+    assert mod.helper is second.helper
+    expected = tc.compile_kernel(fn, spec, target, cache=False).bytecode
+    assert tc.compile_kernel(fn, spec, target).bytecode == expected, "the second helper got the first one's code"

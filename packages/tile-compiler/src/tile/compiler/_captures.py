@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import enum
+import hashlib
 import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -185,8 +186,12 @@ class Captures:
         each value by value, other objects by kind and qualified name, the enum classes (read, or of a member read)
         numbered in the order met, so a member of another class of the same name keys apart. No module name enters it
         (the CLI imports a file under another name than the application does); a user module's file is hashed by the
-        fingerprint."""
-        parts = []
+        fingerprint. A snapshot also adds the text of each function it resolved (the kernel and every helper, with its
+        first line): the code it compiles, whatever another read of the globals (the fingerprint's) finds."""
+        parts = [
+            f"code {r.kernel.name}@{r.kernel.first_line}:{hashlib.sha256(r.kernel.source.encode()).hexdigest()}"
+            for r in self._resolved
+        ]
         classes: dict[int, int] = {}  # the enum classes read (as classes or by their members), numbered as met
         for holder, name, found in (*self._dicts, *self._cells):
             text = value_key(found, classes)
