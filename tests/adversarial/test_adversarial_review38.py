@@ -39,6 +39,7 @@ import tile.compiler as tc
 import tile.frontend as tile
 from tile.compiler import CompileError, _api, _fingerprint, _resolve
 from tile.compiler._captures import captures
+from tile.compiler._parse import parse
 from tile.frontend import _entry, f32
 
 SOURCE = """
@@ -236,3 +237,35 @@ def test_a_compile_key_names_the_helpers_text(mod: Any, tmp_path: Path, monkeypa
     assert mod.helper is second.helper
     expected = tc.compile_kernel(fn, spec, target, cache=False).bytecode
     assert tc.compile_kernel(fn, spec, target).bytecode == expected, "the second helper got the first one's code"
+
+
+FUTURE = """
+from __future__ import annotations
+
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32
+
+BM = 16
+
+
+@tile.entry
+def fill(z: Mut[Tensor[f32, (BM,)]]):
+    z.store(tile.zeros((1,), f32) + 7.0)
+"""
+
+
+def test_string_annotations_are_read_once(tmp_path: Path, path: str) -> None:
+    """``from __future__ import annotations`` and ``z: Mut[Tensor[f32, (BM,)]]`` with a global ``BM``: tile.frontend
+    evaluated the annotation strings at decoration (``BM = 16``: the outputs are partitioned by 16), the compiler at
+    each compile. With ``BM = 32`` rebound after the decoration, the compiled kernel stored 32-element tiles at each
+    block's own index of a grid of 16-element tiles: block 1 wrote blocks 2 and 3's tiles, blocks 2 and 3 stored
+    outside the view's index space (the interpreter's own net, ``MemoryAccessError``, stopped it; a GPU has none). A
+    function's annotations are evaluated once now (`tile.compiler._resolve.annotations_of`), for every reader, and
+    the parameters they give are in the compile key."""
+    tile.set_backend("cpu")
+    module: Any = load_source("review38_future", FUTURE, tmp_path)
+    module.BM = 32
+    z = tile.zeros(f32, [64]).partition([16])
+    host = module.fill(z).sync()[0].unpartition().to_numpy()
+    np.testing.assert_array_equal(host, 7.0)
+    assert _resolve.resolve(parse(module.fill.fn)).params[0].shape == (16,)  # what the compiler compiles

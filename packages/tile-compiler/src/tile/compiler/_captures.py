@@ -187,9 +187,11 @@ class Captures:
         numbered in the order met, so a member of another class of the same name keys apart. No module name enters it
         (the CLI imports a file under another name than the application does); a user module's file is hashed by the
         fingerprint. A snapshot also adds the text of each function it resolved (the kernel and every helper, with its
-        first line): the code it compiles, whatever another read of the globals (the fingerprint's) finds."""
+        first line) and the parameters it read from the annotations: the code it compiles, whatever another read of
+        the globals (the fingerprint's) finds."""
         parts = [
             f"code {r.kernel.name}@{r.kernel.first_line}:{hashlib.sha256(r.kernel.source.encode()).hexdigest()}"
+            f"({';'.join(_param_key(p) for p in r.params)})"
             for r in self._resolved
         ]
         classes: dict[int, int] = {}  # the enum classes read (as classes or by their members), numbered as met
@@ -207,6 +209,13 @@ class Captures:
                         text += f"#{enum_class_number(classes, found)}"
             parts.append(f"{'cell ' if not isinstance(holder, dict) else ''}{name}={text}")
         return "\0".join(parts).encode()
+
+
+def _param_key(p: Any) -> str:
+    """A `tile.compiler._resolve.ParamInfo` as text (its kind, dtype, shape and the rest; not its AST node)."""
+    dtype = p.dtype.name if p.dtype is not None else "-"
+    const = p.const_kind.__qualname__ if p.const_kind is not None else "-"
+    return f"{p.name}:{p.kind}:{dtype}:{p.shape!r}:{const}:{p.dtype_generic}:{p.element}"
 
 
 def reads_of(

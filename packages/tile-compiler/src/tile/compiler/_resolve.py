@@ -15,11 +15,12 @@ import ast
 import builtins
 import contextlib
 import inspect
+import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any, get_args, get_origin
 
 from tile.compiler._captures import MISSING, Read, check_read, held, reads_of
@@ -28,7 +29,7 @@ from tile.compiler._parse import KernelAST
 from tile.compiler._types import DTYPES, DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
 
-__all__ = ["ParamInfo", "ResolvedKernel", "pinned", "resolve", "tuple_element"]
+__all__ = ["ParamInfo", "ResolvedKernel", "annotations_of", "pinned", "resolve", "tuple_element"]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 
@@ -235,9 +236,33 @@ def _check_subset(tree: KernelAST) -> None:
             raise CompileError("'else' on a loop is not supported in kernel code", tree.loc(node))
 
 
-def _annotations(tree: KernelAST) -> dict[str, Any]:
+_ANNOTATIONS: weakref.WeakKeyDictionary[Any, Mapping[str, Any]] = weakref.WeakKeyDictionary()
+_ANNOTATIONS_LOCK = threading.Lock()
+
+
+def annotations_of(fn: Callable[..., object]) -> Mapping[str, Any]:
+    """The evaluated parameter annotations of ``fn`` (unwrapped), evaluated once per function object: every reader
+    (tile.frontend's parameters at decoration, each compile) gets the very same ones. String annotations (``from
+    __future__ import annotations``) are evaluated in the function's globals; evaluated again later, a global rebound
+    since (``BM = 32``) would give the compiler another tile shape than the launcher partitions by.
+
+    Raises
+    ------
+    Exception
+        Whatever evaluating an annotation string raises (not remembered: the next call tries again).
+    """
+    fn = inspect.unwrap(fn)
+    found = _ANNOTATIONS.get(fn)
+    if found is None:
+        evaluated = MappingProxyType(dict(inspect.get_annotations(fn, eval_str=True)))
+        with _ANNOTATIONS_LOCK:  # two first readers racing: the first one's evaluation is everyone's
+            found = _ANNOTATIONS.setdefault(fn, evaluated)
+    return found
+
+
+def _annotations(tree: KernelAST) -> Mapping[str, Any]:
     try:
-        return dict(inspect.get_annotations(tree.fn, eval_str=True))
+        return annotations_of(tree.fn)
     except Exception as exc:  # any failure while evaluating a user's annotation string
         raise CompileError(f"cannot evaluate the annotations of '{tree.name}': {exc}", tree.loc(tree.tree)) from None
 
