@@ -18,11 +18,39 @@ Fixed at the class level: a compile works from one snapshot of the reads. `tile.
 it (every read of one holder's name agreeing, else taken again), keeps the resolutions it made, and `compile_kernel`
 (``captures=``, the frontend passes its own record) computes the key from that snapshot and runs its stages with
 those resolutions pinned (``resolve`` returns them; a resolution's bound names and module attributes are the very
-objects its reads recorded). Not memory safety (a stale kernel is self-consistent: its launch checks come from its
+objects its reads recorded). The snapshot's key also holds the text and parameters of every function it resolved:
+the source fingerprint reads the globals once more, so a helper rebound between the snapshot and the fingerprint
+(two helpers of one name in two files) keyed one helper's code with the other's file. The frontend keeps code and
+plans only with the record they were compiled from (`Kernel._record`; a plan made after another thread forgot the
+record is not kept). Not memory safety by itself (a stale kernel is self-consistent: its launch checks come from its
 own ABI), but the compile cache's promise that a key names its code.
 
-Tried and held (probed on the CPU interpreter and in the emitted Tile IR, not kept as tests unless cheap): see the
-end of this docstring, filled as the review went.
+Hole found and fixed (memory safety): with ``from __future__ import annotations`` a kernel's annotations are
+strings, which tile.frontend evaluated at decoration (the parameters it partitions and checks by) and the compiler
+evaluated again at each compile. A global in an annotation (``Mut[Tensor[f32, (BM,)]]``) rebound after the
+decoration gave the compiler another tile shape than the launcher's: 32-element own tiles stored over a grid of
+16-element tiles, so a block wrote other blocks' tiles and stores left the view's index space (the interpreter's own
+net stopped it; a GPU has none). A function's annotations are now evaluated once for every reader
+(`tile.compiler._resolve.annotations_of`), and the parameters they give are in the compile key.
+
+Hole found and fixed (a kernel indexing another tile than its Python text names): ``i = 0; for i in range(n, n +
+2): pass; px.load((i,))`` loaded tile 0 where Python reads ``n + 1`` (out of range), and an inner loop reusing the
+outer loop's name left the outer index where Python leaves the inner one's last value: a kernel loop's variable is
+not visible after the loop, so the name kept its value from before. A loop (not unrolled) whose variable names a
+live variable is now a compile error at the loop.
+
+Tried and held (probed on the CPU interpreter, not kept as tests): a loop variable reassigned in the body (``i = i +
+n``, ``i += n``) or in a nested ``if``/``while``, a ``while`` counter, a tuple carried through a loop, a
+``tile.reduce`` result with a custom combiner, a u32 ``tile.max`` of a loaded tile, ``(x.shape[0] + 15) // 16 + n``
+as a bound, ``range(zs.num_tiles[0] + n)`` over sub-tiles: each index is guarded in the kernel (KernelAssertionError
+naming the line); ``tile.maximum(n, 0)``/``tile.minimum(n + 5, zs.num_tiles[0])`` bounds and an i64 ``tile.maximum(a,
+0)`` start (proven, in range); a ``z.tiles()`` index used for another output's ``store(at=)`` or ``subtiles(at=)``
+(compile errors); ``Const[int]`` partition and sub-tile shapes of 0, 3, -16, ``2**40`` or past the owned tile,
+``Const`` indices -1 and ``2**32 + 1`` (compile errors, a guard, or the launcher's ArgumentError), ``Const`` steps
+0, -1, ``2**63`` (compile errors) and ``2**31`` (a 64-bit loop); a run-time negative ``range`` step (the kernel's
+assertion). Left alone (not memory safety): an int constant that the other operand's dtype cannot hold is wrapped
+to it without a word (``i * 4294967296`` on an i32 ``i`` is ``0``; the index stays guarded), as the weak-constant rule
+says ("the tile's dtype"), but Python would not wrap it.
 """
 
 from __future__ import annotations
