@@ -297,3 +297,20 @@ def test_string_annotations_are_read_once(tmp_path: Path, path: str) -> None:
     host = module.fill(z).sync()[0].unpartition().to_numpy()
     np.testing.assert_array_equal(host, 7.0)
     assert _resolve.resolve(parse(module.fill.fn)).params[0].shape == (16,)  # what the compiler compiles
+
+
+def test_a_snapshot_of_globals_that_never_settle_is_a_compile_error(mod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread rebinding ``SCALE`` between every two resolutions: no snapshot agrees, and after a bounded
+    number of tries the compile stops with a `CompileError` at the kernel that says why (not a loop forever, and not
+    a split snapshot)."""
+    real = _resolve.resolve
+    values = iter(float(v) for v in range(10**6))
+
+    def resolve(tree: Any) -> Any:
+        mod.SCALE = next(values)
+        return real(tree)
+
+    monkeypatch.setattr(_resolve, "resolve", resolve)
+    with pytest.raises(CompileError, match="kept changing while they were read") as info:
+        captures(mod.by_scale_twice.fn)
+    assert "review38_globals.py" in str(info.value)
