@@ -247,8 +247,8 @@ def install_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tile_core, "prepare", fake_prepare)
     monkeypatch.setattr(tile_core, "Device", FakeDeviceClass)
 
-    def compile_and_remember(fn: Any, spec: Any, target: Any) -> Any:
-        compiled = tile_compiler.compile_kernel(fn, spec, target)
+    def compile_and_remember(fn: Any, spec: Any, target: Any, **kwargs: Any) -> Any:
+        compiled = tile_compiler.compile_kernel(fn, spec, target, **kwargs)
         if compiled.cubin is not None:
             _BYTECODE[compiled.cubin] = compiled.bytecode
         return compiled

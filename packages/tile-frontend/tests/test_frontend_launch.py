@@ -243,7 +243,7 @@ def test_launch_specialization_matches_the_compile_only_api(k: ModuleType, case:
         "view": [tile.zeros(f32, [61, 63]).partition([16, 16]), x],
     }
     kernel = {"add": k.add, "axpy": k.axpy, "gemm": k.gemm, "view": k.matrix_copy}[case]
-    bound, _, _ = kernel._prepare(args[case], {})
+    bound, *_ = kernel._prepare(args[case], {})
     handles = {p.name: v for p, v in zip(kernel.params, args[case], strict=True) if hasattr(v, "shape")}
     tensors = {n: v._tensor if isinstance(v, tile.Partition) else v for n, v in handles.items()}
     expected = specialize(
@@ -276,7 +276,7 @@ def test_a_walk_compiles_for_its_own_grid_unless_a_grid_is_given(k: ModuleType) 
     flags = []
     for kernel in (k.gemm_persistent, k.gemm_persistent.grid((1,)), k.gemm_persistent):
         args = [tile.full(f32, [96, 80], np.nan).partition([32, 16]), a, b]
-        bound, _, _ = kernel._prepare(args, {"BK": 16})
+        bound, *_ = kernel._prepare(args, {"BK": 16})
         flags.append(kernel._specialize(bound).own_grid)
         c, a, b, _ = kernel(*args, BK=16).sync()
         np.testing.assert_allclose(c.unpartition().to_numpy(), expected, rtol=1e-4, atol=1e-4)

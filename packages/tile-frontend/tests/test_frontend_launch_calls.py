@@ -74,8 +74,8 @@ def _simulated_gpu(monkeypatch: pytest.MonkeyPatch, k: ModuleType, seed: int, ea
         sim.add_kernel(SimKernel("add", ["ptr", "i32", "i32"] * 3, _add_body))
         sim.add_kernel(SimKernel("accumulate", ["ptr", "i32", "i32"] * 2, _accumulate_body))
 
-        def compile_for_sim(fn: Any, spec: Any, target: Any) -> Any:
-            compiled = compile_kernel(fn, spec, target, cubin=False)
+        def compile_for_sim(fn: Any, spec: Any, target: Any, **kwargs: Any) -> Any:
+            compiled = compile_kernel(fn, spec, target, cubin=False, **kwargs)
             if target.arch == "cpu":
                 return compiled
             kinds = [GPU_KIND.get(s.dtype, "ptr") for s in compiled.abi.slots]

@@ -18,12 +18,15 @@ from typing import Any
 from tile.ir import Module
 
 from ._cache import CacheEntry, DiskCache, MemoryCache, count
+from ._captures import Captures
+from ._captures import captures as take_captures
 from ._compiled import CompiledKernel
 from ._diagnostics import CompileError
 from ._dump import Dumper
 from ._fingerprint import frontend_key
 from ._knobs import Knobs, knobs
 from ._pipeline import Clock, Frontend, choose_version, finish_module, run_backend, run_frontend
+from ._resolve import pinned
 from ._spec import (
     AbiSlot,
     CompileOptions,
@@ -52,6 +55,7 @@ def compile_kernel(
     cache: bool = True,
     settings: Knobs | None = None,
     cubin: bool = True,
+    captures: Captures | None = None,
 ) -> CompiledKernel:
     """Compile the tile kernel ``fn`` for ``target`` (no GPU needed).
 
@@ -70,6 +74,10 @@ def compile_kernel(
     cubin
         False when only the Tile IR and bytecode are wanted: without tileiras the kernel is then compiled anyway
         (uncached, with the highest bytecode version the writer knows) and `CompiledKernel.cubin` is None.
+    captures
+        The snapshot of the kernel's compile-time reads to compile (``tile.compiler._captures.captures(fn)``, taken
+        by a caller that keeps it to test later calls against); default: taken here. The key and every stage use
+        that one snapshot, so a global rebound by another thread meanwhile cannot give code the key does not name.
 
     Returns
     -------
@@ -88,20 +96,36 @@ def compile_kernel(
     target = target if isinstance(target, Target) else Target(target)
     spec = _with_default_opt_level(spec or Specialization(), settings.opt_level)
     try:
-        key = frontend_key(fn, spec, target, settings.bytecode_version)  # reads the kernel: may raise CompileError
-        if not cubin and not target.is_cpu and _find_toolchain(settings) is None:
-            # Bytecode needs no tileiras; a disk entry is keyed by the tileiras that made its cubin, so store none.
-            job = _Job.start(settings, target, key, cache=False, stem=_stem(fn, key), need_cubin=False)
-            return _build(fn, spec, job)
-        if not cache:
-            return _build(fn, spec, _Job.start(settings, target, key, cache=False, stem=_stem(fn, key)))
-        memory_key = (key, str(settings.cache_dir), str(settings.tileiras))
-        kernel, hit = _MEMORY.get_or_compute(memory_key, lambda: _load_or_build(fn, spec, target, key, settings))
+        snapshot = captures if captures is not None else take_captures(fn)  # reads the kernel: may raise CompileError
+        with pinned(snapshot.resolutions()):
+            return _compile(fn, spec, target, settings, cache=cache, cubin=cubin, snapshot=snapshot)
     except CompileError as exc:
         if settings.debug:
             raise
         # The message already shows the user's line; the compiler's own frames are noise (TILE_DEBUG=1 keeps them).
         raise exc.with_traceback(None) from None
+
+
+def _compile(
+    fn: Callable[..., object],
+    spec: Specialization,
+    target: Target,
+    settings: Knobs,
+    *,
+    cache: bool,
+    cubin: bool,
+    snapshot: Captures,
+) -> CompiledKernel:
+    """`compile_kernel` with its compile-time reads pinned to ``snapshot``."""
+    key = frontend_key(fn, spec, target, settings.bytecode_version, snapshot)
+    if not cubin and not target.is_cpu and _find_toolchain(settings) is None:
+        # Bytecode needs no tileiras; a disk entry is keyed by the tileiras that made its cubin, so store none.
+        job = _Job.start(settings, target, key, cache=False, stem=_stem(fn, key), need_cubin=False)
+        return _build(fn, spec, job)
+    if not cache:
+        return _build(fn, spec, _Job.start(settings, target, key, cache=False, stem=_stem(fn, key)))
+    memory_key = (key, str(settings.cache_dir), str(settings.tileiras))
+    kernel, hit = _MEMORY.get_or_compute(memory_key, lambda: _load_or_build(fn, spec, target, key, settings))
     if not hit:
         return kernel
     count("memory_hits")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import builtins
 import enum
+import hashlib
 import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -137,12 +138,18 @@ def held(holder: Any, name: str) -> Any:
 class Captures:
     """The compile-time reads of a kernel and its helpers (see the module docstring)."""
 
-    __slots__ = ("_cells", "_dicts")
+    __slots__ = ("_cells", "_dicts", "_resolved")
 
-    def __init__(self, reads: tuple[Read, ...]) -> None:
+    def __init__(self, reads: tuple[Read, ...], resolved: tuple[Any, ...] = ()) -> None:
         self._dicts: tuple[Read, ...] = ()
         self._cells: tuple[Read, ...] = ()
+        self._resolved = resolved
         self._set(tuple({(id(h), n): (h, n, v) for h, n, v in reads}.values()))
+
+    def resolutions(self) -> tuple[Any, ...]:
+        """The `tile.compiler._resolve.ResolvedKernel` of the kernel and of each helper, as this snapshot read them:
+        a compile pinned to them (`tile.compiler._resolve.pinned`) compiles exactly the values `key` names."""
+        return self._resolved
 
     def _set(self, reads: tuple[Read, ...]) -> None:
         self._dicts = tuple(r for r in reads if isinstance(r[0], dict))
@@ -179,8 +186,14 @@ class Captures:
         each value by value, other objects by kind and qualified name, the enum classes (read, or of a member read)
         numbered in the order met, so a member of another class of the same name keys apart. No module name enters it
         (the CLI imports a file under another name than the application does); a user module's file is hashed by the
-        fingerprint."""
-        parts = []
+        fingerprint. A snapshot also adds the text of each function it resolved (the kernel and every helper, with its
+        first line) and the parameters it read from the annotations: the code it compiles, whatever another read of
+        the globals (the fingerprint's) finds."""
+        parts = [
+            f"code {r.kernel.name}@{r.kernel.first_line}:{hashlib.sha256(r.kernel.source.encode()).hexdigest()}"
+            f"({';'.join(_param_key(p) for p in r.params)})"
+            for r in self._resolved
+        ]
         classes: dict[int, int] = {}  # the enum classes read (as classes or by their members), numbered as met
         for holder, name, found in (*self._dicts, *self._cells):
             text = value_key(found, classes)
@@ -196,6 +209,13 @@ class Captures:
                         text += f"#{enum_class_number(classes, found)}"
             parts.append(f"{'cell ' if not isinstance(holder, dict) else ''}{name}={text}")
         return "\0".join(parts).encode()
+
+
+def _param_key(p: Any) -> str:
+    """A `tile.compiler._resolve.ParamInfo` as text (its kind, dtype, shape and the rest; not its AST node)."""
+    dtype = p.dtype.name if p.dtype is not None else "-"
+    const = p.const_kind.__qualname__ if p.const_kind is not None else "-"
+    return f"{p.name}:{p.kind}:{dtype}:{p.shape!r}:{const}:{p.dtype_generic}:{p.element}"
 
 
 def reads_of(
@@ -215,47 +235,67 @@ def reads_of(
             attributes.append(node)
         if not isinstance(node, ast.Name) or node.id in local_names:
             continue
-        name = node.id
-        if name in closure:
-            found[id(node)] = closure[name]
-            yield node, name, (closure.cells[name], name, closure[name])
-        elif name in module_globals:
-            found[id(node)] = module_globals[name]
-            yield node, name, (module_globals, name, module_globals[name])
+        name = node.id  # each holder read once per node: the object recorded is the object the node denotes
+        if (value := held(closure.cells[name], name) if name in closure.cells else MISSING) is not MISSING:
+            found[id(node)] = value
+            yield node, name, (closure.cells[name], name, value)
+        elif (value := module_globals.get(name, MISSING)) is not MISSING:
+            found[id(node)] = value
+            yield node, name, (module_globals, name, value)
         elif hasattr(builtins, name):
             found[id(node)] = getattr(builtins, name)
             yield node, name, (module_globals, name, MISSING)
     # ast.walk is breadth-first, so a chain's inner attributes come later: resolve them inside-out.
     for node in reversed(attributes):
         base = found.get(id(node.value))
-        if isinstance(base, types.ModuleType) and node.attr in vars(base):
-            namespace = vars(base)
-            found[id(node)] = namespace[node.attr]
-            yield node, f"{base.__name__}.{node.attr}", (namespace, node.attr, namespace[node.attr])
+        if isinstance(base, types.ModuleType) and (value := vars(base).get(node.attr, MISSING)) is not MISSING:
+            found[id(node)] = value
+            yield node, f"{base.__name__}.{node.attr}", (vars(base), node.attr, value)
+
+
+_ATTEMPTS = 16
+"""How many times `captures` takes its snapshot again when another thread rebinds a global while it reads."""
 
 
 def captures(fn: Callable[..., object]) -> Captures:
-    """The compile-time reads of kernel ``fn`` and of every helper it reaches.
+    """The compile-time reads of kernel ``fn`` and of every helper it reaches: one snapshot, in which every read of a
+    holder's name found the same object (taken again while another thread's rebinding splits it), with the
+    resolutions that made it (`Captures.resolutions`: a compile pinned to them reads nothing else).
 
     Raises
     ------
     CompileError
         When one of them is neither a value nor code (rule c), at the line that reads it, or the kernel does not
-        parse or resolve (the message the compile would give).
+        parse or resolve (the message the compile would give), or when the globals kept changing while read.
     """
     from tile.compiler._parse import parse
     from tile.compiler._resolve import resolve
     from tile.compiler.lang._function import is_function
 
-    reads: list[Read] = []
-    todo, seen = [parse(fn)], set()
-    while todo:
-        tree = todo.pop()
-        if id(tree) in seen:
-            continue
-        seen.add(id(tree))
-        found = resolve(tree).reads
-        reads.extend(found)
-        # The helpers its reads reach now (the parse's list of helpers is from the first parse: a global may move).
-        todo.extend(parse(v) for _, _, v in found if is_function(v))
-    return Captures(tuple(reads))
+    root = parse(fn)
+    for _ in range(_ATTEMPTS):
+        reads: list[Read] = []
+        resolved: dict[int, Any] = {}  # id(tree) -> its ResolvedKernel (which keeps the tree alive)
+        todo = [root]
+        while todo:
+            tree = todo.pop()
+            if id(tree) in resolved:
+                continue
+            found = resolved[id(tree)] = resolve(tree)
+            reads.extend(found.reads)
+            # The helpers its reads reach now (the parse's list of helpers is from the first parse: a global may move).
+            todo.extend(parse(v) for _, _, v in found.reads if is_function(v))
+        if _agree(reads):
+            return Captures(tuple(reads), tuple(resolved.values()))
+    raise CompileError(
+        f"the compile-time globals of kernel '{root.name}' kept changing while they were read ({_ATTEMPTS} tries): "
+        "another thread rebinds a global or closure variable the kernel or a helper reads. Rebind it before the "
+        "call, or pass the value as a Const[...] parameter",
+        root.loc(root.tree),
+    )
+
+
+def _agree(reads: list[Read]) -> bool:
+    """Whether every read of one holder's name found the very same object (no rebinding between two of them)."""
+    seen: dict[tuple[int, str], object] = {}
+    return all(seen.setdefault((id(h), n), v) is v for h, n, v in reads)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._cache import KEY_SCHEMA
-from ._captures import captures, value_key
+from ._captures import Captures, captures, value_key
 from ._spec import Specialization, Target
 
 __all__ = ["cubin_key", "frontend_key", "source_fingerprint", "toolkit_fingerprint"]
@@ -39,13 +39,18 @@ _LIBRARY_ROOTS = tuple(
 
 
 def frontend_key(
-    fn: Callable[..., object], spec: Specialization, target: Target, version: tuple[int, int] | None
+    fn: Callable[..., object],
+    spec: Specialization,
+    target: Target,
+    version: tuple[int, int] | None,
+    snapshot: Captures | None = None,
 ) -> str:
-    """Hex SHA-256 identifying the code of ``fn`` compiled with ``spec`` for ``target`` (see the module doc)."""
+    """Hex SHA-256 identifying the code of ``fn`` compiled with ``spec`` for ``target`` (see the module doc), its
+    compile-time reads those of ``snapshot`` (the reads the compile is pinned to; default: read now)."""
     h = hashlib.sha256(b"tile-frontend\0%d\0" % KEY_SCHEMA)
     h.update(toolkit_fingerprint().encode())
     h.update(source_fingerprint(fn).encode())
-    h.update(captures(fn).key() + b"\0")
+    h.update((snapshot if snapshot is not None else captures(fn)).key() + b"\0")
     for part in (spec.key(), target.key(), repr(version).encode()):
         h.update(b"%d\0" % len(part) + part)
     return h.hexdigest()

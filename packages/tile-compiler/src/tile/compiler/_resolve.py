@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import inspect
+import threading
 import weakref
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType, ModuleType
 from typing import Any, get_args, get_origin
 
-from tile.compiler._captures import Read, check_read, held, reads_of
+from tile.compiler._captures import MISSING, Read, check_read, held, reads_of
 from tile.compiler._diagnostics import CompileError
 from tile.compiler._parse import KernelAST
 from tile.compiler._types import DTYPES, DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
 
-__all__ = ["ParamInfo", "ResolvedKernel", "resolve", "tuple_element"]
+__all__ = ["ParamInfo", "ResolvedKernel", "annotations_of", "pinned", "resolve", "tuple_element"]
 
 _SCALARS: Mapping[object, DType] = {int: DTYPES["i32"], float: DTYPES["f32"], bool: DTYPES["i1"]}
 
@@ -125,6 +129,17 @@ class ResolvedKernel:
     names: Mapping[str, Any]
     # Every compile-time read of a global, closure variable or module attribute (see `tile.compiler._captures`).
     reads: tuple[Read, ...] = ()
+    # The module attributes read, by (id of the module's dict, name): the objects recorded in ``reads``.
+    attributes: Mapping[tuple[int, str], Any] = field(default_factory=dict)
+
+    def attribute(self, base: object, name: str, default: Any = MISSING) -> Any:
+        """``base.name`` as this resolution read it (a module attribute it recorded), else read now (``default``
+        where it has none; without one, AttributeError)."""
+        if isinstance(base, ModuleType):
+            found = self.attributes.get((id(vars(base)), name), MISSING)
+            if found is not MISSING:
+                return found
+        return getattr(base, name) if default is MISSING else getattr(base, name, default)
 
     @property
     def name(self) -> str:
@@ -150,21 +165,52 @@ def resolve(tree: KernelAST) -> ResolvedKernel:
     CompileError
         For a construct outside the kernel subset, a missing or malformed annotation, or an undefined name.
     """
+    pins = _PINNED.get()
+    if pins is not None and (pin := pins.get(id(tree))) is not None and pin.kernel is tree:
+        return pin  # a compile pinned to a snapshot: the very reads its key was made of
     if (hit := _CACHE.get(tree)) is not None and all(held(h, n) is v for h, n, v in hit.reads):
-        return hit  # (a global or closure variable it read since rebound: resolve again, with the new object)
+        out = hit
+    else:  # (a global or closure variable it read since rebound: resolve again, with the new object)
+        out = _CACHE[tree] = _resolve(tree)
+    if pins is not None:
+        pins[id(tree)] = out  # a tree the snapshot did not reach: this compile keeps the one resolution
+    return out
+
+
+def _resolve(tree: KernelAST) -> ResolvedKernel:
     _check_subset(tree)
     params = tuple(_param(tree, a, i) for i, a in enumerate(tree.tree.args.args))
     generics = {item for p in params for item in p.shape if isinstance(item, str)}
     generics |= {p.dtype_generic for p in params if p.dtype_generic}
     local_names = frozenset(_assigned(tree.tree)) | {p.name for p in params} | generics
-    names = _bind_free(tree, local_names)
-    reads = []
-    for node, name, read in reads_of(tree.tree, local_names, tree.closure, tree.globals):
+    found = list(reads_of(tree.tree, local_names, tree.closure, tree.globals))  # each holder read once, here
+    # The bound names and module attributes are the very objects the reads recorded (what the key is made of).
+    names: dict[str, Any] = {}
+    attributes: dict[tuple[int, str], Any] = {}
+    for node, _, (holder, name, value) in found:
+        if isinstance(node, ast.Name):
+            names.setdefault(name, getattr(builtins, name) if value is MISSING else value)
+        else:
+            attributes.setdefault((id(holder), name), value)
+    _check_defined(tree, local_names, names)
+    for node, name, read in found:
         check_read(name, read[2], tree.loc(node))
-        reads.append(read)
-    out = ResolvedKernel(tree, params, local_names, names, tuple(reads))
-    _CACHE[tree] = out
-    return out
+    reads = tuple(read for _, _, read in found)
+    return ResolvedKernel(tree, params, local_names, names, reads, attributes)
+
+
+_PINNED: ContextVar[dict[int, ResolvedKernel] | None] = ContextVar("tile_pinned_resolutions", default=None)
+
+
+@contextlib.contextmanager
+def pinned(resolutions: Iterable[ResolvedKernel]) -> Iterator[None]:
+    """Within the block (this thread or task), `resolve` returns these resolutions for their trees and keeps the first
+    resolution of any other tree: a compile reads each global once, from the snapshot its key was made of."""
+    token = _PINNED.set({id(r.kernel): r for r in resolutions})
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
 
 
 def _check_subset(tree: KernelAST) -> None:
@@ -190,9 +236,33 @@ def _check_subset(tree: KernelAST) -> None:
             raise CompileError("'else' on a loop is not supported in kernel code", tree.loc(node))
 
 
-def _annotations(tree: KernelAST) -> dict[str, Any]:
+_ANNOTATIONS: weakref.WeakKeyDictionary[Any, Mapping[str, Any]] = weakref.WeakKeyDictionary()
+_ANNOTATIONS_LOCK = threading.Lock()
+
+
+def annotations_of(fn: Callable[..., object]) -> Mapping[str, Any]:
+    """The evaluated parameter annotations of ``fn`` (unwrapped), evaluated once per function object: every reader
+    (tile.frontend's parameters at decoration, each compile) gets the very same ones. String annotations (``from
+    __future__ import annotations``) are evaluated in the function's globals; evaluated again later, a global rebound
+    since (``BM = 32``) would give the compiler another tile shape than the launcher partitions by.
+
+    Raises
+    ------
+    Exception
+        Whatever evaluating an annotation string raises (not remembered: the next call tries again).
+    """
+    fn = inspect.unwrap(fn)
+    found = _ANNOTATIONS.get(fn)
+    if found is None:
+        evaluated = MappingProxyType(dict(inspect.get_annotations(fn, eval_str=True)))
+        with _ANNOTATIONS_LOCK:  # two first readers racing: the first one's evaluation is everyone's
+            found = _ANNOTATIONS.setdefault(fn, evaluated)
+    return found
+
+
+def _annotations(tree: KernelAST) -> Mapping[str, Any]:
     try:
-        return dict(inspect.get_annotations(tree.fn, eval_str=True))
+        return annotations_of(tree.fn)
     except Exception as exc:  # any failure while evaluating a user's annotation string
         raise CompileError(f"cannot evaluate the annotations of '{tree.name}': {exc}", tree.loc(tree.tree)) from None
 
@@ -250,15 +320,11 @@ def _assigned(fn: ast.FunctionDef) -> set[str]:
     return out
 
 
-def _bind_free(tree: KernelAST, local_names: frozenset[str]) -> dict[str, Any]:
-    names: dict[str, Any] = {}
+def _check_defined(tree: KernelAST, local_names: frozenset[str], names: Mapping[str, Any]) -> None:
+    """Refuse the first free name found nowhere (not in the closure, the module globals or the builtins)."""
+    decorators = {id(n) for d in tree.tree.decorator_list for n in ast.walk(d)}  # not read at compile time
     for node in ast.walk(tree.tree):
-        if not isinstance(node, ast.Name) or node.id in local_names or node.id in names:
+        if id(node) in decorators:
             continue
-        for scope in (tree.closure, tree.globals, vars(builtins)):
-            if node.id in scope:
-                names[node.id] = scope[node.id]
-                break
-        else:
+        if isinstance(node, ast.Name) and node.id not in local_names and node.id not in names:
             raise CompileError(f"name '{node.id}' is not defined", tree.loc(node))
-    return names

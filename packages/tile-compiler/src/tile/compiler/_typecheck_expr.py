@@ -261,7 +261,7 @@ class ExprMixin(SubtileMixin):
         if isinstance(base, ModuleType):
             if not hasattr(base, name):
                 self.fail(f"module '{base.__name__}' has no attribute '{name}'")
-            return getattr(base, name)
+            return self.resolved.attribute(base, name)  # the object the compile's snapshot recorded
         if name not in base.__members__:
             self.fail(f"enum '{base.__name__}' has no member '{name}'")
         return base.__members__[name]

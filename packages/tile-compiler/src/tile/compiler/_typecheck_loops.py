@@ -121,7 +121,7 @@ class LoopMixin(CarryMixin):
                 continue
             if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 owner = self.resolved.names.get(node.func.value.id)
-                if owner is not None and _helper_touches(getattr(owner, node.func.attr, None)):
+                if owner is not None and _helper_touches(self.resolved.attribute(owner, node.func.attr, None)):
                     return True
         return False
 
@@ -264,9 +264,23 @@ class LoopMixin(CarryMixin):
             self.stmts(node.body)  # nothing leaves it early (see _typecheck_unroll)
         return None
 
-    def _for_loop(self, node: ast.For) -> Exit:
+    def _check_target(self, node: ast.For) -> None:
+        """Refuse a loop variable that is not one new name. Python leaves the loop's last value in it; a kernel loop's
+        variable is not visible after the loop, so a name live before it would go on holding its value from before
+        (a different index than the program says)."""
         if not isinstance(node.target, ast.Name):
             self.fail("the loop variable must be a single name", node.target)
+        if node.target.id in self.env:
+            self.fail(
+                f"the loop variable '{node.target.id}' is already a variable here (after the loop Python would leave "
+                "the loop's last value in it, the kernel its value from before the loop); give the loop variable a "
+                "new name",
+                node.target,
+            )
+
+    def _for_loop(self, node: ast.For) -> Exit:
+        self._check_target(node)
+        assert isinstance(node.target, ast.Name)  # checked just above
         bounds, bind = self._iteration(node)
         self.at(node)
         ivdt = self._index_dtype(bounds, node)
@@ -429,7 +443,7 @@ def _helper_touches(fn: object, seen: frozenset[int] = frozenset()) -> bool:
             return True
         inner = resolved.names.get(func.id) if isinstance(func, ast.Name) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            inner = getattr(resolved.names.get(func.value.id), func.attr, None)
+            inner = resolved.attribute(resolved.names.get(func.value.id), func.attr, None)
         if _helper_touches(inner, seen | {id(fn)}):
             return True
     return False

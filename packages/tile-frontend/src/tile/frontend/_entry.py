@@ -277,7 +277,7 @@ class Kernel:
 
     def _launch_new(self, args: Sequence[Any], generics: dict[str, int], key: Any, site: str) -> Launch:
         """The full path's launch: check, make and store the plan, move the arguments (holding `OWNERSHIP`)."""
-        bound, compiled, device = self._prepare(args, dict(generics))
+        bound, compiled, device, captured = self._prepare(args, dict(generics))
         grid = bound.grid
         assert grid is not None, "_prepare sets the grid or raises GridError"
         plan = Plan(
@@ -290,12 +290,13 @@ class Kernel:
             explicit=self._grid,
             generics=generics,
         )
-        if key is not None:
-            if len(self._plans) >= _PLAN_CAP:  # ever-new layouts (say, a growing size) must not grow it unbounded
-                self._plans.clear()
-            self._plans[key] = plan
-            if plan.distinct and self._regroup is None:  # the compiled path makes plain Launch objects
-                self._remember(plan)
+        with self._lock:  # kept only while its code's record is still the kernel's (not forgotten meanwhile)
+            if key is not None and self._captures is captured:
+                if len(self._plans) >= _PLAN_CAP:  # ever-new layouts (say, a growing size) must not grow unbounded
+                    self._plans.clear()
+                self._plans[key] = plan
+                if plan.distinct and self._regroup is None:  # the compiled path makes plain Launch objects
+                    self._remember(plan)
         return self._launch(plan, bound.values, site)
 
     def _launch(self, plan: Plan, args: Sequence[Any], site: str, *, checked: bool = False) -> Launch:
@@ -320,22 +321,34 @@ class Kernel:
             return flat.compile(*flat_args, **generics)
         return self._prepare(args, generics)[1]
 
-    def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object]:
-        name = self.__name__
-        if not self._fresh():
+    def _record(self) -> tuple[Captures, dict[tuple[Any, ...], CompiledKernel], dict[Any, CompiledKernel]]:
+        """The record of the compile-time reads and the caches of the code compiled from it, taken together (another
+        thread's `_forget` replaces all three at once): code compiled from this record goes only into its caches."""
+        while True:
             # Before the compile (a disk-cache hit compiles nothing): refuses a global that is not a value or code.
-            self._captures = captures_of(self.fn)
+            record = None if self._fresh() else captures_of(self.fn)
+            with self._lock:
+                if self._captures is None and record is not None:
+                    self._captures = record
+                if self._captures is not None:
+                    return self._captures, self._by_layout, self._cache
+
+    def _prepare(self, args: Sequence[Any], generics: dict[str, int]) -> tuple[Bound, CompiledKernel, object, Captures]:
+        """Bind, check and compile for these arguments; also the record of reads the code was compiled from."""
+        name = self.__name__
+        captured, by_layout, cache = self._record()
         args, generics = const_keywords(name, self.params, args, generics)
         bound = bind(name, self.params, args, generics, grid=self._grid, unchecked=self.unchecked)
         device = device_of(_ownership.check(name, self.params, args, self.unchecked))
         layout = (compile_layout_key(device, bound), self._grid is None)  # kernel.grid(g) clones share this cache
-        compiled = self._by_layout.get(layout)
+        compiled = by_layout.get(layout)
         if compiled is None:
-            compiled = self._by_layout[layout] = self._compiled(self._specialize(bound), target_of(device))
+            spec = self._specialize(bound)
+            compiled = by_layout[layout] = self._compiled(spec, target_of(device), captured, cache)
         # Whether an output fixes the grid is how the compiled code addresses it (the ABI), not the kernel's text.
         bound.grid = launch_grid(name, with_schemes(self.params, compiled.abi), bound.values, self._grid)
         check_guards(name, self.params, bound, compiled)
-        return bound, compiled, device
+        return bound, compiled, device, captured
 
     def _specialize(self, bound: Bound) -> Specialization:
         params: dict[str, ArraySpec | ScalarSpec] = {}
@@ -356,14 +369,17 @@ class Kernel:
         consts = {**bound.consts, **self._lengths}  # a tuple's length is a compile-time len() in the kernel
         return Specialization.make(params, consts, dtypes, options, own_grid=own_grid)
 
-    def _compiled(self, spec: Specialization, target: Target) -> CompiledKernel:
+    def _compiled(
+        self, spec: Specialization, target: Target, captured: Captures, cache: dict[Any, CompiledKernel]
+    ) -> CompiledKernel:
+        """The code of ``spec`` for ``target`` compiled from the reads ``captured`` (cached in its ``cache``)."""
         key = (spec, target)
-        found = self._cache.get(key)
+        found = cache.get(key)
         if found is None:
             with self._lock:
-                found = self._cache.get(key)
+                found = cache.get(key)
                 if found is None:
-                    found = self._cache[key] = compile_kernel(self.fn, spec, target)
+                    found = cache[key] = compile_kernel(self.fn, spec, target, captures=captured)
         return found
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tile.compiler import KernelABI
-from tile.compiler._resolve import tuple_element
+from tile.compiler._resolve import annotations_of, tuple_element
 from tile.compiler._types import DTYPES
 from tile.compiler.lang import DType
 from tile.compiler.lang._annotations import ConstAnnotation, MutAnnotation, PtrAnnotation, TensorAnnotation
@@ -78,7 +78,7 @@ class Bound:
 def read_params(fn: Callable[..., Any]) -> tuple[Param, ...]:
     """Read the parameters of a kernel from its annotations."""
     try:
-        annotations = inspect.get_annotations(fn, eval_str=True)
+        annotations = annotations_of(fn)  # the very annotations every compile of fn reads (evaluated once)
     except Exception as exc:  # any failure while evaluating a user's annotation string
         raise ArgumentError(f"cannot evaluate the annotations of kernel '{fn.__name__}': {exc}") from None
     return tuple(_param(name, annotations.get(name)) for name in inspect.signature(fn).parameters)
