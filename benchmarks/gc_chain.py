@@ -22,7 +22,7 @@ import tile.core as tc
 from tile.core.testing import simulated
 from tile.frontend import _accel, _entry
 
-CHAINS = 300
+CHAINS = int(sys.argv[2]) if len(sys.argv) > 2 else 300
 
 
 def main() -> None:
