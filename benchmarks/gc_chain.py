@@ -3,7 +3,9 @@ bench_launch_sim.py), by generation: the collections a chain's allocations trigg
 
 Min-of-rounds timings (bench_launch_sim.py) hide the collector: a full collection (which walks every tracked object
 of the process) comes every few thousand links and lands in a few rounds only; this sums every collection's time
-(``gc.callbacks``) over LINKS links. Run from the repository root: ``python benchmarks/gc_chain.py [pure|compiled]``.
+(``gc.callbacks``) over CHAINS chains. Run from the repository root:
+``python benchmarks/gc_chain.py [pure|compiled] [CHAINS] [BALLAST]``: BALLAST long-lived tracked objects are made
+first, as a process that imported torch holds (a full collection walks them all; the sim process has ~70k).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tile.core.testing import simulated
 from tile.frontend import _accel, _entry
 
 CHAINS = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+BALLAST = int(sys.argv[3]) if len(sys.argv) > 3 else 0
 
 
 def main() -> None:
@@ -43,6 +46,7 @@ def main() -> None:
         _accel.use(sys.argv[1] if len(sys.argv) > 1 else "compiled")
         run()
         sim.log.clear()
+        ballast = [[] for _ in range(BALLAST)]
         gc.collect()
         gc.callbacks.append(on_collect)
         start = time.perf_counter_ns()
@@ -51,6 +55,7 @@ def main() -> None:
             sim.log.clear()
         total = time.perf_counter_ns() - start
         gc.callbacks.remove(on_collect)
+        del ballast
     n = CHAINS * links
     print(f"path {_accel.active()}, {len(gc.get_objects())} tracked objects, {total / n / 1e3:.2f} us per link")
     for gen in range(3):
