@@ -4,8 +4,9 @@ bench_launch_sim.py), by generation: the collections a chain's allocations trigg
 Min-of-rounds timings (bench_launch_sim.py) hide the collector: a full collection (which walks every tracked object
 of the process) comes every few thousand links and lands in a few rounds only; this sums every collection's time
 (``gc.callbacks``) over CHAINS chains. Run from the repository root:
-``python benchmarks/gc_chain.py [pure|compiled] [CHAINS] [BALLAST]``: BALLAST long-lived tracked objects are made
-first, as a process that imported torch holds (a full collection walks them all; the sim process has ~70k).
+``python benchmarks/gc_chain.py [pure|compiled] [CHAINS] [BALLAST] [LINKS]``: chains of LINKS launches (default 100;
+bench_frontend.py --launch-only times chains of 2000); BALLAST long-lived tracked objects are made first, as a process
+that imported torch holds (a full collection walks them all; the sim process has ~70k).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tile.frontend import _accel, _entry
 
 CHAINS = int(sys.argv[2]) if len(sys.argv) > 2 else 300
 BALLAST = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+sim_bench.CHAIN = int(sys.argv[4]) if len(sys.argv) > 4 else sim_bench.CHAIN
 
 
 def main() -> None:
