@@ -15,11 +15,12 @@ the minimum is the steadiest statistic):
 - ``core launch``: ``tile.core.launch`` (checked, not prepared) of the add kernel's function, SYNCS back to back on
   its buffers' stream, then one synchronize (tile.core has one path: the row is the same code under both labels).
 
-Run from the repository root: ``python benchmarks/bench_launch_sim.py``. ``--profile [pure|compiled]``: a cProfile
-of one path's ``rms chain`` (with ``--core``: of ``core launch``), top functions by own time. ``--leaks``: 10^5
-launches of each loop on each path, the growth of live Python blocks and of simulated device memory. ``--breakdown``:
-each chain's build (``.then`` calls), run and release (hand-back) apart; in a GPU-bound chain (rmsnorm's kernels take
-~27 us each on an H100) the build and the release are host time the GPU sits idle, while the run overlaps the kernels.
+Run from the repository root: ``python benchmarks/bench_launch_sim.py``. ``--profile [pure|compiled]``: a cProfile of
+one path's ``rms chain`` (with ``--core``: of ``core launch``, with ``--add``: of ``add chain``), top functions by own
+time. ``--leaks``: 10^5 launches of each loop on each path, the growth of live Python blocks and of simulated device
+memory. ``--breakdown``: each chain's build (``.then`` calls), run and release (hand-back) apart; in a GPU-bound chain
+(rmsnorm's kernels take ~27 us each on an H100) the build and the release are host time the GPU sits idle, while the run
+overlaps the kernels.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def breakdown(stream: Any) -> None:
 
 
 def profile(stream: Any) -> None:
-    which = "core launch" if "--core" in sys.argv else "rms chain"
+    which = "core launch" if "--core" in sys.argv else ("add chain" if "--add" in sys.argv else "rms chain")
     run, _ = loops(stream)[which]
     after = sys.argv[sys.argv.index("--profile") + 1 :]
     _accel.use(after[0] if after and after[0] in PATHS else "pure")

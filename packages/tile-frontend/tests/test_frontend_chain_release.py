@@ -6,6 +6,8 @@ one hold of the lock and releases what they dropped after leaving it, a bounded 
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 
 import tile.frontend as tile
 from tile.aio import DeviceOp
-from tile.frontend import f32
+from tile.frontend import MovedError, f32
 from tile.frontend._storage import OWNERSHIP
 
 N = 512
@@ -69,4 +71,23 @@ def test_ops_between_the_launches_release_outside_the_launches_hold(k: ModuleTyp
     assert len(seen) == 40 + 14
     assert not any(seen)
     assert x._storage.pending == y._storage.pending == z._tensor._storage.pending == 0
+    assert (z.unpartition().to_numpy() == 2).all()
+
+
+def test_the_compiled_launch_keeps_its_objects_out_of_the_collector(k: ModuleType, path: str) -> None:
+    """The compiled path's Launch, its moved handles and their values tuple are untracked (a chain kept them alive,
+    walked and promoted by every collection); refcounting still frees them, and they work as the pure path's do."""
+    z, x, y = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
+    op = k.add(z, x, y)
+    values = op._values
+    compiled = path == "compiled"
+    assert [gc.is_tracked(o) for o in (op, values, *values)] == [not compiled] * 5
+    dead = weakref.ref(values[1])
+    del op, values  # a launch dropped unexecuted: its handles die with it (refcounting, no collection)
+    assert dead() is None
+    with pytest.raises(MovedError):
+        x.to_numpy()  # the caller's handle was moved: the same typed error on both paths
+    z, x, y = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
+    z, x, y = k.add(z, x, y).then(lambda out: k.add(*out)).sync()
+    assert [gc.is_tracked(o) for o in (z, x, y)] == [not compiled] * 3
     assert (z.unpartition().to_numpy() == 2).all()

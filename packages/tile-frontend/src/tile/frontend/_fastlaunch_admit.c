@@ -2,6 +2,31 @@
  * `Plan.hand_over` in one step (`admit_move`), and `Launch._drop`'s hand-back (`release`). */
 #include "_fastlaunch.h"
 
+/* The objects every compiled launch makes (a handle per moved argument, the Launch) leave the cyclic collector's
+ * lists. A chain keeps them alive until its hand-back, so the young collections walked them and promoted them, and
+ * each object promoted brings the next full collection (which walks every object of the process) sooner: over the
+ * simulated driver the collector took as much time per .then link as the compiled path's own work
+ * (benchmarks/gc_chain.py). None of these classes has a __dict__ (their slots are Tile's), and what the slots hold
+ * does not lead back to them: a handle holds its storage (whose registry keeps weak references to its handles), layout
+ * values and a fate (a string pair, or the InFlight shared by a call site's launches on a context); a Launch holds its
+ * kernel's name, its plan (which holds no launch), site, grid, fates and the values tuple of such handles. The one
+ * cycle is a parked launch's (its fate -> the completion's callback -> the launch), broken when the work completes.
+ * Untracking only hides an object from the collector: what it references stays alive (the collector counts its
+ * references as outside ones), refcounting frees it as before, and a cycle through one is kept alive, never freed
+ * under its work. */
+static void untrack(PyObject *o) {
+    if (PyObject_GC_IsTracked(o)) PyObject_GC_UnTrack(o);
+}
+
+/* A tuple none of whose items is tracked (the values of a launch of handles and scalars) cannot be in a cycle either:
+ * untracked now, not at the next collection (which keeps a tuple of objects of Python classes tracked). */
+static void untrack_leaves(PyObject *t) {
+    if (!PyTuple_Check(t) || !PyObject_GC_IsTracked(t)) return;
+    for (Py_ssize_t k = 0, n = PyTuple_Size(t); k < n; k++)
+        if (PyObject_GC_IsTracked(PyTuple_GetItem(t, k))) return;
+    PyObject_GC_UnTrack(t);
+}
+
 /* `Tensor._hand_over`: a new handle on the same view takes this one's place in the storage's registry. */
 static PyObject *move_tensor(PyObject *v, PyObject *fate, PyObject **dead) {
     static const int copied[] = {T_STORAGE, T_DTYPE, T_SHAPE, T_OFFSET, T_STRIDES, T_SITE, T_RANGE, T_LAYOUT};
@@ -28,6 +53,7 @@ static PyObject *move_tensor(PyObject *v, PyObject *fate, PyObject **dead) {
         return NULL;
     }
     put(v, T_FATE, fate, dead);
+    untrack(new);
     return new;
 }
 
@@ -41,6 +67,7 @@ static PyObject *move_partition(PyObject *v, PyObject *fate, PyObject **dead) {
     put(new, P_TILE, tile, NULL);
     put(new, W_FATE, Py_None, NULL);
     put(v, W_FATE, fate, dead);
+    untrack(new);
     return new;
 }
 
@@ -113,6 +140,8 @@ static PyObject *make_launch(PyObject *name, PyObject *plan, PyObject *values, P
         return NULL;
     }
     put(op, L_VALUES, values, NULL);
+    untrack(op);
+    untrack_leaves(values);
     return op;
 }
 
