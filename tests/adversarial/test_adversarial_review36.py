@@ -1,0 +1,310 @@
+"""Adversarial review 36 of tile.frontend and tile.aio, from safe code only, on both launch paths (``path``): a
+``KeyboardInterrupt`` landing in a run's bookkeeping (``tile.aio._run``), an ``await`` of a parked run, finalizers run
+by the cyclic collector in the middle of a launch's check-then-act steps, and Tile handles passed through
+``functools.partial``, bound methods and host callbacks. The interrupt is simulated where CPython delivers one: at the
+entry of a Python call (a patched function raising it); the device work is a gated worker host stream (the ``gated``
+fixture of ``conftest.py``, shared with review 35). Each hole's test names it and failed before its fix.
+
+Holes found and fixed:
+
+- The pure path's ``.sync()`` (`run_sync`) and the asyncio run (`Run`) gave the execution lock back by calling
+  ``_lock.release()`` between the enqueue and the wait. CPython delivers a ``KeyboardInterrupt`` at a Python call's
+  entry, so Ctrl-C there (a notebook's interrupt goes on in the same process) raised before the lock was cleared and
+  before the run waited or parked: the thread's lock stayed held for good (every later ``.sync()``, ``await``,
+  ``.graph()`` of the thread: `ExecutionLockError`), and the launch kept its handles for good (neither released by a
+  completion nor resumable: ``.sync()`` raised `OpConsumedError`). The lock is now cleared by a plain attribute store
+  (no Python call, nowhere for the interrupt to land); the next call is the wait's, whose interrupt parks the run.
+  (The compiled ``sync`` clears it in C and was not affected.)
+- ``await`` (`run_async`) set up the wait by ``ctx.query()``, a spin and ``ctx.record()``, with only ``except
+  Exception`` around them: an interrupt there left the run claimed with its work enqueued and nobody to release it
+  (its handles kept for good, ``.sync()`` refused). A ``BaseException`` there now parks the run (`park`): its handles
+  go back once the work is done, and ``.sync()`` or ``await`` resumes it.
+
+Usability defect fixed: ``await`` of a run parked by an interrupted ``.sync()`` raised `OpConsumedError` while
+``.sync()`` resumed it (review 35 pinned the refusal). The docs promise an op's output once its work is done, and an
+interrupted wait is not a use of the op, so ``await`` (and ``await op.schedule(policy)``) now resumes it too, waiting
+for the parked run's context without blocking the event loop (`_resume_async`); the output is still handed out once.
+
+Tried, and held (pinned below where cheap):
+
+- a second interrupt in the resume's wait of an ``await``: the run stays parked and resumable;
+- a finalizer (run by the cyclic collector at an allocation of the launch's steps) that takes the output partition
+  a launch is about to write: run in the launch's unlocked first checks it wins and the locked re-check refuses the
+  launch (`MovedError`); the check-and-move pauses the collector (`OWNED`, both paths), so run later it finds the
+  partition moved. Never both;
+- a kernel wrapped in ``functools.partial`` or called through a bound method of a user object: the launch checks and
+  moves the handles as a direct call does;
+- a kernel launched and synced inside a ``tile.aio.host_call`` function or a ``.then()`` function:
+  `ExecutionLockError` (the function runs while the tree is enqueued), nothing moved; a launch made there (not
+  synced) and returned from ``.then()`` is chained in stream order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+from tile import aio
+from tile.aio import HostStream, OpConsumedError, _lock
+from tile.aio.testing import drained
+from tile.frontend import f32
+
+N = 256
+Gated = tuple[HostStream, threading.Event, list[int]]
+
+
+def _launch(kernels: ModuleType) -> tuple[Any, list[Any]]:
+    z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+    return kernels.scale_by_const(z, x, 3.0), [z._tensor._storage, x._storage]
+
+
+def _tripled(out: tuple[Any, ...]) -> None:
+    np.testing.assert_array_equal(out[0].unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+@pytest.fixture
+def lock_cleared() -> Iterator[None]:
+    """Whatever a test leaves, the thread's execution lock is free for the next one."""
+    yield
+    _lock.set_held(False)
+
+
+# --- hole: an interrupt at the lock's release, between the enqueue and the wait -------------------------------
+
+
+def test_an_interrupt_between_the_enqueue_and_the_wait_strands_nothing(
+    kernels: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch, lock_cleared: None
+) -> None:
+    """Before the fix (pure path): ``KeyboardInterrupt`` out of ``sync_on``, the lock held for good, the launch's
+    handles kept for good and the launch not resumable."""
+    real = _lock.release
+    interrupts = [1]
+
+    def interrupted_at_entry() -> None:  # where CPython delivers a pending SIGINT: the call's entry
+        if interrupts:
+            interrupts.pop()
+            raise KeyboardInterrupt("interrupted at the lock's release")
+        real()
+
+    monkeypatch.setattr(_lock, "release", interrupted_at_entry)
+    stream = HostStream(worker=True)
+    try:
+        launch, stores = _launch(kernels)
+        try:
+            out = launch.sync_on(stream)
+        except KeyboardInterrupt:  # (before the fix) the run must then at least be parked and the lock free
+            assert not aio.executing(), "the execution lock stayed held after the interrupt"
+            drained(stream)
+            assert [s.pending for s in stores] == [0, 0], "the handles were kept after the work was done"
+            out = launch.sync_on(stream)
+        assert not aio.executing()
+        assert [s.pending for s in stores] == [0, 0]
+        _tripled(out)
+    finally:
+        stream.close()
+
+
+# --- hole: an interrupt while ``await`` sets up its wait -------------------------------------------------------
+
+
+def test_an_interrupt_while_await_sets_up_its_wait_parks_the_run(
+    kernels: ModuleType, path: str, gated: Gated, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the fix: the run was dropped claimed, its handles kept for good (pending 1 after the work), and
+    ``.sync()`` refused it (`OpConsumedError`)."""
+    stream, gate, waits = gated
+    waits.clear()  # only the poll is interrupted here
+    real = HostStream.query
+    interrupts = [1]
+
+    def interrupted(self: HostStream) -> bool:
+        if interrupts:
+            interrupts.pop()
+            raise KeyboardInterrupt("interrupted while polling")
+        return real(self)
+
+    monkeypatch.setattr(HostStream, "query", interrupted)
+    launch, stores = _launch(kernels)
+    with pytest.raises(KeyboardInterrupt, match="interrupted while polling"):
+        asyncio.run(_awaited(launch.schedule(aio.SingleStream(stream))))
+    assert [s.pending for s in stores] == [1, 1]  # the work has not run: nothing went back
+    assert not aio.executing()
+    gate.set()
+    drained(stream)
+    assert [s.pending for s in stores] == [0, 0]  # the parked run's completion handed them back
+    _tripled(launch.sync_on(stream))
+    with pytest.raises(OpConsumedError, match=r"executed by \.sync_on\(\)"):
+        launch.sync_on(stream)
+
+
+# --- usability: ``await`` resumes a parked run, as ``.sync()`` does ---------------------------------------------
+
+
+def test_await_resumes_a_parked_run_once(kernels: ModuleType, path: str, gated: Gated) -> None:
+    """Before the fix: `OpConsumedError` ("already executed by .sync_on()") while ``.sync()`` resumed it."""
+    stream, gate, _ = gated
+    launch, stores = _launch(kernels)
+    with pytest.raises(KeyboardInterrupt, match="interrupted while waiting"):
+        launch.sync_on(stream)
+    assert [s.pending for s in stores] == [1, 1]
+    opener = threading.Timer(0.05, gate.set)  # the work finishes while the loop awaits it
+    opener.start()
+    out = asyncio.run(_awaited(launch))
+    opener.join()
+    assert [s.pending for s in stores] == [0, 0]  # back before the output was returned
+    _tripled(out)
+    with pytest.raises(OpConsumedError, match=r"executed by await at .*test_adversarial_review36\.py:\d+"):
+        asyncio.run(_awaited(launch))
+    with pytest.raises(OpConsumedError, match=r"executed by await"):
+        launch.sync_on(stream)
+
+
+def test_a_cancelled_await_of_a_parked_run_leaves_it_parked(kernels: ModuleType, path: str, gated: Gated) -> None:
+    stream, gate, _ = gated
+    launch, stores = _launch(kernels)
+    with pytest.raises(KeyboardInterrupt):
+        launch.sync_on(stream)
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(_awaited(launch))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    assert [s.pending for s in stores] == [1, 1]  # the work still waits at the gate: nothing went back
+    gate.set()
+    _tripled(launch.sync_on(stream))
+    assert [s.pending for s in stores] == [0, 0]
+
+
+async def _awaited(op: Any) -> Any:
+    return await op
+
+
+# --- tried and held ---------------------------------------------------------------------------------------------
+
+
+def _collections_in_a_launch(kernels: ModuleType, size: int) -> int:
+    """How many collections a launch of ``size`` elements runs with the threshold at 1 (after a warm-up launch)."""
+    kernels.scale_by_const(tile.zeros(f32, [size]).partition([128]), tile.ones(f32, [size]), 3.0).sync()
+    z, x = tile.zeros(f32, [size]).partition([128]), tile.ones(f32, [size])
+    count = [0]
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            count[0] += 1
+
+    gc.collect()
+    old = gc.get_threshold()
+    gc.callbacks.append(counted)
+    gc.set_threshold(1)
+    try:
+        launch = kernels.scale_by_const(z, x, 3.0)
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(counted)
+    launch.sync()
+    return count[0]
+
+
+class _Taker:
+    """A cycle whose finalizer, at the ``left``-th collection from now (each collection finds the next link), takes
+    the output partition a launch is about to write (``unpartition`` and a read); ``seen`` records what it got."""
+
+    def __init__(self, target: Any, seen: list[str], left: int) -> None:
+        self.me, self.target, self.seen, self.left = self, target, seen, left
+
+    def __del__(self) -> None:
+        if self.left:
+            _Taker(self.target, self.seen, self.left - 1)
+            return
+        try:
+            self.seen.append(repr(self.target.unpartition().to_numpy()[:2]))
+        except tile.TileError as exc:
+            self.seen.append(type(exc).__name__)
+
+
+def test_a_finalizer_run_inside_a_launch_and_the_launch_never_both_get_the_output(
+    kernels: ModuleType, path: str
+) -> None:
+    """With the collector's threshold at 1 it runs at every allocation; the finalizer acts at the n-th collection of
+    the call, for n walking through the repeated launch of a plan (a first call collects only before its
+    check-and-move, probed: the launch is refused). Before the check-and-move the finalizer wins and the launch is
+    refused (`MovedError`); the check-and-move pauses the collector (`OWNED`, both paths), so after it the finalizer
+    finds the partition moved. Never both."""
+    outcomes = set()
+    last = _collections_in_a_launch(kernels, N)
+    for n in range(max(0, last - 10), last + 2):  # the launch's own steps come last in the call
+        kernels.scale_by_const(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), 3.0).sync()
+        z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+        seen: list[str] = []
+        refusal = ""
+        gc.collect()
+        old = gc.get_threshold()
+        _Taker(z, seen, n)
+        gc.set_threshold(1)
+        try:
+            try:
+                launch = kernels.scale_by_const(z, x, 3.0)
+            except tile.MovedError as exc:
+                launch, refusal = None, str(exc)
+        finally:
+            gc.set_threshold(*old)
+        for _ in range(n + 2):  # the rest of the chain, one link per collection
+            if not seen:
+                gc.collect(0)
+        assert len(seen) == 1, seen
+        if launch is None:
+            assert "unpartition" in refusal, refusal  # the finalizer's unpartition() moved it
+            assert seen[0].startswith("array("), seen  # the finalizer got it first, and the launch did not run
+            outcomes.add("finalizer first")
+        else:
+            assert seen == ["MovedError"], (n, seen)  # before: the finalizer would read what the kernel writes
+            _tripled(launch.sync())
+            outcomes.add("launch first")
+    assert outcomes == {"finalizer first", "launch first"}  # the walk crossed the launch's steps
+
+
+def test_partial_and_bound_methods_move_the_handles_as_a_direct_call(kernels: ModuleType, path: str) -> None:
+    class Model:
+        def __init__(self, scale: float) -> None:
+            self.scale = scale
+
+        def forward(self, z: Any, x: Any) -> Any:
+            return kernels.scale_by_const(z, x, self.scale)
+
+    for call in (functools.partial(kernels.scale_by_const, c=3.0), Model(3.0).forward):
+        z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+        launch = call(z, x)
+        with pytest.raises(tile.MovedError):
+            x.to_numpy()
+        with pytest.raises(tile.MovedError):
+            call(z, x)  # the same handles again: moved
+        _tripled(launch.sync())
+
+
+def test_a_sync_inside_a_host_call_or_then_function_is_refused(kernels: ModuleType, path: str) -> None:
+    z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+    inner, _ = _launch(kernels)
+    with pytest.raises(aio.ExecutionLockError):
+        aio.host_call(inner.sync).sync()
+    assert not inner.consumed  # refused before the claim: still the caller's
+    launch = kernels.scale_by_const(z, x, 3.0)
+    with pytest.raises(aio.ExecutionLockError):
+        launch.then(lambda out: aio.value(inner.sync())).sync()
+    assert not inner.consumed
+    _tripled(inner.sync())
+    chained = kernels.scale_by_const(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), 1.0)
+    out = chained.then(lambda o: kernels.scale_by_const(o[0], o[1], 3.0)).sync()
+    np.testing.assert_array_equal(out[0].unpartition().to_numpy(), np.full(N, 3.0, np.float32))
