@@ -1,9 +1,10 @@
 """Adversarial review 36 of tile.frontend and tile.aio, from safe code only, on both launch paths (``path``): a
-``KeyboardInterrupt`` landing in a run's bookkeeping (``tile.aio._run``), an ``await`` of a parked run, finalizers run
-by the cyclic collector in the middle of a launch's check-then-act steps, and Tile handles passed through
-``functools.partial``, bound methods and host callbacks. The interrupt is simulated where CPython delivers one: at the
-entry of a Python call (a patched function raising it); the device work is a gated worker host stream (the ``gated``
-fixture of ``conftest.py``, shared with review 35). Each hole's test names it and failed before its fix.
+``KeyboardInterrupt`` landing in a run's bookkeeping (``tile.aio._run``) or in ``Graph.close()``, an ``await`` of a
+parked run, finalizers run by the cyclic collector in the middle of a launch's check-then-act steps, and Tile handles
+passed through ``functools.partial``, bound methods and host callbacks. The interrupt is simulated where CPython
+delivers one: at the entry of a Python call, or in a blocking wait (a patched function raising it); the device work is
+a gated worker host stream (the ``gated`` fixture of ``conftest.py``, `tile.aio.testing.interrupted_waits`, shared
+with review 35 and ``test_frontend_interrupt.py``). Each hole's test names it and failed before its fix.
 
 Holes found and fixed:
 
@@ -17,8 +18,15 @@ Holes found and fixed:
   (The compiled ``sync`` clears it in C and was not affected.)
 - ``await`` (`run_async`) set up the wait by ``ctx.query()``, a spin and ``ctx.record()``, with only ``except
   Exception`` around them: an interrupt there left the run claimed with its work enqueued and nobody to release it
-  (its handles kept for good, ``.sync()`` refused). A ``BaseException`` there now parks the run (`park`): its handles
-  go back once the work is done, and ``.sync()`` or ``await`` resumes it.
+  (its handles kept for good, ``.sync()`` refused); the same in its blocking error path (`_finish_blocking`, a failed
+  poll). A ``BaseException`` there now parks the run (`park`): its handles go back once the work is done, and
+  ``.sync()`` or ``await`` resumes it.
+- ``Graph.close()`` waited for the last replay in a ``try`` whose ``finally`` released the captured op: a
+  ``KeyboardInterrupt`` in that wait (an ``Event.wait``, which a SIGINT interrupts) handed the captured handles back
+  while the last replay, still queued or running, read and wrote them (a use after free once the user freed them, a
+  race once another launch wrote them). Only an ``Exception`` of the wait (the work failed: it is over) releases now;
+  an interrupt leaves the graph open as it was, to be closed again or dropped (its finalizer releases on the last
+  replay's completion).
 
 Usability defect fixed: ``await`` of a run parked by an interrupted ``.sync()`` raised `OpConsumedError` while
 ``.sync()`` resumed it (review 35 pinned the refusal). The docs promise an op's output once its work is done, and an
@@ -54,7 +62,7 @@ import pytest
 
 import tile.frontend as tile
 from tile import aio
-from tile.aio import HostStream, OpConsumedError, _lock
+from tile.aio import HostStream, OpConsumedError, _host, _lock
 from tile.aio.testing import drained
 from tile.frontend import f32
 
@@ -146,6 +154,28 @@ def test_an_interrupt_while_await_sets_up_its_wait_parks_the_run(
         launch.sync_on(stream)
 
 
+def test_an_interrupt_in_the_awaits_blocking_error_path_parks_the_run(
+    kernels: ModuleType, path: str, gated: Gated, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed poll sends ``await`` to a blocking wait (`_finish_blocking`); before the fix an interrupt there left
+    the run claimed and unreleased for good."""
+    stream, gate, _ = gated  # its synchronize() is interrupted once
+
+    def failing(self: HostStream) -> bool:
+        raise RuntimeError("the poll failed")
+
+    monkeypatch.setattr(HostStream, "query", failing)
+    launch, stores = _launch(kernels)
+    with pytest.raises(KeyboardInterrupt, match="interrupted while waiting"):
+        asyncio.run(_awaited(launch.schedule(aio.SingleStream(stream))))
+    assert [s.pending for s in stores] == [1, 1]
+    gate.set()
+    drained(stream)
+    assert [s.pending for s in stores] == [0, 0]  # released by the parked run's completion
+    with pytest.raises(RuntimeError, match="the poll failed"):  # the run's first error, reported by the resume
+        launch.sync_on(stream)
+
+
 # --- usability: ``await`` resumes a parked run, as ``.sync()`` does ---------------------------------------------
 
 
@@ -190,6 +220,49 @@ def test_a_cancelled_await_of_a_parked_run_leaves_it_parked(kernels: ModuleType,
 
 async def _awaited(op: Any) -> Any:
     return await op
+
+
+# --- hole: an interrupt while ``Graph.close()`` waits for the last replay ----------------------------------------
+
+
+def test_an_interrupted_graph_close_keeps_the_captured_handles_until_the_replay_is_done(
+    kernels: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the fix: ``close()``'s ``finally`` released the captured op at the interrupt, handing its handles back
+    (pending 0) while the last replay, queued behind the gate, had not run: they could be freed or written under it."""
+    stream = HostStream(worker=True)
+    gate = threading.Event()
+    try:
+        z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
+        stores = [z._tensor._storage, x._storage]
+        graph = kernels.scale_by_const(z, x, 3.0).graph(stream)
+        stream.enqueue(gate.wait)
+        replayer = threading.Thread(target=lambda: graph.launch().sync_on(stream))  # waits behind the gate
+        replayer.start()
+        while graph._held.last is None:  # until the replay is enqueued (the graph notes its context then)
+            replayer.join(0.01)
+        real = _host._Observer.wait
+        interrupts = [1]
+
+        def interrupted(self: Any) -> None:
+            if interrupts:
+                interrupts.pop()
+                raise KeyboardInterrupt("interrupted while closing")
+            real(self)
+
+        monkeypatch.setattr(_host._Observer, "wait", interrupted)
+        with pytest.raises(KeyboardInterrupt, match="interrupted while closing"):
+            graph.close()
+        assert [s.pending for s in stores] == [1, 1]  # the replay has not run: nothing went back
+        assert not graph.closed  # still open, as it was: close() again (or drop it) once the interrupt is handled
+        gate.set()
+        replayer.join()
+        out = graph.close()
+        assert [s.pending for s in stores] == [0, 0]
+        _tripled(out)
+    finally:
+        gate.set()
+        stream.close()
 
 
 # --- tried and held ---------------------------------------------------------------------------------------------

@@ -269,8 +269,9 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
         run.fail(exc)
         return _finish_blocking(run, ctx)
     except BaseException:  # a KeyboardInterrupt before the completion was set up: the work may still run
-        if run.op is not None:  # (not once `finish` took it: the work was done)
-            park(run.op, ctx, run.output, run.error)  # held until it is done, resumable by .sync() or await
+        taken, run.op = run.op, None
+        if taken is not None:  # (not once `finish` took it: the work was done)
+            park(taken, ctx, run.output, run.error)  # held until it is done, resumable by .sync() or await
         raise
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
@@ -279,9 +280,17 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
 
 
 def _finish_blocking(run: Run[T], ctx: ExecutionContext) -> T:
-    """Error path: wait for the context (blocking the loop, rarely) so no input is released early."""
-    with contextlib.suppress(Exception):  # the first error is already noted on the run
+    """Error path: wait for the context (blocking the loop, rarely) so no input is released early; interrupted
+    (a ``KeyboardInterrupt``), the run is parked as an interrupted ``.sync()``'s is."""
+    try:
         ctx.synchronize()
+    except Exception:  # the first error is already noted on the run
+        pass
+    except BaseException:
+        op, run.op = run.op, None
+        if op is not None:
+            park(op, ctx, run.output, run.error)
+        raise
     return run.finish()
 
 
