@@ -40,6 +40,9 @@ Tried, and held (pinned below where cheap):
   a launch is about to write: run in the launch's unlocked first checks it wins and the locked re-check refuses the
   launch (`MovedError`); the check-and-move pauses the collector (`OWNED`, both paths), so run later it finds the
   partition moved. Never both;
+- a tuple-of-tensors argument of a class whose ``__iter__``/``__getitem__`` change answers after the first read: the
+  launcher reads the elements once (checks and move see the same handles); the same tensor twice in an output tuple
+  (`AliasError`), overlapping views (the partitions refuse);
 - a kernel wrapped in ``functools.partial`` or called through a bound method of a user object: the launch checks and
   moves the handles as a direct call does;
 - a kernel launched and synced inside a ``tile.aio.host_call`` function or a ``.then()`` function:
@@ -54,11 +57,13 @@ import functools
 import gc
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers_adversarial import load_path
 
 import tile.frontend as tile
 from tile import aio
@@ -67,6 +72,7 @@ from tile.aio.testing import drained
 from tile.frontend import f32
 
 N = 256
+GROUP_KERNELS = Path(__file__).resolve().parents[2] / "packages/tile-frontend/tests/kernels/group_kernels.py"
 Gated = tuple[HostStream, threading.Event, list[int]]
 
 
@@ -381,3 +387,30 @@ def test_a_sync_inside_a_host_call_or_then_function_is_refused(kernels: ModuleTy
     chained = kernels.scale_by_const(tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), 1.0)
     out = chained.then(lambda o: kernels.scale_by_const(o[0], o[1], 3.0)).sync()
     np.testing.assert_array_equal(out[0].unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+
+
+def test_a_tuple_argument_is_read_once_whatever_its_class_does(path: str) -> None:
+    """A tuple subclass whose ``__iter__``/``__getitem__`` answer differently after the first read (a checked tensor
+    first, a moved one later): the launcher reads the elements once, so the checks and the move see the same ones."""
+    group = load_path("review36_group_kernels", GROUP_KERNELS)
+    reads: list[str] = []
+
+    class Shifty(tuple):  # type: ignore[type-arg]
+        alt: tuple[Any, ...]
+
+        def __iter__(self) -> Iterator[Any]:
+            reads.append("iter")
+            return iter(self.alt if len(reads) > 1 else tuple.__getitem__(self, slice(None)))
+
+        def __getitem__(self, i: Any) -> Any:
+            reads.append("getitem")
+            return self.alt[i] if len(reads) > 1 else tuple.__getitem__(self, i)
+
+    victim = tile.full(f32, [N], 7.0)
+    taken = victim.partition([128])  # victim is moved: any use of it must be refused
+    xs = Shifty((tile.ones(f32, [N]),))
+    xs.alt = (victim,)
+    out = group.sum_all(tile.zeros(f32, [N]).partition([128]), xs).sync()
+    assert reads.count("iter") + reads.count("getitem") == 1, reads
+    np.testing.assert_array_equal(out[0].unpartition().to_numpy(), np.ones(N, np.float32))
+    del taken
