@@ -28,6 +28,12 @@ Holes found and fixed:
   an interrupt leaves the graph open as it was, to be closed again or dropped (its finalizer releases on the last
   replay's completion).
 
+- A done-callback of a worker host stream's completion (``stream.record().add_done_callback(fn)``, public) runs on
+  the stream's worker thread, without the execution lock: ``.sync_on(stream)`` there enqueued the kernel behind the
+  callback and waited for it on the thread that had to run it, a deadlock of the stream (every later wait on it, and
+  ``close()``, hung). Not memory unsafety, but the execution lock exists to turn exactly this into
+  `ExecutionLockError`: the worker thread now holds it for all it runs (its host work already did).
+
 Usability defect fixed: ``await`` of a run parked by an interrupted ``.sync()`` raised `OpConsumedError` while
 ``.sync()`` resumed it (review 35 pinned the refusal). The docs promise an op's output once its work is done, and an
 interrupted wait is not a use of the op, so ``await`` (and ``await op.schedule(policy)``) now resumes it too, waiting
@@ -269,6 +275,39 @@ def test_an_interrupted_graph_close_keeps_the_captured_handles_until_the_replay_
     finally:
         gate.set()
         stream.close()
+
+
+# --- hole: a blocking run inside a host stream's completion callback -------------------------------------------
+
+
+def test_a_sync_in_a_host_streams_done_callback_is_refused_not_a_deadlock(kernels: ModuleType, path: str) -> None:
+    """A done-callback of a worker host stream's completion runs on the stream's worker thread. Before the fix the
+    execution lock was not held there, so ``launch.sync_on(stream)`` in it enqueued the kernel behind the callback
+    and waited for it on the very thread that had to run it: the stream hung for good (and ``close()`` with it)."""
+    stream = HostStream(worker=True)
+    launch, stores = _launch(kernels)
+    got: list[object] = []
+    called = threading.Event()
+
+    def callback(_error: BaseException | None) -> None:
+        try:
+            got.append(launch.sync_on(stream))
+        except aio.ExecutionLockError as exc:
+            got.append(exc)
+        finally:
+            called.set()
+
+    try:
+        stream.record().add_done_callback(callback)
+        assert called.wait(5), "the callback's sync hung the stream"
+        assert len(got) == 1, got
+        assert isinstance(got[0], aio.ExecutionLockError), got
+        assert not launch.consumed  # refused before the claim: still the caller's
+        _tripled(launch.sync_on(stream))
+        assert [s.pending for s in stores] == [0, 0]
+    finally:
+        if called.is_set():  # else its worker is deadlocked for good (a daemon thread): close() would hang too
+            stream.close()
 
 
 # --- tried and held ---------------------------------------------------------------------------------------------

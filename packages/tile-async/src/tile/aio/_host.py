@@ -234,6 +234,9 @@ class HostStream(ExecutionContext):
         item.complete(error)
 
     def _work(self) -> None:
+        # Everything this thread runs is the stream's host work, completion callbacks included: a blocking run there
+        # (``.sync()`` in a done-callback) would wait for this very thread, for good; it gets ExecutionLockError.
+        _lock.set_held(True)
         while (item := self._queue.get()) is not None:
             if isinstance(item, HostCompletion):
                 self._complete(item)
