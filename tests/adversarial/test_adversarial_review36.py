@@ -230,6 +230,41 @@ def test_a_cancelled_await_of_a_parked_run_leaves_it_parked(kernels: ModuleType,
     assert [s.pending for s in stores] == [0, 0]
 
 
+class BoomError(Exception):
+    """The failure of a host function queued before the launch."""
+
+
+def _boom() -> None:
+    raise BoomError("host function failed")
+
+
+def test_a_cancelled_await_of_a_parked_run_keeps_the_works_failure(
+    kernels: ModuleType, path: str, gated: Gated
+) -> None:
+    """The resume's ``await`` takes the stream's error with its completion (`record`); cancelled, the run stays
+    parked, so the error must stay with it: the next ``.sync()`` reports it (found in this review's own first version
+    of the await resume, which dropped it with the cancelled future: the stale output came back as a success)."""
+    stream, gate, _ = gated
+    stream.enqueue(_boom)  # fails once the gate opens: the stream skips the launch queued after it
+    launch, stores = _launch(kernels)
+    with pytest.raises(KeyboardInterrupt):
+        launch.sync_on(stream)
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(_awaited(launch))
+        await asyncio.sleep(0.02)  # the resume's completion is recorded
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    gate.set()
+    drained(stream)
+    assert [s.pending for s in stores] == [0, 0]
+    with pytest.raises(BoomError, match="host function failed"):
+        launch.sync_on(stream)
+
+
 async def _awaited(op: Any) -> Any:
     return await op
 

@@ -189,14 +189,20 @@ async def _resume_async(op: DeviceOp[Any], parked: Interrupted, verb: str, site:
     except Exception:  # no completion to wait for: wait blocking, as a run's error path does
         return _resume(op, parked, verb, site)
     loop = asyncio.get_running_loop()
-    woken: asyncio.Future[BaseException | None] = loop.create_future()
+    woken: asyncio.Future[None] = loop.create_future()
 
     def wake(error: BaseException | None) -> None:
+        # `record` took the context's error: it is the parked run's now, also if this await is cancelled (the run
+        # stays parked, and the next resume must report it, not the stale output as a success).
+        if error is not None and parked.error is None:
+            parked.error = error
+            _note_waited_for(error, op)
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits; the park's completion releases
-            loop.call_soon_threadsafe(lambda: None if woken.done() else woken.set_result(error))
+            loop.call_soon_threadsafe(lambda: None if woken.done() else woken.set_result(None))
 
     completion.add_done_callback(wake)
-    return _finish_parked(op, parked, verb, site, await woken)
+    await woken
+    return _finish_parked(op, parked, verb, site, None)
 
 
 def _finish_parked(op: DeviceOp[Any], parked: Interrupted, verb: str, site: Site, failure: BaseException | None) -> Any:
