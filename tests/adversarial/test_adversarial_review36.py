@@ -34,6 +34,12 @@ Holes found and fixed:
   ``close()``, hung). Not memory unsafety, but the execution lock exists to turn exactly this into
   `ExecutionLockError`: the worker thread now holds it for all it runs (its host work already did).
 
+- ``HostStream.close()`` completed the completions recorded after it (a wait begun once the stream was closing: a
+  run's wait from another thread, a resume's, a parked run's completion) only after its ``join`` of the worker: a
+  ``KeyboardInterrupt`` in that join left them pending for good (those waits hung; a parked run's handles were never
+  released), and a second ``close()`` returned at once. The worker completes them itself on the stop marker now, and
+  a second ``close()`` joins it again.
+
 Usability defect fixed: ``await`` of a run parked by an interrupted ``.sync()`` raised `OpConsumedError` while
 ``.sync()`` resumed it (review 35 pinned the refusal). The docs promise an op's output once its work is done, and an
 interrupted wait is not a use of the op, so ``await`` (and ``await op.schedule(policy)``) now resumes it too, waiting
@@ -310,6 +316,52 @@ def test_an_interrupted_graph_close_keeps_the_captured_handles_until_the_replay_
     finally:
         gate.set()
         stream.close()
+
+
+# --- hole: an interrupt in ``HostStream.close()`` ------------------------------------------------------------------
+
+
+def test_a_wait_begun_after_an_interrupted_close_completes_with_the_work(
+    kernels: ModuleType, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close()`` joins the worker, then completed the completions recorded after the close (a run's wait begun
+    then, a resume's, a parked run's completion). Before the fix a ``KeyboardInterrupt`` in that join left them
+    pending for good: the run's ``.sync_on()`` on another thread hung, and a second ``close()`` returned at once."""
+    stream = HostStream(worker=True)
+    gate = threading.Event()
+    stream.enqueue(gate.wait)
+    launch, stores = _launch(kernels)
+    done: list[object] = []
+    runner = threading.Thread(target=lambda: done.append(launch.sync_on(stream)))
+    real_join = threading.Thread.join
+    interrupts = [1]
+
+    def interrupted_join(self: threading.Thread, timeout: float | None = None) -> None:
+        if interrupts and self.name == "interrupted-close":
+            interrupts.pop()
+            raise KeyboardInterrupt("interrupted while closing")
+        real_join(self, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", interrupted_join)
+    stream._thread.name = "interrupted-close"  # type: ignore[union-attr]  # only this join is interrupted
+    try:
+        runner.start()
+        while not stores[0].pending or stream.query():  # until the launch is queued behind the gate
+            real_join(runner, 0.01)
+        with pytest.raises(KeyboardInterrupt, match="interrupted while closing"):
+            stream.close()
+        waiter = threading.Thread(target=stream.synchronize)  # a wait begun after the close: done with the work
+        waiter.start()
+        gate.set()
+        real_join(runner, 5)
+        real_join(waiter, 5)
+        assert not runner.is_alive()
+        assert not waiter.is_alive(), "the wait begun after the interrupted close never completed"
+        _tripled(done[0])  # type: ignore[arg-type]
+        assert [s.pending for s in stores] == [0, 0]
+        stream.close()  # a second close() is a no-op once the worker is done
+    finally:
+        gate.set()
 
 
 # --- hole: a blocking run inside a host stream's completion callback -------------------------------------------
