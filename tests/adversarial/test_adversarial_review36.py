@@ -40,6 +40,11 @@ Holes found and fixed:
   released), and a second ``close()`` returned at once. The worker completes them itself on the stop marker now, and
   a second ``close()`` joins it again.
 
+- A host function (``tile.aio.host_call``) on a CUDA stream that raised ``SystemExit`` or another ``BaseException``:
+  the driver calls it through ctypes, which printed and dropped the exception, so the op reported success and later
+  host functions ran; the trampoline now keeps it for the op's wait, as a host stream's worker does (pinned in
+  ``packages/tile-async/tests/test_aio_cuda_sim.py``, on the simulated driver).
+
 Usability defect fixed: ``await`` of a run parked by an interrupted ``.sync()`` raised `OpConsumedError` while
 ``.sync()`` resumed it (review 35 pinned the refusal). The docs promise an op's output once its work is done, and an
 interrupted wait is not a use of the op, so ``await`` (and ``await op.schedule(policy)``) now resumes it too, waiting
