@@ -52,7 +52,8 @@ for the parked run's context without blocking the event loop (`_resume_async`); 
 
 Tried, and held (pinned below where cheap):
 
-- a second interrupt in the resume's wait of an ``await``: the run stays parked and resumable;
+- a cancelled ``await`` of a parked run: the run stays parked, resumable by ``.sync()`` (pinned), and keeps the
+  work's error (pinned with the fix above);
 - a finalizer (run by the cyclic collector at an allocation of the launch's steps) that takes the output partition
   a launch is about to write: run in the launch's unlocked first checks it wins and the locked re-check refuses the
   launch (`MovedError`); the check-and-move pauses the collector (`OWNED`, both paths), so run later it finds the
