@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +18,8 @@ import pytest
 
 import tile.core as tc
 import tile.frontend as tile
+from tile.aio import HostStream
+from tile.aio.testing import interrupted_waits
 from tile.core import _reaper
 from tile.core.testing import SimDriver, simulated, sm90_cubin
 from tile.frontend import _accel
@@ -79,3 +82,11 @@ def kernels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
     name = f"{request.module.__name__.rsplit('.', 1)[-1]}_kernels"
     return load_source(name, SCALE_BY_CONST, tmp_path_factory.mktemp(name))
+
+
+@pytest.fixture
+def gated() -> Iterator[tuple[HostStream, threading.Event, list[int]]]:
+    """`tile.aio.testing.interrupted_waits`: a gated worker host stream, and one interrupted ``synchronize()`` per
+    entry of the list (the reviews of parked runs, 35 and 36, and ``test_frontend_interrupt.py``)."""
+    with interrupted_waits() as gated:
+        yield gated

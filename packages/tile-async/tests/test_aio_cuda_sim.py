@@ -284,6 +284,22 @@ def test_a_failing_host_function_is_reported_once_and_skips_later_ones(sim: SimD
     assert log == ["runs"]
 
 
+def test_a_host_function_stopped_by_a_base_exception_is_reported_as_on_a_host_stream(sim: SimDriver) -> None:
+    """SystemExit out of a host function (run by the driver through ctypes, which prints and drops what a callback
+    raises) is kept for the op's wait, as a host stream's worker keeps it; before: the op reported success."""
+    ctx, _ = context(sim)
+    log: list[str] = []
+
+    def stop() -> None:
+        raise SystemExit("stopped in a host callback")
+
+    op = aio.host_call(stop).then(lambda _: aio.host_call(log.append, "skipped"))
+    with pytest.raises(SystemExit, match="stopped in a host callback"):
+        op.sync_on(ctx)
+    assert log == []
+    assert aio.host_call(log.append, "runs").sync_on(ctx) == ("runs",)
+
+
 def test_a_cuda_context_waits_for_a_host_completion_in_a_host_function(sim: SimDriver) -> None:
     ctx, _ = context(sim)
     host = aio.HostStream()

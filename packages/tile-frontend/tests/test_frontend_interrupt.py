@@ -14,36 +14,18 @@ import pytest
 
 import tile.frontend as tile
 from tile.aio import HostStream, OpConsumedError
+from tile.aio.testing import drained as _drained
+from tile.aio.testing import interrupted_waits
 from tile.frontend import f32
 
 N = 256
 
 
 @pytest.fixture
-def gated(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[HostStream, threading.Event]]:
+def gated() -> Iterator[tuple[HostStream, threading.Event]]:
     """A worker host stream whose queued work waits for the event, and whose next ``synchronize()`` is interrupted."""
-    stream = HostStream(worker=True)
-    gate = threading.Event()
-    stream.enqueue(gate.wait)
-    real = HostStream.synchronize
-    interrupts = [1]
-
-    def interrupted(self: HostStream) -> None:
-        if interrupts:
-            interrupts.pop()
-            raise KeyboardInterrupt("interrupted while waiting")
-        real(self)
-
-    monkeypatch.setattr(HostStream, "synchronize", interrupted)
-    yield stream, gate
-    gate.set()
-    real(stream)
-    stream.close()
-
-
-def _drained(stream: HostStream) -> None:
-    """Wait until the stream ran everything queued so far, completion callbacks included (they run in order)."""
-    stream.record().wait()
+    with interrupted_waits() as (stream, gate, _):
+        yield stream, gate
 
 
 def _operands() -> tuple[Any, Any, Any]:

@@ -253,7 +253,9 @@ def _run_host_work(key: int) -> None:
     previous = _lock.set_held(True)
     try:
         fn()
-    except Exception as exc:  # reported by the context's next query/synchronize/completion
+    except BaseException as exc:  # reported by the context's next query/synchronize/completion
+        # SystemExit & co. too, as a host stream's worker keeps them: out of a ctypes callback they were printed and
+        # dropped, and the op whose host function stopped half-way reported success (review 36).
         ctx.note_host_error(exc)
     finally:
         _lock.set_held(previous)

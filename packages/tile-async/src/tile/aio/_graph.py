@@ -218,17 +218,30 @@ class Graph(Uncopyable, Generic[T]):
             self._closed = True
             held = self._held
             last, held.last = held.last, None
+        failure: Exception | None = None
         try:
             if last is not None:
                 last._observe().wait()
+        except Exception as exc:  # the work failed: it is over (reported after the release)
+            failure = exc
+        except BaseException:
+            # A KeyboardInterrupt while waiting: the last launch may still run, so nothing goes back. The graph stays
+            # open as it was (close() again, or drop it: its finalizer releases once the launch is done). Releasing
+            # here handed the captured handles back under a running replay (review 36).
+            with self._mutex:
+                self._closed = False
+                if held.last is None:
+                    held.last = last
+            raise
+        self._finalizer.detach()
+        op, held.op = held.op, None
+        try:
+            self._replay.close()
         finally:
-            self._finalizer.detach()
-            op, held.op = held.op, None
-            try:
-                self._replay.close()
-            finally:
-                if op is not None:
-                    op._release()
+            if op is not None:
+                op._release()
+        if failure is not None:
+            raise failure
         return self._output
 
     def __enter__(self) -> Graph[T]:

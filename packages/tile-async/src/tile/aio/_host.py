@@ -180,15 +180,22 @@ class HostStream(ExecutionContext):
         """Finish the queued work and stop the worker thread (a no-op for inline streams). Work enqueued after it is
         refused (`ClosedError`); a completion recorded after it is done once the queued work is finished."""
         with self._mutex:
-            if self._closed:
-                return
-            self._closed = True
             thread = self._thread
-            if thread is not None:
-                self._queue.put(None)
-        if thread is not None:
+            if not self._closed:
+                self._closed = True
+                if thread is not None:
+                    self._queue.put(None)  # the worker finishes the queued work, then the late completions
+        if thread is None:
+            self._finish()
+        elif thread is not threading.current_thread():  # (a callback on the worker closing its own stream)
+            # A second close() after an interrupted one waits here too. The late completions are the worker's to
+            # finish, not this thread's: a KeyboardInterrupt in this join left them (and every wait recorded after
+            # the close) pending for good (review 36).
             thread.join()
-        with self._mutex:  # the queued work is finished: completions recorded meanwhile are done
+
+    def _finish(self) -> None:
+        """The queued work is finished (the stream closed): complete the completions recorded meanwhile."""
+        with self._mutex:
             self._finished = True
             late, self._late = self._late, []
         for item in late:
@@ -234,6 +241,9 @@ class HostStream(ExecutionContext):
         item.complete(error)
 
     def _work(self) -> None:
+        # Everything this thread runs is the stream's host work, completion callbacks included: a blocking run there
+        # (``.sync()`` in a done-callback) would wait for this very thread, for good; it gets ExecutionLockError.
+        _lock.set_held(True)
         while (item := self._queue.get()) is not None:
             if isinstance(item, HostCompletion):
                 self._complete(item)
@@ -244,6 +254,7 @@ class HostStream(ExecutionContext):
                     self._error = exc
             with self._mutex:
                 self._pending -= 1
+        self._finish()  # the stop marker: close() was called
 
 
 BUILTIN_CONTEXTS.add(HostStream)

@@ -53,7 +53,7 @@ class Run(Generic[T]):
         except BaseException as exc:  # the work enqueued so far still runs: report after it completes
             self.error = exc
         finally:
-            _lock.release()
+            _lock._state.held = False  # `_lock.release()` inlined: no Python call a KeyboardInterrupt can land in
 
     def fail(self, error: BaseException | None) -> None:
         """Note an error of the work itself (the first error wins)."""
@@ -100,7 +100,11 @@ def run_sync(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T
     except BaseException as exc:  # the work enqueued so far still runs: report after it completes
         error = exc
     finally:
-        _lock.release()
+        # `_lock.release()` inlined: a KeyboardInterrupt lands at a Python call's entry, and one landing here left
+        # the lock held for good (every later run of the thread: ExecutionLockError) and the run neither waited
+        # for nor parked (its handles kept for good; review 36). From here the next call is the wait's, whose
+        # interrupt parks the run.
+        _lock._state.held = False
     try:
         ctx.synchronize()
     except Exception as exc:  # a failure of the work (the first error wins)
@@ -169,13 +173,44 @@ def _release_parked(op: DeviceOp[Any], parked: Interrupted) -> None:
 def _resume(op: DeviceOp[Any], parked: Interrupted, verb: str, site: Site) -> Any:
     """Finish a parked run at the op's next ``.sync()``: wait for its context, release the tree (if its completion
     did not yet), then return the run's output or raise its first error; the output is handed out once."""
-    error = parked.error
+    failure: BaseException | None = None
     try:
         parked.ctx.synchronize()  # interrupted again: still parked
     except Exception as exc:
-        if error is None:
-            error = exc
-            _note_waited_for(exc, op)
+        failure = exc
+    return _finish_parked(op, parked, verb, site, failure)
+
+
+async def _resume_async(op: DeviceOp[Any], parked: Interrupted, verb: str, site: Site) -> Any:
+    """`_resume` for ``await``: wait for the parked run's context without blocking the event loop (a completion
+    recorded there wakes it), then finish the run. A cancelled ``await`` leaves the run parked."""
+    try:
+        completion = parked.ctx.record()
+    except Exception:  # no completion to wait for: wait blocking, as a run's error path does
+        return _resume(op, parked, verb, site)
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake(error: BaseException | None) -> None:
+        # `record` took the context's error: it is the parked run's now, also if this await is cancelled (the run
+        # stays parked, and the next resume must report it, not the stale output as a success).
+        if error is not None and parked.error is None:
+            parked.error = error
+            _note_waited_for(error, op)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits; the park's completion releases
+            loop.call_soon_threadsafe(lambda: None if woken.done() else woken.set_result(None))
+
+    completion.add_done_callback(wake)
+    await woken
+    return _finish_parked(op, parked, verb, site, None)
+
+
+def _finish_parked(op: DeviceOp[Any], parked: Interrupted, verb: str, site: Site, failure: BaseException | None) -> Any:
+    """The end of a resume, the parked run's context being idle (``failure``: its wait's error, if any)."""
+    error = parked.error
+    if error is None and failure is not None:
+        error = failure
+        _note_waited_for(failure, op)
     _release_parked(op, parked)
     with _PARKED:
         taken, parked.taken = parked.taken, True
@@ -216,8 +251,15 @@ def _executed_by(verb: str) -> str:
 
 
 async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T:
-    """Execute ``op`` on ``ctx`` and resolve when its work is done (see the module docstring)."""
-    run = Run(op, ctx, verb, site)
+    """Execute ``op`` on ``ctx`` and resolve when its work is done (see the module docstring). An op whose ``.sync()``
+    was interrupted while it waited is resumed, as ``.sync()`` resumes it."""
+    try:
+        run = Run(op, ctx, verb, site)
+    except OpConsumedError:
+        parked = op._fate
+        if type(parked) is Interrupted:  # a run whose wait was interrupted: finish it here
+            return await _resume_async(op, parked, verb, site)  # type: ignore[no-any-return]  # its output is op's
+        raise
     try:
         if ctx.query():
             return run.finish()
@@ -232,6 +274,11 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
     except Exception as exc:  # query() or record() failed: make sure the work is over before releasing
         run.fail(exc)
         return _finish_blocking(run, ctx)
+    except BaseException:  # a KeyboardInterrupt before the completion was set up: the work may still run
+        taken, run.op = run.op, None
+        if taken is not None:  # (not once `finish` took it: the work was done)
+            park(taken, ctx, run.output, run.error)  # held until it is done, resumable by .sync() or await
+        raise
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     completion.add_done_callback(lambda error: _deliver(loop, future, run, error))
@@ -239,9 +286,17 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
 
 
 def _finish_blocking(run: Run[T], ctx: ExecutionContext) -> T:
-    """Error path: wait for the context (blocking the loop, rarely) so no input is released early."""
-    with contextlib.suppress(Exception):  # the first error is already noted on the run
+    """Error path: wait for the context (blocking the loop, rarely) so no input is released early; interrupted
+    (a ``KeyboardInterrupt``), the run is parked as an interrupted ``.sync()``'s is."""
+    try:
         ctx.synchronize()
+    except Exception:  # the first error is already noted on the run
+        pass
+    except BaseException:
+        op, run.op = run.op, None
+        if op is not None:
+            park(op, ctx, run.output, run.error)
+        raise
     return run.finish()
 
 
