@@ -1,0 +1,173 @@
+"""Review 37: tile.kernels attacked as a user, from safe code only, on the CPU interpreter: ``out=`` aliasing or
+overlapping an input, strided / transposed outputs and inputs (numpy views borrowed through DLPack, so the memory
+around a view can be read back), zero-size shapes, index values at the ends of i32/i64, NaN-holding rows, lying
+int/float subclasses, and the selection kernels' edges. Each hole's test names it and failed before its fix; numerics
+are compared with numpy float64.
+
+Holes found and fixed:
+
+- ``tk.top_k`` of a row holding NaN handed back indices outside the row: NaN is no candidate of the ranking
+  (every comparison with it is false), so once a row's numbers were used up the K passes went on into the ``-inf``
+  padding past its end (``[nan, 1, nan]`` with ``k=3`` gave indices ``1, 3, 2**31 - 1``; a row of 300 NaNs gave
+  ``300..304``). An index past the row is a wrong answer a caller indexes with. NaNs now rank after every number,
+  by index (as a sort that puts NaN last): the indices are always a permutation's prefix of ``range(N)``.
+- Host index lists were cast to i32 before anything read them: ``tk.rope(x, [2**32 + 1])`` rotated the row by
+  position 1 (no error, a wrong result), and a u64 id past i64 became a small one before the check. Host indices
+  are now i32, or i64 when one is outside i32 (as an i64 tensor would be taken), and refused past i64.
+- Zero-size results of the elementwise family (``tk.embedding`` with no ids, ``tk.swiglu``/``swiglu_fused``/
+  ``rope`` of no rows or columns) failed with "cannot partition the empty tensor" (the known poor message of the
+  last session): their plain forms return the empty result now, as `tk.matmul` and the row kernels do, and the
+  ``*_op`` forms refuse with "nothing to launch", as `tk.matmul_op` does.
+
+Tried and held (run here or below):
+
+- ``out=`` the same tensor as an input, a view overlapping an input, ``residual=out``, ``sum_out``/``out`` of
+  `add_rmsnorm` aliasing ``x``/``residual``/each other, numpy arrays passed as both (two DLPack borrows of one
+  buffer are seen as overlapping): `BorrowError`, the inputs intact. Disjoint views of one numpy buffer as input and
+  out work.
+- ``tk.matmul`` (plain GEMM and the M <= 16 GEMV forms, odd M/N/K), `rmsnorm`, `softmax`, `log_softmax`,
+  `layernorm` (whole-row and chunked rows), `add_rmsnorm`: ``out=`` a column-strided, row-strided or transposed view
+  gets the right values and nothing outside the view changes; strided and transposed inputs give the right values.
+  A negative-stride numpy view is refused by DLPack's import.
+- Zero-size ``matmul`` (M, N or K of 0: a zero result for K = 0), ``bmm``, the row kernels: empty results.
+- ``tk.embedding``: negative ids, ids at ``V``, i64 and u64 ids past i32 (checked before any cast), floats, bools,
+  2-D ids, an empty table; a table of more than 2**31 elements (a lazily allocated numpy buffer) reads its last row.
+- ``top_k`` with ``k`` of 0, negative, above the row, a float or a bool; ``sample`` with a NaN, negative or infinite
+  temperature, ``top_k`` negative or above `MAX_TOP_K`, a seed of ``2**100`` or negative, rows of only ``-inf`` or
+  only NaN (index 0); lying ``int``/``float`` subclasses (``__index__``, ``__int__``, ``__float__``, ``__eq__`` and
+  ``__gt__`` overridden): the value checked is the one used (``_args.integer``/``real`` convert once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tile.frontend as tile
+import tile.kernels as tk
+
+# -- hole: top_k of a row holding NaN handed back indices past the row --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("row", "k"),
+    [
+        ([np.nan, 1.0, np.nan], 3),
+        ([np.inf, np.nan, np.inf], 3),
+        ([np.nan] * 3, 2),
+        ([np.nan] * 300, 5),  # several chunks on the interpreter (BN = 256)
+        ([2.0, np.nan, -np.inf, 5.0, np.nan, -1.0], 6),
+    ],
+)
+def test_top_k_of_a_row_with_nan_gives_indices_inside_the_row(row: list[float], k: int) -> None:
+    """Hole: the ranking skipped NaN and, out of numbers, took the -inf padding past the row's end (indices >= N, or
+    2**31 - 1). The numbers come first, descending, then the NaNs by index: numpy's stable sort with NaN last."""
+    x = np.array([row], np.float32)
+    values, indices = tk.top_k(x, k)
+    got = indices.to_numpy()[0]
+    assert ((got >= 0) & (got < len(row))).all()
+    assert len(set(got.tolist())) == k
+    order = np.argsort(-x[0].astype(np.float64), kind="stable")[:k]  # -nan is nan: last, by index
+    np.testing.assert_array_equal(got, order)
+    np.testing.assert_array_equal(values.to_numpy()[0], x[0][order])
+
+
+def test_top_k_and_sample_without_nan_are_unchanged() -> None:
+    """The NaN run leaves rows of numbers as they were, ties by index included; `sample`'s own top-K is untouched."""
+    rng = np.random.default_rng(37)
+    x = np.round(rng.standard_normal((3, 300)), 1).astype(np.float32)  # many ties
+    values, indices = tk.top_k(x, 7)
+    order = np.argsort(-x.astype(np.float64), axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(indices.to_numpy(), order)
+    np.testing.assert_array_equal(values.to_numpy(), np.take_along_axis(x, order, axis=1))
+    picks = tk.sample(x, 0.5, top_k=3, seed=5).to_numpy()
+    assert all(p in order[r, :3] for r, p in enumerate(picks))
+
+
+# -- hole: host index lists were cast to i32 before they were read ------------------------------------------------
+
+
+def _rope_ref(x: np.ndarray[Any, Any], pos: list[int], theta: float, hd: int) -> np.ndarray[Any, Any]:
+    half = hd // 2
+    inv = theta ** (-np.arange(half, dtype=np.float64) * 2 / hd)
+    ang = np.asarray(pos, np.float64)[:, None] * inv[None, :]
+    a, b = x[:, :half].astype(np.float64), x[:, half:].astype(np.float64)
+    return np.concatenate([a * np.cos(ang) - b * np.sin(ang), b * np.cos(ang) + a * np.sin(ang)], axis=1)
+
+
+def test_rope_positions_past_i32_are_not_wrapped() -> None:
+    """Hole: ``[2**32 + 1]`` was cast to i32 (1) and the row rotated by position 1. Now it is an i64 position, as an
+    i64 tensor's: the row is rotated by 2**32 (its f32 value; the kernel's angles are f32), not by 1."""
+    x = np.random.default_rng(1).standard_normal((1, 8)).astype(np.float32)
+    got = tk.rope(x, [2**32 + 1], theta=1e4, head_dim=8).to_numpy()
+    assert not np.allclose(got, _rope_ref(x, [1], 1e4, 8), atol=1e-3)
+    from_tensor = tk.rope(x, tile.from_numpy(np.array([2**32 + 1], np.int64)), theta=1e4, head_dim=8).to_numpy()
+    np.testing.assert_array_equal(got, from_tensor)
+
+
+@pytest.mark.parametrize("fn", ["rope", "embedding"])
+def test_host_indices_past_i64_are_refused(fn: str) -> None:
+    """A u64 index past i64 cannot be an index tensor of the kernels' (i32 or i64): refused, naming it."""
+    big = np.array([2**63 + 1], np.uint64)
+    call = (
+        (lambda: tk.rope(np.ones((1, 8), np.float32), big, theta=1e4, head_dim=8))
+        if fn == "rope"
+        else (lambda: tk.embedding(np.ones((4, 8), np.float32), big))
+    )
+    with pytest.raises(tile.ArgumentError, match=r"holds 9223372036854775809, outside the i64 range"):
+        call()
+
+
+# -- hole: zero-size elementwise results failed to partition ------------------------------------------------------
+
+
+def _f32(*shape: int) -> tile.Tensor:
+    return tile.from_numpy(np.zeros(shape, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("call", "shape"),
+    [
+        (lambda: tk.embedding(_f32(4, 3), []), (0, 3)),
+        (lambda: tk.embedding(_f32(4, 3), np.zeros(0, np.int64)), (0, 3)),
+        (lambda: tk.embedding(_f32(4, 3), tile.from_numpy(np.zeros(0, np.int32))), (0, 3)),
+        (lambda: tk.embedding(_f32(4, 0), [1, 2]), (2, 0)),
+        (lambda: tk.swiglu(_f32(0, 8), _f32(0, 8)), (0, 8)),
+        (lambda: tk.swiglu(_f32(3, 0), _f32(3, 0)), (3, 0)),
+        (lambda: tk.swiglu_fused(_f32(0, 8)), (0, 4)),
+        (lambda: tk.rope(_f32(0, 8), [], theta=1e4, head_dim=8), (0, 8)),
+        (lambda: tk.rope(_f32(0, 2, 8), [], theta=1e4, head_dim=8), (0, 2, 8)),
+    ],
+)
+def test_plain_elementwise_forms_return_empty_results(call: Any, shape: tuple[int, ...]) -> None:
+    """Hole (the known poor message): "cannot partition the empty tensor". An empty result is returned, as
+    `tk.matmul`'s and the row kernels' (there is nothing to compute)."""
+    got = call()
+    assert isinstance(got, tile.Tensor)
+    assert tuple(got.shape) == shape
+    assert got.dtype == tile.f32
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: tk.embedding_op(_f32(4, 3), []),
+        lambda: tk.swiglu_op(_f32(0, 8), _f32(0, 8)),
+        lambda: tk.swiglu_fused_op(_f32(0, 8)),
+        lambda: tk.rope_op(_f32(0, 8), [], theta=1e4, head_dim=8),
+    ],
+)
+def test_op_elementwise_forms_refuse_empty_results(call: Any) -> None:
+    """An ``*_op`` form has no launch to return for an empty result: refused as `tk.matmul_op` refuses it."""
+    with pytest.raises(tile.ArgumentError, match=r"is empty; there is nothing to launch"):
+        call()
+
+
+def test_empty_results_still_check_their_inputs() -> None:
+    """The empty path comes after the checks: a bad dtype or shape of an empty input is still refused."""
+    with pytest.raises(tile.ArgumentError, match=r"must have one shape and dtype"):
+        tk.swiglu(_f32(0, 8), _f32(0, 4))
+    with pytest.raises(tile.ArgumentError, match=r"ids must be integers"):
+        tk.embedding(_f32(4, 3), np.zeros(1, np.float32))
