@@ -18,6 +18,12 @@ Holes found and fixed:
   ``rope`` of no rows or columns) failed with "cannot partition the empty tensor" (the known poor message of the
   last session): their plain forms return the empty result now, as `tk.matmul` and the row kernels do, and the
   ``*_op`` forms refuse with "nothing to launch", as `tk.matmul_op` does.
+- tile.bindings kept the first `DriverNotFoundError` (no CUDA driver: the interpreter's machines) for the process
+  with its traceback, and a traceback's frames hold every caller's frame above them (``f_back``) with its locals. So
+  whatever the first Tile call to look for the driver had in hand lived for good: a ``tk.append_kv`` of numpy caches
+  refused as that first call (a position past the cache) kept its borrow of each cache, and every later
+  ``append_kv`` of those arrays was refused with `BorrowError` (memory that can never be written again). The kept
+  failure and the exceptions it chains are stored without tracebacks now.
 
 Tried and held (run here or below):
 
@@ -40,11 +46,17 @@ Tried and held (run here or below):
 
 from __future__ import annotations
 
+import gc
+import os
+import subprocess
+import sys
+import weakref
 from typing import Any
 
 import numpy as np
 import pytest
 
+import tile.bindings as tb
 import tile.frontend as tile
 import tile.kernels as tk
 
@@ -171,3 +183,67 @@ def test_empty_results_still_check_their_inputs() -> None:
         tk.swiglu(_f32(0, 8), _f32(0, 4))
     with pytest.raises(tile.ArgumentError, match=r"ids must be integers"):
         tk.embedding(_f32(4, 3), np.zeros(1, np.float32))
+
+
+# -- hole: the kept driver failure held the first call's frames (and its handles of the caller's memory) -----------
+
+
+def test_the_kept_driver_failure_holds_no_caller_frame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole: tile.bindings kept the first `DriverNotFoundError` for the process with its traceback, whose frames
+    chain (``f_back``) up through every caller, locals included: whatever that call had in hand lived for good."""
+    from cuda.bindings import driver as cu
+
+    from tile.bindings import _driver
+
+    monkeypatch.setattr(_driver._state, "module", None)
+    monkeypatch.setattr(_driver._state, "failure", None)
+
+    def missing(flags: int) -> None:
+        raise RuntimeError("no driver library here")
+
+    monkeypatch.setattr(cu, "cuInit", missing)
+
+    class Held:
+        pass
+
+    def first_call() -> weakref.ref[Held]:
+        held = Held()  # a local of a frame above the driver probe, as a tk call's tensors are
+        assert not tb.driver_available()
+        return weakref.ref(held)
+
+    ref = first_call()
+    gc.collect()
+    assert ref() is None
+    failure = _driver._state.failure
+    assert failure is not None
+    assert failure.__traceback__ is None
+    assert failure.__cause__ is not None
+    assert failure.__cause__.__traceback__ is None
+    with pytest.raises(tb.DriverNotFoundError, match=r"no driver library here"):  # still reported on every call
+        _driver.driver()
+
+
+_FIRST_CALL = """
+import numpy as np
+import tile.kernels as tk
+from tile.frontend import ArgumentError
+kc, vc = np.zeros((4, 8, 16), np.float16), np.zeros((4, 8, 16), np.float16)
+new = np.ones((4, 1, 16), np.float16)
+try:
+    tk.append_kv(kc, vc, new, new, [8, 2])  # refused, and the first call to look for the driver
+except ArgumentError:
+    pass
+tk.append_kv(kc, vc, new, new, [1, 2])
+print(sorted(map(tuple, np.argwhere(kc.any(-1)).tolist())))
+"""
+
+
+@pytest.mark.skipif(tb.driver_available(), reason="needs a machine without a CUDA driver (the backend found: cpu)")
+def test_a_refused_first_append_kv_leaves_numpy_caches_writable() -> None:
+    """Hole (end to end, in a fresh process choosing its backend itself, the interpreter here): the refused call was
+    the first to look for the driver; its frames, held by the kept driver failure, held the borrow of each cache, so
+    the next `append_kv` of the same arrays was refused with `BorrowError` for the rest of the process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TILE_INTERPRET", "TILE_BACKEND")}
+    done = subprocess.run([sys.executable, "-c", _FIRST_CALL], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[(0, 1), (1, 1), (2, 2), (3, 2)]"
