@@ -24,6 +24,12 @@ Holes found and fixed:
   refused as that first call (a position past the cache) kept its borrow of each cache, and every later
   ``append_kv`` of those arrays was refused with `BorrowError` (memory that can never be written again). The kept
   failure and the exceptions it chains are stored without tracebacks now.
+- ``bench.compare`` took any ``flops``/``nbytes``: a NaN, infinite or negative work was timed and written by
+  ``to_json`` into a file its own ``from_json`` refused, and a string failed in ``to_dict`` (TypeError). Refused
+  before anything runs now, by ``from_dict``'s rule. ``bench.plot`` of an infinite rate (a median time of 0, which a
+  results file may hold) failed in ``nice_ticks`` with an untyped OverflowError (NaN: a bare ValueError, a count of 0:
+  ZeroDivisionError): ``line_chart`` and ``nice_ticks`` refuse non-finite values with their documented ValueError,
+  which ``plot`` reports as `ArgumentError`.
 
 Tried and held (run here or below):
 
@@ -59,6 +65,7 @@ import pytest
 import tile.bindings as tb
 import tile.frontend as tile
 import tile.kernels as tk
+from tile.kernels import bench
 
 # -- hole: top_k of a row holding NaN handed back indices past the row --------------------------------------------
 
@@ -247,3 +254,40 @@ def test_a_refused_first_append_kv_leaves_numpy_caches_writable() -> None:
     done = subprocess.run([sys.executable, "-c", _FIRST_CALL], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[(0, 1), (1, 1), (2, 2), (3, 2)]"
+
+
+# -- holes: tile.kernels.bench took work it could not write back, and plotted an infinite rate -------------------
+
+
+@pytest.mark.parametrize("work", [{"nbytes": -1}, {"nbytes": float("nan")}, {"flops": float("inf")}, {"flops": "1e9"}])
+def test_compare_refuses_work_its_results_file_could_not_hold(work: dict[str, Any], tmp_path: Any) -> None:
+    """Hole: ``compare`` took any ``flops``/``nbytes``: a NaN, infinite or negative one was timed and written by
+    ``to_json`` into a file ``from_json`` then refused; a string failed in ``to_dict`` with a TypeError. Refused now
+    before anything runs, by the rule ``from_dict`` reads them with."""
+    calls: list[int] = []
+    with pytest.raises(tile.ArgumentError, match=r"compare's (flops|nbytes) must be"):
+        bench.compare({"a": lambda: calls.append(1)}, rounds=1, reps=1, warmup=0, **work)
+    assert calls == []
+    fine = bench.compare({"a": lambda: None}, rounds=1, reps=1, warmup=0, nbytes=64, flops=2)
+    assert bench.Comparison.from_json(fine.to_json(tmp_path / "c.json")).nbytes == 64
+
+
+def test_plot_of_an_infinite_rate_is_a_typed_error() -> None:
+    """Hole: a median time of 0 (a call below the clock's resolution; a file's times of 0, which ``from_dict`` takes)
+    is an infinite rate, and ``plot`` failed in ``nice_ticks`` with an untyped OverflowError. ``line_chart`` refuses
+    a non-finite point (its documented ValueError), which ``plot`` reports as `ArgumentError`."""
+    made = bench.compare({"a": lambda: None}, rounds=1, reps=1, warmup=0, nbytes=64).to_dict()
+    made["contenders"]["a"]["times_ms"] = [0.0]
+    sweep = bench.Sweep("s")
+    sweep.add(8, bench.Comparison.from_dict(made))
+    with pytest.raises(tile.ArgumentError, match=r"is not finite; every x and y must be a finite number"):
+        bench.plot(sweep, "GB/s")
+    assert "<svg" in bench.plot(sweep, "ms")  # the times themselves plot
+
+
+@pytest.mark.parametrize(("top", "count"), [(float("inf"), 5), (float("nan"), 5), (1.0, 0), (1.0, 2.5)])
+def test_nice_ticks_refuses_what_it_cannot_tick(top: float, count: Any) -> None:
+    """``nice_ticks(inf)`` raised OverflowError, ``nice_ticks(nan)`` a bare int() ValueError and a count of 0
+    ZeroDivisionError; each is now the ValueError the SVG module documents, naming the argument."""
+    with pytest.raises(ValueError, match=r"nice_ticks: (the top of the axis|count) must be"):
+        bench.nice_ticks(top, count)
