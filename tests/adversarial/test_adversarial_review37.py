@@ -30,6 +30,9 @@ Holes found and fixed:
   results file may hold) failed in ``nice_ticks`` with an untyped OverflowError (NaN: a bare ValueError, a count of 0:
   ZeroDivisionError): ``line_chart`` and ``nice_ticks`` refuse non-finite values with their documented ValueError,
   which ``plot`` reports as `ArgumentError`.
+- ``tk.attention(config=Config.of(BM=16))`` raised a bare ``KeyError: 'BN'``: now `ArgumentError` (give BM and BN).
+  ``tk.append_kv`` of more new rows than the cache has positions said "positions holds 0, outside [0, -1]"; it
+  says the rows do not fit now.
 
 Tried and held (run here or below):
 
@@ -48,6 +51,22 @@ Tried and held (run here or below):
   temperature, ``top_k`` negative or above `MAX_TOP_K`, a seed of ``2**100`` or negative, rows of only ``-inf`` or
   only NaN (index 0); lying ``int``/``float`` subclasses (``__index__``, ``__int__``, ``__float__``, ``__eq__`` and
   ``__gt__`` overridden): the value checked is the one used (``_args.integer``/``real`` convert once).
+- ``append_kv``: positions past the cache, negative, i64 past i32, a position tensor past the cache (read and
+  checked), the same array as both caches, new rows viewing a cache (`BorrowError`), zero new rows (a no-op); numpy
+  caches that are column- or row-strided views get the rows and nothing outside the view changes.
+- ``decode_attention``: lengths past the cache or negative (host and tensor), ``splits`` of 0 or 10**6 (clamped),
+  a NaN scale, a strided 3-D q (refused: pass rows), a column-strided cache, an empty cache (S = 0).
+- ``attention``: offsets outside ``[0, Sk - Sq]`` or without causal, a bool offset, head dims outside the list, a
+  GQA ratio that does not divide, strided 4-D inputs (refused), token-major rows, contiguous or column-strided (right
+  values), BM/BN not powers of two. A `Config` subclass whose ``__getitem__`` changes its answer after the check gets
+  the partition's typed error ("tile extents must be powers of two").
+- ``bench``: counts below their least, floats, bools, lying int subclasses (used as the int they are), an empty
+  contenders mapping.
+
+Noted, not changed: ``attention`` with a very large (finite) scale gives NaN where float64 gives a one-hot softmax
+(the f32 scores overflow; no access outside anything); ``bench.round_orders``/``compare`` with ``rounds=10**12``
+builds the whole schedule first (memory, as asked); ``decode_attention`` of an empty batch is refused with the
+"must be contiguous" message (a zero-size view reads as strided).
 """
 
 from __future__ import annotations
@@ -291,3 +310,23 @@ def test_nice_ticks_refuses_what_it_cannot_tick(top: float, count: Any) -> None:
     ZeroDivisionError; each is now the ValueError the SVG module documents, naming the argument."""
     with pytest.raises(ValueError, match=r"nice_ticks: (the top of the axis|count) must be"):
         bench.nice_ticks(top, count)
+
+
+# -- smaller holes: an attention config without BM/BN, append_kv of more rows than the cache -----------------------
+
+
+def test_attention_config_without_a_tile_size_is_a_typed_error() -> None:
+    """Hole: ``config=Config.of(BM=16)`` raised a bare ``KeyError: 'BN'`` from inside `tk.attention`."""
+    q = np.ones((1, 2, 5, 16), np.float16)
+    with pytest.raises(tile.ArgumentError, match=r"give BM and BN, powers of two"):
+        tk.attention(q, q, q, causal=False, config=tk.Config.of(BM=16))
+
+
+def test_append_kv_of_more_rows_than_the_cache_says_so() -> None:
+    """Poor message: 9 new rows into a cache of 8 positions refused every position as "outside [0, -1]"."""
+    kc, vc = np.zeros((4, 8, 16), np.float16), np.zeros((4, 8, 16), np.float16)
+    new = np.ones((4, 9, 16), np.float16)
+    with pytest.raises(tile.ArgumentError, match=r"9 new rows per sequence do not fit a cache of 8 positions"):
+        tk.append_kv(kc, vc, new, new, [0, 0])
+    assert not kc.any()
+    assert not vc.any()
