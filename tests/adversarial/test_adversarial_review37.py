@@ -124,6 +124,21 @@ def test_top_k_and_sample_without_nan_are_unchanged() -> None:
     assert all(p in order[r, :3] for r, p in enumerate(picks))
 
 
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_top_k_of_rows_with_nan(gpu: None) -> None:
+    """The NaN run compiled through tileiras: rows of 151936 logits (4096-wide chunks on the GPU) with NaNs
+    scattered in, and a short row with more NaNs than numbers, against numpy's stable sort with NaN last."""
+    rng = np.random.default_rng(37)
+    x = rng.standard_normal((4, 151936)).astype(np.float32)
+    x[rng.random(x.shape) < 0.001] = np.nan
+    x[3, : 151936 - 20] = np.nan  # 20 numbers, then NaNs for the rest of k
+    values, indices = tk.top_k(tile.from_numpy(x), 50)
+    want = np.argsort(-x.astype(np.float64), axis=1, kind="stable")[:, :50]
+    np.testing.assert_array_equal(indices.to_numpy(), want)
+    np.testing.assert_array_equal(values.to_numpy(), np.take_along_axis(x, want, axis=1))
+
+
 # -- hole: host index lists were cast to i32 before they were read ------------------------------------------------
 
 
@@ -149,11 +164,12 @@ def test_rope_positions_past_i32_are_not_wrapped() -> None:
 def test_host_indices_past_i64_are_refused(fn: str) -> None:
     """A u64 index past i64 cannot be an index tensor of the kernels' (i32 or i64): refused, naming it."""
     big = np.array([2**63 + 1], np.uint64)
-    call = (
-        (lambda: tk.rope(np.ones((1, 8), np.float32), big, theta=1e4, head_dim=8))
-        if fn == "rope"
-        else (lambda: tk.embedding(np.ones((4, 8), np.float32), big))
-    )
+
+    def call() -> tile.Tensor:
+        if fn == "rope":
+            return tk.rope(np.ones((1, 8), np.float32), big, theta=1e4, head_dim=8)
+        return tk.embedding(np.ones((4, 8), np.float32), big)
+
     with pytest.raises(tile.ArgumentError, match=r"holds 9223372036854775809, outside the i64 range"):
         call()
 
