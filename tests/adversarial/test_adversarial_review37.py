@@ -14,6 +14,11 @@ Holes found and fixed:
 - Host index lists were cast to i32 before anything read them: ``tk.rope(x, [2**32 + 1])`` rotated the row by
   position 1 (no error, a wrong result), and a u64 id past i64 became a small one before the check. Host indices
   are now i32, or i64 when one is outside i32 (as an i64 tensor would be taken), and refused past i64.
+- The selection kernels (``top_k``, ``sample``, and ``argmax_rows`` of tile.kernels.qwen3.tp, which reads every row
+  as one vector) index in i32, chunk padding included, with ``2**31 - 1`` as their no-candidate mark: a row (or, for
+  ``argmax_rows``, all rows) of more elements wrapped the index, a wrong (negative) id on a GPU with the memory for
+  it. Refused with `ArgumentError` above ``MAX_INDEX`` (pinned with stride-0 numpy arrays, no memory needed).
+  ``argmax`` itself stops earlier, at its grid's 65535 chunks a row (`GridError`).
 - Zero-size results of the elementwise family (``tk.embedding`` with no ids, ``tk.swiglu``/``swiglu_fused``/
   ``rope`` of no rows or columns) failed with "cannot partition the empty tensor" (the known poor message of the
   last session): their plain forms return the empty result now, as `tk.matmul` and the row kernels do, and the
@@ -85,6 +90,8 @@ import tile.bindings as tb
 import tile.frontend as tile
 import tile.kernels as tk
 from tile.kernels import bench
+from tile.kernels._elementwise import MAX_INDEX
+from tile.kernels.qwen3.tp import argmax_rows
 
 # -- hole: top_k of a row holding NaN handed back indices past the row --------------------------------------------
 
@@ -137,6 +144,39 @@ def test_gpu_top_k_of_rows_with_nan(gpu: None) -> None:
     want = np.argsort(-x.astype(np.float64), axis=1, kind="stable")[:, :50]
     np.testing.assert_array_equal(indices.to_numpy(), want)
     np.testing.assert_array_equal(values.to_numpy(), np.take_along_axis(x, want, axis=1))
+
+
+def _huge(rows: int, n: int) -> Any:
+    """A ``(rows, n)`` f32 array of zeros without the memory: every element is one (strides 0)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=(rows, n), strides=(0, 0))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: tk.argmax_op(_huge(1, 2**31)),
+        lambda: tk.sample_op(_huge(1, 2**31), 1.0, top_k=3),
+        lambda: tk.sample_op(_huge(1, 2**31), 1.0),
+        lambda: argmax_rows(tile.from_dlpack(_huge(2, 2**30))),  # each row fits, the flat index does not
+    ],
+)
+def test_selection_over_more_elements_than_i32_indexes_is_refused(call: Any) -> None:
+    """Hole: the selection kernels index a row (argmax_rows: all rows read as one vector) in i32, chunk padding
+    included, with 2**31 - 1 as their no-candidate mark: past that the index wrapped and a wrong (negative) id came
+    back, on a GPU with the memory for such a row. Refused when the op is made (the ``*_op`` forms: before any
+    launch; the plain forms check the same through ``_rows_in``)."""
+    with pytest.raises(tile.ArgumentError, match=r"elements to choose from; the i32 indices reach 2147479551"):
+        call()
+
+
+def test_selection_at_the_i32_index_limit_is_taken() -> None:
+    """The limit itself is a row `sample`'s kernel (one block a row) can index: its op is made (not run here: the
+    interpreter would read two billion elements). `argmax` stops far below, at its grid's 65535 chunks a row
+    (`GridError`)."""
+    made = tk.sample_op(_huge(1, MAX_INDEX), 1.0, top_k=3)
+    assert isinstance(made, tile.Launch)
+    with pytest.raises(tile.GridError, match=r"argmax_parts\(\): grid \[1, \d+, 1\] is out of range"):
+        tk.argmax_op(_huge(1, MAX_INDEX))
 
 
 # -- hole: host index lists were cast to i32 before they were read ------------------------------------------------

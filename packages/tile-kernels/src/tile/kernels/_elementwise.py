@@ -273,7 +273,19 @@ def _rows_in(x: object, op: str, inflight: bool) -> Tensor:
     _args.ensure_rank(t, "x", op, 2)
     if t.shape[1] == 0 or t.shape[0] == 0:
         raise ArgumentError(f"{op}: x of shape {list(t.shape)} is empty; there is nothing to choose from")
+    _check_indexable(t.shape[1], op)
     return t
+
+
+MAX_INDEX = 2**31 - 1 - 4096
+"""The most elements the selection kernels index: their indices are i32 (chunk padding included, up to 4096 past the
+end) and ``2**31 - 1`` is their no-candidate mark."""
+
+
+def _check_indexable(n: int, op: str) -> None:
+    """`ArgumentError` for ``n`` elements an i32 index cannot reach (it wrapped: a wrong, negative index came back)."""
+    if n > MAX_INDEX:
+        raise ArgumentError(f"{op}: {n} elements to choose from; the i32 indices reach {MAX_INDEX}: split the rows")
 
 
 def _chunk(n: int) -> int:
@@ -298,6 +310,8 @@ def _argmax(t: Tensor, *, flat: bool = False) -> Op:
     `argmax_pick` takes each row's best partial. With ``flat`` the rows are one vector: one index into
     ``t.reshape(-1)``. The op's output is ``(z, t)``: the i32 partition, then the input handed back."""
     rows, n = t.shape
+    if flat:
+        _check_indexable(rows * n, "argmax_rows")  # one index into every row read as one vector
     bn = min(_args.next_pow2(n), 1024 if tile.backend() == "gpu" else 256)
     chunks = -(-n // bn)
     vals = tile.empty(f32, [rows, chunks]).partition([1, 1])
