@@ -154,10 +154,11 @@ def _huge(rows: int, n: int) -> Any:
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: tk.argmax_op(_huge(1, 2**31)),
-        lambda: tk.sample_op(_huge(1, 2**31), 1.0, top_k=3),
-        lambda: tk.sample_op(_huge(1, 2**31), 1.0),
-        lambda: argmax_rows(tile.from_dlpack(_huge(2, 2**30))),  # each row fits, the flat index does not
+        # Rows the launcher takes (a dim up to 2**31 - 1), whose padded chunks reach past i32 or its mark.
+        lambda: tk.sample_op(_huge(1, MAX_INDEX + 1), 1.0, top_k=3),
+        lambda: tk.sample_op(_huge(3, 2**31 - 1), 1.0),
+        # Each row fits (2048 chunks of the interpreter's 256), the flat index into all of them does not.
+        lambda: argmax_rows(tile.from_dlpack(_huge(2**12, 2**19))),
     ],
 )
 def test_selection_over_more_elements_than_i32_indexes_is_refused(call: Any) -> None:
