@@ -46,6 +46,22 @@ def _initialise() -> ModuleType:
     return module
 
 
+def _detached(exc: DriverNotFoundError) -> DriverNotFoundError:
+    """``exc`` kept for the process without the tracebacks of it and the exceptions it
+    chains: a traceback holds its frames, and through ``f_back`` every caller's frame with its locals. Kept, it kept
+    alive for good whatever the first call that looked for the driver had in hand, e.g. the Tile handles of a refused
+    ``tk.append_kv``'s caches: their memory could never be partitioned (written by a kernel) again."""
+    pending: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while pending:
+        e = pending.pop()
+        if e is not None and id(e) not in seen:
+            seen.add(id(e))
+            e.__traceback__ = None
+            pending += [e.__cause__, e.__context__]
+    return exc
+
+
 def driver() -> ModuleType:
     """Return ``cuda.bindings.driver`` with the driver initialised.
 
@@ -71,7 +87,7 @@ def _driver_slow() -> ModuleType:
             try:
                 _state.module = _initialise()
             except DriverNotFoundError as exc:
-                _state.failure = exc
+                _state.failure = _detached(exc)
         if _state.failure is not None:
             raise DriverNotFoundError(_state.failure.reason) from _state.failure.__cause__
         assert _state.module is not None

@@ -207,9 +207,9 @@ def _prefill(
     group = bhq // bhkv
     if config is None:
         config = _choose_prefill((bhq, sq, d), k3, q3.dtype, causal, group)
-    bm, bn = config["BM"], config["BN"]
+    bm, bn = config.get("BM", 0), config.get("BN", 0)  # a config without one was a bare KeyError
     if bm < 1 or bn < 1 or bm & (bm - 1) or bn & (bn - 1):
-        raise ArgumentError(f"{op}: config {config}: BM and BN must be powers of two")
+        raise ArgumentError(f"{op}: config {config}: give BM and BN, powers of two (Config.of(BM=64, BN=64))")
     fmha, z = (kernels(_STEM).fmha_rows, [sq, bhq * d]) if rows else (kernels(_STEM).fmha, [bhq, sq, d])
     out = tile.empty(q3.dtype, z).partition([bm, d] if rows else [1, bm, d])
     made: Op = fmha(out, q3, k3, v3, qk_scale, off, BN=bn, GROUP=group, CAUSAL=causal, EVEN_K=sk % bn == 0)

@@ -327,6 +327,8 @@ def _append(
                 f"{op}: {name} has shape {list(t.shape)}; expected ({bhkv}, T, {d}), matching the cache and each other"
             )
     n_new = kn.shape[1]
+    if n_new > s:  # else every position was refused as "outside [0, -1]", which did not say why
+        raise ArgumentError(f"{op}: {n_new} new rows per sequence do not fit a cache of {s} positions")
     pos, _ = _lengths(positions, None, s - n_new, op, "positions", read=not inflight)
     batch = pos.shape[0]
     if batch < 1 or bhkv % batch:

@@ -44,6 +44,27 @@ MAX_TEMPERATURE = 1e30
 Op = DeviceOp[tuple[Any, ...]]
 
 
+def _nothing(op: str, dtype: tile.DType, shape: Sequence[int], plain: bool) -> Tensor | None:
+    """None when a ``shape`` result has elements. Without any, there is no launch: a plain form's result is a new
+    empty tensor (as `tk.matmul`'s), an ``*_op`` form is refused (it has no launch to return, as `tk.matmul_op`)."""
+    if math.prod(shape):
+        return None
+    if not plain:
+        raise ArgumentError(f"{op}: the result {list(shape)} is empty; there is nothing to launch")
+    return tile.empty(dtype, list(shape))
+
+
+def _wait(made: Op | Tensor) -> Tensor:
+    """A plain form's result: the op's first output once it ran, or `_nothing`'s empty tensor."""
+    return made if isinstance(made, Tensor) else _args.first_output(made.sync())
+
+
+def _launched(made: Op | Tensor) -> Op:
+    """An ``*_op`` form's op (`_nothing` raised instead of handing it a tensor)."""
+    assert not isinstance(made, Tensor)
+    return made
+
+
 def _index_tensor(value: object, name: str, op: str, inflight: bool) -> tuple[Tensor, np.ndarray[Any, Any] | None]:
     """An integer index tensor (ints, a numpy array, or a tensor) and its values when they can be read here."""
     if isinstance(value, Tensor) and value.in_flight:
@@ -54,13 +75,24 @@ def _index_tensor(value: object, name: str, op: str, inflight: bool) -> tuple[Te
         host = np.asarray(value)
         if host.dtype.kind not in "iu" and host.size:
             raise ArgumentError(f"{op}: {name} must be integers, got dtype {host.dtype}")
-        t = tile.from_numpy(host.astype(np.int32).reshape(host.shape))
+        t = tile.from_numpy(_narrowest(host, name, op))
     else:
         t = _args.as_input(value, name, op)
         host = None if inflight else np.asarray(t.to_numpy())
     if t.dtype.name not in _IDS:
         raise ArgumentError(f"{op}: {name} has dtype {t.dtype.name}; pass i32 or i64 indices")
     return t, host
+
+
+def _narrowest(host: np.ndarray[Any, Any], name: str, op: str) -> np.ndarray[Any, Any]:
+    """Host indices as i32, or i64 when one is outside i32 (a cast to i32 wrapped ``2**32 + 5`` to 5: rope rotated
+    that row by another angle without an error); one outside i64 too (a u64 past it) is refused."""
+    for dtype in (np.int32, np.int64):
+        info = np.iinfo(dtype)
+        if not host.size or (int(host.min()) >= info.min and int(host.max()) <= info.max):
+            return host.astype(dtype)
+    bad = int(host.max()) if int(host.max()) > np.iinfo(np.int64).max else int(host.min())
+    raise ArgumentError(f"{op}: {name} holds {bad}, outside the i64 range of indices")
 
 
 # -- RoPE ------------------------------------------------------------------------------------------------------------
@@ -92,8 +124,7 @@ def rope(x: object, positions: object, *, theta: float, head_dim: int) -> Tensor
     shape = tuple(t.shape)
     rows = _rope_rows(t, head_dim, op)
     pos, _ = _index_tensor(positions, "positions", op, False)
-    made = _rope(op, rows, pos, theta, head_dim)
-    return _args.first_output(made.sync()).reshape(*shape)
+    return _wait(_rope(op, rows, pos, theta, head_dim, plain=True)).reshape(*shape)
 
 
 def rope_op(x: object, positions: object, *, theta: float, head_dim: int) -> Op:
@@ -103,7 +134,7 @@ def rope_op(x: object, positions: object, *, theta: float, head_dim: int) -> Op:
     head_dim = _args.integer(head_dim, "head_dim", op)
     t = _args.operand(x, "x", op)
     pos, _ = _index_tensor(positions, "positions", op, True)
-    return _rope(op, _rope_rows(t, head_dim, op), pos, theta, head_dim)
+    return _launched(_rope(op, _rope_rows(t, head_dim, op), pos, theta, head_dim, plain=False))
 
 
 def _rope_rows(t: Tensor, head_dim: int, op: str) -> Tensor:
@@ -119,12 +150,14 @@ def _rope_rows(t: Tensor, head_dim: int, op: str) -> Tensor:
     return t
 
 
-def _rope(op: str, rows: Tensor, pos: Tensor, theta: float, head_dim: int) -> Op:
+def _rope(op: str, rows: Tensor, pos: Tensor, theta: float, head_dim: int, *, plain: bool) -> Op | Tensor:
     if tuple(pos.shape) != (rows.shape[0],):
         raise ArgumentError(f"{op}: positions has shape {list(pos.shape)}, expected [{rows.shape[0]}] (one per row)")
     theta = _args.real(theta, "theta", op)
     if not theta > 1.0 or not math.isfinite(theta):
         raise ArgumentError(f"{op}: theta {theta} must be a finite number > 1")
+    if (empty := _nothing(op, rows.dtype, rows.shape, plain)) is not None:
+        return empty
     z = tile.empty(rows.dtype, list(rows.shape)).partition([1, head_dim])
     made: Op = kernels(_STEM).rope(z, rows, pos, math.log2(theta), HALF=head_dim // 2)
     return made
@@ -142,15 +175,15 @@ def _tiles(n: int) -> tuple[int, int]:
 def swiglu(gate: object, up: object) -> Tensor:
     """``silu(gate) * up`` of two ``(T, I)`` tensors (f16, bf16 or f32, one dtype), in f32; a new ``(T, I)`` tensor
     of their dtype."""
-    return _args.first_output(_swiglu("swiglu", gate, up, borrow=True).sync())
+    return _wait(_swiglu("swiglu", gate, up, borrow=True))
 
 
 def swiglu_op(gate: object, up: object) -> Op:
     """`swiglu` as an op (``gate`` and ``up`` may be tensors in flight); output ``[0]`` is the result partition."""
-    return _swiglu("swiglu_op", gate, up, borrow=False)
+    return _launched(_swiglu("swiglu_op", gate, up, borrow=False))
 
 
-def _swiglu(op: str, gate: object, up: object, *, borrow: bool) -> Op:
+def _swiglu(op: str, gate: object, up: object, *, borrow: bool) -> Op | Tensor:
     get = _args.as_input if borrow else _args.operand
     a, b = get(gate, "gate", op), get(up, "up", op)
     for t, name in ((a, "gate"), (b, "up")):
@@ -158,6 +191,8 @@ def _swiglu(op: str, gate: object, up: object, *, borrow: bool) -> Op:
         _args.ensure_rank(t, name, op, 2)
     if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
         raise ArgumentError(f"{op}: gate {a!r} and up {b!r} must have one shape and dtype")
+    if (empty := _nothing(op, a.dtype, a.shape, borrow)) is not None:
+        return empty
     bm, bn = _tiles(a.shape[1])
     z = tile.empty(a.dtype, list(a.shape)).partition([bm, bn])
     made: Op = kernels(_STEM).swiglu(z, a, b)
@@ -167,16 +202,16 @@ def _swiglu(op: str, gate: object, up: object, *, borrow: bool) -> Op:
 def swiglu_fused(gu: object) -> Tensor:
     """``silu(gate) * up`` of the fused ``(T, 2 * I)`` rows of a concatenated gate/up projection (gate first), as
     `swiglu`; a new ``(T, I)`` tensor."""
-    return _args.first_output(_swiglu_fused("swiglu_fused", gu, borrow=True).sync())
+    return _wait(_swiglu_fused("swiglu_fused", gu, borrow=True))
 
 
 def swiglu_fused_op(gu: object) -> Op:
     """`swiglu_fused` as an op (``gu`` may be in flight). Columns per block are the largest power of two up to 1024
     dividing ``I``, so the up half starts on a tile boundary."""
-    return _swiglu_fused("swiglu_fused_op", gu, borrow=False)
+    return _launched(_swiglu_fused("swiglu_fused_op", gu, borrow=False))
 
 
-def _swiglu_fused(op: str, gu: object, *, borrow: bool) -> Op:
+def _swiglu_fused(op: str, gu: object, *, borrow: bool) -> Op | Tensor:
     t = (_args.as_input if borrow else _args.operand)(gu, "gu", op)
     _args.check_dtype(t, "gu", op, _args.FLOATS)
     _args.ensure_rank(t, "gu", op, 2)
@@ -184,6 +219,8 @@ def _swiglu_fused(op: str, gu: object, *, borrow: bool) -> Op:
     if n2 % 2 or n2 == 0:
         raise ArgumentError(f"{op}: gu has {n2} columns; pass the (T, 2 * I) concatenation, gate first")
     inner = n2 // 2
+    if (empty := _nothing(op, t.dtype, (m, inner), borrow)) is not None:
+        return empty
     bn = min(inner & -inner, 1024)
     z = tile.empty(t.dtype, [m, inner]).partition([max(1, 4096 // bn) if m > 1 else 1, bn])
     made: Op = kernels(_STEM).swiglu_fused(z, t, UP=inner // bn)
@@ -198,16 +235,16 @@ def embedding(table: object, ids: object) -> Tensor:
 
     Raises `ArgumentError` for an id outside ``[0, V)`` (checked here; the kernel checks every id it reads too).
     """
-    return _args.first_output(_embedding("embedding", table, ids, inflight=False).sync())
+    return _wait(_embedding("embedding", table, ids, inflight=False))
 
 
 def embedding_op(table: object, ids: object) -> Op:
     """`embedding` as an op; ``ids`` may be in flight (then not read here: an id outside the table faults in the
     kernel instead of reading other memory). Output ``[0]`` is the ``(T, H)`` partition."""
-    return _embedding("embedding_op", table, ids, inflight=True)
+    return _launched(_embedding("embedding_op", table, ids, inflight=True))
 
 
-def _embedding(op: str, table: object, ids: object, *, inflight: bool) -> Op:
+def _embedding(op: str, table: object, ids: object, *, inflight: bool) -> Op | Tensor:
     tab = _args.as_input(table, "table", op)
     _args.ensure_rank(tab, "table", op, 2)
     idt, host = _index_tensor(ids, "ids", op, inflight)
@@ -217,6 +254,8 @@ def _embedding(op: str, table: object, ids: object, *, inflight: bool) -> Op:
         bad = [int(i) for i in host.reshape(-1) if not 0 <= int(i) < vocab]
         if bad:
             raise ArgumentError(f"{op}: id {bad[0]} is outside the table's {vocab} rows")
+    if (empty := _nothing(op, tab.dtype, (idt.shape[0], h), not inflight)) is not None:
+        return empty
     bh = min(_args.next_pow2(h), 1024)
     z = tile.empty(tab.dtype, [idt.shape[0], h]).partition([1, bh])
     made: Op = kernels(_STEM).embed(z, tab, idt)
@@ -234,7 +273,19 @@ def _rows_in(x: object, op: str, inflight: bool) -> Tensor:
     _args.ensure_rank(t, "x", op, 2)
     if t.shape[1] == 0 or t.shape[0] == 0:
         raise ArgumentError(f"{op}: x of shape {list(t.shape)} is empty; there is nothing to choose from")
+    _check_indexable(t.shape[1], op)
     return t
+
+
+MAX_INDEX = 2**31 - 1 - 4096
+"""The most elements the selection kernels index: their indices are i32 (chunk padding included, up to 4096 past the
+end) and ``2**31 - 1`` is their no-candidate mark."""
+
+
+def _check_indexable(n: int, op: str) -> None:
+    """`ArgumentError` for ``n`` elements an i32 index cannot reach (it wrapped: a wrong, negative index came back)."""
+    if n > MAX_INDEX:
+        raise ArgumentError(f"{op}: {n} elements to choose from; the i32 indices reach {MAX_INDEX}: split the rows")
 
 
 def _chunk(n: int) -> int:
@@ -259,6 +310,8 @@ def _argmax(t: Tensor, *, flat: bool = False) -> Op:
     `argmax_pick` takes each row's best partial. With ``flat`` the rows are one vector: one index into
     ``t.reshape(-1)``. The op's output is ``(z, t)``: the i32 partition, then the input handed back."""
     rows, n = t.shape
+    if flat:
+        _check_indexable(rows * n, "argmax_rows")  # one index into every row read as one vector
     bn = min(_args.next_pow2(n), 1024 if tile.backend() == "gpu" else 256)
     chunks = -(-n // bn)
     vals = tile.empty(f32, [rows, chunks]).partition([1, 1])
@@ -278,8 +331,9 @@ def _argmax(t: Tensor, *, flat: bool = False) -> Op:
 
 def top_k(x: object, k: int) -> tuple[Tensor, Tensor]:
     """The ``k`` largest values of each row of ``x`` (``(R, N)`` or ``(N,)``) and their indices, values descending
-    (ties: lower index first); ``((R, k)`` values of x's dtype, ``(R, k)`` i32 indices). Each row costs ``k`` passes
-    over it, so this is for small ``k`` (at most `MAX_TOP_K`)."""
+    (ties: lower index first; NaNs rank after every number, by index, as a sort that puts NaN last, so the indices are
+    always distinct and inside the row); ``((R, k)`` values of x's dtype, ``(R, k)`` i32 indices). Each row costs
+    ``k`` passes over it, so this is for small ``k`` (at most `MAX_TOP_K`)."""
     op = "top_k"
     k = _args.integer(k, "k", op)
     t = _rows_in(x, op, False)

@@ -223,9 +223,13 @@ def compare(
         checked before anything runs. A contender's own exception is recorded in ``failures``, not raised.
     """
     chosen = _check(contenders, baseline)
+    work = {"flops": flops, "nbytes": nbytes}
     contenders = dict(contenders)  # what was checked is what runs, whatever a contender does to the caller's mapping
     check_count(warmup, "warmup", 0)
     check_count(reps, "reps", 1)
+    # As from_dict reads them back: a NaN, infinite, negative or non-number work was taken, and to_json then wrote
+    # a file its own from_json refused (or to_dict failed with a TypeError).
+    flops, nbytes = (None if w is None else number(w, f"compare's {k}", positive=True) for k, w in work.items())
     names = list(contenders)
     visits = [[names[i] for i in visit] for visit in round_orders(len(names), rounds, order, seed)]
     times: dict[str, list[float]] = {name: [] for name in names}

@@ -58,7 +58,17 @@ def runs(points: Sequence[tuple[float, float | None]]) -> list[list[tuple[float,
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
-    """Tick values from 0 to at least ``top`` in 1, 2 or 5 times a power of ten, about ``count`` of them."""
+    """Tick values from 0 to at least ``top`` in 1, 2 or 5 times a power of ten, about ``count`` of them.
+
+    Raises
+    ------
+    ValueError
+        For a ``top`` that is not a finite number (an infinite rate: a median time of 0) or a ``count`` below 1.
+    """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"nice_ticks: count must be an int >= 1, got {count!r}")
+    if not math.isfinite(top):
+        raise ValueError(f"nice_ticks: the top of the axis must be a finite number, got {top!r}")
     if top <= 0:
         return [0.0, 1.0]
     raw = top / count
@@ -77,11 +87,15 @@ def line_chart(lines: Sequence[Line], *, title: str, subtitle: str, x_label: str
     Raises
     ------
     ValueError
-        When no line has a measured point, or a measured point's x is not positive (the x axis is log2).
+        When no line has a measured point, a measured point's x is not positive (the x axis is log2), or an x or y is
+        not a finite number (an infinite rate, of a median time of 0, has no place on the axis).
     """
     measured = [(c, r) for line in lines for c, r in line.points if r is not None]
     if not measured:
         raise ValueError(f"nothing to plot in {title!r}: no line has a measured point")
+    if not all(math.isfinite(c) and math.isfinite(r) for c, r in measured):
+        bad = next((c, r) for c, r in measured if not (math.isfinite(c) and math.isfinite(r)))
+        raise ValueError(f"{title!r}: the point {bad} is not finite; every x and y must be a finite number")
     if any(c <= 0 for c, _ in measured):
         raise ValueError(f"{title!r}: every x must be positive on a log2 axis")
     xs = sorted({c for c, _ in measured})

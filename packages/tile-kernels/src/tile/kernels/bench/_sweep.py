@@ -116,8 +116,8 @@ def plot(sweep: Sweep, metric: str = "GB/s", *, title: str | None = None) -> str
     Raises
     ------
     ArgumentError
-        For an unknown metric, a rate the comparisons were not given the work for (``flops=`` / ``nbytes=``), or a
-        sweep with no measured point.
+        For an unknown metric, a rate the comparisons were not given the work for (``flops=`` / ``nbytes=``), a
+        sweep with no measured point, or an infinite rate (a median time of 0, below the clock's resolution).
     """
     series = sweep.series(metric)
     lines = [Line(name, pts, PALETTE[i % len(PALETTE)]) for i, (name, pts) in enumerate(series.items())]
@@ -130,4 +130,9 @@ def plot(sweep: Sweep, metric: str = "GB/s", *, title: str | None = None) -> str
             y_label=metric,
         )
     except ValueError as exc:
-        raise ArgumentError(f"bench.plot: {exc}; add a comparison with a measured contender first") from exc
+        hint = (
+            "time more work per call"
+            if "not finite" in str(exc)
+            else "add a comparison with a measured contender first"
+        )
+        raise ArgumentError(f"bench.plot: {exc}; {hint}") from exc
