@@ -104,11 +104,13 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         *,
         stream: Stream,
         shared_mem: int,
+        epoch: int,
         pdl: bool = False,
     ) -> PreparedLaunch:
-        """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments."""
+        """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments
+        under the invalidation ``epoch`` read before its checks."""
         self = cls.__new__(cls)
-        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem, pdl=pdl)
+        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem, epoch=epoch, pdl=pdl)
         return self
 
     def _setup(
@@ -120,6 +122,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         *,
         stream: Stream,
         shared_mem: int,
+        epoch: int,
         pdl: bool = False,
     ) -> None:
         self.function, self.stream, self.buffers = function, stream, packed.buffers
@@ -135,7 +138,10 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
             self._launch = d.cuLaunchKernel
             self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
         self._shared = tuple(b for b in self.buffers if b.stream is not stream)
-        self._epoch = invalidation[0]
+        # The epoch the checks were made under, read before them: a free or close since (a finalizer the collector
+        # ran at one of the allocations above, whose release waits for this thread's use window) makes the first
+        # call recheck. The epoch read here would vouch for a buffer freed after its check (review 39).
+        self._epoch = epoch
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch {self.function.name} grid={self.grid} block={self.block} on {self.stream!r}>"
@@ -237,11 +243,12 @@ def prepare(  # the launch's own options, all keyword-only
     device = function.module.device
     chosen = as_stream(stream, device)
     with use_lock:  # no free or close between the pointers' checks and the guard's epoch: see use_lock
+        epoch = invalidation[0]  # before the checks: what the prepared launch's guard vouches for
         chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
         packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
-        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem, pdl=pdl)
+        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem, epoch=epoch, pdl=pdl)
 
 
 def launch(
@@ -320,11 +327,12 @@ def _launch_full(  # noqa: PLR0917  # launch's own arguments, passed on
 ) -> None:
     """A checked launch's full path (the caller holds ``use_lock``): the stream open, every argument checked and
     packed, the launch enqueued and recorded for the buffers of other streams."""
+    epoch = invalidation[0]  # before the checks: what the plan they leave vouches for
     if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
         chosen._check_open()
     kernel = function.cu_function  # raises once the module was unloaded
     device = function.module.device
-    shared, views, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
+    shared, views, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel, epoch)
     result = _reaper.driver().cuLaunchKernel(kernel, *extents, chosen._raw, address, 0)
     del cells  # kept alive until the driver has copied the arguments
     if result[0] != 0:
@@ -341,13 +349,14 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     device: Any,
     unchecked: bool,
     kernel: Any,
+    epoch: int,
 ) -> tuple[Sequence[Any], Sequence[Any], object, int]:
     """A checked launch's full path (the caller holds ``use_lock``): every argument checked and packed, the buffers
-    ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them. Returns the
+    ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them, under
+    ``epoch``, read before any check (a free or close after it makes the next launch check again). Returns the
     buffers of other streams (to record the launch for), the borrowed views (held until the kernel completes), and
     the parameter block and its ``kernelParams`` address."""
     args = tuple(args)  # read once: a sequence of the user's own could hand out other items (or free) when read again
-    epoch = invalidation[0]
     kinds, values, buffers, views = pack_launch(
         args, signature, device=device, expected=function.param_layout, unchecked=unchecked
     )
@@ -361,7 +370,7 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
     plan = _plan.plan_for(function, signature) or _plan.new_plan(function, signature, kinds)
     if plan is not None:
-        plan.remember(args, values, buffers, chosen, kernel, views)
+        plan.remember(args, values, buffers, chosen, kernel, views, epoch=epoch)
     return shared, views, block, address
 
 
