@@ -4,7 +4,7 @@ inside a launch, frees and address reuse. Run on tile.core's strict simulator (`
 waits for it; a kernel or copy touching memory outside every live allocation, or a free overtaking queued work, is a
 bug it reports). Each hole's test names it and failed before its fix; the launch tests run on both launch paths.
 
-Hole found and fixed:
+Holes found and fixed:
 
 - A launch plan (and a `PreparedLaunch`) vouched for a buffer freed after its checks. The full path took the plan's
   invalidation epoch *after* it had checked the pointers, ordered the streams (event records), built the parameter
@@ -16,6 +16,13 @@ Hole found and fixed:
   (which the pool hands to the next allocation: same address, another object). The epoch is now read before the
   checks, under the lock, and kept as is: anything freed, closed or unloaded after it makes the next launch check
   again (the full path refuses the freed buffer with `UseAfterFreeError`).
+- ``tc.launch`` and ``tc.prepare`` took any object as the function: they read its ``cu_function``, ``param_layout``
+  and ``module``. A look-alike (not a `Function`: review 15 made ``tc.Function(...)`` a `FactoryError`, but nothing
+  checked the launches' argument) carrying the real kernel's handle and a one-parameter layout had one argument
+  checked and packed, and the driver read the kernel's nine parameters from a one-entry ``kernelParams`` array (the
+  memory after it taken as pointers). The compiled launch also relaunched a look-alike that carried the real
+  function's plan, where the pure path then refused it. Both paths now take an exact `Function` only
+  (`WrongTypeError`; ``_fastcore`` is bound to the class and leaves anything else to the pure path's error).
 """
 
 from __future__ import annotations
@@ -135,3 +142,50 @@ def test_a_buffer_freed_by_a_finalizer_inside_a_launch_is_refused_by_the_next_la
     assert fired_inside > 5, "the finalizer never ran inside the launch"
     assert relaunched == [], f"relaunched a freed buffer after collections {relaunched}: {sim.bugs[:1]}"
     assert sim.bugs == []
+
+
+# -- hole: a look-alike of a Function chose the kernel and the layout the arguments were checked against -------------
+
+
+class _LookAlike:
+    """Not a `tile.core.Function`, but with its attributes: the real kernel handle and module, a layout of its own."""
+
+    def __init__(self, real: tc.Function, plan: object = None) -> None:
+        self.cu_function, self.module, self.name, self._closed = real.cu_function, real.module, "fake", False
+        self.param_layout = ((0, 4),)  # one i32 for a kernel of nine parameters
+        self._launch_plan = plan
+
+
+@pytest.mark.parametrize("how", ["launch", "prepare", "with the real plan"])
+def test_an_object_that_is_not_a_function_is_not_launched(
+    sim: SimDriver, vec_add: tc.Function, launch: Launch, how: str
+) -> None:
+    """Hole: ``launch``/``prepare`` read ``cu_function``, ``param_layout`` and ``module`` from whatever they were
+    given: a look-alike with the real kernel's handle and a one-parameter layout had its one argument checked against
+    that layout and launched, and the driver read the kernel's nine parameters from a one-entry ``kernelParams``
+    array (whatever memory follows it as pointers). Also (the compiled path): a look-alike carrying the real function's
+    plan relaunched it where the pure path refuses. Now `WrongTypeError` on both paths, nothing enqueued."""
+    calls: list[tuple[Any, ...]] = []
+    enqueue = sim.cuLaunchKernel
+
+    def counted(*call: Any) -> Any:
+        calls.append(call)
+        return enqueue(*call)
+
+    sim.cuLaunchKernel = counted  # type: ignore[method-assign,assignment]  # before the plan reads it
+    x, y, z = _floats(1.0), _floats(2.0), _floats()
+    args = _args(x, y, z)
+    for _ in range(3):  # the plan remembers them, then relaunches them (the compiled path's own case)
+        launch(vec_add, 1, 1, args, signature=VEC_ADD_SIGNATURE, stream=x.stream)
+    fake: Any = _LookAlike(vec_add)  # (typed Any: what a caller of the untyped API may pass)
+    fake_args: list[Any] = [5]
+    signature: tuple[str, ...] = ("i32",)
+    if how == "with the real plan":
+        fake, fake_args, signature = _LookAlike(vec_add, vec_add._launch_plan), args, VEC_ADD_SIGNATURE
+    go: Callable[..., Any] = tc.prepare if how == "prepare" else launch
+    with pytest.raises(tc.WrongTypeError, match=r"_LookAlike is not a tile.core.Function"):
+        go(fake, 1, 1, fake_args, signature=signature, stream=x.stream)
+    assert len(calls) == 3
+    x.stream.synchronize()
+    for buffer in (x, y, z):
+        buffer.free()

@@ -32,7 +32,13 @@ from tile.bindings import driver as _driver
 from tile.core import _keepalive, _plan, _reaper
 from tile.core._args import pack_args, pack_launch
 from tile.core._buffer import use_lock
-from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
+from tile.core._errors import (
+    LaunchArgumentError,
+    StreamClosedError,
+    UseAfterFreeError,
+    WrongTypeError,
+    factory_error,
+)
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_index
 from tile.core._module import Function
@@ -230,6 +236,8 @@ def prepare(  # the launch's own options, all keyword-only
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"prepare({function!r})")
+    if type(function) is not Function:
+        raise _not_a_function(function)
     if type(pdl) is not bool:
         raise LaunchArgumentError(f"pdl={pdl!r} must be True or False")
     if pdl and not unchecked:
@@ -272,6 +280,8 @@ def launch(
     """
     if _RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"launch({function!r})")
+    if type(function) is not Function:
+        raise _not_a_function(function)
     if (
         type(grid) is int
         and 1 <= grid < _UINT
@@ -302,6 +312,15 @@ def launch(
                     _track_planned(plan, chosen)
                 return
         _launch_full(function, (gx, gy, gz, bx, by, bz, shared_mem), args, chosen, signature, unchecked)
+
+
+def _not_a_function(function: object) -> WrongTypeError:
+    """The error for a launch of something that is not a `Function`: an object that only looks like one (its own
+    ``cu_function``, ``param_layout`` and ``module``) would choose the kernel handle and the parameter layout the
+    arguments are checked against, so the driver would read parameters the checks never saw (review 39)."""
+    return WrongTypeError(
+        f"{type(function).__name__} is not a tile.core.Function: launch a kernel got from module.function(name)"
+    )
 
 
 def _track_planned(plan: _plan.LaunchPlan, stream: Stream) -> None:
