@@ -23,11 +23,21 @@ Holes found and fixed:
   memory after it taken as pointers). The compiled launch also relaunched a look-alike that carried the real
   function's plan, where the pure path then refused it. Both paths now take an exact `Function` only
   (`WrongTypeError`; ``_fastcore`` is bound to the class and leaves anything else to the pure path's error).
+
+Tried, and held (pinned below where cheap):
+
+- the compiled and the pure launch, each given a misuse right after the plan holds the launch's objects (so the
+  compiled path's own case is one check away), raise the same error with the same message, typed (a `TileError`,
+  or the call's own ``TypeError`` for an unknown keyword): bad grid, block or shared memory, too few arguments,
+  arguments that are no list or tuple, an i32 out of range, a float for an int, a raw address, a read-only view for
+  a ``"ptr"``, a buffer freed, the stream closed, the module unloaded, an int stream, a list signature, and each of
+  them (and a valid launch) inside a host function (`HostFunctionError`).
 """
 
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +46,7 @@ import pytest
 
 import tile.core as tc
 from tile.core import _compiled, _launch, _reaper
-from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, sm90_cubin
 
 Launch = Callable[..., None]
 N = 32
@@ -52,8 +62,8 @@ def launch(request: pytest.FixtureRequest) -> Launch:
     return _compiled.compiled_launch
 
 
-def _floats(value: float = 0.0) -> tc.DeviceBuffer:
-    return tc.DeviceBuffer.from_host(np.full(N, value, np.float32))
+def _floats(value: float = 0.0, stream: tc.Stream | None = None) -> tc.DeviceBuffer:
+    return tc.DeviceBuffer.from_host(np.full(N, value, np.float32), stream=stream)
 
 
 def _args(x: object, y: object, z: object) -> list[Any]:
@@ -189,3 +199,136 @@ def test_an_object_that_is_not_a_function_is_not_launched(
     x.stream.synchronize()
     for buffer in (x, y, z):
         buffer.free()
+
+
+# -- held: the compiled and the pure launch refuse every misuse with the same typed error ---------------------------
+
+
+def _read_only(buffer: tc.DeviceBuffer) -> tc.DeviceView:
+    return tc.DeviceView(
+        buffer.ptr, np.dtype(np.float32), (N,), (4,), device=buffer.device, owner=buffer, buffer=buffer, readonly=True
+    )
+
+
+class _Case:
+    """One misuse of a launch whose plan holds ``x, y, z`` on ``x``'s stream: what ``setup`` breaks, then the call."""
+
+    def __init__(
+        self, name: str, call: Callable[[dict[str, Any]], Any], setup: Callable[[dict[str, Any]], Any]
+    ) -> None:
+        self.name, self.call, self.setup = name, call, setup
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _planned(s: dict[str, Any], **change: Any) -> tuple[Any, ...]:
+    """The planned launch's arguments with ``change`` applied (``args``, ``grid``, ``block`` or keywords)."""
+    options = {"signature": VEC_ADD_SIGNATURE, "stream": s["stream"]} | change
+    return s["function"], options.pop("grid", 1), options.pop("block", 1), options.pop("args", s["args"]), options
+
+
+def _nothing(s: dict[str, Any]) -> None:
+    return None
+
+
+def _unload(s: dict[str, Any]) -> None:
+    s["function"].module.unload()
+
+
+def _free_z(s: dict[str, Any]) -> None:
+    s["args"][6].free()
+
+
+def _close(s: dict[str, Any]) -> None:
+    s["stream"].close()
+
+
+def _swap(s: dict[str, Any], at: int, value: Any) -> list[Any]:
+    args = list(s["args"])
+    args[at] = value
+    return args
+
+
+CASES = [
+    _Case("none (launched but in a host function)", _planned, _nothing),
+    _Case("grid 0", lambda s: _planned(s, grid=0), _nothing),
+    _Case("grid 2**32", lambda s: _planned(s, grid=2**32), _nothing),
+    _Case("grid True", lambda s: _planned(s, grid=True), _nothing),
+    _Case("block -1", lambda s: _planned(s, block=-1), _nothing),
+    _Case("shared_mem -1", lambda s: _planned(s, shared_mem=-1), _nothing),
+    _Case("shared_mem 2**32", lambda s: _planned(s, shared_mem=2**32), _nothing),
+    _Case("one argument short", lambda s: _planned(s, args=s["args"][:-1]), _nothing),
+    _Case("args a set", lambda s: _planned(s, args={1}), _nothing),
+    _Case("args None", lambda s: _planned(s, args=None), _nothing),
+    _Case("i32 out of range", lambda s: _planned(s, args=_swap(s, 1, 2**31)), _nothing),
+    _Case("float for i32", lambda s: _planned(s, args=_swap(s, 1, 32.0)), _nothing),
+    _Case("raw address", lambda s: _planned(s, args=_swap(s, 0, s["args"][0].ptr)), _nothing),
+    _Case("read-only view for ptr", lambda s: _planned(s, args=_swap(s, 6, _read_only(s["args"][6]))), _nothing),
+    _Case("freed buffer", _planned, _free_z),
+    _Case("closed stream", _planned, _close),
+    _Case("unloaded module", _planned, _unload),
+    _Case("unknown keyword", lambda s: _planned(s, streem=s["stream"]), _nothing),
+    _Case("stream an int", lambda s: _planned(s, stream=int(s["stream"].handle)), _nothing),
+    _Case("signature a list", lambda s: _planned(s, signature=list(VEC_ADD_SIGNATURE), args=s["args"][:-1]), _nothing),
+]
+
+
+def _outcome(launch: Launch, vec_add: tc.Function, case: _Case, in_host_function: bool) -> tuple[str, str]:
+    """The error ``case`` raises through ``launch`` once the plan holds its arguments (type, message with addresses
+    and ids blanked), or ("launched", "")."""
+    stream = tc.Stream()  # the buffers' own: the compiled path takes no plan with buffers of other streams
+    x, y, z = _floats(1.0, stream), _floats(2.0, stream), _floats(0.0, stream)
+    s: dict[str, Any] = {"function": vec_add, "stream": stream, "args": _args(x, y, z)}
+    fallen: list[int] = []
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        fallen.append(1)
+        _launch.launch(*args, **kwargs)
+
+    _compiled.bind(counting)
+    try:
+        for _ in range(3):  # the plan, then its hit: the compiled path's own case
+            launch(vec_add, 1, 1, s["args"], signature=VEC_ADD_SIGNATURE, stream=stream)
+    finally:
+        _compiled.bind(_launch.launch)
+    assert len(fallen) == (2 if launch is _compiled.compiled_launch else 0), "the compiled launch missed its plan"
+    case.setup(s)
+    function, grid, block, args, options = case.call(s)
+    try:
+        if in_host_function:
+            with tc.host_callback():
+                launch(function, grid, block, args, **options)
+        else:
+            launch(function, grid, block, args, **options)
+    except Exception as error:  # compared across the paths below
+        return type(error).__name__, re.sub(r"0x[0-9a-f]+|\d{3,}", "#", str(error))
+    finally:
+        for buffer in (x, y, z):
+            if not buffer.closed:
+                buffer.free()
+        if not stream.closed:
+            stream.synchronize()
+            stream.close()
+    return "launched", ""
+
+
+@pytest.mark.parametrize("in_host_function", [False, True], ids=["", "in a host function"])
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_both_launch_paths_refuse_each_misuse_with_the_same_typed_error(
+    sim: SimDriver, case: _Case, in_host_function: bool
+) -> None:
+    """Held: for every misuse of a launch whose plan (and the compiled path's hit) holds its objects, the compiled and
+    the pure launch raise the same error, with the same message, and a TileError where the pure path's is one."""
+    if _compiled.compiled_launch is None:
+        pytest.skip(_compiled.reason)
+    outcomes = []
+    for launch in (_launch.launch, _compiled.compiled_launch):
+        function = tc.Module.from_cubin(sm90_cubin()).function("vec_add")
+        outcomes.append(_outcome(launch, function, case, in_host_function))
+    assert outcomes[0] == outcomes[1]
+    kind = outcomes[0][0]
+    assert kind != "launched" or (case is CASES[0] and not in_host_function)
+    if kind == "launched":
+        return
+    assert kind == "TypeError" or issubclass(getattr(tc, kind), tc.TileError), outcomes[0]
