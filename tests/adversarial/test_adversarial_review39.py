@@ -23,6 +23,12 @@ Holes found and fixed:
   memory after it taken as pointers). The compiled launch also relaunched a look-alike that carried the real
   function's plan, where the pure path then refused it. Both paths now take an exact `Function` only
   (`WrongTypeError`; ``_fastcore`` is bound to the class and leaves anything else to the pure path's error).
+- ``event.close()`` from a finalizer the collector ran inside ``stream.wait(event)``, ``event.record(stream)``,
+  ``query``, ``synchronize`` or ``elapsed_ms``, after the use's open check (or from another thread at that moment:
+  ``Event`` took no lock), destroyed the handle the use then passed to the driver: a wait on, or a record of, a
+  destroyed event, whose handle the driver may have given to a new event (the stream then waits for another event:
+  an ordering the caller relied on silently lost). A use now counts itself on the event before its open check and a
+  close made meanwhile leaves the destroy to the last use (``_event.py``); each event is still destroyed once.
 
 Tried, and held (pinned below where cheap):
 
@@ -39,6 +45,7 @@ from __future__ import annotations
 import gc
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -332,3 +339,61 @@ def test_both_launch_paths_refuse_each_misuse_with_the_same_typed_error(
     if kind == "launched":
         return
     assert kind == "TypeError" or issubclass(getattr(tc, kind), tc.TileError), outcomes[0]
+
+
+# -- hole: an event closed by a finalizer (or another thread) in the middle of a use of its handle -------------------
+
+
+@pytest.mark.parametrize("use", ["wait", "record", "query", "synchronize", "elapsed_ms"])
+def test_an_event_closed_during_a_use_is_destroyed_after_the_use(sim: SimDriver, use: str) -> None:
+    """Hole: ``event.close()`` from a finalizer the collector ran inside ``stream.wait(event)`` (or the event's
+    ``record``, ...), after its open check, destroyed the handle the use then passed to the driver: a wait on a
+    destroyed event (which the driver may have given to a new one: the stream waited for another event) or a record
+    of it. Each collection point is tried: no driver call names a destroyed event, and each is destroyed once."""
+    destroyed: list[int] = []
+    on_destroyed: list[tuple[str, int]] = []
+
+    def spy(name: str, at: int) -> None:
+        real = getattr(sim, name)
+
+        def call(*args: Any) -> Any:
+            handle = int(args[at])
+            if handle in destroyed:
+                on_destroyed.append((name, handle))
+            if name == "cuEventDestroy":
+                destroyed.append(handle)
+            return real(*args)
+
+        setattr(sim, name, call)
+
+    for name, at in [("cuEventDestroy", 0), ("cuStreamWaitEvent", 1), ("cuEventRecord", 0), ("cuEventQuery", 0)]:
+        spy(name, at)
+    spy("cuEventSynchronize", 0)
+    spy("cuEventElapsedTime", 1)
+    a, b = tc.Stream(), tc.Stream()
+    start = tc.Event(timing=True)
+    start.record(a)
+    fired_inside = 0
+    for n in range(1, 60):
+        event = tc.Event(timing=True)
+        event.record(a)
+        a.synchronize()  # (the simulator times completed records only)
+        uses: dict[str, Callable[[], object]] = {
+            "wait": partial(b.wait, event),
+            "record": partial(event.record, b),
+            "query": event.query,
+            "synchronize": event.synchronize,
+            "elapsed_ms": partial(event.elapsed_ms, start),
+        }
+        run = uses[use]
+        _at_allocation(n, run, event.close)
+        if not event._closed:  # the use made fewer collections than n: every point was tried
+            event.close()
+            break
+        fired_inside += 1
+    assert fired_inside > 0, "the finalizer never ran inside the use"
+    assert on_destroyed == [], f"driver calls on destroyed events: {on_destroyed}"
+    assert len(destroyed) == len(set(destroyed)), "an event destroyed twice"
+    for stream in (a, b):
+        stream.synchronize()
+        stream.close()

@@ -259,8 +259,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
                 "with tile.core.Stream.borrow(obj) and wait for it (its work queued so far)"
             )
         event = other if isinstance(other, Event) else other.record()
-        event._check_open()
-        check(_reaper.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
+        event._enter()  # (a close meanwhile leaves the destroy to the end of this wait's driver call)
+        try:
+            check(_reaper.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
+        finally:
+            event._leave()
 
     def is_capturing(self) -> bool:
         """Return True while the stream is capturing a CUDA graph."""
