@@ -29,6 +29,12 @@ Holes found and fixed:
   destroyed event, whose handle the driver may have given to a new event (the stream then waits for another event:
   an ordering the caller relied on silently lost). A use now counts itself on the event before its open check and a
   close made meanwhile leaves the destroy to the last use (``_event.py``); each event is still destroyed once.
+- The same class for streams: ``stream.close()`` from such a finalizer inside ``stream.wait``, ``event.record(stream)``,
+  ``query``, ``synchronize``, ``is_capturing`` or ``priority`` (calls on the handle that take no ``use_lock``, so
+  review 22's refusal of a close inside a use did not apply) destroyed the stream before the call's driver call (a
+  record on a destroyed handle the driver may have reused marks another stream's work). Those calls count
+  themselves on the stream too (``Stream._enter``); a close meanwhile still closes it (final event, epoch) but leaves
+  ``cuStreamDestroy`` to the last of them.
 
 Tried, and held (pinned below where cheap):
 
@@ -42,6 +48,7 @@ Tried, and held (pinned below where cheap):
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
 from collections.abc import Callable
@@ -397,3 +404,56 @@ def test_an_event_closed_during_a_use_is_destroyed_after_the_use(sim: SimDriver,
     for stream in (a, b):
         stream.synchronize()
         stream.close()
+
+
+@pytest.mark.parametrize("use", ["wait", "record", "query", "synchronize", "is_capturing", "priority"])
+def test_a_stream_closed_during_a_call_on_its_handle_is_destroyed_after_the_call(sim: SimDriver, use: str) -> None:
+    """Hole (the same class for streams): ``stream.close()`` from a finalizer the collector ran inside
+    ``stream.wait(event)``, ``event.record(stream)``, ``stream.query()``... after the open check (these take no
+    ``use_lock``, so the close was not refused as inside a use) destroyed the stream, and the call then passed the
+    destroyed handle to the driver (which may have given it to a new stream: a record there marks another stream's
+    work). Each collection point is tried: no driver call names a destroyed stream, and each is destroyed once."""
+    destroyed: list[int] = []
+    on_destroyed: list[tuple[str, int]] = []
+
+    def spy(name: str, at: int) -> None:
+        real = getattr(sim, name)
+
+        def call(*args: Any) -> Any:
+            handle = int(args[at])
+            if handle in destroyed:
+                on_destroyed.append((name, handle))
+            if name == "cuStreamDestroy":
+                destroyed.append(handle)
+            return real(*args)
+
+        setattr(sim, name, call)
+
+    calls = [("cuStreamDestroy", 0), ("cuStreamWaitEvent", 0), ("cuEventRecord", 1), ("cuStreamQuery", 0)]
+    calls += [("cuStreamSynchronize", 0), ("cuStreamIsCapturing", 0), ("cuStreamGetPriority", 0)]
+    for name, at in calls:
+        spy(name, at)
+    other = tc.Stream()
+    fired_inside = 0
+    for n in range(1, 60):
+        stream = tc.Stream()
+        event = other.record()
+        uses: dict[str, Callable[[], object]] = {
+            "wait": partial(stream.wait, event),
+            "record": partial(event.record, stream),
+            "query": stream.query,
+            "synchronize": stream.synchronize,
+            "is_capturing": stream.is_capturing,
+            "priority": lambda stream=stream: stream.priority,  # type: ignore[misc]  # (binds this loop's stream)
+        }
+        with contextlib.suppress(tc.StreamClosedError):  # closed before the call's check: refused, as it should be
+            _at_allocation(n, uses[use], stream.close)
+        if not stream.closed:  # the call made fewer collections than n: every point was tried
+            stream.close()
+            break
+        fired_inside += 1
+    assert fired_inside > 0, "the finalizer never ran inside the call"
+    assert on_destroyed == [], f"driver calls on destroyed streams: {on_destroyed}"
+    assert len(destroyed) == len(set(destroyed)), "a stream destroyed twice"
+    other.synchronize()
+    other.close()

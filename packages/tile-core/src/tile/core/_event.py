@@ -24,13 +24,13 @@ from tile.core._nocopy import Uncopyable
 if TYPE_CHECKING:
     from tile.core._stream import Stream
 
-__all__ = ["NOT_READY", "Event"]
+__all__ = ["NOT_READY", "Event", "uses_lock"]
 
 NOT_READY = 600  # CUDA_ERROR_NOT_READY: a query's "still running", not a failure
 
 # Guards every event's count of uses under way (held for a count's update only, never across a driver call);
 # re-entrant: a finalizer the collector runs while it is held may close an event.
-_uses_lock = threading.RLock()
+uses_lock = threading.RLock()
 
 
 class Event(Frozen, Uncopyable, metaclass=Exact):
@@ -80,7 +80,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
 
     def _enter(self) -> None:
         """Begin a use of the handle: counted first, then checked open (a close from then on waits for `_leave`)."""
-        with _uses_lock:
+        with uses_lock:
             self._users += 1
         if self._closed:
             self._leave()
@@ -88,7 +88,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
 
     def _leave(self) -> None:
         """End a use begun by `_enter`; the last use after a close destroys the event."""
-        with _uses_lock:
+        with uses_lock:
             self._users -= 1
             last = self._closed and not self._users and not self._destroyed
             if last:
@@ -100,14 +100,17 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
         """Record the event at the current end of ``stream``."""
         self._enter()
         try:
-            stream._check_open()
-            if stream.device is not self.device:
-                raise WrongDeviceError(
-                    f"{self!r} is an event of device {self.device.ordinal} and {stream!r} a stream of device "
-                    f"{stream.device.ordinal}: record an event of the stream's device, tile.core.Event(device) "
-                    "(waiting on it from another device's stream is fine)"
-                )
-            check(_reaper.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
+            stream._enter()  # (its close meanwhile leaves the destroy to the end of this record)
+            try:
+                if stream.device is not self.device:
+                    raise WrongDeviceError(
+                        f"{self!r} is an event of device {self.device.ordinal} and {stream!r} a stream of device "
+                        f"{stream.device.ordinal}: record an event of the stream's device, tile.core.Event(device) "
+                        "(waiting on it from another device's stream is fine)"
+                    )
+                check(_reaper.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
+            finally:
+                stream._leave()
             self._recorded = True
         finally:
             self._leave()
@@ -154,7 +157,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
     def close(self) -> None:
         """Destroy the event (a pending record still completes; a use under way, on another thread or interrupted by
         a finalizer, ends first: the last one destroys it); idempotent."""
-        with _uses_lock:
+        with uses_lock:
             if self._closed:
                 return
             self._closed = True
