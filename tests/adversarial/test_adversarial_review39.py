@@ -34,7 +34,8 @@ Holes found and fixed:
   review 22's refusal of a close inside a use did not apply) destroyed the stream before the call's driver call (a
   record on a destroyed handle the driver may have reused marks another stream's work). Those calls count
   themselves on the stream too (``Stream._enter``); a close meanwhile still closes it (final event, epoch) but leaves
-  ``cuStreamDestroy`` to the last of them.
+  ``cuStreamDestroy`` to the last of them, a call through a borrow of the stream (a ``__cuda_stream__`` wrapper of
+  Tile's own stream, closed with it) included.
 
 Tried, and held (pinned below where cheap):
 
@@ -406,7 +407,19 @@ def test_an_event_closed_during_a_use_is_destroyed_after_the_use(sim: SimDriver,
         stream.close()
 
 
-@pytest.mark.parametrize("use", ["wait", "record", "query", "synchronize", "is_capturing", "priority"])
+class _Wrapper:
+    """Another library's object for a Tile stream (as cuda.core's wrapper of it is): ``__cuda_stream__``."""
+
+    def __init__(self, stream: tc.Stream) -> None:
+        self.handle = stream.handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+@pytest.mark.parametrize(
+    "use", ["wait", "record", "query", "synchronize", "is_capturing", "priority", "wait through a borrow"]
+)
 def test_a_stream_closed_during_a_call_on_its_handle_is_destroyed_after_the_call(sim: SimDriver, use: str) -> None:
     """Hole (the same class for streams): ``stream.close()`` from a finalizer the collector ran inside
     ``stream.wait(event)``, ``event.record(stream)``, ``stream.query()``... after the open check (these take no
@@ -445,6 +458,8 @@ def test_a_stream_closed_during_a_call_on_its_handle_is_destroyed_after_the_call
             "synchronize": stream.synchronize,
             "is_capturing": stream.is_capturing,
             "priority": lambda stream=stream: stream.priority,  # type: ignore[misc]  # (binds this loop's stream)
+            # a wrapper of Tile's own stream (closed with it): a call through it holds off the owned one's destroy
+            "wait through a borrow": partial(tc.Stream.borrow(_Wrapper(stream)).wait, event),
         }
         with contextlib.suppress(tc.StreamClosedError):  # closed before the call's check: refused, as it should be
             _at_allocation(n, uses[use], stream.close)

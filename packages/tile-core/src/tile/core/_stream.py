@@ -123,6 +123,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         self._aliases: weakref.WeakSet[Stream] = weakref.WeakSet()  # borrows of this owned stream: closed with it
         # Calls on the handle under way (`_enter`): a close meanwhile leaves the destroy to the last (review 39).
         self._users, self._destroy_pending = 0, False
+        self._counted = self  # whose count a call counts on: the owned stream, for a borrow of Tile's own stream
 
     @classmethod
     def borrow(
@@ -164,6 +165,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             # A stream of Tile's own coming back through another object (a ``__cuda_stream__`` wrapper): the wrapper
             # closes with it (it stayed open after the Stream's close, and enqueued on the destroyed handle).
             mine._aliases.add(self)
+            self._counted = mine  # a call through the wrapper holds off the owned stream's destroy too
         return self
 
     def __repr__(self) -> str:
@@ -205,21 +207,23 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         checked open, so a close from then on (a finalizer the collector runs at one of the call's allocations, or
         another thread) leaves the destroy to `_leave`: no call reaches the driver with a destroyed handle, which the
         driver may already have given to a new stream."""
+        counted = self._counted
         with uses_lock:
-            self._users += 1
+            counted._users += 1
         if self._closed:
             self._leave()
             self._check_open()
 
     def _leave(self) -> None:
         """End a call begun by `_enter`; the last one after a close destroys the stream."""
+        counted = self._counted
         with uses_lock:
-            self._users -= 1
-            last = self._destroy_pending and not self._users
+            counted._users -= 1
+            last = counted._destroy_pending and not counted._users
             if last:
-                self._destroy_pending = False
+                counted._destroy_pending = False
         if last:
-            check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+            check(_reaper.driver().cuStreamDestroy(counted._raw), "cuStreamDestroy")
 
     @property
     def priority(self) -> int:
