@@ -37,6 +37,9 @@ Holes found and fixed:
   ``cuStreamDestroy`` to the last of them, a call through a borrow of the stream (a ``__cuda_stream__`` wrapper of
   Tile's own stream, closed with it) included.
 
+Bug fixed on the way (typed errors): ``MemoryPool.trim(keep_bytes)`` passed any value to the driver (-1, 2**64, a
+float, a string: cuda-python's untyped errors; ``True`` trimmed to 1 byte). `WrongTypeError` now, before the driver.
+
 Tried, and held (pinned below where cheap):
 
 - the compiled and the pure launch, each given a misuse right after the plan holds the launch's objects (so the
@@ -472,3 +475,15 @@ def test_a_stream_closed_during_a_call_on_its_handle_is_destroyed_after_the_call
     assert len(destroyed) == len(set(destroyed)), "a stream destroyed twice"
     other.synchronize()
     other.close()
+
+
+# -- bug: a memory pool trim's size reached the driver unchecked ------------------------------------------------------
+
+
+@pytest.mark.parametrize("keep", [-1, 2**64, 1.5, "1", True, None])
+def test_a_pool_trim_of_a_bad_size_is_a_typed_error_before_the_driver(sim: SimDriver, keep: object) -> None:
+    """Bug (typed errors): ``pool.trim(keep_bytes)`` handed any value to ``cuMemPoolTrimTo`` (cuda-python's untyped
+    ``OverflowError``/``TypeError``, or a bool taken as 1). Now `WrongTypeError` before the driver."""
+    pool = tc.Device(0).memory_pool
+    with pytest.raises(tc.WrongTypeError, match=r"keep_bytes="):
+        pool.trim(keep)  # type: ignore[arg-type]
