@@ -241,10 +241,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         `StreamClosedError`. A caller that takes the error for "the stream's work is over" (a run handing its
         arguments back) must never be answered before that work is done: a close does not wait for it.
         """
-        if self._closed:
+        try:
+            self._enter()
+        except StreamClosedError:  # closed (now or before): the work queued before the close first
             self._wait_final()
-            self._check_open()
-        self._enter()  # (closed since: raises, after the final event's wait below)
+            raise
         try:
             if _THREAD.captures:  # this thread captures a graph: a wait for another stream's work is no part of it
                 with _relaxed_capture():
