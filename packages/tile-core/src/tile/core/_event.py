@@ -100,7 +100,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
         """Record the event at the current end of ``stream``."""
         self._enter()
         try:
-            stream._enter()  # (its close meanwhile leaves the destroy to the end of this record)
+            counted = stream._enter()  # (its close meanwhile leaves the destroy to the end of this record)
             try:
                 if stream.device is not self.device:
                     raise WrongDeviceError(
@@ -110,7 +110,7 @@ class Event(Frozen, Uncopyable, metaclass=Exact):
                     )
                 check(_reaper.driver().cuEventRecord(self._raw, stream._raw), "cuEventRecord")
             finally:
-                stream._leave()
+                counted._leave()
             self._recorded = True
         finally:
             self._leave()

@@ -123,7 +123,9 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         self._aliases: weakref.WeakSet[Stream] = weakref.WeakSet()  # borrows of this owned stream: closed with it
         # Calls on the handle under way (`_enter`): a close meanwhile leaves the destroy to the last (review 39).
         self._users, self._destroy_pending = 0, False
-        self._counted = self  # whose count a call counts on: the owned stream, for a borrow of Tile's own stream
+        # Whose count a call counts on: None for this stream's own; a weak reference to the owned stream for a borrow
+        # of Tile's own stream (weak: a borrow does not keep the owned stream alive; a call holds it while it runs).
+        self._counted: weakref.ref[Stream] | None = None
 
     @classmethod
     def borrow(
@@ -165,7 +167,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             # A stream of Tile's own coming back through another object (a ``__cuda_stream__`` wrapper): the wrapper
             # closes with it (it stayed open after the Stream's close, and enqueued on the destroyed handle).
             mine._aliases.add(self)
-            self._counted = mine  # a call through the wrapper holds off the owned stream's destroy too
+            self._counted = weakref.ref(mine)  # a call through the wrapper holds off the owned one's destroy too
         return self
 
     def __repr__(self) -> str:
@@ -202,37 +204,39 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         if self._closed:
             raise StreamClosedError(f"{self!r} was closed: create a new Stream (closed streams cannot be reused)")
 
-    def _enter(self) -> None:
+    def _enter(self) -> Stream:
         """Begin a driver call on the handle outside ``use_lock`` (a wait, query, record...): counted first, then
         checked open, so a close from then on (a finalizer the collector runs at one of the call's allocations, or
         another thread) leaves the destroy to `_leave`: no call reaches the driver with a destroyed handle, which the
-        driver may already have given to a new stream."""
-        counted = self._counted
+        driver may already have given to a new stream. Returns the stream counted on, whose `_leave` ends the call
+        (the caller holds it meanwhile)."""
+        ref = self._counted
+        counted = self if ref is None else (ref() or self)
         with uses_lock:
             counted._users += 1
         if self._closed:
-            self._leave()
+            counted._leave()
             self._check_open()
+        return counted
 
     def _leave(self) -> None:
-        """End a call begun by `_enter`; the last one after a close destroys the stream."""
-        counted = self._counted
+        """End a call counted on this stream by `_enter`; the last one after a close destroys the stream."""
         with uses_lock:
-            counted._users -= 1
-            last = counted._destroy_pending and not counted._users
+            self._users -= 1
+            last = self._destroy_pending and not self._users
             if last:
-                counted._destroy_pending = False
+                self._destroy_pending = False
         if last:
-            check(_reaper.driver().cuStreamDestroy(counted._raw), "cuStreamDestroy")
+            check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
     @property
     def priority(self) -> int:
         """The stream's scheduling priority (lower runs first)."""
-        self._enter()
+        counted = self._enter()
         try:
             return int(check(_reaper.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
         finally:
-            self._leave()
+            counted._leave()
 
     def synchronize(self) -> None:
         """Block the calling thread until all work queued on the stream is done.
@@ -242,7 +246,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         arguments back) must never be answered before that work is done: a close does not wait for it.
         """
         try:
-            self._enter()
+            counted = self._enter()
         except StreamClosedError:  # closed (now or before): the work queued before the close first
             self._wait_final()
             raise
@@ -253,18 +257,18 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
                 return
             result = _reaper.driver().cuStreamSynchronize(self._raw)
         finally:
-            self._leave()
+            counted._leave()
         _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
         if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
             check(result, "cuStreamSynchronize")
 
     def query(self) -> bool:
         """Return True when all queued work is done, False while some runs; raises on a sticky fault."""
-        self._enter()
+        counted = self._enter()
         try:
             (err,) = _reaper.driver().cuStreamQuery(self._raw)
         finally:
-            self._leave()
+            counted._leave()
         if err == NOT_READY:
             return False
         check(err, "cuStreamQuery")
@@ -299,22 +303,22 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         event = other if isinstance(other, Event) else other.record()
         event._enter()  # (a close of either meanwhile leaves its destroy to the end of this wait's driver call)
         try:
-            self._enter()
+            counted = self._enter()
             try:
                 check(_reaper.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
             finally:
-                self._leave()
+                counted._leave()
         finally:
             event._leave()
 
     def is_capturing(self) -> bool:
         """Return True while the stream is capturing a CUDA graph."""
-        self._enter()
+        counted = self._enter()
         try:
             d = _reaper.driver()
             status = check(d.cuStreamIsCapturing(self._raw), "cuStreamIsCapturing")
         finally:
-            self._leave()
+            counted._leave()
         return bool(status != d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
 
     def close(self) -> None:
