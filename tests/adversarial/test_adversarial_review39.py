@@ -48,6 +48,15 @@ Tried, and held (pinned below where cheap):
   arguments that are no list or tuple, an i32 out of range, a float for an int, a raw address, a read-only view for
   a ``"ptr"``, a buffer freed, the stream closed, the module unloaded, an int stream, a list signature, and each of
   them (and a valid launch) inside a host function (`HostFunctionError`).
+- a plan reused after one of its buffers was freed and the address handed to a new allocation: the free bumps the
+  epoch (both paths' plans miss) and the pointers are matched by identity through weak references (the new buffer
+  at the same address is another object), so neither the packed block nor the C path's slot read trusts the stale
+  pointer; the compiled path's borrowed slot reads stay valid across its one allocation because the plan is claimed
+  (``busy``) and ``remember`` leaves a busy plan alone (review 34), and it holds new references to the argument
+  items, the call and the driver arguments while the driver runs (read, not shown failing by a finalizer probe);
+- a prepared launch after ``Module.unload`` (the epoch; review 11/15), on a closed stream, or of a freed buffer: typed
+  errors; a plan on one stream relaunched on another takes the full path (the stream is matched by identity);
+- ``tile.distributed`` was not exercised: it needs torch, which this environment lacks (see the report).
 """
 
 from __future__ import annotations
