@@ -53,7 +53,7 @@ Tried, and held (pinned below where cheap):
   at the same address is another object), so neither the packed block nor the C path's slot read trusts the stale
   pointer; the compiled path's borrowed slot reads stay valid across its one allocation because the plan is claimed
   (``busy``) and ``remember`` leaves a busy plan alone (review 34), and it holds new references to the argument
-  items, the call and the driver arguments while the driver runs (read, not shown failing by a finalizer probe);
+  items, the call and the driver arguments while the driver runs (read in the source; not probed separately);
 - a prepared launch after ``Module.unload`` (the epoch; review 11/15), on a closed stream, or of a freed buffer: typed
   errors; a plan on one stream relaunched on another takes the full path (the stream is matched by identity);
 - ``tile.distributed`` was not exercised: it needs torch, which this environment lacks (see the report).
