@@ -334,7 +334,9 @@ def test_bind_refuses_a_plan_class_without_the_slots_and_keeps_its_binding(probe
     args = [x, 1, 2]
     probe(args, stream=x.stream)
     with pytest.raises(TypeError, match=r"is not a slot"):
-        _fastcore.bind(_launch.launch, use_lock, invalidation, _reaper.RUNNING, _driver._state, check, _NoSlots)
+        _fastcore.bind(
+            _launch.launch, use_lock, invalidation, _reaper.RUNNING, _driver._state, check, _NoSlots, tc.Function
+        )
     for _ in range(3):
         compiled(probe.function, 1, 1, args, stream=x.stream, signature=SIG)
     assert [seen[2] for seen in probe.seen] == [2] * 4

@@ -136,3 +136,18 @@ def test_pool_returns_to_baseline(device: tc.Device) -> None:
         buffer.free()
     device.synchronize()
     assert pool.used_bytes == before
+
+
+def test_pool_trim_keeps_live_memory_and_refuses_a_bad_size(device: tc.Device) -> None:
+    """``trim`` returns unused reserved memory (never a live allocation's) and checks its size before the driver."""
+    pool = device.memory_pool
+    data = np.arange(1 << 18, dtype=np.float32)
+    with tc.DeviceBuffer.from_host(data, device=device) as live:
+        spare = tc.DeviceBuffer.allocate(1 << 24, device=device)
+        spare.free()
+        device.synchronize()
+        pool.trim(0)
+        assert pool.reserved_bytes >= live.nbytes
+        np.testing.assert_array_equal(live.to_numpy(np.float32, data.size), data)
+    with pytest.raises(tc.WrongTypeError, match=r"keep_bytes=-1"):
+        pool.trim(-1)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tile.bindings import _driver, check
 from tile.core._launch import launch as pure_launch
+from tile.core._module import Function
 from tile.core._plan import LaunchPlan
 from tile.core._reaper import RUNNING
 from tile.core._stream import invalidation, use_lock
@@ -43,7 +44,7 @@ def bind(fallback: Callable[..., None]) -> None:
 
     # ``_driver._state.module``: what ``tile.bindings.driver()`` returns once initialised (None before: the pure
     # path initialises it or raises), read without a Python call; LaunchPlan's slots are read by offset.
-    _fastcore.bind(fallback, use_lock, invalidation, RUNNING, _driver._state, check, LaunchPlan)
+    _fastcore.bind(fallback, use_lock, invalidation, RUNNING, _driver._state, check, LaunchPlan, Function)
 
 
 compiled_launch, reason = _load()

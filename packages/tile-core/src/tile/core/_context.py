@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import tile.bindings as tb
 from tile.bindings import check
 from tile.core import _reaper
-from tile.core._errors import factory_error
+from tile.core._errors import WrongTypeError, factory_error
 from tile.core._final import Exact, Frozen
+from tile.core._layout import as_index
 from tile.core._nocopy import Uncopyable
 
 if TYPE_CHECKING:
@@ -84,8 +85,18 @@ class MemoryPool(Frozen, Uncopyable, metaclass=Exact):
         return self._attribute("RESERVED_MEM_CURRENT")
 
     def trim(self, keep_bytes: int = 0) -> None:
-        """Return unused memory to the device, keeping at least ``keep_bytes`` reserved."""
-        check(_reaper.driver().cuMemPoolTrimTo(self.handle, keep_bytes), "cuMemPoolTrimTo")
+        """Return unused memory to the device, keeping at least ``keep_bytes`` reserved (memory of allocations still
+        live, or freed but still used by queued work, is never returned).
+
+        Raises
+        ------
+        WrongTypeError
+            For a ``keep_bytes`` that is not an int in ``[0, 2**64)`` (before the driver).
+        """
+        keep = as_index(keep_bytes)  # the exact int: no lying comparisons
+        if keep is None or not 0 <= keep < 2**64:
+            raise WrongTypeError(f"trim(keep_bytes={keep_bytes!r}): give the bytes to keep reserved, an int >= 0")
+        check(_reaper.driver().cuMemPoolTrimTo(self.handle, keep), "cuMemPoolTrimTo")
 
 
 class Device(Frozen, metaclass=Exact):

@@ -2,15 +2,16 @@
  * objects of its function's plan's last launch (tile.core._plan, _plancode) on the plan's stream.
  *
  * It makes the checks of _plancode's generated code for that case, in the same order, under use_lock (acquired and
- * released through the lock's own methods, as `with use_lock` does): an exact int grid, block and shared memory size
- * in range, the plan of this signature object, its stream, no host function running, an exact list or tuple of the
- * plan's length (its items read once, into this call), the invalidation epoch unchanged, the plan not busy, each
- * pointer argument the remembered object itself (`is` on its weak reference's referent), each scalar the very object
- * whose value the plan's cells hold, and the plan's driver the current one. A plan with float scalars (whose
- * converters may run a value's own methods) or with buffers of other streams (whose use is recorded after the launch)
- * is not taken here. Whatever is not this case, and every error before the driver call, goes to the pure-Python
- * launch (`fallback`, bound by `bind`) with the same arguments, after this call has released the lock and changed
- * nothing: so both accept and refuse exactly the same calls. No user code runs between the checks and the launch.
+ * released through the lock's own methods, as `with use_lock` does): an exact Function (review 39), an exact int grid,
+ * block and shared memory size in range, the plan of this signature object, its stream, no host function running, an
+ * exact list or tuple of the plan's length (its items read once, into this call), the invalidation epoch unchanged, the
+ * plan not busy, each pointer argument the remembered object itself (`is` on its weak reference's referent), each
+ * scalar the very object whose value the plan's cells hold, and the plan's driver the current one. A plan with float
+ * scalars (whose converters may run a value's own methods) or with buffers of other streams (whose use is recorded
+ * after the launch) is not taken here. Whatever is not this case, and every error before the driver call, goes to the
+ * pure-Python launch (`fallback`, bound by `bind`) with the same arguments, after this call has released the lock and
+ * changed nothing: so both accept and refuse exactly the same calls. No user code runs between the checks and the
+ * launch.
  *
  * What keeps it cheap: the plan (an exact LaunchPlan) is read by slot offsets found at bind, weak references without
  * a call (PyWeakref_GetObject, only compared), the epoch by identity first, the current driver as tile.bindings keeps
@@ -25,7 +26,7 @@
 #define CALL_SIZE 11               /* cuLaunchKernel's arguments */
 
 static PyObject *fallback, *lock_acquire, *lock_release, *invalidation, *running, *driver_state, *check_result;
-static PyObject *plan_type, *ref_type; /* LaunchPlan, whose slots are read by offset; weakref.ref */
+static PyObject *plan_type, *ref_type, *function_type; /* LaunchPlan (slots read by offset), weakref.ref, Function */
 static PyObject *s_launch_plan, *s_module, *s_device, *s__default_stream, *s_call_name, *k_stream, *k_shared_mem,
     *k_signature, *k_unchecked, *one, *zero;
 
@@ -173,7 +174,8 @@ static int named(PyObject *name, PyObject *expected) {
 static int planned(PyObject *const *argv, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *stream = Py_None, *signature = Py_None, *shared = zero;
     Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
-    if (nargs != 4) return 0;
+    /* An exact tile.core Function, as the pure path requires (anything else: its WrongTypeError). */
+    if (nargs != 4 || Py_TYPE(argv[0]) != (PyTypeObject *)function_type) return 0;
     for (Py_ssize_t j = 0; j < nkw; j++) {
         PyObject *name = PyTuple_GetItem(kwnames, j), *value = argv[nargs + j];
         if (named(name, k_stream)) stream = value;
@@ -262,15 +264,15 @@ static int probe(PyObject *cls, Py_ssize_t *found) {
     return rc ? -1 : 0;
 }
 
-/* bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan): the pure-Python launch and what the
- * planned case reads (`driver_state.module`: tile.bindings' initialised driver, or None). */
+/* bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan, Function): the pure-Python launch and
+ * what the planned case reads (`driver_state.module`: tile.bindings' initialised driver, or None). */
 static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     (void)self;
-    if (n != 7 || !PyCallable_Check(argv[0]) || !PyList_CheckExact(argv[2]) || !PyList_CheckExact(argv[3]) ||
+    if (n != 8 || !PyCallable_Check(argv[0]) || !PyList_CheckExact(argv[2]) || !PyList_CheckExact(argv[3]) ||
         PyList_Size(argv[2]) != 1 || PyList_Size(argv[3]) != 1 || !PyCallable_Check(argv[5]) ||
-        !PyType_Check(argv[6]))
+        !PyType_Check(argv[6]) || !PyType_Check(argv[7]))
         return PyErr_Format(PyExc_TypeError,
-                            "bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan)");
+                            "bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan, Function)");
     Py_ssize_t found[N_P];
     if (probe(argv[6], found) < 0) return NULL; /* (`off` is only changed with `plan_type`, below) */
     PyObject *ref = PyWeakref_NewRef(argv[6], NULL);
@@ -278,10 +280,10 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     PyObject *acquire = PyObject_GetAttrString(argv[1], "acquire"), *release = PyObject_GetAttrString(argv[1], "release");
     if (!acquire || !release) return Py_DECREF(ref), Py_XDECREF(acquire), Py_XDECREF(release), NULL;
     PyObject *old[] = {fallback, lock_acquire, lock_release, invalidation, running, driver_state, check_result,
-                       plan_type, ref_type};
+                       plan_type, ref_type, function_type};
     fallback = Py_NewRef(argv[0]), lock_acquire = acquire, lock_release = release;
     invalidation = Py_NewRef(argv[2]), running = Py_NewRef(argv[3]), driver_state = Py_NewRef(argv[4]);
-    check_result = Py_NewRef(argv[5]), plan_type = Py_NewRef(argv[6]);
+    check_result = Py_NewRef(argv[5]), plan_type = Py_NewRef(argv[6]), function_type = Py_NewRef(argv[7]);
     ref_type = Py_NewRef((PyObject *)Py_TYPE(ref));
     memcpy(off, found, sizeof off);
     Py_DECREF(ref);
@@ -291,7 +293,8 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan): what the compiled launch reads\n"
+     "bind(launch, use_lock, invalidation, RUNNING, driver_state, check, LaunchPlan, Function): what the compiled\n"
+     "launch reads\n"
      "and falls back to."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL | METH_KEYWORDS,
      "launch($module, /, function, grid, block, args, *, stream=None, shared_mem=0, signature=None, unchecked=False)\n"

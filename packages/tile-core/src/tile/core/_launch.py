@@ -32,7 +32,13 @@ from tile.bindings import driver as _driver
 from tile.core import _keepalive, _plan, _reaper
 from tile.core._args import pack_args, pack_launch
 from tile.core._buffer import use_lock
-from tile.core._errors import LaunchArgumentError, StreamClosedError, UseAfterFreeError, factory_error
+from tile.core._errors import (
+    LaunchArgumentError,
+    StreamClosedError,
+    UseAfterFreeError,
+    WrongTypeError,
+    factory_error,
+)
 from tile.core._final import Exact, Frozen
 from tile.core._layout import as_index
 from tile.core._module import Function
@@ -104,11 +110,13 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         *,
         stream: Stream,
         shared_mem: int,
+        epoch: int,
         pdl: bool = False,
     ) -> PreparedLaunch:
-        """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments."""
+        """Made by `prepare` only, which has checked and normalized ``grid`` and ``block`` and packed the arguments
+        under the invalidation ``epoch`` read before its checks."""
         self = cls.__new__(cls)
-        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem, pdl=pdl)
+        self._setup(function, grid, block, packed, stream=stream, shared_mem=shared_mem, epoch=epoch, pdl=pdl)
         return self
 
     def _setup(
@@ -120,6 +128,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
         *,
         stream: Stream,
         shared_mem: int,
+        epoch: int,
         pdl: bool = False,
     ) -> None:
         self.function, self.stream, self.buffers = function, stream, packed.buffers
@@ -135,7 +144,10 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
             self._launch = d.cuLaunchKernel
             self._call = (kernel, *self.grid, *self.block, shared_mem, d.CUstream(stream.handle), address, 0)
         self._shared = tuple(b for b in self.buffers if b.stream is not stream)
-        self._epoch = invalidation[0]
+        # The epoch the checks were made under, read before them: a free or close since (a finalizer the collector
+        # ran at one of the allocations above, whose release waits for this thread's use window) makes the first
+        # call recheck. The epoch read here would vouch for a buffer freed after its check (review 39).
+        self._epoch = epoch
 
     def __repr__(self) -> str:
         return f"<PreparedLaunch {self.function.name} grid={self.grid} block={self.block} on {self.stream!r}>"
@@ -224,6 +236,8 @@ def prepare(  # the launch's own options, all keyword-only
     """
     if _reaper.RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"prepare({function!r})")
+    if type(function) is not Function:
+        raise _not_a_function(function)
     if type(pdl) is not bool:
         raise LaunchArgumentError(f"pdl={pdl!r} must be True or False")
     if pdl and not unchecked:
@@ -237,11 +251,12 @@ def prepare(  # the launch's own options, all keyword-only
     device = function.module.device
     chosen = as_stream(stream, device)
     with use_lock:  # no free or close between the pointers' checks and the guard's epoch: see use_lock
+        epoch = invalidation[0]  # before the checks: what the prepared launch's guard vouches for
         chosen._check_open()  # again under the lock: another thread may have closed it since `as_stream`
         packed = pack_args(args, signature, device=device, expected=function.param_layout, unchecked=unchecked)
         for buffer in packed.buffers:
             buffer._before_use(chosen)
-        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem, pdl=pdl)
+        return PreparedLaunch._make(function, *dims, packed, stream=chosen, shared_mem=shared_mem, epoch=epoch, pdl=pdl)
 
 
 def launch(
@@ -265,6 +280,8 @@ def launch(
     """
     if _RUNNING[0]:  # before any stream ordering or use tracking
         _reaper.refuse_in_host_function(f"launch({function!r})")
+    if type(function) is not Function:
+        raise _not_a_function(function)
     if (
         type(grid) is int
         and 1 <= grid < _UINT
@@ -297,6 +314,15 @@ def launch(
         _launch_full(function, (gx, gy, gz, bx, by, bz, shared_mem), args, chosen, signature, unchecked)
 
 
+def _not_a_function(function: object) -> WrongTypeError:
+    """The error for a launch of something that is not a `Function`: an object that only looks like one (its own
+    ``cu_function``, ``param_layout`` and ``module``) would choose the kernel handle and the parameter layout the
+    arguments are checked against, so the driver would read parameters the checks never saw (review 39)."""
+    return WrongTypeError(
+        f"{type(function).__name__} is not a tile.core.Function: launch a kernel got from module.function(name)"
+    )
+
+
 def _track_planned(plan: _plan.LaunchPlan, stream: Stream) -> None:
     """`_track` for a launch the plan made: its buffers of other streams and its borrowed views, the very objects of
     the launch's arguments (the plan matched them by identity, so its weak references name live objects)."""
@@ -320,11 +346,12 @@ def _launch_full(  # noqa: PLR0917  # launch's own arguments, passed on
 ) -> None:
     """A checked launch's full path (the caller holds ``use_lock``): the stream open, every argument checked and
     packed, the launch enqueued and recorded for the buffers of other streams."""
+    epoch = invalidation[0]  # before the checks: what the plan they leave vouches for
     if chosen._closed:  # again under the lock: another thread may have closed it since `as_stream`
         chosen._check_open()
     kernel = function.cu_function  # raises once the module was unloaded
     device = function.module.device
-    shared, views, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel)
+    shared, views, cells, address = _checked_params(function, args, signature, chosen, device, unchecked, kernel, epoch)
     result = _reaper.driver().cuLaunchKernel(kernel, *extents, chosen._raw, address, 0)
     del cells  # kept alive until the driver has copied the arguments
     if result[0] != 0:
@@ -341,13 +368,14 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     device: Any,
     unchecked: bool,
     kernel: Any,
+    epoch: int,
 ) -> tuple[Sequence[Any], Sequence[Any], object, int]:
     """A checked launch's full path (the caller holds ``use_lock``): every argument checked and packed, the buffers
-    ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them. Returns the
+    ordered for ``chosen``, and the checks kept in the function's plan for the launches that repeat them, under
+    ``epoch``, read before any check (a free or close after it makes the next launch check again). Returns the
     buffers of other streams (to record the launch for), the borrowed views (held until the kernel completes), and
     the parameter block and its ``kernelParams`` address."""
     args = tuple(args)  # read once: a sequence of the user's own could hand out other items (or free) when read again
-    epoch = invalidation[0]
     kinds, values, buffers, views = pack_launch(
         args, signature, device=device, expected=function.param_layout, unchecked=unchecked
     )
@@ -361,7 +389,7 @@ def _checked_params(  # noqa: PLR0917  # launch's own arguments, passed on
     block, address = param_block(kinds, values)  # the block holds the cells ``address`` points at
     plan = _plan.plan_for(function, signature) or _plan.new_plan(function, signature, kinds)
     if plan is not None:
-        plan.remember(args, values, buffers, chosen, kernel, views)
+        plan.remember(args, values, buffers, chosen, kernel, views, epoch=epoch)
     return shared, views, block, address
 
 

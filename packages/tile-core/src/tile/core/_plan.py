@@ -40,7 +40,7 @@ from tile.core._args import KINDS, POINTER_KINDS
 from tile.core._buffer import DeviceBuffer
 from tile.core._params import CELL
 from tile.core._plancode import Launcher, launcher
-from tile.core._stream import Stream, invalidation
+from tile.core._stream import Stream
 from tile.core._view import DeviceView
 
 __all__ = ["LaunchPlan", "new_plan", "plan_for"]
@@ -156,12 +156,16 @@ class LaunchPlan:
         stream: Stream,
         kernel: Any,
         views: Sequence[DeviceView] = (),
+        *,
+        epoch: int,
     ) -> None:
         """Keep the pointer checks of a launch that took the full path (the caller holds ``use_lock``): its pointer
         arguments, their checked addresses in ``values``, the ``buffers`` ordered for ``stream``, the function's
         ``kernel`` handle (valid until its module is unloaded, which bumps the epoch), the borrowed ``views`` (which
-        a launch holds until it completes: among the arguments a hit matches by identity). Raw addresses and
-        the arguments of a launch made while the block is in use are not kept."""
+        a launch holds until it completes: among the arguments a hit matches by identity), and the invalidation
+        ``epoch`` read before the pointers were checked: a free, close or unload since then (a finalizer the collector
+        ran at an allocation after the checks, whose free is refused by later checks only) makes the next launch take
+        the full path. Raw addresses and the arguments of a launch made while the block is in use are not kept."""
         self.epoch = -1
         objects = self._pointers(args)
         if self.busy or not all(type(obj) is DeviceBuffer or type(obj) is DeviceView for obj in objects):
@@ -170,7 +174,7 @@ class LaunchPlan:
         self._pointer_cells.pack_into(self.block, self._scalar_cells.size, *self._pointers(values))
         self.shared = tuple(weakref.ref(b) for b in buffers if b.stream is not stream)
         self.views = tuple(weakref.ref(v) for v in views)
-        self.stream, self.raw, self.kernel, self.epoch = weakref.ref(stream), stream._raw, kernel, invalidation[0]
+        self.stream, self.raw, self.kernel, self.epoch = weakref.ref(stream), stream._raw, kernel, epoch
 
 
 def plan_for(function: Any, signature: object) -> LaunchPlan | None:

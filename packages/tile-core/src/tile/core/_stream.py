@@ -19,7 +19,7 @@ from tile.bindings import check
 from tile.core import _reaper
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, StateError, StreamClosedError, WrongDeviceError, WrongTypeError
-from tile.core._event import NOT_READY, Event
+from tile.core._event import NOT_READY, Event, uses_lock
 from tile.core._final import Exact, Frozen
 from tile.core._keepalive import Holder
 from tile.core._nocopy import Uncopyable
@@ -121,6 +121,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         self._mark: Event | None = None
         self._holder: Holder | None = None  # foreign memory its queued work uses (tile.core._keepalive)
         self._aliases: weakref.WeakSet[Stream] = weakref.WeakSet()  # borrows of this owned stream: closed with it
+        # Calls on the handle under way (`_enter`): a close meanwhile leaves the destroy to the last (review 39).
+        self._users, self._destroy_pending = 0, False
+        # Whose count a call counts on: None for this stream's own; a weak reference to the owned stream for a borrow
+        # of Tile's own stream (weak: a borrow does not keep the owned stream alive; a call holds it while it runs).
+        self._counted: weakref.ref[Stream] | None = None
 
     @classmethod
     def borrow(
@@ -162,6 +167,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             # A stream of Tile's own coming back through another object (a ``__cuda_stream__`` wrapper): the wrapper
             # closes with it (it stayed open after the Stream's close, and enqueued on the destroyed handle).
             mine._aliases.add(self)
+            self._counted = weakref.ref(mine)  # a call through the wrapper holds off the owned one's destroy too
         return self
 
     def __repr__(self) -> str:
@@ -198,11 +204,39 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         if self._closed:
             raise StreamClosedError(f"{self!r} was closed: create a new Stream (closed streams cannot be reused)")
 
+    def _enter(self) -> Stream:
+        """Begin a driver call on the handle outside ``use_lock`` (a wait, query, record...): counted first, then
+        checked open, so a close from then on (a finalizer the collector runs at one of the call's allocations, or
+        another thread) leaves the destroy to `_leave`: no call reaches the driver with a destroyed handle, which the
+        driver may already have given to a new stream. Returns the stream counted on, whose `_leave` ends the call
+        (the caller holds it meanwhile)."""
+        ref = self._counted
+        counted = self if ref is None else (ref() or self)
+        with uses_lock:
+            counted._users += 1
+        if self._closed:
+            counted._leave()
+            self._check_open()
+        return counted
+
+    def _leave(self) -> None:
+        """End a call counted on this stream by `_enter`; the last one after a close destroys the stream."""
+        with uses_lock:
+            self._users -= 1
+            last = self._destroy_pending and not self._users
+            if last:
+                self._destroy_pending = False
+        if last:
+            check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+
     @property
     def priority(self) -> int:
         """The stream's scheduling priority (lower runs first)."""
-        self._check_open()
-        return int(check(_reaper.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
+        counted = self._enter()
+        try:
+            return int(check(_reaper.driver().cuStreamGetPriority(self._raw), "cuStreamGetPriority"))
+        finally:
+            counted._leave()
 
     def synchronize(self) -> None:
         """Block the calling thread until all work queued on the stream is done.
@@ -211,22 +245,30 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         `StreamClosedError`. A caller that takes the error for "the stream's work is over" (a run handing its
         arguments back) must never be answered before that work is done: a close does not wait for it.
         """
-        if self._closed:
+        try:
+            counted = self._enter()
+        except StreamClosedError:  # closed (now or before): the work queued before the close first
             self._wait_final()
-            self._check_open()
-        if _THREAD.captures:  # this thread captures a graph: a wait for another stream's work is no part of it
-            with _relaxed_capture():
-                check(_reaper.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
-            return
-        result = _reaper.driver().cuStreamSynchronize(self._raw)
+            raise
+        try:
+            if _THREAD.captures:  # this thread captures a graph: a wait for another stream's work is no part of it
+                with _relaxed_capture():
+                    check(_reaper.driver().cuStreamSynchronize(self._raw), "cuStreamSynchronize")
+                return
+            result = _reaper.driver().cuStreamSynchronize(self._raw)
+        finally:
+            counted._leave()
         _reaper.drain()  # a safe point for releases deferred by finalizers (their uses may just have completed)
         if result[0] != 0:  # `check`, inlined for the common success: a synchronize follows every blocking launch
             check(result, "cuStreamSynchronize")
 
     def query(self) -> bool:
         """Return True when all queued work is done, False while some runs; raises on a sticky fault."""
-        self._check_open()
-        (err,) = _reaper.driver().cuStreamQuery(self._raw)
+        counted = self._enter()
+        try:
+            (err,) = _reaper.driver().cuStreamQuery(self._raw)
+        finally:
+            counted._leave()
         if err == NOT_READY:
             return False
         check(err, "cuStreamQuery")
@@ -259,14 +301,24 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
                 "with tile.core.Stream.borrow(obj) and wait for it (its work queued so far)"
             )
         event = other if isinstance(other, Event) else other.record()
-        event._check_open()
-        check(_reaper.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
+        event._enter()  # (a close of either meanwhile leaves its destroy to the end of this wait's driver call)
+        try:
+            counted = self._enter()
+            try:
+                check(_reaper.driver().cuStreamWaitEvent(self._raw, event._raw, 0), "cuStreamWaitEvent")
+            finally:
+                counted._leave()
+        finally:
+            event._leave()
 
     def is_capturing(self) -> bool:
         """Return True while the stream is capturing a CUDA graph."""
-        self._check_open()
-        d = _reaper.driver()
-        status = check(d.cuStreamIsCapturing(self._raw), "cuStreamIsCapturing")
+        counted = self._enter()
+        try:
+            d = _reaper.driver()
+            status = check(d.cuStreamIsCapturing(self._raw), "cuStreamIsCapturing")
+        finally:
+            counted._leave()
         return bool(status != d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
 
     def close(self) -> None:
@@ -303,7 +355,10 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
             for alias in list(self._aliases):  # the same CUDA stream: closed too (its final event is this one's)
                 alias._closed, alias._final, alias._cc, alias._owner = True, self._final, None, None
             if self.owned:
-                check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
+                with uses_lock:  # a call on the handle under way destroys it when it ends (`_leave`)
+                    self._destroy_pending = bool(self._users)
+                if not self._destroy_pending:
+                    check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
     def __del__(self) -> None:
         if getattr(self, "owned", False) and not self._closed:
