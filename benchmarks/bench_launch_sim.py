@@ -57,8 +57,8 @@ _SIM_CALLS = ("cuLaunchKernel", "cuStreamSynchronize", "cuStreamQuery", "cuEvent
 def _bytecode_only(sim: SimDriver) -> Callable[..., Any]:
     """`compile_kernel` without tileiras: the bytecode, a stand-in sm_90 cubin, and a no-op simulator entry."""
 
-    def compile_for_sim(fn: Any, spec: Any, target: Any) -> Any:
-        compiled = compile_kernel(fn, spec, target, cubin=False)
+    def compile_for_sim(fn: Any, spec: Any, target: Any, **options: Any) -> Any:
+        compiled = compile_kernel(fn, spec, target, cubin=False, **options)  # (the frontend passes its captures=)
         if target.arch == "cpu":
             return compiled
         kinds = [

@@ -462,3 +462,13 @@ def test_a_tile_shape_beyond_what_tile_ir_encodes_is_a_compile_error() -> None:
     of overflowing in the bytecode writer."""
     with pytest.raises(CompileError, match=r"tile dimensions must be at most 2\*\*30"):
         check(k.huge_tile, "cpu", B=16)
+
+
+def test_the_abi_carries_each_output_tile_shape_and_the_static_extents() -> None:
+    # What the code's addressing assumes beyond the slots; the launcher checks each partition and tensor against it.
+    t = check(k.every_param_kind, BM=16, BN=32, k=3)
+    assert t.abi.tiles == (("z", (16, 32)),)
+    assert t.abi.static_extents == (("x", (None, 64)),)
+    assert check(k.walks_rank3, B=8).abi.tiles == (("z", (1, 8, 8)),)
+    assert check(k.inlines, B=64).abi.static_extents == ()
+    assert KernelABI.from_json(json.loads(json.dumps(t.abi.to_json()))) == t.abi

@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar
 
 __all__ = ["KEY_SCHEMA", "CacheEntry", "CacheStats", "DiskCache", "MemoryCache", "cache_stats", "count"]
 
-KEY_SCHEMA = 3
+KEY_SCHEMA = 4
 """Version of the key derivation and entry layout; bump it whenever either changes."""
 _MAGIC = b"TILEC\x00\x01\n"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, metadata length, blob length, sha256(metadata + blobs)

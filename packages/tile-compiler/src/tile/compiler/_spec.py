@@ -433,6 +433,21 @@ class KernelABI:
     # is ordered after that wait: only then may a launcher launch it with programmatic stream serialization (PDL),
     # which lets it start while its predecessor still runs. False for ABIs written before this field existed.
     waits_prior_grid: bool = False
+    # The tile shape the code was compiled for, per ``Mut`` output (a tuple parameter's elements as ``name[i]``), in
+    # parameter order. The code's own-tile, ``subtiles`` and ``tiles()`` addressing all assume it, so a launcher must
+    # check that each partition it passes has exactly this tile shape (`tile_of`); a disagreement is a bug in Tile.
+    # Required when read back (`from_json`): an entry written before this field existed is not trusted, but rebuilt.
+    tiles: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    # The extents compiled into the code as constants (None: read from the shape slot), per tensor parameter that has
+    # any: the code indexes by them, so a launcher must check that the tensor it passes has them. Required as ``tiles``.
+    static_extents: tuple[tuple[str, tuple[int | None, ...]], ...] = ()
+
+    def tile_of(self, param: str) -> tuple[int, ...] | None:
+        """The tile shape output ``param``'s code was compiled for, or None when the code takes it as no output."""
+        for name, shape in self.tiles:
+            if name == param:
+                return shape
+        return None
 
     def walks_tiles(self, param: str) -> bool:
         """True when output ``param`` is addressed only through ``param.tiles()``: any launch grid is race-free."""
@@ -446,12 +461,20 @@ class KernelABI:
             "guards": [g.to_json() for g in self.guards],
             "outputs": [list(o) for o in self.outputs],
             "waits_prior_grid": self.waits_prior_grid,
+            "tiles": [[name, list(shape)] for name, shape in self.tiles],
+            "static_extents": [[name, list(dims)] for name, dims in self.static_extents],
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KernelABI:
-        """Rebuild an ABI written by `to_json`."""
+        """Rebuild an ABI written by `to_json` (a `KeyError` without ``tiles`` or ``static_extents``: written before
+        them, so not to be trusted)."""
+        tiles = tuple((str(name), tuple(int(d) for d in shape)) for name, shape in data["tiles"])
+        static = tuple(
+            (str(name), tuple(None if d is None else int(d) for d in dims)) for name, dims in data["static_extents"]
+        )
         slots = tuple(AbiSlot(str(p), str(r), int(a), str(d)) for p, r, a, d in data["slots"])
         guards = tuple(HostGuard.from_json(g) for g in data.get("guards", ()))
         outputs = tuple((str(name), str(mode)) for name, mode in data.get("outputs", ()))
-        return cls(str(data["entry"]), slots, guards, outputs, data.get("waits_prior_grid", False) is True)
+        pdl = data.get("waits_prior_grid", False) is True
+        return cls(str(data["entry"]), slots, guards, outputs, pdl, tiles, static)

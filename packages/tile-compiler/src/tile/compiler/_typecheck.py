@@ -329,7 +329,8 @@ def typecheck(
     ch.bytecode_version = version
     try:
         params, slots = build_entry(ch, spec)
-        outputs = [v for v in ch.env.values() if isinstance(v, TensorV) and v.mut]
+        tensors = [v for v in ch.env.values() if isinstance(v, TensorV)]
+        outputs = [v for v in tensors if v.mut]
         ch.stmts(resolved.kernel.tree.body)
     except CompileError:
         raise
@@ -349,7 +350,16 @@ def typecheck(
     if spec.options.fp_contract:
         contract_fma(ir)
     schemes = tuple((t.name, t.mode or "own") for t in outputs)
-    abi = KernelABI(name, tuple(slots), tuple(ch.host_guards), schemes, waits_prior_grid=o.pdl)
+    # What the code's addressing assumes of each argument beyond the slots (a launcher checks them once per layout).
+    tiles = tuple((t.name, t.tile) for t in outputs)
+    static = tuple(
+        (t.name, tuple(e if type(e) is int else None for e in t.extents))
+        for t in tensors
+        if any(type(e) is int for e in t.extents)
+    )
+    abi = KernelABI(
+        name, tuple(slots), tuple(ch.host_guards), schemes, waits_prior_grid=o.pdl, tiles=tiles, static_extents=static
+    )
     return TypedKernel(name, ir, abi, spec, target)
 
 

@@ -8,10 +8,10 @@ the values into new memory. Ownership (docs/architecture.md) is enforced at ever
 and handed back by ``.sync()``/``await`` once the work is done; a partition needs exclusive memory; overlapping
 arguments are found by address range. Misuse raises a typed error (`MovedError` and its `InFlightError`,
 `BorrowError`, `AliasError`, `ArgumentError`, `GridError`, `FreedError`, `FrozenError`, `BackendError`,
-`UntrackedExportError`) before any memory is touched; the classes launches trust cannot be subclassed
-(`FinalClassError`). `TileError` catches everything Tile raises here: those, ``CompileError`` and the toolchain's
-errors, CUDA errors, and `KernelFaultError` (what the CPU interpreter finds in a running kernel: data races between
-blocks, failed ``assert_``, out-of-bounds accesses).
+`UntrackedExportError`; `InternalError` for a bug in Tile itself) before any memory is touched; the classes launches
+trust cannot be subclassed (`FinalClassError`). `TileError` catches everything Tile raises here: those,
+``CompileError`` and the toolchain's errors, CUDA errors, and `KernelFaultError` (what the CPU interpreter finds in a
+running kernel: data races between blocks, failed ``assert_``, out-of-bounds accesses).
 
 Names of the kernel language that shadow Python builtins (``print``, ``abs``, ``max``, ``min``, ``sum``, ``pow``)
 are attributes (``tile.print``) but not in ``__all__``, so ``from tile.frontend import *`` leaves the builtins alone.
@@ -161,6 +161,7 @@ from tile.frontend._errors import (
     GridError,
     HostMemoryError,
     InFlightError,
+    InternalError,
     KernelFaultError,
     MovedError,
     OwnershipError,
@@ -204,6 +205,7 @@ __all__ = [
     "HostMemoryError",
     "HostOrKernelOp",
     "InFlightError",
+    "InternalError",
     "Kernel",
     "KernelFaultError",
     "LangOp",

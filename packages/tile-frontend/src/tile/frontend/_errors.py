@@ -34,6 +34,7 @@ __all__ = [
     "HostMemoryError",
     "InFlight",
     "InFlightError",
+    "InternalError",
     "KernelFaultError",
     "MovedError",
     "OwnershipError",
@@ -174,6 +175,12 @@ class GridError(TileError, ValueError):
 
 class BackendError(TileError, RuntimeError):
     """The requested backend cannot run here, or arguments live on a different device than the launch."""
+
+
+class InternalError(TileError, RuntimeError):
+    """Two of Tile's own parts disagreed about a launch (the compiled code's view of an argument and the argument the
+    launcher passes): a bug in Tile, not in the kernel. Raised before anything is moved or launched; please report it
+    with the kernel and the call."""
 
 
 class DeviceMismatchError(ArgumentError, BackendError):

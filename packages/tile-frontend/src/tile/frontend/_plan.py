@@ -15,6 +15,9 @@ therefore accepts exactly the calls the full path accepts and never raises an ow
 A handle in flight (handed to a ``.then()`` function before its launch was done, `InFlight`) counts as live here:
 a kernel call may take it, and `Plan.hand_over` reports it so the launch is ordered after the one that lent it.
 
+A plan is made only for code whose ABI views each memory argument as what the layout passes (`check_abi`: dtype,
+rank, static extents, output tile shape); every launch it admits has that layout, so the check runs once per layout.
+
 `Plan.admit` is the same test for a kernel's most recent plan without building the key: it compares each argument
 with the plan's own layout (class, ``_layout``, tile shape, ``Const`` value, scalar class, which handles are the same
 object), so it accepts a call only when `layout_key` would give this plan's key and `Plan.try_launch` would pass.
@@ -35,6 +38,7 @@ import numpy as np
 from tile.compiler import CompiledKernel
 from tile.compiler.lang import DType
 from tile.frontend import _accel
+from tile.frontend._abi_check import check_abi
 from tile.frontend._errors import IN_FLIGHT, InFlight
 from tile.frontend._execute import GPU_KIND, prepared_launch
 from tile.frontend._launch import Launch, Taken
@@ -206,6 +210,9 @@ class Plan:
         explicit: object = None,
         generics: dict[str, Any] | None = None,
     ) -> None:
+        # The one check of the compiled code's view of each argument (dtype, rank, extents, tile shape) against the
+        # arguments: here, before the plan exists, since every launch of this layout reuses the plan unchecked.
+        check_abi(compiled, params, args)
         self.compiled, self.grid, self.device, self.params = compiled, grid, device, tuple(params)
         self.tail = tuple(args[given:])  # trailing Const values that were passed as keywords
         self.handles = tuple(i for i, a in enumerate(args) if isinstance(a, _HANDLE_CLASSES))
