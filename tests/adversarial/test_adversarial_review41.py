@@ -17,6 +17,12 @@ Holes found and fixed (class level, `tile.aio._run`):
   its inputs moved into it, never handed back. The loop is now looked up before the claim; the refusal is a typed
   `tile.aio.EventLoopError` and the op is left unclaimed (it can still be ``.sync()``-ed).
 
+- A ``KeyboardInterrupt`` while ``await`` polled or recorded its completion (between the claim and the wait: the
+  spin of ``TILE_AIO_SPIN_US`` included) dropped the run with its inputs moved into it: held for good. The run is now
+  parked as an interrupted ``.sync()``'s is (review 35's `park`): released once the work is done, and the op's next
+  ``.sync()`` returns its output. A ``KeyboardInterrupt`` out of ``run_until_complete`` while the task waits leaves the
+  task pending on a loop that may never run again: the first fix covers it.
+
 Tried, and held (pinned below for a launch, a ``.then`` chain, ``zip`` and ``collect``):
 
 - ``Task.cancel()`` of a task awaiting the op, and ``asyncio.wait_for`` timing out: the inputs stay held until the
@@ -160,6 +166,63 @@ def test_a_loop_whose_thread_exits_without_closing_it_still_hands_the_inputs_bac
         assert _pending(stores) == [0, 0]  # before the fix: held for as long as the loop lives (dropped: for good)
     finally:
         loop.close()  # the test's own tidiness (an unclosed loop warns when collected)
+
+
+def test_an_interrupt_out_of_the_loop_while_awaiting_still_hands_back_after_the_work(
+    kernels: ModuleType, path: str, gated: tuple[HostStream, threading.Event]
+) -> None:
+    stream, gate = gated
+    launch, stores = _launch(kernels)
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt("interrupted while the task awaits")
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(0.05, interrupt)
+        await _await_on(launch, stream)
+
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="while the task awaits"):
+            loop.run_until_complete(main())
+        assert _pending(stores) == [1, 1]
+        gate.set()
+        _drained(stream)
+        assert _pending(stores) == [0, 0]  # before the fix: queued on the stopped loop (closed below: for good)
+    finally:
+        loop.close()
+
+
+# --- hole: an interrupt between the claim and the wait ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["query", "record"])
+def test_an_interrupt_before_the_await_waits_parks_the_run(
+    kernels: ModuleType,
+    path: str,
+    where: str,
+    gated: tuple[HostStream, threading.Event],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stream, gate = gated
+    launch, stores = _launch(kernels)
+    real = getattr(HostStream, where)
+
+    def interrupted(self: HostStream) -> Any:
+        monkeypatch.setattr(HostStream, where, real)
+        raise KeyboardInterrupt(f"interrupted in {where}()")
+
+    monkeypatch.setattr(HostStream, where, interrupted)
+    with pytest.raises(KeyboardInterrupt, match=where):
+        asyncio.run(_await_on(launch, stream))
+    assert _pending(stores) == [1, 1]  # the work may still run: nothing went back
+    gate.set()
+    _drained(stream)
+    assert _pending(stores) == [0, 0]  # before the fix: held for good
+    z = launch.sync_on(stream)[0]  # the parked run's output, handed out once
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, 3.0, np.float32))
+    with pytest.raises(OpConsumedError, match=r"executed by \.sync_on\(\)"):
+        launch.sync_on(stream)
 
 
 # --- hole: await outside a running asyncio loop -------------------------------------------------------------------

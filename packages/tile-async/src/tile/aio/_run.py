@@ -11,7 +11,8 @@ inputs alive until the work is done. It releases the run in its own thread (the 
 hands the outcome to the event loop with ``call_soon_threadsafe``: the release never depends on the loop
 running again (a loop stopped, closed or dropped with the hand-over still queued would otherwise keep the
 inputs for good, review 41). The loop is looked up before the op is claimed: an ``await`` driven outside a
-running asyncio loop is refused before any work is enqueued.
+running asyncio loop is refused before any work is enqueued. A ``KeyboardInterrupt`` between the claim and the
+wait parks the run as an interrupted ``.sync()`` does (`park`).
 """
 
 from __future__ import annotations
@@ -249,7 +250,23 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
     except Exception as exc:  # query(), record() or the callback failed: the work must be over before releasing
         run.fail(exc)
         return _finish_blocking(run, ctx)
+    except BaseException:  # KeyboardInterrupt while polling or recording: the work may still run
+        _park_run(run, ctx)
+        raise
     return await future
+
+
+def _park_run(run: Run[Any], ctx: ExecutionContext) -> None:
+    """Hand a run interrupted before it could wait to `park` (as an interrupted ``.sync()``'s): its tree is released
+    once a completion observed on ``ctx`` says the work is done, and the op's next ``.sync()`` returns the output.
+    The take is atomic with `Run.finish`, so a completion callback registered before the interrupt releases nothing.
+    Before review 41 the run was dropped here with its inputs moved into it: held for good."""
+    with _FINISHING:
+        op, run.op = run.op, None
+        output, run.output = run.output, None
+        error, run.error = run.error, None
+    if op is not None:
+        park(op, ctx, output, error)
 
 
 def _finish_blocking(run: Run[T], ctx: ExecutionContext) -> T:
