@@ -16,6 +16,7 @@ CASES = [
     (aio.ContextMismatchError("the launch", "a CUDA stream", "HostStream"), TypeError, "schedule it with"),
     (aio.OpTypeError("zip()", "a DeviceOp", "int"), TypeError, "tile.aio.value"),
     (aio.CopyError("sizes differ"), ValueError, "same size"),
+    (aio.EventLoopError("the launch of k"), RuntimeError, "call .sync()"),
     (aio.ClosedError("the graph", "capture again"), RuntimeError, "capture again"),
     (aio.KnobError("TILE_AIO_SPIN_US", "x", "an integer >= 0"), ValueError, "fix or unset it"),
 ]

@@ -31,9 +31,9 @@ Graphs
     :func:`capture`, :class:`Graph` (``launch``, ``update``, ``output``, ``close``).
 Errors (all derive from ``TileError``, Tile's one root ``tile.errors.TileError``, and a builtin)
     :class:`OpConsumedError`, :class:`ExecutionLockError`, :class:`CaptureError`,
-    :class:`ContextMismatchError`, :class:`OpTypeError`, :class:`CopyError`, :class:`ClosedError`,
-    :class:`KnobError`, :class:`UncopyableError` (ops, graphs, contexts, completions and policies refuse
-    ``copy.copy``, ``copy.deepcopy`` and pickling: each owns work or a stream).
+    :class:`ContextMismatchError`, :class:`EventLoopError`, :class:`OpTypeError`, :class:`CopyError`,
+    :class:`ClosedError`, :class:`KnobError`, :class:`UncopyableError` (ops, graphs, contexts, completions and
+    policies refuse ``copy.copy``, ``copy.deepcopy`` and pickling: each owns work or a stream).
 
 Environment: ``TILE_AIO_SPIN_US`` (await's poll budget, default 20), ``TILE_AIO_POOL_SIZE`` (default 4),
 ``TILE_AIO_DEVICE`` (``cuda:0`` or ``host``).
@@ -56,6 +56,7 @@ from tile.aio._errors import (
     ClosedError,
     ContextMismatchError,
     CopyError,
+    EventLoopError,
     ExecutionLockError,
     KnobError,
     OpConsumedError,
@@ -91,6 +92,7 @@ __all__ = [
     "CudaContext",
     "DeviceOp",
     "DoneCallback",
+    "EventLoopError",
     "ExecutionContext",
     "ExecutionLockError",
     "Graph",

@@ -17,6 +17,7 @@ __all__ = [
     "ClosedError",
     "ContextMismatchError",
     "CopyError",
+    "EventLoopError",
     "ExecutionLockError",
     "KnobError",
     "OpConsumedError",
@@ -67,6 +68,28 @@ class ExecutionLockError(TileError, RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.action,))
+
+
+class EventLoopError(TileError, RuntimeError):
+    """An op was awaited where no asyncio event loop runs (a coroutine driven by hand or by another async
+    framework): nothing could wake the awaiting code when the work is done, so nothing was executed.
+
+    Parameters
+    ----------
+    op : str
+        Description of the awaited op.
+    """
+
+    def __init__(self, op: str) -> None:
+        self.op = op
+        super().__init__(
+            f"{op} was awaited outside a running asyncio event loop; nothing was executed and the op is still "
+            "usable. Await it in a coroutine run by asyncio (asyncio.run, a loop's run_until_complete), or call "
+            ".sync()"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.op,))
 
 
 class CaptureError(TileError, RuntimeError):

@@ -6,9 +6,13 @@ back) and returns the output, or raises the first error (from enqueuing or from 
 
 Await: poll ``ctx.query()`` for at most ``TILE_AIO_SPIN_US`` (a small kernel finishes within it, so
 the common case costs no thread hop); otherwise record a completion and let it call back, from a waiter
-thread or the host stream's worker, into the event loop with ``call_soon_threadsafe``. The callback holds
-the run, so a cancelled ``await`` still keeps the inputs alive until the work is done and releases them
-then. If the loop is already closed when the work completes, the run is released in the callback's thread.
+thread or the host stream's worker. The callback holds the run, so a cancelled ``await`` still keeps the
+inputs alive until the work is done. It releases the run in its own thread (the work is done) and only then
+hands the outcome to the event loop with ``call_soon_threadsafe``: the release never depends on the loop
+running again (a loop stopped, closed or dropped with the hand-over still queued would otherwise keep the
+inputs for good, review 41). The loop is looked up before the op is claimed: an ``await`` driven outside a
+running asyncio loop is refused before any work is enqueued. A ``KeyboardInterrupt`` between the claim and the
+wait parks the run as an interrupted ``.sync()`` does (`park`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tile.aio import _knobs, _lock
 from tile.aio._context import ExecutionContext, refuse_recorder
-from tile.aio._errors import KnobError, OpConsumedError
+from tile.aio._errors import EventLoopError, KnobError, OpConsumedError
 
 if TYPE_CHECKING:
     from tile.aio._op import DeviceOp, Site
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["Interrupted", "Run", "park", "run_async", "run_sync"]
 
 T = TypeVar("T")
+
+_FINISHING = threading.Lock()  # held while a run's tree, error and output are taken by `Run.finish`
 
 
 class Run(Generic[T]):
@@ -63,12 +69,16 @@ class Run(Generic[T]):
                 _note_waited_for(error, self.op)
 
     def finish(self) -> T:
-        """Release the op tree (the work is done) and return the output or raise the first error."""
-        op, self.op = self.op, None
+        """Release the op tree (the work is done) and return the output or raise the first error.
+
+        Once: the take is atomic (`_FINISHING`), so a completion's callback and the error path of `run_async` (a
+        callback registered before its registration raised) never both release the tree; the later gets nothing."""
+        with _FINISHING:
+            op, self.op = self.op, None
+            error, self.error = self.error, None
+            output, self.output = self.output, None
         if op is not None:
             op._release()
-        error, self.error = self.error, None
-        output, self.output = self.output, None
         if error is not None:
             raise error
         return output  # type: ignore[return-value]  # None only when an error was raised above
@@ -253,6 +263,13 @@ def _executed_by(verb: str) -> str:
 async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Site) -> T:
     """Execute ``op`` on ``ctx`` and resolve when its work is done (see the module docstring). An op whose ``.sync()``
     was interrupted while it waited is resumed, as ``.sync()`` resumes it."""
+    # Before the claim: without a running asyncio loop (a coroutine driven by hand or by another framework) nothing
+    # could deliver the outcome, and a run claimed and enqueued here would keep its inputs for good (review 41).
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise EventLoopError(op._describe()) from None
+    future: asyncio.Future[T] = loop.create_future()
     try:
         run = Run(op, ctx, verb, site)
     except OpConsumedError:
@@ -271,18 +288,27 @@ async def run_async(op: DeviceOp[T], ctx: ExecutionContext, verb: str, site: Sit
         if _poll(ctx, budget):
             return run.finish()
         completion = ctx.record()
-    except Exception as exc:  # query() or record() failed: make sure the work is over before releasing
+        completion.add_done_callback(lambda error: _deliver(loop, future, run, error))
+    except Exception as exc:  # query(), record() or the callback failed: the work must be over before releasing
         run.fail(exc)
         return _finish_blocking(run, ctx)
-    except BaseException:  # a KeyboardInterrupt before the completion was set up: the work may still run
-        taken, run.op = run.op, None
-        if taken is not None:  # (not once `finish` took it: the work was done)
-            park(taken, ctx, run.output, run.error)  # held until it is done, resumable by .sync() or await
+    except BaseException:  # KeyboardInterrupt while polling or recording: the work may still run
+        _park_run(run, ctx)
         raise
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    completion.add_done_callback(lambda error: _deliver(loop, future, run, error))
     return await future
+
+
+def _park_run(run: Run[Any], ctx: ExecutionContext) -> None:
+    """Hand a run interrupted before it could wait to `park` (as an interrupted ``.sync()``'s): its tree is released
+    once a completion observed on ``ctx`` says the work is done, and the op's next ``.sync()`` returns the output.
+    The take is atomic with `Run.finish`, so a completion callback registered before the interrupt releases nothing.
+    Before review 41 the run was dropped here with its inputs moved into it: held for good."""
+    with _FINISHING:
+        op, run.op = run.op, None
+        output, run.output = run.output, None
+        error, run.error = run.error, None
+    if op is not None:
+        park(op, ctx, output, error)
 
 
 def _finish_blocking(run: Run[T], ctx: ExecutionContext) -> T:
@@ -310,26 +336,25 @@ def _poll(ctx: ExecutionContext, budget_ns: int) -> bool:
 
 
 def _deliver(loop: asyncio.AbstractEventLoop, future: asyncio.Future[T], run: Run[T], error: Any) -> None:
-    """Completion callback (any thread): settle the future on the loop's thread."""
+    """Completion callback (any thread; the work is done): release the run here, then settle the future on the
+    loop's thread. Releasing here, not in the loop, means no inputs are kept when the loop never runs the hand-over
+    (stopped, closed or dropped with it queued); only the outcome is lost then, and nobody awaits it any more."""
     run.fail(error)
+    outcome: tuple[bool, Any]
     try:
-        loop.call_soon_threadsafe(_settle, future, run)
-    except RuntimeError:  # the loop is closed: nobody awaits any more, but the inputs must still go back
-        _abandon(run)
+        outcome = (True, run.finish())
+    except BaseException as exc:  # the first error: handed to the awaiting task, or dropped with it when it is gone
+        outcome = (False, exc)
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits any more, the inputs went back
+        loop.call_soon_threadsafe(_settle, future, outcome)
 
 
-def _settle(future: asyncio.Future[T], run: Run[T]) -> None:
-    try:
-        output = run.finish()
-    except BaseException as exc:  # handed to the awaiting task, or dropped with it when it was cancelled
-        if not future.done():
-            future.set_exception(exc)
+def _settle(future: asyncio.Future[T], outcome: tuple[bool, Any]) -> None:
+    """On the loop's thread: hand the run's output or error to the awaiting task (gone if it was cancelled)."""
+    if future.done():
         return
-    if not future.done():
-        future.set_result(output)
-
-
-def _abandon(run: Run[Any]) -> None:
-    """Release a run whose awaiter is gone; its error has no one left to receive it."""
-    with contextlib.suppress(Exception):  # the awaiting loop is closed, so there is nobody to raise to
-        run.finish()
+    ok, value = outcome
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
