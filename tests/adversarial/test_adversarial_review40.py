@@ -51,6 +51,12 @@ Tried, and held (read or probed):
   graph launch in between keeps full order, and a non-PDL kernel after a PDL one is launched plainly. In a captured
   graph the driver turns kernel-to-kernel edges into programmatic ones; the dependent's wait covers every
   programmatic predecessor. NCCL and torch's one-shot all-reduce run on the context's stream in stream order.
+- a gloo ``all_reduce`` between two PDL launches, in a ``.then`` chain and captured into a graph replayed twice:
+  exact, the collective's tensor moved in (refused while held) and handed back only at ``graph.close()`` (pinned).
+  In the frontend, device-side order across streams is never relied on without a host wait (allocations are ready
+  on every stream; a handle crosses streams only once its run was observed done), so no PDL kernel depends on an
+  event wait of another stream; tile.core's own cross-stream ``cuStreamWaitEvent`` is a non-kernel op, which the
+  attribute does not relax.
 - the CPU interpreter and tile.core's simulator run PDL in stream order (no overlap to observe); GPU tests below.
 
 GPU tests for the lead (marker ``gpu``): a PDL chain captured as a graph, fed by ``graph_write`` (a copy right
@@ -285,3 +291,44 @@ def test_gpu_a_pdl_chain_reading_tensors_made_between_its_launches(on_gpu: None,
         op = op.then(step(i))
     z, _, _ = op.sync()
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(N, sum(range(24)), np.float32))
+
+
+# ---- tile.distributed between PDL launches (CPU, gloo) --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    pytest.importorskip("torch")
+    import tile.frontend.distributed as d
+
+    store = tmp_path_factory.mktemp("dist40") / "store"
+    d.init("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield d
+    d.destroy()
+
+
+def _pdl_reduce_pdl(pk: ModuleType, group: Any, x: Any) -> Any:
+    """PDL kernel -> all_reduce of its output -> PDL kernel reading the reduced tensor."""
+    first = pk.add_pdl(tile.zeros(f32, [64]).partition([16]), x, tile.ones(f32, [64]))
+    reduced = first.then(lambda out: group.all_reduce(out[0].unpartition()))
+    return reduced.then(lambda t: pk.add_pdl(tile.zeros(f32, [64]).partition([16]), t, tile.ones(f32, [64])))
+
+
+def test_a_collective_between_pdl_launches_in_a_chain_and_in_a_graph(path: str, pk: ModuleType, group: Any) -> None:
+    """The collective's tensor is moved in (a use is refused while the chain holds it) and handed on; run directly
+    and replayed as a graph (twice), the result is exact and the input comes back only once the graph is closed."""
+    assert pk.add_pdl.compile(tile.zeros(f32, [64]).partition([16]), tile.ones(f32, [64]), tile.ones(f32, [64])).abi
+    x = tile.full(f32, [64], 2.0)
+    z, _, _ = _pdl_reduce_pdl(pk, group, x).sync()
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(64, 4.0, np.float32))
+    x = tile.full(f32, [64], 5.0)
+    graph = _pdl_reduce_pdl(pk, group, x).graph()
+    with pytest.raises(tile.MovedError):
+        x.to_numpy()
+    for _ in range(2):
+        graph.launch().sync()
+    z, _, _ = graph.output
+    with pytest.raises(tile.InFlightError):
+        z.unpartition().to_numpy()
+    graph.close()
+    np.testing.assert_array_equal(graph.output[0].unpartition().to_numpy(), np.full(64, 7.0, np.float32))
