@@ -61,7 +61,8 @@ Tried, and held (read or probed):
 
 GPU tests for the lead (marker ``gpu``): a PDL chain captured as a graph, fed by ``graph_write`` (a copy right
 before the first PDL kernel, after the previous replay's early ``launch_dependents``) and replayed alternately on
-two streams; and a PDL chain whose every step reads a tensor made between the launches.
+two streams; a PDL chain whose every step reads a tensor made between the launches; and a slow primary (a row-sum
+loop over 64 MB) that calls ``launch_dependents`` before its loop and stores, read by PDL dependents (NaN if early).
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ def test_the_wait_must_be_the_first_op() -> None:
 
 PDL_SOURCE = """
 import tile.frontend as tile
-from tile.frontend import Mut, Tensor, f32
+from tile.frontend import Const, Mut, Tensor, f32
 
 
 @tile.function
@@ -233,6 +234,21 @@ def _sum(x, y, z):
 def add_pdl(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
     tile.launch_dependents()  # before the stores: the next PDL kernel may start now and must still wait
     z.store(_sum(x, y, z))
+
+
+@tile.entry(pdl=True)
+def rowsum_pdl(z: Mut[Tensor[f32, ("BM", 1)]], x: Tensor[f32, (-1, -1)], BN: Const[int]):
+    tile.launch_dependents()  # first: the dependent may start while this whole loop runs
+    px = x.partition((BM, BN), padding="zero")
+    acc = tile.zeros((BM, 1), f32)
+    for j in range(px.num_tiles[1]):
+        acc = acc + tile.sum(px.load((tile.block_id()[0], j)), axis=1, keepdims=True)
+    z.store(acc)
+
+
+@tile.entry(pdl=True)
+def plus_one_pdl(z: Mut[Tensor[f32, ("BM", 1)]], s: Tensor[f32, (-1, -1)]):
+    z.store(tile.load_tile_like(s, z) + 1.0)
 """
 N = 1 << 22
 
@@ -332,3 +348,22 @@ def test_a_collective_between_pdl_launches_in_a_chain_and_in_a_graph(path: str, 
         z.unpartition().to_numpy()
     graph.close()
     np.testing.assert_array_equal(graph.output[0].unpartition().to_numpy(), np.full(64, 7.0, np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.requires_tileiras
+def test_gpu_a_slow_primary_that_lets_dependents_start_first_is_still_waited_for(on_gpu: None, pk: ModuleType) -> None:
+    """The primary calls ``launch_dependents`` before a long loop and its stores (poisoned beforehand); the dependent
+    PDL kernel reads them. Were the hint taken for completion, it would read NaN."""
+    m, n = 8192, 4096
+    x = np.random.default_rng(40).standard_normal((m, n)).astype(np.float32)
+    sums = pk.rowsum_pdl(tile.full(f32, [m, 1], np.nan).partition([8, 1]), tile.from_numpy(x), BN=64)
+    op = sums.then(lambda out: pk.plus_one_pdl(tile.full(f32, [m, 1], np.nan).partition([8, 1]), out[0].unpartition()))
+    for _ in range(3):
+        op = op.then(
+            lambda out: pk.plus_one_pdl(tile.full(f32, [m, 1], np.nan).partition([8, 1]), out[0].unpartition())
+        )
+    z, _ = op.sync()
+    got = z.unpartition().to_numpy()
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got[:, 0], x.astype(np.float64).sum(1) + 4, rtol=1e-4, atol=1e-2)
