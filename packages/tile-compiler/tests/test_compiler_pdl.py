@@ -129,3 +129,13 @@ def test_tileiras_assembles_a_pdl_kernel(name: str) -> None:
     assert compiled.cubin
     assert compiled.abi.waits_prior_grid
     assert compiled.bytecode_version >= (13, 4)
+
+
+@pytest.mark.parametrize("name", sorted(_CONSTS))
+def test_the_order_check_refuses_a_kernel_whose_chains_start_elsewhere(name: str) -> None:
+    from tile.compiler._pdl_check import PdlOrderError, check_entry_wait
+
+    check_entry_wait(_module(getattr(kernels, name), pdl=True).functions[0])
+    plain = lower(_typed(getattr(kernels, name), pdl=False), Target("sm_90")).module.functions[0]
+    with pytest.raises(PdlOrderError, match=r"its first op is make_token, not the entry wait"):
+        check_entry_wait(plain)  # its chains start at make_token: launched early, nothing would hold them back

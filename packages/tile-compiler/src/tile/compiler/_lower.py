@@ -17,6 +17,7 @@ from typing import Any
 from tile import ir
 from tile.compiler._diagnostics import SourceLoc
 from tile.compiler._kir import AssumeBounded, AssumeDivBy, Block, KernelIR, Op, Value
+from tile.compiler._pdl_check import check_entry_wait
 from tile.compiler._spec import KernelABI, Target
 from tile.compiler._typecheck import TypedKernel
 from tile.compiler._types import (
@@ -178,4 +179,6 @@ def lower(typed: TypedKernel, target: Target) -> LoweredKernel:
         lw.values[mine.id] = theirs
     b = ir.Builder(fn.body)
     lw.block(b, kernel.body)
+    if typed.abi.waits_prior_grid:  # the ABI lets the launcher start it early: prove every access waits first
+        check_entry_wait(fn)
     return LoweredKernel(kernel.name, ir.Module([fn]), typed.abi)
