@@ -270,7 +270,9 @@ def _launch_host_func(ctx: CudaContext, fn: Callable[[], object]) -> None:
     _pending[key] = (ctx, fn)
     address = ctypes.cast(_c_trampoline, ctypes.c_void_p).value
     try:
-        check(d.cuLaunchHostFunc(ctx.open_stream(), d.CUhostFn(address), key), "cuLaunchHostFunc")
+        ctx.open_stream()  # the closed stream's own message
+        with ctx.stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the call
+            check(d.cuLaunchHostFunc(raw, d.CUhostFn(address), key), "cuLaunchHostFunc")
     except BaseException:
         del _pending[key]
         raise
@@ -290,7 +292,9 @@ class CudaRecorder(CudaContext):
         d = driver()
         self._device.make_current()  # type: ignore[attr-defined]  # a tile.core.Device
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        check(d.cuStreamBeginCapture(self.open_stream(), mode), "cuStreamBeginCapture")
+        self.open_stream()  # the closed stream's own message
+        with target.stream.in_use() as raw:  # a close meanwhile waits for the call
+            check(d.cuStreamBeginCapture(raw, mode), "cuStreamBeginCapture")
         self._open = True
         core().begin_thread_capture()  # tile.core relaxes this thread's own waits and allocations on other streams
 
@@ -383,7 +387,9 @@ class CudaGraphExec(Uncopyable):
         """Launch the graph on ``ctx`` (a CUDA context of the same device)."""
         if not isinstance(ctx, CudaContext) or ctx.device != self._device:
             raise ContextMismatchError("a CUDA graph launch", f"a CUDA stream of {self._device!r}", repr(ctx))
-        check(self._driver.cuGraphLaunch(self._exec, ctx.open_stream()), "cuGraphLaunch")
+        ctx.open_stream()  # the closed stream's own message
+        with ctx.stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the launch
+            check(self._driver.cuGraphLaunch(self._exec, raw), "cuGraphLaunch")
 
     def close(self) -> None:
         """Destroy the executable and the graph, once (no launch may be pending)."""

@@ -1,0 +1,137 @@
+"""Adversarial review 42: the rest of the classes review 39 found (a check's epoch read after the check; a raw stream
+handle used outside the stream's counted uses), across tile.aio, tile.core's foreign borrows and tile.frontend, from
+safe code only, on tile.core's strict simulator (``sim``).
+
+Holes found and fixed:
+
+- tile.aio's host functions (``CudaContext.enqueue``, what ``host_call`` and ``.then()`` on a CUDA context use) and
+  graph replays (``cuGraphLaunch``) and captures (``cuStreamBeginCapture``) checked the stream open and then passed
+  its raw handle to the driver, outside review 39's counted uses: a ``stream.close()`` in between (a finalizer the
+  collector ran at the call's allocations, such as the ``CUhostFn`` it builds, or another thread) destroyed the stream
+  and the call then enqueued on a destroyed handle (which the driver may have given to a new stream: the host
+  function then runs in another stream's order). They now run inside the new ``Stream.in_use()`` (counted before the
+  open check; a close meanwhile leaves ``cuStreamDestroy`` to the block's end).
+
+Tried, and held:
+
+- the frontend's plans and its compiled relaunch (``_fastlaunch.c``) keep no epoch of their own: a plan re-checks
+  every handle's state on each call under ``OWNERSHIP`` with the collector paused, and every launch holds its
+  storages' ``pending`` count from the moment it is made, so a free from a finalizer (or a user ``__del__`` run by a
+  refcount drop such as the prepared-launch cache's eviction) is deferred until the launch is done; the compiled
+  relaunch of a tile.core ``PreparedLaunch`` compares the launch's own ``_epoch`` (review 39: read before the checks)
+  under ``use_lock`` and caches nothing.
+- tile.core's copies, frees and launches read ``stream._raw`` under ``use_lock``, where a close on this thread is
+  refused (``StateError``) and one on another thread waits for the lock (review 22).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import tile.core as tc
+from tile import aio
+from tile.aio import _cuda
+from tile.core.testing import SimDriver
+
+
+class _Bomb:
+    """Cyclic garbage whose finalizer, on the ``countdown``-th collection that finds it, runs ``fire`` (each earlier
+    one leaves a new bomb): with the collector run at every allocation, ``fire`` runs at a chosen allocation."""
+
+    countdown = -1
+    fire: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        if _Bomb.countdown <= 0:
+            return
+        _Bomb.countdown -= 1
+        if _Bomb.countdown == 0:
+            _Bomb.fire()
+        else:
+            _Bomb()
+
+
+def _at_allocation(n: int, work: Callable[[], Any], fire: Callable[[], None]) -> None:
+    """``work()`` with ``fire`` run by a finalizer at its ``n``-th collection."""
+    gc.collect()
+    threshold = gc.get_threshold()
+    _Bomb.countdown, _Bomb.fire = n, fire
+    _Bomb()
+    gc.set_threshold(1)
+    try:
+        work()
+    finally:
+        gc.set_threshold(*threshold)
+        _Bomb.countdown = -1
+
+
+def _spy_destroyed(sim: SimDriver, calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Record each driver call in ``calls`` (name, position of its stream) that names a destroyed stream."""
+    destroyed: list[int] = []
+    on_destroyed: list[tuple[str, int]] = []
+    for name, at in [("cuStreamDestroy", 0), *calls]:
+        real = getattr(sim, name)
+
+        def call(*args: Any, name: str = name, at: int = at, real: Any = real) -> Any:
+            handle = int(args[at])
+            if handle in destroyed:
+                on_destroyed.append((name, handle))
+            if name == "cuStreamDestroy":
+                destroyed.append(handle)
+            return real(*args)
+
+        setattr(sim, name, call)
+    return on_destroyed
+
+
+# -- hole: tile.aio's host function enqueued on a stream a finalizer closed after its open check -------------------
+
+
+def test_a_stream_closed_during_a_host_function_enqueue_is_destroyed_after_it(sim: SimDriver) -> None:
+    """Hole: ``CudaContext.enqueue(fn)`` checked the stream open, built the ``CUhostFn`` (an allocation: a finalizer
+    the collector ran there could close the stream) and passed the raw handle to ``cuLaunchHostFunc``: a host
+    function enqueued on a destroyed stream. Each collection point is tried; no driver call names a destroyed
+    stream, and a close before the check is refused with `StreamClosedError`."""
+    on_destroyed = _spy_destroyed(sim, [("cuLaunchHostFunc", 0)])
+    ran: list[int] = []
+    fired_inside = 0
+    for n in range(1, 60):
+        stream = tc.Stream()
+        ctx = aio.CudaContext(stream)
+        with contextlib.suppress(tc.StreamClosedError):  # closed before the check: refused, as it should be
+            _at_allocation(n, lambda ctx=ctx, n=n: ctx.enqueue(lambda: ran.append(n)), stream.close)  # type: ignore[misc]
+        if not stream.closed:  # the enqueue made fewer collections than n: every point was tried
+            stream.synchronize()
+            stream.close()
+            break
+        fired_inside += 1
+    sim.drain_all()
+    assert fired_inside > 0, "the finalizer never ran inside the enqueue"
+    assert on_destroyed == [], f"host functions enqueued on destroyed streams: {on_destroyed}"
+    assert _cuda._pending == {}, "an enqueued host function never ran (or a refused one stayed pending)"
+
+
+# -- held: Stream.in_use counts the block, refuses a closed stream ---------------------------------------------------
+
+
+def test_in_use_defers_a_close_made_inside_it_and_refuses_a_closed_stream(sim: SimDriver) -> None:
+    """``with stream.in_use() as raw``: a close inside the block closes the stream but destroys it at the block's end
+    (never before a driver call in the block); a closed stream is refused."""
+    destroys = len([e for e in sim.log if e[0] == "stream_destroy"])
+    stream = tc.Stream()
+    with stream.in_use() as raw:
+        stream.close()
+        assert stream.closed
+        assert len([e for e in sim.log if e[0] == "stream_destroy"]) == destroys
+        assert int(raw) == stream.handle
+    assert len([e for e in sim.log if e[0] == "stream_destroy"]) == destroys + 1
+    with pytest.raises(tc.StreamClosedError), stream.in_use():
+        pass
