@@ -31,11 +31,13 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 import tile.core as tc
 from tile import aio
 from tile.aio import _cuda
+from tile.core import _dlpack
 from tile.core.testing import SimDriver
 
 
@@ -117,6 +119,59 @@ def test_a_stream_closed_during_a_host_function_enqueue_is_destroyed_after_it(si
     assert fired_inside > 0, "the finalizer never ran inside the enqueue"
     assert on_destroyed == [], f"host functions enqueued on destroyed streams: {on_destroyed}"
     assert _cuda._pending == {}, "an enqueued host function never ran (or a refused one stayed pending)"
+
+
+# -- hole: a borrow handed the producer a stream handle a close could destroy while the producer ran ----------------
+
+N = 32
+
+
+class _Producer:
+    """Another library's device array offered through DLPack, which (as torch does) makes the consumer's stream wait
+    for its own pending work: an event of its stream, waited for on the handle ``__dlpack__(stream=)`` names. Before
+    that it runs ``meanwhile`` (what a finalizer run at one of its allocations, or another thread, may do)."""
+
+    def __init__(self, sim: SimDriver, meanwhile: Callable[[], None]) -> None:
+        self.sim, self.meanwhile, self.lib = sim, meanwhile, tc.Stream()
+        self.ptr = int(sim.cuMemAllocFromPoolAsync(4 * N, None, self.lib.handle)[1])
+
+    def __dlpack__(self, *, stream: object = None, max_version: tuple[int, int] | None = None, **_: object) -> object:
+        self.meanwhile()
+        if isinstance(stream, int) and stream > 2:
+            event = self.lib.record()
+            self.sim.cuStreamWaitEvent(stream, event.handle, 0)
+        versioned = _dlpack.wants_versioned(max_version)
+        return _dlpack.export_capsule(
+            self.ptr, np.dtype(np.float32), (N,), (4,), device=(2, 0), owner=self, versioned=versioned
+        )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, 0)
+
+    def free(self) -> None:
+        self.lib.synchronize()
+        self.sim.cuMemFreeAsync(self.ptr, self.lib.handle)
+        self.lib.synchronize()
+        self.lib.close()
+
+
+def test_a_stream_closed_while_a_producer_orders_a_borrow_is_destroyed_after_it(sim: SimDriver) -> None:
+    """Hole: ``tc.borrow(obj, stream=s)`` checked ``s`` open and handed its raw handle to the producer
+    (``__dlpack__(stream=handle)``), outside the stream's counted uses: a ``s.close()`` while the producer ran (here
+    its own code; a finalizer at one of cuda.core's or the producer's allocations does the same) destroyed ``s``
+    before the producer's ``cuStreamWaitEvent`` on the handle (a wait on a destroyed stream, which the driver may
+    have given to a new one). Now the destroy waits for the producer; a borrow on a closed stream is refused."""
+    on_destroyed = _spy_destroyed(sim, [("cuStreamWaitEvent", 0)])
+    stream = tc.Stream()
+    producer = _Producer(sim, stream.close)
+    view = tc.borrow(producer, stream=stream)
+    assert stream.closed
+    assert on_destroyed == [], f"the producer waited on a destroyed stream: {on_destroyed}"
+    assert [e for e in sim.log if e == ("stream_destroy", stream.handle)], "the close never destroyed the stream"
+    with pytest.raises(tc.StreamClosedError):
+        tc.borrow(producer, stream=stream)
+    del view
+    producer.free()
 
 
 # -- held: Stream.in_use counts the block, refuses a closed stream ---------------------------------------------------
