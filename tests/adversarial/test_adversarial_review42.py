@@ -37,8 +37,8 @@ import pytest
 import tile.core as tc
 from tile import aio
 from tile.aio import _cuda
-from tile.core import _dlpack
-from tile.core.testing import SimDriver
+from tile.core import _dlpack, _reaper
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver
 
 
 class _Bomb:
@@ -172,6 +172,48 @@ def test_a_stream_closed_while_a_producer_orders_a_borrow_is_destroyed_after_it(
         tc.borrow(producer, stream=stream)
     del view
     producer.free()
+
+
+# -- hole: a deferred free enqueued on a stream a finalizer closed while it ordered the free -------------------------
+
+
+def test_a_stream_closed_while_a_deferred_free_is_ordered_is_destroyed_after_it(
+    sim: SimDriver, vec_add: tc.Function
+) -> None:
+    """Hole: a free asked for inside a host function is deferred to the next safe point (`_reaper.drain`, run by a
+    synchronize, outside ``use_lock``); there it made the freeing stream wait for the buffer's uses (event waits:
+    allocations, where the collector runs finalizers) and then passed ``stream._raw`` to ``cuMemFreeAsync``. A
+    finalizer closing that stream in between (not inside a use: no ``use_lock`` was held, so the close was not
+    refused) destroyed it first: a free enqueued on a destroyed stream, which the driver may have given to a new one
+    (the memory released in another stream's order, before the uses it was to wait for). Each collection point is
+    tried; no ``cuMemFreeAsync`` names a destroyed stream."""
+    on_destroyed = _spy_destroyed(sim, [("cuMemFreeAsync", 1)])
+    other = tc.Stream()
+    fired_inside = 0
+    for n in range(1, 80):
+        home = tc.Stream()
+        x, y, z = (tc.DeviceBuffer.from_host(np.ones(N, np.float32), stream=home) for _ in range(3))
+        tc.launch(vec_add, 1, N, [x, N, 1, y, N, 1, z, N, 1], signature=VEC_ADD_SIGNATURE, stream=other)
+        with tc.host_callback():  # as tile.aio's trampoline runs a host function: the release waits for a safe point
+            x.free()
+        assert _reaper.pending()
+        refused: list[int] = []
+
+        def close(home: tc.Stream = home, refused: list[int] = refused) -> None:
+            try:
+                home.close()
+            except tc.StateError:  # a close inside a use on this thread: refused, the stream left open
+                refused.append(1)
+
+        _at_allocation(n, _reaper.drain, close)
+        _reaper.drain()
+        if not home.closed and not refused:  # the drain made fewer collections than n: every point was tried
+            break
+        fired_inside += 1
+        other.synchronize()
+    assert fired_inside > 0, "the finalizer never ran inside the deferred free"
+    assert on_destroyed == [], f"frees enqueued on destroyed streams: {on_destroyed}"
+    other.synchronize()
 
 
 # -- held: Stream.in_use counts the block, refuses a closed stream ---------------------------------------------------
