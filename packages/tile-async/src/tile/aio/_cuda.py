@@ -325,7 +325,7 @@ class CudaRecorder(CudaContext):
         except BaseException:
             check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
             raise
-        return CudaGraphExec(graph, self._device, self.raw_stream)
+        return CudaGraphExec(graph, self._device, self._stream)
 
     def abort(self) -> None:
         """End the capture and throw the partial graph away."""
@@ -338,7 +338,13 @@ class CudaRecorder(CudaContext):
             core().end_thread_capture()
         self._open = False
         d = driver()
-        result = d.cuStreamEndCapture(self.raw_stream)
+        try:
+            with self._stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the call
+                result = d.cuStreamEndCapture(raw)
+        except core().StreamClosedError:  # closed during the capture: nothing to end on a destroyed handle
+            if not ok:
+                return None
+            raise
         if not ok:
             return result[1] if result[0] == 0 and int(result[1]) != 0 else None
         return check(result, "cuStreamEndCapture")
@@ -372,6 +378,7 @@ class CudaGraphExec(Uncopyable):
     kind = "cuda"
 
     def __init__(self, graph: Any, dev: Hashable, stream: Any) -> None:
+        """Instantiate ``graph`` and upload it on ``stream`` (the ``tile.core.Stream`` it was captured on)."""
         d = self._driver = driver()  # kept: a graph destroyed late must reach the driver that made it
         self._graph = graph
         self._device = dev
@@ -381,7 +388,8 @@ class CudaGraphExec(Uncopyable):
         except BaseException:
             check(d.cuGraphDestroy(graph), "cuGraphDestroy")
             raise
-        check(d.cuGraphUpload(self._exec, stream), "cuGraphUpload")
+        with stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the upload
+            check(d.cuGraphUpload(self._exec, raw), "cuGraphUpload")
 
     def replay(self, ctx: ExecutionContext) -> None:
         """Launch the graph on ``ctx`` (a CUDA context of the same device)."""
