@@ -10,6 +10,7 @@ The same behaviour is checked on the H100 by ``test_aio_gpu.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import threading
@@ -72,6 +73,12 @@ class SimStream:
 
     def __cuda_stream__(self) -> tuple[int, int]:
         return (0, self.handle)
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[Any]:
+        """As tile.core.Stream.in_use: the raw handle for a driver call (this stand-in is never destroyed)."""
+        assert not self.closed, "tile.aio checks the stream open first"
+        yield real.CUstream(self.handle)
 
     def hold(self) -> None:
         self.held = []

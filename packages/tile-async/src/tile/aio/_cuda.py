@@ -270,7 +270,9 @@ def _launch_host_func(ctx: CudaContext, fn: Callable[[], object]) -> None:
     _pending[key] = (ctx, fn)
     address = ctypes.cast(_c_trampoline, ctypes.c_void_p).value
     try:
-        check(d.cuLaunchHostFunc(ctx.open_stream(), d.CUhostFn(address), key), "cuLaunchHostFunc")
+        ctx.open_stream()  # the closed stream's own message
+        with ctx.stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the call
+            check(d.cuLaunchHostFunc(raw, d.CUhostFn(address), key), "cuLaunchHostFunc")
     except BaseException:
         del _pending[key]
         raise
@@ -290,7 +292,9 @@ class CudaRecorder(CudaContext):
         d = driver()
         self._device.make_current()  # type: ignore[attr-defined]  # a tile.core.Device
         mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        check(d.cuStreamBeginCapture(self.open_stream(), mode), "cuStreamBeginCapture")
+        self.open_stream()  # the closed stream's own message
+        with target.stream.in_use() as raw:  # a close meanwhile waits for the call
+            check(d.cuStreamBeginCapture(raw, mode), "cuStreamBeginCapture")
         self._open = True
         core().begin_thread_capture()  # tile.core relaxes this thread's own waits and allocations on other streams
 
@@ -321,7 +325,7 @@ class CudaRecorder(CudaContext):
         except BaseException:
             check(driver().cuGraphDestroy(graph), "cuGraphDestroy")
             raise
-        return CudaGraphExec(graph, self._device, self.raw_stream)
+        return CudaGraphExec(graph, self._device, self._stream)
 
     def abort(self) -> None:
         """End the capture and throw the partial graph away."""
@@ -334,7 +338,13 @@ class CudaRecorder(CudaContext):
             core().end_thread_capture()
         self._open = False
         d = driver()
-        result = d.cuStreamEndCapture(self.raw_stream)
+        try:
+            with self._stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the call
+                result = d.cuStreamEndCapture(raw)
+        except core().StreamClosedError:  # closed during the capture: nothing to end on a destroyed handle
+            if not ok:
+                return None
+            raise
         if not ok:
             return result[1] if result[0] == 0 and int(result[1]) != 0 else None
         return check(result, "cuStreamEndCapture")
@@ -368,6 +378,7 @@ class CudaGraphExec(Uncopyable):
     kind = "cuda"
 
     def __init__(self, graph: Any, dev: Hashable, stream: Any) -> None:
+        """Instantiate ``graph`` and upload it on ``stream`` (the ``tile.core.Stream`` it was captured on)."""
         d = self._driver = driver()  # kept: a graph destroyed late must reach the driver that made it
         self._graph = graph
         self._device = dev
@@ -377,13 +388,16 @@ class CudaGraphExec(Uncopyable):
         except BaseException:
             check(d.cuGraphDestroy(graph), "cuGraphDestroy")
             raise
-        check(d.cuGraphUpload(self._exec, stream), "cuGraphUpload")
+        with stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the upload
+            check(d.cuGraphUpload(self._exec, raw), "cuGraphUpload")
 
     def replay(self, ctx: ExecutionContext) -> None:
         """Launch the graph on ``ctx`` (a CUDA context of the same device)."""
         if not isinstance(ctx, CudaContext) or ctx.device != self._device:
             raise ContextMismatchError("a CUDA graph launch", f"a CUDA stream of {self._device!r}", repr(ctx))
-        check(self._driver.cuGraphLaunch(self._exec, ctx.open_stream()), "cuGraphLaunch")
+        ctx.open_stream()  # the closed stream's own message
+        with ctx.stream.in_use() as raw:  # a close meanwhile (a finalizer, another thread) waits for the launch
+            check(self._driver.cuGraphLaunch(self._exec, raw), "cuGraphLaunch")
 
     def close(self) -> None:
         """Destroy the executable and the graph, once (no launch may be pending)."""

@@ -26,7 +26,8 @@ Streams and events
     handle 0 (the legacy NULL stream) is refused unless ``allow_null``. ``.handle`` (int), ``.device``, ``.priority``,
     ``.owned``, ``.closed``,
     ``.synchronize()`` (blocks), ``.query()`` (True when idle), ``.record(event=None) -> Event``,
-    ``.wait(event_or_stream)``, ``.is_capturing()``, ``.close()``, ``__cuda_stream__``.
+    ``.wait(event_or_stream)``, ``.is_capturing()``, ``.close()``, ``__cuda_stream__``; ``with .in_use() as raw:``
+    for a driver call of one's own on the handle (a close meanwhile defers the destroy to the block's end).
     ``Event(device=None, timing=False, blocking_sync=False)``: ``.handle``, ``.record(stream)``, ``.query()``,
     ``.synchronize()`` (blocks, releases the GIL), ``.elapsed_ms(since)``, ``.close()``.
 Memory

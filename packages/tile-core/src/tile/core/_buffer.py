@@ -87,7 +87,14 @@ class _PendingFree:
         return True
 
     def run(self) -> None:
-        """Enqueue the free after its uses, or defer all of it while a stream it must follow captures a graph."""
+        """Enqueue the free after its uses, or defer all of it while a stream it must follow captures a graph.
+
+        Under ``use_lock`` (a deferred release runs at a safe point that may hold none): the stream the free is
+        enqueued on is chosen open and used with no close in between, as every use's (review 42)."""
+        with use_lock:
+            self._run()
+
+    def _run(self) -> None:
         home = open_successor(self.stream)
         # Not even the waits: on the home stream they would become nodes of the user's graph, and an event recorded
         # in a capture would pull the freeing stream (and the free) into it.

@@ -76,10 +76,13 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
     ordinal = _producer_device(obj)
     if stream is None:
         stream = Device(ordinal if ordinal is not None else 0).default_stream
-    stream._check_open()  # the producer orders its pending work before this stream: never on a destroyed handle
     # from_any_interface arrived in cuda.core 1.x; the constructor does the same (deprecated there).
     make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
-    smv = make(obj, stream_ptr=stream.handle)
+    # The producer orders its pending work before this stream: never on a destroyed handle. Counted (refused once
+    # closed): a close while the producer runs (its own code, a finalizer at one of its allocations, another thread)
+    # leaves the destroy until it has returned (review 42).
+    with stream.in_use():
+        smv = make(obj, stream_ptr=stream.handle)
     if not smv.is_device_accessible or smv.device_id < 0:
         raise WrongDeviceError(f"{type(obj).__name__} is not device memory: copy it with DeviceBuffer.from_host")
     device = Device(int(smv.device_id))

@@ -166,6 +166,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
                 _track(self.stream, self._shared, self._keep)
 
     def _revalidate(self) -> None:
+        epoch = invalidation[0]  # before the checks, as `prepare`'s (review 39): a free after them rechecks next call
         if self.stream.closed:
             raise StreamClosedError(f"{self!r}: its stream was closed; prepare the launch again on an open stream")
         for buffer in self.buffers:
@@ -173,7 +174,7 @@ class PreparedLaunch(Frozen, Uncopyable, metaclass=Exact):
                 raise UseAfterFreeError(f"{self!r}: argument {buffer!r} was freed; prepare with live buffers")
         if self.function._closed:
             raise UseAfterFreeError(f"{self!r}: its module was unloaded; load it again and prepare a new launch")
-        self._epoch = invalidation[0]
+        self._epoch = epoch
 
 
 def _pdl_config(

@@ -200,6 +200,28 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         except tb.CudaError:  # a sticky fault: the work is over (failed); the caller gets the closed stream's error
             pass
 
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[Any]:
+        """Use the stream's handle in a driver call of your own (a host function, a graph launch or capture, a
+        foreign library's work): ``with stream.in_use() as raw: driver.cuLaunchHostFunc(raw, ...)``.
+
+        The call is counted on the stream before its open check, so a `close` from then until the block ends (a
+        finalizer the garbage collector runs at one of the block's allocations, a foreign library's callback, or
+        another thread) still closes the stream but leaves ``cuStreamDestroy`` to the block's end: the handle the
+        block passes on never names a destroyed stream (which the driver may have given to a new one). Yields the
+        ``cuda.bindings`` ``CUstream``.
+
+        Raises
+        ------
+        StreamClosedError
+            When the stream is closed already.
+        """
+        counted = self._enter()
+        try:
+            yield self._raw
+        finally:
+            counted._leave()
+
     def _check_open(self) -> None:
         if self._closed:
             raise StreamClosedError(f"{self!r} was closed: create a new Stream (closed streams cannot be reused)")

@@ -98,17 +98,20 @@ class Collective(DeviceOp[Any]):
         else:
             cuda = self._torch.cuda
             ordinal = self._device.ordinal
-            stream = _torch_stream(self._torch, ordinal, ctx.stream.handle)  # type: ignore[attr-defined]  # a CudaContext
-            if cuda.current_device() == ordinal:  # (torch.cuda.stream(...) costs several device look-ups more)
-                before = cuda.current_stream(ordinal)
-                cuda.set_stream(stream)
-                try:
-                    body(views)
-                finally:
-                    cuda.set_stream(before)
-            else:  # setting a stream selects its device too: torch.cuda.stream(...) puts both back
-                with cuda.stream(stream):
-                    body(views)
+            # torch enqueues on the handle while the body runs: counted on the stream (refused once closed), so a
+            # close meanwhile (a finalizer, the body, another thread) destroys it only after (review 42).
+            with ctx.stream.in_use():  # type: ignore[attr-defined]  # a CudaContext
+                stream = _torch_stream(self._torch, ordinal, ctx.stream.handle)  # type: ignore[attr-defined]
+                if cuda.current_device() == ordinal:  # (torch.cuda.stream(...) costs several device look-ups more)
+                    before = cuda.current_stream(ordinal)
+                    cuda.set_stream(stream)
+                    try:
+                        body(views)
+                    finally:
+                        cuda.set_stream(before)
+                else:  # setting a stream selects its device too: torch.cuda.stream(...) puts both back
+                    with cuda.stream(stream):
+                        body(views)
             del views  # the memory stays held by this op until its release, whatever torch's work objects keep
         if lend:
             fate = InFlight.make(
