@@ -26,7 +26,7 @@ extern allocfunc tensor_alloc, partition_alloc, launch_alloc;
 enum {
     T_FATE, T_STORAGE, T_LAYOUT, T_RANGE, T_DTYPE, T_SHAPE, T_OFFSET, T_STRIDES, T_SITE, /* Tensor */
     W_FATE, W_TENSOR, P_TILE, SH_USERS,                                                  /* Partition, Shared */
-    S_FREED, S_HANDLES, S_EXPORTS, S_PENDING,                                            /* Storage */
+    S_FREED, S_HANDLES, S_EXPORTS, S_PENDING, S_KEEPALIVE,                               /* Storage */
     PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED, PL_PAIRS, PL_OTHERS, PL_SCALARS,
     PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD, PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED,
     PL_CHAINED, /* Plan */

@@ -6,16 +6,30 @@
  * lists. A chain keeps them alive until its hand-back, so the young collections walked them and promoted them, and
  * each object promoted brings the next full collection (which walks every object of the process) sooner: over the
  * simulated driver the collector took as much time per .then link as the compiled path's own work
- * (benchmarks/gc_chain.py). None of these classes has a __dict__ (their slots are Tile's), and what the slots hold
- * does not lead back to them: a handle holds its storage (whose registry keeps weak references to its handles), layout
- * values and a fate (a string pair, or the InFlight shared by a call site's launches on a context); a Launch holds its
- * kernel's name, its plan (which holds no launch), site, grid, fates and the values tuple of such handles. The one
- * cycle is a parked launch's (its fate -> the completion's callback -> the launch), broken when the work completes.
- * Untracking only hides an object from the collector: what it references stays alive (the collector counts its
- * references as outside ones), refcounting frees it as before, and a cycle through one is kept alive, never freed
- * under its work. */
+ * (benchmarks/gc_chain.py). Untracking only hides an object from the collector: what it references stays alive (the
+ * collector counts its references as outside ones) and refcounting frees it as before, but a cycle through it is
+ * never collected. So an object leaves the lists only when nothing it references can lead back to it through the
+ * user's objects (review 43: a borrowed tensor stored on the object it borrows from, or a launch stored on the user's
+ * stream object it was ordered after, kept that memory for good, where the pure path's collection freed it):
+ * - a handle of owned memory: it holds its storage (whose registry keeps weak references to its handles, and which
+ *   holds Tile's own buffer or host array), layout values and a fate (None or a string pair at the move). A borrowed
+ *   storage holds its producer (`keepalive`: the user's array or DLPack object, which may hold the handle), so its
+ *   handles (and partitions of them) stay tracked;
+ * - a Launch whose values tuple left the lists too (only such handles and plain scalars) and that was taken from no
+ *   launch in flight (`after` None: an InFlight holds its context, whose stream holds the user's stream object). It
+ *   holds its kernel's name, its plan (which holds no launch), site, grid and fates.
+ * What a lend sets later (the InFlight fate of a launch's handles and its `_lent`) is cleared by the hand-back once
+ * the work is done; until then the work keeps the memory on both paths (an executed launch's __del__ releases
+ * nothing). The one cycle of Tile's own is a parked launch's (its fate -> the completion's callback -> the launch),
+ * broken when the work completes. */
 static void untrack(PyObject *o) {
     if (PyObject_GC_IsTracked(o)) PyObject_GC_UnTrack(o);
+}
+
+/* Whether the tensor's storage is owned memory, holding no producer of the user's (`Storage.keepalive` None). */
+static int owned_storage(PyObject *t) {
+    PyObject *s = (PyObject *)Py_TYPE(t) == Tensor_t ? storage_of(t) : NULL;
+    return s && GET(s, S_KEEPALIVE) == Py_None;
 }
 
 /* A tuple none of whose items is tracked (the values of a launch of handles and scalars) cannot be in a cycle either:
@@ -53,7 +67,7 @@ static PyObject *move_tensor(PyObject *v, PyObject *fate, PyObject **dead) {
         return NULL;
     }
     put(v, T_FATE, fate, dead);
-    untrack(new);
+    if (owned_storage(new)) untrack(new);
     return new;
 }
 
@@ -67,7 +81,7 @@ static PyObject *move_partition(PyObject *v, PyObject *fate, PyObject **dead) {
     put(new, P_TILE, tile, NULL);
     put(new, W_FATE, Py_None, NULL);
     put(v, W_FATE, fate, dead);
-    untrack(new);
+    if (owned_storage(t)) untrack(new);
     return new;
 }
 
@@ -140,8 +154,8 @@ static PyObject *make_launch(PyObject *name, PyObject *plan, PyObject *values, P
         return NULL;
     }
     put(op, L_VALUES, values, NULL);
-    untrack(op);
     untrack_leaves(values);
+    if (!PyObject_GC_IsTracked(values) && after == Py_None) untrack(op);
     return op;
 }
 
@@ -157,13 +171,23 @@ PyObject *admit_impl(PyObject *plan, PyObject *args, PyObject *generics, PyObjec
     if (!given || !plan_generics || PyTuple_Size(args) != as_index(given) || explicit != GET(plan, PL_EXPLICIT) ||
         GET(plan, PL_USER_CONSTS) != Py_False)
         Py_RETURN_NONE;
-    if (PyDict_Check(generics) && PyDict_Check(plan_generics) && PyDict_Size(generics) == 0) {
+    if (!PyDict_Check(generics)) Py_RETURN_NONE;
+    PyObject *key, *value;
+    for (Py_ssize_t pos = 0; PyDict_Next(generics, &pos, &key, &value);) {
+        /* Only plain values (`_plan._plain`): comparing another class's value runs the user's __eq__ inside the step,
+         * OWNERSHIP held (review 43: one waiting for another thread's use of a tensor hung both); the keyed path
+         * checks it (ArgumentError for a generic that is no int). */
+        int plain = PyUnicode_CheckExact(key) && Py_TYPE(Py_TYPE(value)) == &PyType_Type
+                        ? PySet_Contains(PLAIN, (PyObject *)Py_TYPE(value))
+                        : 0;
+        if (plain <= 0) return plain < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    if (PyDict_Check(plan_generics) && PyDict_Size(generics) == 0) {
         if (PyDict_Size(plan_generics) != 0) Py_RETURN_NONE;
     } else {
         int eq = PyObject_RichCompareBool(generics, plan_generics, Py_EQ);
         if (eq <= 0) return eq < 0 ? NULL : Py_NewRef(Py_None);
-        PyObject *key, *value;
-        for (Py_ssize_t pos = 0; PyDict_Check(generics) && PyDict_Next(generics, &pos, &key, &value);) {
+        for (Py_ssize_t pos = 0; PyDict_Next(generics, &pos, &key, &value);) {
             PyObject *theirs = PyDict_Check(plan_generics) ? PyDict_GetItemWithError(plan_generics, key) : NULL;
             if (!theirs || !same_sign(value, theirs)) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
         }

@@ -17,7 +17,7 @@ static int probe(PyObject *cls, const int *ks, int count);
 const char *slot_names[N_SLOTS] = {
     "_fate", "_storage", "_layout", "_range", "_dtype", "_shape", "_offset", "_strides", "_site",
     "_fate", "_tensor", "_tile_shape", "_users",
-    "freed_at", "_handles", "_exports", "pending",
+    "freed_at", "_handles", "_exports", "pending", "keepalive",
     "given", "explicit", "generics", "user_consts", "tensors", "wrapped", "pairs", "others", "scalars",
     "tail", "alias", "moved", "lent", "held", "shares", "grid", "packing", "prepared", "site", "synced", "chained",
     "_fate", "_kernel", "_plan", "_site", "_values", "_grid", "_after", "_lent",
@@ -163,13 +163,13 @@ static PyObject *bind(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         return PyErr_Format(PyExc_TypeError, "bind: PLAIN must be a frozenset and FOREIGN a dict");
     static const int tensor[] = {T_FATE, T_STORAGE, T_LAYOUT, T_RANGE, T_DTYPE, T_SHAPE, T_OFFSET, T_STRIDES, T_SITE};
     static const int partition[] = {W_FATE, W_TENSOR, P_TILE};
-    static const int storage[] = {S_FREED, S_HANDLES, S_EXPORTS, S_PENDING};
+    static const int storage[] = {S_FREED, S_HANDLES, S_EXPORTS, S_PENDING, S_KEEPALIVE};
     static const int plan[] = {PL_GIVEN, PL_EXPLICIT, PL_GENERICS, PL_USER_CONSTS, PL_TENSORS, PL_WRAPPED,
                                PL_PAIRS, PL_OTHERS, PL_SCALARS, PL_TAIL, PL_ALIAS, PL_MOVED, PL_LENT, PL_HELD,
                                PL_SHARES, PL_GRID, PL_PACKING, PL_PREPARED, PL_SITE, PL_SYNCED, PL_CHAINED};
     static const int launch[] = {L_FATE, L_KERNEL, L_PLAN, L_SITE, L_VALUES, L_GRID, L_AFTER, L_LENT};
     static const int shared[] = {SH_USERS};
-    if (probe(argv[0], tensor, 9) || probe(argv[1], partition, 3) || probe(argv[3], storage, 4) ||
+    if (probe(argv[0], tensor, 9) || probe(argv[1], partition, 3) || probe(argv[3], storage, 5) ||
         probe(argv[4], plan, 21) || probe(argv[5], launch, 8))
         return NULL;
     Py_ssize_t fate = off[W_FATE], inner = off[W_TENSOR];

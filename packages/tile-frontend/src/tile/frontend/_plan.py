@@ -319,7 +319,13 @@ class Plan:
     ) -> Sequence[Any] | None:
         """`layout_key` and `try_launch` in one pass for a call that should have this plan's layout: all the call's
         values when it has exactly this layout and passes every re-check, else None (then the keyed path runs)."""
-        if len(args) != self.given or explicit is not self.explicit or generics != self.generics:
+        if len(args) != self.given or explicit is not self.explicit:
+            return None
+        if generics and not all(type(k) is str and _plain(type(v)) for k, v in generics.items()):
+            # Comparing another class's value runs the user's __eq__ inside the step, OWNERSHIP held (review 43: one
+            # waiting for another thread's use of a tensor hung both); the keyed path checks it (ArgumentError).
+            return None
+        if generics != self.generics:
             return None
         if generics and not all(_same_sign(v, self.generics[k]) for k, v in generics.items()):
             return None
