@@ -34,6 +34,7 @@ enum {
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED, PR_KEEP,                             /* tile.core's PreparedLaunch */
     K_SRC, K_FN, K_NEXT, K_SITE, M_SRC, K_FATE,                                     /* tile.aio's Then, Map (a _Link's _src) */
+    CP_DICTS, CP_CELLS,                                                        /* tile.compiler's Captures */
     N_SLOTS
 };
 extern const char *slot_names[N_SLOTS];
@@ -57,6 +58,10 @@ static inline void put(PyObject *o, int k, PyObject *value, PyObject **dead) {
 enum { OK = 0, NO = 1, ERR = -1 };
 
 static inline Py_ssize_t as_index(PyObject *o) { return PyLong_AsSsize_t(o); }
+
+/* _fastlaunch_module.c */
+int probe(PyObject *cls, const int *ks, int count);
+PyObject *dict_attr(PyObject *o, PyObject *name);
 
 /* _fastlaunch_checks.c */
 PyObject *storage_of(PyObject *t);

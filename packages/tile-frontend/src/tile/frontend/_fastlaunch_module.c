@@ -12,7 +12,6 @@ PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *In
 long then_lasti;
 allocfunc then_alloc;
 allocfunc tensor_alloc, partition_alloc, launch_alloc;
-static int probe(PyObject *cls, const int *ks, int count);
 
 const char *slot_names[N_SLOTS] = {
     "_fate", "_storage", "_layout", "_range", "_dtype", "_shape", "_offset", "_strides", "_site",
@@ -24,6 +23,7 @@ const char *slot_names[N_SLOTS] = {
     "_stream", "_device",
     "_epoch", "_launch", "_call", "_shared", "_keep",
     "_src", "_fn", "_next", "_site", "_src", "_fate",
+    "_dicts", "_cells",
 };
 Py_ssize_t off[N_SLOTS];
 
@@ -107,7 +107,7 @@ static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) 
 
 /* The offset of slot `name` in instances of `cls`: write a unique object through the attribute of a fresh instance
  * and find it. Every probed slot is set to None afterwards, so the instance's __del__ sees a finished object. */
-static int probe(PyObject *cls, const int *ks, int count) {
+int probe(PyObject *cls, const int *ks, int count) {
     PyObject *basic = PyObject_GetAttrString(cls, "__basicsize__");
     Py_ssize_t size = basic ? PyLong_AsSsize_t(basic) : -1;
     Py_XDECREF(basic);
@@ -133,6 +133,19 @@ static int probe(PyObject *cls, const int *ks, int count) {
     }
     Py_DECREF(o);
     return rc ? -1 : 0;
+}
+
+/* o.name, new reference, for an instance of a class of Tile's whose attribute `name` is a plain instance attribute
+ * (none of the classes in its MRO defines it: no descriptor, no __getattr__; the caller tests the exact type): the
+ * value in its __dict__, one lookup instead of the generic attribute walk (the type's MRO, then the dict). Absent
+ * from the dict (a class default such as `Kernel._captures`): the walk, which also raises its AttributeError. */
+PyObject *dict_attr(PyObject *o, PyObject *name) {
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    if (!d) return NULL;
+    PyObject *v = PyDict_Check(d) ? PyDict_GetItemWithError(d, name) : NULL;
+    Py_XINCREF(v);
+    Py_DECREF(d);
+    return v || PyErr_Occurred() ? v : PyObject_GetAttr(o, name);
 }
 
 /* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP,
