@@ -15,7 +15,7 @@ extern PyObject *host_running; /* tile.core._reaper.RUNNING: host functions runn
 extern PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_park, *s_execute, *s_next,
-    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
+    *run_state, *run_note, *claim_acquire, *claim_release, *claim_locked, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
     *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lasti, *s_tile_prefix;
 extern long then_lasti;
