@@ -71,3 +71,34 @@ def test_two_threads_cannot_both_partition_one_tensor(race: Any) -> None:
     assert sum(not isinstance(r, MovedError) for r in results) == 1, results
     assert len(moved) == 1
     assert moved[0] is t
+
+
+def test_a_claim_waits_for_a_thread_that_holds_the_claiming_lock(k: ModuleType, path: str) -> None:
+    """Taking an op (`DeviceOp._claim`, the compiled ``claim``) waits while another thread is inside its own test and
+    take: the compiled claim skips the lock's round trip only when no thread holds it, never when one does."""
+    import threading
+    import time
+
+    from tile.aio import _op
+
+    order: list[str] = []
+    inside, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with _op._CLAIMING:  # another thread mid-claim: it tested the op's state and has not taken it yet
+            inside.set()
+            time.sleep(0.2)
+            order.append("holder released")
+        done.set()
+
+    op = k.add(*_args())
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert inside.wait(5)
+    chained = op.then(lambda out: k.add(*out))  # claims `op`: must wait for the holder
+    order.append("claimed")
+    thread.join()
+    assert done.is_set()
+    assert order == ["holder released", "claimed"]
+    z, _, _ = chained.sync()
+    assert (z.unpartition().to_numpy() == 2).all()  # z = x + y, twice

@@ -184,7 +184,7 @@ PyObject *execute_impl(PyObject *op, PyObject *ctx, int lend, PyObject *builtin,
     PyObject *result = NULL, *stream = NULL, *fate = NULL;
     if (after != Py_None) { /* taken in flight: handled only from a launch on this same context (stream order) */
         if ((PyObject *)Py_TYPE(after) != InFlight_t) goto none;
-        PyObject *producer = PyObject_GetAttr(after, s_ctx);
+        PyObject *producer = dict_attr(after, s_ctx); /* an InFlight's ctx: a plain instance attribute */
         if (!producer) goto done;
         Py_DECREF(producer); /* compared by identity only */
         if (producer != ctx) goto none;
@@ -212,7 +212,9 @@ PyObject *execute_impl(PyObject *op, PyObject *ctx, int lend, PyObject *builtin,
         fate = Py_NewRef(GET(plan, PL_LENT) ? GET(plan, PL_LENT) : Py_None);
         int reuse = fate != Py_None;
         if (reuse) {
-            PyObject *c = PyObject_GetAttr(fate, s_ctx), *s = c ? PyObject_GetAttr(fate, s_site) : NULL;
+            int exact = (PyObject *)Py_TYPE(fate) == InFlight_t; /* its ctx and site: plain instance attributes */
+            PyObject *c = exact ? dict_attr(fate, s_ctx) : PyObject_GetAttr(fate, s_ctx);
+            PyObject *s = !c ? NULL : exact ? dict_attr(fate, s_site) : PyObject_GetAttr(fate, s_site);
             reuse = c == ctx && s == site;
             Py_XDECREF(c);
             Py_XDECREF(s);

@@ -15,7 +15,7 @@ extern PyObject *host_running; /* tile.core._reaper.RUNNING: host functions runn
 extern PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_park, *s_execute, *s_next,
-    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
+    *run_state, *run_note, *claim_acquire, *claim_release, *claim_locked, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
     *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lasti, *s_tile_prefix;
 extern long then_lasti;
@@ -34,6 +34,7 @@ enum {
     C_STREAM, C_DEVICE,                                                                      /* CudaContext */
     PR_EPOCH, PR_LAUNCH, PR_CALL, PR_SHARED, PR_KEEP,                             /* tile.core's PreparedLaunch */
     K_SRC, K_FN, K_NEXT, K_SITE, M_SRC, K_FATE,                                     /* tile.aio's Then, Map (a _Link's _src) */
+    CP_DICTS, CP_CELLS,                                                        /* tile.compiler's Captures */
     N_SLOTS
 };
 extern const char *slot_names[N_SLOTS];
@@ -57,6 +58,10 @@ static inline void put(PyObject *o, int k, PyObject *value, PyObject **dead) {
 enum { OK = 0, NO = 1, ERR = -1 };
 
 static inline Py_ssize_t as_index(PyObject *o) { return PyLong_AsSsize_t(o); }
+
+/* _fastlaunch_module.c */
+int probe(PyObject *cls, const int *ks, int count);
+PyObject *dict_attr(PyObject *o, PyObject *name);
 
 /* _fastlaunch_checks.c */
 PyObject *storage_of(PyObject *t);

@@ -152,8 +152,10 @@ static PyObject *site_of(PyObject *plan, PyObject *name) {
     return result;
 }
 
-/* The names and the sentinel `captures_hold` reads, made on its first use. */
-static PyObject *s_captures, *s_dicts, *s_cells, *s_cell_contents, *MISSING;
+/* The names, the sentinel and the classes `captures_hold` and `call` read, found on their first use: `Kernel` (final:
+ * FinalClassError; its `__name__`, `_grid`, `unchecked` and `_captures` are plain instance attributes, read from its
+ * __dict__) and `Captures` (its `_dicts` and `_cells` slots, read at their offsets from an instance of exactly it). */
+static PyObject *s_captures, *s_dicts, *s_cells, *s_cell_contents, *MISSING, *Kernel_k, *Captures_k;
 
 static int captures_init(void) {
     if (MISSING) return 0;
@@ -161,11 +163,36 @@ static int captures_init(void) {
         !(s_cells = PyUnicode_InternFromString("_cells")) ||
         !(s_cell_contents = PyUnicode_InternFromString("cell_contents")))
         return -1;
-    PyObject *module = PyImport_ImportModule("tile.compiler._captures");
-    if (!module) return -1;
-    MISSING = PyObject_GetAttrString(module, "MISSING");
-    Py_DECREF(module);
-    return MISSING ? 0 : -1;
+    PyObject *entry = PyImport_ImportModule("tile.frontend._entry");
+    PyObject *kernel = entry ? PyObject_GetAttrString(entry, "Kernel") : NULL;
+    Py_XDECREF(entry);
+    PyObject *module = kernel ? PyImport_ImportModule("tile.compiler._captures") : NULL;
+    PyObject *captures = module ? PyObject_GetAttrString(module, "Captures") : NULL;
+    PyObject *missing = captures ? PyObject_GetAttrString(module, "MISSING") : NULL;
+    Py_XDECREF(module);
+    static const int slots[] = {CP_DICTS, CP_CELLS};
+    if (!missing || !PyType_Check(kernel) || !PyType_Check(captures) || probe(captures, slots, 2)) {
+        if (missing && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "tile: Kernel or Captures is not a class");
+        Py_XDECREF(kernel);
+        Py_XDECREF(captures);
+        Py_XDECREF(missing);
+        return -1;
+    }
+    Kernel_k = kernel;
+    Captures_k = captures;
+    MISSING = missing; /* last: set means ready */
+    return 0;
+}
+
+/* kernel.name: from its __dict__ for a Kernel (see above), else the generic walk. A new reference. */
+static PyObject *kernel_attr(PyObject *kernel, PyObject *name) {
+    return (PyObject *)Py_TYPE(kernel) == Kernel_k ? dict_attr(kernel, name) : PyObject_GetAttr(kernel, name);
+}
+
+/* captures._dicts (part 0) or ._cells (part 1): the slot of a Captures, else the generic walk. A new reference. */
+static PyObject *captures_part(PyObject *captures, int part) {
+    PyObject *v = (PyObject *)Py_TYPE(captures) == Captures_k ? GET(captures, part ? CP_CELLS : CP_DICTS) : NULL;
+    return v ? Py_NewRef(v) : PyObject_GetAttr(captures, part ? s_cells : s_dicts); /* (an empty slot raises) */
 }
 
 /* What a read's holder holds for its name now (`_captures.held`): a dict's entry or a cell's contents, MISSING when
@@ -188,11 +215,11 @@ static PyObject *held_now(PyObject *holder, PyObject *name) {
  * by value, adopts an equal value or recompiles), -1 an error. */
 static int captures_hold(PyObject *kernel) {
     if (captures_init() < 0) return -1;
-    PyObject *captures = PyObject_GetAttr(kernel, s_captures);
+    PyObject *captures = kernel_attr(kernel, s_captures);
     if (!captures) return -1;
     int same = captures == Py_None ? 0 : 1; /* no captures yet: the pure path compiles */
     for (int part = 0; part < 2 && same == 1; part++) {
-        PyObject *reads = PyObject_GetAttr(captures, part ? s_cells : s_dicts);
+        PyObject *reads = captures_part(captures, part);
         if (!reads) {
             same = -1;
             break;
@@ -233,8 +260,8 @@ PyObject *call(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
     if (layout != OK) return layout == ERR ? NULL : Py_NewRef(Py_None);
     int hold = captures_hold(kernel); /* a global the compiled code read moved: the pure path decides */
     if (hold <= 0) return hold < 0 ? NULL : Py_NewRef(Py_None);
-    PyObject *name = PyObject_GetAttr(kernel, s_name), *explicit = NULL, *flag = NULL, *site = NULL, *result = NULL;
-    if (!name || !(explicit = PyObject_GetAttr(kernel, s_grid)) || !(flag = PyObject_GetAttr(kernel, s_unchecked)) ||
+    PyObject *name = kernel_attr(kernel, s_name), *explicit = NULL, *flag = NULL, *site = NULL, *result = NULL;
+    if (!name || !(explicit = kernel_attr(kernel, s_grid)) || !(flag = kernel_attr(kernel, s_unchecked)) ||
         !(site = site_of(plan, name)))
         goto done;
     int unchecked = PyObject_IsTrue(flag);

@@ -6,13 +6,12 @@ PyObject *NEG_ZERO, *host_running;
 PyObject *Tensor_t, *Partition_t, *Shared_t, *Storage_t, *Plan_t, *Launch_t, *InFlight_t, *IN_FLIGHT, *PLAIN,
     *FOREIGN, *OURS, *lock_acquire, *lock_release, *s_release, *s_check_scalar, *s_grid, *s_unchecked, *s_name,
     *s_f_back, *s_co_filename, *s_launch, *s_ctx, *s_site, *s_device, *s_stream, *s_held, *s_synchronize, *s_park, *s_execute, *s_next,
-    *run_state, *run_note, *claim_acquire, *claim_release, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
+    *run_state, *run_note, *claim_acquire, *claim_release, *claim_locked, *CudaContext_t, *Prepared_t, *use_acquire, *use_release,
     *invalidation, *core_check, *s_cuLaunchKernel, *zero, *Link_t, *Then_t, *RETURNED, *BUILTIN, *HOST, *s_run_in,
     *s_step, *s_take, *s_claim_run, *s_hand_off, *then_fate_of, *then_code, *then_fate, *s_f_globals, *s_f_lasti, *s_tile_prefix;
 long then_lasti;
 allocfunc then_alloc;
 allocfunc tensor_alloc, partition_alloc, launch_alloc;
-static int probe(PyObject *cls, const int *ks, int count);
 
 const char *slot_names[N_SLOTS] = {
     "_fate", "_storage", "_layout", "_range", "_dtype", "_shape", "_offset", "_strides", "_site",
@@ -24,6 +23,7 @@ const char *slot_names[N_SLOTS] = {
     "_stream", "_device",
     "_epoch", "_launch", "_call", "_shared", "_keep",
     "_src", "_fn", "_next", "_site", "_src", "_fate",
+    "_dicts", "_cells",
 };
 Py_ssize_t off[N_SLOTS];
 
@@ -62,19 +62,30 @@ static PyObject *bind_run(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
         return PyErr_Format(PyExc_TypeError, "bind_run(state, note, claiming, CudaContext)");
     static const int context[] = {C_STREAM, C_DEVICE};
     if (probe(argv[3], context, 2)) return NULL;
+    /* `claim` tests `locked()` (see there): only a plain `_thread.lock` is known to report its holder so */
+    PyObject *thread = PyImport_ImportModule("_thread");
+    PyObject *lock_t = thread ? PyObject_GetAttrString(thread, "LockType") : NULL;
+    Py_XDECREF(thread);
+    if (!lock_t) return NULL;
+    int plain = (PyObject *)Py_TYPE(argv[2]) == lock_t;
+    Py_DECREF(lock_t);
+    if (!plain) return PyErr_Format(PyExc_TypeError, "bind_run: the claiming lock is not a threading.Lock()");
     PyObject *acquire = PyObject_GetAttrString(argv[2], "acquire");
     PyObject *release_ = acquire ? PyObject_GetAttrString(argv[2], "release") : NULL;
-    if (!release_) {
+    PyObject *locked = release_ ? PyObject_GetAttrString(argv[2], "locked") : NULL;
+    if (!locked) {
         Py_XDECREF(acquire);
+        Py_XDECREF(release_);
         return NULL;
     }
-    PyObject *old[] = {run_state, run_note, claim_acquire, claim_release, CudaContext_t};
+    PyObject *old[] = {run_state, run_note, claim_acquire, claim_release, claim_locked, CudaContext_t};
     CudaContext_t = Py_NewRef(argv[3]);
     run_state = Py_NewRef(argv[0]);
     run_note = Py_NewRef(argv[1]);
     claim_acquire = acquire;
     claim_release = release_;
-    for (int k = 0; k < 5; k++) Py_XDECREF(old[k]);
+    claim_locked = locked;
+    for (int k = 0; k < 6; k++) Py_XDECREF(old[k]);
     Py_RETURN_NONE;
 }
 
@@ -107,7 +118,7 @@ static PyObject *bind_core(PyObject *self, PyObject *const *argv, Py_ssize_t n) 
 
 /* The offset of slot `name` in instances of `cls`: write a unique object through the attribute of a fresh instance
  * and find it. Every probed slot is set to None afterwards, so the instance's __del__ sees a finished object. */
-static int probe(PyObject *cls, const int *ks, int count) {
+int probe(PyObject *cls, const int *ks, int count) {
     PyObject *basic = PyObject_GetAttrString(cls, "__basicsize__");
     Py_ssize_t size = basic ? PyLong_AsSsize_t(basic) : -1;
     Py_XDECREF(basic);
@@ -133,6 +144,19 @@ static int probe(PyObject *cls, const int *ks, int count) {
     }
     Py_DECREF(o);
     return rc ? -1 : 0;
+}
+
+/* o.name, new reference, for an instance of a class of Tile's whose attribute `name` is a plain instance attribute
+ * (none of the classes in its MRO defines it: no descriptor, no __getattr__; the caller tests the exact type): the
+ * value in its __dict__, one lookup instead of the generic attribute walk (the type's MRO, then the dict). Absent
+ * from the dict (a class default such as `Kernel._captures`): the walk, which also raises its AttributeError. */
+PyObject *dict_attr(PyObject *o, PyObject *name) {
+    PyObject *d = PyObject_GenericGetDict(o, NULL);
+    if (!d) return NULL;
+    PyObject *v = PyDict_Check(d) ? PyDict_GetItemWithError(d, name) : NULL;
+    Py_XINCREF(v);
+    Py_DECREF(d);
+    return v || PyErr_Occurred() ? v : PyObject_GetAttr(o, name);
 }
 
 /* bind(Tensor, Partition, Shared, Storage, Plan, Launch, InFlight, IN_FLIGHT, PLAIN, FOREIGN, OURS, OWNERSHIP,

@@ -45,17 +45,33 @@ static PyObject *sync_fate(PyObject *plan, PyObject *verb) {
 static int set_held(PyObject *value) { return PyObject_SetAttr(run_state, s_held, value); }
 
 /* Take `op` for one use under `_CLAIMING` with the fate `fate` (`DeviceOp._claim`): 1 taken, 0 it was taken before
- * (nothing changed), -1 an error. */
+ * (nothing changed), -1 an error.
+ *
+ * The test and the take are a read and a store of one slot (the old value None: its release runs no code), so this
+ * thread keeps the GIL from the test to the store. When `_CLAIMING.locked()` says no thread holds the lock, that is
+ * already exclusive, and the lock's acquire and release (about four times the cost of the test, for their argument
+ * parsing) are skipped: a thread that holds the lock has returned from `acquire` (its `locked` flag or bit is set
+ * before that return) and is inside `DeviceOp._claim` until it releases; one that has not returned from it yet cannot
+ * return before it takes the GIL, after this step, and then sees the store. When the lock is held, this waits for it
+ * as before. (The module is built only for GIL builds of CPython: see _fastlaunch.c.) */
 int claim(PyObject *op, PyObject *fate) {
-    PyObject *r = PyObject_CallNoArgs(claim_acquire);
+    PyObject *r = PyObject_CallNoArgs(claim_locked);
     if (!r) return -1;
+    int held = r != Py_False;
     Py_DECREF(r);
+    if (held) {
+        r = PyObject_CallNoArgs(claim_acquire);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
     PyObject *now = GET(op, L_FATE);
     int taken = now && now != Py_None;
     if (!taken) put(op, L_FATE, fate, NULL);
-    r = PyObject_CallNoArgs(claim_release);
-    if (!r) return -1; /* cannot happen: this thread holds the lock */
-    Py_DECREF(r);
+    if (held) {
+        r = PyObject_CallNoArgs(claim_release);
+        if (!r) return -1; /* cannot happen: this thread holds the lock */
+        Py_DECREF(r);
+    }
     return !taken;
 }
 
