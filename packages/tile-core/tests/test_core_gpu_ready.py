@@ -1,36 +1,56 @@
 """GPU: ready allocations never wait for queued frees or the kernels those frees follow.
 
-The "long kernel" is ~0.3 s of 1 GiB fills queued on a stream before the launch, so the launch (and the free behind
-it) stays pending while the allocations are timed; the test checks the stream is still busy afterwards, or it
-measured nothing. Before ready allocations, the allocation's synchronize waited for that free, hence for the fills.
+The stream is held back by a host function that waits on a gate the test opens only after the allocations were
+timed, so the launch (and the free behind it) is pending while they run, whatever the host's and the GPU's speeds
+(1 GiB fills, the first form, outran the host on an H200 machine; 4 GiB fills on another H200 host in 2026-11). An
+allocation that waited for the free would wait for the gate: its time shows it (the gate gives up after 10 s).
+Before ready allocations, the allocation's synchronize waited for that free.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import math
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
+import tile.bindings as tb
 import tile.core as tc
 
 pytestmark = [pytest.mark.gpu, pytest.mark.requires_tileiras]
 
 SIGNATURE = ("ptr", "i32", "i32") * 3
-_FAST_S = 0.05  # far above an allocation's own cost (tens of microseconds), far below the busy time
+_FAST_S = 0.05  # far above an allocation's own cost (tens of microseconds), far below the gate's 10 s
 
 
-def busy(stream: tc.Stream, seconds: float = 0.3) -> tc.DeviceBuffer:
-    """Queue about ``seconds`` of 4 GiB fills on ``stream`` (an H100/H200 writes 3-4 TB/s: ~1 ms each); free the
-    buffer after. Each fill's enqueue costs the host ~0.2 ms on an H200 machine, so 1 GiB fills (~0.25 ms of GPU
-    time) never built a backlog there: the GPU kept up with the host."""
-    block = tc.DeviceBuffer.allocate(4 << 30, device=stream.device, ready=True)
-    for i in range(int(seconds * 800)):
-        block.fill(i & 0xFF, stream=stream, sync=False)
-    return block
+_HostFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@contextlib.contextmanager
+def held_back(stream: tc.Stream) -> Iterator[None]:
+    """Hold ``stream``'s later work back until the block ends: a host function on it waits on a gate (10 s at most,
+    so a test that went wrong does not hang) that the block's end opens; the stream is done after the block."""
+    gate = threading.Event()
+
+    def wait(_: object) -> None:  # runs on a driver thread, with no driver call
+        gate.wait(10.0)
+
+    fn = _HostFn(wait)  # kept alive until the stream ran it
+    d = tb.driver()
+    with stream.in_use() as raw:
+        tb.check(d.cuLaunchHostFunc(raw, d.CUhostFn(ctypes.cast(fn, ctypes.c_void_p).value), 0), "cuLaunchHostFunc")
+    try:
+        yield
+    finally:
+        gate.set()
+        stream.synchronize()
+        del fn
 
 
 def _timed(make: Callable[[], object]) -> float:
@@ -47,24 +67,25 @@ def test_ready_allocations_do_not_wait_for_a_pending_kernel_or_the_free_behind_i
     w = tc.DeviceBuffer.from_host(np.full(n, 0.5, np.float32), device=device, ready=True)
     z = tc.DeviceBuffer.allocate(4 * n, device=device, ready=True)
     work = device.create_stream()
-    filler = busy(work, 1.0)  # long enough on an H200, whose fills outran 0.3 s of this estimate
-    tc.launch(vec_add, math.ceil(n / 128), 1, [x, n, 1, w, n, 1, z, n, 1], signature=SIGNATURE, stream=work)
-    w.free()  # queued behind the launch, which waits for the fills
     made: list[tc.DeviceBuffer] = []
-    times = [_timed(lambda: made.append(tc.DeviceBuffer.allocate(1 << 20, device=device, ready=True)))]
-    times += [_timed(lambda: made.append(tc.DeviceBuffer.allocate(4096, device=device, ready=True))) for _ in range(50)]
-    times.append(_timed(lambda: made.append(tc.DeviceBuffer.from_host(np.ones(4096, np.uint8), ready=True))))
-    still_pending = not work.query()
-    work.synchronize()
+    with held_back(work):
+        tc.launch(vec_add, math.ceil(n / 128), 1, [x, n, 1, w, n, 1, z, n, 1], signature=SIGNATURE, stream=work)
+        w.free()  # queued behind the launch, which waits for the gate
+        times = [_timed(lambda: made.append(tc.DeviceBuffer.allocate(1 << 20, device=device, ready=True)))]
+        times += [
+            _timed(lambda: made.append(tc.DeviceBuffer.allocate(4096, device=device, ready=True))) for _ in range(50)
+        ]
+        times.append(_timed(lambda: made.append(tc.DeviceBuffer.from_host(np.ones(4096, np.uint8), ready=True))))
+        still_pending = not work.query()
     gpu_summary.append(
         f"ready allocation behind a pending kernel: max {max(times) * 1e6:.0f} us, median "
         f"{sorted(times)[len(times) // 2] * 1e6:.0f} us"
     )
-    assert still_pending, "the fills ended before the allocations were timed: the test measured nothing"
+    assert still_pending, "the held-back stream ran before the allocations were timed: the test measured nothing"
     assert max(times) < _FAST_S, f"a ready allocation waited {max(times):.3f} s: it waited for the pending kernel"
     np.testing.assert_array_equal(z.to_numpy(np.float32), np.arange(n, dtype=np.float32) + 0.5)
     np.testing.assert_array_equal(made[-1].to_numpy(np.uint8), np.ones(4096, np.uint8))
-    for buffer in (*made, x, z, filler):
+    for buffer in (*made, x, z):
         buffer.free()
 
 
