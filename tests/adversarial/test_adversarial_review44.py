@@ -1,0 +1,108 @@
+"""Review 44 (probe)."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import gc
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers_adversarial import load_source
+
+import tile.core as tc
+import tile.frontend as tile
+from tile.compiler import compile_kernel
+from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
+from tile.frontend import _entry, _execute, f32
+from tile.frontend._execute import GPU_KIND
+
+N, B = 256, 128
+
+KERNELS = """
+import tile.frontend as tile
+from tile.frontend import Mut, Tensor, f32
+
+
+@tile.entry
+def add(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    z.store(tile.load_tile_like(x, z) + tile.load_tile_like(y, z))
+"""
+
+
+def _floats(ptr: int, n: int) -> np.ndarray[Any, Any]:
+    return np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr))
+
+
+def _add_body(values: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[list[tuple[int, int]], Any]:
+    z, nz, _, x, _, _, y, _, _ = values
+    n = min(nz, grid[0] * B)
+
+    def run() -> None:
+        _floats(z, n)[:] = _floats(x, n) + _floats(y, n)
+
+    return [(z, 4 * n), (x, 4 * n), (y, 4 * n)], run
+
+
+@pytest.fixture
+def k(tmp_path: Path) -> ModuleType:
+    return load_source("review44_kernels", KERNELS, tmp_path)
+
+
+@pytest.fixture
+def sim2(monkeypatch: pytest.MonkeyPatch, k: ModuleType) -> Iterator[SimDriver]:
+    with simulated(2, asynchronous=True) as sim:
+        sim.eagerness = 0.0
+        sim.add_kernel(SimKernel("add", ["ptr", "i32", "i32"] * 3, _add_body))
+        compiled_for: list[str] = []
+
+        def compile_for_sim(fn: Any, spec: Any, target: Any, **kwargs: Any) -> Any:
+            compiled = compile_kernel(fn, spec, target, cubin=False, **kwargs)
+            if target.arch == "cpu":
+                return compiled
+            compiled_for.append(target.arch)
+            return dataclasses.replace(compiled, cubin=sm90_cubin())
+
+        monkeypatch.setattr(_entry, "compile_kernel", compile_for_sim)
+        monkeypatch.setattr(_execute, "_modules", {})
+        monkeypatch.setattr(_execute, "_prepared", {})
+        sim.compiled_for = compiled_for  # type: ignore[attr-defined]
+        tile.set_backend("gpu")
+        try:
+            yield sim
+        finally:
+            tile.set_backend("cpu")
+            gc.collect()
+    assert sim.bugs == [], sim.bugs
+
+
+def _operands(device: tc.Device) -> list[Any]:
+    return [
+        tile.zeros(f32, [N], device=device).partition([B]),
+        tile.from_numpy(np.arange(N, dtype=np.float32), device=device),
+        tile.ones(f32, [N], device=device),
+    ]
+
+
+def test_a_launch_on_a_stream_of_another_device_is_refused(sim2: SimDriver, path: str, k: ModuleType) -> None:
+    """Hole: ``add(z, x, y).sync_on(s)`` with the tensors on GPU 0 and ``s`` a stream of GPU 1 loaded the module on
+    GPU 1 and launched it there with GPU 0's addresses (the frontend hands tile.core checked numbers, so tile.core's
+    own device check of buffers never saw them): the kernel read and wrote another GPU's memory, unordered with its
+    frees. A collective refused this; a launch now raises `DeviceMismatchError` before anything is enqueued, and a
+    stream of the right device still runs it."""
+    z, x, y = _operands(tc.Device(0))
+    other = tc.Device(1).create_stream()
+    op = k.add(z, x, y)
+    with pytest.raises(tile.DeviceMismatchError, match=r"on cuda:0 but was executed on .*cuda:1"):
+        op.sync_on(other)
+    assert sim2.kinds("launch") == []  # nothing ran on GPU 1
+    del op
+    z, x, y = _operands(tc.Device(0))
+    z, x, y = k.add(z, x, y).sync_on(tc.Device(0).create_stream())
+    np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(N) + 1)
+    [(_, stream, _)] = sim2.kinds("launch")
+    assert sim2.stream_devices[stream] == 0
