@@ -5,9 +5,10 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import gc
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from helpers_adversarial import load_source
 
 import tile.core as tc
 import tile.frontend as tile
+import tile.frontend.distributed as d
 from tile.compiler import compile_kernel
 from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
 from tile.frontend import _entry, _execute, f32
@@ -106,3 +108,40 @@ def test_a_launch_on_a_stream_of_another_device_is_refused(sim2: SimDriver, path
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(N) + 1)
     [(_, stream, _)] = sim2.kinds("launch")
     assert sim2.stream_devices[stream] == 0
+
+
+def _fake_torch(monkeypatch: pytest.MonkeyPatch, current: int) -> list[Any]:
+    """A torch stand-in that records where the one-shot buffer is allocated; torch's current device is ``current``."""
+    placed: list[Any] = []
+    symm = SimpleNamespace(
+        empty=lambda n, dtype, device: placed.append(device) or SimpleNamespace(nbytes=n),
+        rendezvous=lambda buffer, name: None,
+    )
+    dist = SimpleNamespace(group=SimpleNamespace(WORLD=SimpleNamespace(group_name="world")), _symmetric_memory=symm)
+    torch = SimpleNamespace(
+        distributed=dist,
+        ops=SimpleNamespace(symm_mem=SimpleNamespace(one_shot_all_reduce_copy_out=object())),
+        uint8="uint8",
+        device=lambda kind, index: (kind, index),
+        cuda=SimpleNamespace(current_device=lambda: current),
+    )
+    for name, module in (("torch", torch), ("torch.distributed", dist), ("torch.distributed._symmetric_memory", symm)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(d._State, "torch", torch)
+    return placed
+
+
+def test_the_one_shot_buffer_goes_on_the_groups_gpu_not_torchs_current_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole: ``enable_one_shot`` allocated the symmetric staging buffer on ``torch.cuda.current_device()``: a process
+    whose group runs on GPU 0 (``init(device=0)``) and that switched torch's current device afterwards (or a library
+    that did) got the buffer on GPU 1, and every one-shot all-reduce of its GPU 0 tensors staged them in another
+    GPU's memory. The buffer now goes on the group's device. (torch-free: a stand-in records the placement; the
+    numerics on two GPUs are test_frontend_multi_gpu.py's.)"""
+    with simulated(2):
+        placed = _fake_torch(monkeypatch, current=1)
+        monkeypatch.setattr(d._State, "group", d.Group(0, 2, tc.Device(0), "nccl"))
+        monkeypatch.setattr(d._State, "one_shot", None)
+        d.enable_one_shot(1024, unchecked=True)
+        assert placed == [("cuda", 0)]
+        assert d._State.one_shot is not None
+        assert d._State.one_shot.capacity == 1024

@@ -194,7 +194,8 @@ def enable_one_shot(max_bytes: int = 1 << 16, *, unchecked: bool = False) -> Non
             "that they never overlap; pass unchecked=True to promise the collectives run one at a time (one stream)"
         )
     g, torch = group(), _torch()
-    _State.one_shot = _oneshot.enable(torch, g.backend, g.world_size, max_bytes)
+    device = g.device if g.backend == "nccl" else None  # the group's GPU, whatever torch's current device is now
+    _State.one_shot = _oneshot.enable(torch, g.backend, g.world_size, max_bytes, device)
 
 
 def disable_one_shot() -> None:
