@@ -123,8 +123,10 @@ def _fake_torch(monkeypatch: pytest.MonkeyPatch, current: int) -> list[Any]:
         ops=SimpleNamespace(symm_mem=SimpleNamespace(one_shot_all_reduce_copy_out=object())),
         uint8="uint8",
         device=lambda kind, index: (kind, index),
-        cuda=SimpleNamespace(current_device=lambda: current),
+        cuda=SimpleNamespace(current_device=lambda: current, set_device=placed.append),
     )
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")  # (init sets them when unset: restored after the test)
+    monkeypatch.setenv("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     for name, module in (("torch", torch), ("torch.distributed", dist), ("torch.distributed._symmetric_memory", symm)):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(d._State, "torch", torch)
@@ -145,3 +147,23 @@ def test_the_one_shot_buffer_goes_on_the_groups_gpu_not_torchs_current_one(monke
         assert placed == [("cuda", 0)]
         assert d._State.one_shot is not None
         assert d._State.one_shot.capacity == 1024
+
+
+@pytest.mark.parametrize(
+    ("device", "local_rank"), [("cpu", None), ("host", None), (None, "abc"), (None, "-1"), (None, "1.0"), (None, "")]
+)
+def test_an_nccl_group_on_no_gpu_is_refused_before_torch_is_touched(
+    monkeypatch: pytest.MonkeyPatch, device: object, local_rank: str | None
+) -> None:
+    """Hole (an untyped error, found torch-free): ``init("nccl", device="cpu")`` resolved the device to the host and
+    then read ``.ordinal`` of the string "cpu" (AttributeError); a ``LOCAL_RANK`` that is not an ordinal raised
+    int()'s ValueError. Both are `ArgumentError` now, before torch's device is set or a group joined."""
+    with simulated(2):
+        placed = _fake_torch(monkeypatch, current=0)
+        if local_rank is None:
+            monkeypatch.delenv("LOCAL_RANK", raising=False)
+        else:
+            monkeypatch.setenv("LOCAL_RANK", local_rank)
+        with pytest.raises(tile.ArgumentError, match="is not a device|NCCL runs on a GPU"):
+            d.init("nccl", device=device)
+        assert placed == []
