@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import gc
+import struct
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,26 @@ def _add_body(values: tuple[int, ...], grid: tuple[int, int, int]) -> tuple[list
     return [(z, 4 * n), (x, 4 * n), (y, 4 * n)], run
 
 
+def _cubin(arch: str) -> bytes:
+    """The simulator's stand-in cubin, its ELF header naming ``arch`` (``"sm_90"``, ``"sm_100"``)."""
+    image = bytearray(sm90_cubin())
+    struct.pack_into("<I", image, 48, int(arch.removeprefix("sm_")) << 8)
+    return bytes(image)
+
+
+def _second_gpu_is(sim: SimDriver, major: int, minor: int) -> None:
+    """GPU 1 of the simulator reports compute capability ``major.minor`` (GPU 0 stays sm_90)."""
+    answer = sim.cuDeviceGetAttribute
+
+    def attribute(attr: Any, dev: Any) -> tuple[Any, int]:
+        name = attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_")
+        if int(dev) == 1 and name in ("MAJOR", "MINOR"):
+            return answer(attr, dev)[0], major if name == "MAJOR" else minor
+        return answer(attr, dev)
+
+    sim.cuDeviceGetAttribute = attribute  # type: ignore[method-assign]
+
+
 @pytest.fixture
 def k(tmp_path: Path) -> ModuleType:
     return load_source("review44_kernels", KERNELS, tmp_path)
@@ -67,7 +88,7 @@ def sim2(monkeypatch: pytest.MonkeyPatch, k: ModuleType) -> Iterator[SimDriver]:
             if target.arch == "cpu":
                 return compiled
             compiled_for.append(target.arch)
-            return dataclasses.replace(compiled, cubin=sm90_cubin())
+            return dataclasses.replace(compiled, cubin=_cubin(target.arch))
 
         monkeypatch.setattr(_entry, "compile_kernel", compile_for_sim)
         monkeypatch.setattr(_execute, "_modules", {})
@@ -167,3 +188,33 @@ def test_an_nccl_group_on_no_gpu_is_refused_before_torch_is_touched(
         with pytest.raises(tile.ArgumentError, match="is not a device|NCCL runs on a GPU"):
             d.init("nccl", device=device)
         assert placed == []
+
+
+def test_a_chain_link_on_another_device_is_refused(sim2: SimDriver, path: str, k: ModuleType) -> None:
+    """Hole (the class of the first): a ``.then()`` link runs on its chain's context, so a link launching GPU 1
+    tensors in a chain run on GPU 0 (``.sync()`` picks the first launch's device) ran on GPU 0 with GPU 1's addresses
+    (the simulator notes the kernel touching another device's memory). Refused with `DeviceMismatchError`."""
+    ones = _operands(tc.Device(1))
+    op = k.add(*_operands(tc.Device(0))).then(lambda out: k.add(*ones))
+    with pytest.raises(tile.DeviceMismatchError, match=r"on cuda:1 but was executed on .*cuda:0"):
+        op.sync()
+    del op
+    assert [sim2.stream_devices[s] for _, s, _ in sim2.kinds("launch")] == [0]  # only the first link ran
+
+
+def test_each_arch_gets_its_own_compile_and_each_device_its_own_module(
+    sim2: SimDriver, path: str, k: ModuleType
+) -> None:
+    """Tried and held: GPU 0 an sm_90, GPU 1 an sm_100. The compile cache is keyed by the target arch (the layout
+    key holds the device), so GPU 1's launch compiles for sm_100 rather than reusing the sm_90 cubin (whose load
+    there tile.core would refuse with ArchMismatchError), and the module cache is keyed by the device ordinal. A
+    second launch on either GPU compiles nothing more."""
+    _second_gpu_is(sim2, 10, 0)
+    assert tc.Device(1).arch == "sm_100"
+    for device in (0, 1, 0, 1):
+        z, x, y = k.add(*_operands(tc.Device(device))).sync()
+        np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(N) + 1)
+        assert z.device is tc.Device(device)
+    assert sim2.compiled_for == ["sm_90", "sm_100"]  # type: ignore[attr-defined]
+    assert [sim2.stream_devices[s] for _, s, _ in sim2.kinds("launch")] == [0, 1, 0, 1]
+    assert sorted(ordinal for _, ordinal in _execute._modules) == [0, 1]
