@@ -20,7 +20,7 @@ import tile.core as tc
 import tile.frontend as tile
 import tile.frontend.distributed as d
 from tile.compiler import compile_kernel
-from tile.core.testing import SimDriver, SimKernel, simulated, sm90_cubin
+from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, SimKernel, simulated, sm90_cubin
 from tile.frontend import _entry, _execute, f32
 from tile.frontend._execute import GPU_KIND
 
@@ -218,3 +218,85 @@ def test_each_arch_gets_its_own_compile_and_each_device_its_own_module(
     assert sim2.compiled_for == ["sm_90", "sm_100"]  # type: ignore[attr-defined]
     assert [sim2.stream_devices[s] for _, s, _ in sim2.kinds("launch")] == [0, 1, 0, 1]
     assert sorted(ordinal for _, ordinal in _execute._modules) == [0, 1]
+
+
+@pytest.fixture
+def two() -> Iterator[SimDriver]:
+    """tile.core over two simulated GPUs, lazily asynchronous; no driver bug at the end."""
+    with simulated(2, asynchronous=True) as sim:
+        sim.eagerness = 0.0
+        yield sim
+        gc.collect()
+    assert sim.bugs == [], sim.bugs
+
+
+@pytest.mark.parametrize("freed", ["source", "destination"])
+def test_a_peer_copy_outlives_a_free_of_either_side_made_before_it_ran(two: SimDriver, freed: str) -> None:
+    """Tried and held: ``copy(b1, a0, sync=False)`` between GPUs queues ``cuMemcpyPeerAsync`` on GPU 1's stream and
+    records it on both buffers; a ``free()`` of either at once (before the copy ran) is ordered after it: the
+    simulator sees no free under queued work and the bytes arrive."""
+    a = tc.DeviceBuffer.from_host(np.arange(64, dtype=np.float32), device=tc.Device(0))
+    b = tc.DeviceBuffer.allocate(256, device=tc.Device(1))
+    tc.copy(b, a, sync=False)
+    assert two.pending(), "the copy ran at once: the simulator is not asynchronous"
+    (a if freed == "source" else b).free()
+    if freed == "source":
+        np.testing.assert_array_equal(b.view(np.float32, 64).to_numpy(), np.arange(64, dtype=np.float32))
+    tc.Device(0).synchronize()
+    tc.Device(1).synchronize()
+    assert [entry[1] for entry in two.kinds("copy") if entry[1] == "Peer"] == ["Peer"]
+    assert ("peer_access", 0xC0) in two.log  # peer access was enabled both ways before the copy
+    assert ("peer_access", 0xC1) in two.log
+
+
+def test_a_free_goes_to_its_own_device_whatever_context_is_current(two: SimDriver) -> None:
+    """Tried and held: GPU 1's buffer freed (explicitly, or by its finalizer) while GPU 0's context is current on
+    the thread: the free is enqueued on a stream of GPU 1, and the thread's context is GPU 1's when the free is
+    called (tile.core makes the buffer's device current)."""
+    seen: list[int] = []
+    free = two.cuMemFreeAsync
+
+    def spy(ptr: Any, stream: Any) -> tuple[Any]:
+        seen.append(int(two.cuCtxGetCurrent()[1]))
+        return free(ptr, stream)
+
+    two.cuMemFreeAsync = spy  # type: ignore[method-assign]
+    for drop in ("free", "finalizer"):
+        buffer = tc.DeviceBuffer.allocate(64, device=tc.Device(1))
+        tc.Device(0).make_current()
+        if drop == "free":
+            buffer.free()
+        else:
+            del buffer
+            gc.collect()
+        tc.Device(1).synchronize()
+    assert seen == [0xC1, 0xC1]
+    assert [two.stream_devices[entry[2]] for entry in two.kinds("free")] == [1, 1]
+
+
+def test_streams_and_events_of_one_device_with_memory_of_another(two: SimDriver) -> None:
+    """Tried and held: a stream of GPU 1 for a copy or fill of GPU 0 memory, a launch of a GPU 0 module with a GPU 1
+    buffer or on a GPU 1 stream, a GPU 1 buffer allocated on a GPU 0 stream, and a GPU 0 event recorded on a GPU 1
+    stream are `WrongDeviceError` before the driver (a GPU 1 stream waiting for a GPU 0 event is allowed, as in
+    CUDA)."""
+    d0, d1 = tc.Device(0), tc.Device(1)
+    a, b = tc.DeviceBuffer.allocate(512, device=d0), tc.DeviceBuffer.allocate(512, device=d0)
+    other = tc.DeviceBuffer.allocate(512, device=d1)
+    s1 = d1.create_stream()
+    function = tc.Module.from_cubin(sm90_cubin(), device=d0).function("vec_add")
+    attempts = [
+        lambda: tc.copy(a, b, stream=s1),
+        lambda: a.view(np.float32, 128).fill(1.0, stream=s1),
+        lambda: tc.launch(function, 1, 128, [a, 128, 1, b, 128, 1, other, 128, 1], signature=VEC_ADD_SIGNATURE),
+        lambda: tc.launch(function, 1, 128, [a, 128, 1, b, 128, 1, a, 128, 1], stream=s1, signature=VEC_ADD_SIGNATURE),
+        lambda: tc.DeviceBuffer.allocate(64, device=d1, stream=d0.default_stream),
+        lambda: d0.create_event().record(s1),
+    ]
+    before = len(two.log)
+    for attempt in attempts:
+        with pytest.raises(tc.WrongDeviceError):
+            attempt()
+    assert not [e for e in two.log[before:] if e[0] in ("launch", "copy", "memset", "alloc")]
+    event = d0.create_event()
+    event.record(d0.default_stream)
+    s1.wait(event)  # cross-device waits are fine
