@@ -41,6 +41,7 @@ from tile.frontend._errors import (
 from tile.frontend._execute import run_cpu
 from tile.frontend._partition import Partition
 from tile.frontend._placement import device_name
+from tile.frontend._shared import HANDLES
 from tile.frontend._signature import _pad, explicit_grid
 from tile.frontend._site import user_site
 from tile.frontend._storage import OWNED
@@ -70,11 +71,12 @@ def require_builtin_context(op: Any, ctx: ExecutionContext) -> None:
         )
 
 
-def _require_device(op: Any, device: object, ctx: ExecutionContext) -> None:
-    """Raise `DeviceMismatchError` unless ``ctx`` is a stream of ``device``, the one the launch's tensors live on: the
-    frontend hands tile.core their addresses as checked numbers, so nothing below would see a kernel of another
-    device given them (it would read or write another GPU's memory, unordered with that memory's frees)."""
-    if ctx.device is not device:
+def _require_device(op: Any, device: object, ctx: ExecutionContext, values: Sequence[Any]) -> None:
+    """Raise `DeviceMismatchError` for a launch with tensors on ``device`` executed on ``ctx``, a stream of another
+    device: the frontend hands tile.core their addresses as checked numbers, so nothing below would see a kernel of
+    another device given them (it would read or write another GPU's memory, unordered with that memory's frees). A
+    launch of raw pointers and scalars only (an unchecked kernel) runs on the stream it is given, as before."""
+    if any(isinstance(v, HANDLES) for v in values):
         raise DeviceMismatchError(
             f"{op._describe()} uses tensors on {device_name(device)} but was executed on {ctx!r} "
             f"({device_name(ctx.device)}): a kernel runs on its arguments' device; use .sync()/await (they pick a "
@@ -197,8 +199,8 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         assert values is not None, "a launch executes once, before it is released"
         require_builtin_context(self, ctx)
         plan = self._plan
-        if plan.packing is not None and plan.device is not None and ctx.device is not tile.aio.HOST:
-            _require_device(self, plan.device, ctx)
+        if plan.packing is not None and ctx.device is not plan.device and ctx.device is not tile.aio.HOST:
+            _require_device(self, plan.device, ctx, values)
         after = self._after
         if after is not None and (type(after) is not InFlight or after.ctx is not ctx):
             self._order_after(ctx)  # not a launch chained on its lender's context (that one needs nothing)
