@@ -7,7 +7,7 @@ import dataclasses
 import gc
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -22,7 +22,6 @@ import tile.frontend.distributed as d
 from tile.compiler import compile_kernel
 from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver, SimKernel, simulated, sm90_cubin
 from tile.frontend import _entry, _execute, f32
-from tile.frontend._execute import GPU_KIND
 
 N, B = 256, 128
 
@@ -134,10 +133,12 @@ def test_a_launch_on_a_stream_of_another_device_is_refused(sim2: SimDriver, path
 def _fake_torch(monkeypatch: pytest.MonkeyPatch, current: int) -> list[Any]:
     """A torch stand-in that records where the one-shot buffer is allocated; torch's current device is ``current``."""
     placed: list[Any] = []
-    symm = SimpleNamespace(
-        empty=lambda n, dtype, device: placed.append(device) or SimpleNamespace(nbytes=n),
-        rendezvous=lambda buffer, name: None,
-    )
+
+    def empty(n: int, dtype: object, device: object) -> object:
+        placed.append(device)
+        return SimpleNamespace(nbytes=n)
+
+    symm = SimpleNamespace(empty=empty, rendezvous=lambda buffer, name: None)
     dist = SimpleNamespace(group=SimpleNamespace(WORLD=SimpleNamespace(group_name="world")), _symmetric_memory=symm)
     torch = SimpleNamespace(
         distributed=dist,
@@ -185,7 +186,7 @@ def test_an_nccl_group_on_no_gpu_is_refused_before_torch_is_touched(
             monkeypatch.delenv("LOCAL_RANK", raising=False)
         else:
             monkeypatch.setenv("LOCAL_RANK", local_rank)
-        with pytest.raises(tile.ArgumentError, match="is not a device|NCCL runs on a GPU"):
+        with pytest.raises(tile.ArgumentError, match=r"is not a device|NCCL runs on a GPU"):
             d.init("nccl", device=device)
         assert placed == []
 
@@ -212,10 +213,10 @@ def test_each_arch_gets_its_own_compile_and_each_device_its_own_module(
     _second_gpu_is(sim2, 10, 0)
     assert tc.Device(1).arch == "sm_100"
     for device in (0, 1, 0, 1):
-        z, x, y = k.add(*_operands(tc.Device(device))).sync()
+        z, _, _ = k.add(*_operands(tc.Device(device))).sync()
         np.testing.assert_array_equal(z.unpartition().to_numpy(), np.arange(N) + 1)
         assert z.device is tc.Device(device)
-    assert sim2.compiled_for == ["sm_90", "sm_100"]  # type: ignore[attr-defined]
+    assert sim2.compiled_for == ["sm_90", "sm_100"]
     assert [sim2.stream_devices[s] for _, s, _ in sim2.kinds("launch")] == [0, 1, 0, 1]
     assert sorted(ordinal for _, ordinal in _execute._modules) == [0, 1]
 
@@ -284,7 +285,7 @@ def test_streams_and_events_of_one_device_with_memory_of_another(two: SimDriver)
     other = tc.DeviceBuffer.allocate(512, device=d1)
     s1 = d1.create_stream()
     function = tc.Module.from_cubin(sm90_cubin(), device=d0).function("vec_add")
-    attempts = [
+    attempts: list[Callable[[], object]] = [
         lambda: tc.copy(a, b, stream=s1),
         lambda: a.view(np.float32, 128).fill(1.0, stream=s1),
         lambda: tc.launch(function, 1, 128, [a, 128, 1, b, 128, 1, other, 128, 1], signature=VEC_ADD_SIGNATURE),
