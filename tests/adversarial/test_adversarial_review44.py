@@ -301,3 +301,41 @@ def test_streams_and_events_of_one_device_with_memory_of_another(two: SimDriver)
     event = d0.create_event()
     event.record(d0.default_stream)
     s1.wait(event)  # cross-device waits are fine
+
+
+class _Claims:
+    """Forwards an array's DLPack export but claims another device in ``__dlpack_device__``."""
+
+    def __init__(self, array: Any, device: tuple[int, int]) -> None:
+        self.array, self.device = array, device
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+
+@pytest.mark.parametrize("claim", [(2, 1), (2, 0)], ids=["other-gpu", "own-gpu"])
+def test_a_dlpack_import_is_placed_on_the_device_its_memory_is_on(sim2: SimDriver, claim: tuple[int, int]) -> None:
+    """Hole: cuda.core takes a DLPack producer's device from its ``__dlpack_device__``, and tile.core trusted it: a
+    plain Python wrapper forwarding a GPU 0 tensor's export while claiming GPU 1 was imported as a tensor "on GPU 1"
+    (its reads, copies and launches then ran on GPU 1's streams, and a launch with other GPU 1 tensors passed the
+    one-device check: a GPU 1 kernel on GPU 0 memory). tile.core now asks the driver where the memory lives
+    (``CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL``; the simulator answers from its allocations) and refuses a claim of
+    another device with `WrongDeviceError`.
+
+    Bug fixed on the way: an import its producer exported read-only (a Tile tensor's export, re-offered) could not
+    be read: ``to_numpy()`` and ``.to(device)`` made a writable view of it, which tile.core refused
+    (LayoutMismatchError). They read through a read-only view now."""
+    t = tile.from_numpy(np.arange(8, dtype=np.float32), device=tc.Device(0))
+    if claim[1] == 1:
+        with pytest.raises(tc.WrongDeviceError, match="the driver places it on device 0"):
+            tile.from_dlpack(_Claims(t, claim))
+        return
+    back = tile.from_dlpack(_Claims(t, claim))
+    assert back.device is tc.Device(0)
+    np.testing.assert_array_equal(back.to_numpy(), np.arange(8, dtype=np.float32))
+    there = back.to(1)
+    assert there.device is tc.Device(1)
+    np.testing.assert_array_equal(there.to_numpy(), np.arange(8, dtype=np.float32))

@@ -186,7 +186,8 @@ class SimDriver(SimStreams):
             return real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, None  # what the H100 answers
         array = np.zeros(size, np.uint8)
         self.device_mem[array.ctypes.data] = array
-        self.alloc_devices[array.ctypes.data] = self.pool_devices.get(int(pool), 0)
+        on = self.stream_devices.get(int(stream), 0)  # a test's own allocation (no pool): its stream's device
+        self.alloc_devices[array.ctypes.data] = self.pool_devices.get(int(pool), on) if pool is not None else on
         self.log.append(("alloc", array.ctypes.data, int(stream)))
         self.progress()
         return OK, real.CUdeviceptr(array.ctypes.data)
@@ -235,6 +236,16 @@ class SimDriver(SimStreams):
     def live(self, ranges: list[tuple[int, int]]) -> bool:
         """True when every range is device memory still allocated (work that is not is skipped, and noted)."""
         return all([self.device_range(p, n) for p, n in ranges])  # noqa: C419  # note every bad range
+
+    def cuPointerGetAttribute(self, attr: Any, ptr: Any) -> tuple[Any, Any]:
+        """``IS_MANAGED`` (never) and ``DEVICE_ORDINAL`` (the allocation's device) of simulated device memory; for
+        any other address ``CUDA_ERROR_INVALID_VALUE``, as the driver answers for memory it does not know."""
+        address = int(ptr)
+        base = next((b for b, a in self.device_mem.items() if b <= address < b + max(a.nbytes, 1)), None)
+        name = attr.name.removeprefix("CU_POINTER_ATTRIBUTE_")
+        if base is None or name not in ("IS_MANAGED", "DEVICE_ORDINAL"):
+            return real.CUresult.CUDA_ERROR_INVALID_VALUE, None
+        return OK, (False if name == "IS_MANAGED" else self.alloc_devices.get(base, 0))
 
     def pinned(self, ptr: int, nbytes: int) -> bool:
         return any(base <= ptr and ptr + nbytes <= base + a.nbytes for base, a in self.host_mem.items())
