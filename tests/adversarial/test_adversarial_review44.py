@@ -1,4 +1,65 @@
-"""Review 44 (probe)."""
+"""Review 44: multi-device placement (issue 19's first part), attacked from safe code: ``tile.zeros(..., device=1)``,
+``tile.Device(i)``, ``tensor.to(device)``, launches on their arguments' device, per-arch compile caches, peer copies,
+streams and events of one device with another's memory, contexts per device, DLPack imports and ``tile.distributed``
+placement. Two GPUs are simulated: tile.core's simulated driver (``tile.core.testing``, ``simulated(2)``) already
+modelled several devices (a context, streams and a pool per ordinal); this review made it remember each allocation's
+device and note a kernel enqueued on one device's stream that touches another's memory, and answer pointer queries
+(``cuPointerGetAttribute``'s device ordinal) from its allocations; a test gives GPU 1 another compute capability.
+Frontend launches run over it with bytecode-only compiles and a numpy body (as test_frontend_launch_calls.py), on
+both launch paths. Each hole's test names it, failed before its fix and asserts the typed error.
+
+Holes found and fixed:
+
+- a launch executed on a stream of another device than its tensors': ``add(z, x, y).sync_on(s)`` with the tensors on
+  GPU 0 and ``s`` a GPU 1 stream loaded the module on GPU 1 and launched it there with GPU 0's addresses (the frontend
+  hands tile.core its checked addresses as numbers, so tile.core's own device check of buffers never saw them); the
+  same for a ``.then()`` link of GPU 1 tensors in a chain run on GPU 0, and (by reading: the simulator has no graphs)
+  a launch captured on another device's stream. Collectives refused this; launches now raise `DeviceMismatchError`
+  before anything is enqueued (`tile.frontend._launch._require_device`, on the pure path, which prepares every new
+  (plan, stream) pair: the compiled path only relaunches a prepared launch on the same stream). A launch of raw
+  pointers and scalars only (an unchecked kernel) still runs on the stream it is given.
+- a DLPack import placed where the producer said, not where the memory is: cuda.core takes the device from
+  ``__dlpack_device__``, which a plain Python wrapper forwarding a GPU 0 tensor's export can answer ``(2, 1)``: the
+  import was a tensor "on GPU 1" over GPU 0 memory (its launches with other GPU 1 tensors passed the one-device
+  check). tile.core's ``borrow`` now asks the driver (``CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL``; managed memory and
+  memory the driver does not know are left as named) and raises `WrongDeviceError`.
+- ``enable_one_shot`` allocated torch's symmetric staging buffer on torch's *current* device, not the group's: a
+  process that switched torch's device after ``init(device=0)`` staged its GPU 0 all-reduces in GPU 1's memory. It
+  goes on the group's device now (torch-free test: a stand-in records the placement).
+- ``tile.distributed.init("nccl", device="cpu")`` raised an AttributeError (``"cpu".ordinal``) and a ``LOCAL_RANK``
+  that is not an ordinal int()'s ValueError; both are `ArgumentError` now, before torch's device is set.
+
+Bug fixed on the way: an import whose producer exported it read-only (a Tile tensor's export re-offered) could not be
+read: ``to_numpy()`` and ``.to(device)`` made a writable view of it, which tile.core refused (LayoutMismatchError).
+
+Tried and found solid (tests below where cheap, else reasoned):
+
+- ``tile.Device(-1)``, ``Device(2**31)``, ``Device(2**64)``, ``Device(True)``, numpy bools, floats, strings and an int
+  subclass lying in ``__index__``/``__int__``/comparisons: tile.bindings' InvalidDeviceError (``tile.zeros(...,
+  device=...)``: ArgumentError or BackendError), the ordinal taken as the exact int; no allocation, no Device made.
+- per-arch compiles: GPU 0 sm_90 and GPU 1 sm_100 compile once each (the layout key holds the device, the compile
+  cache the target), each device loads its own module (keyed by ordinal); an sm_90 cubin is never loaded on the
+  sm_100 (tile.core's ArchMismatchError would refuse it anyway).
+- peer copies: ``copy(b1, a0, sync=False)`` then a free of either side before the copy ran is ordered after it
+  (recorded on both buffers); peer access is enabled both ways first; ``.to(device)`` is a blocking copy on the
+  destination's home stream ordered after the source's, of a live handle only (moved, lent, partitioned or in-flight
+  sources are refused by ``_check``, see test_frontend_placement.py).
+- contexts: a free of GPU 1 memory (explicit or by its finalizer) while GPU 0's context is current is called with
+  GPU 1's context current and enqueued on a GPU 1 stream (removing ``make_current`` fails the test); deferred
+  releases run through the same ``_run``; module loads, function attributes and pools make their device current.
+- streams and events of one device with another's memory: a copy or fill of GPU 0 memory on a GPU 1 stream, a GPU 0
+  kernel given a GPU 1 buffer or a GPU 1 stream, a GPU 1 allocation on a GPU 0 stream and a GPU 0 event recorded on a
+  GPU 1 stream are `WrongDeviceError` before the driver; a GPU 1 stream waiting for a GPU 0 event is allowed.
+- a DLPack producer whose capsule is honest but whose ``__dlpack_device__`` names GPU 0 for GPU 0 memory imports
+  normally; graph replays take no new tensors (``graph_write`` copies into a captured tensor through tile.core's
+  copy, whose stream must be of one of the copy's devices), and a graph's launch on another device's context is
+  refused by tile.aio (``CudaGraphExec.replay`` checks ``ctx.device``).
+- ``tile.distributed``'s collectives check every tensor's device against the group's and the context's device
+  against the tensors' (they did before this review).
+
+GPU tests for the lead (two GPUs): ``TILE_REQUIRE_MULTI_GPU=1 pytest packages/tile-frontend/tests/
+test_frontend_multi_gpu.py`` (three tests added by this review).
+"""
 
 from __future__ import annotations
 
@@ -339,3 +400,40 @@ def test_a_dlpack_import_is_placed_on_the_device_its_memory_is_on(sim2: SimDrive
     there = back.to(1)
     assert there.device is tc.Device(1)
     np.testing.assert_array_equal(there.to_numpy(), np.arange(8, dtype=np.float32))
+
+
+class _Liar(int):
+    """An int that claims, through every protocol a check might use, to be 0 (and in range)."""
+
+    def __index__(self) -> int:
+        return 0
+
+    def __int__(self) -> int:
+        return 0
+
+    def __lt__(self, other: object) -> bool:
+        return True
+
+    def __ge__(self, other: object) -> bool:
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize("bad", [-1, 2, 2**31, 2**64, True, False, np.True_, 1.0, "1", _Liar(5)], ids=repr)
+def test_device_ordinals_that_name_no_gpu_are_typed_errors(two: SimDriver, bad: object) -> None:
+    """Tried and held (two GPUs): ``tile.Device(bad)`` is tile.bindings' InvalidDeviceError and ``tile.zeros(...,
+    device=bad)`` an ArgumentError or BackendError, before any allocation; an int subclass is taken as the int it is
+    (``_Liar(5)`` is GPU 5, absent), never as what its methods say; no Device is made for them."""
+    import tile.bindings as tb
+
+    with pytest.raises(tb.InvalidDeviceError):
+        tile.Device(bad)  # type: ignore[arg-type]  # (what the check is for)
+    with pytest.raises((tile.ArgumentError, tile.BackendError)):
+        tile.zeros(f32, [4], device=bad)
+    assert set(tc.Device._instances) <= {0, 1}
+    assert two.kinds("alloc") == []
+    assert tile.Device(_Liar(1)) is tile.Device(1)  # an int subclass of a real ordinal is that GPU
