@@ -135,4 +135,4 @@ def test_enable_needs_unchecked_true_because_overlapping_sums_would_share_the_bu
 
 def test_enable_refuses_rank_counts_without_kernels() -> None:
     with pytest.raises(tile.BackendError, match="not 3"):
-        _oneshot.enable(torch, "nccl", 3, 1024)
+        _oneshot.enable(torch, "nccl", 3, 1024, None)

@@ -98,3 +98,60 @@ def test_one_shot_all_reduce_on_two_gpus() -> None:
     pytest.importorskip("torch")
     outputs = run_ranks(Path(__file__).resolve().parent / "helpers_distributed.py", ["nccl-one-shot"])
     assert [o.strip().splitlines()[-1] for o in outputs] == ["rank 0 ok", "rank 1 ok"]
+
+
+def test_a_launch_on_a_stream_of_another_gpu_is_refused(k: ModuleType) -> None:
+    """Review 44: ``sync_on`` a GPU 1 stream with GPU 0 tensors, and a ``.then`` link of GPU 1 tensors in a chain run
+    on GPU 0, are `DeviceMismatchError` (they launched on the wrong GPU with the other GPU's addresses)."""
+    z, x = tile.zeros(f32, [N], device=0).partition([1024]), tile.ones(f32, [N], device=0)
+    with pytest.raises(tile.DeviceMismatchError, match=r"on cuda:0 but was executed on .*cuda:1"):
+        k.add(z, x, x).sync_on(tile.Device(1).create_stream())
+    z, x = tile.zeros(f32, [N], device=0).partition([1024]), tile.ones(f32, [N], device=0)
+    z1, x1 = tile.zeros(f32, [N], device=1).partition([1024]), tile.ones(f32, [N], device=1)
+    with pytest.raises(tile.DeviceMismatchError, match=r"on cuda:1 but was executed on .*cuda:0"):
+        k.add(z, x, x).then(lambda out: k.add(z1, x1, x1)).sync()
+    z, x = tile.zeros(f32, [N], device=1).partition([1024]), tile.ones(f32, [N], device=1)
+    out, _, _ = k.add(z, x, x).sync_on(tile.Device(1).create_stream())  # its own GPU's stream: runs
+    np.testing.assert_array_equal(out.unpartition().to_numpy(), np.full(N, 2, np.float32))
+
+
+class _Claims:
+    """Forwards an array's DLPack export but claims another device in ``__dlpack_device__``."""
+
+    def __init__(self, array: tile.Tensor, device: tuple[int, int]) -> None:
+        self.array, self.device = array, device
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.device
+
+
+def test_a_dlpack_claim_of_another_gpu_is_refused_by_the_drivers_word() -> None:
+    """Review 44: a producer claiming GPU 1 for GPU 0 memory is refused (tile.core asks the driver where the memory
+    lives); an honest read-only import reads and moves to the other GPU."""
+    from tile import core
+
+    t = tile.from_numpy(np.arange(N, dtype=np.float32), device=0)
+    with pytest.raises(core.WrongDeviceError, match="the driver places it on device 0"):
+        tile.from_dlpack(_Claims(t, (2, 1)))
+    back = tile.from_dlpack(_Claims(t, (2, 0)))
+    np.testing.assert_array_equal(back.to(1).to_numpy(), np.arange(N, dtype=np.float32))
+
+
+def test_a_peer_copy_outlives_a_free_of_its_source_made_before_it_ran() -> None:
+    """Review 44 (tile.core): an asynchronous peer copy GPU 0 -> GPU 1, its source freed at once: the free waits for
+    the copy (recorded on the source), so the bytes arrive and nothing faults."""
+    from tile import core
+
+    values = np.random.default_rng(1).standard_normal(N).astype(np.float32)
+    for _ in range(20):
+        a = core.DeviceBuffer.from_host(values, device=core.Device(0))
+        b = core.DeviceBuffer.allocate(values.nbytes, device=core.Device(1))
+        core.copy(b, a, sync=False)
+        a.free()
+        junk = core.DeviceBuffer.from_host(np.zeros(N, np.float32), device=core.Device(0))  # may reuse a's memory
+        np.testing.assert_array_equal(b.view(np.float32, N).to_numpy(), values)
+        junk.free()
+        b.free()

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tile.core import _dlpack
+from tile.core import _dlpack, _reaper
 from tile.core._buffer import DeviceBuffer
 from tile.core._context import Device
 from tile.core._errors import NullHandleError, WrongDeviceError, WrongTypeError
@@ -86,6 +86,7 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
     if not smv.is_device_accessible or smv.device_id < 0:
         raise WrongDeviceError(f"{type(obj).__name__} is not device memory: copy it with DeviceBuffer.from_host")
     device = Device(int(smv.device_id))
+    _check_residence(int(smv.ptr), device, type(obj).__name__)
     if device is not stream.device:
         raise WrongDeviceError(
             f"{type(obj).__name__} lives on device {device.ordinal} but {stream!r} is on device "
@@ -115,6 +116,29 @@ def borrow(obj: Any, *, stream: Stream | None = None) -> DeviceView:
     return DeviceView(
         int(smv.ptr), dtype, shape, strides, device=device, owner=smv, readonly=bool(smv.readonly), unchecked=True
     )
+
+
+def _check_residence(ptr: int, device: Device, what: str) -> None:
+    """Refuse device memory the driver places on another GPU than ``device``, the one the import names.
+
+    cuda.core takes a DLPack producer's device from its ``__dlpack_device__``, which any Python object can answer
+    as it likes (a wrapper forwarding another array's export): trusted, a GPU 0 array would be a view "on GPU 1",
+    and a kernel of GPU 1 would be launched on it, unordered with its frees. The driver knows where the allocation
+    lives (``CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL``); managed memory, which every GPU may use, and memory the driver
+    does not know (its producer's word is all there is, as for any foreign address) are left as named."""
+    if not ptr:
+        return
+    d = _reaper.driver()
+    attrs, ok = d.CUpointer_attribute, d.CUresult.CUDA_SUCCESS
+    err, managed = d.cuPointerGetAttribute(attrs.CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr)
+    if err != ok or managed:
+        return
+    err, ordinal = d.cuPointerGetAttribute(attrs.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    if err == ok and int(ordinal) != device.ordinal:
+        raise WrongDeviceError(
+            f"{what} says its memory is on device {device.ordinal}, but the driver places it on device "
+            f"{int(ordinal)}: borrow it from a producer that names its own device (its __dlpack_device__)"
+        )
 
 
 def _exporting_buffer(

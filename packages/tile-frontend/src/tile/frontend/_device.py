@@ -66,7 +66,8 @@ def copy_to(tensor: Tensor, device: Any) -> Storage:
     if hi > lo:
         home = storage.buffer if isinstance(storage.buffer, core.DeviceBuffer) else None
         raw = (np.dtype(np.uint8), (hi - lo,), (1,))
-        src = core.DeviceView(lo, *raw, device=storage.device, owner=storage.buffer, buffer=home)  # type: ignore[arg-type]  # a tile.core.Device
+        # Read-only: the copy only reads it, and memory a producer exported read-only refuses a writable view.
+        src = core.DeviceView(lo, *raw, device=storage.device, owner=storage.buffer, buffer=home, readonly=True)  # type: ignore[arg-type]  # a tile.core.Device
         dst = core.DeviceView(buffer.ptr, *raw, device=device, owner=buffer, buffer=buffer)
         core.copy(dst, src, stream=buffer.stream)  # blocks until copied
     return Storage(device, buffer.ptr, buffer.nbytes, buffer=buffer)
@@ -183,7 +184,9 @@ def read(tensor: Tensor) -> np.ndarray[Any, Any]:
     lo, hi = tensor._byte_range()
     if hi == lo:
         return np.empty(tensor.shape, numpy_dtype(tensor.dtype))
-    span = core.DeviceView(lo, np.dtype(np.uint8), (hi - lo,), (1,), device=storage.device, owner=storage.buffer)  # type: ignore[arg-type]  # a tile.core.Device
+    device: Any = storage.device  # a tile.core.Device for device storage
+    # Read-only: memory a producer exported read-only (a borrowed import) refuses a writable view of it.
+    span = core.DeviceView(lo, np.dtype(np.uint8), (hi - lo,), (1,), device=device, owner=storage.buffer, readonly=True)
     # Owned memory is read on its buffer's home stream, which carries no frees (borrowed: the default stream).
     raw = span.to_numpy(stream=storage.buffer.stream if storage.owned else None)
     item = tensor.dtype.itemsize

@@ -29,9 +29,19 @@ from tile.aio._policy import as_context
 from tile.aio._run import _executed_by, park
 from tile.compiler import CompiledKernel
 from tile.frontend import _accel
-from tile.frontend._errors import IN_FLIGHT, BackendError, GridError, InFlight, InFlightError, refuse_subclass
+from tile.frontend._errors import (
+    IN_FLIGHT,
+    BackendError,
+    DeviceMismatchError,
+    GridError,
+    InFlight,
+    InFlightError,
+    refuse_subclass,
+)
 from tile.frontend._execute import run_cpu
 from tile.frontend._partition import Partition
+from tile.frontend._placement import device_name
+from tile.frontend._shared import HANDLES
 from tile.frontend._signature import _pad, explicit_grid
 from tile.frontend._site import user_site
 from tile.frontend._storage import OWNED
@@ -58,6 +68,19 @@ def require_builtin_context(op: Any, ctx: ExecutionContext) -> None:
             f"{op._describe()} was executed on {type(ctx).__name__}, a context tile.aio did not make: a launch "
             "hands its memory back when its context says the work is done, so it runs only on tile.aio's own "
             "contexts. Pass a tile.core.Stream (or a torch/cupy stream), a tile.aio.HostStream, or use .sync()"
+        )
+
+
+def _require_device(op: Any, device: object, ctx: ExecutionContext, values: Sequence[Any]) -> None:
+    """Raise `DeviceMismatchError` for a launch with tensors on ``device`` executed on ``ctx``, a stream of another
+    device: the frontend hands tile.core their addresses as checked numbers, so nothing below would see a kernel of
+    another device given them (it would read or write another GPU's memory, unordered with that memory's frees). A
+    launch of raw pointers and scalars only (an unchecked kernel) runs on the stream it is given, as before."""
+    if any(isinstance(v, HANDLES) for v in values):
+        raise DeviceMismatchError(
+            f"{op._describe()} uses tensors on {device_name(device)} but was executed on {ctx!r} "
+            f"({device_name(ctx.device)}): a kernel runs on its arguments' device; use .sync()/await (they pick a "
+            "stream of that device) or pass a stream of that device"
         )
 
 
@@ -175,10 +198,12 @@ class Launch(DeviceOp[tuple[Any, ...]]):
         values = self._values
         assert values is not None, "a launch executes once, before it is released"
         require_builtin_context(self, ctx)
+        plan = self._plan
+        if plan.packing is not None and ctx.device is not plan.device and ctx.device is not tile.aio.HOST:
+            _require_device(self, plan.device, ctx, values)
         after = self._after
         if after is not None and (type(after) is not InFlight or after.ctx is not ctx):
             self._order_after(ctx)  # not a launch chained on its lender's context (that one needs nothing)
-        plan = self._plan
         if plan.packing is None:
             compiled, grid = plan.compiled, self._grid
             named = {p.name: v for p, v in zip(self._plan.params, values, strict=False)}

@@ -1,9 +1,11 @@
 # ruff: noqa: N802 - the simulator mirrors the CUDA driver's function names (cuInit, cuMemFreeAsync, ...)
-"""A one-GPU (sm_90) driver whose device memory is host memory: allocation, copies, fills, kernels, peers.
+"""A driver of one or more GPUs (sm_90) whose device memory is host memory: allocation, copies, fills, kernels, peers.
 
 Every device access is checked against the live allocations when the work runs (a fault on the real GPU), and a
 stream-ordered free that runs while work on another stream still touching the memory is queued is noted as a bug
-(a race on the real GPU, where the pool may hand the memory to someone else).
+(a race on the real GPU, where the pool may hand the memory to someone else). Each allocation remembers its device
+(its pool's): a kernel enqueued on a stream of one device that touches another device's memory is noted as a bug
+(Tile never launches a kernel on memory of another GPU: nothing would order it with that memory's frees).
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class SimDriver(SimStreams):
         super().__init__(asynchronous=asynchronous, seed=seed)
         self.devices = devices
         self.stream_devices: dict[int, int] = {}
+        self.pool_devices: dict[int, int] = {}
+        self.alloc_devices: dict[int, int] = {}
         self.device_mem: dict[int, np.ndarray[Any, Any]] = {}
         self.host_mem: dict[int, np.ndarray[Any, Any]] = {}
         self.freeing: set[int] = set()
@@ -166,7 +170,9 @@ class SimDriver(SimStreams):
     # memory
     def cuMemPoolCreate(self, props: Any) -> tuple[Any, Any]:
         assert 0 <= props.location.id < self.devices
-        return OK, real.CUmemoryPool(next(self.ids))
+        handle = next(self.ids)
+        self.pool_devices[handle] = int(props.location.id)
+        return OK, real.CUmemoryPool(handle)
 
     def cuMemPoolSetAttribute(self, pool: Any, attr: Any, value: Any) -> tuple[Any]:
         self.log.append(("pool_set", attr.name, int(value)))
@@ -180,6 +186,8 @@ class SimDriver(SimStreams):
             return real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, None  # what the H100 answers
         array = np.zeros(size, np.uint8)
         self.device_mem[array.ctypes.data] = array
+        on = self.stream_devices.get(int(stream), 0)  # a test's own allocation (no pool): its stream's device
+        self.alloc_devices[array.ctypes.data] = self.pool_devices.get(int(pool), on) if pool is not None else on
         self.log.append(("alloc", array.ctypes.data, int(stream)))
         self.progress()
         return OK, real.CUdeviceptr(array.ctypes.data)
@@ -199,6 +207,7 @@ class SimDriver(SimStreams):
                         "that touches it is still queued (the free is not ordered after that work)"
                     )
             del self.device_mem[address]
+            self.alloc_devices.pop(address, None)
             self.freeing.discard(address)
             self.log.append(("free", address, st))
 
@@ -227,6 +236,16 @@ class SimDriver(SimStreams):
     def live(self, ranges: list[tuple[int, int]]) -> bool:
         """True when every range is device memory still allocated (work that is not is skipped, and noted)."""
         return all([self.device_range(p, n) for p, n in ranges])  # noqa: C419  # note every bad range
+
+    def cuPointerGetAttribute(self, attr: Any, ptr: Any) -> tuple[Any, Any]:
+        """``IS_MANAGED`` (never) and ``DEVICE_ORDINAL`` (the allocation's device) of simulated device memory; for
+        any other address ``CUDA_ERROR_INVALID_VALUE``, as the driver answers for memory it does not know."""
+        address = int(ptr)
+        base = next((b for b, a in self.device_mem.items() if b <= address < b + max(a.nbytes, 1)), None)
+        name = attr.name.removeprefix("CU_POINTER_ATTRIBUTE_")
+        if base is None or name not in ("IS_MANAGED", "DEVICE_ORDINAL"):
+            return real.CUresult.CUDA_ERROR_INVALID_VALUE, None
+        return OK, (False if name == "IS_MANAGED" else self.alloc_devices.get(base, 0))
 
     def pinned(self, ptr: int, nbytes: int) -> bool:
         return any(base <= ptr and ptr + nbytes <= base + a.nbytes for base, a in self.host_mem.items())
@@ -335,6 +354,7 @@ class SimDriver(SimStreams):
         )
         ranges, body = kernel.body(values, (gx, gy, gz))
         st = int(stream)
+        self._same_device(st, ranges)
 
         def run() -> None:
             if self.live(ranges):
@@ -343,6 +363,15 @@ class SimDriver(SimStreams):
 
         self.enqueue(Work(st, run, ranges))
         return (OK,)
+
+    def _same_device(self, stream: int, ranges: list[tuple[int, int]]) -> None:
+        """Note a kernel on a stream of one device touching memory allocated on another (found by its base)."""
+        on = self.stream_devices.get(stream, 0)
+        for ptr, nbytes in ranges:
+            for base, array in self.device_mem.items():
+                home = self.alloc_devices.get(base, on)
+                if base <= ptr < base + max(array.nbytes, 1) and nbytes and home != on:
+                    self.bug(f"a kernel on device {on} (stream {stream:#x}) touches memory {ptr:#x} of device {home}")
 
     def cuLaunchKernelEx(self, config: Any, f: Any, params: int, extra: Any) -> tuple[Any]:
         """``cuLaunchKernel`` with a ``CUlaunchConfig``; its attributes' ids are logged (``("launch_attrs", ids)``).

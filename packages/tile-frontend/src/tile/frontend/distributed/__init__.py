@@ -108,6 +108,8 @@ def init(
     ------
     BackendError
         Without torch, for an unknown backend, or when the group is already initialised with another backend.
+    ArgumentError
+        For NCCL with a ``device`` (or ``LOCAL_RANK``) that names no GPU (``"cpu"``, a negative ordinal, junk).
     """
     from tile.frontend._backend import backend as tile_backend
     from tile.frontend._placement import resolve
@@ -120,8 +122,12 @@ def init(
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")  # (read when symmetric memory is first mapped)
     where = (
-        HOST if chosen == "gloo" else resolve(device if device is not None else int(os.environ.get("LOCAL_RANK", "0")))
+        HOST
+        if chosen == "gloo"
+        else resolve(device if device is not None else _local_rank(os.environ.get("LOCAL_RANK")))
     )
+    if chosen == "nccl" and where == HOST:
+        raise ArgumentError(f"init: NCCL runs on a GPU, not on {device!r}; pass a GPU ordinal, or use 'gloo'")
     if chosen == "nccl":
         torch.cuda.set_device(where.ordinal)  # type: ignore[attr-defined]  # a tile.core.Device
         tile.aio.set_default_device(where, process=True)  # new tensors and ops of this process go to its GPU
@@ -132,6 +138,13 @@ def init(
         raise BackendError(f"torch.distributed is already initialised with {dist.get_backend()!r}, not {chosen!r}")
     _State.group = Group(dist.get_rank(), dist.get_world_size(), where, chosen)
     return _State.group
+
+
+def _local_rank(value: str | None) -> object:
+    """torchrun's ``LOCAL_RANK`` as a GPU ordinal (unset: 0); anything but digits is left for `resolve` to refuse."""
+    if value is None:
+        return 0
+    return int(value) if value.isascii() and value.isdigit() else f"LOCAL_RANK={value!r}"
 
 
 def group() -> Group:
@@ -194,7 +207,8 @@ def enable_one_shot(max_bytes: int = 1 << 16, *, unchecked: bool = False) -> Non
             "that they never overlap; pass unchecked=True to promise the collectives run one at a time (one stream)"
         )
     g, torch = group(), _torch()
-    _State.one_shot = _oneshot.enable(torch, g.backend, g.world_size, max_bytes)
+    device = g.device if g.backend == "nccl" else None  # the group's GPU, whatever torch's current device is now
+    _State.one_shot = _oneshot.enable(torch, g.backend, g.world_size, max_bytes, device)
 
 
 def disable_one_shot() -> None:

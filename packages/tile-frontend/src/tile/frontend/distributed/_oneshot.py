@@ -74,9 +74,13 @@ def reason_not(
     return next((why for fails, why in rules if fails), None)
 
 
-def enable(torch: Any, backend: str, world: int, max_bytes: int) -> OneShot:
+def enable(torch: Any, backend: str, world: int, max_bytes: int, device: Any) -> OneShot:
     """Allocate and map the one-shot buffer of ``max_bytes`` on every rank (a collective call); `BackendError` when
-    this torch or these GPUs cannot (no symmetric memory, no peer access), `ArgumentError` for a bad size."""
+    this torch or these GPUs cannot (no symmetric memory, no peer access), `ArgumentError` for a bad size.
+
+    The buffer goes on ``device`` (a ``tile.core.Device``: the group's GPU, where its tensors live), never on torch's
+    current device, which the caller may have switched since `init` (the one-shot kernel would then stage this
+    rank's tensor in another GPU's memory)."""
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < ALIGN:
         raise ArgumentError(f"enable_one_shot: max_bytes must be an int of at least {ALIGN}, got {max_bytes!r}")
     if backend != "nccl":
@@ -93,7 +97,7 @@ def enable(torch: Any, backend: str, world: int, max_bytes: int) -> OneShot:
         group_name = torch.distributed.group.WORLD.group_name
         if hasattr(symm, "enable_symm_mem_for_group"):  # needed before rendezvous by older torch, a no-op after
             symm.enable_symm_mem_for_group(group_name)
-        buffer = symm.empty(capacity, dtype=torch.uint8, device=torch.device("cuda", torch.cuda.current_device()))
+        buffer = symm.empty(capacity, dtype=torch.uint8, device=torch.device("cuda", device.ordinal))
         symm.rendezvous(buffer, group_name)
     except (ImportError, AttributeError, RuntimeError) as exc:
         raise BackendError(
