@@ -136,7 +136,9 @@ class TrustedDir:
         absent). A FIFO or device is never opened for reading (no blocking), a link never followed."""
         flags = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
         try:
-            fd = os.open(name, flags, dir_fd=self.fd) if self.fd is not None else os.open(self.path / name, flags)
+            fd = (
+                os.open(name, flags, dir_fd=self.fd) if self.fd is not None else os.open(self.path / name, flags, 0o600)
+            )
         except OSError as exc:
             raise self._link(name, exc) from None
         try:
@@ -172,7 +174,11 @@ class TrustedDir:
         """Replace ``name`` atomically with ``data`` (a new 0600 file; a link at ``name`` is replaced, not followed)."""
         tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-        fd = os.open(tmp, flags, 0o600, dir_fd=self.fd) if self.fd is not None else os.open(self.path / tmp, flags)
+        fd = (
+            os.open(tmp, flags, 0o600, dir_fd=self.fd)
+            if self.fd is not None
+            else os.open(self.path / tmp, flags, 0o600)
+        )
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -187,7 +193,11 @@ class TrustedDir:
     def open_lock(self, name: str) -> int:
         """A descriptor on the lock file ``name`` (created 0600; never through a link)."""
         flags = os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC
-        return os.open(name, flags, 0o600, dir_fd=self.fd) if self.fd is not None else os.open(self.path / name, flags)
+        return (
+            os.open(name, flags, 0o600, dir_fd=self.fd)
+            if self.fd is not None
+            else os.open(self.path / name, flags, 0o600)
+        )
 
     def unlink(self, name: str) -> bool:
         """Remove ``name`` from this folder (a link itself, never its target); False if it could not."""
@@ -243,6 +253,8 @@ def trusted_dir(
 
     Raises `UntrustedError` when one is not trusted, OSError when one is missing (``create`` makes them 0700)."""
     if not _POSIX:
+        if create:
+            Path(root).mkdir(mode=0o700, parents=True, exist_ok=True)
         folder = TrustedDir(None, Path(root), shared)
         for name in parts:
             folder = folder.child(name, create=create)
