@@ -15,7 +15,9 @@ see the old entry, the new one, or none, never a partial one; two processes writ
 build a key while the others wait for its entry. A hit refreshes the entry's mtime; when a write takes the store
 above its cap, the least recently used entries are removed down to 80 % of it. The disk cache never fails a compile:
 every I/O error is logged and turns into a miss. The checksum and the key check give integrity, not authenticity:
-whoever can write the folder can plant a cubin, or an ABI without the host guards, so keep it private.
+whoever can write the folder could plant a cubin, or an ABI without the host guards. So every read and write goes
+through `tile.compiler._trust`: only folders and files that you own and nobody else can write, reached through no
+symbolic link, are used (anything else is a miss and a `CacheTrustWarning`); folders are made 0700, files 0600.
 """
 
 from __future__ import annotations
