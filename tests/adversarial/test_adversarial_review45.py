@@ -14,7 +14,9 @@ Holes found and fixed:
   folders and the file yours and not group/world-writable (group only if it is your private group); anything else is
   a miss with one `tile.compiler.CacheTrustWarning` naming the path and what to do.
 - Links: an entry that is a symlink to a file elsewhere, or a shard folder that is a symlink to a folder elsewhere,
-  was followed and its entry loaded. The walk now opens each name relative to its parent's descriptor with
+  was followed and its entry loaded; so was a cache root reached through a link another user planted (``/tmp/c``
+  made a link to a folder of theirs, or to one of yours they want written into): links on the way to the root must
+  be yours or root's now. The walk now opens each name relative to its parent's descriptor with
   ``O_NOFOLLOW``, so a name swapped for a link between a check and an open cannot redirect it either.
 - Writes through links: `DiskCache.put` wrote its temporary file with ``open(tmp, "wb")`` at a predictable name
   (pid, thread id), so a link planted there made Tile truncate and overwrite any file the user can write; a shard
@@ -267,6 +269,16 @@ def test_failed_bytecode_is_not_written_through_a_planted_link(tmp_path: Path, m
     assert victim.read_bytes() == b"precious"
     assert kept.read_bytes() == b"bc"
     assert kept.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_root_path_through_a_link_another_user_planted_is_refused(
+    tmp_path: Path, foreign: Callable[[Path], None]
+) -> None:
+    _entry(DiskCache(tmp_path / "real"))  # a private folder the link points at (the victim's own, say)
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    foreign(tmp_path / "alias")
+    with pytest.warns(CacheTrustWarning, match="alias"):
+        assert DiskCache(tmp_path / "alias").get("cubin", KEY) is None
 
 
 # -- held -----------------------------------------------------------------------------------------------------------

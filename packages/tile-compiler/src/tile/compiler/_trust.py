@@ -245,6 +245,17 @@ def _step(parent: int, name: str, path: str, *, create: bool, above: bool, share
     return fd
 
 
+def _check_links(path: Path, shared: bool) -> None:
+    """Refuse a link on the way to the root that another user owns (one planted in /tmp to redirect the cache)."""
+    for here in (*reversed(path.parents), path):
+        try:
+            info = os.lstat(here)
+        except OSError:
+            return  # the rest does not exist yet
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (os.getuid(), 0):
+            raise UntrustedError(str(here), f"it is a symbolic link owned by uid {info.st_uid}, not by you or root")
+
+
 @contextlib.contextmanager
 def trusted_dir(
     root: Path, parts: Sequence[str] = (), *, create: bool = False, shared: bool = False
@@ -260,6 +271,7 @@ def trusted_dir(
             folder = folder.child(name, create=create)
         yield folder
         return
+    _check_links(Path(os.path.abspath(root)), shared)
     real = Path(os.path.realpath(root))
     here, names = Path("/"), real.parts[1:]
     fd = os.open("/", _DIR)
