@@ -17,7 +17,8 @@ What to compile for
     default math modes are ``CompileOptions(flush_to_zero=..., approx=...)``; all of it is in every cache key.
 Toolchain and caches
     `toolchain` / `find_tileiras` / `Toolchain`; `choose_version`; `DiskCache`, `MemoryCache`, `cache_stats`;
-    `frontend_key`, `cubin_key`. Settings: every ``TILE_*`` variable, parsed by `knobs` into `Knobs`.
+    `frontend_key`, `cubin_key`; `CacheTrustWarning` (a cache folder or file someone else could write, not used).
+    Settings: every ``TILE_*`` variable, parsed by `knobs` into `Knobs`.
 Errors (all derive from `tile.compiler.TileError`, which is `tile.errors.TileError`, Tile's one error root)
     `CompileError` (user code, with the source line), `TileirasError` (names kernel, arch, cause and the kept
     bytecode), `TileirasNotFoundError`, `ToolchainError`, `SpecError`, `KnobError`.
@@ -73,6 +74,7 @@ from tile.compiler._toolchain import (
     find_tileiras,
     toolchain,
 )
+from tile.compiler._trust import CacheTrustWarning
 from tile.compiler._typecheck import typecheck
 
 __all__ = [
@@ -83,6 +85,7 @@ __all__ = [
     "Bound",
     "ByArch",
     "CacheStats",
+    "CacheTrustWarning",
     "CompileError",
     "CompileOptions",
     "CompiledKernel",

@@ -159,7 +159,11 @@ class _Job:
         cls, settings: Knobs, target: Target, key: str, *, cache: bool, stem: str, need_cubin: bool = True
     ) -> _Job:
         tileiras = None if target.is_cpu else _find_toolchain(settings)
-        disk = DiskCache(settings.cache_dir, settings.cache_size) if cache and settings.cache_dir is not None else None
+        disk = (
+            DiskCache(settings.cache_dir, settings.cache_size, shared=settings.cache_shared)
+            if cache and settings.cache_dir is not None
+            else None
+        )
         dumper = Dumper(settings.dump, settings.dump_dir, stem)
         return cls(settings, target, key, tileiras, disk, dumper, cache=cache, need_cubin=need_cubin)
 

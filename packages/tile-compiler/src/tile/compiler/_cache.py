@@ -15,7 +15,9 @@ see the old entry, the new one, or none, never a partial one; two processes writ
 build a key while the others wait for its entry. A hit refreshes the entry's mtime; when a write takes the store
 above its cap, the least recently used entries are removed down to 80 % of it. The disk cache never fails a compile:
 every I/O error is logged and turns into a miss. The checksum and the key check give integrity, not authenticity:
-whoever can write the folder can plant a cubin, or an ABI without the host guards, so keep it private.
+whoever can write the folder could plant a cubin, or an ABI without the host guards. So every read and write goes
+through `tile.compiler._trust`: only folders and files that you own and nobody else can write, reached through no
+symbolic link, are used (anything else is a miss and a `CacheTrustWarning`); folders are made 0700, files 0600.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ import hashlib
 import json
 import logging
 import os
-import stat
 import struct
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+from tile.compiler._trust import UntrustedError, trusted_dir, warn_refused
 
 __all__ = ["KEY_SCHEMA", "CacheEntry", "CacheStats", "DiskCache", "MemoryCache", "cache_stats", "count"]
 
@@ -146,12 +149,15 @@ class DiskCache:
         The cache directory (``TILE_CACHE_DIR``).
     max_bytes
         Size cap; the least recently used entries go first.
+    shared
+        Also trust folders and entries owned by root (``TILE_CACHE_SHARED=1``: a read-only system-wide cache).
     """
 
-    def __init__(self, root: Path, max_bytes: int = 1 << 30) -> None:
+    def __init__(self, root: Path, max_bytes: int = 1 << 30, *, shared: bool = False) -> None:
         self.root = Path(root)
         self.base = self.root / f"v{KEY_SCHEMA}"
         self.max_bytes = max_bytes
+        self.shared = shared
 
     def path(self, namespace: str, key: str) -> Path:
         """Where the entry ``key`` of ``namespace`` lives."""
@@ -163,12 +169,17 @@ class DiskCache:
 
     def find(self, namespace: str, prefix: str) -> CacheEntry | None:
         """Return the most recently used valid entry whose key starts with ``prefix`` (len >= 2), or None."""
+        folder_parts = (self.base.name, namespace, prefix[:2])
         try:
-            found = [e for e in os.scandir(self.base / namespace / prefix[:2]) if e.name.startswith(prefix)]
+            with trusted_dir(self.root, folder_parts, shared=self.shared) as folder:
+                found = [(folder.mtime(n), n) for n in folder.names() if n.startswith(prefix)]
+        except UntrustedError as refused:
+            warn_refused(refused)
+            return None
         except OSError:
             return None
-        for item in sorted(found, key=_mtime, reverse=True):
-            if (entry := self.load(Path(item.path))) is not None:
+        for _, name in sorted(found, reverse=True):
+            if (entry := self.load(self.root.joinpath(*folder_parts, name))) is not None:
                 return entry
         return None
 
@@ -179,15 +190,14 @@ class DiskCache:
         meta_bytes = json.dumps({**meta, **own}, sort_keys=True).encode()
         body = b"".join(blobs.values())
         digest = hashlib.sha256(meta_bytes + body).digest()
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(_HEADER.pack(_MAGIC, len(meta_bytes), len(body), digest) + meta_bytes + body)
-            os.replace(tmp, path)
+            with trusted_dir(self.root, path.relative_to(self.root).parts[:-1], create=True, shared=self.shared) as d:
+                d.write(path.name, _HEADER.pack(_MAGIC, len(meta_bytes), len(body), digest) + meta_bytes + body)
+        except UntrustedError as refused:
+            warn_refused(refused)
+            return False
         except OSError as exc:
             _log.warning("tile: could not write cache entry %s (%s); continuing without it", path, exc)
-            _unlink(tmp)
             return False
         self._enforce_cap()
         return True
@@ -199,13 +209,20 @@ class DiskCache:
         Ranks of one job often start by compiling the same kernels: the first builds, the others wait here and
         then find its entry. Without a writable folder (a carried read-only cache) this does not lock.
         """
-        try:
-            self.base.mkdir(parents=True, exist_ok=True)
-            handle = open(self.base / f".build-{key[:2]}.lock", "a+b")  # noqa: SIM115 - held across the yield
-        except OSError:
-            yield
-            return
-        with handle:
+        with contextlib.ExitStack() as stack:
+            try:
+                folder = stack.enter_context(trusted_dir(self.root, (self.base.name,), create=True, shared=self.shared))
+                handle = folder.open_lock(f".build-{key[:2]}.lock")
+            except UntrustedError as refused:
+                warn_refused(refused)
+                handle = None
+            except OSError:
+                handle = None
+            if handle is None:
+                stack.close()
+                yield
+                return
+            stack.callback(os.close, handle)
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -213,14 +230,19 @@ class DiskCache:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def entries(self) -> Iterator[os.DirEntry[str]]:
-        """Every entry file (for sizing, listing and eviction)."""
+        """Every entry file (for sizing, listing and eviction); none of an untrusted cache, no link followed."""
         try:
+            with trusted_dir(self.root, (self.base.name,), shared=self.shared):
+                pass
             namespaces = list(os.scandir(self.base))
+        except UntrustedError as refused:
+            warn_refused(refused)
+            return
         except OSError:
             return
         for ns in namespaces:
-            for shard in _scan(ns.path):
-                yield from (e for e in _scan(shard.path) if e.name.endswith(".entry"))
+            for shard in _scan(ns):
+                yield from (e for e in _scan(shard) if e.name.endswith(".entry"))
 
     def size(self) -> int:
         """Total bytes of all entries."""
@@ -234,19 +256,22 @@ class DiskCache:
         return removed
 
     def load(self, path: Path) -> CacheEntry | None:
-        """Read the entry file ``path`` (as `entries` lists them); None if gone or corrupt (then evicted)."""
+        """Read the entry file ``path`` (as `entries` lists them); None if gone, untrusted or corrupt (then evicted)."""
         try:
-            data = _read_regular(path, self.max_bytes)
-        except OSError:
-            return None
-        entry = _decode(data, [path.parent.parent.name, path.name.removesuffix(".entry")])
-        if entry is None:
-            _log.warning("tile: cache entry %s is corrupt; evicting it and recompiling", path)
-            count("corrupt_evicted", _unlink(path))
-            return None
-        with contextlib.suppress(OSError):
-            os.utime(path)
-        return entry
+            parts = path.relative_to(self.root).parts
+            with trusted_dir(self.root, parts[:-1], shared=self.shared) as folder:
+                entry = _decode(folder.read(parts[-1], self.max_bytes), [parts[-3], parts[-1].removesuffix(".entry")])
+                if entry is None:
+                    _log.warning("tile: cache entry %s is corrupt; evicting it and recompiling", path)
+                    count("corrupt_evicted", folder.unlink(parts[-1]))
+                    return None
+                folder.touch(parts[-1])
+                return entry
+        except UntrustedError as refused:
+            warn_refused(refused)
+        except (OSError, ValueError, IndexError):  # gone, unreadable, or not a path under the root
+            pass
+        return None
 
     def _enforce_cap(self) -> None:
         items = [(e, _size(e)) for e in self.entries()]
@@ -259,19 +284,6 @@ class DiskCache:
             if _unlink(Path(item.path)):
                 total -= size
                 count("lru_evicted")
-
-
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes, else None (never blocks on a FIFO)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read(limit + 1)
-    finally:
-        os.close(fd)
 
 
 def _decode(data: bytes | None, identity: list[str]) -> CacheEntry | None:
@@ -297,9 +309,12 @@ def _decode(data: bytes | None, identity: list[str]) -> CacheEntry | None:
     return CacheEntry(meta, blobs) if offset == len(payload) else None
 
 
-def _scan(path: str) -> list[os.DirEntry[str]]:
+def _scan(folder: os.DirEntry[str]) -> list[os.DirEntry[str]]:
+    """The visible entries of the real folder ``folder`` (a link to a folder is not entered)."""
     try:
-        return [e for e in os.scandir(path) if not e.name.startswith(".")]
+        if not folder.is_dir(follow_symlinks=False):
+            return []
+        return [e for e in os.scandir(folder.path) if not e.name.startswith(".") and not e.is_symlink()]
     except OSError:
         return []
 

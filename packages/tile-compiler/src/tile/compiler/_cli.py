@@ -302,7 +302,7 @@ def _cache(args: argparse.Namespace, out: TextIO) -> int:
     if settings.cache_dir is None:
         print("the disk cache is off (TILE_CACHE_DIR=off)", file=out)
         return 0
-    store = DiskCache(settings.cache_dir, settings.cache_size)
+    store = DiskCache(settings.cache_dir, settings.cache_size, shared=settings.cache_shared)
     if args.action == "clear":
         print(f"removed {store.clear()} entries from {store.root}", file=out)
         return 0

@@ -10,6 +10,9 @@ variable                      meaning
 ``TILE_TILEIRAS``             path of the ``tileiras`` executable to use (first in the discovery order)
 ``TILE_CACHE_DIR``            disk cache directory (default ``~/.cache/tile``); ``0``/``off``/``none`` disables
 ``TILE_CACHE_SIZE``           disk cache size cap, bytes or with a K/M/G suffix (default 1G)
+``TILE_CACHE_SHARED``         ``1`` also trusts cache folders and files owned by root (a read-only system-wide
+                              precompiled cache); by default Tile reads and writes only folders and files that
+                              you own and nobody else can write, and warns (`CacheTrustWarning`) about others
 ``TILE_DUMP``                 comma-separated stages to dump: ast, resolved, typed, ir, bytecode, cubin, or all
 ``TILE_DUMP_DIR``             where dumps go (default: text to stderr, binaries to a temporary folder)
 ``TILE_BYTECODE_VERSION``     bytecode version to emit (``13.3``); default: the highest both sides support
@@ -68,6 +71,7 @@ class Knobs:
     tileiras: Path | None = None
     cache_dir: Path | None = None
     cache_size: int = 1 << 30
+    cache_shared: bool = False
     dump: frozenset[str] = frozenset()
     dump_dir: Path | None = None
     bytecode_version: tuple[int, int] | None = None
@@ -82,6 +86,7 @@ _READ: tuple[str, ...] = (
     "TILE_TILEIRAS",
     "TILE_CACHE_DIR",
     "TILE_CACHE_SIZE",
+    "TILE_CACHE_SHARED",
     "TILE_DUMP",
     "TILE_DUMP_DIR",
     "TILE_BYTECODE_VERSION",
@@ -104,6 +109,7 @@ def _parse(items: tuple[tuple[str, str], ...]) -> Knobs:
         tileiras=_path(env.get("TILE_TILEIRAS")),
         cache_dir=_cache_dir(env),
         cache_size=_size("TILE_CACHE_SIZE", env.get("TILE_CACHE_SIZE", "1G")),
+        cache_shared=_flag("TILE_CACHE_SHARED", env.get("TILE_CACHE_SHARED", "")),
         dump=_dump(env.get("TILE_DUMP", "")),
         dump_dir=_path(env.get("TILE_DUMP_DIR")),
         bytecode_version=_version(env.get("TILE_BYTECODE_VERSION", "")),

@@ -26,6 +26,7 @@ import tile.bindings as tb
 from tile.compiler._errors import TileError
 
 from ._knobs import Knobs, knobs, tileiras_environment
+from ._trust import UntrustedError, trusted_dir, warn_refused
 
 __all__ = [
     "TileirasError",
@@ -215,14 +216,17 @@ def keep_failed_input(bytecode: bytes, kernel: str, arch: str, keep_dir: Path | 
     """Save ``bytecode`` that made tileiras fail and return its path (never raises for an unwritable folder)."""
     digest = hashlib.sha256(bytecode).hexdigest()[:12]
     name = f"{_safe(kernel)}-{arch}-{digest}.tilebc"
-    for folder in (keep_dir, Path(tempfile.gettempdir()) / "tile-failed"):
+    # A per-user folder in the shared temporary folder: a /tmp/tile-failed another user made first (holding a link
+    # named like our file, its name is predictable) must not make us write through it; trusted_dir refuses it.
+    mine = f"tile-failed-{os.getuid()}" if hasattr(os, "getuid") else "tile-failed"
+    for folder in (keep_dir, Path(tempfile.gettempdir()) / mine):
         if folder is None:
             continue
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(bytecode)
+            with trusted_dir(folder, create=True) as where:
+                where.write(name, bytecode)
             return folder / name
-        except OSError:
+        except (OSError, UntrustedError):
             continue
     return Path(name)
 
@@ -251,6 +255,7 @@ def find_tileiras(settings: Knobs | None = None) -> tuple[Path, str]:
 
 
 _PROBED: dict[tuple[str, int, int], Toolchain] = {}
+_MEMO_BYTES = 1 << 16  # a toolchain memo is a few hundred bytes
 _PROBE_LOCK = threading.Lock()
 
 
@@ -264,12 +269,11 @@ def toolchain(settings: Knobs | None = None) -> Toolchain:
         if (known := _PROBED.get(identity)) is not None:
             return known
         name = hashlib.sha256(repr(identity).encode()).hexdigest()[:24] + ".json"
-        memo = settings.cache_dir / "toolchains" / name if settings.cache_dir is not None else None
-        probed = _read_memo(memo, path, how) if memo is not None else None
+        probed = _read_memo(settings, name, path, how) if settings.cache_dir is not None else None
         if probed is None:
             probed = _probe(path, how)
-            if memo is not None:
-                _write_memo(memo, probed)
+            if settings.cache_dir is not None:
+                _write_memo(settings, name, probed)
         _PROBED[identity] = probed
         return probed
 
@@ -298,25 +302,34 @@ def _probe(path: Path, how: str) -> Toolchain:
     return Toolchain(path, how, match[1] if match else "unknown", text.strip(), versions)
 
 
-def _read_memo(memo: Path, path: Path, how: str) -> Toolchain | None:
-    try:
-        data = json.loads(memo.read_text())
+def _read_memo(settings: Knobs, name: str, path: Path, how: str) -> Toolchain | None:
+    assert settings.cache_dir is not None
+    try:  # the memo picks the bytecode version written: only a trusted one (see tile.compiler._trust)
+        with trusted_dir(settings.cache_dir, ("toolchains",), shared=settings.cache_shared) as folder:
+            raw = folder.read(name, _MEMO_BYTES)
+        if raw is None:
+            return None
+        data = json.loads(raw)
         versions = tuple((int(a), int(b)) for a, b in data["bytecode_versions"])
         return Toolchain(path, how, str(data["version"]), str(data["version_text"]), versions)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except UntrustedError as refused:
+        warn_refused(refused)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        pass
+    return None
 
 
-def _write_memo(memo: Path, probed: Toolchain) -> None:
+def _write_memo(settings: Knobs, name: str, probed: Toolchain) -> None:
+    assert settings.cache_dir is not None
     data = {
         "version": probed.version,
         "version_text": probed.version_text,
         "bytecode_versions": [list(v) for v in probed.bytecode_versions],
     }
     try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(memo)
+        with trusted_dir(settings.cache_dir, ("toolchains",), create=True, shared=settings.cache_shared) as folder:
+            folder.write(name, json.dumps(data).encode())
+    except UntrustedError as refused:
+        warn_refused(refused)
     except OSError:
         return

@@ -15,7 +15,7 @@ from pathlib import Path
 from tile.compiler import knobs as compiler_knobs
 from tile.frontend import ArgumentError
 
-__all__ = ["autotune_enabled", "cache_dir", "quiet"]
+__all__ = ["autotune_enabled", "cache_dir", "cache_shared", "quiet"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -39,6 +39,11 @@ def autotune_enabled() -> bool:
 def quiet() -> bool:
     """Return ``TILE_QUIET``."""
     return _flag("TILE_QUIET", False)
+
+
+def cache_shared() -> bool:
+    """Return ``TILE_CACHE_SHARED`` (see `tile.compiler.knobs`): also trust root-owned cache folders and files."""
+    return compiler_knobs().cache_shared
 
 
 def cache_dir() -> Path | None:

@@ -9,19 +9,19 @@ interpreter, where timing means nothing) or with ``TILE_AUTOTUNE=0`` the family'
 nothing is written.
 
 Files are replaced atomically (write to a temporary file, then ``os.replace``), so a reader never sees half a file;
-two processes tuning at once may each write, and the last writer's records win, which costs at most a re-tune.
+two processes tuning at once may each write, and the last writer's records win, which costs at most a re-tune. A
+record steers which kernel config runs, so it is read and written only under the compile cache's trust rules (see
+`tile.compiler.CacheTrustWarning`): a file you own, in folders nobody else can write, reached through no symbolic
+link; anything else is ignored with one warning and re-tuned.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
-import stat
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -32,6 +32,7 @@ from typing import Any
 import tile.frontend as tile
 from tile import aio
 from tile.compiler import CompileError, TileirasError
+from tile.compiler._trust import UntrustedError, trusted_dir, warn_refused
 from tile.frontend import ArgumentError
 from tile.kernels import _knobs
 
@@ -293,11 +294,15 @@ class Autotuner:
     # -- disk -------------------------------------------------------------------------------------------------------
 
     def _records(self) -> dict[str, Any]:
-        path = self.path
-        if path is None:
+        if self.cache_dir is None:
             return {}
-        try:
-            data = json.loads(_read_small(path, _MAX_RECORDS_BYTES))
+        try:  # only a file you own in folders nobody else can write (tile.compiler's cache trust rules)
+            with trusted_dir(self.cache_dir, (f"v{FORMAT}",), shared=_knobs.cache_shared()) as folder:
+                raw = folder.read(f"{self.family}.json", _MAX_RECORDS_BYTES)
+            data = json.loads(raw) if raw is not None else None
+        except UntrustedError as refused:
+            warn_refused(refused)
+            return {}
         except (OSError, ValueError, RecursionError):  # absent, unreadable, too big, not JSON, nested too deep
             return {}
         if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("version") != VERSION:
@@ -318,35 +323,19 @@ class Autotuner:
         return None
 
     def _store(self, text: str, config: Config, seconds: float, timed: int) -> None:
-        path = self.path
-        if path is None:
+        if self.cache_dir is None:
             return
         records = self._records()
         records[text] = {"config": config.as_dict(), "seconds": seconds, "timed": timed, "source": self.source}
         data = {"format": FORMAT, "version": VERSION, "family": self.family, "records": records}
-        with contextlib.suppress(OSError):  # an unwritable cache costs a re-tune in the next process, nothing else
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{self.family}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as handle:
-                    json.dump(data, handle, indent=1, sort_keys=True)
-                os.replace(tmp, path)
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-
-
-def _read_small(path: Path, limit: int) -> bytes:
-    """The bytes of the regular file ``path`` (OSError if it is not one, ValueError if over ``limit`` bytes)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO must not block
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"{path} is over {limit} bytes")
-    return data
+        body = json.dumps(data, indent=1, sort_keys=True).encode()
+        try:  # folders 0700, a 0600 temporary file renamed into place, no link followed
+            with trusted_dir(self.cache_dir, (f"v{FORMAT}",), create=True, shared=_knobs.cache_shared()) as folder:
+                folder.write(f"{self.family}.json", body)
+        except UntrustedError as refused:
+            warn_refused(refused)
+        except OSError:  # an unwritable cache costs a re-tune in the next process, nothing else
+            pass
 
 
 _TUNERS: dict[tuple[str, str], Autotuner] = {}
