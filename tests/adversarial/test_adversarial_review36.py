@@ -498,9 +498,9 @@ def test_partial_and_bound_methods_move_the_handles_as_a_direct_call(kernels: Mo
     for call in (functools.partial(kernels.scale_by_const, c=3.0), Model(3.0).forward):
         z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
         launch = call(z, x)
-        with pytest.raises(tile.MovedError):
+        with pytest.raises(tile.MovedError, match=r"was moved into the launch of scale_by_const"):
             x.to_numpy()
-        with pytest.raises(tile.MovedError):
+        with pytest.raises(tile.MovedError, match=r"was moved into the launch of scale_by_const"):
             call(z, x)  # the same handles again: moved
         _tripled(launch.sync())
 
@@ -508,11 +508,11 @@ def test_partial_and_bound_methods_move_the_handles_as_a_direct_call(kernels: Mo
 def test_a_sync_inside_a_host_call_or_then_function_is_refused(kernels: ModuleType, path: str) -> None:
     z, x = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N])
     inner, _ = _launch(kernels)
-    with pytest.raises(aio.ExecutionLockError):
+    with pytest.raises(aio.ExecutionLockError, match=r"executing another op"):
         aio.host_call(inner.sync).sync()
     assert not inner.consumed  # refused before the claim: still the caller's
     launch = kernels.scale_by_const(z, x, 3.0)
-    with pytest.raises(aio.ExecutionLockError):
+    with pytest.raises(aio.ExecutionLockError, match=r"executing another op"):
         launch.then(lambda out: aio.value(inner.sync())).sync()
     assert not inner.consumed
     _tripled(inner.sync())

@@ -339,12 +339,12 @@ def test_a_collective_between_pdl_launches_in_a_chain_and_in_a_graph(path: str, 
     np.testing.assert_array_equal(z.unpartition().to_numpy(), np.full(64, 4.0, np.float32))
     x = tile.full(f32, [64], 5.0)
     graph = _pdl_reduce_pdl(pk, group, x).graph()
-    with pytest.raises(tile.MovedError):
+    with pytest.raises(tile.MovedError, match=r"was moved into the launch of add_pdl"):
         x.to_numpy()
     for _ in range(2):
         graph.launch().sync()
     z, _, _ = graph.output
-    with pytest.raises(tile.InFlightError):
+    with pytest.raises(tile.InFlightError, match=r"was captured into a graph"):
         z.unpartition().to_numpy()
     graph.close()
     np.testing.assert_array_equal(graph.output[0].unpartition().to_numpy(), np.full(64, 7.0, np.float32))

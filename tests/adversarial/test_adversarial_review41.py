@@ -280,7 +280,7 @@ def test_a_shielded_await_completes_after_the_outer_one_is_cancelled(
 
     async def main() -> Any:
         inner = asyncio.ensure_future(_await_on(op, stream))
-        with pytest.raises(asyncio.TimeoutError):
+        with pytest.raises(asyncio.TimeoutError, match=r"^$"):
             await asyncio.wait_for(asyncio.shield(inner), 0.05)
         assert all(_pending(stores)), _pending(stores)
         gate.set()

@@ -191,7 +191,7 @@ def test_a_stream_closed_while_a_producer_orders_a_borrow_is_destroyed_after_it(
     assert stream.closed
     assert on_destroyed == [], f"the producer waited on a destroyed stream: {on_destroyed}"
     assert [e for e in sim.log if e == ("stream_destroy", stream.handle)], "the close never destroyed the stream"
-    with pytest.raises(tc.StreamClosedError):
+    with pytest.raises(tc.StreamClosedError, match=r"was closed: create a new Stream"):
         tc.borrow(producer, stream=stream)
     del view
     producer.free()
@@ -253,5 +253,5 @@ def test_in_use_defers_a_close_made_inside_it_and_refuses_a_closed_stream(sim: S
         assert len([e for e in sim.log if e[0] == "stream_destroy"]) == destroys
         assert int(raw) == stream.handle
     assert len([e for e in sim.log if e[0] == "stream_destroy"]) == destroys + 1
-    with pytest.raises(tc.StreamClosedError), stream.in_use():
+    with pytest.raises(tc.StreamClosedError, match=r"was closed: create a new Stream"), stream.in_use():
         pass

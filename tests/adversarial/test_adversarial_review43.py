@@ -187,7 +187,7 @@ def test_an_unrun_launch_of_a_borrowed_handle_stored_on_its_producer_is_collecte
     storage = weakref.ref(x._storage)
     owner.op = reads(x)  # type: ignore[attr-defined]  # the user's own attribute
     del owner
-    with pytest.raises(MovedError):
+    with pytest.raises(MovedError, match=r"was moved into the launch of no_output"):
         x.to_numpy()  # moved into the launch: the same typed error on both paths
     del x
     gc.collect()

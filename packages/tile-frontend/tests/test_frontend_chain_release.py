@@ -85,7 +85,7 @@ def test_the_compiled_launch_keeps_its_objects_out_of_the_collector(k: ModuleTyp
     dead = weakref.ref(values[1])
     del op, values  # a launch dropped unexecuted: its handles die with it (refcounting, no collection)
     assert dead() is None
-    with pytest.raises(MovedError):
+    with pytest.raises(MovedError, match=r"was moved into the launch of add"):
         x.to_numpy()  # the caller's handle was moved: the same typed error on both paths
     z, x, y = tile.zeros(f32, [N]).partition([128]), tile.ones(f32, [N]), tile.ones(f32, [N])
     z, x, y = k.add(z, x, y).then(lambda out: k.add(*out)).sync()

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tile import ir
-from tile.errors import TileError
+from tile.compiler._errors import TileError
 
 __all__ = ["MEMORY_OPS", "PdlOrderError", "check_entry_wait"]
 

@@ -34,6 +34,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tile.compiler._errors import TileError
+
 __all__ = ["CacheTrustWarning", "TrustedDir", "trusted_dir"]
 
 _POSIX = hasattr(os, "getuid") and os.open in os.supports_dir_fd and hasattr(os, "O_NOFOLLOW")
@@ -44,14 +46,14 @@ _WARNED: set[tuple[str, str]] = set()
 _WARNED_LOCK = threading.Lock()
 
 
-class CacheTrustWarning(UserWarning):
+class CacheTrustWarning(TileError, UserWarning):  # noqa: N818  (a warning, issued, never raised)
     """A cache folder or file was not used because someone other than you could have written it.
 
     The message names the path, why it is not trusted and what to do; Tile treats it as a cache miss (and writes
     nothing there), so the program still runs, only without that cache."""
 
 
-class UntrustedError(Exception):
+class UntrustedError(TileError):
     """Internal: ``path`` is not trusted for ``reason`` (turned into a warning and a miss)."""
 
     def __init__(self, path: str, reason: str) -> None:
