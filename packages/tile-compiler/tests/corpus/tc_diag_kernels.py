@@ -277,3 +277,7 @@ def tile_index_escapes(z: Mut[Tensor[f32, ("B", "B")]]):
     for idx in z.tiles():
         keep = idx  # <-
     z.store(tile.zeros((B, B), f32))
+
+
+def store_through_output_view(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.partition((B,)).store(tile.load_tile_like(x, z), (tile.block_id()[0] + 1,))  # <-

@@ -296,6 +296,13 @@ class ExprMixin(SubtileMixin):
                 "subtiles": "z.subtiles(...)",
             }[kind]
             hint = "; only Mut outputs can be stored to" if name == "store" else ""
+            if name == "store" and isinstance(recv, PartitionV) and recv.tensor.mut:
+                hint = (
+                    f"; a view of the output '{recv.tensor.name}' reads any tile but writes none, since another "
+                    "block owns it: store this block's own tile with z.store(t), a chunk of it with "
+                    "z.subtiles(shape).store(t, index), or a tile a `for idx in z.tiles()` walk hands this block "
+                    "with z.store(t, at=idx)"
+                )
             self.fail(f"{what} has no method '{name}'{hint}")
         return BoundMethod(recv, name, family)
 
