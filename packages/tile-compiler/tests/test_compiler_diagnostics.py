@@ -80,6 +80,12 @@ CASES: list[tuple[Callable[..., object], str]] = [
     (bad.store_shape, "'z' stores tiles of shape (64,)"),
     (bad.store_to_input, "a tensor has no method 'store'; only Mut outputs can be stored to"),
     (bad.store_through_output_view, "a view of the output 'z' reads any tile but writes none"),  # not "only Mut"
+    (
+        bad.math_of_a_tile,
+        "math.sqrt() only folds compile-time numbers in kernel code; on a tile or run-time value use tile.sqrt",
+    ),
+    (bad.math_domain_error, "math.sqrt(-1.0) fails at compile time: math domain error"),
+    (bad.math_without_tile_op, "math.erf() only folds compile-time numbers in kernel code; it has no tile op"),
     (bad.float_const_int_tile, "cannot combine the float constant 0.5 with a i32 tile"),
     (bad.mixed_kinds, "needs operands of one dtype, got f32 and i32"),
     (bad.no_broadcast, "shapes (64,) and (32,) do not broadcast"),

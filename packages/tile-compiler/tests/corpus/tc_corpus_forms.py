@@ -3,9 +3,12 @@
 # Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
 # (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Forms the ports of peer kernels need: an atomic in a ``while`` condition (a spin lock), dtype comparisons with
-``==``, batch-broadcast matmul, multi-tile ``tile.reduce`` (arg-min with ties) and tuples carried through loops."""
+``==``, batch-broadcast matmul, multi-tile ``tile.reduce`` (arg-min with ties), tuples carried through loops and
+Python ``math`` functions of constants (folded at compile time)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
@@ -137,7 +140,26 @@ def _reduce_pairs_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"low": x.min(axis=1), "at": np.argmin(x, axis=1).astype("int32"), "run": prefix}
 
 
+def gelu_math_constants(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    # A port's constants written as Python writes them: math.sqrt / math.log2 of constants fold to numbers.
+    v = tile.load_tile_like(x, z)
+    g = 0.5 * v * (1.0 + tile.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v * v * v)))
+    z.store(g + tile.exp2(v * math.log2(math.e)) * math.floor(0.5))  # math.floor folds to the int 0: the term is 0
+
+
+def _gelu_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    v = a["x"].astype("float64")
+    return {"z": 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))}
+
+
 CASES = [
+    Case(
+        gelu_math_constants,
+        {"B": 128},
+        lambda r: {"x": rand(r, (1000,)), "z": poison((1000,))},
+        _gelu_ref,
+        tol=Tol(k=8),
+    ),
     Case(
         reduce_pairs,
         {"BM": 16, "N": 64},

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import tile.compiler.lang as tile
@@ -281,3 +283,15 @@ def tile_index_escapes(z: Mut[Tensor[f32, ("B", "B")]]):
 
 def store_through_output_view(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.partition((B,)).store(tile.load_tile_like(x, z), (tile.block_id()[0] + 1,))  # <-
+
+
+def math_of_a_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(math.sqrt(tile.load_tile_like(x, z)))  # <-
+
+
+def math_domain_error(z: Mut[Tensor[f32, "B"]]):
+    z.store(tile.full((B,), math.sqrt(-1.0), f32))  # <-
+
+
+def math_without_tile_op(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(math.erf(tile.load_tile_like(x, z)))  # <-
