@@ -147,12 +147,27 @@ def gelu_math_constants(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.store(g + tile.exp2(v * math.log2(math.e)) * math.floor(0.5))  # math.floor folds to the int 0: the term is 0
 
 
+def load_at_walked_index(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, -1)]):
+    # An input partition loads at the index a `z.tiles()` walk hands out, as it is (not unpacked first).
+    px = x.partition((BM, BN), padding="zero")
+    for idx in z.tiles():
+        z.store(px.load(idx) * 2.0 + z.partition((BM, BN)).load(idx), at=idx)
+
+
 def _gelu_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     v = a["x"].astype("float64")
     return {"z": 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))}
 
 
 CASES = [
+    Case(
+        load_at_walked_index,
+        {"BM": 16, "BN": 16},
+        lambda r: {"x": rand(r, (40, 72)), "z": np.ones((40, 72), "float32")},
+        lambda a: {"z": 2 * a["x"].astype("float64") + 1.0},
+        grid=lambda a: (5,),
+        tol=Tol(),
+    ),
     Case(
         gelu_math_constants,
         {"B": 128},

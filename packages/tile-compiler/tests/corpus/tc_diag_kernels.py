@@ -295,3 +295,8 @@ def math_domain_error(z: Mut[Tensor[f32, "B"]]):
 
 def math_without_tile_op(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.store(math.erf(tile.load_tile_like(x, z)))  # <-
+
+
+def reads_other_outputs_walked_tile(z: Mut[Tensor[f32, ("B", "B")]], w: Mut[Tensor[f32, ("B", "B")]]):
+    for idx in z.tiles():
+        z.store(w.partition((B, B)).load(idx), at=idx)  # <-
