@@ -87,6 +87,8 @@ CASES: list[tuple[Callable[..., object], str]] = [
     (bad.math_domain_error, "math.sqrt(-1.0) fails at compile time: math domain error"),
     (bad.math_without_tile_op, "math.erf() only folds compile-time numbers in kernel code; it has no tile op"),
     (bad.reads_other_outputs_walked_tile, "reads a tile of output 'w' that other blocks may be writing"),
+    (bad.cat_of_three, "tile.cat takes two tiles and an axis: tile.cat(x, y, axis) or tile.cat((x, y), axis)"),
+    (bad.cat_without_axis, "tile.cat takes two tiles and an axis"),
     (bad.float_const_int_tile, "cannot combine the float constant 0.5 with a i32 tile"),
     (bad.mixed_kinds, "needs operands of one dtype, got f32 and i32"),
     (bad.no_broadcast, "shapes (64,) and (32,) do not broadcast"),

@@ -154,12 +154,26 @@ def load_at_walked_index(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, 
         z.store(px.load(idx) * 2.0 + z.partition((BM, BN)).load(idx), at=idx)
 
 
+def cat_spellings(z: Mut[Tensor[f32, (4, 16)]], x: Tensor[f32, (4, 4)]):
+    # tile.cat(x, y, axis) and cuTile's tile.cat((x, y), axis), the axis by position or keyword.
+    t = x.partition((4, 4)).load((0, 0))
+    h = tile.cat((t, t * 2.0), 1)
+    z.store(tile.cat((h, tile.cat(t, t + 1.0, 1)), axis=1))
+
+
 def _gelu_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     v = a["x"].astype("float64")
     return {"z": 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))}
 
 
 CASES = [
+    Case(
+        cat_spellings,
+        {},
+        lambda r: {"x": rand(r, (4, 4)), "z": poison((4, 16))},
+        lambda a: {"z": np.concatenate([a["x"], 2 * a["x"], a["x"], a["x"] + 1.0], axis=1).astype("float64")},
+        tol=Tol(),
+    ),
     Case(
         load_at_walked_index,
         {"BM": 16, "BN": 16},

@@ -300,3 +300,13 @@ def math_without_tile_op(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 def reads_other_outputs_walked_tile(z: Mut[Tensor[f32, ("B", "B")]], w: Mut[Tensor[f32, ("B", "B")]]):
     for idx in z.tiles():
         z.store(w.partition((B, B)).load(idx), at=idx)  # <-
+
+
+def cat_of_three(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    z.store(tile.cat((t, t, t), 0))  # <-
+
+
+def cat_without_axis(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    z.store(tile.cat(t, t))  # <-

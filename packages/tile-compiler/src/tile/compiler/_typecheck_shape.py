@@ -203,8 +203,17 @@ class ShapeMixin(ArithMixin):
     op_transpose = op_permute
 
     def op_cat(self, op: LangOp, a: dict[str, Any]) -> object:
-        tx, ty = self.tile_of(a["x"]), self.tile_of(a["y"])
-        axis = self.axis_arg(a["axis"], tx.rank)
+        x, y, axis_value = a["x"], a["y"], a["axis"]
+        if isinstance(x, tuple):  # cuTile's spelling: tile.cat((x, y), axis)
+            if axis_value is None:
+                y, axis_value = None, y
+            if y is not None or len(x) != 2:
+                self.fail("tile.cat takes two tiles and an axis: tile.cat(x, y, axis) or tile.cat((x, y), axis)")
+            x, y = x
+        if y is None or axis_value is None:
+            self.fail("tile.cat takes two tiles and an axis: tile.cat(x, y, axis) or tile.cat((x, y), axis)")
+        tx, ty = self.tile_of(x), self.tile_of(y)
+        axis = self.axis_arg(axis_value, tx.rank)
         same = tx.rank == ty.rank and all(i == axis or tx.shape[i] == ty.shape[i] for i in range(tx.rank))
         if tx.elem != ty.elem or not same or not is_pow2(tx.shape[axis] + ty.shape[axis]):
             self.fail(
@@ -212,7 +221,7 @@ class ShapeMixin(ArithMixin):
                 "must match, and the result dim must be a power of two"
             )
         shape = tuple(d + ty.shape[axis] if i == axis else d for i, d in enumerate(tx.shape))
-        return self.em.one("cat", [a["x"], a["y"]], tx.with_shape(shape), dim=axis)
+        return self.em.one("cat", [x, y], tx.with_shape(shape), dim=axis)
 
     def op_extract(self, op: LangOp, a: dict[str, Any]) -> object:
         t = self.tile_of(a["x"])

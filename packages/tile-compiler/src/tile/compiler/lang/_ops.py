@@ -139,7 +139,13 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("expand_dims", "expand_dims", "x, axis", ("reshape",), "insert a size-1 dim at axis"),
     ("permute", "permute", "x, axes", ("permute",), "reorder dims"),
     ("transpose", "transpose", "x, axes=None", ("permute",), "reverse dims (or reorder by axes)"),
-    ("cat", "cat", "x, y, axis", ("cat",), "concatenate two tiles along axis"),
+    (
+        "cat",
+        "cat",
+        "x, y=None, axis=None",
+        ("cat",),
+        "concatenate two tiles along axis: (x, y, axis) or ((x, y), axis)",
+    ),
     (
         "extract",
         "extract",
