@@ -15,9 +15,10 @@ from tile.frontend import Const, Mut, Tensor, f16, f32, i32, u32
 
 BM: int
 BN: int
-BQ: int
 B: int
 NT: int
+BT: int
+D: int
 
 
 # -- LayerNorm forward and backward (cutile-python test/kernels/layer_norm.py) ------------------------------------
@@ -326,3 +327,41 @@ def split_k_into_own_tile(
 @tile.entry
 def store_next_blocks_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]) -> None:
     z.partition((B,)).store(tile.load_tile_like(x, z), (tile.block_id()[0] + 1,))
+
+
+# -- cross-entropy forward and backward in one pass (the target picked by compare, no gather) ---------------------
+@tile.entry
+def cross_entropy(
+    loss: Mut[Tensor[f32, (1,)]], dx: Mut[Tensor[f32, (1, "NT")]], x: Tensor[f32, (-1, -1)], tgt: Tensor[i32, -1]
+) -> None:
+    bm = tile.block_id()[0]
+    t = x.partition((1, NT), padding="neg_inf").load((bm, 0))
+    m = tile.max(t, axis=1, keepdims=True)
+    e = tile.exp(t - m)
+    s = tile.sum(e, axis=1, keepdims=True)
+    hit = tile.arange(NT).reshape((1, NT)) == tgt.partition((1,)).load((bm,)).reshape((1, 1))
+    loss.store((m + tile.log(s)).reshape((1,)) - tile.sum(tile.where(hit, t, 0.0), axis=1))
+    dx.store(e / s - tile.where(hit, 1.0, 0.0))
+
+
+# -- rotary embedding: the two halves rotated and joined with cuTile's tile.cat((a, b), axis) ---------------------
+@tile.entry
+def rope(
+    z: Mut[Tensor[f32, ("BT", "D")]], x: Tensor[f32, (-1, "D")], cos: Tensor[f32, (-1, -1)], sin: Tensor[f32, (-1, -1)]
+) -> None:
+    bt = tile.block_id()[0]
+    px = x.partition((BT, D // 2), padding="zero")
+    x1, x2 = px.load((bt, 0)), px.load((bt, 1))
+    c = cos.partition((BT, D // 2), padding="zero").load((bt, 0))
+    s = sin.partition((BT, D // 2), padding="zero").load((bt, 0))
+    z.store(tile.cat((x1 * c - x2 * s, x2 * c + x1 * s), axis=1))
+
+
+# -- a persistent residual add: inputs loaded at the index the z.tiles() walk hands out -------------------------
+@tile.entry
+def residual_scale(
+    z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, -1)], r: Tensor[f32, (-1, -1)], alpha: float
+) -> None:
+    px, pr = x.partition((BM, BN), padding="zero"), r.partition((BM, BN), padding="zero")
+    for idx in z.tiles():
+        z.store(px.load(idx) * alpha + pr.load(idx), at=idx)
