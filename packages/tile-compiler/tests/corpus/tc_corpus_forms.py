@@ -161,12 +161,33 @@ def cat_spellings(z: Mut[Tensor[f32, (4, 16)]], x: Tensor[f32, (4, 4)]):
     z.store(tile.cat((h, tile.cat(t, t + 1.0, 1)), axis=1))
 
 
+def nan_maximum(z: Mut[Tensor[f32, (2, "B")]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    # maxf/minf give the non-NaN operand by default (numpy's fmax); propagate_nan=True gives NaN (numpy's maximum).
+    b = tile.block_id()[0]
+    tx, ty = x.partition((B,)).load((b,)), y.partition((B,)).load((b,))
+    keep = tile.maximum(tx, ty) + tile.minimum(tx, ty, propagate_nan=False) * 0.0
+    spread = tile.minimum(tx, ty, propagate_nan=True) + tile.maximum(tx, math.nan) * 0.0  # const NaN: folded away
+    z.store(tile.cat(keep.reshape((1, B)), spread.reshape((1, B)), 0))
+
+
+def _nan_maximum_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x, y = a["x"].astype("float64"), a["y"].astype("float64")
+    return {"z": np.stack([np.fmax(x, y) + np.fmin(x, y) * 0.0, np.minimum(x, y) + x * 0.0])}
+
+
+def _nan_inputs(r: np.random.Generator) -> dict[str, np.ndarray]:
+    x, y = rand(r, (128,)), rand(r, (128,))
+    x[::3], y[::5] = np.nan, np.nan
+    return {"x": x, "y": y, "z": poison((2, 128))}
+
+
 def _gelu_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     v = a["x"].astype("float64")
     return {"z": 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))}
 
 
 CASES = [
+    Case(nan_maximum, {"B": 128}, _nan_inputs, _nan_maximum_ref, tol=Tol()),
     Case(
         cat_spellings,
         {},

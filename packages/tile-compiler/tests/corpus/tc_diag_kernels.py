@@ -310,3 +310,11 @@ def cat_of_three(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
 def cat_without_axis(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     t = tile.load_tile_like(x, z)
     z.store(tile.cat(t, t))  # <-
+
+
+def propagate_nan_of_ints(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
+    z.store(tile.maximum(tile.load_tile_like(x, z), 0, propagate_nan=True))  # <-
+
+
+def propagate_nan_not_bool(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(tile.maximum(tile.load_tile_like(x, z), 0.0, propagate_nan=1))  # <-

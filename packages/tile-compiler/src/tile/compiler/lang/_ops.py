@@ -116,8 +116,16 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     *((n, "unary_float", _MODES1, (n, ""), f"elementwise {n} of a float tile") for n in _UNARY_FLOAT),
     ("abs", "unary", "x", ("absf", "absi"), "elementwise absolute value"),
     ("negative", "unary", "x", ("negf", "negi"), "elementwise negation"),
-    ("maximum", "binary", "x, y, flush_to_zero=None", ("maxf", "maxi"), "elementwise maximum (broadcasting)"),
-    ("minimum", "binary", "x, y, flush_to_zero=None", ("minf", "mini"), "elementwise minimum (broadcasting)"),
+    *(
+        (
+            n,
+            "binary",
+            "x, y, flush_to_zero=None, propagate_nan=None",
+            ir,
+            f"elementwise {n} (broadcasting); of floats, a NaN operand gives the other one unless propagate_nan=True",
+        )
+        for n, ir in (("maximum", ("maxf", "maxi")), ("minimum", ("minf", "mini")))
+    ),
     ("add", "arith", _MODES2, ("addf", "addi"), "x + y, with a rounding mode or flush-to-zero for floats"),
     ("sub", "arith", _MODES2, ("subf", "subi"), "x - y, with a rounding mode or flush-to-zero for floats"),
     ("mul", "arith", _MODES2, ("mulf", "muli"), "x * y, with a rounding mode or flush-to-zero for floats"),
