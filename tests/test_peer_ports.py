@@ -25,7 +25,7 @@ below, not copied). Sources: cutile-python = NVIDIA/cutile-python, cutile-rs = N
 | `cross_entropy` (loss and dlogits) | common fused softmax-xent | passes | the target picked with `arange == y` and `where`: no gather needed |
 | `rope` (rotary embedding) | cutile-python FFT sample's `ct.cat((a, b), axis)` | passes; missing form added | `tile.cat((a, b), axis=1)` said "missing the argument 'y'": cuTile's tuple spelling now works |
 | `residual_scale` (persistent) | cutile-rs persistent_gemm.rs's walk | passes; Tile bug fixed | `px.load(idx)` with `idx` from `z.tiles()` said "needs 2 coordinates, got 1": it now loads there |
-| `clamp` / `maximum` of a NaN (probe) | cutile-python `ct.maximum(..., propagate_nan=)` | docs gap fixed; missing form added | `maxf` gives the non-NaN operand (numpy's `fmax`, not `maximum`), undocumented; `propagate_nan=True` now exists (corpus case `nan_maximum`) |
+| `clamp` / `maximum` of a NaN (probe) | cutile-python `ct.maximum(..., propagate_nan=)` | docs gap fixed; missing form added | `maxf` gives the non-NaN operand (numpy's `fmax`, not `maximum`), undocumented; `propagate_nan=True` now exists, also on `tile.max`/`tile.min` (corpus cases `nan_maximum`, `nan_row_max`) |
 | store through `z.partition(...)` | (newcomer's split-K / scan attempt) | refused as unsafe; Tile bug fixed | said "only Mut outputs can be stored to" on a Mut output; now says another block owns that tile and names the three store forms |
 
 Missing form (written down, not built): a *checked* gather from an input, e.g. ``x.gather(indices, padding=0)``
@@ -37,7 +37,7 @@ what an implicit-im2col convolution, a stencil or a shifted window (any tile not
 Also written down, not built: a persistent kernel with two outputs of one tile grid (LayerNorm's `y` with `mean`) cannot
 store the second at the first's walk index (`w.store(t, at=idx)` with `idx` from `z.tiles()` is refused, "over this
 same output"); it walks each output in its own loop today. Accepting it when both partitions have the same tile grid
-would keep every tile to one block. `tile.max`/`tile.min`/`tile.argmax` reductions have no `propagate_nan=` yet.
+would keep every tile to one block. `tile.argmax`/`tile.argmin` have no `propagate_nan=` yet (`tile.max`/`tile.min` do).
 
 Run the GPU half with ``TILE_REQUIRE_GPU=1 pytest tests/test_peer_ports.py -m gpu -p no:cacheprovider -q``.
 """

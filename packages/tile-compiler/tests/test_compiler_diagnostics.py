@@ -91,6 +91,7 @@ CASES: list[tuple[Callable[..., object], str]] = [
     (bad.cat_without_axis, "tile.cat takes two tiles and an axis"),
     (bad.propagate_nan_of_ints, "propagate_nan= of tile.maximum applies to float tiles, got i32"),
     (bad.propagate_nan_not_bool, "propagate_nan= of tile.maximum must be True or False, got 1"),
+    (bad.propagate_nan_of_a_sum, "propagate_nan= of tile.max takes True or False, on float tiles (got True, i32)"),
     (bad.float_const_int_tile, "cannot combine the float constant 0.5 with a i32 tile"),
     (bad.mixed_kinds, "needs operands of one dtype, got f32 and i32"),
     (bad.no_broadcast, "shapes (64,) and (32,) do not broadcast"),

@@ -170,6 +170,13 @@ def nan_maximum(z: Mut[Tensor[f32, (2, "B")]], x: Tensor[f32, -1], y: Tensor[f32
     z.store(tile.cat(keep.reshape((1, B)), spread.reshape((1, B)), 0))
 
 
+def nan_row_max(z: Mut[Tensor[f32, (4, 2)]], x: Tensor[f32, (4, 16)]):
+    # A row reduction skips NaNs by default (numpy's nanmax); propagate_nan=True gives NaN (numpy's max).
+    t = x.partition((4, 16)).load((0, 0))
+    skip = tile.max(t, axis=1, keepdims=True) + t.min(1, True) * 0.0
+    z.store(tile.cat(skip, tile.min(t, axis=1, keepdims=True, propagate_nan=True), 1))
+
+
 def _nan_maximum_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     x, y = a["x"].astype("float64"), a["y"].astype("float64")
     return {"z": np.stack([np.fmax(x, y) + np.fmin(x, y) * 0.0, np.minimum(x, y) + x * 0.0])}
@@ -188,6 +195,13 @@ def _gelu_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 CASES = [
     Case(nan_maximum, {"B": 128}, _nan_inputs, _nan_maximum_ref, tol=Tol()),
+    Case(
+        nan_row_max,
+        {},
+        lambda r: {"x": np.where(np.arange(64).reshape(4, 16) % 7 == 3, np.nan, rand(r, (4, 16))), "z": poison((4, 2))},
+        lambda a: {"z": np.stack([np.nanmax(a["x"], 1), np.min(a["x"], 1)], 1).astype("float64")},
+        tol=Tol(),
+    ),
     Case(
         cat_spellings,
         {},

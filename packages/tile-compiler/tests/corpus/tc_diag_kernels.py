@@ -318,3 +318,7 @@ def propagate_nan_of_ints(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
 
 def propagate_nan_not_bool(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     z.store(tile.maximum(tile.load_tile_like(x, z), 0.0, propagate_nan=1))  # <-
+
+
+def propagate_nan_of_a_sum(z: Mut[Tensor[i32, (1,)]], x: Tensor[i32, -1]):
+    z.store(tile.max(x.partition((8,)).load((0,)), propagate_nan=True))  # <-

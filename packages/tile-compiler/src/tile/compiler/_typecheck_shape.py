@@ -310,8 +310,10 @@ class ShapeMixin(ArithMixin):
         keep = (1,) * t.rank if axis is None else tuple(1 if i == axis % t.rank else d for i, d in enumerate(t.shape))  # type: ignore[operator]  # axis checked
         return self.em.one("reshape", [out], t.with_shape(keep))
 
-    def _elem_op(self, kind: str, dt: DType) -> Callable[[list[Value], list[Value]], list[Value]]:
-        attrs: dict[str, Any] = {}
+    def _elem_op(
+        self, kind: str, dt: DType, propagate_nan: bool = False
+    ) -> Callable[[list[Value], list[Value]], list[Value]]:
+        attrs: dict[str, Any] = {"propagate_nan": True} if propagate_nan else {}
         if kind in ("maxi", "mini"):
             attrs["signedness"] = signedness(dt)
         if kind in ("addf", "mulf"):
@@ -329,12 +331,22 @@ class ShapeMixin(ArithMixin):
 
     def op_reduce(self, op: LangOp, a: dict[str, Any]) -> object:
         x, dt, kind = self.reduce_kind(op, a["x"])
+        propagate = a.get("propagate_nan")
+        if propagate is not None and (not isinstance(propagate, bool) or not dt.is_float):
+            self.fail(
+                f"propagate_nan= of tile.{op.name} takes True or False, on float tiles (got {propagate!r}, {dt.name})"
+            )
         t = self.tile_of(x)
         flat, axis = self._flatten_for_axis(x, a["axis"])
         ft = self.tile_of(flat)
         shape = ft.shape[:axis] + ft.shape[axis + 1 :]
         (out,) = self._region_op(
-            "reduce", [flat], axis, [_identity(kind, dt)], body=self._elem_op(kind, dt), out_shape=shape
+            "reduce",
+            [flat],
+            axis,
+            [_identity(kind, dt)],
+            body=self._elem_op(kind, dt, bool(propagate)),
+            out_shape=shape,
         )
         return self._keep(out, t, a["axis"], a["keepdims"])
 

@@ -163,8 +163,16 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ),
     ("sum", "reduce", "x, axis=None, keepdims=False", ("addf", "addi"), "sum along axis"),
     ("prod", "reduce", "x, axis=None, keepdims=False", ("mulf", "muli"), "product along axis"),
-    ("max", "reduce", "x, axis=None, keepdims=False", ("maxf", "maxi"), "maximum along axis"),
-    ("min", "reduce", "x, axis=None, keepdims=False", ("minf", "mini"), "minimum along axis"),
+    *(
+        (
+            n,
+            "reduce",
+            "x, axis=None, keepdims=False, propagate_nan=None",
+            ir,
+            f"{what} along axis; NaNs skipped unless propagate_nan=True",
+        )
+        for n, ir, what in (("max", ("maxf", "maxi"), "maximum"), ("min", ("minf", "mini"), "minimum"))
+    ),
     ("argmax", "argreduce", "x, axis=None, keepdims=False", ("gt",), "index of the maximum along axis"),
     ("argmin", "argreduce", "x, axis=None, keepdims=False", ("lt",), "index of the minimum along axis"),
     ("reduce", "reduce_fn", "x, axis, fn, identity, keepdims=False", ("reduce",), "reduce with a combiner"),
