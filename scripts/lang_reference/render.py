@@ -49,7 +49,10 @@ GLOBALS_DOC = (
     "changed): rebinding one to another value compiles the kernel again, to an equal value does not. Anything else (a "
     "list, a dict, a numpy array, an arbitrary object) is a compile error at the line that reads it, since it could "
     "change without the compiled kernel knowing: pass it as a `Const[...]` parameter, or make it a tuple. A "
-    "decorator's arguments are not read at compile time and may be anything `@tile.entry` accepts."
+    "decorator's arguments are not read at compile time and may be anything `@tile.entry` accepts. Python's `math` "
+    "functions fold at compile time when every argument is a compile-time number (`math.sqrt(2.0 / math.pi)` in a "
+    "GELU is a float constant); on a tile or a run-time scalar they are a compile error naming the tile op to use "
+    "(`tile.sqrt`)."
 )
 ANNOTATIONS = ("Tensor", "Mut", "Const", "Ptr", "tuple")
 TOPICS = ("tile methods", "entry", "by_arch", "globals")

@@ -232,7 +232,8 @@ METHOD_DOCS: dict[str, MethodDoc] = {
     "partition_load": MethodDoc(
         "index, latency=None, allow_tma=None",
         "`load_view_tko`",
-        "the tile at `index` (one i32/i64 coordinate per dim); of an output, only a tile this block owns",
+        "the tile at `index` (one i32/i64 coordinate per dim, or the `idx` of a `for idx in z.tiles()` walk); of an "
+        "output, only a tile this block owns",
     ),
     "mut_store": MethodDoc(
         "tile, at=None, latency=None, allow_tma=None",

@@ -221,6 +221,7 @@ def tile_count(z: Mut[Tensor[i32, (1,)]], x: Tensor[f32, -1]):
 
 z, _ = tile_count(tile.zeros(i32, [1]).partition([1]), tile.zeros(f32, [10])).sync()
 np.testing.assert_array_equal(z.unpartition().to_numpy(), [3])
+assert tile.cdiv(10, 4) == 3  # on the host too: the grid of a kernel launched with .grid((tile.cdiv(n, B),))
 """,
     "gather": """\
 @tile.entry(unchecked=True)

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tile.compiler.lang as tile
+from tile.compiler._errors import TileError
 from tile.compiler._typecheck import Checker
 from tile.compiler._types import DTYPES, broadcast_shapes, promote
 from tile.compiler.lang import (
@@ -26,6 +27,7 @@ from tile.compiler.lang import (
     f16,
     f32,
 )
+from tile.compiler.lang._ops import KernelOnlyError
 
 
 def test_every_op_row_is_exported_under_its_name() -> None:
@@ -43,9 +45,23 @@ def test_every_op_family_and_method_has_a_rule_in_the_checker() -> None:
 
 
 def test_ops_cannot_be_called_outside_kernels() -> None:
-    with pytest.raises(TypeError, match=r"tile.exp\(\) can only be called inside a @tile.entry kernel"):
+    with pytest.raises(TypeError, match=r"tile.exp\(\) can only be called inside a @tile.entry kernel") as info:
         tile.exp(1.0)
+    assert isinstance(info.value, KernelOnlyError)
+    assert isinstance(info.value, TileError)
     assert repr(tile.sum) == "<tile.sum>"
+
+
+def test_cdiv_sizes_a_grid_on_the_host() -> None:
+    # cuTile code computes grids with ct.cdiv on the host; tile.cdiv rounds as the kernel's divi positive_inf does
+    assert [tile.cdiv(n, 128) for n in (0, 1, 128, 129, 1001)] == [0, 1, 1, 2, 8]
+    assert tile.cdiv(-7, 2) == -3
+    assert tile.cdiv(np.int64(10), 4) == 3
+    for bad in ((1.5, 2), (4, True), ("8", 2)):
+        with pytest.raises(KernelOnlyError, match="takes ints"):
+            tile.cdiv(*bad)
+    with pytest.raises(ZeroDivisionError):
+        tile.cdiv(3, 0)
 
 
 def test_op_parameters_follow_the_table() -> None:

@@ -449,8 +449,9 @@ def test_unannotated_kernel_parameter() -> None:
 @pytest.mark.parametrize(
     ("shape", "tile_shape", "pattern"),
     [
-        ([N], [100], "powers of two"),
-        ([N], [0], "powers of two"),
+        ([N], [100], r"powers of two .*got \[100\]: use \[128\], a tile may run past the tensor's end"),
+        ([N, N], [4, 24], r"use \[4, 32\]"),  # the next power of two per dim
+        ([N], [0], r"powers of two \(Tile IR tiles are\); got \[0\]$"),  # no suggestion for a non-positive extent
         ([N], [128, 1], "rank 2 but"),
         ([2, 2, 2, 2], [1, 1, 1, 1], "rank 1 to 3"),
         ([0], [128], "empty"),

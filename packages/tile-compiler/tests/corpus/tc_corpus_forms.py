@@ -3,9 +3,12 @@
 # Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds
 # (so the names are undefined for Python and mypy), and uppercase parameters follow cuTile's convention.
 """Forms the ports of peer kernels need: an atomic in a ``while`` condition (a spin lock), dtype comparisons with
-``==``, batch-broadcast matmul, multi-tile ``tile.reduce`` (arg-min with ties) and tuples carried through loops."""
+``==``, batch-broadcast matmul, multi-tile ``tile.reduce`` (arg-min with ties), tuples carried through loops and
+Python ``math`` functions of constants (folded at compile time)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from tc_corpus_case import Case, poison, rand, unchecked
@@ -137,7 +140,90 @@ def _reduce_pairs_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"low": x.min(axis=1), "at": np.argmin(x, axis=1).astype("int32"), "run": prefix}
 
 
+def gelu_math_constants(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    # A port's constants written as Python writes them: math.sqrt / math.log2 of constants fold to numbers.
+    v = tile.load_tile_like(x, z)
+    g = 0.5 * v * (1.0 + tile.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v * v * v)))
+    z.store(g + tile.exp2(v * math.log2(math.e)) * math.floor(0.5))  # math.floor folds to the int 0: the term is 0
+
+
+def load_at_walked_index(z: Mut[Tensor[f32, ("BM", "BN")]], x: Tensor[f32, (-1, -1)]):
+    # An input partition loads at the index a `z.tiles()` walk hands out, as it is (not unpacked first).
+    px = x.partition((BM, BN), padding="zero")
+    for idx in z.tiles():
+        z.store(px.load(idx) * 2.0 + z.partition((BM, BN)).load(idx), at=idx)
+
+
+def cat_spellings(z: Mut[Tensor[f32, (4, 16)]], x: Tensor[f32, (4, 4)]):
+    # tile.cat(x, y, axis) and cuTile's tile.cat((x, y), axis), the axis by position or keyword.
+    t = x.partition((4, 4)).load((0, 0))
+    h = tile.cat((t, t * 2.0), 1)
+    z.store(tile.cat((h, tile.cat(t, t + 1.0, 1)), axis=1))
+
+
+def nan_maximum(z: Mut[Tensor[f32, (2, "B")]], x: Tensor[f32, -1], y: Tensor[f32, -1]):
+    # maxf/minf give the non-NaN operand by default (numpy's fmax); propagate_nan=True gives NaN (numpy's maximum).
+    b = tile.block_id()[0]
+    tx, ty = x.partition((B,)).load((b,)), y.partition((B,)).load((b,))
+    keep = tile.maximum(tx, ty) + tile.minimum(tx, ty, propagate_nan=False) * 0.0
+    spread = tile.minimum(tx, ty, propagate_nan=True) + tile.maximum(tx, math.nan) * 0.0  # const NaN: folded away
+    z.store(tile.cat(keep.reshape((1, B)), spread.reshape((1, B)), 0))
+
+
+def nan_row_max(z: Mut[Tensor[f32, (4, 2)]], x: Tensor[f32, (4, 16)]):
+    # A row reduction skips NaNs by default (numpy's nanmax); propagate_nan=True gives NaN (numpy's max).
+    t = x.partition((4, 16)).load((0, 0))
+    skip = tile.max(t, axis=1, keepdims=True) + t.min(1, True) * 0.0
+    z.store(tile.cat(skip, tile.min(t, axis=1, keepdims=True, propagate_nan=True), 1))
+
+
+def _nan_maximum_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    x, y = a["x"].astype("float64"), a["y"].astype("float64")
+    return {"z": np.stack([np.fmax(x, y) + np.fmin(x, y) * 0.0, np.minimum(x, y) + x * 0.0])}
+
+
+def _nan_inputs(r: np.random.Generator) -> dict[str, np.ndarray]:
+    x, y = rand(r, (128,)), rand(r, (128,))
+    x[::3], y[::5] = np.nan, np.nan
+    return {"x": x, "y": y, "z": poison((2, 128))}
+
+
+def _gelu_ref(a: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    v = a["x"].astype("float64")
+    return {"z": 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))}
+
+
 CASES = [
+    Case(nan_maximum, {"B": 128}, _nan_inputs, _nan_maximum_ref, tol=Tol()),
+    Case(
+        nan_row_max,
+        {},
+        lambda r: {"x": np.where(np.arange(64).reshape(4, 16) % 7 == 3, np.nan, rand(r, (4, 16))), "z": poison((4, 2))},
+        lambda a: {"z": np.stack([np.nanmax(a["x"], 1), np.min(a["x"], 1)], 1).astype("float64")},
+        tol=Tol(),
+    ),
+    Case(
+        cat_spellings,
+        {},
+        lambda r: {"x": rand(r, (4, 4)), "z": poison((4, 16))},
+        lambda a: {"z": np.concatenate([a["x"], 2 * a["x"], a["x"], a["x"] + 1.0], axis=1).astype("float64")},
+        tol=Tol(),
+    ),
+    Case(
+        load_at_walked_index,
+        {"BM": 16, "BN": 16},
+        lambda r: {"x": rand(r, (40, 72)), "z": np.ones((40, 72), "float32")},
+        lambda a: {"z": 2 * a["x"].astype("float64") + 1.0},
+        grid=lambda a: (5,),
+        tol=Tol(),
+    ),
+    Case(
+        gelu_math_constants,
+        {"B": 128},
+        lambda r: {"x": rand(r, (1000,)), "z": poison((1000,))},
+        _gelu_ref,
+        tol=Tol(k=8),
+    ),
     Case(
         reduce_pairs,
         {"BM": 16, "N": 64},

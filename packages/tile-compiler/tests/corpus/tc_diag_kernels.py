@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 import tile.compiler.lang as tile
@@ -277,3 +279,46 @@ def tile_index_escapes(z: Mut[Tensor[f32, ("B", "B")]]):
     for idx in z.tiles():
         keep = idx  # <-
     z.store(tile.zeros((B, B), f32))
+
+
+def store_through_output_view(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.partition((B,)).store(tile.load_tile_like(x, z), (tile.block_id()[0] + 1,))  # <-
+
+
+def math_of_a_tile(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(math.sqrt(tile.load_tile_like(x, z)))  # <-
+
+
+def math_domain_error(z: Mut[Tensor[f32, "B"]]):
+    z.store(tile.full((B,), math.sqrt(-1.0), f32))  # <-
+
+
+def math_without_tile_op(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(math.erf(tile.load_tile_like(x, z)))  # <-
+
+
+def reads_other_outputs_walked_tile(z: Mut[Tensor[f32, ("B", "B")]], w: Mut[Tensor[f32, ("B", "B")]]):
+    for idx in z.tiles():
+        z.store(w.partition((B, B)).load(idx), at=idx)  # <-
+
+
+def cat_of_three(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    z.store(tile.cat((t, t, t), 0))  # <-
+
+
+def cat_without_axis(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    t = tile.load_tile_like(x, z)
+    z.store(tile.cat(t, t))  # <-
+
+
+def propagate_nan_of_ints(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
+    z.store(tile.maximum(tile.load_tile_like(x, z), 0, propagate_nan=True))  # <-
+
+
+def propagate_nan_not_bool(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(tile.maximum(tile.load_tile_like(x, z), 0.0, propagate_nan=1))  # <-
+
+
+def propagate_nan_of_a_sum(z: Mut[Tensor[i32, (1,)]], x: Tensor[i32, -1]):
+    z.store(tile.max(x.partition((8,)).load((0,)), propagate_nan=True))  # <-

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any, NoReturn, cast
 
 from tile.compiler._diagnostics import CompileError, SourceLoc
+from tile.compiler._fold_math import fold_math, math_function_name
 from tile.compiler._guards import Bound
 from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
@@ -296,6 +297,13 @@ class ExprMixin(SubtileMixin):
                 "subtiles": "z.subtiles(...)",
             }[kind]
             hint = "; only Mut outputs can be stored to" if name == "store" else ""
+            if name == "store" and isinstance(recv, PartitionV) and recv.tensor.mut:
+                hint = (
+                    f"; a view of the output '{recv.tensor.name}' reads any tile but writes none, since another "
+                    "block owns it: store this block's own tile with z.store(t), a chunk of it with "
+                    "z.subtiles(shape).store(t, index), or a tile a `for idx in z.tiles()` walk hands this block "
+                    "with z.store(t, at=idx)"
+                )
             self.fail(f"{what} has no method '{name}'{hint}")
         return BoundMethod(recv, name, family)
 
@@ -345,6 +353,8 @@ class ExprMixin(SubtileMixin):
                     }.get(name, "a tile op")
                     self.fail(f"builtin {name}() only works on compile-time values here; use {hint}")
                 return impl(*args)
+        if (math_name := math_function_name(fn)) is not None:
+            return fold_math(math_name, args, kwargs, self.fail)
         label = getattr(fn, "__qualname__", None) or type_name(fn)
         return self.fail(
             f"'{label}' cannot be called in kernel code: only tile.* functions, methods of tiles and tensors, "

@@ -8,6 +8,7 @@ the kernel's defaults (``@tile.entry(flush_to_zero=True, approx=True)``) never o
 from __future__ import annotations
 
 import ast
+import math
 from typing import Any
 
 from tile.compiler._kir import Value
@@ -56,14 +57,22 @@ class MathMixin(ReduceMixin):
         return self.em.one(op.ir[0] if t.dtype.is_float else op.ir[1], [a["x"]], t)
 
     def op_binary(self, op: LangOp, a: dict[str, Any]) -> object:
+        propagate = a.get("propagate_nan")
+        if propagate is not None and not isinstance(propagate, bool):
+            self.fail(f"propagate_nan= of tile.{op.name} must be True or False, got {propagate!r}")
         if is_const(a["x"]) and is_const(a["y"]):
-            return max(a["x"], a["y"]) if op.name == "maximum" else min(a["x"], a["y"])
+            cx, cy = a["x"], a["y"]
+            if math.isnan(cx) or math.isnan(cy):  # as maxf/minf: the other operand, NaN only with propagate_nan
+                return math.nan if propagate or (math.isnan(cx) and math.isnan(cy)) else (cy if math.isnan(cx) else cx)
+            return max(cx, cy) if op.name == "maximum" else min(cx, cy)
         x, y = self.coerce(a["x"], a["y"], f"tile.{op.name}")
         t = self.tile_of(x)
         if t.dtype.is_float:
-            return self.em.one(op.ir[0], [x, y], t, **self.modes(op, op.ir[0], t.dtype, a))
-        if a.get("flush_to_zero") is not None:
-            self.fail(f"flush_to_zero= of tile.{op.name} applies to float tiles, got {t.elem.name}")
+            attrs = self.modes(op, op.ir[0], t.dtype, a)
+            return self.em.one(op.ir[0], [x, y], t, **attrs, **({"propagate_nan": True} if propagate else {}))
+        for name in ("flush_to_zero", "propagate_nan"):
+            if a.get(name) is not None:
+                self.fail(f"{name}= of tile.{op.name} applies to float tiles, got {t.elem.name}")
         out = self.em.one(op.ir[1], [x, y], t, signedness=signedness(t.dtype))
         dims = [d for d in (self.count_dim(a["x"]), self.count_dim(a["y"])) if d is not None]
         if op.name == "minimum" and dims and t.rank == 0:

@@ -159,6 +159,8 @@ class MemoryMixin(GuardMixin):
     def method_partition_load(self, recv: PartitionV, args: list[object], kw: dict[str, object]) -> object:
         a = self.bind_simple("load", ("index", "latency", "allow_tma"), (None, None), args, kw)
         index = a["index"] if isinstance(a["index"], tuple) else (a["index"],)
+        if isinstance(a["index"], TileIndex):  # `p.load(idx)` in `for idx in z.tiles()`: idx's coordinates
+            index = a["index"].coords
         if recv.tensor.mut:
             self._output_read(recv.tensor, recv.tile, index, f"'{recv.tensor.name}.partition({recv.tile}).load(...)'")
         return self.load_view(recv, index, self._hints(a["latency"], a["allow_tma"]))

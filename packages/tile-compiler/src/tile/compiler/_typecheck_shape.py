@@ -203,8 +203,17 @@ class ShapeMixin(ArithMixin):
     op_transpose = op_permute
 
     def op_cat(self, op: LangOp, a: dict[str, Any]) -> object:
-        tx, ty = self.tile_of(a["x"]), self.tile_of(a["y"])
-        axis = self.axis_arg(a["axis"], tx.rank)
+        x, y, axis_value = a["x"], a["y"], a["axis"]
+        if isinstance(x, tuple):  # cuTile's spelling: tile.cat((x, y), axis)
+            if axis_value is None:
+                y, axis_value = None, y
+            if y is not None or len(x) != 2:
+                self.fail("tile.cat takes two tiles and an axis: tile.cat(x, y, axis) or tile.cat((x, y), axis)")
+            x, y = x
+        if y is None or axis_value is None:
+            self.fail("tile.cat takes two tiles and an axis: tile.cat(x, y, axis) or tile.cat((x, y), axis)")
+        tx, ty = self.tile_of(x), self.tile_of(y)
+        axis = self.axis_arg(axis_value, tx.rank)
         same = tx.rank == ty.rank and all(i == axis or tx.shape[i] == ty.shape[i] for i in range(tx.rank))
         if tx.elem != ty.elem or not same or not is_pow2(tx.shape[axis] + ty.shape[axis]):
             self.fail(
@@ -212,7 +221,7 @@ class ShapeMixin(ArithMixin):
                 "must match, and the result dim must be a power of two"
             )
         shape = tuple(d + ty.shape[axis] if i == axis else d for i, d in enumerate(tx.shape))
-        return self.em.one("cat", [a["x"], a["y"]], tx.with_shape(shape), dim=axis)
+        return self.em.one("cat", [x, y], tx.with_shape(shape), dim=axis)
 
     def op_extract(self, op: LangOp, a: dict[str, Any]) -> object:
         t = self.tile_of(a["x"])
@@ -301,8 +310,10 @@ class ShapeMixin(ArithMixin):
         keep = (1,) * t.rank if axis is None else tuple(1 if i == axis % t.rank else d for i, d in enumerate(t.shape))  # type: ignore[operator]  # axis checked
         return self.em.one("reshape", [out], t.with_shape(keep))
 
-    def _elem_op(self, kind: str, dt: DType) -> Callable[[list[Value], list[Value]], list[Value]]:
-        attrs: dict[str, Any] = {}
+    def _elem_op(
+        self, kind: str, dt: DType, propagate_nan: bool = False
+    ) -> Callable[[list[Value], list[Value]], list[Value]]:
+        attrs: dict[str, Any] = {"propagate_nan": True} if propagate_nan else {}
         if kind in ("maxi", "mini"):
             attrs["signedness"] = signedness(dt)
         if kind in ("addf", "mulf"):
@@ -320,12 +331,22 @@ class ShapeMixin(ArithMixin):
 
     def op_reduce(self, op: LangOp, a: dict[str, Any]) -> object:
         x, dt, kind = self.reduce_kind(op, a["x"])
+        propagate = a.get("propagate_nan")
+        if propagate is not None and (not isinstance(propagate, bool) or not dt.is_float):
+            self.fail(
+                f"propagate_nan= of tile.{op.name} takes True or False, on float tiles (got {propagate!r}, {dt.name})"
+            )
         t = self.tile_of(x)
         flat, axis = self._flatten_for_axis(x, a["axis"])
         ft = self.tile_of(flat)
         shape = ft.shape[:axis] + ft.shape[axis + 1 :]
         (out,) = self._region_op(
-            "reduce", [flat], axis, [_identity(kind, dt)], body=self._elem_op(kind, dt), out_shape=shape
+            "reduce",
+            [flat],
+            axis,
+            [_identity(kind, dt)],
+            body=self._elem_op(kind, dt, bool(propagate)),
+            out_shape=shape,
         )
         return self._keep(out, t, a["axis"], a["keepdims"])
 

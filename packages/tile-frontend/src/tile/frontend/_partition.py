@@ -252,7 +252,11 @@ def _tile_shape(tensor: Tensor, tile_shape: Sequence[int]) -> tuple[int, ...]:
         raise ArgumentError(f"tile shape {list(tile)} has rank {len(tile)} but {tensor!r} has rank {tensor.ndim}")
     for t in tile:
         if type(t) is not int or t <= 0 or t & (t - 1):
-            raise ArgumentError(f"tile extents must be powers of two (Tile IR tiles are); got {list(tile)}")
+            hint = ""
+            if all(type(u) is int and u > 0 for u in tile):
+                up = [1 << (u - 1).bit_length() for u in tile]
+                hint = f": use {up}, a tile may run past the tensor's end (loads pad, stores there are masked)"
+            raise ArgumentError(f"tile extents must be powers of two (Tile IR tiles are); got {list(tile)}{hint}")
         if t > MAX_TILE_EXTENT:
             raise ArgumentError(f"tile extents must be at most 2**30 (what Tile IR can encode); got {list(tile)}")
     if any(n == 0 for n in tensor.shape):

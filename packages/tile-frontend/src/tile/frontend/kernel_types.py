@@ -170,10 +170,10 @@ class Tile:
     def prod(self, axis: Any = None, keepdims: bool = False) -> Tile:
         _outside("prod")
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> Tile:
+    def max(self, axis: Any = None, keepdims: bool = False, propagate_nan: bool | None = None) -> Tile:
         _outside("max")
 
-    def min(self, axis: Any = None, keepdims: bool = False) -> Tile:
+    def min(self, axis: Any = None, keepdims: bool = False, propagate_nan: bool | None = None) -> Tile:
         _outside("min")
 
     def argmax(self, axis: Any = None, keepdims: bool = False) -> Tile:

@@ -18,7 +18,7 @@ from tile.compiler.lang._annotations import (
     TensorAnnotation,
 )
 from tile.compiler.lang._function import function, is_function
-from tile.compiler.lang._ops import METHODS, OPS, LangOp, Param
+from tile.compiler.lang._ops import METHODS, OPS, KernelOnlyError, LangOp, Param
 
 i1: DType = DTYPES["i1"]
 i8: DType = DTYPES["i8"]
@@ -117,6 +117,7 @@ __all__ = [
     "Const",
     "ConstAnnotation",
     "DType",
+    "KernelOnlyError",
     "LangOp",
     "Mut",
     "MutAnnotation",

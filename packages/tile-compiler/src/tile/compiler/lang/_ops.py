@@ -3,17 +3,26 @@
 Invariants: every name a user calls as ``tile.<name>(...)`` inside a kernel is a `LangOp` from `OPS`; a row gives
 the Python parameter list (with defaults), the op family (which selects the checker/lowering rule) and the Tile IR
 op names it lowers to (float spelling first, integer spelling second where they differ). Calling a `LangOp` from
-ordinary Python raises ``TypeError``: these are kernel-only.
+ordinary Python raises `KernelOnlyError` (a ``TypeError``): these are kernel-only, except the rows in `_HOST`
+(``tile.cdiv``), which compute the same thing on Python ints, since a launch's grid is computed with them.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["METHODS", "OPS", "LangOp", "Param"]
+from tile.compiler._errors import TileError
+
+__all__ = ["METHODS", "OPS", "KernelOnlyError", "LangOp", "Param"]
+
+
+class KernelOnlyError(TileError, TypeError):
+    """A kernel-language function called from ordinary Python (outside ``@tile.entry`` / ``@tile.function``)."""
+
 
 _REQUIRED: Any = object()
 
@@ -58,7 +67,12 @@ class LangOp:
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
-        raise TypeError(f"tile.{self.name}() can only be called inside a @tile.entry kernel or a @tile.function helper")
+        host = _HOST.get(self.name)
+        if host is not None:
+            return host(self.name, *args, **kwargs)
+        raise KernelOnlyError(
+            f"tile.{self.name}() can only be called inside a @tile.entry kernel or a @tile.function helper"
+        )
 
     def __repr__(self) -> str:
         return f"<tile.{self.name}>"
@@ -102,8 +116,16 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     *((n, "unary_float", _MODES1, (n, ""), f"elementwise {n} of a float tile") for n in _UNARY_FLOAT),
     ("abs", "unary", "x", ("absf", "absi"), "elementwise absolute value"),
     ("negative", "unary", "x", ("negf", "negi"), "elementwise negation"),
-    ("maximum", "binary", "x, y, flush_to_zero=None", ("maxf", "maxi"), "elementwise maximum (broadcasting)"),
-    ("minimum", "binary", "x, y, flush_to_zero=None", ("minf", "mini"), "elementwise minimum (broadcasting)"),
+    *(
+        (
+            n,
+            "binary",
+            "x, y, flush_to_zero=None, propagate_nan=None",
+            ir,
+            f"elementwise {n} (broadcasting); of floats, a NaN operand gives the other one unless propagate_nan=True",
+        )
+        for n, ir in (("maximum", ("maxf", "maxi")), ("minimum", ("minf", "mini")))
+    ),
     ("add", "arith", _MODES2, ("addf", "addi"), "x + y, with a rounding mode or flush-to-zero for floats"),
     ("sub", "arith", _MODES2, ("subf", "subi"), "x - y, with a rounding mode or flush-to-zero for floats"),
     ("mul", "arith", _MODES2, ("mulf", "muli"), "x * y, with a rounding mode or flush-to-zero for floats"),
@@ -125,7 +147,13 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("expand_dims", "expand_dims", "x, axis", ("reshape",), "insert a size-1 dim at axis"),
     ("permute", "permute", "x, axes", ("permute",), "reorder dims"),
     ("transpose", "transpose", "x, axes=None", ("permute",), "reverse dims (or reorder by axes)"),
-    ("cat", "cat", "x, y, axis", ("cat",), "concatenate two tiles along axis"),
+    (
+        "cat",
+        "cat",
+        "x, y=None, axis=None",
+        ("cat",),
+        "concatenate two tiles along axis: (x, y, axis) or ((x, y), axis)",
+    ),
     (
         "extract",
         "extract",
@@ -135,8 +163,16 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ),
     ("sum", "reduce", "x, axis=None, keepdims=False", ("addf", "addi"), "sum along axis"),
     ("prod", "reduce", "x, axis=None, keepdims=False", ("mulf", "muli"), "product along axis"),
-    ("max", "reduce", "x, axis=None, keepdims=False", ("maxf", "maxi"), "maximum along axis"),
-    ("min", "reduce", "x, axis=None, keepdims=False", ("minf", "mini"), "minimum along axis"),
+    *(
+        (
+            n,
+            "reduce",
+            "x, axis=None, keepdims=False, propagate_nan=None",
+            ir,
+            f"{what} along axis; NaNs skipped unless propagate_nan=True",
+        )
+        for n, ir, what in (("max", ("maxf", "maxi"), "maximum"), ("min", ("minf", "mini"), "minimum"))
+    ),
     ("argmax", "argreduce", "x, axis=None, keepdims=False", ("gt",), "index of the maximum along axis"),
     ("argmin", "argreduce", "x, axis=None, keepdims=False", ("lt",), "index of the minimum along axis"),
     ("reduce", "reduce_fn", "x, axis, fn, identity, keepdims=False", ("reduce",), "reduce with a combiner"),
@@ -148,7 +184,7 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
     ("load_tile_like", "load_tile_like", _LIKE, ("load_view_tko",), "the tile of x at z's block position"),
     ("block_id", "grid", "", ("get_tile_block_id",), "this block's (x, y, z) position in the grid"),
     ("num_blocks", "grid", "", ("get_num_tile_blocks",), "the grid's (x, y, z) size"),
-    ("cdiv", "cdiv", "a, b", (), "ceil(a / b) for ints"),
+    ("cdiv", "cdiv", "a, b", (), "ceil(a / b) for ints; also on the host, on Python ints, to size a grid"),
     ("gather", "gather", "ptrs, mask=None, padding=0", ("load_ptr_tko",), "load through a pointer tile (unchecked)"),
     ("scatter", "scatter", "ptrs, value, mask=None", ("store_ptr_tko",), "store through a pointer tile (unchecked)"),
     *(
@@ -168,6 +204,27 @@ _ROWS: list[tuple[str, str, str, tuple[str, ...], str]] = [
         "let a kernel launched after this one with PDL start now (a scheduling hint; no ordering)",
     ),
 ]
+
+
+def _host_cdiv(name: str, a: object, b: object) -> int:
+    """``tile.cdiv(a, b)`` on the host: ceil(a / b) of two Python ints (a grid size), as the kernel computes it."""
+    ints: list[int] = []
+    for v in (a, b):
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            ints.append(operator.index(v))  # type: ignore[arg-type]  # int, numpy ints: anything with __index__
+        except TypeError:
+            raise KernelOnlyError(
+                f"tile.{name}() outside a kernel takes ints (to size a grid), got {type(v).__name__}"
+            ) from None
+    if ints[1] == 0:
+        raise ZeroDivisionError(f"tile.{name}({ints[0]}, 0): division by zero")
+    return -(-ints[0] // ints[1])
+
+
+# Ops that also have a host meaning on plain Python values (ports of cuTile code size grids with ct.cdiv).
+_HOST: Mapping[str, Any] = MappingProxyType({"cdiv": _host_cdiv})
 
 OPS: Mapping[str, LangOp] = MappingProxyType({n: LangOp(n, fam, _p(ps), ir, doc) for n, fam, ps, ir, doc in _ROWS})
 
