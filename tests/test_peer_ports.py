@@ -48,6 +48,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,6 +62,19 @@ import peer_ports_kernels as k
 
 RNG = np.random.default_rng(7)
 F32_MMA = 2e-3  # f32 `mma` error bound relative to the result's largest magnitude (room for a tf32-speed product)
+
+
+COMPARED = [0]  # results compared with numpy so far: a port that compared nothing fails its test
+
+
+def close(got: Any, want: Any, **tolerance: Any) -> None:
+    np.testing.assert_allclose(got, want, **tolerance)
+    COMPARED[0] += 1
+
+
+def same(got: Any, want: Any) -> None:
+    np.testing.assert_array_equal(got, want)
+    COMPARED[0] += 1
 
 
 def t(a: np.ndarray, dtype: type = np.float32) -> tile.Tensor:
@@ -88,9 +102,9 @@ def layernorm(m: int, n: int) -> None:
         eps,
         BN=16,
     ).sync()
-    np.testing.assert_allclose(y.unpartition().to_numpy(), xhat * w + b, atol=2e-4)
-    np.testing.assert_allclose(mean.unpartition().to_numpy(), mu[:, 0], atol=1e-5)
-    np.testing.assert_allclose(rstd.unpartition().to_numpy(), r[:, 0], rtol=1e-4)
+    close(y.unpartition().to_numpy(), xhat * w + b, atol=2e-4)
+    close(mean.unpartition().to_numpy(), mu[:, 0], atol=1e-5)
+    close(rstd.unpartition().to_numpy(), r[:, 0], rtol=1e-4)
     wdy = w * dy
     dx_ref = (wdy - (xhat * (xhat * wdy).mean(1, keepdims=True) + wdy.mean(1, keepdims=True))) * r
     dx, *_ = k.ln_bwd_dx(
@@ -102,7 +116,7 @@ def layernorm(m: int, n: int) -> None:
         t(r[:, 0]),
         BN=16,
     ).sync()
-    np.testing.assert_allclose(dx.unpartition().to_numpy(), dx_ref, atol=2e-4)
+    close(dx.unpartition().to_numpy(), dx_ref, atol=2e-4)
     dw, db, *_ = k.ln_bwd_dwdb(
         tile.empty(f32, [n]).partition([16]),
         tile.empty(f32, [n]).partition([16]),
@@ -112,8 +126,8 @@ def layernorm(m: int, n: int) -> None:
         t(r[:, 0]),
         BM=8,
     ).sync()
-    np.testing.assert_allclose(dw.unpartition().to_numpy(), (dy * xhat).sum(0), atol=1e-3)
-    np.testing.assert_allclose(db.unpartition().to_numpy(), dy.sum(0), atol=1e-3)
+    close(dw.unpartition().to_numpy(), (dy * xhat).sum(0), atol=1e-3)
+    close(db.unpartition().to_numpy(), dy.sum(0), atol=1e-3)
 
 
 def rms_backward(m: int, n: int) -> None:
@@ -122,19 +136,19 @@ def rms_backward(m: int, n: int) -> None:
     g = dy * w
     ref = r * g - r**3 * x * (g * x).mean(1, keepdims=True)
     dx, *_ = k.rms_bwd(tile.empty(f32, [m, n]).partition([4, 1 << (n - 1).bit_length()]), t(dy), t(x), t(w), eps).sync()
-    np.testing.assert_allclose(dx.unpartition().to_numpy(), ref, atol=2e-4)
+    close(dx.unpartition().to_numpy(), ref, atol=2e-4)
 
 
 def batched_matmul(bs: int, m: int, n: int, kk: int) -> None:
     a, b = RNG.standard_normal((bs, m, kk)).astype(np.float16), RNG.standard_normal((bs, kk, n)).astype(np.float16)
     c, *_ = k.bmm(tile.empty(f32, [bs, m, n]).partition([1, 16, 16]), t(a, np.float16), t(b, np.float16), BK=16).sync()
-    np.testing.assert_allclose(c.unpartition().to_numpy(), a.astype(np.float64) @ b.astype(np.float64), atol=2e-2)
+    close(c.unpartition().to_numpy(), a.astype(np.float64) @ b.astype(np.float64), atol=2e-2)
 
 
 def transpose(m: int, n: int) -> None:
     x = RNG.standard_normal((m, n))
     z, _ = k.transpose(tile.empty(f32, [n, m]).partition([16, 8]), t(x)).sync()
-    np.testing.assert_array_equal(z.unpartition().to_numpy(), x.T.astype(np.float32))
+    same(z.unpartition().to_numpy(), x.T.astype(np.float32))
 
 
 def bias_gelu(m: int, n: int) -> None:
@@ -142,14 +156,14 @@ def bias_gelu(m: int, n: int) -> None:
     z, *_ = k.bias_gelu(tile.empty(f32, [m, n]).partition([8, 16]), t(x), t(bias)).sync()
     v = x.astype(np.float32).astype(np.float64) + bias.astype(np.float32)
     ref = 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
-    np.testing.assert_allclose(z.unpartition().to_numpy(), ref, atol=1e-5)
+    close(z.unpartition().to_numpy(), ref, atol=1e-5)
 
 
 def fused_mlp(m: int, n: int, kk: int) -> None:
     d, w0, w1 = RNG.standard_normal((m, n)), RNG.standard_normal((n, kk)), RNG.standard_normal(kk)
     out, *_ = k.fused_mlp(tile.empty(f32, [m]).partition([8]), t(d), t(w0), t(w1), BN=8, BK=4).sync()
     ref = np.maximum(d @ w0 @ w1, 0)
-    np.testing.assert_allclose(out.unpartition().to_numpy(), ref, atol=F32_MMA * np.abs(ref).max())
+    close(out.unpartition().to_numpy(), ref, atol=F32_MMA * np.abs(ref).max())
 
 
 def row_argmax(m: int, n: int) -> None:
@@ -158,8 +172,8 @@ def row_argmax(m: int, n: int) -> None:
     idx, val, *_ = k.row_argmax(
         tile.empty(i32, [m]).partition([1]), tile.empty(f32, [m]).partition([1]), t(x), BN=16
     ).sync()
-    np.testing.assert_array_equal(idx.unpartition().to_numpy(), x.argmax(1))
-    np.testing.assert_array_equal(val.unpartition().to_numpy(), x.max(1))
+    same(idx.unpartition().to_numpy(), x.argmax(1))
+    same(val.unpartition().to_numpy(), x.max(1))
 
 
 def prefix_sum(n: int, b: int) -> None:
@@ -168,7 +182,7 @@ def prefix_sum(n: int, b: int) -> None:
     z, *_ = k.add_offsets(
         tile.empty(f32, [n]).partition([b]), part.unpartition(), sums.unpartition(), NB=1 << (nb - 1).bit_length()
     ).sync()
-    np.testing.assert_allclose(z.unpartition().to_numpy(), np.cumsum(x), atol=1e-3 * math.sqrt(n))
+    close(z.unpartition().to_numpy(), np.cumsum(x), atol=1e-3 * math.sqrt(n))
 
 
 def dropout(n: int) -> None:
@@ -179,7 +193,7 @@ def dropout(n: int) -> None:
         v = ((v ^ (v >> np.uint32(shift))) * np.uint32(mul)).astype(np.uint32)
     keep = ((v ^ (v >> np.uint32(16))) >> np.uint32(8)).astype(np.float64) / 16777216.0 >= p
     assert 0.6 < keep.mean() < 0.8  # the hash is not degenerate
-    np.testing.assert_allclose(z.unpartition().to_numpy(), np.where(keep, x / np.float32(1 - p), 0), rtol=1e-6)
+    close(z.unpartition().to_numpy(), np.where(keep, x / np.float32(1 - p), 0), rtol=1e-6)
 
 
 def moe(tokens: tuple[int, ...], d: int, f: int) -> None:
@@ -191,7 +205,7 @@ def moe(tokens: tuple[int, ...], d: int, f: int) -> None:
     ).sync()
     for y, a, w in zip(ys, xs, ws, strict=True):
         h = a.astype(np.float64) @ w.astype(np.float64)
-        np.testing.assert_allclose(y.unpartition().to_numpy(), h / (1 + np.exp(-h)), atol=2e-2, rtol=1e-3)
+        close(y.unpartition().to_numpy(), h / (1 + np.exp(-h)), atol=2e-2, rtol=1e-3)
 
 
 def splitk(m: int, n: int, kk: int) -> None:
@@ -199,13 +213,13 @@ def splitk(m: int, n: int, kk: int) -> None:
     ks = 3
     grid = (tile.cdiv(m, 16), tile.cdiv(n, 16), tile.cdiv(tile.cdiv(kk, 8), ks))
     c, *_ = k.splitk_gemm.grid(grid)(tile.zeros(f32, [m, n]), t(a), t(b), BM=16, BN=16, BK=8, KS=ks).sync()
-    np.testing.assert_allclose(c.to_numpy(), a @ b, atol=F32_MMA * np.abs(a @ b).max())
+    close(c.to_numpy(), a @ b, atol=F32_MMA * np.abs(a @ b).max())
 
 
 def histogram(n: int, bins: int) -> None:
     x = RNG.integers(-1, bins + 1, n).astype(np.int32)  # out-of-range values are skipped by the mask
     h, *_ = k.histogram.grid((tile.cdiv(n, 128),))(tile.zeros(i32, [bins]), t(x, np.int32), B=128).sync()
-    np.testing.assert_array_equal(h.to_numpy(), np.bincount(x[(x >= 0) & (x < bins)], minlength=bins))
+    same(h.to_numpy(), np.bincount(x[(x >= 0) & (x < bins)], minlength=bins))
 
 
 def embedding_backward(vocab: int, tokens: int, dim: int) -> None:
@@ -215,7 +229,7 @@ def embedding_backward(vocab: int, tokens: int, dim: int) -> None:
     ).sync()
     ref = np.zeros((vocab, dim))
     np.add.at(ref, ids, dy)
-    np.testing.assert_allclose(dw.to_numpy(), ref, atol=1e-4)
+    close(dw.to_numpy(), ref, atol=1e-4)
 
 
 def conv2d(h: int, w: int, ci: int, r: int, s: int, co: int) -> None:  # noqa: PLR0917  # one shape per arg
@@ -223,9 +237,7 @@ def conv2d(h: int, w: int, ci: int, r: int, s: int, co: int) -> None:  # noqa: P
     p, q = h - r + 1, w - s + 1
     out, *_ = k.conv2d_im2col(tile.empty(f32, [p * q, co]).partition([16, 8]), t(x), t(wt), BCI=4).sync()
     ref = sum(np.einsum("pqc,cd->pqd", x[i : i + p, j : j + q], wt[i, j]) for i in range(r) for j in range(s))
-    np.testing.assert_allclose(
-        out.unpartition().to_numpy(), np.reshape(ref, (p * q, co)), atol=F32_MMA * np.abs(ref).max()
-    )
+    close(out.unpartition().to_numpy(), np.reshape(ref, (p * q, co)), atol=F32_MMA * np.abs(ref).max())
 
 
 def cross_entropy(m: int, n: int) -> None:
@@ -238,25 +250,23 @@ def cross_entropy(m: int, n: int) -> None:
     ).sync()
     x32 = x.astype(np.float32).astype(np.float64)
     lse = np.log(np.exp(x32 - x32.max(1, keepdims=True)).sum(1)) + x32.max(1)
-    np.testing.assert_allclose(loss.unpartition().to_numpy(), lse - x32[np.arange(m), y], atol=1e-5)
+    close(loss.unpartition().to_numpy(), lse - x32[np.arange(m), y], atol=1e-5)
     grad = np.exp(x32 - lse[:, None])
     grad[np.arange(m), y] -= 1
-    np.testing.assert_allclose(dx.unpartition().to_numpy(), grad, atol=1e-6)
+    close(dx.unpartition().to_numpy(), grad, atol=1e-6)
 
 
 def rope(tokens: int, d: int) -> None:
     x, ang = RNG.standard_normal((tokens, d)), RNG.uniform(0, 2 * math.pi, (tokens, d // 2))
     z, *_ = k.rope(tile.empty(f32, [tokens, d]).partition([8, d]), t(x), t(np.cos(ang)), t(np.sin(ang))).sync()
     x1, x2, c, s = x[:, : d // 2], x[:, d // 2 :], np.cos(ang), np.sin(ang)
-    np.testing.assert_allclose(
-        z.unpartition().to_numpy(), np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], 1), atol=1e-5
-    )
+    close(z.unpartition().to_numpy(), np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], 1), atol=1e-5)
 
 
 def residual_scale(m: int, n: int, blocks: int) -> None:
     x, r = RNG.standard_normal((m, n)), RNG.standard_normal((m, n))
     z, *_ = k.residual_scale.grid((blocks,))(tile.empty(f32, [m, n]).partition([16, 16]), t(x), t(r), 0.5).sync()
-    np.testing.assert_allclose(z.unpartition().to_numpy(), 0.5 * x + r, atol=1e-6)
+    close(z.unpartition().to_numpy(), 0.5 * x + r, atol=1e-6)
 
 
 # Each port at small odd shapes (CPU) and at larger odd ones (GPU).
@@ -293,14 +303,18 @@ def cpu() -> Iterator[None]:
 @pytest.mark.parametrize("name", PORTS)
 def test_port_on_the_interpreter(name: str) -> None:
     run, small, _ = PORTS[name]
+    before = COMPARED[0]
     run(*small)
+    assert COMPARED[0] > before, f"{name} compared no result with numpy"
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", PORTS)
 def test_port_on_the_gpu(name: str) -> None:
     run, _, large = PORTS[name]
+    before = COMPARED[0]
     run(*large)
+    assert COMPARED[0] > before, f"{name} compared no result with numpy"
 
 
 @pytest.mark.usefixtures("cpu")
