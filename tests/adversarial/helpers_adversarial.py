@@ -4,10 +4,11 @@ undefined for Python and mypy), so they live in a file and are imported by path;
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
 
@@ -102,3 +103,39 @@ def fuzz_kernels(name: str, folder: Path) -> ModuleType:
     """`FUZZ_SOURCE` loaded as module ``name`` from ``folder`` (set TILE_CACHE_DIR and clear the compiler's memory
     cache first: each test compiles them afresh)."""
     return load_source(name, FUZZ_SOURCE, folder)
+
+
+class Bomb:
+    """Cyclic garbage whose finalizer, on the ``countdown``-th collection that finds it, runs ``fire`` (each earlier
+    one leaves a new bomb): with the collector run at every allocation, ``fire`` runs at a chosen allocation."""
+
+    countdown = -1
+    fire: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        if Bomb.countdown <= 0:
+            return
+        Bomb.countdown -= 1
+        if Bomb.countdown == 0:
+            Bomb.fire()
+        else:
+            Bomb()
+
+
+@contextlib.contextmanager
+def fire_at_collection(n: int, fire: Callable[[], None]) -> Iterator[None]:
+    """Run the block with the collector at every allocation and ``fire`` run by a finalizer at its ``n``-th
+    collection (a finalizer, or another thread's work, landing at a chosen allocation of the code under test)."""
+    gc.collect()
+    threshold = gc.get_threshold()
+    Bomb.countdown, Bomb.fire = n, fire
+    Bomb()
+    gc.set_threshold(1)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        Bomb.countdown = -1

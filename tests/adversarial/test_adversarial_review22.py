@@ -23,12 +23,12 @@ Holes found and fixed:
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers_adversarial import fire_at_collection
 
 import tile.core as tc
 from tile.core import _reaper
@@ -79,41 +79,13 @@ def test_a_pack_refused_midway_does_not_leave_its_cells_for_the_last_launchs_obj
 # -- hole: a free from a finalizer the collector ran between a launch's checks and its enqueue -----------------------
 
 
-class _Bomb:
-    """Cyclic garbage whose finalizer, on the ``countdown``-th collection that finds it, runs ``fire`` (each earlier
-    one leaves a new bomb for the next collection): with the collector run at every allocation, ``fire`` runs at a
-    chosen allocation of the code that follows."""
-
-    countdown = -1
-    fire: Callable[[], None] = staticmethod(lambda: None)
-
-    def __init__(self) -> None:
-        self.me = self
-
-    def __del__(self) -> None:
-        if _Bomb.countdown <= 0:
-            return
-        _Bomb.countdown -= 1
-        if _Bomb.countdown == 0:
-            _Bomb.fire()
-        else:
-            _Bomb()
-
-
 def _launch_at_allocation(n: int, launch: Callable[[], None], fire: Callable[[], None]) -> bool:
     """Run ``launch`` with ``fire`` run by a finalizer at its ``n``-th collection; whether ``launch`` was refused."""
-    gc.collect()
-    threshold = gc.get_threshold()
-    _Bomb.countdown, _Bomb.fire = n, fire
-    _Bomb()
-    gc.set_threshold(1)
     try:
-        launch()
+        with fire_at_collection(n, fire):
+            launch()
     except (tc.UseAfterFreeError, tc.StreamClosedError):
         return True
-    finally:
-        gc.set_threshold(*threshold)
-        _Bomb.countdown = -1
     return False
 
 

@@ -61,7 +61,6 @@ Tried, and held (pinned below where cheap):
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Callable
 from functools import partial
@@ -69,6 +68,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers_adversarial import fire_at_collection
 
 import tile.core as tc
 from tile.core import _compiled, _launch, _reaper
@@ -96,40 +96,13 @@ def _args(x: object, y: object, z: object) -> list[Any]:
     return [x, N, 1, y, N, 1, z, N, 1]
 
 
-class _Bomb:
-    """Cyclic garbage whose finalizer, on the ``countdown``-th collection that finds it, runs ``fire`` (each earlier
-    one leaves a new bomb): with the collector run at every allocation, ``fire`` runs at a chosen allocation."""
-
-    countdown = -1
-    fire: Callable[[], None] = staticmethod(lambda: None)
-
-    def __init__(self) -> None:
-        self.me = self
-
-    def __del__(self) -> None:
-        if _Bomb.countdown <= 0:
-            return
-        _Bomb.countdown -= 1
-        if _Bomb.countdown == 0:
-            _Bomb.fire()
-        else:
-            _Bomb()
-
-
 def _at_allocation(n: int, work: Callable[[], Any], fire: Callable[[], None]) -> Any:
     """``work()`` with ``fire`` run by a finalizer at its ``n``-th collection; None where ``work`` was refused."""
-    gc.collect()
-    threshold = gc.get_threshold()
-    _Bomb.countdown, _Bomb.fire = n, fire
-    _Bomb()
-    gc.set_threshold(1)
     try:
-        return work()
+        with fire_at_collection(n, fire):
+            return work()
     except tc.UseAfterFreeError:
         return None
-    finally:
-        gc.set_threshold(*threshold)
-        _Bomb.countdown = -1
 
 
 # -- hole: the plan's (and a prepared launch's) epoch taken after a finalizer freed an argument ----------------------

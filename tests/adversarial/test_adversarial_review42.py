@@ -50,12 +50,12 @@ Tried, and held:
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers_adversarial import fire_at_collection
 
 import tile.core as tc
 from tile import aio
@@ -64,38 +64,10 @@ from tile.core import _dlpack, _reaper
 from tile.core.testing import VEC_ADD_SIGNATURE, SimDriver
 
 
-class _Bomb:
-    """Cyclic garbage whose finalizer, on the ``countdown``-th collection that finds it, runs ``fire`` (each earlier
-    one leaves a new bomb): with the collector run at every allocation, ``fire`` runs at a chosen allocation."""
-
-    countdown = -1
-    fire: Callable[[], None] = staticmethod(lambda: None)
-
-    def __init__(self) -> None:
-        self.me = self
-
-    def __del__(self) -> None:
-        if _Bomb.countdown <= 0:
-            return
-        _Bomb.countdown -= 1
-        if _Bomb.countdown == 0:
-            _Bomb.fire()
-        else:
-            _Bomb()
-
-
 def _at_allocation(n: int, work: Callable[[], Any], fire: Callable[[], None]) -> None:
     """``work()`` with ``fire`` run by a finalizer at its ``n``-th collection."""
-    gc.collect()
-    threshold = gc.get_threshold()
-    _Bomb.countdown, _Bomb.fire = n, fire
-    _Bomb()
-    gc.set_threshold(1)
-    try:
+    with fire_at_collection(n, fire):
         work()
-    finally:
-        gc.set_threshold(*threshold)
-        _Bomb.countdown = -1
 
 
 def _spy_destroyed(sim: SimDriver, calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
