@@ -17,10 +17,13 @@ Holes found and fixed:
 - The constant folder computed ``a ** b`` and ``a << b`` of any size: ``2 ** 10 ** 10`` in a kernel hung the compiler
   (and ``math.isqrt(7 ** 100000)``, which math folding made a natural spelling, computed a 280k-bit number first).
   An int power or shift whose result passes 2**16 bits is refused before Python computes it.
-- ``math.floor``/``ceil``/``trunc``/``sqrt``... of an ``IntEnum`` member (a compile-time value of rule (a)) called
-  the member's class's ``__floor__``/``__ceil__``/``__trunc__``/``__float__``, which return anything: ``math.ceil``
-  gave a tuple, ``math.floor`` of a member of value 3 folded to 100. `fold_math` now applies the function to the exact
-  number the member holds, and refuses a result that is not an exact number.
+- An ``IntEnum`` member (a compile-time value of rule (a), a number in a kernel) ran its class's methods in the
+  compiler's folds, which return anything: ``Lying.A + 1`` folded to its ``__add__``'s 100, ``Lying.A < 2`` and
+  ``not Lying.A`` to its ``__lt__``/``__bool__``'s answers, ``math.ceil(W.A)`` gave the tuple its ``__ceil__``
+  returned and ``math.floor`` of a member of value 3 folded to 100; a comparison method also received the compiler's
+  own values (``max((W.A, t))``), which it could keep and return into a later compile. A member read from a global, a
+  closure, a module or its enum class (in tuples too) is now the exact number it holds (`number_of`), and
+  `fold_math` applies math to exact numbers only and refuses a result that is not one.
 
 Tried, and held (read or probed here, not kept as tests): math of NaN/inf constants into int tiles (``tile.full(...,
 math.nan, i32)``, ``t + math.inf`` on i32) are CompileErrors; ``p.load(idx)`` with ``idx`` from ``z.tiles()`` on a
@@ -60,6 +63,29 @@ class Width(enum.IntEnum):
 
     def __ceil__(self):
         return (1, 2, 3)
+
+
+class Lying(enum.IntEnum):
+    A = 3
+
+    def __add__(self, other):
+        return 100
+
+    def __lt__(self, other):
+        return True
+
+    def __bool__(self):
+        return False
+
+
+@tile.entry
+def lying_member(z: Mut[Tensor[f32, (16,)]], x: Tensor[f32, (-1,)]):
+    t = tile.load_tile_like(x, z) * (Lying.A + 1)
+    if Lying.A < 2:
+        t = t * 0.0
+    if not Lying.A:
+        t = t * 0.0
+    z.store(t)
 
 
 @tile.entry
@@ -156,3 +182,10 @@ def test_math_of_an_int_enum_member_uses_its_number(mod: Any) -> None:
     assert np.array_equal(_run(mod.floor_member), (np.arange(16) + 1.0) * 3)
     with pytest.raises(CompileError, match=r"int constant cannot be indexed"):
         _run(mod.ceil_member)
+
+
+def test_an_int_enum_member_is_its_number_in_every_fold(mod: Any) -> None:
+    """``Lying.A + 1``, ``Lying.A < 2`` and ``not Lying.A`` ran the member's class's ``__add__``/``__lt__``/
+    ``__bool__`` at compile time (the kernel multiplied by 100, then by 0 twice): a member is the number it holds now,
+    whatever its class defines (`_typecheck_expr.number_of`)."""
+    assert np.array_equal(_run(mod.lying_member), (np.arange(16) + 1.0) * 4)
