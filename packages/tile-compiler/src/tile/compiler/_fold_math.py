@@ -5,7 +5,8 @@ softmax); those fold to a Python number like any other constant expression. On a
 compile error that names the tile op to use instead.
 
 Invariants: only the pure functions listed in `_MATH` fold (no `math` function that takes or returns anything but
-numbers); a math domain or range error (``math.sqrt(-1.0)``, ``math.exp(1e6)``) is a compile error at the call.
+numbers), applied to the exact number each argument holds, whatever its class; a math domain or range error
+(``math.sqrt(-1.0)``, ``math.exp(1e6)``) is a compile error at the call.
 """
 
 from __future__ import annotations
@@ -73,8 +74,23 @@ def fold_math(name: str, args: list[object], kwargs: dict[str, object], fail: Ca
         instead = _MATH[name]
         use = f"; on a tile or run-time value use {instead}" if instead else "; it has no tile op"
         fail(f"math.{name}() only folds compile-time numbers in kernel code{use}")
+    # The numbers themselves: an IntEnum member (a compile-time value) is an int whose class may define __floor__,
+    # __ceil__, __trunc__ or __float__, which math calls and which may return anything (math.ceil gave a tuple).
+    exact = [_exact(a) for a in args]
     try:
-        value: object = getattr(math, name)(*args)
+        value: object = getattr(math, name)(*exact)
     except (ValueError, OverflowError, ZeroDivisionError, TypeError) as err:
-        fail(f"math.{name}({', '.join(map(repr, args))}) fails at compile time: {err}")
+        fail(f"math.{name}({', '.join(map(repr, exact))}) fails at compile time: {err}")
+    if type(value) not in (int, float, bool):  # math's own functions of exact numbers return exact numbers
+        fail(f"math.{name}() returned a {type(value).__name__}, not a number")
     return value
+
+
+def _exact(a: object) -> int | float | bool:
+    """``a`` (a bool, int or float, maybe of a subclass) as the exact builtin number it holds, no method of its class
+    run (the base classes' own conversions copy the stored value)."""
+    if isinstance(a, bool):
+        return bool(a)
+    if isinstance(a, int):
+        return int.__int__(a)
+    return float.__float__(a)  # type: ignore[arg-type]  # is_const: a float

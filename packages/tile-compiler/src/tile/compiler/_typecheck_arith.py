@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
@@ -92,6 +93,34 @@ I64 = DTYPES["i64"]
 F32 = DTYPES["f32"]
 
 
+_MAX_F64_INT = int(sys.float_info.max)  # larger ints have no float value: float() raises OverflowError
+
+
+_MAX_FOLD_BITS = 1 << 16  # a folded int larger than this is no kernel constant; computing it could take hours
+
+
+def _too_large(op: type, a: object, b: object) -> bool:
+    """An int ``a ** b`` or ``a << b`` whose result would pass `_MAX_FOLD_BITS` (checked before Python computes it:
+    ``2 ** 10 ** 10`` hung the compiler). Other folds grow at most as their operands, which are bounded so."""
+    if not (isinstance(a, int) and isinstance(b, int)) or b <= 0:
+        return False
+    a, b = int(a), int(b)
+    if op is ast.Pow:
+        return abs(a) > 1 and (abs(a).bit_length() - 1) * b > _MAX_FOLD_BITS
+    return op is ast.LShift and a != 0 and a.bit_length() + b > _MAX_FOLD_BITS
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+
+
+def _fits(c: int, dt: DType) -> bool:
+    """``c`` is a value of ``dt`` or (signed dtypes) an unsigned bit pattern of its width, as in ``x & 0xFFFFFFFF``."""
+    low = 0 if dt.kind == "u" else -(1 << (dt.bits - 1))
+    return low <= c < (1 << dt.bits)
+
+
 def is_const(v: object) -> bool:
     """True for Python number/bool constants."""
     return isinstance(v, (bool, int, float))
@@ -166,6 +195,15 @@ class ArithMixin(DefinedMixin):
             self.fail(f"cannot convert the float constant {c!r} to {dt.name}")
         if dt.kind == "u" and isinstance(c, int) and c < 0:
             self.fail(f"the negative constant {c} does not fit the unsigned dtype {dt.name}")
+        if dt.kind in "iu" and isinstance(c, int) and not isinstance(c, bool) and not _fits(int(c), dt):
+            # The bytecode keeps the low bits only: 2**32 + 5 next to an i32 tile was silently 5.
+            low = 0 if dt.kind == "u" else -(1 << (dt.bits - 1))
+            self.fail(
+                f"the constant {c} does not fit {dt.name} (its values and bit patterns span "
+                f"[{low}, {(1 << dt.bits) - 1}]); use a wider dtype (.astype(tile.i64)) or a constant in range"
+            )
+        if dt.is_float and isinstance(c, int) and not isinstance(c, bool) and abs(int(c)) > _MAX_F64_INT:
+            self.fail(f"the constant {c} is too large for any float dtype (beyond f64's range)")
         num = cast("int | float", c)
         value: int | float | bool = float(num) if dt.is_float else bool(num) if dt.kind == "b" else int(num)
         return self.em.constant(value, TileType(dt, shape))
@@ -243,6 +281,8 @@ class ArithMixin(DefinedMixin):
         if is_const(a) and is_const(b):
             if type(op) not in _FOLD:
                 self.fail(f"operator '{sym}' needs tiles, got two constants")
+            if _too_large(type(op), a, b):
+                self.fail(f"constant expression '{sym}' of {_short(a)} and {_short(b)} is too large to compute")
             try:
                 return _FOLD[type(op)](a, b)
             except (ArithmeticError, ValueError, TypeError) as exc:

@@ -46,6 +46,17 @@ _FOLDABLE_BUILTINS: dict[str, Callable[..., object]] = {
 }
 
 
+def number_of(value: object) -> object:
+    """A compile-time read as the kernel uses it: an ``IntEnum`` member (or one of an enum mixing in float) is the
+    exact number it holds, in tuples too. Its class's methods (``__add__``, ``__lt__``, ``__bool__``, ``__floor__``...)
+    would otherwise run in the folds and return anything, even the compiler's own values they were compared with."""
+    if isinstance(value, enum.Enum) and isinstance(value, (int, float)):
+        return int.__int__(value) if isinstance(value, int) else float.__float__(value)
+    if type(value) is tuple:
+        return tuple(number_of(v) for v in value)
+    return value
+
+
 class ExprMixin(SubtileMixin):
     """Evaluates expressions to abstract values."""
 
@@ -91,7 +102,7 @@ class ExprMixin(SubtileMixin):
                 f"variable '{node.id}' is used before it is assigned on this path (variables first assigned "
                 "inside a loop or one branch of an 'if' are not visible after it)"
             )
-        return self.resolved.names[node.id]
+        return number_of(self.resolved.names[node.id])
 
     def expr_tuple(self, node: ast.Tuple) -> object:
         return tuple(self.expr(e) for e in node.elts)
@@ -262,10 +273,10 @@ class ExprMixin(SubtileMixin):
         if isinstance(base, ModuleType):
             if not hasattr(base, name):
                 self.fail(f"module '{base.__name__}' has no attribute '{name}'")
-            return self.resolved.attribute(base, name)  # the object the compile's snapshot recorded
+            return number_of(self.resolved.attribute(base, name))  # the object the compile's snapshot recorded
         if name not in base.__members__:
             self.fail(f"enum '{base.__name__}' has no member '{name}'")
-        return base.__members__[name]
+        return number_of(base.__members__[name])
 
     def _tile_attr(self, v: Value, t: TileType, name: str) -> object:
         props = {"shape": t.shape, "ndim": t.rank, "dtype": t.elem}

@@ -42,7 +42,10 @@ _FORMATS = {
 def float_to_bits(name: str, value: float) -> int:
     """Return the bit pattern of `value` in the float type called `name` (f16, f32, f8E4M3FN, ...)."""
     if name == "f32":
-        return int(struct.unpack("<I", struct.pack("<f", value))[0])
+        try:
+            return int(struct.unpack("<I", struct.pack("<f", value))[0])
+        except OverflowError:  # rounds past the finite range: IEEE round-to-nearest gives inf, as for f16/bf16
+            return 0xFF800000 if value < 0 else 0x7F800000
     if name == "f64":
         return int(struct.unpack("<Q", struct.pack("<d", value))[0])
     return _encode(_FORMATS[name], value, name)
