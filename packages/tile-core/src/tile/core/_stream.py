@@ -24,7 +24,7 @@ from tile.core._final import Exact, Frozen
 from tile.core._keepalive import Holder
 from tile.core._nocopy import Uncopyable
 
-__all__ = ["Stream", "as_stream", "invalidation", "open_successor", "use_lock"]
+__all__ = ["InUse", "Stream", "as_stream", "invalidation", "open_successor", "use_lock"]
 
 _closing = threading.Lock()  # held while a stream is closed: two threads closing one stream destroy it once
 # Held by a use of device memory (a copy, fill, launch, export or record_use) from its check that the buffer is live
@@ -122,7 +122,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         self._holder: Holder | None = None  # foreign memory its queued work uses (tile.core._keepalive)
         self._aliases: weakref.WeakSet[Stream] = weakref.WeakSet()  # borrows of this owned stream: closed with it
         # Calls on the handle under way (`_enter`): a close meanwhile leaves the destroy to the last (review 39).
-        self._users, self._destroy_pending = 0, False
+        self._uses, self._destroy_pending = [0], False  # one cell: counted without a __setattr__ call
         # Whose count a call counts on: None for this stream's own; a weak reference to the owned stream for a borrow
         # of Tile's own stream (weak: a borrow does not keep the owned stream alive; a call holds it while it runs).
         self._counted: weakref.ref[Stream] | None = None
@@ -200,8 +200,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         except tb.CudaError:  # a sticky fault: the work is over (failed); the caller gets the closed stream's error
             pass
 
-    @contextlib.contextmanager
-    def in_use(self) -> Iterator[Any]:
+    def in_use(self) -> InUse:
         """Use the stream's handle in a driver call of your own (a host function, a graph launch or capture, a
         foreign library's work): ``with stream.in_use() as raw: driver.cuLaunchHostFunc(raw, ...)``.
 
@@ -214,13 +213,11 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         Raises
         ------
         StreamClosedError
-            When the stream is closed already.
+            When the stream is closed already (at the ``with``).
         """
-        counted = self._enter()
-        try:
-            yield self._raw
-        finally:
-            counted._leave()
+        # A plain context manager, not a generator: a graph replay passes its handle here, and contextlib's
+        # generator machinery cost more than the count itself (bench_frontend's graph replay row).
+        return InUse(self)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -235,7 +232,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
         ref = self._counted
         counted = self if ref is None else (ref() or self)
         with uses_lock:
-            counted._users += 1
+            counted._uses[0] += 1  # (a list cell: no Frozen.__setattr__ call on this path)
         if self._closed:
             counted._leave()
             self._check_open()
@@ -244,8 +241,9 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
     def _leave(self) -> None:
         """End a call counted on this stream by `_enter`; the last one after a close destroys the stream."""
         with uses_lock:
-            self._users -= 1
-            last = self._destroy_pending and not self._users
+            uses = self._uses
+            uses[0] -= 1
+            last = self._destroy_pending and not uses[0]
             if last:
                 self._destroy_pending = False
         if last:
@@ -378,7 +376,7 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
                 alias._closed, alias._final, alias._cc, alias._owner = True, self._final, None, None
             if self.owned:
                 with uses_lock:  # a call on the handle under way destroys it when it ends (`_leave`)
-                    self._destroy_pending = bool(self._users)
+                    self._destroy_pending = bool(self._uses[0])
                 if not self._destroy_pending:
                     check(_reaper.driver().cuStreamDestroy(self._raw), "cuStreamDestroy")
 
@@ -410,6 +408,28 @@ class Stream(Frozen, Uncopyable, metaclass=Exact):
 
             cc = self._cc = CoreStream.from_handle(self.handle)
         return cc
+
+
+class InUse:
+    """What `Stream.in_use` returns: ``with`` it, the stream's handle is counted in use (see there)."""
+
+    __slots__ = ("_counted", "_stream")
+
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+        self._counted: Stream | None = None
+
+    def __enter__(self) -> Any:
+        """Count the use (then check the stream open: `StreamClosedError`) and return the ``CUstream``."""
+        stream = self._stream
+        self._counted = stream._enter()
+        return stream._raw
+
+    def __exit__(self, *exc: object) -> None:
+        """End the use; the last one after a close destroys the stream."""
+        counted, self._counted = self._counted, None
+        if counted is not None:
+            counted._leave()
 
 
 def _foreign_stream_handle(obj: object, *, unchecked: bool) -> int:

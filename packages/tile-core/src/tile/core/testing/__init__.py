@@ -9,7 +9,9 @@ With ``asynchronous=True`` streams queue their work and run it only when the hos
 a seeded scheduler runs some of it early on a later driver call: a missing wait or a too-early free then shows as
 wrong bytes or an entry in :attr:`SimDriver.bugs` (a free while queued work still touches the memory, an access
 outside every live allocation, or a driver call made inside a host function, which CUDA forbids). Tests should
-assert ``driver.bugs == []`` at the end.
+assert ``driver.bugs == []`` at the end. Streams can be captured into graphs (``cuStreamBeginCapture`` ...
+``cuGraphLaunch``, see ``tile.core.testing._graphs``): a captured graph's :class:`SimGraph` (``driver.graphs``,
+``driver.execs``) lists its nodes, and each replay runs them on the launch stream.
 
 Test tier only: nothing in ``tile.core`` imports this module.
 """
@@ -25,11 +27,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from tile.core.testing._driver import VEC_ADD_SIGNATURE, SimDriver, SimKernel, vec_add_body
+from tile.core.testing._graphs import SimGraph
 from tile.core.testing._streams import SimStreams, Work
 
 __all__ = [
     "VEC_ADD_SIGNATURE",
     "SimDriver",
+    "SimGraph",
     "SimKernel",
     "SimStreams",
     "Work",

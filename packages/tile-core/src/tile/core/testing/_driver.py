@@ -20,7 +20,8 @@ import numpy as np
 from cuda.bindings import driver as real
 
 from tile.core._args import param_layout
-from tile.core.testing._streams import OK, SimStreams, Work
+from tile.core.testing._graphs import SimGraphs
+from tile.core.testing._streams import OK, Work
 
 VEC_ADD_SIGNATURE = ("ptr", "i32", "i32") * 3
 """vec_add(x, nx, sx, y, ny, sy, z, nz, sz): the simulator's built-in kernel (128 elements of z per block)."""
@@ -81,7 +82,7 @@ def vec_add_body(
 _READERS: dict[str, Any] = {"ptr": ctypes.c_uint64, "i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float}
 
 
-class SimDriver(SimStreams):
+class SimDriver(SimGraphs):
     """Stands in for ``cuda.bindings.driver``; enums, handle types and structs come from the real bindings."""
 
     CU_MEMHOSTALLOC_PORTABLE = real.CU_MEMHOSTALLOC_PORTABLE
@@ -189,6 +190,8 @@ class SimDriver(SimStreams):
         on = self.stream_devices.get(int(stream), 0)  # a test's own allocation (no pool): its stream's device
         self.alloc_devices[array.ctypes.data] = self.pool_devices.get(int(pool), on) if pool is not None else on
         self.log.append(("alloc", array.ctypes.data, int(stream)))
+        if int(stream) in self.capture_of:  # a relaxed capture's allocation: a node of the graph (._graphs)
+            self.enqueue(Work(int(stream), lambda: None, kind="alloc"))
         self.progress()
         return OK, real.CUdeviceptr(array.ctypes.data)
 
@@ -211,7 +214,7 @@ class SimDriver(SimStreams):
             self.freeing.discard(address)
             self.log.append(("free", address, st))
 
-        self.enqueue(Work(st, run))
+        self.enqueue(Work(st, run, kind="free"))
         return (OK,)
 
     def cuMemHostAlloc(self, size: int, flags: int) -> tuple[Any, int]:
@@ -264,7 +267,9 @@ class SimDriver(SimStreams):
                 ctypes.memmove(d, ctypes.addressof(staged) if staged is not None else s, n)
             self.log.append(("copy", kind, d, s, n, st))
 
-        work = Work(st, run, ranges)
+        work = Work(st, run, ranges, kind="memcpy")
+        if pageable_read and st in self.capture_of:  # a copy that returns once done cannot be captured
+            return (real.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)
         if pageable_read:
             self.drain(st)
             self.execute(work)
@@ -305,7 +310,7 @@ class SimDriver(SimStreams):
                 np.ctypeslib.as_array((ctypes.c_uint8 * (count * size)).from_address(p)).view(dtype)[:] = value
             self.log.append(("memset", size, p, count, st))
 
-        self.enqueue(Work(st, run, [(p, count * size)]))
+        self.enqueue(Work(st, run, [(p, count * size)], kind="memset"))
         return (OK,)
 
     def cuMemsetD8Async(self, ptr: Any, value: int, count: int, stream: Any) -> tuple[Any]:
@@ -361,7 +366,7 @@ class SimDriver(SimStreams):
                 body()
             self.log.append(("launch", st, (gx, gy, gz)))
 
-        self.enqueue(Work(st, run, ranges))
+        self.enqueue(Work(st, run, ranges, kind="kernel"))
         return (OK,)
 
     def _same_device(self, stream: int, ranges: list[tuple[int, int]]) -> None:

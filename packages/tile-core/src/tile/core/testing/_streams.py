@@ -33,6 +33,7 @@ class Work:
     ranges: list[tuple[int, int]] = field(default_factory=list)
     record: int | None = None  # the record id this work completes (an event record)
     waits_for: int | None = None  # the record id this work waits on (a stream wait)
+    kind: str = ""  # kernel, memcpy, memset, free, host, record or wait: what a capture makes of it (._graphs)
 
 
 class SimStreams:
@@ -133,7 +134,7 @@ class SimStreams:
             self.log.append(("record", ev, st))
             self.recorded_at[ev] = len(self.log)
 
-        self.enqueue(Work(st, run, record=record))
+        self.enqueue(Work(st, run, record=record, kind="record"))
         return (OK,)
 
     def event_done(self, event: Any) -> bool:
@@ -162,7 +163,7 @@ class SimStreams:
     def cuStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> tuple[Any]:
         st, ev = int(stream), int(event)
         record = self.latest_record.get(ev)
-        self.enqueue(Work(st, lambda: self.log.append(("wait", st, ev)), waits_for=record))
+        self.enqueue(Work(st, lambda: self.log.append(("wait", st, ev)), waits_for=record, kind="wait"))
         return (OK,)
 
     def cuStreamSynchronize(self, stream: Any) -> tuple[Any]:
@@ -196,5 +197,5 @@ class SimStreams:
             finally:
                 self.current.host_func -= 1
 
-        self.enqueue(Work(st, run))
+        self.enqueue(Work(st, run, kind="host"))
         return (OK,)
