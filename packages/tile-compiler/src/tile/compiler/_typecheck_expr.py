@@ -21,7 +21,7 @@ from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
-from tile.compiler._typecheck_subtiles import SubtileMixin
+from tile.compiler._typecheck_gather import GatherMixin
 from tile.compiler._typecheck_values import BoundMethod, PartitionV, SubtilesV, TensorV, TileIndex
 from tile.compiler._types import DType, TileType
 from tile.compiler.lang._function import is_function
@@ -46,7 +46,7 @@ _FOLDABLE_BUILTINS: dict[str, Callable[..., object]] = {
 }
 
 
-class ExprMixin(SubtileMixin):
+class ExprMixin(GatherMixin):
     """Evaluates expressions to abstract values."""
 
     kernel: KernelAST
