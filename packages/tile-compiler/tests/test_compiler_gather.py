@@ -25,6 +25,7 @@ CORPUS = Path(__file__).parent / "corpus"
 if str(CORPUS) not in sys.path:
     sys.path.insert(0, str(CORPUS))
 kernels: Any = importlib.import_module("tc_corpus_gather")
+bad: Any = importlib.import_module("tc_gather_bad")
 
 
 def check(fn: Any, *, unchecked: bool = False, **consts: Any) -> TypedKernel:
@@ -100,18 +101,19 @@ def test_a_tuple_of_indices_and_an_int_index_broadcast() -> None:
         ("tile_padding_dtype", "padding= of x.gather() must be a constant or a f32 tile"),
         ("no_broadcast", "the index tiles of x.gather() must broadcast together, got shapes (8,), (16,)"),
         ("bad_keyword", "x.gather() takes the index tiles and padding=, got the keyword 'mask'"),
+        ("cutile_spelling", "in a safe kernel, read an input at index tiles with the checked x.gather(i0, ..."),
     ],
 )
 def test_gather_misuse_points_at_the_line(kernel: str, message: str) -> None:
     with pytest.raises(CompileError, match=re.escape(message)) as info:
-        check(getattr(kernels, kernel), B=8)
+        check(getattr(bad, kernel), B=8)
     (number,) = [
-        i for i, text in enumerate((CORPUS / "tc_corpus_gather.py").read_text().splitlines(), 1)
+        i for i, text in enumerate((CORPUS / "tc_gather_bad.py").read_text().splitlines(), 1)
         if text.endswith(f"# {kernel}")
     ]
-    assert f"tc_corpus_gather.py:{number}:" in str(info.value)
+    assert f"tc_gather_bad.py:{number}:" in str(info.value)
 
 
 def test_an_output_gather_is_refused_in_unchecked_kernels_too() -> None:
     with pytest.raises(CompileError, match=re.escape("would race; outputs are read and written only through")):
-        check(kernels.from_output, unchecked=True, B=8)
+        check(bad.from_output, unchecked=True, B=8)

@@ -1,13 +1,17 @@
 # mypy: ignore-errors
 # ruff: noqa: RUF100, F821, N803, UP037
 # Kernel-language source, not typed Python: shape strings such as "B" are const generics that the compiler binds.
-"""Checked gathers of inputs (``x.gather(i0, ..., padding=)``) and their misuse; each bad kernel fails at its own
-line (the line tagged with the kernel's name)."""
+"""Checked gathers of inputs (``x.gather(i0, ..., padding=)``): broadcast row and column index tiles, a tuple of
+indices with an int among them; indices outside the tensor read the padding (misuse: ``tc_gather_bad``)."""
 
 from __future__ import annotations
 
+import numpy as np
+from tc_corpus_case import Case, poison, rand
+from tc_tol import Tol
+
 import tile.compiler.lang as tile
-from tile.compiler.lang import Mut, Tensor, f32, i32
+from tile.compiler.lang import Mut, Tensor, f32
 
 
 def gather_2d(z: Mut[Tensor[f32, ("B", "B")]], x: Tensor[f32, (-1, -1)]):
@@ -19,41 +23,29 @@ def gather_tuple(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
     z.store(x.gather((tile.arange(B), 3)))
 
 
-def float_index(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B).astype(tile.f32)))  # float_index
 
 
-def bool_index(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B) > 2))  # bool_index
+def _padded(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, pad: float) -> np.ndarray:
+    """x[rows, cols] (broadcast), ``pad`` where a row or column is outside x, in float64."""
+    rows, cols = np.broadcast_arrays(rows, cols)
+    inside = (rows >= 0) & (rows < x.shape[0]) & (cols >= 0) & (cols < x.shape[1])
+    picked = x[np.where(inside, rows, 0), np.where(inside, cols, 0)].astype("float64")
+    return np.where(inside, picked, pad)
 
 
-def too_few(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
-    z.store(x.gather(tile.arange(B)))  # too_few
-
-
-def too_many(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B), tile.arange(B)))  # too_many
-
-
-def from_output(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(z.gather(tile.arange(B)))  # from_output
-
-
-def float_padding_int(z: Mut[Tensor[i32, "B"]], x: Tensor[i32, -1]):
-    z.store(x.gather(tile.arange(B), padding=0.5))  # float_padding_int
-
-
-def bool_padding(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B), padding=True))  # bool_padding
-
-
-def tile_padding_dtype(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B), padding=tile.zeros((B,), tile.f16)))  # tile_padding_dtype
-
-
-def no_broadcast(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
-    z.store(x.gather(tile.arange(B), tile.arange(2 * B)))  # no_broadcast
-
-
-def bad_keyword(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B), mask=None))  # bad_keyword
+CASES = [
+    Case(
+        gather_2d,
+        {"B": 16},
+        lambda r: {"x": rand(r, (10, 20)), "z": poison((16, 16))},
+        lambda a: {"z": _padded(a["x"], np.arange(16)[:, None], np.arange(16)[None, :] - 1, -1.0)},
+        tol=Tol(),
+    ),
+    Case(
+        gather_tuple,
+        {"B": 8},
+        lambda r: {"x": rand(r, (5, 7)), "z": poison((8,))},
+        lambda a: {"z": _padded(a["x"], np.arange(8), np.full(8, 3), 0.0)},
+        tol=Tol(),
+    ),
+]
