@@ -108,7 +108,8 @@ def test_gather_misuse_points_at_the_line(kernel: str, message: str) -> None:
     with pytest.raises(CompileError, match=re.escape(message)) as info:
         check(getattr(bad, kernel), B=8)
     (number,) = [
-        i for i, text in enumerate((CORPUS / "tc_gather_bad.py").read_text().splitlines(), 1)
+        i
+        for i, text in enumerate((CORPUS / "tc_gather_bad.py").read_text().splitlines(), 1)
         if text.endswith(f"# {kernel}")
     ]
     assert f"tc_gather_bad.py:{number}:" in str(info.value)

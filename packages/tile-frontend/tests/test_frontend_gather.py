@@ -23,10 +23,10 @@ def expect_lookup(x: np.ndarray, ids: np.ndarray, pad: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("dt", "npdt"), DTYPES)
-def test_lookup_reads_in_bounds_ids_and_pads_the_rest(gather_k: ModuleType, dt: object, npdt: type) -> None:
+def test_lookup_reads_in_bounds_ids_and_pads_the_rest(gather_k: ModuleType, dt: object, npdt: type[np.generic]) -> None:
     x = (np.arange(37) * 3 - 20).astype(npdt)
     ids = np.array([0, 36, 5, -1, 37, 1000, -1000, 17, 2, 2, 36, -37, 18, 0, 40, 9], np.int32)
-    z = tile.zeros(dt, [16]).partition([8])  # type: ignore[arg-type]  # a dtype object
+    z = tile.zeros(dt, [16]).partition([8])
     out = gather_k.lookup(z, tile.from_numpy(x), tile.from_numpy(ids), PAD=-7).sync()[0].unpartition().to_numpy()
     np.testing.assert_array_equal(out, expect_lookup(x, ids, -7))
     assert (out == -7).sum() == 6  # the six ids outside 0..36 (x itself holds no -7)
@@ -57,11 +57,11 @@ def test_64_bit_ids_are_compared_in_64_bits(gather_k: ModuleType) -> None:
 @pytest.mark.parametrize(("dt", "npdt"), DTYPES)
 @pytest.mark.parametrize(("dy", "dx"), [(0, 0), (3, -2), (-5, 7), (40, 0), (0, -90)])
 def test_shifted_window_broadcasts_row_and_column_indices(
-    gather_k: ModuleType, dt: object, npdt: type, dy: int, dx: int
+    gather_k: ModuleType, dt: object, npdt: type[np.generic], dy: int, dx: int
 ) -> None:
     rows, cols = 19, 27
     x = (np.arange(rows * cols).reshape(rows, cols) % 1000).astype(npdt)
-    z = tile.zeros(dt, [rows, cols]).partition([8, 16])  # type: ignore[arg-type]  # a dtype object
+    z = tile.zeros(dt, [rows, cols]).partition([8, 16])
     out = gather_k.window(z, tile.from_numpy(x), DY=dy, DX=dx).sync()[0].unpartition().to_numpy()
     padded = np.zeros((rows + 200, cols + 200), npdt)
     padded[100 : 100 + rows, 100 : 100 + cols] = x
@@ -78,11 +78,11 @@ def test_a_strided_input_is_read_through_its_strides(gather_k: ModuleType) -> No
 
 
 @pytest.mark.parametrize(("dt", "npdt"), DTYPES)
-def test_three_index_tiles_address_a_3d_tensor(gather_k: ModuleType, dt: object, npdt: type) -> None:
+def test_three_index_tiles_address_a_3d_tensor(gather_k: ModuleType, dt: object, npdt: type[np.generic]) -> None:
     rng = np.random.default_rng(7)
     x = rng.integers(0, 100, (4, 5, 6)).astype(npdt)
     idx = np.stack([rng.integers(-2, 7, 32) for _ in range(3)]).astype(np.int64)
-    z = tile.zeros(dt, [32]).partition([16])  # type: ignore[arg-type]  # a dtype object
+    z = tile.zeros(dt, [32]).partition([16])
     out = gather_k.pick3(z, tile.from_numpy(x), tile.from_numpy(idx)).sync()[0].unpartition().to_numpy()
     inside = np.all((idx >= 0) & (idx < np.array(x.shape)[:, None]), axis=0)
     safe = np.where(inside, idx, 0)
@@ -102,7 +102,7 @@ def test_stencil_matches_numpy_and_the_race_detector_stays_silent(gather_k: Modu
 
 def conv_reference(x: np.ndarray, w: np.ndarray, k: int, pad: int) -> np.ndarray:
     """(C, H, W) image, (OC, C, K, K) filter -> (H*W, OC), stride 1, zero padding ``pad``, in float64."""
-    c, h, wd = x.shape
+    _, h, wd = x.shape
     xp = np.pad(x.astype(np.float64), ((0, 0), (pad, pad), (pad, pad)))
     out = np.zeros((h, wd, w.shape[0]))
     for ky in range(k):
@@ -119,4 +119,6 @@ def test_im2col_convolution_matches_numpy(gather_k: ModuleType) -> None:
     w2 = np.ascontiguousarray(w.reshape(oc, c * k * k).T)  # row c*K*K + ky*K + kx
     z = tile.zeros(f32, [h * wd, oc]).partition([16, 16])
     out = gather_k.conv_im2col(z, tile.from_numpy(x), tile.from_numpy(w2), W=wd, K=k, P=pad, BK=16)
-    np.testing.assert_allclose(out.sync()[0].unpartition().to_numpy(), conv_reference(x, w, k, pad), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        out.sync()[0].unpartition().to_numpy(), conv_reference(x, w, k, pad), rtol=1e-4, atol=1e-4
+    )

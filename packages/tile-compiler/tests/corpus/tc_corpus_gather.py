@@ -23,8 +23,6 @@ def gather_tuple(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
     z.store(x.gather((tile.arange(B), 3)))
 
 
-
-
 def _padded(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, pad: float) -> np.ndarray:
     """x[rows, cols] (broadcast), ``pad`` where a row or column is outside x, in float64."""
     rows, cols = np.broadcast_arrays(rows, cols)

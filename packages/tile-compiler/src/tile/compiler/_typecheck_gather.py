@@ -92,7 +92,9 @@ class GatherMixin(SubtileMixin):
             ok = isinstance(pad, bool) if dt.kind == "b" else not isinstance(pad, bool)
             ok = ok and (dt.is_float or not isinstance(pad, float))
             if not ok:
-                self.fail(f"padding= of {recv.name}.gather() must be {kind} constant for a {dt.name} tensor, got {pad!r}")
+                self.fail(
+                    f"padding= of {recv.name}.gather() must be {kind} constant for a {dt.name} tensor, got {pad!r}"
+                )
             return self.materialize(pad, dt, shape)
         if not isinstance(pad, Value) or self.tile_of(pad).elem != dt:
             self.fail(
@@ -116,12 +118,16 @@ class GatherMixin(SubtileMixin):
         return mask
 
     def _element_offset(self, recv: TensorV, wide: list[Value]) -> Value:
-        """``sum(i[d] * stride[d])`` in i64 elements (wrapping arithmetic; a wrapped lane is masked off)."""
+        """``sum(i[d] * stride[d])`` in i64 elements. In-bounds lanes cannot wrap (the launcher admits only views
+        whose every element is addressable in 64 bits); other lanes may, in wrapping arithmetic, and are masked off."""
         total: Value | None = None
         shape = self.tile_of(wide[0]).shape
         for w, stride in zip(wide, recv.strides, strict=True):
-            s = self.materialize(stride, I64, shape) if isinstance(stride, int) else self._splat64(stride, shape)
-            term = w if stride == 1 and isinstance(stride, int) else cast(Value, self.elementwise(ast.Mult, w, s, "*"))
+            if isinstance(stride, int) and stride == 1:
+                term = w  # a unit-stride dim (the specialization says so): no multiply
+            else:
+                s = self.materialize(stride, I64, shape) if isinstance(stride, int) else self._splat64(stride, shape)
+                term = self.elementwise(ast.Mult, w, s, "*")
             total = term if total is None else self.elementwise(ast.Add, total, term, "+")
         assert total is not None  # rank >= 1 here
         return total
