@@ -88,6 +88,13 @@ def test_a_tuple_of_indices_and_an_int_index_broadcast() -> None:
     assert load.operands[1] is not None  # masked
 
 
+def test_a_loop_that_only_gathers_from_an_input_carries_no_token() -> None:
+    (loop,) = [op for op in check(kernels.window_sum, B=16).ir.body.ops if op.name == "for"]
+    assert [str(r.type) for r in loop.results] == ["tile<16xf32>"]  # the sum only: inputs need no token chain
+    (load,) = [op for op in walk(loop.regions[0]) if op.name == "load_ptr_tko"]
+    assert load.operands[-1] not in loop.regions[0].args  # the entry token, from outside the loop
+
+
 @pytest.mark.parametrize(
     ("kernel", "message"),
     [

@@ -23,6 +23,15 @@ def gather_tuple(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
     z.store(x.gather((tile.arange(B), 3)))
 
 
+def window_sum(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    """z[e] = x[e] + x[e + 1] + x[e + 2] + x[e + 3] (zero past the end), read in a loop."""
+    e = tile.block_id()[0] * B + tile.arange(B)
+    acc = tile.zeros((B,), f32)
+    for s in range(4):
+        acc = acc + x.gather(e + s)
+    z.store(acc)
+
+
 def _padded(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, pad: float) -> np.ndarray:
     """x[rows, cols] (broadcast), ``pad`` where a row or column is outside x, in float64."""
     rows, cols = np.broadcast_arrays(rows, cols)
@@ -45,5 +54,12 @@ CASES = [
         lambda r: {"x": rand(r, (5, 7)), "z": poison((8,))},
         lambda a: {"z": _padded(a["x"], np.arange(8), np.full(8, 3), 0.0)},
         tol=Tol(),
+    ),
+    Case(
+        window_sum,
+        {"B": 16},
+        lambda r: {"x": rand(r, (40,)), "z": poison((40,))},
+        lambda a: {"z": sum(np.append(a["x"], np.zeros(3))[s : s + 40].astype("float64") for s in range(4))},
+        tol=Tol(k=4),
     ),
 ]
