@@ -122,3 +122,9 @@ def test_im2col_convolution_matches_numpy(gather_k: ModuleType) -> None:
     np.testing.assert_allclose(
         out.sync()[0].unpartition().to_numpy(), conv_reference(x, w, k, pad), rtol=1e-4, atol=1e-4
     )
+
+
+def test_a_rank_0_tensor_gathers_its_one_element(gather_k: ModuleType) -> None:
+    x = np.array(3.5, np.float32)
+    out = gather_k.scalar_of(tile.zeros(f32, [8]).partition([4]), tile.from_numpy(x)).sync()
+    np.testing.assert_array_equal(out[0].unpartition().to_numpy(), np.full(8, 3.5, np.float32))

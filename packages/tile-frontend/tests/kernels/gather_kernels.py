@@ -83,3 +83,9 @@ def raw_lookup(z: Mut[Tensor["T", "B"]], x: Tensor["T", -1], ids: Tensor["I", -1
     """The unchecked pointer form with no mask: what x.gather would be without its bounds mask."""
     b = tile.block_id()[0]
     z.store(tile.gather(x.ptr() + ids.partition((B,)).load((b,))))
+
+
+@tile.entry
+def scalar_of(z: Mut[Tensor["T", "B"]], x: Tensor["T", ()]):
+    """A rank-0 tensor takes no index: its one element, broadcast into the tile."""
+    z.store(x.gather())
