@@ -270,15 +270,16 @@ METHOD_DOCS: dict[str, MethodDoc] = {
         "a compile error on an input (inputs have no owned tile): read them through `x.partition(shape)`",
     ),
     "tensor_gather": MethodDoc(
-        "*indices, padding=0",
+        "*indices, padding=0, mask=None",
         "`offset` of the base pointer by `sum(i[d] * stride[d])` and `load_ptr_tko` masked by "
         "`0 <= i[d] < extent[d]` (both in i64)",
         "the elements at one integer index tile per dim (or a tuple of them), broadcast together: a checked gather "
         "from an input, allowed in safe kernels; an element whose index is outside the tensor (negative, past the "
-        "end) reads `padding` (a constant or a tile of the tensor's dtype) and touches no memory",
+        "end), or where the bool `mask` is false, reads `padding` (a constant or a tile of the tensor's dtype) and "
+        "touches no memory",
     ),
     "mut_gather": MethodDoc(
-        "*indices, padding=0",
+        "*indices, padding=0, mask=None",
         "—",
         "a compile error on an output (other blocks may be writing any element of it): gather from an input",
     ),

@@ -88,6 +88,18 @@ def test_a_tuple_of_indices_and_an_int_index_broadcast() -> None:
     assert load.operands[1] is not None  # masked
 
 
+def test_the_callers_mask_narrows_the_bounds_mask() -> None:
+    t = check(kernels.gather_masked, B=16)
+    made_by = producers(t)
+    (load,) = [op for op in walk(t.ir.body) if op.name == "load_ptr_tko"]
+    mask = load.operands[1]
+    assert isinstance(mask, Value)
+    last = made_by[mask.id]
+    assert last.name == "andi"  # bounds AND the caller's mask
+    compares = [made_by[o.id].attrs.get("comparison_predicate") for o in last.operands if isinstance(o, Value)]
+    assert "equal" in compares  # the caller's `i % 2 == 0`, ANDed last
+
+
 def test_a_loop_that_only_gathers_from_an_input_carries_no_token() -> None:
     (loop,) = [op for op in check(kernels.window_sum, B=16).ir.body.ops if op.name == "for"]
     assert [str(r.type) for r in loop.results] == ["tile<16xf32>"]  # the sum only: inputs need no token chain
@@ -107,7 +119,8 @@ def test_a_loop_that_only_gathers_from_an_input_carries_no_token() -> None:
         ("bool_padding", "padding= of x.gather() must be a float or int constant for a f32 tensor, got True"),
         ("tile_padding_dtype", "padding= of x.gather() must be a constant or a f32 tile"),
         ("no_broadcast", "the index tiles of x.gather() must broadcast together, got shapes (8,), (16,)"),
-        ("bad_keyword", "x.gather() takes the index tiles and padding=, got the keyword 'mask'"),
+        ("bad_keyword", "x.gather() takes the index tiles, padding= and mask=, got the keyword 'latency'"),
+        ("int_mask", "the mask must be a bool tile (a comparison)"),
         ("cutile_spelling", "in a safe kernel, read an input at index tiles with the checked x.gather(i0, ..."),
     ],
 )

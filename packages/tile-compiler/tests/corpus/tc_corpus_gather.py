@@ -23,6 +23,12 @@ def gather_tuple(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
     z.store(x.gather((tile.arange(B), 3)))
 
 
+def gather_masked(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    """Even positions of x (zero at odd ones and past the end): the caller's mask ANDed with the bounds."""
+    i = tile.block_id()[0] * B + tile.arange(B)
+    z.store(x.gather(i, mask=i % 2 == 0, padding=0.0))
+
+
 def window_sum(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
     """z[e] = x[e] + x[e + 1] + x[e + 2] + x[e + 3] (zero past the end), read in a loop."""
     e = tile.block_id()[0] * B + tile.arange(B)
@@ -53,6 +59,13 @@ CASES = [
         {"B": 8},
         lambda r: {"x": rand(r, (5, 7)), "z": poison((8,))},
         lambda a: {"z": _padded(a["x"], np.arange(8), np.full(8, 3), 0.0)},
+        tol=Tol(),
+    ),
+    Case(
+        gather_masked,
+        {"B": 16},
+        lambda r: {"x": rand(r, (40,)), "z": poison((40,))},
+        lambda a: {"z": np.where(np.arange(40) % 2 == 0, a["x"], 0).astype("float64")},
         tol=Tol(),
     ),
     Case(

@@ -46,7 +46,11 @@ def no_broadcast(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, (-1, -1)]):
 
 
 def bad_keyword(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
-    z.store(x.gather(tile.arange(B), mask=None))  # bad_keyword
+    z.store(x.gather(tile.arange(B), latency=2))  # bad_keyword
+
+
+def int_mask(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(x.gather(tile.arange(B), mask=tile.arange(B)))  # int_mask
 
 
 def cutile_spelling(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):

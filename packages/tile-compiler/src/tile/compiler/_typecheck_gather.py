@@ -1,12 +1,14 @@
-"""``x.gather(i0, i1, ..., padding=0)``: a checked, element-wise indexed read of an input tensor (safe kernels).
+"""``x.gather(i0, i1, ..., padding=0, mask=None)``: a checked, element-wise indexed read of an input tensor (safe
+kernels).
 
 Each element of the result reads ``x[i0[e], i1[e], ...]`` (the index tiles broadcast together) or ``padding`` where
-any index is outside ``0 <= i[d] < x.extents[d]``. It lowers to a masked ``load_ptr_tko`` through the tensor's own
-base pointer and strides: ``base + sum(i[d] * stride[d])`` and the mask both computed in 64 bits, so no index
-(negative, past the end, near ``2**31``) can wrap into an address inside the tensor that it does not name, and a
-masked-off element is never read. Why this is safe: the mask keeps every read inside the tensor, and an input is
-read-only for the whole launch (the launcher refuses an input that overlaps an output of the same launch), so no
-block can be writing what it reads. Outputs are refused: other blocks may be writing any element of one.
+any index is outside ``0 <= i[d] < x.extents[d]`` (or where the caller's ``mask``, ANDed in, is false). It lowers
+to a masked ``load_ptr_tko`` through the tensor's own base pointer and strides: ``base + sum(i[d] * stride[d])``
+and the mask both computed in 64 bits, so no index (negative, past the end, near ``2**31``) can wrap into an
+address inside the tensor that it does not name, and a masked-off element is never read. Why this is safe: the
+mask keeps every read inside the tensor, and an input is read-only for the whole launch (the launcher refuses an
+input that overlaps an output of the same launch), so no block can be writing what it reads. Outputs are refused:
+other blocks may be writing any element of one.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ class GatherMixin(SubtileMixin):
         )
 
     def method_tensor_gather(self, recv: TensorV, args: list[object], kw: dict[str, object]) -> object:
-        if extra := sorted(set(kw) - {"padding"}):
+        if extra := sorted(set(kw) - {"padding", "mask"}):
             self.fail(
-                f"{recv.name}.gather() takes the index tiles and padding=, got the keyword '{extra[0]}'; "
-                f"call {recv.name}.gather(i0, ..., padding=0)"
+                f"{recv.name}.gather() takes the index tiles, padding= and mask=, got the keyword '{extra[0]}'; "
+                f"call {recv.name}.gather(i0, ..., padding=0, mask=None)"
             )
         raw = args[0] if len(args) == 1 and isinstance(args[0], tuple) else tuple(args)
         if len(raw) != recv.rank:
@@ -56,6 +58,9 @@ class GatherMixin(SubtileMixin):
         wide = [self.broadcast(self.convert(v, I64), shape) for v in indices]
         pad = self._gather_padding(recv, kw.get("padding", 0), shape)
         mask = self._inside(recv, wide, shape)
+        if kw.get("mask") is not None:  # the caller's mask can only narrow the bounds mask
+            user = cast(Value, self._mask(kw["mask"], shape))
+            mask = user if mask is None else self.em.one("andi", [mask, user], TileType(I1, shape))
         assert recv.base is not None  # every tensor parameter has a base pointer
         ptrs = self.broadcast(recv.base, shape)
         if wide:
