@@ -66,6 +66,8 @@ def test_mistakes_in_a_kernel_are_reported(tmp_path: Path) -> None:
                 reveal_type(tile.truediv(t, 2.0, rounding="approx", flush_to_zero=True))
                 tile.exp2(t, flush_to_zro=True)
                 reveal_type(tile.block_id())
+                reveal_type(x.gather(tile.arange(B), padding=-1.0))
+                z.gather(tile.arange(B))
 
 
             host = tile.zeros(f32, [4])
@@ -82,6 +84,8 @@ def test_mistakes_in_a_kernel_are_reported(tmp_path: Path) -> None:
     assert 'wrong.py:18: note: Revealed type is "tile.frontend.kernel_types.Tile"' in out  # a tile-valued op
     assert "wrong.py:19: error: tile.exp2() takes no keyword argument 'flush_to_zro'; it takes x, rounding, " in out
     assert 'wrong.py:20: note: Revealed type is "Any"' in out  # block_id's tuple is not a tile
+    assert 'wrong.py:21: note: Revealed type is "tile.frontend.kernel_types.Tile"' in out  # a checked gather
+    assert "wrong.py:22: error: a Mut output cannot be gathered from: other blocks may be writing" in out
     assert "unreachable" not in out
     assert re.search(r'wrong.py:14: note: Revealed type is "(builtins\.)?int"', out)  # Const[int]
     assert 'Revealed type is "tile.frontend.kernel_types.Tile"' in out  # tile.zeros inside a kernel

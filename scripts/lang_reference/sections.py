@@ -128,7 +128,8 @@ SECTIONS: tuple[Section, ...] = (
         "pointer; `ptr + offsets` broadcasts to a pointer tile (offsets in elements). `mask=` skips the elements "
         "where it is false (a masked `gather` reads `padding`). Atomics are `acq_rel` at device scope, order every "
         "memory op of their block around them, and return the old values; the Tile IR mode follows the dtype "
-        "(signed, unsigned or float).",
+        "(signed, unsigned or float). To read an input at index tiles in a safe kernel (an embedding lookup, a "
+        "stencil, an im2col patch), use the checked [`x.gather`](#xgather) instead.",
     ),
     Section(
         "debug",
@@ -267,6 +268,20 @@ METHOD_DOCS: dict[str, MethodDoc] = {
         'shape, at=None, padding="zero"',
         "—",
         "a compile error on an input (inputs have no owned tile): read them through `x.partition(shape)`",
+    ),
+    "tensor_gather": MethodDoc(
+        "*indices, padding=0, mask=None",
+        "`offset` of the base pointer by `sum(i[d] * stride[d])` and `load_ptr_tko` masked by "
+        "`0 <= i[d] < extent[d]` (both in i64)",
+        "the elements at one integer index tile per dim (or a tuple of them), broadcast together: a checked gather "
+        "from an input, allowed in safe kernels; an element whose index is outside the tensor (negative, past the "
+        "end), or where the bool `mask` is false, reads `padding` (a constant or a tile of the tensor's dtype) and "
+        "touches no memory",
+    ),
+    "mut_gather": MethodDoc(
+        "*indices, padding=0, mask=None",
+        "—",
+        "a compile error on an output (other blocks may be writing any element of it): gather from an input",
     ),
     "subtiles_load": MethodDoc(
         "index, latency=None, allow_tma=None",

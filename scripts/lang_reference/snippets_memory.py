@@ -184,6 +184,31 @@ try:
 except tile.CompileError as err:
     assert "partition" in str(err)
 """,
+    "tensor_gather": """\
+@tile.entry
+def embed(z: Mut[Tensor[f32, ("B", "D")]], table: Tensor[f32, (-1, -1)], ids: Tensor[i32, -1]):
+    b = tile.block_id()[0]
+    rows = ids.partition((B,)).load((b,)).reshape((B, 1))  # a tile of ids
+    z.store(table.gather(rows, tile.arange(D), padding=0.0))  # (B, 1) and (D,) broadcast to (B, D)
+
+
+table = np.arange(12, dtype=np.float32).reshape(3, 4)
+ids = np.array([2, 0, -1, 7], np.int32)  # -1 and 7 are outside the table: those rows read the padding
+z, _, _ = embed(tile.zeros(f32, [4, 4]).partition([4, 4]), tile.from_numpy(table), tile.from_numpy(ids)).sync()
+np.testing.assert_array_equal(z.unpartition().to_numpy(), [table[2], table[0], [0] * 4, [0] * 4])
+""",
+    "mut_gather": """\
+@tile.entry
+def bad(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):
+    z.store(z.gather(tile.arange(B)))  # other blocks may be writing z
+
+
+try:
+    bad.compile(tile.zeros(f32, [8]).partition([8]), tile.zeros(f32, [8]))
+    raise AssertionError("z.gather compiled")
+except tile.CompileError as err:
+    assert "gather from an input" in str(err)
+""",
     "ptr": """\
 @tile.entry(unchecked=True)
 def reverse(z: Mut[Tensor[f32, "B"]], x: Tensor[f32, -1]):

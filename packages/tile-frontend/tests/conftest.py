@@ -65,6 +65,12 @@ def globk() -> ModuleType:
     return load_kernels("global_kernels")
 
 
+@pytest.fixture(scope="session")
+def gather_k() -> ModuleType:
+    """The checked-gather test kernels (``tests/kernels/gather_kernels.py``)."""
+    return load_kernels("gather_kernels")
+
+
 _BUILT = pytest.mark.skipif(_accel.compiled() is None, reason=_accel.reason())
 
 

@@ -112,15 +112,19 @@ def _tensor(ch: Checker, p: ParamInfo, spec: Specialization, params: list[Value]
         v = _div(ch, ch.em.one("assume", [ext], ext.type, predicate=AssumeBounded(0, None)), arr.shape_div[i], spec)
         dyn_shape.append(v)
         shape_vals.append(v)
-    dyn_strides = [
-        _div(ch, ch.em.one("assume", [s], s.type, predicate=AssumeBounded(0, None)), arr.stride_div[i], spec)
+    stride_vals: list[Value | int] = [
+        1
+        if arr.stride_one[i]
+        else _div(ch, ch.em.one("assume", [s], s.type, predicate=AssumeBounded(0, None)), arr.stride_div[i], spec)
         for i, s in enumerate(strides)
-        if not arr.stride_one[i]
     ]
+    dyn_strides = [s for s in stride_vals if isinstance(s, Value)]
     vt = TensorViewType(dt, tuple(static), tuple(1 if one else None for one in arr.stride_one))
     view = ch.em.one("make_tensor_view", [base, dyn_shape, dyn_strides], vt)
     tile = _tile_shape(ch, p) if p.kind == "mut" else ()
-    ch.env[p.name] = TensorV(p.name, dt, view, vt, tuple(shape_vals), p.kind == "mut", tile, base)
+    ch.env[p.name] = TensorV(
+        p.name, dt, view, vt, tuple(shape_vals), p.kind == "mut", tile, base, strides=tuple(stride_vals)
+    )
     if p.kind == "mut":
         ch.env[f"$tok:{p.name}"] = ch.env[ENTRY_TOKEN]
 

@@ -21,7 +21,7 @@ from tile.compiler._kir import Value
 from tile.compiler._parse import KernelAST
 from tile.compiler._resolve import ResolvedKernel
 from tile.compiler._typecheck_arith import I1, I32, is_const, type_name
-from tile.compiler._typecheck_subtiles import SubtileMixin
+from tile.compiler._typecheck_gather import GatherMixin
 from tile.compiler._typecheck_values import BoundMethod, PartitionV, SubtilesV, TensorV, TileIndex
 from tile.compiler._types import DType, TileType
 from tile.compiler.lang._function import is_function
@@ -57,7 +57,7 @@ def number_of(value: object) -> object:
     return value
 
 
-class ExprMixin(SubtileMixin):
+class ExprMixin(GatherMixin):
     """Evaluates expressions to abstract values."""
 
     kernel: KernelAST

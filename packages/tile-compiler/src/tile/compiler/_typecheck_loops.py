@@ -96,8 +96,12 @@ class LoopMixin(CarryMixin):
         return names + (tokens if self._touches_memory(body) else [])
 
     def _reads_input(self, call: ast.Call) -> bool:
-        """``p.load(...)`` / ``tile.load_tile_like(x, z)`` reading a read-only input (no token chain needed)."""
+        """``p.load(...)`` / ``tile.load_tile_like(x, z)`` / ``x.gather(...)`` reading a read-only input (no token
+        chain needed)."""
         func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "gather" and isinstance(func.value, ast.Name):
+            recv = self.env.get(func.value.id)
+            return isinstance(recv, TensorV) and not recv.mut
         if isinstance(func, ast.Attribute) and func.attr == "load_tile_like" and call.args:
             first = call.args[0]
             recv = self.env.get(first.id) if isinstance(first, ast.Name) else None

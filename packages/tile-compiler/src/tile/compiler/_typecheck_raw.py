@@ -74,6 +74,11 @@ class RawMixin(MathMixin):
         return self.broadcast(m, shape)
 
     def op_gather(self, op: LangOp, a: dict[str, Any]) -> object:
+        if not self.unchecked:
+            self.fail(
+                "tile.gather(ptrs) through raw pointers is only allowed in kernels marked @tile.entry(unchecked=True); "
+                "in a safe kernel, read an input at index tiles with the checked x.gather(i0, ..., padding=...)"
+            )
         t, dt = self._ptrs(a["ptrs"])
         mask = self._mask(a["mask"], t.shape)
         pad = (

@@ -33,6 +33,7 @@ class TensorV:
     base: Value | None = None
     mode: str = ""  # how stores address tiles: "own" (z.store(t)) or "tiles" (z.store(t, at=idx)); one per kernel
     walk: tuple[int | None] | None = None  # the group= of its z.tiles() walks, once walked: one order per kernel
+    strides: tuple[Value | int, ...] = ()  # per dim, in elements: 1 where the spec says unit stride (x.gather)
 
     @property
     def rank(self) -> int:

@@ -272,6 +272,15 @@ class TensorParam:
         """
         _outside("subtiles")
 
+    def gather(self, *indices: Any, padding: Any = 0, mask: Any = None) -> Tile:
+        """The elements at ``indices`` (one integer tile per dim, or one tuple of them, broadcast together).
+
+        Element ``e`` is ``x[i0[e], i1[e], ...]``, or ``padding`` (a constant or a tile of the tensor's dtype)
+        where any index is outside ``0 <= i[d] < x.extents[d]`` or the bool ``mask`` is false: a checked read,
+        allowed in safe kernels.
+        """
+        _outside("gather")
+
     def ptr(self) -> Pointer:
         """The tensor's base address (unchecked kernels only)."""
         _outside("ptr")
@@ -312,6 +321,14 @@ class MutParam:
     def subtiles(self, shape: Any, at: Index | None = None, padding: str = "zero") -> SubtileView:
         """This block's tile (or, with ``at``, one of the tiles `tiles` hands it) in sub-tiles of ``shape``."""
         _outside("subtiles")
+
+    def gather(self, *indices: Any, padding: Any = 0, mask: Any = None) -> Tile:
+        """Refused: other blocks may be writing any element of an output (gather from an input tensor).
+
+        It is here because the kernel language's method table names it (to say so): the compiler refuses a call and
+        the mypy plugin reports it with the same advice (the return type lets mypy go on checking the rest).
+        """
+        _outside("gather")
 
     def ptr(self) -> Pointer:
         """The output's base address (unchecked kernels only)."""

@@ -23,8 +23,8 @@ Inside kernel code a call of a kernel-language function (``tile.exp2(x, flush_to
 ``tile.mma``, ...) is checked against its row of the op catalog (``tile.compiler.lang.OPS``): a keyword the row does
 not take (a misspelt ``flush_to_zero``) is an error, and the ops whose families always give one tile return `Tile`
 (the others, such as ``tile.block_id`` or a multi-operand ``tile.reduce``, stay ``Any``). A method the kernel
-language's table names only to refuse it (``x.subtiles(...)`` on an input, which owns no tile) is reported with the
-compiler's advice.
+language's table names only to refuse it (``x.subtiles(...)`` on an input, which owns no tile; ``z.gather(...)`` on an
+output, which other blocks may be writing) is reported with the compiler's advice.
 
 ``Tensor`` with no arguments stays the host `tile.frontend.Tensor` class. A const generic that a kernel body uses by
 name (``BM`` in ``x.partition((BM, BK))``) is declared for type checkers at module level, ``BM: int``: a declaration
@@ -166,6 +166,10 @@ _REFUSED: dict[str, str] = {
     f"{_KERNEL_TYPES}.TensorParam.subtiles": (
         "an input owns no tile: subtiles() cuts the tile a block owns of a Mut output; read an input anywhere with "
         "x.partition(shape).load(index)"
+    ),
+    f"{_KERNEL_TYPES}.MutParam.gather": (
+        "a Mut output cannot be gathered from: other blocks may be writing any element of it; outputs are read and "
+        "written only through their own tiles (z.load(), z.store(t)); gather from an input tensor parameter"
     ),
 }
 _METHOD_HOOKS: dict[str, Callable[[MethodContext], Type]] = {

@@ -253,7 +253,9 @@ METHODS: Mapping[str, Mapping[str, str]] = MappingProxyType(
                 )
             }
         ),
-        "tensor": MappingProxyType({"partition": "partition", "ptr": "ptr", "subtiles": "tensor_subtiles"}),
+        "tensor": MappingProxyType(
+            {"partition": "partition", "ptr": "ptr", "subtiles": "tensor_subtiles", "gather": "tensor_gather"}
+        ),
         "partition": MappingProxyType({"load": "partition_load"}),
         "mut": MappingProxyType(
             {
@@ -263,6 +265,7 @@ METHODS: Mapping[str, Mapping[str, str]] = MappingProxyType(
                 "partition": "partition",
                 "ptr": "ptr",
                 "subtiles": "mut_subtiles",
+                "gather": "mut_gather",
             }
         ),
         "subtiles": MappingProxyType({"load": "subtiles_load", "store": "subtiles_store"}),
