@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType, ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -139,3 +140,23 @@ def fire_at_collection(n: int, fire: Callable[[], None]) -> Iterator[None]:
     finally:
         gc.set_threshold(*threshold)
         Bomb.countdown = -1
+
+
+def spy_destroyed(sim: Any, destroy: str, calls: list[tuple[str, int]]) -> tuple[list[int], list[tuple[str, int]]]:
+    """Wrap the simulated driver's ``destroy`` call (``cuStreamDestroy``/``cuEventDestroy``) and each of ``calls``
+    (name, position of the handle): the handles destroyed, and every call that named one after its destroy."""
+    destroyed: list[int] = []
+    on_destroyed: list[tuple[str, int]] = []
+    for name, at in [(destroy, 0), *calls]:
+        real = getattr(sim, name)
+
+        def call(*args: Any, name: str = name, at: int = at, real: Any = real) -> Any:
+            handle = int(args[at])
+            if handle in destroyed:
+                on_destroyed.append((name, handle))
+            if name == destroy:
+                destroyed.append(handle)
+            return real(*args)
+
+        setattr(sim, name, call)
+    return destroyed, on_destroyed

@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers_adversarial import fire_at_collection
+from helpers_adversarial import fire_at_collection, spy_destroyed
 
 import tile.core as tc
 from tile.core import _compiled, _launch, _reaper
@@ -342,26 +342,17 @@ def test_an_event_closed_during_a_use_is_destroyed_after_the_use(sim: SimDriver,
     ``record``, ...), after its open check, destroyed the handle the use then passed to the driver: a wait on a
     destroyed event (which the driver may have given to a new one: the stream waited for another event) or a record
     of it. Each collection point is tried: no driver call names a destroyed event, and each is destroyed once."""
-    destroyed: list[int] = []
-    on_destroyed: list[tuple[str, int]] = []
-
-    def spy(name: str, at: int) -> None:
-        real = getattr(sim, name)
-
-        def call(*args: Any) -> Any:
-            handle = int(args[at])
-            if handle in destroyed:
-                on_destroyed.append((name, handle))
-            if name == "cuEventDestroy":
-                destroyed.append(handle)
-            return real(*args)
-
-        setattr(sim, name, call)
-
-    for name, at in [("cuEventDestroy", 0), ("cuStreamWaitEvent", 1), ("cuEventRecord", 0), ("cuEventQuery", 0)]:
-        spy(name, at)
-    spy("cuEventSynchronize", 0)
-    spy("cuEventElapsedTime", 1)
+    destroyed, on_destroyed = spy_destroyed(
+        sim,
+        "cuEventDestroy",
+        [
+            ("cuStreamWaitEvent", 1),
+            ("cuEventRecord", 0),
+            ("cuEventQuery", 0),
+            ("cuEventSynchronize", 0),
+            ("cuEventElapsedTime", 1),
+        ],
+    )
     a, b = tc.Stream(), tc.Stream()
     start = tc.Event(timing=True)
     start.record(a)
@@ -410,26 +401,9 @@ def test_a_stream_closed_during_a_call_on_its_handle_is_destroyed_after_the_call
     ``use_lock``, so the close was not refused as inside a use) destroyed the stream, and the call then passed the
     destroyed handle to the driver (which may have given it to a new stream: a record there marks another stream's
     work). Each collection point is tried: no driver call names a destroyed stream, and each is destroyed once."""
-    destroyed: list[int] = []
-    on_destroyed: list[tuple[str, int]] = []
-
-    def spy(name: str, at: int) -> None:
-        real = getattr(sim, name)
-
-        def call(*args: Any) -> Any:
-            handle = int(args[at])
-            if handle in destroyed:
-                on_destroyed.append((name, handle))
-            if name == "cuStreamDestroy":
-                destroyed.append(handle)
-            return real(*args)
-
-        setattr(sim, name, call)
-
-    calls = [("cuStreamDestroy", 0), ("cuStreamWaitEvent", 0), ("cuEventRecord", 1), ("cuStreamQuery", 0)]
+    calls = [("cuStreamWaitEvent", 0), ("cuEventRecord", 1), ("cuStreamQuery", 0)]
     calls += [("cuStreamSynchronize", 0), ("cuStreamIsCapturing", 0), ("cuStreamGetPriority", 0)]
-    for name, at in calls:
-        spy(name, at)
+    destroyed, on_destroyed = spy_destroyed(sim, "cuStreamDestroy", calls)
     other = tc.Stream()
     fired_inside = 0
     for n in range(1, 60):

@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers_adversarial import fire_at_collection
+from helpers_adversarial import fire_at_collection, spy_destroyed
 
 import tile.core as tc
 from tile import aio
@@ -72,21 +72,7 @@ def _at_allocation(n: int, work: Callable[[], Any], fire: Callable[[], None]) ->
 
 def _spy_destroyed(sim: SimDriver, calls: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Record each driver call in ``calls`` (name, position of its stream) that names a destroyed stream."""
-    destroyed: list[int] = []
-    on_destroyed: list[tuple[str, int]] = []
-    for name, at in [("cuStreamDestroy", 0), *calls]:
-        real = getattr(sim, name)
-
-        def call(*args: Any, name: str = name, at: int = at, real: Any = real) -> Any:
-            handle = int(args[at])
-            if handle in destroyed:
-                on_destroyed.append((name, handle))
-            if name == "cuStreamDestroy":
-                destroyed.append(handle)
-            return real(*args)
-
-        setattr(sim, name, call)
-    return on_destroyed
+    return spy_destroyed(sim, "cuStreamDestroy", calls)[1]
 
 
 # -- hole: tile.aio's host function enqueued on a stream a finalizer closed after its open check -------------------
